@@ -1,0 +1,9 @@
+//! The controller's Cap'n Proto contract. `controller_capnp.rs` is generated
+//! from `controller.capnp` by `capnp compile -orust` and committed, so a
+//! fresh machine builds without the capnp compiler; `.ci/check-capnp-drift`
+//! regenerates it and fails on any difference.
+
+#[allow(clippy::all, unused, missing_docs)]
+pub mod controller_capnp {
+    include!("controller_capnp.rs");
+}

@@ -1,0 +1,146 @@
+//! Rules registered in code (oslo's `RuleDefault`) and Placement's set of them.
+
+use serde::Deserialize;
+
+use crate::error::PolicyError;
+
+/// A rule's default, as a service registers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleDefault {
+    pub name: String,
+    pub check_str: String,
+    /// Token scopes allowed to use the rule; empty means any scope.
+    pub scope_types: Vec<String>,
+    /// The default this rule replaced, still honoured when
+    /// `enforce_new_defaults` is off.
+    pub deprecated_rule: Option<DeprecatedRule>,
+    pub description: Option<String>,
+}
+
+/// The previous default of a rule (oslo's `DeprecatedRule`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct DeprecatedRule {
+    pub name: String,
+    pub check_str: String,
+}
+
+impl RuleDefault {
+    /// A rule usable from any token scope, with no deprecated default.
+    pub fn new(name: impl Into<String>, check_str: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            check_str: check_str.into(),
+            scope_types: Vec::new(),
+            deprecated_rule: None,
+            description: None,
+        }
+    }
+
+    /// Restricts the rule to tokens of these scopes (`system`, `domain`, `project`).
+    pub fn with_scope_types<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.scope_types = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Records the default this rule replaced.
+    pub fn with_deprecated(
+        mut self,
+        name: impl Into<String>,
+        check_str: impl Into<String>,
+    ) -> Self {
+        self.deprecated_rule = Some(DeprecatedRule {
+            name: name.into(),
+            check_str: check_str.into(),
+        });
+        self
+    }
+}
+
+/// One rule as stored in `policies.json` (extra fields are ignored).
+#[derive(Deserialize)]
+struct WireRule {
+    name: String,
+    check_str: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    scope_types: Option<Vec<String>>,
+    #[serde(default)]
+    deprecated_rule: Option<DeprecatedRule>,
+}
+
+#[derive(Deserialize)]
+struct WireFile {
+    rules: Vec<WireRule>,
+}
+
+impl From<WireRule> for RuleDefault {
+    fn from(w: WireRule) -> Self {
+        Self {
+            name: w.name,
+            check_str: w.check_str,
+            scope_types: w.scope_types.unwrap_or_default(),
+            deprecated_rule: w.deprecated_rule,
+            description: w.description,
+        }
+    }
+}
+
+/// Placement's registered defaults, extracted from `placement.policies.list_rules()`
+/// of openstack-placement 16.0.0.
+const PLACEMENT_POLICIES: &str = include_str!("../data/placement-policies.json");
+
+/// Parses a rules document shaped like `placement-policies.json`
+/// (`{"rules": [{name, check_str, scope_types, deprecated_rule}, ...]}`).
+pub fn parse_rule_defaults(json: &str) -> Result<Vec<RuleDefault>, PolicyError> {
+    let file: WireFile = serde_json::from_str(json).map_err(PolicyError::InvalidDefaults)?;
+    Ok(file.rules.into_iter().map(RuleDefault::from).collect())
+}
+
+/// The 38 Placement default rules, in registration order.
+pub fn try_placement_defaults() -> Result<Vec<RuleDefault>, PolicyError> {
+    parse_rule_defaults(PLACEMENT_POLICIES)
+}
+
+/// The 38 Placement default rules, in registration order.
+///
+/// The data is embedded at build time and checked by this crate's tests; were
+/// it ever unreadable this returns no rules, so every `authorize` call fails
+/// closed with `NotRegistered` instead of panicking.
+pub fn placement_defaults() -> Vec<RuleDefault> {
+    try_placement_defaults().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_data_parses() {
+        let rules = try_placement_defaults().expect("embedded data parses");
+        assert_eq!(rules.len(), 38);
+        assert_eq!(placement_defaults(), rules);
+        let service = rules
+            .iter()
+            .find(|r| r.name == "service_api")
+            .expect("service_api");
+        assert_eq!(service.check_str, "role:service");
+        assert_eq!(service.scope_types, vec!["project".to_owned()]);
+        assert_eq!(
+            service.deprecated_rule,
+            Some(DeprecatedRule {
+                name: "rule:admin_api".into(),
+                check_str: "role:admin".into()
+            })
+        );
+        let reader = rules
+            .iter()
+            .find(|r| r.name == "project_reader_api")
+            .expect("reader");
+        assert!(reader.scope_types.is_empty());
+    }
+}

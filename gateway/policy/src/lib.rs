@@ -1,0 +1,39 @@
+//! An engine for the oslo.policy rule language, answering as oslo.policy
+//! 6.0.1 does, so the gateway can authorize Placement API calls with the
+//! same defaults, overrides and options as the Python service.
+//!
+//! ```
+//! use keelson_policy::{ContextValues, Credentials, Enforcer, EnforcerConfig, PolicyFile};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let enforcer = Enforcer::placement(EnforcerConfig::default(), PolicyFile::empty())?;
+//! let creds = Credentials::from_context(&ContextValues {
+//!     user_id: Some("u".into()),
+//!     project_id: Some("p".into()),
+//!     roles: vec!["admin".into()],
+//!     ..ContextValues::default()
+//! });
+//! let target = creds.default_target();
+//! enforcer.authorize("placement:resource_providers:list", &target, &creds)?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod checks;
+mod credentials;
+mod defaults;
+mod enforcer;
+mod error;
+mod parser;
+mod policy_file;
+mod python;
+
+pub use checks::{Check, NoRules, RuleResolver, MAX_RULE_DEPTH};
+pub use credentials::{ContextValues, Credentials, Target, TokenScope};
+pub use defaults::{
+    parse_rule_defaults, placement_defaults, try_placement_defaults, DeprecatedRule, RuleDefault,
+};
+pub use enforcer::{Enforcer, EnforcerConfig};
+pub use error::{Denied, PolicyError};
+pub use parser::{parse_list_rule, parse_rule, Parsed};
+pub use policy_file::PolicyFile;

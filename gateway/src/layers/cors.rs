@@ -1,0 +1,109 @@
+//! CORS as oslo.middleware does it, active only when `[cors]
+//! allowed_origin` is configured: preflight `OPTIONS` requests from an
+//! allowed origin are answered here; simple requests get the
+//! `Access-Control-*` headers added. Requests from other origins pass
+//! through untouched (no CORS headers), as upstream.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use keelson_common::Config;
+
+/// `[cors]` options.
+#[derive(Debug, Clone)]
+pub struct CorsSettings {
+    pub allowed_origin: Vec<String>,
+    pub allow_credentials: bool,
+    pub expose_headers: Vec<String>,
+    pub max_age: Option<i64>,
+    pub allow_methods: Vec<String>,
+    pub allow_headers: Vec<String>,
+}
+
+impl CorsSettings {
+    /// `None` when CORS is not configured.
+    pub fn from_config(config: &Config) -> Option<Arc<CorsSettings>> {
+        let allowed_origin = config.get_list("cors", "allowed_origin");
+        if allowed_origin.is_empty() {
+            return None;
+        }
+        Some(Arc::new(CorsSettings {
+            allowed_origin,
+            allow_credentials: config.get_bool("cors", "allow_credentials"),
+            expose_headers: config.get_list("cors", "expose_headers"),
+            max_age: config.get_int("cors", "max_age"),
+            allow_methods: config.get_list("cors", "allow_methods"),
+            allow_headers: config.get_list("cors", "allow_headers"),
+        }))
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        self.allowed_origin.iter().any(|o| o == "*" || o == origin)
+    }
+}
+
+fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        headers.insert(name, v);
+    }
+}
+
+pub async fn layer(State(cors): State<Arc<CorsSettings>>, req: Request, next: Next) -> Response {
+    let origin = req.headers().get(http::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let Some(origin) = origin.filter(|o| cors.origin_allowed(o)) else {
+        return next.run(req).await;
+    };
+    if req.method() == Method::OPTIONS {
+        if let Some(resp) = preflight(&cors, &origin, req.headers()) {
+            return resp;
+        }
+        return next.run(req).await;
+    }
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    set(h, "access-control-allow-origin", &origin);
+    if cors.allow_credentials {
+        set(h, "access-control-allow-credentials", "true");
+    }
+    if !cors.expose_headers.is_empty() {
+        set(h, "access-control-expose-headers", &cors.expose_headers.join(","));
+    }
+    h.append(http::header::VARY, HeaderValue::from_static("Origin"));
+    resp
+}
+
+/// Answers a preflight request; `None` when it is not one we accept (the
+/// request then continues without CORS headers, as oslo does).
+fn preflight(cors: &CorsSettings, origin: &str, headers: &HeaderMap) -> Option<Response> {
+    let method = headers.get("access-control-request-method").and_then(|v| v.to_str().ok())?;
+    if !cors.allow_methods.iter().any(|m| m.eq_ignore_ascii_case(method)) {
+        return None;
+    }
+    let requested: Vec<String> = headers
+        .get("access-control-request-headers")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default();
+    let allowed_lower: Vec<String> = cors.allow_headers.iter().map(|h| h.to_ascii_lowercase()).collect();
+    if requested.iter().any(|r| !allowed_lower.contains(&r.to_ascii_lowercase())) {
+        return None;
+    }
+    let mut resp = StatusCode::OK.into_response();
+    let h = resp.headers_mut();
+    set(h, "access-control-allow-origin", origin);
+    if cors.allow_credentials {
+        set(h, "access-control-allow-credentials", "true");
+    }
+    if let Some(age) = cors.max_age {
+        set(h, "access-control-max-age", &age.to_string());
+    }
+    set(h, "access-control-allow-methods", method);
+    if !requested.is_empty() {
+        set(h, "access-control-allow-headers", &requested.join(","));
+    }
+    h.append(http::header::VARY, HeaderValue::from_static("Origin"));
+    Some(resp)
+}

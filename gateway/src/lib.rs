@@ -1,0 +1,14 @@
+//! keelson's REST edge.
+//!
+//! Two APIs, each on its own listener: OpenStack Placement (port 8778,
+//! [`placement`]) and OpenStack Orchestration v1 (port 8004,
+//! [`orchestration`]). Each request passes the layer stack of [`layers`]
+//! (one cross-cutting concern per layer, in upstream Placement's order),
+//! then the API's router; handlers translate to gRPC calls on the
+//! services. Prometheus metrics are served at `/metrics` on each listener.
+
+pub mod keystone;
+pub mod layers;
+pub mod orchestration;
+pub mod placement;
+pub mod server;

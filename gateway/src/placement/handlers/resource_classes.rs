@@ -1,0 +1,109 @@
+//! `/resource_classes` (from 1.2).
+
+use http::StatusCode;
+use keelson_proto::placement::v1 as pb;
+use serde_json::{json, Value};
+
+use crate::placement::request::{cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, Req};
+use crate::placement::router::Route;
+use crate::route;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        route!(GET "/resource_classes" => list),
+        route!(POST "/resource_classes" => create),
+        route!(GET "/resource_classes/{name}" => show),
+        route!(PUT "/resource_classes/{name}" => update),
+        route!(DELETE "/resource_classes/{name}" => delete),
+    ]
+}
+
+/// Before 1.2 these routes do not exist.
+fn require_1_2(req: &Req) -> Result<(), crate::placement::PlacementError> {
+    if req.at_least(1, 2) {
+        Ok(())
+    } else {
+        Err(not_found(""))
+    }
+}
+
+fn view(req: &Req, name: &str) -> Value {
+    let _ = req;
+    json!({
+        "name": name,
+        "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}],
+    })
+}
+
+fn location(name: &str) -> http::HeaderValue {
+    http::HeaderValue::from_str(&format!("/resource_classes/{name}")).unwrap_or(http::HeaderValue::from_static("/resource_classes"))
+}
+
+async fn list(req: Req) -> HandlerResult {
+    require_1_2(&req)?;
+    req.authorize("placement:resource_classes:list", &[])?;
+    let resp = req.state.clients.classes.clone().list_resource_classes(pb::ListResourceClassesRequest {}).await?.into_inner();
+    let items: Vec<Value> = resp.resource_classes.iter().map(|rc| view(&req, &rc.name)).collect();
+    let last = newest(resp.resource_classes.iter().map(|rc| &rc.last_modified));
+    let out = json(StatusCode::OK, &json!({ "resource_classes": items }));
+    Ok(cache_headers(&req, out, last))
+}
+
+async fn create(req: Req) -> HandlerResult {
+    require_1_2(&req)?;
+    req.require_content()?;
+    req.authorize("placement:resource_classes:create", &[])?;
+    let body = req.json_body("resource_class.POST_RC_SCHEMA_V1_2")?;
+    let name = body["name"].as_str().unwrap_or_default().to_string();
+    req.state.clients.classes.clone().create_resource_class(pb::CreateResourceClassRequest { name: name.clone() }).await?;
+    let mut resp = empty(StatusCode::CREATED);
+    resp.headers_mut().insert(http::header::LOCATION, location(&name));
+    Ok(resp)
+}
+
+async fn show(req: Req) -> HandlerResult {
+    require_1_2(&req)?;
+    req.authorize("placement:resource_classes:show", &[])?;
+    let name = req.param("name").to_string();
+    let rc = req.state.clients.classes.clone().get_resource_class(pb::GetResourceClassRequest { name }).await?.into_inner();
+    let out = json(StatusCode::OK, &view(&req, &rc.name));
+    Ok(cache_headers(&req, out, to_naive(&rc.last_modified)))
+}
+
+async fn update(req: Req) -> HandlerResult {
+    require_1_2(&req)?;
+    let name = req.param("name").to_string();
+    if req.at_least(1, 7) {
+        req.authorize("placement:resource_classes:update", &[])?;
+        // Upstream validates the path name with the body schema.
+        crate::placement::handlers::validate("resource_class.PUT_RC_SCHEMA_V1_2", &json!({ "name": name }))
+            .map_err(|msg| crate::placement::request::bad_request(format!("JSON does not validate: {msg}")))?;
+        let r = req.state.clients.classes.clone().ensure_resource_class(pb::EnsureResourceClassRequest { name: name.clone() }).await?;
+        let status = if r.into_inner().created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
+        let mut resp = empty(status);
+        resp.headers_mut().insert(http::header::LOCATION, location(&name));
+        return Ok(resp);
+    }
+    // 1.2-1.6: rename a custom class .
+    req.require_content()?;
+    req.authorize("placement:resource_classes:update", &[])?;
+    let body = req.json_body("resource_class.PUT_RC_SCHEMA_V1_2")?;
+    let new_name = body["name"].as_str().unwrap_or_default().to_string();
+    let rc = req
+        .state
+        .clients
+        .classes
+        .clone()
+        .rename_resource_class(pb::RenameResourceClassRequest { name, new_name })
+        .await?
+        .into_inner();
+    Ok(json(StatusCode::OK, &view(&req, &rc.name)))
+}
+
+async fn delete(req: Req) -> HandlerResult {
+    require_1_2(&req)?;
+    req.authorize("placement:resource_classes:delete", &[])?;
+    let name = req.param("name").to_string();
+    req.state.clients.classes.clone().delete_resource_class(pb::DeleteResourceClassRequest { name }).await?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}

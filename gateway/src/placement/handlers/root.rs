@@ -1,0 +1,26 @@
+//! `GET /`: the version document. No token needed.
+
+use http::StatusCode;
+use serde_json::json;
+
+use crate::placement::microversion::{MAX, MIN};
+use crate::placement::request::{json, HandlerResult, Req};
+use crate::placement::router::Route;
+use crate::route;
+
+pub fn routes() -> Vec<Route> {
+    vec![route!(GET "/" => home), route!(GET "" => home)]
+}
+
+async fn home(_req: Req) -> HandlerResult {
+    let body = json!({
+        "versions": [{
+            "id": format!("v{MIN}"),
+            "max_version": MAX.to_string(),
+            "min_version": MIN.to_string(),
+            "status": "CURRENT",
+            "links": [{"rel": "self", "href": ""}],
+        }]
+    });
+    Ok(json(StatusCode::OK, &body))
+}

@@ -1,0 +1,65 @@
+//! The OpenStack Placement API (microversions 1.0-1.39) on port 8778.
+//!
+//! Layout follows upstream's split: `handlers/` (one module per resource,
+//! each declaring its routes), `schemas` (the request JSON schemas, applied
+//! per microversion), `policy` (authorization), `error` (the error body)
+//! and `microversion`. Handlers validate and authorize, call the inventory
+//! service over gRPC, and shape the answer for the request's microversion.
+
+pub mod app;
+pub mod auth;
+pub mod error;
+pub mod handlers;
+pub mod microversion;
+pub mod policy;
+pub mod request;
+pub mod router;
+
+use std::sync::Arc;
+
+use keelson_proto::placement::v1 as pb;
+use tonic::transport::Channel;
+
+pub use microversion::Microversion;
+pub use request::{PlacementError, Req};
+
+/// A tonic client channel that carries the request context (request id,
+/// traceparent) of the request being handled.
+pub type Intercepted = tonic::service::interceptor::InterceptedService<
+    Channel,
+    fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
+>;
+
+/// The inventory service's gRPC clients (one HTTP/2 channel, shared).
+#[derive(Clone)]
+pub struct Clients {
+    pub classes: pb::resource_classes_client::ResourceClassesClient<Intercepted>,
+    pub traits: pb::traits_client::TraitsClient<Intercepted>,
+    pub providers: pb::resource_providers_client::ResourceProvidersClient<Intercepted>,
+    pub inventories: pb::inventories_client::InventoriesClient<Intercepted>,
+    pub allocations: pb::allocations_client::AllocationsClient<Intercepted>,
+    pub usages: pb::usages_client::UsagesClient<Intercepted>,
+}
+
+impl Clients {
+    pub fn new(channel: Channel) -> Self {
+        let f: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
+        let svc = || tonic::service::interceptor::InterceptedService::new(channel.clone(), f);
+        Clients {
+            classes: pb::resource_classes_client::ResourceClassesClient::new(svc()),
+            traits: pb::traits_client::TraitsClient::new(svc()),
+            providers: pb::resource_providers_client::ResourceProvidersClient::new(svc()),
+            inventories: pb::inventories_client::InventoriesClient::new(svc()),
+            allocations: pb::allocations_client::AllocationsClient::new(svc()),
+            usages: pb::usages_client::UsagesClient::new(svc()),
+        }
+    }
+}
+
+/// Everything a Placement request handler may use.
+pub struct PlacementState {
+    pub clients: Clients,
+    pub policy: policy::Policy,
+}
+
+pub type State = Arc<PlacementState>;

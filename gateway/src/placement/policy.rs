@@ -1,0 +1,44 @@
+//! Authorization with oslo.policy semantics: Placement's 38 default rules,
+//! the operator's `policy_file` overrides and the `[oslo_policy]` options.
+
+use keelson_common::Config;
+use keelson_policy::{Credentials, Enforcer, PolicyError, PolicyFile, Target};
+
+use super::auth::Identity;
+
+/// The policy enforcer of one gateway.
+pub struct Policy {
+    enforcer: Enforcer,
+}
+
+impl Policy {
+    /// Builds the enforcer from `[oslo_policy]`. A relative `policy_file`
+    /// is looked up next to the configuration files, as oslo.config does.
+    pub fn from_config(config: &Config) -> Result<Policy, PolicyError> {
+        let file = config.get_str("oslo_policy", "policy_file").map(std::path::PathBuf::from);
+        let search: Vec<std::path::PathBuf> =
+            config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
+        let located = file.as_deref().and_then(|f| PolicyFile::locate(f, &search));
+        let enforcer = Enforcer::placement_from_options(
+            located.as_deref(),
+            config.get_bool("oslo_policy", "enforce_new_defaults"),
+            // oslo.policy 6 always enforces scope; keelson keeps an opt-out.
+            !config.is_set("oslo_policy", "enforce_scope") || config.get_bool("oslo_policy", "enforce_scope"),
+        )?;
+        for w in enforcer.warnings() {
+            tracing::warn!(target: "keelson::policy", "{w}");
+        }
+        Ok(Policy { enforcer })
+    }
+
+    /// Checks `rule` for `identity`. An empty target means upstream's
+    /// default target: the caller's own project and user.
+    pub fn authorize(&self, rule: &str, target: &[(&str, &str)], identity: &Identity) -> Result<(), keelson_policy::Denied> {
+        let creds = Credentials::from_context(identity);
+        let mut t: Target = creds.default_target();
+        for (k, v) in target {
+            t.insert((*k).to_string(), serde_json::Value::String((*v).to_string()));
+        }
+        self.enforcer.authorize(rule, &t, &creds)
+    }
+}

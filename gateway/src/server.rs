@@ -1,0 +1,73 @@
+//! Starting the gateway's listeners from configuration.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use keelson_common::Config;
+use tokio::net::TcpListener;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::keystone::{KeystoneSettings, TokenValidator};
+use crate::layers::auth::Authenticator;
+use crate::layers::cors::CorsSettings;
+use crate::layers::metrics::Metrics;
+use crate::layers::request_log::LogState;
+use crate::placement::{self, Clients, PlacementState};
+
+/// Why the gateway cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("policy: {0}")]
+    Policy(#[from] keelson_policy::PolicyError),
+    #[error("keystone: {0}")]
+    Keystone(#[from] crate::keystone::AuthError),
+    #[error("invalid service endpoint {0}: {1}")]
+    Endpoint(String, String),
+    #[error("listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A lazily connected channel to a service: the gateway starts even when
+/// the service is not up yet, and reconnects when it restarts.
+pub fn channel(url: &str) -> Result<Channel, GatewayError> {
+    let ep = Endpoint::from_shared(url.to_string()).map_err(|e| GatewayError::Endpoint(url.into(), e.to_string()))?;
+    Ok(ep.connect_timeout(std::time::Duration::from_secs(5)).tcp_nodelay(true).connect_lazy())
+}
+
+fn authenticator(config: &Config, strategy: &str) -> Result<Authenticator, GatewayError> {
+    Ok(match strategy {
+        "noauth2" | "noauth" => Authenticator::NoAuth2,
+        _ => Authenticator::Keystone(Arc::new(TokenValidator::new(KeystoneSettings::from_config(config)?))),
+    })
+}
+
+fn with_metrics(app: axum::Router, metrics: Metrics) -> axum::Router {
+    let render = move || {
+        let m = metrics.clone();
+        async move { m.render() }
+    };
+    axum::Router::new().route("/metrics", axum::routing::get(render)).merge(app)
+}
+
+/// The Placement application for `config`, talking to the inventory
+/// service over `inventory`.
+pub fn placement_app(config: &Config, inventory: Channel, metrics: Metrics) -> Result<axum::Router, GatewayError> {
+    let state = Arc::new(PlacementState {
+        clients: Clients::new(inventory),
+        policy: placement::policy::Policy::from_config(config)?,
+    });
+    let strategy = config.get_str("api", "auth_strategy").unwrap_or_else(|| "keystone".into());
+    let auth = authenticator(config, &strategy)?;
+    let app = placement::app::app(state, auth, CorsSettings::from_config(config), LogState { api: "placement", metrics: metrics.clone() });
+    Ok(with_metrics(app, metrics))
+}
+
+/// Serves an application on a bound listener until `shutdown` resolves.
+pub async fn serve(listener: TcpListener, app: axum::Router, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+/// The Orchestration application.
+pub fn orchestration_app(metrics: Metrics) -> axum::Router {
+    with_metrics(crate::orchestration::app(), metrics)
+}

@@ -1,0 +1,418 @@
+//! oslo.config-compatible configuration.
+//!
+//! Deployment tools (devstack, kolla, OpenStack-Ansible, charms) write
+//! Placement's INI files; keelson reads the same files with the same group
+//! and option names and defaults, so an operator can point keelson at an
+//! existing `placement.conf`. Several files may be given; a later file wins
+//! option by option, as in oslo.config.
+//!
+//! Every option is declared in a registry (Placement's options come from
+//! `data/config-options.json`, keelson's own from [`KEELSON_OPTIONS`]). An
+//! option that is not declared is reported as a warning; a declared option
+//! whose value does not parse refuses the start with an error that names
+//! the option and the file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why a configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: cannot parse line: {text:?}")]
+    Syntax { path: PathBuf, line: usize, text: String },
+    #[error("invalid value {value:?} for option [{group}] {name} in {path}: {reason}")]
+    InvalidValue { group: String, name: String, value: String, path: String, reason: String },
+}
+
+/// The type of an option's value, as oslo.config knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptType {
+    Str { choices: Option<Vec<String>> },
+    Int { min: Option<i64>, max: Option<i64> },
+    Float,
+    Bool,
+    List,
+    MultiStr,
+}
+
+/// A declared option with its default (as oslo.config would render it).
+#[derive(Debug, Clone)]
+pub struct OptionSpec {
+    pub group: String,
+    pub name: String,
+    pub opt_type: OptType,
+    pub default: Option<String>,
+}
+
+/// keelson's own options, beside Placement's: where the services listen and
+/// how they find each other, the controller and etcd, and telemetry.
+/// (group, name, type, default)
+const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
+    // Where each service listens (gRPC) and where the others reach it.
+    ("keelson", "inventory_listen", "str", Some("127.0.0.1:50051")),
+    ("keelson", "candidates_listen", "str", Some("127.0.0.1:50052")),
+    ("keelson", "engine_listen", "str", Some("127.0.0.1:50053")),
+    ("keelson", "inventory_endpoint", "str", Some("http://127.0.0.1:50051")),
+    ("keelson", "candidates_endpoint", "str", Some("http://127.0.0.1:50052")),
+    ("keelson", "engine_endpoints", "list", Some("http://127.0.0.1:50053")),
+    ("keelson", "placement_listen", "str", Some("0.0.0.0:8778")),
+    ("keelson", "orchestration_listen", "str", Some("0.0.0.0:8004")),
+    ("keelson", "data_dir", "str", Some("./keelson-data")),
+    ("telemetry", "otlp_endpoint", "str", None),
+    ("telemetry", "service_name", "str", Some("keelson")),
+    ("telemetry", "log_filter", "str", Some("info")),
+    ("controller", "name", "str", Some("c1")),
+    ("controller", "listen", "str", Some("127.0.0.1:7001")),
+    ("controller", "peers", "list", None),
+    ("controller", "cluster_name", "str", Some("keelson")),
+    ("controller", "lease_ttl", "int", Some("5")),
+    ("etcd", "endpoints", "list", None),
+    ("orchestration", "auth_strategy", "str", Some("keystone")),
+    ("orchestration", "num_engine_workers", "int", Some("2")),
+    ("database", "connection", "str", None),
+];
+
+#[derive(Deserialize)]
+struct ContractOptions {
+    options: Vec<ContractOption>,
+}
+
+#[derive(Deserialize)]
+struct ContractOption {
+    group: String,
+    name: String,
+    #[serde(rename = "type")]
+    opt_type: String,
+    default: serde_json::Value,
+    choices: Option<Vec<serde_json::Value>>,
+}
+
+/// Every option keelson understands.
+pub fn registry() -> &'static BTreeMap<(String, String), OptionSpec> {
+    static REGISTRY: std::sync::OnceLock<BTreeMap<(String, String), OptionSpec>> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(build_registry)
+}
+
+fn build_registry() -> BTreeMap<(String, String), OptionSpec> {
+    let mut out = BTreeMap::new();
+    // The file is compiled in; a parse failure is a build defect caught by
+    // the unit tests, so fall back to an empty list rather than panic.
+    let contract: ContractOptions = serde_json::from_str(include_str!("../data/config-options.json"))
+        .unwrap_or(ContractOptions { options: Vec::new() });
+    for o in contract.options {
+        let choices = o.choices.map(|c| c.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect());
+        let opt_type = if o.opt_type.starts_with("IntOpt") || o.opt_type.starts_with("PortOpt") {
+            OptType::Int { min: None, max: None }
+        } else if o.opt_type.starts_with("BoolOpt") {
+            OptType::Bool
+        } else if o.opt_type.starts_with("FloatOpt") {
+            OptType::Float
+        } else if o.opt_type.starts_with("ListOpt") {
+            OptType::List
+        } else if o.opt_type.starts_with("MultiStrOpt") {
+            OptType::MultiStr
+        } else {
+            OptType::Str { choices }
+        };
+        let default = render_default(&o.default);
+        out.insert((o.group.clone(), o.name.clone()), OptionSpec { group: o.group, name: o.name, opt_type, default });
+    }
+    for (group, name, ty, default) in KEELSON_OPTIONS {
+        let opt_type = match *ty {
+            "int" => OptType::Int { min: None, max: None },
+            "bool" => OptType::Bool,
+            "list" => OptType::List,
+            _ => OptType::Str { choices: None },
+        };
+        out.insert(
+            (group.to_string(), name.to_string()),
+            OptionSpec { group: group.to_string(), name: name.to_string(), opt_type, default: default.map(str::to_owned) },
+        );
+    }
+    // Placement's option has choices; keelson's orchestration twin too.
+    if let Some(spec) = out.get_mut(&("orchestration".to_string(), "auth_strategy".to_string())) {
+        spec.opt_type = OptType::Str { choices: Some(vec!["keystone".into(), "noauth".into()]) };
+    }
+    out
+}
+
+fn render_default(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(items) => Some(
+            items.iter().map(|i| i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string())).collect::<Vec<_>>().join(","),
+        ),
+        other => Some(other.to_string()),
+    }
+}
+
+/// One value as read, with where it came from (for error messages).
+#[derive(Debug, Clone)]
+struct Setting {
+    values: Vec<String>,
+    source: String,
+}
+
+/// The merged configuration of one process.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    settings: BTreeMap<(String, String), Setting>,
+    /// Options found in the files but not declared anywhere.
+    pub unknown: Vec<String>,
+    /// Files read, in order.
+    pub files: Vec<PathBuf>,
+}
+
+impl Config {
+    /// Reads the given files in order (later files win) and validates every
+    /// declared option's value.
+    pub fn load(files: &[PathBuf]) -> Result<Config, ConfigError> {
+        let mut cfg = Config::default();
+        for path in files {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+            cfg.merge_text(&text, path)?;
+            cfg.files.push(path.clone());
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Parses INI text as if it came from `path` and merges it in.
+    pub fn merge_text(&mut self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let source = path.display().to_string();
+        let mut group = "DEFAULT".to_string();
+        let mut in_file: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        let mut last_key: Option<(String, String)> = None;
+        for (index, raw) in text.lines().enumerate() {
+            let trimmed = raw.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
+                continue;
+            }
+            // oslo.config (like iniparser) continues a value on indented lines.
+            if raw.starts_with([' ', '\t']) {
+                if let Some(key) = &last_key {
+                    if let Some(last) = in_file.get_mut(key).and_then(|v| v.last_mut()) {
+                        last.push('\n');
+                        last.push_str(trimmed);
+                        continue;
+                    }
+                }
+            }
+            if let Some(name) = trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+                group = name.trim().to_string();
+                last_key = None;
+                continue;
+            }
+            let Some((key, value)) = trimmed.split_once(['=', ':']) else {
+                return Err(ConfigError::Syntax { path: path.to_path_buf(), line: index + 1, text: raw.to_string() });
+            };
+            let key = (group.clone(), key.trim().to_string());
+            in_file.entry(key.clone()).or_default().push(unquote(value.trim()).to_string());
+            last_key = Some(key);
+        }
+        for (key, values) in in_file {
+            self.settings.insert(key, Setting { values, source: source.clone() });
+        }
+        Ok(())
+    }
+
+    /// Sets one option programmatically (command-line overrides, tests).
+    pub fn set(&mut self, group: &str, name: &str, value: &str) {
+        self.settings.insert(
+            (group.to_string(), name.to_string()),
+            Setting { values: vec![value.to_string()], source: "<override>".to_string() },
+        );
+    }
+
+    /// Checks every declared option's value and records the undeclared ones.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        let registry = registry();
+        self.unknown.clear();
+        for ((group, name), setting) in &self.settings {
+            let Some(spec) = registry.get(&(group.clone(), name.clone())) else {
+                // The DEFAULT group holds oslo.log and friends' options.
+                if group != "DEFAULT" {
+                    self.unknown.push(format!("[{group}] {name} (in {})", setting.source));
+                }
+                continue;
+            };
+            for value in &setting.values {
+                check_value(spec, value).map_err(|reason| ConfigError::InvalidValue {
+                    group: group.clone(),
+                    name: name.clone(),
+                    value: value.clone(),
+                    path: setting.source.clone(),
+                    reason,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn raw(&self, group: &str, name: &str) -> Option<&str> {
+        if let Some(s) = self.settings.get(&(group.to_string(), name.to_string())) {
+            return s.values.last().map(String::as_str);
+        }
+        registry().get(&(group.to_string(), name.to_string())).and_then(|spec| spec.default.as_deref())
+    }
+
+    /// Whether the option was set in a file or override (not defaulted).
+    pub fn is_set(&self, group: &str, name: &str) -> bool {
+        self.settings.contains_key(&(group.to_string(), name.to_string()))
+    }
+
+    /// A string option; `None` when unset and without a default, or empty.
+    pub fn get_str(&self, group: &str, name: &str) -> Option<String> {
+        self.raw(group, name).filter(|v| !v.is_empty()).map(str::to_owned)
+    }
+
+    pub fn get_bool(&self, group: &str, name: &str) -> bool {
+        self.raw(group, name).and_then(parse_bool).unwrap_or(false)
+    }
+
+    pub fn get_int(&self, group: &str, name: &str) -> Option<i64> {
+        self.raw(group, name).and_then(|v| v.trim().parse().ok())
+    }
+
+    pub fn get_float(&self, group: &str, name: &str) -> Option<f64> {
+        self.raw(group, name).and_then(|v| v.trim().parse().ok())
+    }
+
+    /// A comma-separated list option (empty items dropped, as oslo does).
+    pub fn get_list(&self, group: &str, name: &str) -> Vec<String> {
+        self.raw(group, name)
+            .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    /// The file an option was read from, for messages.
+    pub fn source_of(&self, group: &str, name: &str) -> String {
+        self.settings
+            .get(&(group.to_string(), name.to_string()))
+            .map(|s| s.source.clone())
+            .unwrap_or_else(|| "<default>".to_string())
+    }
+}
+
+fn unquote(v: &str) -> &str {
+    if v.len() >= 2 && ((v.starts_with('"') && v.ends_with('"')) || (v.starts_with('\'') && v.ends_with('\''))) {
+        &v[1..v.len() - 1]
+    } else {
+        v
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn check_value(spec: &OptionSpec, value: &str) -> Result<(), String> {
+    match &spec.opt_type {
+        OptType::Bool => parse_bool(value).map(|_| ()).ok_or_else(|| "expected a boolean".to_string()),
+        OptType::Int { min, max } => {
+            if value.trim().is_empty() {
+                return Ok(());
+            }
+            let n: i64 = value.trim().parse().map_err(|_| "expected an integer".to_string())?;
+            if min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m) {
+                return Err("out of range".to_string());
+            }
+            Ok(())
+        }
+        OptType::Float => {
+            if value.trim().is_empty() {
+                return Ok(());
+            }
+            value.trim().parse::<f64>().map(|_| ()).map_err(|_| "expected a number".to_string())
+        }
+        OptType::Str { choices: Some(choices) } if !choices.is_empty() => {
+            if choices.iter().any(|c| c == value) {
+                Ok(())
+            } else {
+                Err(format!("must be one of {}", choices.join(", ")))
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        c.merge_text(text, Path::new("test.conf"))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn registry_has_placement_and_keelson_options() {
+        let r = registry();
+        assert!(r.contains_key(&("placement_database".into(), "connection".into())));
+        assert!(r.contains_key(&("placement".into(), "allocation_conflict_retry_count".into())));
+        assert!(r.contains_key(&("controller".into(), "lease_ttl".into())));
+    }
+
+    #[test]
+    fn defaults_come_from_the_contract() {
+        let c = parse("").unwrap();
+        assert_eq!(c.get_str("api", "auth_strategy").as_deref(), Some("keystone"));
+        assert_eq!(c.get_int("placement", "allocation_conflict_retry_count"), Some(10));
+        assert_eq!(c.get_int("placement", "max_allocation_candidates"), Some(-1));
+        assert!(!c.get_bool("workarounds", "optimize_for_wide_provider_trees"));
+        assert!(c.get_bool("oslo_policy", "enforce_new_defaults"));
+        assert_eq!(c.get_str("placement", "allocation_candidates_generation_strategy").as_deref(), Some("depth-first"));
+    }
+
+    #[test]
+    fn later_file_wins_and_lists_split() {
+        let mut c = Config::default();
+        c.merge_text("[api]\nauth_strategy = keystone\n[cors]\nallowed_origin = a, b\n", Path::new("one")).unwrap();
+        c.merge_text("[api]\nauth_strategy = noauth2\n", Path::new("two")).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.get_str("api", "auth_strategy").as_deref(), Some("noauth2"));
+        assert_eq!(c.get_list("cors", "allowed_origin"), vec!["a", "b"]);
+        assert_eq!(c.source_of("api", "auth_strategy"), "two");
+    }
+
+    #[test]
+    fn unknown_option_is_a_warning() {
+        let c = parse("[api]\nno_such_option = 1\n").unwrap();
+        assert_eq!(c.unknown.len(), 1);
+        assert!(c.unknown[0].contains("no_such_option"));
+    }
+
+    #[test]
+    fn invalid_value_names_option_and_file() {
+        let err = parse("[placement]\nallocation_conflict_retry_count = many\n").unwrap_err().to_string();
+        assert!(err.contains("allocation_conflict_retry_count"), "{err}");
+        assert!(err.contains("test.conf"), "{err}");
+        let err = parse("[api]\nauth_strategy = basic\n").unwrap_err().to_string();
+        assert!(err.contains("auth_strategy"), "{err}");
+    }
+
+    #[test]
+    fn comments_quotes_and_continuations() {
+        let c = parse("# c\n; c\n[DEFAULT]\ndebug = true\n[placement_database]\nconnection = \"sqlite:///x.db\"\n[cors]\nallow_headers = a,\n  b\n").unwrap();
+        assert_eq!(c.get_str("placement_database", "connection").as_deref(), Some("sqlite:///x.db"));
+        assert_eq!(c.get_list("cors", "allow_headers"), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn garbage_line_is_a_syntax_error() {
+        assert!(matches!(parse("[api]\njust words\n"), Err(ConfigError::Syntax { .. })));
+    }
+}

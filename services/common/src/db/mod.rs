@@ -1,0 +1,671 @@
+//! One database layer for SQLite, MariaDB/MySQL and PostgreSQL.
+//!
+//! Services write their SQL once, with `?` placeholders, and get rows of
+//! dynamically typed [`Value`]s back. This keeps every store written once
+//! (not three times, and not behind sqlx's generic `Database` bounds) while
+//! each backend still uses its native sqlx driver, so the column types that
+//! sqlx's `Any` driver cannot decode (MySQL `DATETIME` and `DECIMAL`,
+//! PostgreSQL `TIMESTAMP`) are handled here in one place.
+
+pub mod schema;
+pub mod seed;
+mod url;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use sqlx::{Column as _, Row as _, TypeInfo as _, ValueRef as _};
+
+pub use url::DatabaseUrl;
+
+/// Which SQL dialect a database speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    MySql,
+    Postgres,
+}
+
+impl Dialect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::MySql => "mysql",
+            Dialect::Postgres => "postgresql",
+        }
+    }
+}
+
+/// Why a database operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("invalid database URL: {0}")]
+    Url(String),
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    #[error("cannot decode column {column}: {reason}")]
+    Decode { column: usize, reason: String },
+    #[error("database schema: {0}")]
+    Schema(String),
+}
+
+impl DbError {
+    fn database_code(&self) -> Option<String> {
+        match self {
+            DbError::Sqlx(sqlx::Error::Database(e)) => e.code().map(|c| c.into_owned()),
+            _ => None,
+        }
+    }
+
+    /// A unique constraint refused the write (a concurrent insert won).
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            DbError::Sqlx(sqlx::Error::Database(e)) => {
+                e.kind() == sqlx::error::ErrorKind::UniqueViolation
+                    // MySQL 1062 arrives as SQLSTATE 23000.
+                    || e.code().is_some_and(|c| c == "23000" || c == "23505" || c == "2067" || c == "1555")
+            }
+            _ => false,
+        }
+    }
+
+    /// A deadlock or serialization failure: the transaction may be retried.
+    pub fn is_retryable(&self) -> bool {
+        match self.database_code().as_deref() {
+            // MySQL deadlock / lock wait (SQLSTATE 40001, HY000 for 1205),
+            // PostgreSQL deadlock and serialization failure, SQLite busy/locked.
+            Some("40001") | Some("40P01") | Some("5") | Some("6") | Some("517") | Some("261") => true,
+            _ => matches!(self, DbError::Sqlx(sqlx::Error::PoolTimedOut)),
+        }
+    }
+}
+
+/// A dynamically typed SQL value, as bound or as read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A NULL of the given kind (PostgreSQL needs typed NULL parameters).
+    Null(Kind),
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Time(NaiveDateTime),
+}
+
+/// The kind of a [`Value`], for typed NULLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    Float,
+    Text,
+    Time,
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<i32> for Value {
+    fn from(v: i32) -> Self {
+        Value::Int(v.into())
+    }
+}
+impl From<u32> for Value {
+    fn from(v: u32) -> Self {
+        Value::Int(v.into())
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Float(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(v)
+    }
+}
+impl From<&String> for Value {
+    fn from(v: &String) -> Self {
+        Value::Text(v.clone())
+    }
+}
+impl From<NaiveDateTime> for Value {
+    fn from(v: NaiveDateTime) -> Self {
+        Value::Time(v)
+    }
+}
+impl From<Option<i64>> for Value {
+    fn from(v: Option<i64>) -> Self {
+        v.map(Value::Int).unwrap_or(Value::Null(Kind::Int))
+    }
+}
+impl From<Option<String>> for Value {
+    fn from(v: Option<String>) -> Self {
+        v.map(Value::Text).unwrap_or(Value::Null(Kind::Text))
+    }
+}
+impl From<Option<&str>> for Value {
+    fn from(v: Option<&str>) -> Self {
+        v.map(|s| Value::Text(s.to_string())).unwrap_or(Value::Null(Kind::Text))
+    }
+}
+
+/// One result row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row(pub Vec<Value>);
+
+impl Row {
+    fn at(&self, i: usize) -> Result<&Value, DbError> {
+        self.0.get(i).ok_or(DbError::Decode { column: i, reason: "no such column".into() })
+    }
+
+    pub fn is_null(&self, i: usize) -> bool {
+        matches!(self.0.get(i), Some(Value::Null(_)) | None)
+    }
+
+    pub fn i64(&self, i: usize) -> Result<i64, DbError> {
+        match self.at(i)? {
+            Value::Int(v) => Ok(*v),
+            Value::Float(f) => Ok(*f as i64),
+            Value::Text(t) => t.parse().map_err(|_| DbError::Decode { column: i, reason: format!("{t:?} is not an integer") }),
+            other => Err(DbError::Decode { column: i, reason: format!("{other:?} is not an integer") }),
+        }
+    }
+
+    pub fn opt_i64(&self, i: usize) -> Result<Option<i64>, DbError> {
+        if self.is_null(i) {
+            Ok(None)
+        } else {
+            self.i64(i).map(Some)
+        }
+    }
+
+    pub fn f64(&self, i: usize) -> Result<f64, DbError> {
+        match self.at(i)? {
+            Value::Float(v) => Ok(*v),
+            Value::Int(v) => Ok(*v as f64),
+            Value::Text(t) => t.parse().map_err(|_| DbError::Decode { column: i, reason: format!("{t:?} is not a number") }),
+            other => Err(DbError::Decode { column: i, reason: format!("{other:?} is not a number") }),
+        }
+    }
+
+    pub fn string(&self, i: usize) -> Result<String, DbError> {
+        match self.at(i)? {
+            Value::Text(t) => Ok(t.clone()),
+            Value::Int(v) => Ok(v.to_string()),
+            other => Err(DbError::Decode { column: i, reason: format!("{other:?} is not text") }),
+        }
+    }
+
+    pub fn opt_string(&self, i: usize) -> Result<Option<String>, DbError> {
+        if self.is_null(i) {
+            Ok(None)
+        } else {
+            self.string(i).map(Some)
+        }
+    }
+
+    /// A timestamp column; SQLite stores them as text.
+    pub fn opt_time(&self, i: usize) -> Result<Option<NaiveDateTime>, DbError> {
+        match self.at(i)? {
+            Value::Null(_) => Ok(None),
+            Value::Time(t) => Ok(Some(*t)),
+            Value::Text(t) => parse_sql_time(t)
+                .map(Some)
+                .ok_or_else(|| DbError::Decode { column: i, reason: format!("{t:?} is not a timestamp") }),
+            other => Err(DbError::Decode { column: i, reason: format!("{other:?} is not a timestamp") }),
+        }
+    }
+}
+
+/// Parses the text forms SQLite holds: ours and SQLAlchemy's.
+pub fn parse_sql_time(t: &str) -> Option<NaiveDateTime> {
+    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+}
+
+/// The current time as the schema stores it: naive UTC, as oslo.db does.
+pub fn now() -> NaiveDateTime {
+    let now = chrono::Utc::now().naive_utc();
+    // Whole seconds: MySQL DATETIME has no fraction, and the same value
+    // must read back the same on every backend.
+    now.with_nanosecond_zero()
+}
+
+trait WithNanosecondZero {
+    fn with_nanosecond_zero(self) -> Self;
+}
+impl WithNanosecondZero for NaiveDateTime {
+    fn with_nanosecond_zero(self) -> Self {
+        use chrono::Timelike;
+        self.with_nanosecond(0).unwrap_or(self)
+    }
+}
+
+#[derive(Clone)]
+enum Pool {
+    Sqlite(sqlx::SqlitePool),
+    MySql(sqlx::MySqlPool),
+    Postgres(sqlx::PgPool),
+}
+
+/// Pool sizing and timeouts (from `[placement_database]`).
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+    /// MySQL `sql_mode` for every session (`mysql_sql_mode`).
+    pub mysql_sql_mode: Option<String>,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings { max_connections: 16, acquire_timeout: Duration::from_secs(30), mysql_sql_mode: Some("TRADITIONAL".into()) }
+    }
+}
+
+/// A connection pool to one database.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+    pub dialect: Dialect,
+    /// SQLite allows one writer; writers queue here instead of failing
+    /// with SQLITE_BUSY when a read transaction upgrades.
+    sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
+    pub url: DatabaseUrl,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("url", &self.url.display).finish()
+    }
+}
+
+impl Db {
+    pub async fn connect(url: &DatabaseUrl, settings: &PoolSettings) -> Result<Db, DbError> {
+        let pool = match url.dialect {
+            Dialect::Sqlite => {
+                use std::str::FromStr;
+                let opts = sqlx::sqlite::SqliteConnectOptions::from_str(&url.sqlx_url)?
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+                    .busy_timeout(Duration::from_secs(30))
+                    .foreign_keys(false);
+                let in_memory = url.sqlx_url.contains(":memory:");
+                let pool = sqlx::pool::PoolOptions::<sqlx::Sqlite>::new()
+                    // An in-memory database lives in one connection.
+                    .max_connections(if in_memory { 1 } else { settings.max_connections.max(2) })
+                    .acquire_timeout(settings.acquire_timeout)
+                    .connect_with(opts)
+                    .await?;
+                Pool::Sqlite(pool)
+            }
+            Dialect::MySql => {
+                let sql_mode = settings.mysql_sql_mode.clone();
+                let pool = sqlx::pool::PoolOptions::<sqlx::MySql>::new()
+                    .max_connections(settings.max_connections)
+                    .acquire_timeout(settings.acquire_timeout)
+                    .after_connect(move |conn, _meta| {
+                        let sql_mode = sql_mode.clone();
+                        Box::pin(async move {
+                            use sqlx::Executor as _;
+                            if let Some(mode) = sql_mode.filter(|m| !m.is_empty()) {
+                                let mode = mode.replace('\'', "");
+                                conn.execute(format!("SET SESSION sql_mode = '{mode}'").as_str()).await?;
+                            }
+                            conn.execute("SET SESSION time_zone = '+00:00'").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&url.sqlx_url)
+                    .await?;
+                Pool::MySql(pool)
+            }
+            Dialect::Postgres => {
+                let pool = sqlx::pool::PoolOptions::<sqlx::Postgres>::new()
+                    .max_connections(settings.max_connections)
+                    .acquire_timeout(settings.acquire_timeout)
+                    .connect(&url.sqlx_url)
+                    .await?;
+                Pool::Postgres(pool)
+            }
+        };
+        let sqlite_writer = matches!(url.dialect, Dialect::Sqlite).then(|| Arc::new(tokio::sync::Mutex::new(())));
+        Ok(Db { pool, dialect: url.dialect, sqlite_writer, url: url.clone() })
+    }
+
+    /// Opens a transaction that may write.
+    pub async fn begin(&self) -> Result<Tx, DbError> {
+        let guard = match &self.sqlite_writer {
+            Some(lock) => Some(lock.clone().lock_owned().await),
+            None => None,
+        };
+        let inner = match &self.pool {
+            Pool::Sqlite(p) => TxInner::Sqlite(p.begin().await?),
+            Pool::MySql(p) => TxInner::MySql(p.begin().await?),
+            Pool::Postgres(p) => TxInner::Postgres(p.begin().await?),
+        };
+        Ok(Tx { inner, dialect: self.dialect, _writer: guard })
+    }
+
+    /// Opens a transaction that only reads (a consistent snapshot where the
+    /// backend gives one). On SQLite it does not queue behind writers.
+    pub async fn begin_read(&self) -> Result<Tx, DbError> {
+        let inner = match &self.pool {
+            Pool::Sqlite(p) => TxInner::Sqlite(p.begin().await?),
+            Pool::MySql(p) => TxInner::MySql(p.begin().await?),
+            Pool::Postgres(p) => TxInner::Postgres(p.begin().await?),
+        };
+        Ok(Tx { inner, dialect: self.dialect, _writer: None })
+    }
+
+    /// Runs a statement outside any transaction (DDL, session settings).
+    pub async fn execute_raw(&self, sql: &str) -> Result<u64, DbError> {
+        use sqlx::Executor as _;
+        Ok(match &self.pool {
+            Pool::Sqlite(p) => p.execute(sql).await?.rows_affected(),
+            Pool::MySql(p) => p.execute(sql).await?.rows_affected(),
+            Pool::Postgres(p) => p.execute(sql).await?.rows_affected(),
+        })
+    }
+
+    /// A read in its own short transaction.
+    pub async fn fetch_all(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+        let mut tx = self.begin_read().await?;
+        let rows = tx.fetch_all(sql, params).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::MySql(p) => p.close().await,
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+}
+
+enum TxInner {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    MySql(sqlx::Transaction<'static, sqlx::MySql>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+/// An open transaction; dropping it without [`Tx::commit`] rolls back.
+pub struct Tx {
+    inner: TxInner,
+    pub dialect: Dialect,
+    _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// Rewrites `?` placeholders to `$1, $2, …` for PostgreSQL.
+pub fn placeholders(dialect: Dialect, sql: &str) -> std::borrow::Cow<'_, str> {
+    if dialect != Dialect::Postgres || !sql.contains('?') {
+        return std::borrow::Cow::Borrowed(sql);
+    }
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut n = 0;
+    let mut in_quote = false;
+    for c in sql.chars() {
+        match c {
+            '\'' => {
+                in_quote = !in_quote;
+                out.push(c);
+            }
+            '?' if !in_quote => {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            _ => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `?, ?, ?` for an `IN (…)` list of `n` items (never empty: `n` ≥ 1).
+pub fn in_list(n: usize) -> String {
+    vec!["?"; n.max(1)].join(", ")
+}
+
+macro_rules! bind_all {
+    ($query:expr, $params:expr, $pg:expr) => {{
+        let mut q = $query;
+        for p in $params {
+            q = match p {
+                Value::Null(Kind::Int) => q.bind(None::<i64>),
+                Value::Null(Kind::Float) => q.bind(None::<f64>),
+                Value::Null(Kind::Text) => q.bind(None::<String>),
+                Value::Null(Kind::Time) => q.bind(None::<NaiveDateTime>),
+                Value::Int(v) => {
+                    // PostgreSQL compares int4 columns with int8 parameters
+                    // fine, but integer columns hold only i32; bind the
+                    // narrow type when it fits so index use is unaffected.
+                    if $pg {
+                        match i32::try_from(*v) {
+                            Ok(n) => q.bind(n),
+                            Err(_) => q.bind(*v),
+                        }
+                    } else {
+                        q.bind(*v)
+                    }
+                }
+                Value::Float(v) => q.bind(*v),
+                Value::Text(v) => q.bind(v.clone()),
+                Value::Time(v) => q.bind(*v),
+            };
+        }
+        q
+    }};
+}
+
+impl Tx {
+    pub async fn fetch_all(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+        let sql = placeholders(self.dialect, sql);
+        match &mut self.inner {
+            TxInner::Sqlite(tx) => {
+                let rows = bind_all!(sqlx::query(&sql), params, false).fetch_all(&mut **tx).await?;
+                rows.iter().map(decode_sqlite).collect()
+            }
+            TxInner::MySql(tx) => {
+                let rows = bind_all!(sqlx::query(&sql), params, false).fetch_all(&mut **tx).await?;
+                rows.iter().map(decode_mysql).collect()
+            }
+            TxInner::Postgres(tx) => {
+                let rows = bind_all!(sqlx::query(&sql), params, true).fetch_all(&mut **tx).await?;
+                rows.iter().map(decode_postgres).collect()
+            }
+        }
+    }
+
+    pub async fn fetch_optional(&mut self, sql: &str, params: &[Value]) -> Result<Option<Row>, DbError> {
+        Ok(self.fetch_all(sql, params).await?.into_iter().next())
+    }
+
+    /// Runs a statement; answers the number of rows it changed.
+    pub async fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        let sql = placeholders(self.dialect, sql);
+        Ok(match &mut self.inner {
+            TxInner::Sqlite(tx) => bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.rows_affected(),
+            TxInner::MySql(tx) => bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.rows_affected(),
+            TxInner::Postgres(tx) => bind_all!(sqlx::query(&sql), params, true).execute(&mut **tx).await?.rows_affected(),
+        })
+    }
+
+    /// Runs an INSERT into a table whose key column is `id`; answers the new id.
+    pub async fn insert(&mut self, sql: &str, params: &[Value]) -> Result<i64, DbError> {
+        match &mut self.inner {
+            TxInner::Sqlite(tx) => {
+                let sql = placeholders(Dialect::Sqlite, sql);
+                Ok(bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.last_insert_rowid())
+            }
+            TxInner::MySql(tx) => {
+                let sql = placeholders(Dialect::MySql, sql);
+                let id = bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.last_insert_id();
+                i64::try_from(id).map_err(|_| DbError::Decode { column: 0, reason: "insert id out of range".into() })
+            }
+            TxInner::Postgres(tx) => {
+                let sql = format!("{} RETURNING id", placeholders(Dialect::Postgres, sql));
+                let row = bind_all!(sqlx::query(&sql), params, true).fetch_one(&mut **tx).await?;
+                decode_postgres(&row)?.i64(0)
+            }
+        }
+    }
+
+    /// Runs a statement without parameters (DDL, session settings).
+    pub async fn execute_raw(&mut self, sql: &str) -> Result<u64, DbError> {
+        use sqlx::Executor as _;
+        Ok(match &mut self.inner {
+            TxInner::Sqlite(tx) => (&mut **tx).execute(sql).await?.rows_affected(),
+            TxInner::MySql(tx) => (&mut **tx).execute(sql).await?.rows_affected(),
+            TxInner::Postgres(tx) => (&mut **tx).execute(sql).await?.rows_affected(),
+        })
+    }
+
+    pub async fn commit(self) -> Result<(), DbError> {
+        match self.inner {
+            TxInner::Sqlite(tx) => tx.commit().await?,
+            TxInner::MySql(tx) => tx.commit().await?,
+            TxInner::Postgres(tx) => tx.commit().await?,
+        }
+        Ok(())
+    }
+}
+
+fn decode_err(column: usize, e: impl std::fmt::Display) -> DbError {
+    DbError::Decode { column, reason: e.to_string() }
+}
+
+fn decode_sqlite(row: &sqlx::sqlite::SqliteRow) -> Result<Row, DbError> {
+    let mut out = Vec::with_capacity(row.len());
+    for i in 0..row.len() {
+        let raw = row.try_get_raw(i)?;
+        if raw.is_null() {
+            out.push(Value::Null(Kind::Text));
+            continue;
+        }
+        let ty = raw.type_info().name().to_ascii_uppercase();
+        let v = if ty.contains("INT") || ty == "BOOLEAN" {
+            Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?)
+        } else if ty == "REAL" || ty.contains("FLOAT") || ty.contains("DOUBLE") || ty == "NUMERIC" {
+            Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?)
+        } else if ty == "BLOB" {
+            let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(|e| decode_err(i, e))?;
+            Value::Text(String::from_utf8_lossy(&bytes).into_owned())
+        } else {
+            Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?)
+        };
+        out.push(v);
+    }
+    Ok(Row(out))
+}
+
+fn decode_mysql(row: &sqlx::mysql::MySqlRow) -> Result<Row, DbError> {
+    let mut out = Vec::with_capacity(row.len());
+    for i in 0..row.len() {
+        let raw = row.try_get_raw(i)?;
+        if raw.is_null() {
+            out.push(Value::Null(Kind::Text));
+            continue;
+        }
+        let ty = row.column(i).type_info().name().to_ascii_uppercase();
+        let v = if ty.contains("INT") || ty == "BOOLEAN" {
+            if ty.contains("UNSIGNED") {
+                let n = row.try_get_unchecked::<u64, _>(i).map_err(|e| decode_err(i, e))?;
+                Value::Int(i64::try_from(n).map_err(|e| decode_err(i, e))?)
+            } else {
+                Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?)
+            }
+        } else if ty == "FLOAT" {
+            Value::Float(row.try_get_unchecked::<f32, _>(i).map_err(|e| decode_err(i, e))? as f64)
+        } else if ty == "DOUBLE" {
+            Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?)
+        } else if ty == "DECIMAL" {
+            // Sums arrive as DECIMAL; the binary protocol sends them as text.
+            let s = row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?;
+            match s.parse::<i64>() {
+                Ok(n) => Value::Int(n),
+                Err(_) => Value::Float(s.parse().map_err(|e| decode_err(i, e))?),
+            }
+        } else if ty == "DATETIME" || ty == "TIMESTAMP" {
+            Value::Time(row.try_get_unchecked::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?)
+        } else if ty.contains("BINARY") || ty.contains("BLOB") {
+            let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(|e| decode_err(i, e))?;
+            Value::Text(String::from_utf8_lossy(&bytes).into_owned())
+        } else {
+            Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?)
+        };
+        out.push(v);
+    }
+    Ok(Row(out))
+}
+
+fn decode_postgres(row: &sqlx::postgres::PgRow) -> Result<Row, DbError> {
+    let mut out = Vec::with_capacity(row.len());
+    for i in 0..row.len() {
+        let raw = row.try_get_raw(i)?;
+        if raw.is_null() {
+            out.push(Value::Null(Kind::Text));
+            continue;
+        }
+        let ty = row.column(i).type_info().name().to_ascii_uppercase();
+        let v = match ty.as_str() {
+            "INT2" => Value::Int(row.try_get::<i16, _>(i).map_err(|e| decode_err(i, e))?.into()),
+            "INT4" => Value::Int(row.try_get::<i32, _>(i).map_err(|e| decode_err(i, e))?.into()),
+            "INT8" => Value::Int(row.try_get::<i64, _>(i).map_err(|e| decode_err(i, e))?),
+            "BOOL" => Value::Int(row.try_get::<bool, _>(i).map_err(|e| decode_err(i, e))? as i64),
+            "FLOAT4" => Value::Float(row.try_get::<f32, _>(i).map_err(|e| decode_err(i, e))?.into()),
+            "FLOAT8" => Value::Float(row.try_get::<f64, _>(i).map_err(|e| decode_err(i, e))?),
+            "TIMESTAMP" => Value::Time(row.try_get::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
+            "TIMESTAMPTZ" => Value::Time(
+                row.try_get::<chrono::DateTime<chrono::Utc>, _>(i).map_err(|e| decode_err(i, e))?.naive_utc(),
+            ),
+            "NUMERIC" => {
+                return Err(decode_err(i, "NUMERIC columns are not supported; cast sums to BIGINT"));
+            }
+            _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
+        };
+        out.push(v);
+    }
+    Ok(Row(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_for_postgres() {
+        assert_eq!(placeholders(Dialect::Postgres, "a = ? AND b IN (?, ?) AND c = '?'"), "a = $1 AND b IN ($2, $3) AND c = '?'");
+        assert_eq!(placeholders(Dialect::MySql, "a = ?"), "a = ?");
+    }
+
+    #[tokio::test]
+    async fn sqlite_round_trip() {
+        let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
+        let mut tx = db.begin().await.unwrap();
+        tx.execute_raw("CREATE TABLE t (id INTEGER PRIMARY KEY, name VARCHAR(10), ratio FLOAT, at DATETIME)").await.unwrap();
+        let t = now();
+        let id = tx
+            .insert("INSERT INTO t (name, ratio, at) VALUES (?, ?, ?)", &["x".into(), 1.5.into(), t.into()])
+            .await
+            .unwrap();
+        assert_eq!(id, 1);
+        let rows = tx.fetch_all("SELECT id, name, ratio, at, NULL FROM t WHERE id = ?", &[id.into()]).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(rows[0].i64(0).unwrap(), 1);
+        assert_eq!(rows[0].string(1).unwrap(), "x");
+        assert_eq!(rows[0].f64(2).unwrap(), 1.5);
+        assert_eq!(rows[0].opt_time(3).unwrap(), Some(t));
+        assert!(rows[0].is_null(4));
+    }
+}

@@ -1,0 +1,508 @@
+//! Placement's schema, exactly as upstream's Alembic migrations leave it at
+//! their head revision, on SQLite, MariaDB/MySQL and PostgreSQL.
+//!
+//! keelson and the Python Placement service share databases (blue/green
+//! upgrades, rollback without conversion), so the tables, columns, indexes,
+//! unique constraints, the five foreign keys and `alembic_version` are
+//! those of `placement-manage db sync`: a test compares both.
+
+use super::{Db, DbError, Dialect};
+
+/// Upstream's Alembic revisions, oldest first. `db sync` upgrades along
+/// this chain; `alembic_version` holds the last one applied.
+pub const REVISIONS: &[&str] = &["b4ed3a175331", "611cd6dffd7b", "b5c396305c25", "422ece571366", "a082b8bb98d0"];
+
+/// The head revision keelson's schema corresponds to.
+pub const HEAD: &str = "a082b8bb98d0";
+
+#[derive(Clone, Copy)]
+enum Col {
+    /// INTEGER with the auto-increment primary key behaviour.
+    Serial,
+    Int,
+    Float,
+    Str(u32),
+    DateTime,
+}
+
+struct Column {
+    name: &'static str,
+    ty: Col,
+    nullable: bool,
+    default: Option<&'static str>,
+}
+
+struct ForeignKey {
+    /// Names as each backend generates them: (mysql, postgresql).
+    names: (&'static str, &'static str),
+    column: &'static str,
+    references: &'static str,
+}
+
+struct Table {
+    name: &'static str,
+    columns: Vec<Column>,
+    primary_key: &'static [&'static str],
+    uniques: &'static [(&'static str, &'static [&'static str])],
+    indexes: &'static [(&'static str, &'static [&'static str])],
+    foreign_keys: Vec<ForeignKey>,
+}
+
+const fn col(name: &'static str, ty: Col, nullable: bool) -> Column {
+    Column { name, ty, nullable, default: None }
+}
+
+fn timestamps(mut rest: Vec<Column>) -> Vec<Column> {
+    let mut cols = vec![col("created_at", Col::DateTime, true), col("updated_at", Col::DateTime, true)];
+    cols.append(&mut rest);
+    cols
+}
+
+/// The tables in creation order (referenced tables first).
+fn tables() -> Vec<Table> {
+    vec![
+        Table {
+            name: "resource_providers",
+            columns: timestamps(vec![
+                col("id", Col::Serial, false),
+                col("uuid", Col::Str(36), false),
+                col("name", Col::Str(200), true),
+                col("generation", Col::Int, true),
+                col("root_provider_id", Col::Int, true),
+                col("parent_provider_id", Col::Int, true),
+            ]),
+            primary_key: &["id"],
+            uniques: &[("uniq_resource_providers0uuid", &["uuid"]), ("uniq_resource_providers0name", &["name"])],
+            indexes: &[
+                ("resource_providers_parent_provider_id_idx", &["parent_provider_id"]),
+                ("resource_providers_root_provider_id_idx", &["root_provider_id"]),
+            ],
+            foreign_keys: vec![
+                ForeignKey {
+                    names: ("resource_providers_ibfk_1", "resource_providers_parent_provider_id_fkey"),
+                    column: "parent_provider_id",
+                    references: "resource_providers",
+                },
+                ForeignKey {
+                    names: ("resource_providers_ibfk_2", "resource_providers_root_provider_id_fkey"),
+                    column: "root_provider_id",
+                    references: "resource_providers",
+                },
+            ],
+        },
+        Table {
+            name: "inventories",
+            columns: timestamps(vec![
+                col("id", Col::Serial, false),
+                col("resource_provider_id", Col::Int, false),
+                col("resource_class_id", Col::Int, false),
+                col("total", Col::Int, false),
+                col("reserved", Col::Int, false),
+                col("min_unit", Col::Int, false),
+                col("max_unit", Col::Int, false),
+                col("step_size", Col::Int, false),
+                col("allocation_ratio", Col::Float, false),
+            ]),
+            primary_key: &["id"],
+            uniques: &[(
+                "uniq_inventories0resource_provider_resource_class",
+                &["resource_provider_id", "resource_class_id"],
+            )],
+            indexes: &[("inventories_resource_class_id_idx", &["resource_class_id"])],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "allocations",
+            columns: timestamps(vec![
+                col("id", Col::Serial, false),
+                col("resource_provider_id", Col::Int, false),
+                col("consumer_id", Col::Str(36), false),
+                col("resource_class_id", Col::Int, false),
+                col("used", Col::Int, false),
+            ]),
+            primary_key: &["id"],
+            uniques: &[],
+            indexes: &[
+                ("allocations_resource_provider_class_used_idx", &["resource_provider_id", "resource_class_id", "used"]),
+                ("allocations_resource_class_id_idx", &["resource_class_id"]),
+                ("allocations_consumer_id_idx", &["consumer_id"]),
+            ],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "placement_aggregates",
+            columns: timestamps(vec![col("id", Col::Serial, false), col("uuid", Col::Str(36), true)]),
+            primary_key: &["id"],
+            uniques: &[("uniq_placement_aggregates0uuid", &["uuid"])],
+            indexes: &[],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "resource_provider_aggregates",
+            columns: timestamps(vec![col("resource_provider_id", Col::Int, false), col("aggregate_id", Col::Int, false)]),
+            primary_key: &["resource_provider_id", "aggregate_id"],
+            uniques: &[],
+            indexes: &[("resource_provider_aggregates_aggregate_id_idx", &["aggregate_id"])],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "traits",
+            columns: timestamps(vec![col("id", Col::Serial, false), col("name", Col::Str(255), false)]),
+            primary_key: &["id"],
+            uniques: &[("uniq_traits0name", &["name"])],
+            indexes: &[],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "resource_provider_traits",
+            columns: timestamps(vec![col("trait_id", Col::Int, false), col("resource_provider_id", Col::Int, false)]),
+            primary_key: &["trait_id", "resource_provider_id"],
+            uniques: &[],
+            indexes: &[("resource_provider_traits_resource_provider_trait_idx", &["resource_provider_id", "trait_id"])],
+            foreign_keys: vec![
+                ForeignKey {
+                    names: ("resource_provider_traits_ibfk_1", "resource_provider_traits_resource_provider_id_fkey"),
+                    column: "resource_provider_id",
+                    references: "resource_providers",
+                },
+                ForeignKey {
+                    names: ("resource_provider_traits_ibfk_2", "resource_provider_traits_trait_id_fkey"),
+                    column: "trait_id",
+                    references: "traits",
+                },
+            ],
+        },
+        Table {
+            name: "resource_classes",
+            columns: timestamps(vec![col("id", Col::Serial, false), col("name", Col::Str(255), false)]),
+            primary_key: &["id"],
+            uniques: &[("uniq_resource_classes0name", &["name"])],
+            indexes: &[],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "projects",
+            columns: timestamps(vec![col("id", Col::Serial, false), col("external_id", Col::Str(255), false)]),
+            primary_key: &["id"],
+            uniques: &[("uniq_projects0external_id", &["external_id"])],
+            indexes: &[],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "users",
+            columns: timestamps(vec![col("id", Col::Serial, false), col("external_id", Col::Str(255), false)]),
+            primary_key: &["id"],
+            uniques: &[("uniq_users0external_id", &["external_id"])],
+            indexes: &[],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "consumer_types",
+            columns: timestamps(vec![col("id", Col::Serial, false), col("name", Col::Str(255), false)]),
+            primary_key: &["id"],
+            uniques: &[("uniq_consumer_types0name", &["name"])],
+            indexes: &[],
+            foreign_keys: vec![],
+        },
+        Table {
+            name: "consumers",
+            columns: timestamps(vec![
+                col("id", Col::Serial, false),
+                col("uuid", Col::Str(36), false),
+                col("project_id", Col::Int, false),
+                col("user_id", Col::Int, false),
+                Column { name: "generation", ty: Col::Int, nullable: false, default: Some("0") },
+                col("consumer_type_id", Col::Int, true),
+            ]),
+            primary_key: &["id"],
+            uniques: &[("uniq_consumers0uuid", &["uuid"])],
+            indexes: &[
+                ("consumers_project_id_user_id_uuid_idx", &["project_id", "user_id", "uuid"]),
+                ("consumers_project_id_uuid_idx", &["project_id", "uuid"]),
+                ("consumers_consumer_type_id_idx", &["consumer_type_id"]),
+            ],
+            foreign_keys: vec![ForeignKey {
+                names: ("consumers_consumer_type_id_fkey", "consumers_consumer_type_id_fkey"),
+                column: "consumer_type_id",
+                references: "consumer_types",
+            }],
+        },
+    ]
+}
+
+fn column_type(d: Dialect, c: &Column) -> String {
+    match (d, c.ty) {
+        (Dialect::Postgres, Col::Serial) => "SERIAL".into(),
+        (Dialect::MySql, Col::Serial) => "INTEGER NOT NULL AUTO_INCREMENT".into(),
+        (_, Col::Serial) | (_, Col::Int) => "INTEGER".into(),
+        (Dialect::Postgres, Col::Float) => "DOUBLE PRECISION".into(),
+        (_, Col::Float) => "FLOAT".into(),
+        (_, Col::Str(n)) => format!("VARCHAR({n})"),
+        (Dialect::Postgres, Col::DateTime) => "TIMESTAMP WITHOUT TIME ZONE".into(),
+        (_, Col::DateTime) => "DATETIME".into(),
+    }
+}
+
+fn create_table_sql(d: Dialect, t: &Table) -> String {
+    let mut parts: Vec<String> = t
+        .columns
+        .iter()
+        .map(|c| {
+            let mut s = format!("{} {}", c.name, column_type(d, c));
+            let serial_has_null = matches!((d, c.ty), (Dialect::MySql, Col::Serial));
+            if !c.nullable && !serial_has_null {
+                s.push_str(" NOT NULL");
+            }
+            if let Some(def) = c.default {
+                s.push_str(&format!(" DEFAULT {def}"));
+            }
+            s
+        })
+        .collect();
+    let pk_name = match d {
+        Dialect::Postgres => format!("CONSTRAINT {}_pkey ", t.name),
+        _ => String::new(),
+    };
+    parts.push(format!("{pk_name}PRIMARY KEY ({})", t.primary_key.join(", ")));
+    for (name, cols) in t.uniques {
+        parts.push(format!("CONSTRAINT {name} UNIQUE ({})", cols.join(", ")));
+    }
+    for fk in &t.foreign_keys {
+        let name = match d {
+            Dialect::MySql => format!("CONSTRAINT {} ", fk.names.0),
+            Dialect::Postgres => format!("CONSTRAINT {} ", fk.names.1),
+            // SQLAlchemy leaves SQLite's unnamed except the consumer type one.
+            Dialect::Sqlite if fk.column == "consumer_type_id" => format!("CONSTRAINT {} ", fk.names.1),
+            Dialect::Sqlite => String::new(),
+        };
+        parts.push(format!("{name}FOREIGN KEY ({}) REFERENCES {} (id)", fk.column, fk.references));
+    }
+    let suffix = match d {
+        Dialect::MySql => " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        _ => "",
+    };
+    format!("CREATE TABLE {} (\n  {}\n){suffix}", t.name, parts.join(",\n  "))
+}
+
+fn create_index_sql(t: &Table) -> Vec<String> {
+    t.indexes.iter().map(|(name, cols)| format!("CREATE INDEX {name} ON {} ({})", t.name, cols.join(", "))).collect()
+}
+
+/// Every statement that creates the schema at [`HEAD`] on `dialect`.
+pub fn ddl(dialect: Dialect) -> Vec<String> {
+    let mut out = Vec::new();
+    let pk = match dialect {
+        Dialect::Sqlite => "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)",
+        Dialect::Postgres => "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)",
+        Dialect::MySql => "PRIMARY KEY (version_num)",
+    };
+    let suffix = if dialect == Dialect::MySql { " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4" } else { "" };
+    out.push(format!("CREATE TABLE alembic_version (\n  version_num VARCHAR(32) NOT NULL,\n  {pk}\n){suffix}"));
+    let mut all = tables();
+    // consumer_types must exist before consumers references it; the list
+    // above already orders it so, but SQLite and PostgreSQL also need the
+    // referenced table of a foreign key to exist.
+    all.sort_by_key(|t| match t.name {
+        "consumer_types" => 0,
+        "resource_providers" | "traits" => 1,
+        _ => 2,
+    });
+    for t in &all {
+        out.push(create_table_sql(dialect, t));
+        out.extend(create_index_sql(t));
+    }
+    out
+}
+
+/// The revision recorded in `alembic_version`, or `None` for a database
+/// without Placement's tables.
+pub async fn current_revision(db: &Db) -> Result<Option<String>, DbError> {
+    if !table_exists(db, "alembic_version").await? {
+        return Ok(None);
+    }
+    let rows = db.fetch_all("SELECT version_num FROM alembic_version", &[]).await?;
+    match rows.first() {
+        Some(r) => Ok(Some(r.string(0)?)),
+        None => Ok(None),
+    }
+}
+
+async fn table_exists(db: &Db, name: &str) -> Result<bool, DbError> {
+    let sql = match db.dialect {
+        Dialect::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?",
+        Dialect::MySql => "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+        Dialect::Postgres => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+        }
+    };
+    Ok(!db.fetch_all(sql, &[name.into()]).await?.is_empty())
+}
+
+/// What `db sync` did.
+#[derive(Debug, PartialEq)]
+pub enum SyncOutcome {
+    Created,
+    Upgraded { from: String },
+    AlreadyCurrent,
+}
+
+/// Creates the schema on an empty database, or upgrades one created by an
+/// older Placement along upstream's revision chain.
+pub async fn sync(db: &Db) -> Result<SyncOutcome, DbError> {
+    match current_revision(db).await? {
+        None => {
+            if table_exists(db, "resource_providers").await? {
+                return Err(DbError::Schema(
+                    "the database has Placement tables but no alembic_version; stamp it with `keelson db stamp <revision>` first".into(),
+                ));
+            }
+            create(db).await?;
+            Ok(SyncOutcome::Created)
+        }
+        Some(rev) if rev == HEAD => Ok(SyncOutcome::AlreadyCurrent),
+        Some(rev) => {
+            let Some(pos) = REVISIONS.iter().position(|r| *r == rev) else {
+                return Err(DbError::Schema(format!("unknown schema revision {rev}; is this database newer than keelson?")));
+            };
+            for next in &REVISIONS[pos + 1..] {
+                upgrade_to(db, next).await?;
+            }
+            Ok(SyncOutcome::Upgraded { from: rev })
+        }
+    }
+}
+
+async fn create(db: &Db) -> Result<(), DbError> {
+    // MySQL commits DDL implicitly; creating in one transaction still
+    // gives SQLite and PostgreSQL an all-or-nothing schema.
+    let mut tx = db.begin().await?;
+    for stmt in ddl(db.dialect) {
+        tx.execute_raw(&stmt).await?;
+    }
+    tx.execute("INSERT INTO alembic_version (version_num) VALUES (?)", &[HEAD.into()]).await?;
+    tx.commit().await
+}
+
+async fn upgrade_to(db: &Db, revision: &str) -> Result<(), DbError> {
+    let mut tx = db.begin().await?;
+    match revision {
+        "611cd6dffd7b" => {
+            let n = tx.fetch_all("SELECT COUNT(*) FROM resource_providers WHERE root_provider_id IS NULL", &[]).await?;
+            if n.first().map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
+                return Err(DbError::Schema(
+                    "at least one resource provider has no root provider id; run the online data migrations of the Placement release that wrote it first".into(),
+                ));
+            }
+        }
+        "b5c396305c25" => {
+            let n = tx
+                .fetch_all(
+                    "SELECT COUNT(*) FROM allocations LEFT OUTER JOIN consumers ON allocations.consumer_id = consumers.uuid WHERE consumers.id IS NULL",
+                    &[],
+                )
+                .await?;
+            if n.first().map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
+                return Err(DbError::Schema(
+                    "at least one allocation has no consumer record; run `keelson db online_data_migrations` first".into(),
+                ));
+            }
+        }
+        "422ece571366" => {
+            let t = tables();
+            if let Some(ct) = t.iter().find(|t| t.name == "consumer_types") {
+                tx.execute_raw(&create_table_sql(tx.dialect, ct)).await?;
+            }
+            let fk = match tx.dialect {
+                Dialect::Sqlite => String::new(),
+                _ => " CONSTRAINT consumers_consumer_type_id_fkey REFERENCES consumer_types (id)".to_string(),
+            };
+            let add = match tx.dialect {
+                Dialect::Sqlite => "ALTER TABLE consumers ADD COLUMN consumer_type_id INTEGER REFERENCES consumer_types (id)".to_string(),
+                _ => format!("ALTER TABLE consumers ADD COLUMN consumer_type_id INTEGER NULL{fk}"),
+            };
+            tx.execute_raw(&add).await?;
+            tx.execute_raw("CREATE INDEX consumers_consumer_type_id_idx ON consumers (consumer_type_id)").await?;
+        }
+        "a082b8bb98d0" => {
+            for (index, table) in [
+                ("inventories_resource_provider_id_idx", "inventories"),
+                ("inventories_resource_provider_resource_class_idx", "inventories"),
+                ("ix_placement_aggregates_uuid", "placement_aggregates"),
+                ("resource_providers_name_idx", "resource_providers"),
+                ("resource_providers_uuid_idx", "resource_providers"),
+            ] {
+                let stmt = match tx.dialect {
+                    Dialect::MySql => format!("DROP INDEX {index} ON {table}"),
+                    _ => format!("DROP INDEX IF EXISTS {index}"),
+                };
+                tx.execute_raw(&stmt).await?;
+            }
+        }
+        other => return Err(DbError::Schema(format!("no upgrade step to {other}"))),
+    }
+    tx.execute("UPDATE alembic_version SET version_num = ?", &[revision.into()]).await?;
+    tx.commit().await
+}
+
+/// Records `revision` without running any migration (`db stamp`).
+pub async fn stamp(db: &Db, revision: &str) -> Result<(), DbError> {
+    let revision = if revision == "head" { HEAD } else { revision };
+    if !REVISIONS.contains(&revision) {
+        return Err(DbError::Schema(format!("unknown revision {revision}")));
+    }
+    if !table_exists(db, "alembic_version").await? {
+        let pk = if db.dialect == Dialect::MySql { "PRIMARY KEY (version_num)" } else { "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)" };
+        db.execute_raw(&format!("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, {pk})")).await?;
+    }
+    let mut tx = db.begin().await?;
+    tx.execute("DELETE FROM alembic_version", &[]).await?;
+    tx.execute("INSERT INTO alembic_version (version_num) VALUES (?)", &[revision.into()]).await?;
+    tx.commit().await
+}
+
+/// Whether the schema is at [`HEAD`] with every table present (what
+/// `status upgrade check` and service start-up require).
+pub async fn check_current(db: &Db) -> Result<(), DbError> {
+    match current_revision(db).await? {
+        Some(rev) if rev == HEAD => {}
+        Some(rev) => return Err(DbError::Schema(format!("schema revision {rev} is behind {HEAD}; run `keelson db sync`"))),
+        None => return Err(DbError::Schema("the database has no Placement schema; run `keelson db sync`".into())),
+    }
+    for t in tables() {
+        if !table_exists(db, t.name).await? {
+            return Err(DbError::Schema(format!("table {} is missing", t.name)));
+        }
+    }
+    Ok(())
+}
+
+/// Names of the tables of the schema (for tests and checks).
+pub fn table_names() -> Vec<&'static str> {
+    tables().iter().map(|t| t.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{DatabaseUrl, PoolSettings};
+
+    #[test]
+    fn ddl_has_every_table() {
+        for d in [Dialect::Sqlite, Dialect::MySql, Dialect::Postgres] {
+            let all = ddl(d).join("\n");
+            for t in table_names() {
+                assert!(all.contains(&format!("CREATE TABLE {t} (")), "{t} on {d:?}");
+            }
+            assert_eq!(table_names().len(), 12);
+        }
+    }
+
+    #[tokio::test]
+    async fn sync_is_idempotent_on_sqlite() {
+        let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
+        assert_eq!(sync(&db).await.unwrap(), SyncOutcome::Created);
+        assert_eq!(sync(&db).await.unwrap(), SyncOutcome::AlreadyCurrent);
+        assert_eq!(current_revision(&db).await.unwrap().as_deref(), Some(HEAD));
+        check_current(&db).await.unwrap();
+    }
+}

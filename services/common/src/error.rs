@@ -1,0 +1,90 @@
+//! Typed API errors that cross the gRPC hop unchanged.
+//!
+//! A domain error becomes an [`ApiError`] (HTTP status, upstream code,
+//! upstream text); on the wire it is a `tonic::Status` whose details hold an
+//! encoded `keelson.common.v1.ErrorDetail`, so a code such as
+//! `placement.concurrent_update` reaches the REST client exactly as the
+//! service produced it.
+
+use keelson_proto::common::v1::ErrorDetail;
+use prost::Message as _;
+
+/// An error as an API reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{http_status} {code}: {detail}")]
+pub struct ApiError {
+    pub http_status: u16,
+    pub code: String,
+    pub detail: String,
+}
+
+impl ApiError {
+    pub fn new(http_status: u16, code: impl Into<String>, detail: impl Into<String>) -> Self {
+        ApiError { http_status, code: code.into(), detail: detail.into() }
+    }
+
+    /// Encodes the error as a gRPC status carrying an `ErrorDetail`.
+    pub fn to_status(&self) -> tonic::Status {
+        let grpc_code = match self.http_status {
+            400 | 422 => tonic::Code::InvalidArgument,
+            401 => tonic::Code::Unauthenticated,
+            403 => tonic::Code::PermissionDenied,
+            404 => tonic::Code::NotFound,
+            409 => tonic::Code::Aborted,
+            412 => tonic::Code::FailedPrecondition,
+            503 => tonic::Code::Unavailable,
+            504 => tonic::Code::DeadlineExceeded,
+            _ => tonic::Code::Internal,
+        };
+        let detail = ErrorDetail { code: self.code.clone(), detail: self.detail.clone(), http_status: self.http_status.into() };
+        tonic::Status::with_details(grpc_code, self.detail.clone(), detail.encode_to_vec().into())
+    }
+
+    /// Decodes a gRPC status; a status without our detail (a transport
+    /// failure, a peer that is not keelson) maps to 503/500 with
+    /// `default_code`.
+    pub fn from_status(status: &tonic::Status, default_code: &str) -> Self {
+        if let Ok(d) = ErrorDetail::decode(status.details()) {
+            if d.http_status != 0 {
+                return ApiError { http_status: d.http_status as u16, code: d.code, detail: d.detail };
+            }
+        }
+        let http_status = match status.code() {
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => 503,
+            tonic::Code::InvalidArgument => 400,
+            tonic::Code::NotFound => 404,
+            tonic::Code::PermissionDenied => 403,
+            tonic::Code::Unauthenticated => 401,
+            tonic::Code::Aborted | tonic::Code::AlreadyExists => 409,
+            _ => 500,
+        };
+        ApiError { http_status, code: default_code.to_string(), detail: status.message().to_string() }
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(e: ApiError) -> Self {
+        e.to_status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_survives_the_status_round_trip() {
+        let e = ApiError::new(409, "placement.concurrent_update", "resource provider generation conflict");
+        let back = ApiError::from_status(&e.to_status(), "placement.undefined_code");
+        assert_eq!(back, e);
+        assert_eq!(e.to_status().code(), tonic::Code::Aborted);
+    }
+
+    #[test]
+    fn foreign_status_maps_by_code() {
+        let s = tonic::Status::unavailable("connection refused");
+        let e = ApiError::from_status(&s, "placement.undefined_code");
+        assert_eq!(e.http_status, 503);
+        assert_eq!(e.code, "placement.undefined_code");
+    }
+}

@@ -1,0 +1,37 @@
+//! Serving a service's gRPC API: every server also answers gRPC health
+//! checking and server reflection (so `grpcurl list` works), and stops
+//! gracefully on shutdown.
+
+use tokio::net::TcpListener;
+use tonic::transport::server::Router;
+
+use crate::shutdown::Shutdown;
+
+/// Serves the services `add` puts on the router, on `listener`, until
+/// `shutdown` fires. `names` are the fully qualified service names
+/// reported SERVING by the health service.
+pub async fn serve(
+    listener: TcpListener,
+    names: &[&str],
+    add: impl FnOnce(Router) -> Router,
+    shutdown: Shutdown,
+) -> Result<(), tonic::transport::Error> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    for name in names {
+        reporter.set_service_status(*name, tonic_health::ServingStatus::Serving).await;
+    }
+    // The empty name is "the server as a whole" for health probes.
+    reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(keelson_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1();
+    let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+    let mut router = builder.add_service(health);
+    if let Ok(reflection) = reflection {
+        router = router.add_service(reflection);
+    }
+    let router = add(router);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    router.serve_with_incoming_shutdown(incoming, shutdown.wait()).await
+}

@@ -1,0 +1,39 @@
+//! The gRPC layer: a thin translation between `keelson.placement.v1`
+//! messages and [`crate::store`] calls, one module per service.
+
+pub mod resource_classes;
+
+use keelson_proto::placement::v1 as pb;
+
+use crate::store::Store;
+
+/// A protobuf timestamp from a naive UTC time.
+pub fn timestamp(t: Option<chrono::NaiveDateTime>) -> Option<prost_types::Timestamp> {
+    t.map(|t| prost_types::Timestamp { seconds: t.and_utc().timestamp(), nanos: 0 })
+}
+
+/// Logs the request context of an incoming call (request id, trace).
+pub fn enter<T>(req: &tonic::Request<T>, method: &'static str) -> tracing::Span {
+    let ctx = keelson_common::RequestContext::from_metadata(req.metadata());
+    tracing::debug_span!("rpc", method, request_id = %ctx.request_id, trace_id = %ctx.trace_id())
+}
+
+/// Every service of the inventory API, ready to add to a tonic server.
+pub struct Services {
+    pub resource_classes: pb::resource_classes_server::ResourceClassesServer<resource_classes::ResourceClassesRpc>,
+}
+
+impl Services {
+    pub fn new(store: Store) -> Self {
+        Services {
+            resource_classes: pb::resource_classes_server::ResourceClassesServer::new(resource_classes::ResourceClassesRpc {
+                store: store.clone(),
+            }),
+        }
+    }
+
+    /// Adds every service to a tonic router.
+    pub fn add_to(self, router: tonic::transport::server::Router) -> tonic::transport::server::Router {
+        router.add_service(self.resource_classes)
+    }
+}

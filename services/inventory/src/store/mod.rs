@@ -1,0 +1,119 @@
+//! SQL for Placement's objects. Each write runs in one transaction and
+//! applies completely or not at all.
+
+pub mod providers;
+pub mod resource_classes;
+
+use keelson_common::db::{now, Row, Tx};
+use keelson_common::Db;
+
+use crate::error::{Error, Result};
+
+/// Options from `[placement]` that change how writes behave.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    /// `allocation_conflict_retry_count`: server-side retries of an
+    /// allocation write that lost a provider-generation race.
+    pub allocation_conflict_retry_count: u32,
+    /// Project and user recorded for consumers created without them.
+    pub incomplete_consumer_project_id: String,
+    pub incomplete_consumer_user_id: String,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            allocation_conflict_retry_count: 10,
+            incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),
+            incomplete_consumer_user_id: "00000000-0000-0000-0000-000000000000".into(),
+        }
+    }
+}
+
+/// The inventory service's handle on its database.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub db: Db,
+    pub settings: StoreSettings,
+}
+
+impl Store {
+    pub fn new(db: Db, settings: StoreSettings) -> Self {
+        Store { db, settings }
+    }
+}
+
+/// A resource provider row.
+#[derive(Debug, Clone)]
+pub struct ProviderRow {
+    pub id: i64,
+    pub uuid: String,
+    pub name: Option<String>,
+    pub generation: i64,
+    pub parent_id: Option<i64>,
+    pub root_id: Option<i64>,
+    pub created_at: Option<chrono::NaiveDateTime>,
+    pub updated_at: Option<chrono::NaiveDateTime>,
+}
+
+impl ProviderRow {
+    /// Columns in the order [`ProviderRow::from_row`] reads them.
+    pub const COLUMNS: &'static str =
+        "rp.id, rp.uuid, rp.name, rp.generation, rp.parent_provider_id, rp.root_provider_id, rp.created_at, rp.updated_at";
+
+    pub fn from_row(r: &Row) -> Result<Self> {
+        Ok(ProviderRow {
+            id: r.i64(0)?,
+            uuid: r.string(1)?,
+            name: r.opt_string(2)?,
+            generation: r.opt_i64(3)?.unwrap_or(0),
+            parent_id: r.opt_i64(4)?,
+            root_id: r.opt_i64(5)?,
+            created_at: r.opt_time(6)?,
+            updated_at: r.opt_time(7)?,
+        })
+    }
+
+    /// When the provider last changed (what `Last-Modified` reports).
+    pub fn last_modified(&self) -> Option<chrono::NaiveDateTime> {
+        self.updated_at.or(self.created_at)
+    }
+}
+
+/// Finds a provider by uuid.
+pub async fn find_provider(tx: &mut Tx, uuid: &str) -> Result<Option<ProviderRow>> {
+    let sql = format!("SELECT {} FROM resource_providers rp WHERE rp.uuid = ?", ProviderRow::COLUMNS);
+    match tx.fetch_optional(&sql, &[uuid.into()]).await? {
+        Some(r) => Ok(Some(ProviderRow::from_row(&r)?)),
+        None => Ok(None),
+    }
+}
+
+/// Finds a provider by uuid, or 404 with upstream's text.
+pub async fn get_provider(tx: &mut Tx, uuid: &str) -> Result<ProviderRow> {
+    find_provider(tx, uuid).await?.ok_or_else(|| Error::NotFound(format!("No resource provider with uuid {uuid} found")))
+}
+
+/// Moves a provider's generation from `expected` to `expected + 1`; a
+/// concurrent writer that got there first makes this fail with
+/// `placement.concurrent_update` and nothing is written.
+pub async fn bump_generation(tx: &mut Tx, provider: &ProviderRow, expected: i64) -> Result<i64> {
+    let changed = tx
+        .execute(
+            "UPDATE resource_providers SET generation = ?, updated_at = ? WHERE id = ? AND generation = ?",
+            &[(expected + 1).into(), now().into(), provider.id.into(), expected.into()],
+        )
+        .await?;
+    if changed == 0 {
+        return Err(Error::concurrent_update(format!(
+            "resource provider generation conflict: {} generation {expected} is stale",
+            provider.uuid
+        )));
+    }
+    Ok(expected + 1)
+}
+
+/// The id of a resource class by name.
+pub async fn resource_class_id(tx: &mut Tx, name: &str) -> Result<Option<i64>> {
+    Ok(tx.fetch_optional("SELECT id FROM resource_classes WHERE name = ?", &[name.into()]).await?.map(|r| r.i64(0)).transpose()?)
+}

@@ -1,0 +1,1 @@
+//! Resource providers and their trees.

@@ -1,0 +1,27 @@
+//! One module per subcommand.
+
+mod all_in_one;
+mod db;
+mod services;
+mod status;
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command};
+
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut config = crate::settings::load(&cli.common)?;
+    let filter = config.get_str("telemetry", "log_filter").unwrap_or_else(|| "info".into());
+    keelson_common::telemetry::init_logging(&filter);
+    match cli.command {
+        Command::AllInOne => {
+            crate::settings::apply_all_in_one_defaults(&mut config)?;
+            all_in_one::run(config).await
+        }
+        Command::Gateway => services::gateway(config).await,
+        Command::Inventory => services::inventory(config).await,
+        Command::Candidates => services::candidates(config).await,
+        Command::Db { command } => db::run(config, command).await,
+        Command::Status { command } => status::run(config, command).await,
+    }
+}

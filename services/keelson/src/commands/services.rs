@@ -1,0 +1,91 @@
+//! Each service as its own process (how the Helm chart runs them).
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use keelson_common::shutdown::{self, Shutdown};
+use keelson_common::{Config, Db};
+use keelson_inventory::{Store, StoreSettings};
+use tokio::net::TcpListener;
+
+use crate::settings;
+
+/// Connects to the Placement database; creates or upgrades the schema
+/// first when `sync` is set, else requires it to be current.
+pub async fn open_database(config: &Config, sync: bool) -> anyhow::Result<Db> {
+    let url = settings::database_url(config)?;
+    let db = Db::connect(&url, &settings::pool_settings(config))
+        .await
+        .with_context(|| format!("connecting to {}", url.display))?;
+    if sync {
+        let outcome = keelson_common::db::schema::sync(&db).await?;
+        tracing::info!(target: "keelson::db", "schema: {outcome:?}");
+    } else {
+        keelson_common::db::schema::check_current(&db).await?;
+    }
+    let seeded = keelson_common::db::seed::seed_standard(&db).await?;
+    if seeded.resource_classes + seeded.traits > 0 {
+        tracing::info!(target: "keelson::db", "inserted {} standard resource classes and {} standard traits", seeded.resource_classes, seeded.traits);
+    }
+    Ok(db)
+}
+
+pub fn store_settings(config: &Config) -> StoreSettings {
+    let d = StoreSettings::default();
+    StoreSettings {
+        allocation_conflict_retry_count: config
+            .get_int("placement", "allocation_conflict_retry_count")
+            .map(|n| n.max(0) as u32)
+            .unwrap_or(d.allocation_conflict_retry_count),
+        incomplete_consumer_project_id: config
+            .get_str("placement", "incomplete_consumer_project_id")
+            .unwrap_or(d.incomplete_consumer_project_id),
+        incomplete_consumer_user_id: config.get_str("placement", "incomplete_consumer_user_id").unwrap_or(d.incomplete_consumer_user_id),
+    }
+}
+
+pub async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} for {what}"))
+}
+
+/// Runs until SIGINT/SIGTERM, then triggers the shared shutdown.
+pub fn on_signal() -> Shutdown {
+    let (trigger, shutdown) = shutdown::channel();
+    tokio::spawn(async move {
+        shutdown::signal().await;
+        tracing::info!(target: "keelson", "shutting down");
+        trigger.trigger();
+    });
+    shutdown
+}
+
+pub async fn inventory(config: Config) -> anyhow::Result<ExitCode> {
+    let sync = config.get_bool("placement_database", "sync_on_startup");
+    let db = open_database(&config, sync).await?;
+    let listener = bind(settings::listen(&config, "inventory_listen", false)?, "inventory").await?;
+    tracing::info!(target: "keelson", "inventory gRPC on {}", listener.local_addr()?);
+    keelson_inventory::serve(Store::new(db, store_settings(&config)), listener, on_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
+    let listener = bind(settings::listen(&config, "candidates_listen", false)?, "candidates").await?;
+    tracing::info!(target: "keelson", "candidates gRPC on {}", listener.local_addr()?);
+    keelson_candidates::serve(listener, on_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
+    let inventory = keelson_gateway::server::channel(&config.get_str("keelson", "inventory_endpoint").unwrap_or_default())?;
+    let metrics = keelson_gateway::layers::metrics::Metrics::default();
+    let placement = keelson_gateway::server::placement_app(&config, inventory, metrics.clone())?;
+    let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
+    let o_listener = bind(settings::listen(&config, "orchestration_listen", false)?, "orchestration API").await?;
+    tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);
+    tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
+    let shutdown = on_signal();
+    let p = keelson_gateway::server::serve(p_listener, placement, shutdown.clone().wait());
+    let o = keelson_gateway::server::serve(o_listener, keelson_gateway::server::orchestration_app(metrics), shutdown.wait());
+    tokio::try_join!(p, o)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,28 @@
+//! `keelson`: one binary for the whole mesh. Each subcommand starts one
+//! service (or all of them, `all-in-one`) or runs an operator command.
+
+mod cli;
+mod commands;
+mod settings;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("keelson: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("keelson: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
