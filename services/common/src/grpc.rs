@@ -22,14 +22,19 @@ pub async fn serve(
     }
     // The empty name is "the server as a whole" for health probes.
     reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(keelson_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1();
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(keelson_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
     let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
     let mut router = builder.add_service(health);
-    if let Ok(reflection) = reflection {
-        router = router.add_service(reflection);
+    // Both reflection versions: grpcurl releases before 1.9 speak v1alpha.
+    if let Ok(v1) = reflection().build_v1() {
+        router = router.add_service(v1);
+    }
+    if let Ok(v1alpha) = reflection().build_v1alpha() {
+        router = router.add_service(v1alpha);
     }
     let router = add(router);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);

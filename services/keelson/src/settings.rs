@@ -15,7 +15,7 @@ use crate::cli::CommonArgs;
 pub const DATA_DIR: &str = "keelson-data";
 
 /// Loads the configuration files (`--config-file …` then
-/// `PLACEMENT_CONFIG_FILE`) and reports unknown options.
+/// `PLACEMENT_CONFIG_FILE`).
 pub fn load(common: &CommonArgs) -> anyhow::Result<Config> {
     let mut files: Vec<PathBuf> = common.config_files.clone();
     if let Ok(f) = std::env::var("PLACEMENT_CONFIG_FILE") {
@@ -23,11 +23,7 @@ pub fn load(common: &CommonArgs) -> anyhow::Result<Config> {
             files.push(PathBuf::from(f));
         }
     }
-    let config = Config::load(&files)?;
-    for unknown in &config.unknown {
-        tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
-    }
-    Ok(config)
+    Ok(Config::load(&files)?)
 }
 
 /// All-in-one's embedded defaults for whatever the files leave unset.

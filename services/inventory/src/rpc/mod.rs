@@ -2,6 +2,8 @@
 //! messages and [`crate::store`] calls, one module per service.
 
 pub mod resource_classes;
+pub mod resource_providers;
+pub mod traits;
 
 use keelson_proto::placement::v1 as pb;
 
@@ -15,12 +17,15 @@ pub fn timestamp(t: Option<chrono::NaiveDateTime>) -> Option<prost_types::Timest
 /// Logs the request context of an incoming call (request id, trace).
 pub fn enter<T>(req: &tonic::Request<T>, method: &'static str) -> tracing::Span {
     let ctx = keelson_common::RequestContext::from_metadata(req.metadata());
+    tracing::debug!(target: "keelson::rpc", method, request_id = %ctx.request_id, traceparent = %ctx.traceparent, "rpc call");
     tracing::debug_span!("rpc", method, request_id = %ctx.request_id, trace_id = %ctx.trace_id())
 }
 
 /// Every service of the inventory API, ready to add to a tonic server.
 pub struct Services {
     pub resource_classes: pb::resource_classes_server::ResourceClassesServer<resource_classes::ResourceClassesRpc>,
+    pub resource_providers: pb::resource_providers_server::ResourceProvidersServer<resource_providers::ResourceProvidersRpc>,
+    pub traits: pb::traits_server::TraitsServer<traits::TraitsRpc>,
 }
 
 impl Services {
@@ -29,11 +34,15 @@ impl Services {
             resource_classes: pb::resource_classes_server::ResourceClassesServer::new(resource_classes::ResourceClassesRpc {
                 store: store.clone(),
             }),
+            resource_providers: pb::resource_providers_server::ResourceProvidersServer::new(
+                resource_providers::ResourceProvidersRpc { store: store.clone() },
+            ),
+            traits: pb::traits_server::TraitsServer::new(traits::TraitsRpc { store: store.clone() }),
         }
     }
 
     /// Adds every service to a tonic router.
     pub fn add_to(self, router: tonic::transport::server::Router) -> tonic::transport::server::Router {
-        router.add_service(self.resource_classes)
+        router.add_service(self.resource_classes).add_service(self.resource_providers).add_service(self.traits)
     }
 }

@@ -1,8 +1,10 @@
 //! SQL for Placement's objects. Each write runs in one transaction and
 //! applies completely or not at all.
 
+pub mod aggregates;
 pub mod providers;
 pub mod resource_classes;
+pub mod traits;
 
 use keelson_common::db::{now, Row, Tx};
 use keelson_common::Db;

@@ -13,6 +13,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut config = crate::settings::load(&cli.common)?;
     let filter = config.get_str("telemetry", "log_filter").unwrap_or_else(|| "info".into());
     keelson_common::telemetry::init_logging(&filter);
+    for unknown in &config.unknown {
+        tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
+    }
     match cli.command {
         Command::AllInOne => {
             crate::settings::apply_all_in_one_defaults(&mut config)?;

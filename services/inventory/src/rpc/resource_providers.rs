@@ -1,0 +1,154 @@
+//! `keelson.placement.v1.ResourceProviders`.
+
+use keelson_proto::placement::v1 as pb;
+use tonic::{Request, Response, Status};
+use tracing::Instrument as _;
+
+use super::{enter, timestamp};
+use crate::store::providers::{Provider, ProviderFilter};
+use crate::store::Store;
+
+pub struct ResourceProvidersRpc {
+    pub store: Store,
+}
+
+/// Generations are never negative; a corrupt value reads as 0.
+fn generation(g: i64) -> u32 {
+    u32::try_from(g).unwrap_or(0)
+}
+
+fn to_pb(rp: Provider) -> pb::ResourceProvider {
+    let last_modified = timestamp(rp.row.last_modified());
+    pb::ResourceProvider {
+        uuid: rp.row.uuid,
+        name: rp.row.name.unwrap_or_default(),
+        generation: generation(rp.row.generation),
+        parent_provider_uuid: rp.parent_uuid.unwrap_or_default(),
+        root_provider_uuid: rp.root_uuid,
+        last_modified,
+    }
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn filter_from(r: &pb::ListResourceProvidersRequest) -> ProviderFilter {
+    ProviderFilter {
+        uuid: r.uuid.clone(),
+        name: r.name.clone(),
+        member_of: r.member_of.iter().map(|a| a.names.clone()).collect(),
+        forbidden_aggregates: r.forbidden_aggregates.clone(),
+        resources: r.resources.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        in_tree: r.in_tree.clone(),
+        required_traits: r.required_traits.iter().map(|a| a.names.clone()).collect(),
+        forbidden_traits: r.forbidden_traits.clone(),
+    }
+}
+
+fn traits_to_pb(t: crate::store::traits::ProviderTraits) -> pb::ProviderTraits {
+    let last_modified = timestamp(t.traits.iter().filter_map(|t| t.last_modified()).max());
+    pb::ProviderTraits {
+        traits: t.traits.into_iter().map(|t| t.name).collect(),
+        resource_provider_generation: generation(t.generation),
+        last_modified,
+    }
+}
+
+fn aggregates_to_pb(a: crate::store::aggregates::ProviderAggregates) -> pb::ProviderAggregates {
+    pb::ProviderAggregates { aggregates: a.aggregates, resource_provider_generation: generation(a.generation), last_modified: None }
+}
+
+#[tonic::async_trait]
+impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
+    async fn list_resource_providers(
+        &self,
+        req: Request<pb::ListResourceProvidersRequest>,
+    ) -> Result<Response<pb::ListResourceProvidersResponse>, Status> {
+        let span = enter(&req, "ListResourceProviders");
+        let filter = filter_from(req.get_ref());
+        let rps = self.store.list_resource_providers(&filter).instrument(span).await?;
+        Ok(Response::new(pb::ListResourceProvidersResponse { resource_providers: rps.into_iter().map(to_pb).collect() }))
+    }
+
+    async fn get_resource_provider(&self, req: Request<pb::GetResourceProviderRequest>) -> Result<Response<pb::ResourceProvider>, Status> {
+        let span = enter(&req, "GetResourceProvider");
+        let rp = self.store.get_resource_provider(&req.get_ref().uuid).instrument(span).await?;
+        Ok(Response::new(to_pb(rp)))
+    }
+
+    async fn create_resource_provider(
+        &self,
+        req: Request<pb::CreateResourceProviderRequest>,
+    ) -> Result<Response<pb::ResourceProvider>, Status> {
+        let span = enter(&req, "CreateResourceProvider");
+        let r = req.get_ref();
+        let rp = self
+            .store
+            .create_resource_provider(non_empty(&r.uuid), &r.name, non_empty(&r.parent_provider_uuid))
+            .instrument(span)
+            .await?;
+        Ok(Response::new(to_pb(rp)))
+    }
+
+    async fn update_resource_provider(
+        &self,
+        req: Request<pb::UpdateResourceProviderRequest>,
+    ) -> Result<Response<pb::ResourceProvider>, Status> {
+        let span = enter(&req, "UpdateResourceProvider");
+        let r = req.get_ref();
+        // Present but empty: un-parent.
+        let parent = r.parent_provider_uuid.as_deref().map(non_empty);
+        let rp = self.store.update_resource_provider(&r.uuid, &r.name, parent, r.allow_reparent).instrument(span).await?;
+        Ok(Response::new(to_pb(rp)))
+    }
+
+    async fn delete_resource_provider(&self, req: Request<pb::DeleteResourceProviderRequest>) -> Result<Response<pb::Empty>, Status> {
+        let span = enter(&req, "DeleteResourceProvider");
+        self.store.delete_resource_provider(&req.get_ref().uuid).instrument(span).await?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn get_provider_traits(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::ProviderTraits>, Status> {
+        let span = enter(&req, "GetProviderTraits");
+        let t = self.store.get_provider_traits(&req.get_ref().uuid).instrument(span).await?;
+        Ok(Response::new(traits_to_pb(t)))
+    }
+
+    async fn set_provider_traits(&self, req: Request<pb::SetProviderTraitsRequest>) -> Result<Response<pb::ProviderTraits>, Status> {
+        let span = enter(&req, "SetProviderTraits");
+        let r = req.get_ref();
+        let t = self
+            .store
+            .set_provider_traits(&r.uuid, r.resource_provider_generation.into(), &r.traits)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(traits_to_pb(t)))
+    }
+
+    async fn delete_provider_traits(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::Empty>, Status> {
+        let span = enter(&req, "DeleteProviderTraits");
+        self.store.delete_provider_traits(&req.get_ref().uuid).instrument(span).await?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn get_provider_aggregates(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::ProviderAggregates>, Status> {
+        let span = enter(&req, "GetProviderAggregates");
+        let a = self.store.get_provider_aggregates(&req.get_ref().uuid).instrument(span).await?;
+        Ok(Response::new(aggregates_to_pb(a)))
+    }
+
+    async fn set_provider_aggregates(
+        &self,
+        req: Request<pb::SetProviderAggregatesRequest>,
+    ) -> Result<Response<pb::ProviderAggregates>, Status> {
+        let span = enter(&req, "SetProviderAggregates");
+        let r = req.get_ref();
+        let a = self
+            .store
+            .set_provider_aggregates(&r.uuid, r.resource_provider_generation.map(i64::from), &r.aggregates)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(aggregates_to_pb(a)))
+    }
+}

@@ -1,0 +1,248 @@
+//! Traits (the os-traits standard set, seeded, and custom `CUSTOM_*`
+//! ones) and the traits of each provider.
+
+use keelson_common::db::{in_list, now, Row, Tx, Value};
+
+use super::{bump_generation, get_provider, ProviderRow, Store};
+use crate::error::{Error, Result};
+
+/// Custom traits carry this prefix; the others are standard.
+pub const CUSTOM_PREFIX: &str = "CUSTOM_";
+
+#[derive(Debug, Clone)]
+pub struct TraitRow {
+    pub id: i64,
+    pub name: String,
+    pub created_at: Option<chrono::NaiveDateTime>,
+    pub updated_at: Option<chrono::NaiveDateTime>,
+}
+
+impl TraitRow {
+    const COLUMNS: &'static str = "t.id, t.name, t.created_at, t.updated_at";
+
+    fn from_row(r: &Row) -> Result<Self> {
+        Ok(TraitRow { id: r.i64(0)?, name: r.string(1)?, created_at: r.opt_time(2)?, updated_at: r.opt_time(3)? })
+    }
+
+    pub fn last_modified(&self) -> Option<chrono::NaiveDateTime> {
+        self.updated_at.or(self.created_at)
+    }
+}
+
+/// How `GET /traits` narrows the list.
+#[derive(Debug, Clone, Default)]
+pub struct TraitFilter {
+    pub name_prefix: Option<String>,
+    /// Only these names (`Some(vec![])` matches nothing).
+    pub names: Option<Vec<String>>,
+    /// Some(true): only traits a provider has; Some(false): only unused ones.
+    pub associated: Option<bool>,
+}
+
+/// A provider's traits and generation after a read or a write.
+#[derive(Debug, Clone)]
+pub struct ProviderTraits {
+    pub traits: Vec<TraitRow>,
+    pub generation: i64,
+}
+
+fn trait_not_found(name: &str) -> Error {
+    Error::NotFound(format!("No such trait(s): {name}."))
+}
+
+async fn find_trait(tx: &mut Tx, name: &str) -> Result<Option<TraitRow>> {
+    let sql = format!("SELECT {} FROM traits t WHERE t.name = ?", TraitRow::COLUMNS);
+    let rows = tx.fetch_all(&sql, &[name.into()]).await?;
+    // MariaDB's collation folds case: keep the exact name only.
+    for r in &rows {
+        let t = TraitRow::from_row(r)?;
+        if t.name == name {
+            return Ok(Some(t));
+        }
+    }
+    Ok(None)
+}
+
+/// The traits a provider has, by name.
+pub async fn provider_traits(tx: &mut Tx, provider_id: i64) -> Result<Vec<TraitRow>> {
+    let sql = format!(
+        "SELECT {} FROM traits t JOIN resource_provider_traits rpt ON rpt.trait_id = t.id \
+         WHERE rpt.resource_provider_id = ? ORDER BY t.name",
+        TraitRow::COLUMNS
+    );
+    tx.fetch_all(&sql, &[provider_id.into()]).await?.iter().map(TraitRow::from_row).collect()
+}
+
+/// Makes `wanted` (trait ids) the provider's traits. Answers whether
+/// anything changed; the caller bumps the generation then.
+async fn replace_provider_traits(tx: &mut Tx, provider: &ProviderRow, wanted: &[i64]) -> Result<bool> {
+    let existing: Vec<i64> = provider_traits(tx, provider.id).await?.iter().map(|t| t.id).collect();
+    let to_delete: Vec<i64> = existing.iter().filter(|id| !wanted.contains(id)).copied().collect();
+    let mut to_add: Vec<i64> = wanted.iter().filter(|id| !existing.contains(id)).copied().collect();
+    to_add.sort_unstable();
+    to_add.dedup();
+    if to_delete.is_empty() && to_add.is_empty() {
+        return Ok(false);
+    }
+    if !to_delete.is_empty() {
+        let mut params: Vec<Value> = vec![provider.id.into()];
+        params.extend(to_delete.iter().map(|id| Value::Int(*id)));
+        tx.execute(
+            &format!("DELETE FROM resource_provider_traits WHERE resource_provider_id = ? AND trait_id IN ({})", in_list(to_delete.len())),
+            &params,
+        )
+        .await?;
+    }
+    let ts = now();
+    for id in to_add {
+        tx.execute(
+            "INSERT INTO resource_provider_traits (trait_id, resource_provider_id, created_at) VALUES (?, ?, ?)",
+            &[id.into(), provider.id.into(), ts.into()],
+        )
+        .await?;
+    }
+    Ok(true)
+}
+
+impl Store {
+    pub async fn list_traits(&self, filter: &TraitFilter) -> Result<Vec<TraitRow>> {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut params: Vec<Value> = Vec::new();
+        if let Some(names) = &filter.names {
+            if names.is_empty() {
+                return Ok(Vec::new());
+            }
+            clauses.push(format!("t.name IN ({})", in_list(names.len())));
+            params.extend(names.iter().map(|n| Value::from(n.as_str())));
+        }
+        if let Some(prefix) = &filter.name_prefix {
+            // LIKE would treat `_` and `%` as wildcards; compare the prefix.
+            clauses.push("SUBSTR(t.name, 1, ?) = ?".into());
+            params.push(Value::Int(prefix.chars().count() as i64));
+            params.push(prefix.as_str().into());
+        }
+        match filter.associated {
+            Some(true) => clauses.push("t.id IN (SELECT rpt.trait_id FROM resource_provider_traits rpt)".into()),
+            Some(false) => clauses.push("t.id NOT IN (SELECT rpt.trait_id FROM resource_provider_traits rpt)".into()),
+            None => {}
+        }
+        let mut sql = format!("SELECT {} FROM traits t", TraitRow::COLUMNS);
+        if !clauses.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&clauses.join(" AND "));
+        }
+        sql.push_str(" ORDER BY t.name");
+        let rows = self.db.fetch_all(&sql, &params).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let t = TraitRow::from_row(r)?;
+            // Exact comparisons where the collation folds case.
+            if filter.names.as_ref().is_some_and(|names| !names.contains(&t.name)) {
+                continue;
+            }
+            if filter.name_prefix.as_ref().is_some_and(|p| !t.name.starts_with(p.as_str())) {
+                continue;
+            }
+            out.push(t);
+        }
+        Ok(out)
+    }
+
+    pub async fn get_trait(&self, name: &str) -> Result<TraitRow> {
+        let mut tx = self.db.begin_read().await?;
+        let t = find_trait(&mut tx, name).await?.ok_or_else(|| trait_not_found(name))?;
+        tx.commit().await?;
+        Ok(t)
+    }
+
+    /// Creates a trait unless it exists: (trait, created).
+    pub async fn ensure_trait(&self, name: &str) -> Result<(TraitRow, bool)> {
+        let mut tx = self.db.begin().await?;
+        if let Some(t) = find_trait(&mut tx, name).await? {
+            return Ok((t, false));
+        }
+        let ts = now();
+        match tx.insert("INSERT INTO traits (name, created_at) VALUES (?, ?)", &[name.into(), ts.into()]).await {
+            Ok(id) => {
+                tx.commit().await?;
+                Ok((TraitRow { id, name: name.to_string(), created_at: Some(ts), updated_at: None }, true))
+            }
+            // Created concurrently: it exists, which is all that was asked.
+            Err(e) if e.is_unique_violation() => {
+                drop(tx);
+                Ok((self.get_trait(name).await?, false))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes a custom trait no provider has.
+    pub async fn delete_trait(&self, name: &str) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        let t = find_trait(&mut tx, name).await?.ok_or_else(|| trait_not_found(name))?;
+        if !name.starts_with(CUSTOM_PREFIX) {
+            return Err(Error::BadRequest(format!("Cannot delete standard trait {name}.")));
+        }
+        let used = tx.fetch_optional("SELECT COUNT(*) FROM resource_provider_traits WHERE trait_id = ?", &[t.id.into()]).await?;
+        if used.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
+            return Err(Error::conflict(format!("The trait {name} is in use by a resource provider.")));
+        }
+        tx.execute("DELETE FROM traits WHERE id = ?", &[t.id.into()]).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn get_provider_traits(&self, uuid: &str) -> Result<ProviderTraits> {
+        let mut tx = self.db.begin_read().await?;
+        let rp = get_provider(&mut tx, uuid).await?;
+        let traits = provider_traits(&mut tx, rp.id).await?;
+        tx.commit().await?;
+        Ok(ProviderTraits { traits, generation: rp.generation })
+    }
+
+    /// Replaces a provider's traits if its generation is still `generation`.
+    /// The generation moves only when the set changes.
+    pub async fn set_provider_traits(&self, uuid: &str, generation: i64, names: &[String]) -> Result<ProviderTraits> {
+        let mut tx = self.db.begin().await?;
+        let rp = get_provider(&mut tx, uuid).await?;
+        if rp.generation != generation {
+            return Err(Error::concurrent_update(
+                "Resource provider's generation already changed. Please update the generation and try again.",
+            ));
+        }
+        let (ids, missing) = super::providers::trait_ids(&mut tx, names).await?;
+        if !missing.is_empty() {
+            return Err(Error::BadRequest(format!("No such trait {}", missing.join(", "))));
+        }
+        let wanted: Vec<i64> = names.iter().filter_map(|n| ids.get(n).copied()).collect();
+        let new_generation = if replace_provider_traits(&mut tx, &rp, &wanted).await? {
+            bump_generation(&mut tx, &rp, generation).await.map_err(concurrent_provider_update)?
+        } else {
+            generation
+        };
+        let traits = provider_traits(&mut tx, rp.id).await?;
+        tx.commit().await?;
+        Ok(ProviderTraits { traits, generation: new_generation })
+    }
+
+    /// Removes every trait of a provider (no generation given by the caller).
+    pub async fn delete_provider_traits(&self, uuid: &str) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        let rp = get_provider(&mut tx, uuid).await?;
+        if replace_provider_traits(&mut tx, &rp, &[]).await? {
+            bump_generation(&mut tx, &rp, rp.generation).await.map_err(concurrent_provider_update)?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// Upstream's text for a generation lost to a concurrent writer.
+pub fn concurrent_provider_update(e: Error) -> Error {
+    match e {
+        Error::Conflict(code, _) if code == crate::error::CONCURRENT_UPDATE => {
+            Error::concurrent_update("Another thread concurrently updated the resource provider data. Please retry your update")
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,205 @@
+"""Shared fixtures: the keelson binary, free ports, databases per test on
+each configured backend, and processes that are always cleaned up."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.environ.get('KEELSON_SHARED', os.path.join(os.path.dirname(ROOT), 'shared'))
+RUN_ID = os.environ.get('KEELSON_RUN_ID', str(os.getpid()))
+BACKENDS = os.environ.get('KEELSON_BACKENDS', 'sqlite').split()
+MYSQL = os.environ.get('KEELSON_TEST_MYSQL', 'mysql+pymysql://root@127.0.0.1:3306')
+POSTGRES = os.environ.get('KEELSON_TEST_POSTGRES', 'postgresql+psycopg2://postgres@127.0.0.1:5432')
+
+
+def keelson_bin():
+    env = os.environ.get('KEELSON_BIN')
+    if env:
+        return env
+    target = os.environ.get('CARGO_TARGET_DIR', os.path.expanduser('~/.cache/keelson-target'))
+    for candidate in (os.path.join(target, 'release', 'keelson'), os.path.join(ROOT, 'target', 'release', 'keelson'),
+                      os.path.join(ROOT, 'target', 'debug', 'keelson')):
+        if os.path.exists(candidate):
+            return candidate
+    raise RuntimeError('no keelson binary: build it first (cargo build --release)')
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def _server(url):
+    scheme, rest = url.split('://', 1)
+    return scheme.split('+')[0], urllib.parse.urlparse('x://' + rest)
+
+
+def create_database(backend, name):
+    """An empty database for one test; answers its SQLAlchemy URL."""
+    if backend == 'sqlite':
+        d = tempfile.mkdtemp(prefix='kt-')
+        return 'sqlite:///%s/%s.db' % (d, name)
+    dbname = 'kt_%s_%s' % (RUN_ID, name)
+    if backend == 'mysql':
+        import pymysql
+        _, p = _server(MYSQL)
+        conn = pymysql.connect(host=p.hostname, port=p.port or 3306, user=p.username or 'root', password=p.password or '')
+        with conn.cursor() as cur:
+            cur.execute('DROP DATABASE IF EXISTS `%s`' % dbname)
+            cur.execute('CREATE DATABASE `%s`' % dbname)
+        conn.close()
+        return '%s/%s?charset=utf8mb4' % (MYSQL.rstrip('/'), dbname)
+    if backend == 'postgresql':
+        import psycopg2
+        _, p = _server(POSTGRES)
+        conn = psycopg2.connect(host=p.hostname, port=p.port or 5432, user=p.username or 'postgres', dbname='postgres')
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % dbname)
+            cur.execute('CREATE DATABASE "%s"' % dbname)
+        conn.close()
+        return '%s/%s' % (POSTGRES.rstrip('/'), dbname)
+    raise ValueError(backend)
+
+
+class Proc:
+    """A keelson (or other) process with its log file."""
+
+    def __init__(self, args, env=None, cwd=None):
+        self.log_path = tempfile.mktemp(prefix='kt-log-')
+        self.log = open(self.log_path, 'wb')
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd,
+                                  start_new_session=True)
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path, 'rb') as f:
+            return f.read().decode('utf-8', 'replace')
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait(5)
+        return self.p.returncode
+
+
+def wait_http(url, timeout=30, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.p.poll() is not None:
+            raise RuntimeError('process exited early:\n' + proc.output())
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except urllib.error.HTTPError:
+            return
+        except Exception:
+            time.sleep(0.1)
+    raise RuntimeError('%s did not answer in %ss\n%s' % (url, timeout, proc.output() if proc else ''))
+
+
+def wait_port(port, timeout=30, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.p.poll() is not None:
+            raise RuntimeError('process exited early:\n' + proc.output())
+        with socket.socket() as s:
+            if s.connect_ex(('127.0.0.1', port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError('port %s not open after %ss' % (port, timeout))
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in started:
+        p.stop()
+
+
+def write_conf(path, sections):
+    with open(path, 'w') as f:
+        for group, opts in sections.items():
+            f.write('[%s]\n' % group)
+            for k, v in opts.items():
+                f.write('%s = %s\n' % (k, v))
+    return path
+
+
+class AllInOne:
+    """keelson all-in-one on free ports with a given database URL."""
+
+    def __init__(self, procs, db_url, extra=None, env=None):
+        self.dir = tempfile.mkdtemp(prefix='kt-aio-')
+        self.port = free_port()
+        self.url = 'http://127.0.0.1:%d' % self.port
+        conf = {'placement_database': {'connection': db_url}, 'api': {'auth_strategy': 'noauth2'}}
+        for g, o in (extra or {}).items():
+            conf.setdefault(g, {}).update(o)
+        self.conf = write_conf(os.path.join(self.dir, 'keelson.conf'), conf)
+        e = {'PLACEMENT_CONFIG_FILE': self.conf, 'PLACEMENT_BIND': '127.0.0.1', 'PLACEMENT_PORT': str(self.port)}
+        e.update(env or {})
+        self.proc = Proc([keelson_bin(), 'all-in-one'], env=e, cwd=self.dir)
+        procs.append(self.proc)
+        wait_http(self.url + '/', proc=self.proc)
+
+
+def http(method, url, body=None, headers=None, version='1.39', token='admin'):
+    """(status, headers, parsed JSON or text) of one request."""
+    import json
+    h = {'accept': 'application/json', 'openstack-api-version': 'placement %s' % version}
+    if token is not None:
+        h['x-auth-token'] = token
+    h.update(headers or {})
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        h['content-type'] = 'application/json'
+    req = urllib.request.Request(url, data=data, headers=h, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            raw = r.read().decode()
+            return r.status, dict(r.headers), (json.loads(raw) if raw else None)
+    except urllib.error.HTTPError as e:
+        raw = e.read().decode()
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = raw
+        return e.code, dict(e.headers), parsed
+
+
+def new_uuid():
+    return str(uuid.uuid4())
+
+
+def ref_placement_venv():
+    """The reference Python Placement's virtualenv (installed on demand),
+    with the PostgreSQL driver its setup script does not add."""
+    venv = os.environ.get('KEELSON_REF_PLACEMENT_VENV',
+                          os.path.join(os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')), 'keelson-ref', 'placement'))
+    subprocess.run([os.path.join(SHARED, 'reference', 'placement', 'setup')], check=True, stdout=subprocess.DEVNULL)
+    py = os.path.join(venv, 'bin', 'python')
+    if subprocess.run([py, '-c', 'import psycopg2'], capture_output=True).returncode != 0:
+        subprocess.run([py, '-m', 'pip', 'install', '-q', 'psycopg2-binary'], check=True)
+    return venv
