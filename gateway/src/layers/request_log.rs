@@ -11,6 +11,7 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use http::HeaderValue;
+use tracing::Instrument as _;
 use keelson_common::context::{RequestContext, REQUEST_ID_HEADER, TRACEPARENT_HEADER};
 
 use super::metrics::Metrics;
@@ -24,16 +25,19 @@ pub struct LogState {
 
 pub async fn layer(axum::extract::State(state): axum::extract::State<LogState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let ctx = RequestContext::new(
+    let incoming_traceparent = req.headers().get(TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let mut ctx = RequestContext::new(
         req.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()),
-        req.headers().get(TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()),
+        incoming_traceparent.as_deref(),
     );
-    req.extensions_mut().insert(ctx.clone());
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let span = tracing::info_span!("http.request", api = state.api, method = %method, path = %path, request_id = %ctx.request_id);
+    ctx.traceparent = keelson_common::telemetry::link(&span, incoming_traceparent.as_deref(), &ctx.traceparent);
+    req.extensions_mut().insert(ctx.clone());
     let request_id = ctx.request_id.clone();
     let trace_id = ctx.trace_id().to_string();
-    let mut resp = ctx.scope(next.run(req)).await;
+    let mut resp = ctx.scope(next.run(req)).instrument(span).await;
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert(REQUEST_ID_HEADER, v);
     }

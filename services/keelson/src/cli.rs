@@ -75,3 +75,17 @@ pub enum UpgradeCommand {
     /// Check that the database is ready for this release.
     Check,
 }
+
+impl Command {
+    /// The subcommand's name, for logs and trace service names.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::AllInOne => "all-in-one",
+            Command::Gateway => "gateway",
+            Command::Inventory => "inventory",
+            Command::Candidates => "candidates",
+            Command::Db { .. } => "db",
+            Command::Status { .. } => "status",
+        }
+    }
+}

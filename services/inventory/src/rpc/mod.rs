@@ -18,7 +18,10 @@ pub fn timestamp(t: Option<chrono::NaiveDateTime>) -> Option<prost_types::Timest
 pub fn enter<T>(req: &tonic::Request<T>, method: &'static str) -> tracing::Span {
     let ctx = keelson_common::RequestContext::from_metadata(req.metadata());
     tracing::debug!(target: "keelson::rpc", method, request_id = %ctx.request_id, traceparent = %ctx.traceparent, "rpc call");
-    tracing::debug_span!("rpc", method, request_id = %ctx.request_id, trace_id = %ctx.trace_id())
+    let span = tracing::info_span!("rpc", service = "inventory", method, request_id = %ctx.request_id, trace_id = %ctx.trace_id());
+    let incoming = req.metadata().get(keelson_common::context::TRACEPARENT_HEADER).and_then(|v| v.to_str().ok());
+    keelson_common::telemetry::link(&span, incoming, &ctx.traceparent);
+    span
 }
 
 /// Every service of the inventory API, ready to add to a tonic server.

@@ -12,11 +12,16 @@ use crate::cli::{Cli, Command};
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut config = crate::settings::load(&cli.common)?;
     let filter = config.get_str("telemetry", "log_filter").unwrap_or_else(|| "info".into());
-    keelson_common::telemetry::init_logging(&filter);
+    let service = format!(
+        "{}-{}",
+        config.get_str("telemetry", "service_name").unwrap_or_else(|| "keelson".into()),
+        cli.command.name()
+    );
+    let telemetry = keelson_common::telemetry::init(&filter, config.get_str("telemetry", "otlp_endpoint").as_deref(), &service);
     for unknown in &config.unknown {
         tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
     }
-    match cli.command {
+    let outcome = match cli.command {
         Command::AllInOne => {
             crate::settings::apply_all_in_one_defaults(&mut config)?;
             all_in_one::run(config).await
@@ -26,5 +31,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Candidates => services::candidates(config).await,
         Command::Db { command } => db::run(config, command).await,
         Command::Status { command } => status::run(config, command).await,
-    }
+    };
+    telemetry.shutdown();
+    outcome
 }
