@@ -123,3 +123,28 @@ def test_unknown_option_warns_and_invalid_value_refuses(tmp_path):
     r = subprocess.run([keelson_bin(), '--config-file', bad, 'db', 'version'], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert 'allocation_conflict_retry_count' in r.stderr and 'bad.conf' in r.stderr
+
+
+def test_layer_order_is_observable(procs):
+    """Authentication runs before microversion negotiation (upstream's
+    order): no token and a bad version is 401, not 406."""
+    d = tempfile.mkdtemp(prefix='kt-order-')
+    aio = AllInOne(procs, 'sqlite:///%s/p.db' % d)
+    status, _, _ = http('GET', aio.url + '/resource_providers', token=None, version='9.99')
+    assert status == 401
+    status, _, body = http('GET', aio.url + '/resource_providers', version='9.99')
+    assert status == 406
+    assert body['errors'][0]['max_version'] == '1.39'
+
+
+def test_prometheus_metrics(procs):
+    d = tempfile.mkdtemp(prefix='kt-metrics-')
+    aio = AllInOne(procs, 'sqlite:///%s/p.db' % d)
+    for _ in range(3):
+        http('GET', aio.url + '/resource_classes')
+    http('GET', aio.url + '/resource_classes/CUSTOM_NOPE')
+    import urllib.request
+    text = urllib.request.urlopen(aio.url + '/metrics', timeout=10).read().decode()
+    assert 'keelson_http_requests_total{api="placement",method="GET",route="/resource_classes",status="200"} 3' in text
+    assert 'route="/resource_classes/{name}",status="404"} 1' in text
+    assert 'keelson_http_request_duration_seconds_bucket{' in text
