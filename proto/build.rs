@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
         "keelson/common/v1/error.proto",
         "keelson/placement/v1/placement.proto",
+        "keelson/candidates/v1/candidates.proto",
     ];
     let include = protoc_bin_vendored::include_path()?;
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);

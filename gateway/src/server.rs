@@ -34,6 +34,11 @@ pub fn channel(url: &str) -> Result<Channel, GatewayError> {
     Ok(ep.connect_timeout(std::time::Duration::from_secs(5)).tcp_nodelay(true).connect_lazy())
 }
 
+/// The channel to the candidates service at `[keelson] candidates_endpoint`.
+pub fn candidates_channel(config: &Config) -> Result<Channel, GatewayError> {
+    channel(&config.get_str("keelson", "candidates_endpoint").unwrap_or_default())
+}
+
 fn authenticator(config: &Config, strategy: &str) -> Result<Authenticator, GatewayError> {
     Ok(match strategy {
         "noauth2" | "noauth" => Authenticator::NoAuth2,
@@ -50,10 +55,11 @@ fn with_metrics(app: axum::Router, metrics: Metrics) -> axum::Router {
 }
 
 /// The Placement application for `config`, talking to the inventory
-/// service over `inventory`.
-pub fn placement_app(config: &Config, inventory: Channel, metrics: Metrics) -> Result<axum::Router, GatewayError> {
+/// service over `inventory` and to the candidates service over
+/// `candidates` (see [`candidates_channel`]).
+pub fn placement_app(config: &Config, inventory: Channel, candidates: Channel, metrics: Metrics) -> Result<axum::Router, GatewayError> {
     let state = Arc::new(PlacementState {
-        clients: Clients::new(inventory),
+        clients: Clients::new(inventory, candidates),
         policy: placement::policy::Policy::from_config(config)?,
     });
     let strategy = config.get_str("api", "auth_strategy").unwrap_or_else(|| "keystone".into());

@@ -14,6 +14,12 @@ pub mod placement {
     }
 }
 
+pub mod candidates {
+    pub mod v1 {
+        tonic::include_proto!("keelson.candidates.v1");
+    }
+}
+
 /// Encoded `FileDescriptorSet` of every keelson service, for gRPC server
 /// reflection (so `grpcurl list` works against any service).
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("keelson_descriptor");

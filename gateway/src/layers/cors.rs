@@ -53,15 +53,15 @@ fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
 
 pub async fn layer(State(cors): State<Arc<CorsSettings>>, req: Request, next: Next) -> Response {
     let origin = req.headers().get(http::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    // oslo.middleware answers every OPTIONS request itself once CORS is
+    // configured: 200, with the preflight headers only when they apply.
+    if req.method() == Method::OPTIONS {
+        let allowed = origin.as_deref().filter(|o| cors.origin_allowed(o));
+        return allowed.and_then(|o| preflight(&cors, o, req.headers())).unwrap_or_else(|| StatusCode::OK.into_response());
+    }
     let Some(origin) = origin.filter(|o| cors.origin_allowed(o)) else {
         return next.run(req).await;
     };
-    if req.method() == Method::OPTIONS {
-        if let Some(resp) = preflight(&cors, &origin, req.headers()) {
-            return resp;
-        }
-        return next.run(req).await;
-    }
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
     set(h, "access-control-allow-origin", &origin);
@@ -76,7 +76,7 @@ pub async fn layer(State(cors): State<Arc<CorsSettings>>, req: Request, next: Ne
 }
 
 /// Answers a preflight request; `None` when it is not one we accept (the
-/// request then continues without CORS headers, as oslo does).
+/// answer is then a plain 200 without CORS headers, as oslo's).
 fn preflight(cors: &CorsSettings, origin: &str, headers: &HeaderMap) -> Option<Response> {
     let method = headers.get("access-control-request-method").and_then(|v| v.to_str().ok())?;
     if !cors.allow_methods.iter().any(|m| m.eq_ignore_ascii_case(method)) {

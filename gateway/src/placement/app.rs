@@ -57,6 +57,28 @@ fn add_version_headers(resp: &mut Response, version: Microversion) {
 }
 
 async fn handle(AxumState(dispatch): AxumState<Arc<Dispatch>>, req: Request) -> Response {
+    let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let format = error::error_format(accept.as_deref());
+    let resp = negotiate_and_route(dispatch, req).await;
+    if format == error::ErrorFormat::Json || resp.status().as_u16() < 400 {
+        return resp;
+    }
+    // webob writes error pages as HTML or plain text when Accept asks so.
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return Response::from_parts(parts, Body::empty());
+    };
+    match error::reformat(&bytes, format, accept.as_deref().unwrap_or("")) {
+        Some((content_type, page)) => {
+            parts.headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(page))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+async fn negotiate_and_route(dispatch: Arc<Dispatch>, req: Request) -> Response {
     let request_id = req.extensions().get::<RequestContext>().map(|c| c.request_id.clone()).unwrap_or_default();
     let headers = req.headers();
     let versions = headers.get_all("openstack-api-version").iter().filter_map(|v| v.to_str().ok());
@@ -84,6 +106,14 @@ async fn handle(AxumState(dispatch): AxumState<Arc<Dispatch>>, req: Request) -> 
 async fn route(dispatch: &Dispatch, req: Request, version: Microversion, request_id: &str) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
+    // Upstream's handler refuses a body without a type before routing.
+    let content_length = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+    let has_body = content_length.and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > 0);
+    let has_type = parts.headers.get(http::header::CONTENT_TYPE).is_some_and(|v| !v.as_bytes().is_empty());
+    if has_body && !has_type {
+        let err = ApiError::new(400, "", "content-type header required when content-length > 0");
+        return error::render(&err, Some(version), request_id);
+    }
     let (route, params) = match dispatch.router.find(&parts.method, &path) {
         Match::Found(route, params) => (route, params),
         Match::MethodNotAllowed(allow) => {
@@ -91,7 +121,11 @@ async fn route(dispatch: &Dispatch, req: Request, version: Microversion, request
         }
         Match::NotFound => return error::render(&ApiError::new(404, "", ""), Some(version), request_id),
     };
-    if let Some(accept) = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()) {
+    // Upstream's `check_accept` guards only the GETs that answer a JSON
+    // body: not the version document, not the bodiless trait check, and
+    // no write.
+    let checks_accept = parts.method == http::Method::GET && !matches!(route.pattern, "/" | "" | "/traits/{name}");
+    if let Some(accept) = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).filter(|_| checks_accept) {
         if !accepts_json(accept) {
             return error::not_acceptable(accept, Some(version), request_id);
         }

@@ -39,10 +39,12 @@ pub fn negotiate<'a>(headers: impl Iterator<Item = &'a str>) -> Result<Microvers
     let mut requested: Option<&str> = None;
     for value in headers {
         for item in value.split(',') {
-            let item = item.trim();
-            let mut parts = item.split_whitespace();
-            if parts.next().is_some_and(|s| s.eq_ignore_ascii_case("placement")) {
-                requested = Some(parts.next().unwrap_or(""));
+            // microversion-parse's `split(None, 1)`: a service name, then
+            // the rest; a lone name is no entry.
+            if let Some((service, version)) = item.trim().split_once(char::is_whitespace) {
+                if service.eq_ignore_ascii_case("placement") {
+                    requested = Some(version.trim());
+                }
             }
         }
     }
@@ -59,14 +61,20 @@ pub fn negotiate<'a>(headers: impl Iterator<Item = &'a str>) -> Result<Microvers
 
 fn parse(text: &str) -> Result<Microversion, VersionError> {
     let malformed = |why: String| VersionError::Malformed(format!("invalid version string: {text}; {why}"));
-    let (major, minor) = text.split_once('.').ok_or_else(|| malformed(format!("not enough values to unpack (expected 2, got 1)")))?;
-    if minor.contains('.') {
-        return Err(malformed("too many values to unpack (expected 2)".into()));
-    }
+    // Python's `Version(*(int(v) for v in text.split('.', 1)))`: each part
+    // is converted in order before the count is checked.
+    let (major, minor) = match text.split_once('.') {
+        Some((major, minor)) => (major, Some(minor)),
+        None => (text, None),
+    };
     let num = |s: &str| -> Result<u16, VersionError> {
         s.trim().parse::<u16>().map_err(|_| malformed(format!("invalid literal for int() with base 10: '{s}'")))
     };
-    Ok(Microversion(num(major)?, num(minor)?))
+    let major = num(major)?;
+    let Some(minor) = minor else {
+        return Err(malformed("Version.__new__() missing 1 required positional argument: 'minor'".into()));
+    };
+    Ok(Microversion(major, num(minor)?))
 }
 
 #[cfg(test)]
@@ -85,6 +93,16 @@ mod tests {
             negotiate(["placement 1.a"].into_iter()),
             Err(VersionError::Malformed("invalid version string: 1.a; invalid literal for int() with base 10: 'a'".into()))
         );
+        assert_eq!(
+            negotiate(["placement pony"].into_iter()),
+            Err(VersionError::Malformed("invalid version string: pony; invalid literal for int() with base 10: 'pony'".into()))
+        );
+        assert_eq!(
+            negotiate(["placement 1.2.3"].into_iter()),
+            Err(VersionError::Malformed("invalid version string: 1.2.3; invalid literal for int() with base 10: '2.3'".into()))
+        );
+        assert!(matches!(negotiate(["placement 1"].into_iter()), Err(VersionError::Malformed(m)) if m.ends_with("'minor'")));
+        assert_eq!(negotiate(["placement"].into_iter()), Ok(MIN));
         assert!(Microversion(1, 10) > Microversion(1, 9));
     }
 }

@@ -39,10 +39,12 @@ pub struct Clients {
     pub inventories: pb::inventories_client::InventoriesClient<Intercepted>,
     pub allocations: pb::allocations_client::AllocationsClient<Intercepted>,
     pub usages: pb::usages_client::UsagesClient<Intercepted>,
+    /// The candidates service (its own channel).
+    pub candidates: keelson_proto::candidates::v1::allocation_candidates_client::AllocationCandidatesClient<Intercepted>,
 }
 
 impl Clients {
-    pub fn new(channel: Channel) -> Self {
+    pub fn new(channel: Channel, candidates: Channel) -> Self {
         let f: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
         let svc = || tonic::service::interceptor::InterceptedService::new(channel.clone(), f);
         Clients {
@@ -52,6 +54,11 @@ impl Clients {
             inventories: pb::inventories_client::InventoriesClient::new(svc()),
             allocations: pb::allocations_client::AllocationsClient::new(svc()),
             usages: pb::usages_client::UsagesClient::new(svc()),
+            // Answers for big fleets exceed tonic's 4 MiB default.
+            candidates: keelson_proto::candidates::v1::allocation_candidates_client::AllocationCandidatesClient::new(
+                tonic::service::interceptor::InterceptedService::new(candidates, f),
+            )
+            .max_decoding_message_size(usize::MAX),
         }
     }
 }

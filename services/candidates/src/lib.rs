@@ -1,13 +1,46 @@
 //! The allocation-candidates service: upstream Placement's algorithm
-//! (`GET /allocation_candidates`) over the shared Placement schema, served
-//! over gRPC. The algorithm lands with its own issue; today this process
-//! serves health checking and reflection so deployments can already run
-//! and probe it.
+//! (`GET /allocation_candidates`) over the shared Placement schema, behind
+//! the `keelson.candidates.v1` gRPC API.
+//!
+//! - [`domain`]: the request model and its rules, and the algorithm, free
+//!   of I/O;
+//! - [`store`]: read-only SQL loading what one request needs, then the
+//!   algorithm on it;
+//! - [`rpc`]: the thin gRPC layer;
+//! - [`error`]: errors with Placement's texts.
+//!
+//! The service keeps nothing between requests, so any number of instances
+//! can serve one database and no answer is ever stale.
+
+pub mod domain;
+pub mod error;
+pub mod rpc;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+pub use domain::Settings;
+pub use store::Store;
 
 use keelson_common::shutdown::Shutdown;
 use tokio::net::TcpListener;
 
-/// Serves the candidates gRPC endpoint on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, shutdown: Shutdown) -> Result<(), tonic::transport::Error> {
-    keelson_common::grpc::serve(listener, &[], |router| router, shutdown).await
+/// The fully qualified names of the services this crate serves.
+pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v1.AllocationCandidates"];
+
+/// Reads the four algorithm options from configuration.
+pub fn settings_from_config(config: &keelson_common::Config) -> Settings {
+    Settings::from_options(
+        &config.get_str("placement", "allocation_candidates_generation_strategy").unwrap_or_else(|| "depth-first".into()),
+        config.get_bool("workarounds", "optimize_for_wide_provider_trees"),
+        config.get_int("placement", "max_allocation_candidates").unwrap_or(-1),
+        config.get_bool("placement", "randomize_allocation_candidates"),
+    )
+}
+
+/// Serves the candidates gRPC API on `listener` until `shutdown`.
+pub async fn serve(store: Store, listener: TcpListener, shutdown: Shutdown) -> Result<(), tonic::transport::Error> {
+    let service = rpc::server(store);
+    keelson_common::grpc::serve(listener, SERVICE_NAMES, |router| router.add_service(service), shutdown).await
 }

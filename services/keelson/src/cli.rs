@@ -43,6 +43,63 @@ pub enum Command {
         #[command(subcommand)]
         command: StatusCommand,
     },
+    /// One HA controller node: Cap'n Proto RPC on [controller] listen,
+    /// elected through etcd ([etcd] endpoints), else single-node.
+    Controller,
+    /// Controller client: ctrlstatus, wait-primary, clusterconf, setconf.
+    Ctl(CtlArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CtlArgs {
+    /// Controller addresses, HOST:PORT,HOST:PORT… (default: [controller]
+    /// peers of --config-file, else [controller] listen).
+    #[arg(long, value_delimiter = ',')]
+    pub controllers: Vec<String>,
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CtlCommand {
+    /// Who is the primary, who answered, peers, term, log positions,
+    /// fenced, cluster name, configuration version and checksum.
+    Ctrlstatus {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Polls ctrlstatus until a node reports a known primary; prints it.
+    WaitPrimary {
+        /// Give up after this long (e.g. 30s, 500ms, 2m).
+        #[arg(long, default_value = "30s")]
+        timeout: String,
+        /// Time between two probes.
+        #[arg(long, default_value = "500ms")]
+        interval: String,
+        /// Only a primary of at least this term counts (after killing the
+        /// primary of term N, wait for N+1).
+        #[arg(long, default_value_t = 0)]
+        min_term: u64,
+    },
+    /// Prints the committed cluster configuration (JSON).
+    Clusterconf {
+        /// The document with its version, checksum, LSN and term.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Commits FILE (JSON) as the cluster configuration.
+    Setconf { file: PathBuf },
+    /// ctrlstatus round trips through the client library, for
+    /// tests/bench/controller.py: prints one JSON object with the rate and
+    /// latency percentiles.
+    #[command(hide = true)]
+    BenchStatus {
+        #[arg(long, default_value_t = 10000)]
+        requests: usize,
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,6 +143,8 @@ impl Command {
             Command::Candidates => "candidates",
             Command::Db { .. } => "db",
             Command::Status { .. } => "status",
+            Command::Controller => "controller",
+            Command::Ctl(_) => "ctl",
         }
     }
 }

@@ -1,8 +1,16 @@
 //! Placement's handlers, one module per resource, each declaring its own
 //! routes in upstream's declaration order.
 
+pub mod aggregates;
+pub mod allocation_candidates;
+pub mod allocations;
+pub mod inventories;
+pub mod reshaper;
 pub mod resource_classes;
+pub mod resource_providers;
 pub mod root;
+pub mod traits;
+pub mod usages;
 
 use super::router::Route;
 
@@ -11,6 +19,17 @@ pub fn routes() -> Vec<Route> {
     let mut all = Vec::new();
     all.extend(root::routes());
     all.extend(resource_classes::routes());
+    all.extend(resource_providers::routes());
+    all.extend(inventories::routes());
+    all.extend(usages::provider_routes());
+    all.extend(aggregates::routes());
+    all.extend(allocations::provider_routes());
+    all.extend(allocations::routes());
+    all.extend(allocation_candidates::routes());
+    all.extend(traits::routes());
+    all.extend(traits::provider_routes());
+    all.extend(usages::routes());
+    all.extend(reshaper::routes());
     all
 }
 

@@ -4,7 +4,7 @@ use http::StatusCode;
 use serde_json::json;
 
 use crate::placement::microversion::{MAX, MIN};
-use crate::placement::request::{json, HandlerResult, Req};
+use crate::placement::request::{cache_headers, json, HandlerResult, Req};
 use crate::placement::router::Route;
 use crate::route;
 
@@ -12,7 +12,7 @@ pub fn routes() -> Vec<Route> {
     vec![route!(GET "/" => home), route!(GET "" => home)]
 }
 
-async fn home(_req: Req) -> HandlerResult {
+async fn home(req: Req) -> HandlerResult {
     let body = json!({
         "versions": [{
             "id": format!("v{MIN}"),
@@ -22,5 +22,6 @@ async fn home(_req: Req) -> HandlerResult {
             "links": [{"rel": "self", "href": ""}],
         }]
     });
-    Ok(json(StatusCode::OK, &body))
+    // From 1.15 the document is never cached; it has no modification time.
+    Ok(cache_headers(&req, json(StatusCode::OK, &body), None))
 }

@@ -438,7 +438,7 @@ pub fn in_list(n: usize) -> String {
 }
 
 macro_rules! bind_all {
-    ($query:expr, $params:expr, $pg:expr) => {{
+    ($query:expr, $params:expr) => {{
         let mut q = $query;
         for p in $params {
             q = match p {
@@ -446,19 +446,11 @@ macro_rules! bind_all {
                 Value::Null(Kind::Float) => q.bind(None::<f64>),
                 Value::Null(Kind::Text) => q.bind(None::<String>),
                 Value::Null(Kind::Time) => q.bind(None::<NaiveDateTime>),
-                Value::Int(v) => {
-                    // PostgreSQL compares int4 columns with int8 parameters
-                    // fine, but integer columns hold only i32; bind the
-                    // narrow type when it fits so index use is unaffected.
-                    if $pg {
-                        match i32::try_from(*v) {
-                            Ok(n) => q.bind(n),
-                            Err(_) => q.bind(*v),
-                        }
-                    } else {
-                        q.bind(*v)
-                    }
-                }
+                // Always 64-bit: PostgreSQL fixes a prepared statement's
+                // parameter types at its first execution, so a statement
+                // must bind the same type every time (int4 columns compare
+                // and assign from int8 without losing index use).
+                Value::Int(v) => q.bind(*v),
                 Value::Float(v) => q.bind(*v),
                 Value::Text(v) => q.bind(v.clone()),
                 Value::Time(v) => q.bind(*v),
@@ -473,15 +465,15 @@ impl Tx {
         let sql = placeholders(self.dialect, sql);
         match &mut self.inner {
             TxInner::Sqlite(tx) => {
-                let rows = bind_all!(sqlx::query(&sql), params, false).fetch_all(&mut **tx).await?;
+                let rows = bind_all!(sqlx::query(&sql), params).fetch_all(&mut **tx).await?;
                 rows.iter().map(decode_sqlite).collect()
             }
             TxInner::MySql(tx) => {
-                let rows = bind_all!(sqlx::query(&sql), params, false).fetch_all(&mut **tx).await?;
+                let rows = bind_all!(sqlx::query(&sql), params).fetch_all(&mut **tx).await?;
                 rows.iter().map(decode_mysql).collect()
             }
             TxInner::Postgres(tx) => {
-                let rows = bind_all!(sqlx::query(&sql), params, true).fetch_all(&mut **tx).await?;
+                let rows = bind_all!(sqlx::query(&sql), params).fetch_all(&mut **tx).await?;
                 rows.iter().map(decode_postgres).collect()
             }
         }
@@ -495,9 +487,9 @@ impl Tx {
     pub async fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
         let sql = placeholders(self.dialect, sql);
         Ok(match &mut self.inner {
-            TxInner::Sqlite(tx) => bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.rows_affected(),
-            TxInner::MySql(tx) => bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.rows_affected(),
-            TxInner::Postgres(tx) => bind_all!(sqlx::query(&sql), params, true).execute(&mut **tx).await?.rows_affected(),
+            TxInner::Sqlite(tx) => bind_all!(sqlx::query(&sql), params).execute(&mut **tx).await?.rows_affected(),
+            TxInner::MySql(tx) => bind_all!(sqlx::query(&sql), params).execute(&mut **tx).await?.rows_affected(),
+            TxInner::Postgres(tx) => bind_all!(sqlx::query(&sql), params).execute(&mut **tx).await?.rows_affected(),
         })
     }
 
@@ -506,16 +498,16 @@ impl Tx {
         match &mut self.inner {
             TxInner::Sqlite(tx) => {
                 let sql = placeholders(Dialect::Sqlite, sql);
-                Ok(bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.last_insert_rowid())
+                Ok(bind_all!(sqlx::query(&sql), params).execute(&mut **tx).await?.last_insert_rowid())
             }
             TxInner::MySql(tx) => {
                 let sql = placeholders(Dialect::MySql, sql);
-                let id = bind_all!(sqlx::query(&sql), params, false).execute(&mut **tx).await?.last_insert_id();
+                let id = bind_all!(sqlx::query(&sql), params).execute(&mut **tx).await?.last_insert_id();
                 i64::try_from(id).map_err(|_| DbError::Decode { column: 0, reason: "insert id out of range".into() })
             }
             TxInner::Postgres(tx) => {
                 let sql = format!("{} RETURNING id", placeholders(Dialect::Postgres, sql));
-                let row = bind_all!(sqlx::query(&sql), params, true).fetch_one(&mut **tx).await?;
+                let row = bind_all!(sqlx::query(&sql), params).fetch_one(&mut **tx).await?;
                 decode_postgres(&row)?.i64(0)
             }
         }

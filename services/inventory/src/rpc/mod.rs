@@ -1,9 +1,12 @@
 //! The gRPC layer: a thin translation between `keelson.placement.v1`
 //! messages and [`crate::store`] calls, one module per service.
 
+pub mod allocations;
+pub mod inventories;
 pub mod resource_classes;
 pub mod resource_providers;
 pub mod traits;
+pub mod usages;
 
 use keelson_proto::placement::v1 as pb;
 
@@ -29,6 +32,9 @@ pub struct Services {
     pub resource_classes: pb::resource_classes_server::ResourceClassesServer<resource_classes::ResourceClassesRpc>,
     pub resource_providers: pb::resource_providers_server::ResourceProvidersServer<resource_providers::ResourceProvidersRpc>,
     pub traits: pb::traits_server::TraitsServer<traits::TraitsRpc>,
+    pub inventories: pb::inventories_server::InventoriesServer<inventories::InventoriesRpc>,
+    pub allocations: pb::allocations_server::AllocationsServer<allocations::AllocationsRpc>,
+    pub usages: pb::usages_server::UsagesServer<usages::UsagesRpc>,
 }
 
 impl Services {
@@ -41,11 +47,20 @@ impl Services {
                 resource_providers::ResourceProvidersRpc { store: store.clone() },
             ),
             traits: pb::traits_server::TraitsServer::new(traits::TraitsRpc { store: store.clone() }),
+            inventories: pb::inventories_server::InventoriesServer::new(inventories::InventoriesRpc { store: store.clone() }),
+            allocations: pb::allocations_server::AllocationsServer::new(allocations::AllocationsRpc { store: store.clone() }),
+            usages: pb::usages_server::UsagesServer::new(usages::UsagesRpc { store: store.clone() }),
         }
     }
 
     /// Adds every service to a tonic router.
     pub fn add_to(self, router: tonic::transport::server::Router) -> tonic::transport::server::Router {
-        router.add_service(self.resource_classes).add_service(self.resource_providers).add_service(self.traits)
+        router
+            .add_service(self.resource_classes)
+            .add_service(self.resource_providers)
+            .add_service(self.traits)
+            .add_service(self.inventories)
+            .add_service(self.allocations)
+            .add_service(self.usages)
     }
 }

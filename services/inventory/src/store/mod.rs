@@ -2,9 +2,14 @@
 //! applies completely or not at all.
 
 pub mod aggregates;
+pub mod allocations;
+pub mod consumers;
+pub mod inventories;
 pub mod providers;
+pub mod reshaper;
 pub mod resource_classes;
 pub mod traits;
+pub mod usages;
 
 use keelson_common::db::{now, Row, Tx};
 use keelson_common::Db;
@@ -118,4 +123,13 @@ pub async fn bump_generation(tx: &mut Tx, provider: &ProviderRow, expected: i64)
 /// The id of a resource class by name.
 pub async fn resource_class_id(tx: &mut Tx, name: &str) -> Result<Option<i64>> {
     Ok(tx.fetch_optional("SELECT id FROM resource_classes WHERE name = ?", &[name.into()]).await?.map(|r| r.i64(0)).transpose()?)
+}
+
+/// `SUM(expr)` as an integer on every backend: PostgreSQL sums integers
+/// as NUMERIC, which the database layer does not decode.
+pub fn sum_as_bigint(dialect: keelson_common::db::Dialect, expr: &str) -> String {
+    match dialect {
+        keelson_common::db::Dialect::Postgres => format!("CAST(SUM({expr}) AS BIGINT)"),
+        _ => format!("SUM({expr})"),
+    }
 }

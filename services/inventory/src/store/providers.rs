@@ -135,6 +135,9 @@ impl Store {
                 "Unable to create resource provider \"{name}\", {uuid}: Object action create failed because: {reason}"
             ))
         };
+        if name.is_empty() {
+            return Err(action_error("name is required"));
+        }
         let mut tx = self.db.begin().await?;
         let mut parent: Option<Provider> = None;
         if let Some(parent_uuid) = parent_uuid.filter(|p| !p.is_empty()) {
@@ -149,13 +152,26 @@ impl Store {
         let ts = now();
         let parent_id = parent.as_ref().map(|p| p.row.id);
         let root_id = parent.as_ref().map(|p| p.row.root_id.unwrap_or(p.row.id));
-        let inserted = tx
-            .insert(
-                "INSERT INTO resource_providers (uuid, name, generation, parent_provider_id, root_provider_id, created_at) \
-                 VALUES (?, ?, 0, ?, ?, ?)",
-                &[uuid.as_str().into(), name.into(), parent_id.into(), root_id.into(), ts.into()],
-            )
-            .await;
+        // Literal NULLs rather than NULL parameters: PostgreSQL keeps the
+        // parameter types of a prepared statement, and a NULL binds as a
+        // wider integer than an id does.
+        let inserted = match (parent_id, root_id) {
+            (Some(parent_id), Some(root_id)) => {
+                tx.insert(
+                    "INSERT INTO resource_providers (uuid, name, generation, parent_provider_id, root_provider_id, created_at) \
+                     VALUES (?, ?, 0, ?, ?, ?)",
+                    &[uuid.as_str().into(), name.into(), parent_id.into(), root_id.into(), ts.into()],
+                )
+                .await
+            }
+            _ => {
+                tx.insert(
+                    "INSERT INTO resource_providers (uuid, name, generation, created_at) VALUES (?, ?, 0, ?)",
+                    &[uuid.as_str().into(), name.into(), ts.into()],
+                )
+                .await
+            }
+        };
         let id = match inserted {
             Ok(id) => id,
             // A concurrent creator won the race between the check and the insert.
@@ -247,14 +263,14 @@ impl Store {
                     new_parent_uuid = Some(parent.row.uuid.clone());
                 }
             }
+            // Un-parenting a root changes nothing.
+            Some(None) if me.row.parent_id.is_none() => {}
             Some(None) => {
-                if me.row.parent_id.is_some() {
-                    if !allow_reparent {
-                        return Err(action_error("un-parenting a provider is not currently allowed."));
-                    }
-                    moved = Some((None, me.row.id, me.row.uuid.clone()));
-                    new_parent_uuid = None;
+                if !allow_reparent {
+                    return Err(action_error("un-parenting a provider is not currently allowed."));
                 }
+                moved = Some((None, me.row.id, me.row.uuid.clone()));
+                new_parent_uuid = None;
             }
         }
         let ts = now();
@@ -264,8 +280,11 @@ impl Store {
             let (list, mut params) = Conditions::ids_clause(&subtree);
             params.insert(0, Value::Int(root_id));
             tx.execute(&format!("UPDATE resource_providers SET root_provider_id = ? WHERE id IN ({list})"), &params).await?;
-            tx.execute("UPDATE resource_providers SET parent_provider_id = ? WHERE id = ?", &[parent_id.into(), me.row.id.into()])
-                .await?;
+            match parent_id {
+                Some(p) => tx.execute("UPDATE resource_providers SET parent_provider_id = ? WHERE id = ?", &[p.into(), me.row.id.into()]).await?,
+                // A literal NULL, as in create.
+                None => tx.execute("UPDATE resource_providers SET parent_provider_id = NULL WHERE id = ?", &[me.row.id.into()]).await?,
+            };
             out.row.parent_id = parent_id;
             out.row.root_id = Some(root_id);
             out.root_uuid = root_uuid;
@@ -301,23 +320,23 @@ impl Store {
             .await?
             .ok_or_else(|| Error::NotFound(format!("No resource provider with uuid {uuid} found for delete")))?;
         let id = Value::Int(me.id);
-        let children = tx.fetch_optional("SELECT COUNT(*) FROM resource_providers WHERE parent_provider_id = ?", &[id.clone()]).await?;
+        let children = tx.fetch_optional("SELECT COUNT(*) FROM resource_providers WHERE parent_provider_id = ?", std::slice::from_ref(&id)).await?;
         if children.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
             return Err(Error::Conflict(
                 PROVIDER_CANNOT_DELETE_PARENT,
                 format!("Unable to delete parent resource provider {uuid}: It has child resource providers."),
             ));
         }
-        let allocations = tx.fetch_optional("SELECT COUNT(*) FROM allocations WHERE resource_provider_id = ?", &[id.clone()]).await?;
+        let allocations = tx.fetch_optional("SELECT COUNT(*) FROM allocations WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
         if allocations.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
             return Err(Error::Conflict(
                 PROVIDER_IN_USE,
                 format!("Unable to delete resource provider {uuid}: Resource provider has allocations."),
             ));
         }
-        tx.execute("DELETE FROM inventories WHERE resource_provider_id = ?", &[id.clone()]).await?;
-        tx.execute("DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?", &[id.clone()]).await?;
-        tx.execute("DELETE FROM resource_provider_traits WHERE resource_provider_id = ?", &[id.clone()]).await?;
+        tx.execute("DELETE FROM inventories WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
+        tx.execute("DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
+        tx.execute("DELETE FROM resource_provider_traits WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
         // The self-reference of a root would block the delete where the
         // foreign key is enforced.
         tx.execute("UPDATE resource_providers SET root_provider_id = NULL WHERE id = ? AND root_provider_id = ?", &[id.clone(), id.clone()])
@@ -456,6 +475,11 @@ async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> 
     if !filter.resources.is_empty() {
         let names: Vec<&String> = filter.resources.keys().collect();
         let ids = class_ids(tx, &names).await?;
+        // max_unit is an INTEGER column: a larger amount fits nowhere (and
+        // would bind wider than the statement's other executions).
+        if filter.resources.values().any(|a| i32::try_from(*a).is_err()) {
+            return Ok(Vec::new());
+        }
         for (name, amount) in &filter.resources {
             let rc = Value::Int(ids.get(name).copied().unwrap_or(-1));
             let amount = Value::Int(*amount);
@@ -512,4 +536,218 @@ async fn check_duplicates(tx: &mut Tx, uuid: &str, name: &str) -> Result<()> {
         return Ok(());
     };
     Err(Error::Conflict(DUPLICATE_NAME, format!("Conflicting resource provider {what} already exists.")))
+}
+
+#[cfg(test)]
+mod tests {
+    use keelson_common::db::{now, schema, seed, DatabaseUrl, PoolSettings};
+    use keelson_common::Db;
+
+    use super::*;
+    use crate::store::StoreSettings;
+
+    async fn store() -> Store {
+        let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
+        schema::sync(&db).await.unwrap();
+        seed::seed_standard(&db).await.unwrap();
+        Store::new(db, StoreSettings::default())
+    }
+
+    async fn create(store: &Store, name: &str, parent: Option<&str>) -> Provider {
+        store.create_resource_provider(None, name, parent).await.unwrap()
+    }
+
+    /// Writes an inventory row directly (the inventory API is not under test).
+    async fn inventory(store: &Store, rp: &Provider, class: &str, total: i64, max_unit: i64) {
+        let mut tx = store.db.begin().await.unwrap();
+        let rc = crate::store::resource_class_id(&mut tx, class).await.unwrap().unwrap();
+        tx.execute(
+            "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, \
+             allocation_ratio, created_at) VALUES (?, ?, ?, 0, 1, ?, 1, 1.0, ?)",
+            &[rp.row.id.into(), rc.into(), total.into(), max_unit.into(), now().into()],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+
+    async fn allocate(store: &Store, rp: &Provider, class: &str, used: i64) {
+        let mut tx = store.db.begin().await.unwrap();
+        let rc = crate::store::resource_class_id(&mut tx, class).await.unwrap().unwrap();
+        tx.execute(
+            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES (?, ?, ?, ?, ?)",
+            &[rp.row.id.into(), "c1".into(), rc.into(), used.into(), now().into()],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+
+    fn names(rps: &[Provider]) -> Vec<String> {
+        let mut n: Vec<String> = rps.iter().map(|p| p.row.name.clone().unwrap_or_default()).collect();
+        n.sort();
+        n
+    }
+
+    async fn list(store: &Store, filter: ProviderFilter) -> Vec<String> {
+        names(&store.list_resource_providers(&filter).await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn trees_record_parent_and_root() {
+        let store = store().await;
+        let root = create(&store, "root", None).await;
+        assert_eq!(root.root_uuid, root.row.uuid);
+        assert!(root.parent_uuid.is_none());
+        let child = create(&store, "child", Some(&root.row.uuid)).await;
+        let grandchild = create(&store, "grandchild", Some(&child.row.uuid)).await;
+        assert_eq!(grandchild.root_uuid, root.row.uuid);
+        assert_eq!(grandchild.parent_uuid.as_deref(), Some(child.row.uuid.as_str()));
+        let shown = store.get_resource_provider(&grandchild.row.uuid).await.unwrap();
+        assert_eq!((shown.root_uuid.as_str(), shown.row.generation), (root.row.uuid.as_str(), 0));
+
+        let in_tree = ProviderFilter { in_tree: Some(grandchild.row.uuid.clone()), ..Default::default() };
+        create(&store, "other", None).await;
+        assert_eq!(list(&store, in_tree).await, ["child", "grandchild", "root"]);
+        let unknown = ProviderFilter { in_tree: Some("00000000-0000-0000-0000-000000000000".into()), ..Default::default() };
+        assert!(list(&store, unknown).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn create_refuses_bad_parents_and_duplicates() {
+        let store = store().await;
+        let uuid = "11111111-2222-3333-4444-555555555555";
+        let e = store.create_resource_provider(Some(uuid), "a", Some(uuid)).await.unwrap_err();
+        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if there is no parent.")));
+        let e = store.create_resource_provider(Some(uuid), "a", Some("11111111-2222-3333-4444-000000000000")).await.unwrap_err();
+        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("parent provider UUID does not exist.")));
+        store.create_resource_provider(Some(uuid), "a", None).await.unwrap();
+        let e = store.create_resource_provider(Some(uuid), "b", None).await.unwrap_err();
+        assert!(matches!(e, Error::Conflict(DUPLICATE_NAME, ref d) if d == &format!("Conflicting resource provider uuid: {uuid} already exists.")));
+        let e = store.create_resource_provider(None, "a", None).await.unwrap_err();
+        assert!(matches!(e, Error::Conflict(DUPLICATE_NAME, ref d) if d == "Conflicting resource provider name: a already exists."));
+    }
+
+    #[tokio::test]
+    async fn reparenting_needs_permission_and_moves_the_subtree() {
+        let store = store().await;
+        let r1 = create(&store, "r1", None).await;
+        let r2 = create(&store, "r2", None).await;
+        let c = create(&store, "c", Some(&r1.row.uuid)).await;
+        let gc = create(&store, "gc", Some(&c.row.uuid)).await;
+
+        // Giving a root its first parent is always allowed.
+        let moved = store.update_resource_provider(&r2.row.uuid, "r2", Some(Some(&r1.row.uuid)), false).await.unwrap();
+        assert_eq!(moved.root_uuid, r1.row.uuid);
+        // Moving or un-parenting a child needs 1.37.
+        let e = store.update_resource_provider(&c.row.uuid, "c", Some(Some(&r2.row.uuid)), false).await.unwrap_err();
+        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("re-parenting a provider is not currently allowed.")));
+        let e = store.update_resource_provider(&c.row.uuid, "c", Some(None), false).await.unwrap_err();
+        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("un-parenting a provider is not currently allowed.")));
+        // Naming the current parent again is no move.
+        store.update_resource_provider(&c.row.uuid, "c2", Some(Some(&r1.row.uuid)), false).await.unwrap();
+
+        // Un-parenting makes c the root of itself and of gc.
+        let c = store.update_resource_provider(&c.row.uuid, "c", Some(None), true).await.unwrap();
+        assert_eq!((c.root_uuid.as_str(), c.parent_uuid.as_deref()), (c.row.uuid.as_str(), None));
+        let gc_now = store.get_resource_provider(&gc.row.uuid).await.unwrap();
+        assert_eq!(gc_now.root_uuid, c.row.uuid);
+
+        // And moving it under r2 (in r1's tree) takes gc along.
+        store.update_resource_provider(&c.row.uuid, "c", Some(Some(&r2.row.uuid)), true).await.unwrap();
+        let gc_now = store.get_resource_provider(&gc.row.uuid).await.unwrap();
+        assert_eq!(gc_now.root_uuid, r1.row.uuid);
+    }
+
+    #[tokio::test]
+    async fn cycles_are_refused() {
+        let store = store().await;
+        let r = create(&store, "r", None).await;
+        let c = create(&store, "c", Some(&r.row.uuid)).await;
+        let gc = create(&store, "gc", Some(&c.row.uuid)).await;
+        for (who, parent) in [(&r, &gc), (&c, &gc), (&c, &c)] {
+            let e = store.update_resource_provider(&who.row.uuid, "x", Some(Some(&parent.row.uuid)), true).await.unwrap_err();
+            assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("creating loop in the provider tree is not allowed.")), "{e:?}");
+        }
+        let e = store.update_resource_provider(&r.row.uuid, "c", None, true).await.unwrap_err();
+        assert!(matches!(e, Error::Conflict(DUPLICATE_NAME, _)));
+    }
+
+    #[tokio::test]
+    async fn delete_refuses_parents_and_providers_in_use() {
+        let store = store().await;
+        let r = create(&store, "r", None).await;
+        let c = create(&store, "c", Some(&r.row.uuid)).await;
+        let e = store.delete_resource_provider(&r.row.uuid).await.unwrap_err();
+        assert!(matches!(e, Error::Conflict(PROVIDER_CANNOT_DELETE_PARENT, _)));
+        inventory(&store, &c, "VCPU", 8, 8).await;
+        allocate(&store, &c, "VCPU", 1).await;
+        let e = store.delete_resource_provider(&c.row.uuid).await.unwrap_err();
+        assert!(matches!(e, Error::Conflict(PROVIDER_IN_USE, _)));
+
+        let lone = create(&store, "lone", None).await;
+        inventory(&store, &lone, "VCPU", 8, 8).await;
+        store.ensure_trait("CUSTOM_GOLD").await.unwrap();
+        store.set_provider_traits(&lone.row.uuid, 0, &["CUSTOM_GOLD".into()]).await.unwrap();
+        store.set_provider_aggregates(&lone.row.uuid, None, &["a0000000-0000-0000-0000-000000000000".into()]).await.unwrap();
+        store.delete_resource_provider(&lone.row.uuid).await.unwrap();
+        for table in ["inventories", "resource_provider_traits", "resource_provider_aggregates"] {
+            let n = store.db.fetch_all(&format!("SELECT COUNT(*) FROM {table} WHERE resource_provider_id = ?"), &[lone.row.id.into()]).await.unwrap();
+            assert_eq!(n[0].i64(0).unwrap(), 0, "{table}");
+        }
+        let e = store.delete_resource_provider(&lone.row.uuid).await.unwrap_err();
+        assert!(matches!(e, Error::NotFound(ref d) if d.ends_with("found for delete")));
+    }
+
+    #[tokio::test]
+    async fn list_filters() {
+        let store = store().await;
+        let a = create(&store, "a", None).await;
+        let b = create(&store, "b", None).await;
+        let c = create(&store, "c", None).await;
+        let (agg1, agg2) = ("a1000000-0000-0000-0000-000000000000".to_string(), "a2000000-0000-0000-0000-000000000000".to_string());
+        store.set_provider_aggregates(&a.row.uuid, None, &[agg1.clone()]).await.unwrap();
+        store.set_provider_aggregates(&b.row.uuid, None, &[agg1.clone(), agg2.clone()]).await.unwrap();
+        store.ensure_trait("CUSTOM_X").await.unwrap();
+        store.ensure_trait("CUSTOM_Y").await.unwrap();
+        store.set_provider_traits(&a.row.uuid, 0, &["CUSTOM_X".into()]).await.unwrap();
+        store.set_provider_traits(&b.row.uuid, 0, &["CUSTOM_X".into(), "CUSTOM_Y".into()]).await.unwrap();
+        store.set_provider_traits(&c.row.uuid, 0, &["CUSTOM_Y".into()]).await.unwrap();
+        inventory(&store, &a, "VCPU", 4, 4).await;
+        inventory(&store, &b, "VCPU", 8, 2).await;
+        allocate(&store, &a, "VCPU", 3).await;
+
+        let f = |edit: &dyn Fn(&mut ProviderFilter)| {
+            let mut f = ProviderFilter::default();
+            edit(&mut f);
+            f
+        };
+        assert_eq!(list(&store, f(&|_| {})).await, ["a", "b", "c"]);
+        assert_eq!(list(&store, f(&|f| f.name = Some("b".into()))).await, ["b"]);
+        assert_eq!(list(&store, f(&|f| f.uuid = Some(c.row.uuid.clone()))).await, ["c"]);
+        assert_eq!(list(&store, f(&|f| f.member_of = vec![vec![agg1.clone()]])).await, ["a", "b"]);
+        assert_eq!(list(&store, f(&|f| f.member_of = vec![vec![agg1.clone()], vec![agg2.clone()]])).await, ["b"]);
+        assert_eq!(list(&store, f(&|f| f.member_of = vec![vec!["ffffffff-0000-0000-0000-000000000000".into()]])).await, Vec::<String>::new());
+        assert_eq!(list(&store, f(&|f| f.forbidden_aggregates = vec![agg2.clone()])).await, ["a", "c"]);
+        assert_eq!(list(&store, f(&|f| f.required_traits = vec![vec!["CUSTOM_X".into()], vec!["CUSTOM_Y".into()]])).await, ["b"]);
+        assert_eq!(list(&store, f(&|f| f.required_traits = vec![vec!["CUSTOM_X".into(), "CUSTOM_Y".into()]])).await, ["a", "b", "c"]);
+        assert_eq!(list(&store, f(&|f| f.forbidden_traits = vec!["CUSTOM_X".into()])).await, ["c"]);
+        let e = store.list_resource_providers(&f(&|f| f.forbidden_traits = vec!["CUSTOM_NOPE".into()])).await.unwrap_err();
+        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("No such trait(s): CUSTOM_NOPE.")));
+        // a has 1 VCPU free; b has 8 but at most 2 per allocation.
+        assert_eq!(list(&store, f(&|f| { f.resources.insert("VCPU".into(), 1); })).await, ["a", "b"]);
+        assert_eq!(list(&store, f(&|f| { f.resources.insert("VCPU".into(), 2); })).await, ["b"]);
+        assert_eq!(list(&store, f(&|f| { f.resources.insert("VCPU".into(), 3); })).await, Vec::<String>::new());
+        let e = store.list_resource_providers(&f(&|f| { f.resources.insert("HOUSE".into(), 1); })).await.unwrap_err();
+        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("No such resource class HOUSE.")));
+    }
+
+    #[test]
+    fn subtree_walk_survives_cycles() {
+        let children = HashMap::from([(1, vec![2, 3]), (2, vec![4]), (4, vec![1])]);
+        let mut got = descendants_and_self(1, &children);
+        got.sort();
+        assert_eq!(got, [1, 2, 3, 4]);
+        assert_eq!(descendants_and_self(3, &children), [3]);
+    }
 }

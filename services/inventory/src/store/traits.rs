@@ -67,7 +67,7 @@ async fn find_trait(tx: &mut Tx, name: &str) -> Result<Option<TraitRow>> {
 pub async fn provider_traits(tx: &mut Tx, provider_id: i64) -> Result<Vec<TraitRow>> {
     let sql = format!(
         "SELECT {} FROM traits t JOIN resource_provider_traits rpt ON rpt.trait_id = t.id \
-         WHERE rpt.resource_provider_id = ? ORDER BY t.name",
+         WHERE rpt.resource_provider_id = ? ORDER BY t.id",
         TraitRow::COLUMNS
     );
     tx.fetch_all(&sql, &[provider_id.into()]).await?.iter().map(TraitRow::from_row).collect()
@@ -131,7 +131,10 @@ impl Store {
             sql.push_str(" WHERE ");
             sql.push_str(&clauses.join(" AND "));
         }
-        sql.push_str(" ORDER BY t.name");
+        // Upstream answers in the order its query reads: by name through
+        // the name index when names are filtered, in table order otherwise.
+        let by_name = filter.names.is_some() || filter.name_prefix.is_some();
+        sql.push_str(if by_name { " ORDER BY t.name" } else { " ORDER BY t.id" });
         let rows = self.db.fetch_all(&sql, &params).await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -220,8 +223,10 @@ impl Store {
         } else {
             generation
         };
-        let traits = provider_traits(&mut tx, rp.id).await?;
+        let mut traits = provider_traits(&mut tx, rp.id).await?;
         tx.commit().await?;
+        // Upstream answers with its by-name lookup of the requested traits.
+        traits.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(ProviderTraits { traits, generation: new_generation })
     }
 
@@ -244,5 +249,69 @@ pub fn concurrent_provider_update(e: Error) -> Error {
             Error::concurrent_update("Another thread concurrently updated the resource provider data. Please retry your update")
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keelson_common::db::{schema, seed, DatabaseUrl, PoolSettings};
+    use keelson_common::Db;
+
+    use super::*;
+    use crate::error::CONCURRENT_UPDATE;
+    use crate::store::StoreSettings;
+
+    async fn store() -> Store {
+        let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
+        schema::sync(&db).await.unwrap();
+        seed::seed_standard(&db).await.unwrap();
+        Store::new(db, StoreSettings::default())
+    }
+
+    #[tokio::test]
+    async fn provider_traits_move_the_generation_only_on_change() {
+        let store = store().await;
+        let rp = store.create_resource_provider(None, "rp", None).await.unwrap();
+        let uuid = rp.row.uuid.as_str();
+        assert!(store.ensure_trait("CUSTOM_A").await.unwrap().1);
+        assert!(!store.ensure_trait("CUSTOM_A").await.unwrap().1);
+        let t = store.set_provider_traits(uuid, 0, &["CUSTOM_A".into(), "HW_CPU_X86_AVX".into()]).await.unwrap();
+        assert_eq!(t.generation, 1);
+        let same = store.set_provider_traits(uuid, 1, &["HW_CPU_X86_AVX".into(), "CUSTOM_A".into()]).await.unwrap();
+        assert_eq!(same.generation, 1);
+        let stale = store.set_provider_traits(uuid, 0, &[]).await.unwrap_err();
+        assert!(matches!(stale, Error::Conflict(CONCURRENT_UPDATE, _)));
+        let unknown = store.set_provider_traits(uuid, 1, &["CUSTOM_B".into()]).await.unwrap_err();
+        assert!(matches!(unknown, Error::BadRequest(ref d) if d == "No such trait CUSTOM_B"));
+
+        let in_use = store.delete_trait("CUSTOM_A").await.unwrap_err();
+        assert!(matches!(in_use, Error::Conflict(_, ref d) if d == "The trait CUSTOM_A is in use by a resource provider."));
+        let standard = store.delete_trait("HW_CPU_X86_AVX").await.unwrap_err();
+        assert!(matches!(standard, Error::BadRequest(_)));
+
+        let used = store.list_traits(&TraitFilter { associated: Some(true), ..Default::default() }).await.unwrap();
+        // Table order: the seeded standard trait first.
+        assert_eq!(used.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["HW_CPU_X86_AVX", "CUSTOM_A"]);
+        let custom = store.list_traits(&TraitFilter { name_prefix: Some("CUSTOM_".into()), ..Default::default() }).await.unwrap();
+        assert_eq!(custom.len(), 1);
+
+        store.delete_provider_traits(uuid).await.unwrap();
+        assert_eq!(store.get_provider_traits(uuid).await.unwrap().generation, 2);
+        store.delete_trait("CUSTOM_A").await.unwrap();
+        assert!(matches!(store.get_trait("CUSTOM_A").await.unwrap_err(), Error::NotFound(_)));
+    }
+
+    #[tokio::test]
+    async fn aggregates_check_the_generation_only_when_given() {
+        let store = store().await;
+        let rp = store.create_resource_provider(None, "rp", None).await.unwrap();
+        let uuid = rp.row.uuid.as_str();
+        let agg = "a0000000-0000-0000-0000-000000000000".to_string();
+        let a = store.set_provider_aggregates(uuid, None, &[agg.clone()]).await.unwrap();
+        assert_eq!((a.aggregates.len(), a.generation), (1, 0));
+        let a = store.set_provider_aggregates(uuid, Some(0), &[]).await.unwrap();
+        assert_eq!((a.aggregates.len(), a.generation), (0, 1));
+        let stale = store.set_provider_aggregates(uuid, Some(0), &[agg]).await.unwrap_err();
+        assert!(matches!(stale, Error::Conflict(CONCURRENT_UPDATE, _)));
     }
 }

@@ -17,25 +17,31 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let cand_listener = bind(settings::listen(&config, "candidates_listen", true)?, "candidates").await?;
     let p_listener = bind(settings::placement_listen(&config, true)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, "orchestration_listen", true)?, "orchestration API").await?;
+    let ctl_listener = bind(super::controller::listen(&config, true)?, "controller RPC").await?;
     let inv_addr = inv_listener.local_addr()?;
+    let cand_addr = cand_listener.local_addr()?;
 
     tracing::info!(target: "keelson", "inventory gRPC on {inv_addr}");
-    tracing::info!(target: "keelson", "candidates gRPC on {}", cand_listener.local_addr()?);
+    tracing::info!(target: "keelson", "candidates gRPC on {cand_addr}");
     tracing::info!(target: "keelson", "Placement API on http://{} (auth: {})", p_listener.local_addr()?, config.get_str("api", "auth_strategy").unwrap_or_default());
     tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
+    tracing::info!(target: "keelson", "controller RPC on {} (single node)", ctl_listener.local_addr()?);
 
     let shutdown = on_signal();
     let inventory = keelson_gateway::server::channel(&format!("http://{inv_addr}"))?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
-    let placement = keelson_gateway::server::placement_app(&config, inventory, metrics.clone())?;
+    let candidates = keelson_gateway::server::channel(&format!("http://{cand_addr}"))?;
+    let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
     let orchestration = keelson_gateway::server::orchestration_app(metrics);
 
     let store = Store::new(db.clone(), store_settings(&config));
+    let cand_store = keelson_candidates::Store::new(db.clone(), keelson_candidates::settings_from_config(&config));
     let inv = async { keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
-    let cand = async { keelson_candidates::serve(cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
+    let cand = async { keelson_candidates::serve(cand_store, cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
     let p = async { keelson_gateway::server::serve(p_listener, placement, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
     let o = async { keelson_gateway::server::serve(o_listener, orchestration, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
-    tokio::try_join!(inv, cand, p, o)?;
+    let ctl = super::controller::embedded(&config, ctl_listener, shutdown.clone());
+    tokio::try_join!(inv, cand, p, o, ctl)?;
     db.close().await;
     tracing::info!(target: "keelson", "stopped");
     Ok(ExitCode::SUCCESS)

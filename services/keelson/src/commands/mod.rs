@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
 mod all_in_one;
+mod controller;
+mod ctl;
 mod db;
 mod services;
 mod status;
@@ -31,6 +33,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Candidates => services::candidates(config).await,
         Command::Db { command } => db::run(config, command).await,
         Command::Status { command } => status::run(config, command).await,
+        Command::Controller => controller::run(config).await,
+        Command::Ctl(args) => ctl::run(config, args).await,
     };
     telemetry.shutdown();
     outcome

@@ -69,16 +69,20 @@ pub async fn inventory(config: Config) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
+    let sync = config.get_bool("placement_database", "sync_on_startup");
+    let db = open_database(&config, sync).await?;
     let listener = bind(settings::listen(&config, "candidates_listen", false)?, "candidates").await?;
     tracing::info!(target: "keelson", "candidates gRPC on {}", listener.local_addr()?);
-    keelson_candidates::serve(listener, on_signal()).await?;
+    let store = keelson_candidates::Store::new(db, keelson_candidates::settings_from_config(&config));
+    keelson_candidates::serve(store, listener, on_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let inventory = keelson_gateway::server::channel(&config.get_str("keelson", "inventory_endpoint").unwrap_or_default())?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
-    let placement = keelson_gateway::server::placement_app(&config, inventory, metrics.clone())?;
+    let candidates = keelson_gateway::server::candidates_channel(&config)?;
+    let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, "orchestration_listen", false)?, "orchestration API").await?;
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);

@@ -1,0 +1,269 @@
+//! `GET /allocation_candidates` (from 1.10): parses the query string per
+//! microversion (upstream's `placement/lib.py` and handler, with their 400
+//! texts), asks the candidates service, and shapes the answer for the
+//! request's microversion.
+
+use http::StatusCode;
+use keelson_common::ApiError;
+use keelson_proto::candidates::v1 as pb;
+use serde_json::{json, Map, Value};
+
+use crate::placement::handlers::resource_providers::{is_uuid_like, member_of_params, required_params, required_value, resources_param};
+use crate::placement::request::{bad_request, cache_headers, json, not_found, HandlerResult, Req};
+use crate::placement::router::Route;
+use crate::placement::PlacementError;
+use crate::route;
+
+const BAD_VALUE: &str = "placement.query.bad_value";
+
+pub fn routes() -> Vec<Route> {
+    vec![route!(GET "/allocation_candidates" => list)]
+}
+
+/// The query schema upstream applies at each microversion.
+fn schema_name(req: &Req) -> &'static str {
+    const BY_VERSION: &[((u16, u16), &str)] = &[
+        ((1, 36), "allocation_candidate.GET_SCHEMA_1_36"),
+        ((1, 35), "allocation_candidate.GET_SCHEMA_1_35"),
+        ((1, 33), "allocation_candidate.GET_SCHEMA_1_33"),
+        ((1, 31), "allocation_candidate.GET_SCHEMA_1_31"),
+        ((1, 25), "allocation_candidate.GET_SCHEMA_1_25"),
+        ((1, 21), "allocation_candidate.GET_SCHEMA_1_21"),
+        ((1, 17), "allocation_candidate.GET_SCHEMA_1_17"),
+        ((1, 16), "allocation_candidate.GET_SCHEMA_1_16"),
+    ];
+    BY_VERSION
+        .iter()
+        .find(|((major, minor), _)| req.at_least(*major, *minor))
+        .map(|(_, name)| *name)
+        .unwrap_or("allocation_candidate.GET_SCHEMA_1_10")
+}
+
+/// 406 unless `Accept` (when given) admits JSON (upstream's
+/// `check_accept('application/json')`).
+fn check_accept(req: &Req) -> Result<(), PlacementError> {
+    let Some(accept) = req.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Ok(()) };
+    if accept.trim().is_empty() {
+        return Ok(());
+    }
+    let acceptable = accept.split(',').any(|range| {
+        let mut items = range.split(';');
+        let media = items.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = items
+            .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
+            .find_map(|v| v.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        q > 0.0 && matches!(media.as_str(), "*/*" | "application/*" | "application/json")
+    });
+    if acceptable {
+        Ok(())
+    } else {
+        Err(PlacementError::NotAcceptable(accept.to_string()))
+    }
+}
+
+/// Splits `resources_X` style keys into (kind, suffix); suffixes are
+/// numbers before 1.33, `[A-Za-z0-9_-]{1,64}` from 1.33.
+fn group_key(key: &str, verbose_suffix: bool) -> Option<(&'static str, &str)> {
+    const KINDS: [&str; 4] = ["resources", "required", "member_of", "in_tree"];
+    let kind = KINDS.into_iter().find(|k| key.starts_with(k))?;
+    let suffix = &key[kind.len()..];
+    let valid = suffix.is_empty()
+        || if verbose_suffix {
+            suffix.len() <= 64 && suffix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        } else {
+            suffix.bytes().all(|b| b.is_ascii_digit()) && !suffix.starts_with('0')
+        };
+    valid.then_some((kind, suffix))
+}
+
+/// Python's `str.strip()`.
+fn strip(s: &str) -> &str {
+    s.trim_matches(char::is_whitespace)
+}
+
+/// The request-wide parameters (upstream's `RequestWideParams`), checked
+/// before the groups.
+fn request_wide(req: &Req, out: &mut pb::GetAllocationCandidatesRequest) -> Result<(), PlacementError> {
+    if let Some(limit) = req.query_all("limit").first() {
+        // The schema checked the last value; upstream uses the first.
+        out.limit = strip(limit)
+            .parse::<u32>()
+            .map_err(|_| bad_request(format!("Invalid query string parameters: '{limit}' does not match '^[1-9][0-9]*$'")))?;
+    }
+    if let Some(policy) = req.query_all("group_policy").first() {
+        out.group_policy = if policy == "isolate" { pb::GroupPolicy::Isolate } else { pb::GroupPolicy::None } as i32;
+    }
+    let root_required = req.query_all("root_required");
+    if root_required.len() > 1 {
+        return Err(
+            ApiError::new(400, "placement.query.duplicate_key", "Query parameter 'root_required' may be specified only once.").into()
+        );
+    }
+    if let Some(value) = root_required.first() {
+        // root_required has no any-of form.
+        let (required, forbidden) = required_value(value, true, false)?;
+        let required: Vec<String> = required.into_iter().flatten().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let conflicts: Vec<&str> = required.iter().filter(|t| forbidden.contains(*t)).map(String::as_str).collect();
+        if !conflicts.is_empty() {
+            let detail = format!("Conflicting required and forbidden traits found in root_required: {}", conflicts.join(", "));
+            return Err(ApiError::new(400, BAD_VALUE, detail).into());
+        }
+        out.root_required_traits = required;
+        out.root_forbidden_traits = forbidden.into_iter().collect();
+    }
+    for value in req.query_all("same_subtree") {
+        let mut suffixes: Vec<String> = Vec::new();
+        for s in value.split(',').map(strip) {
+            if s.is_empty() {
+                return Err(ApiError::new(400, BAD_VALUE, "Empty string (unsuffixed group) can not be specified in `same_subtree` ").into());
+            }
+            if !suffixes.iter().any(|x| x == s) {
+                suffixes.push(s.to_string());
+            }
+        }
+        out.same_subtrees.push(pb::SameSubtree { suffixes });
+    }
+    Ok(())
+}
+
+fn any_of(sets: Vec<std::collections::BTreeSet<String>>) -> Vec<pb::AnyOf> {
+    sets.into_iter().map(|s| pb::AnyOf { names: s.into_iter().collect() }).collect()
+}
+
+/// The request groups, in order of first appearance (upstream's
+/// `RequestGroup.dict_from_request` parsing; its checks run in the
+/// candidates service).
+fn request_groups(req: &Req) -> Result<Vec<pb::RequestGroup>, PlacementError> {
+    let verbose_suffix = req.at_least(1, 33);
+    let mut groups: Vec<pb::RequestGroup> = Vec::new();
+    for (key, value) in req.query_pairs() {
+        let Some((kind, suffix)) = group_key(&key, verbose_suffix) else { continue };
+        let i = match groups.iter().position(|g| g.suffix == suffix) {
+            Some(i) => i,
+            None => {
+                groups.push(pb::RequestGroup { suffix: suffix.to_string(), use_same_provider: !suffix.is_empty(), ..Default::default() });
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[i];
+        match kind {
+            "resources" => {
+                let mut resources: Vec<(String, i64)> = resources_param(&value)?.into_iter().collect();
+                resources.sort();
+                group.resources =
+                    resources.into_iter().map(|(resource_class, amount)| pb::ResourceAmount { resource_class, amount }).collect();
+            }
+            "required" => {
+                let (required, forbidden) = required_params(req, suffix)?;
+                group.required_traits = any_of(required);
+                group.forbidden_traits = forbidden.into_iter().collect();
+            }
+            "member_of" => {
+                let (required, forbidden) = member_of_params(req, suffix)?;
+                group.member_of = any_of(required);
+                group.forbidden_aggregates = forbidden.into_iter().collect();
+            }
+            _ => {
+                let tree = strip(&value);
+                if !is_uuid_like(tree) {
+                    return Err(bad_request(format!(
+                        "Invalid query string parameters: Expected 'in_tree' parameter to be a format of uuid. Got: {value}"
+                    )));
+                }
+                group.in_tree = Some(tree.to_string());
+            }
+        }
+    }
+    Ok(groups)
+}
+
+async fn list(req: Req) -> HandlerResult {
+    if !req.at_least(1, 10) {
+        return Err(not_found(""));
+    }
+    check_accept(&req)?;
+    req.authorize("placement:allocation_candidates:list", &[])?;
+    req.validated_query(schema_name(&req))?;
+    let mut request = pb::GetAllocationCandidatesRequest {
+        nested_aware: req.at_least(1, 29),
+        allow_resourceless_groups: req.at_least(1, 36),
+        all_resource_classes_in_summaries: req.at_least(1, 27),
+        traits_in_summaries: req.at_least(1, 17),
+        ..Default::default()
+    };
+    request_wide(&req, &mut request)?;
+    request.groups = request_groups(&req)?;
+    let answer = req.state.clients.candidates.clone().get_allocation_candidates(request).await?.into_inner();
+    let out = json(StatusCode::OK, &view(&req, &answer));
+    Ok(cache_headers(&req, out, None))
+}
+
+fn resources_dict(resources: &[pb::ResourceAmount]) -> Map<String, Value> {
+    resources.iter().map(|r| (r.resource_class.clone(), json!(r.amount))).collect()
+}
+
+/// The answer as the request's microversion shows it.
+fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Value {
+    let requests: Vec<Value> = answer
+        .allocation_requests
+        .iter()
+        .map(|a| {
+            if !req.at_least(1, 12) {
+                let allocations: Vec<Value> = a
+                    .allocations
+                    .iter()
+                    .map(|p| json!({"resource_provider": {"uuid": p.provider_uuid}, "resources": resources_dict(&p.resources)}))
+                    .collect();
+                return json!({ "allocations": allocations });
+            }
+            let allocations: Map<String, Value> =
+                a.allocations.iter().map(|p| (p.provider_uuid.clone(), json!({ "resources": resources_dict(&p.resources) }))).collect();
+            let mut out = Map::new();
+            out.insert("allocations".into(), Value::Object(allocations));
+            if req.at_least(1, 34) {
+                let mappings: Map<String, Value> = a.mappings.iter().map(|m| (m.suffix.clone(), json!(m.provider_uuids))).collect();
+                out.insert("mappings".into(), Value::Object(mappings));
+            }
+            Value::Object(out)
+        })
+        .collect();
+    let summaries: Map<String, Value> = answer
+        .provider_summaries
+        .iter()
+        .map(|s| {
+            let resources: Map<String, Value> =
+                s.resources.iter().map(|r| (r.resource_class.clone(), json!({"capacity": r.capacity, "used": r.used}))).collect();
+            let mut out = Map::new();
+            out.insert("resources".into(), Value::Object(resources));
+            if req.at_least(1, 17) {
+                out.insert("traits".into(), json!(s.traits));
+            }
+            if req.at_least(1, 29) {
+                out.insert("parent_provider_uuid".into(), json!(s.parent_provider_uuid));
+                out.insert("root_provider_uuid".into(), json!(s.root_provider_uuid));
+            }
+            (s.uuid.clone(), Value::Object(out))
+        })
+        .collect();
+    json!({ "allocation_requests": requests, "provider_summaries": summaries })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_keys() {
+        assert_eq!(group_key("resources", false), Some(("resources", "")));
+        assert_eq!(group_key("resources12", false), Some(("resources", "12")));
+        assert_eq!(group_key("resources01", false), None);
+        assert_eq!(group_key("required_NET", false), None);
+        assert_eq!(group_key("required_NET", true), Some(("required", "_NET")));
+        assert_eq!(group_key("member_ofX-1", true), Some(("member_of", "X-1")));
+        assert_eq!(group_key("in_tree1", false), Some(("in_tree", "1")));
+        assert_eq!(group_key("resources1@", true), None);
+        assert_eq!(group_key("limit", true), None);
+        assert_eq!(group_key(&format!("resources{}", "a".repeat(65)), true), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! The part of the database one request needs, in memory: the store loads
+//! it in a few queries, the algorithm only reads it.
+
+use std::collections::{HashMap, HashSet};
+
+pub type ProviderId = i64;
+pub type ClassId = i64;
+pub type TraitId = i64;
+pub type AggregateId = i64;
+
+/// One inventory record with what is already allocated from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inventory {
+    pub total: i64,
+    pub reserved: i64,
+    pub min_unit: i64,
+    pub max_unit: i64,
+    pub step_size: i64,
+    pub allocation_ratio: f64,
+    pub used: i64,
+}
+
+impl Inventory {
+    /// `int((total - reserved) * allocation_ratio)`, truncated as Python's
+    /// `int()` does.
+    pub fn capacity(&self) -> i64 {
+        ((self.total - self.reserved) as f64 * self.allocation_ratio) as i64
+    }
+
+    /// Whether one allocation of `amount` fits on its own.
+    pub fn fits(&self, amount: i64) -> bool {
+        self.step_size > 0
+            && amount % self.step_size == 0
+            && self.min_unit <= amount
+            && amount <= self.max_unit
+            && self.used.saturating_add(amount) <= self.capacity()
+    }
+
+    /// Whether several groups' amounts added up (`total` on this provider
+    /// and class) still fit: the re-check after consolidation.
+    pub fn fits_total(&self, total: i64) -> bool {
+        total <= self.max_unit && self.used.saturating_add(total) <= self.capacity()
+    }
+
+    /// The most any combination of groups can take from this record.
+    pub fn headroom(&self) -> i64 {
+        (self.capacity() - self.used).min(self.max_unit).max(0)
+    }
+}
+
+/// Names the request uses, resolved to database ids (names not found are
+/// absent; the algorithm decides, in upstream's order, whether that is a
+/// 400 or an empty answer).
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub classes: HashMap<String, ClassId>,
+    pub traits: HashMap<String, TraitId>,
+    pub aggregates: HashMap<String, AggregateId>,
+    /// `in_tree` uuids found → the root of their tree.
+    pub in_tree_roots: HashMap<String, ProviderId>,
+}
+
+/// The providers, inventories, traits and aggregates a request can touch.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    /// Whether any provider has a parent (nested trees exist at all).
+    pub has_trees: bool,
+    /// Every provider with `MISC_SHARES_VIA_AGGREGATE`.
+    pub sharing: HashSet<ProviderId>,
+    /// Inventories with their usage: of the requested classes, or of
+    /// every class when the summaries show them all.
+    pub inventories: HashMap<(ProviderId, ClassId), Inventory>,
+    /// Providers with an inventory of each requested class, ascending.
+    pub providers_by_class: HashMap<ClassId, Vec<ProviderId>>,
+    /// The root of every provider loaded.
+    pub root_of: HashMap<ProviderId, ProviderId>,
+    /// Class names of the inventories loaded.
+    pub class_names: HashMap<ClassId, String>,
+    /// The request's traits, by provider (other traits are not loaded).
+    pub traits: HashMap<ProviderId, HashSet<TraitId>>,
+    /// The request's aggregates, by provider (others are not loaded).
+    pub aggregates: HashMap<ProviderId, HashSet<AggregateId>>,
+    /// For sharing providers: the roots of every tree that shares one of
+    /// their aggregates (their own root included), ascending.
+    pub sharing_anchors: HashMap<ProviderId, Vec<ProviderId>>,
+    /// Every root provider; loaded only for `root_required`.
+    pub roots: Option<Vec<ProviderId>>,
+    /// Every provider, ascending; loaded only for resourceless groups.
+    pub all_providers: Option<Vec<ProviderId>>,
+}
+
+impl Fleet {
+    pub fn root(&self, provider: ProviderId) -> ProviderId {
+        self.root_of.get(&provider).copied().unwrap_or(provider)
+    }
+
+    pub fn has_trait(&self, provider: ProviderId, t: TraitId) -> bool {
+        self.traits.get(&provider).is_some_and(|ts| ts.contains(&t))
+    }
+
+    pub fn in_aggregate(&self, provider: ProviderId, a: AggregateId) -> bool {
+        self.aggregates.get(&provider).is_some_and(|aggs| aggs.contains(&a))
+    }
+}
+
+/// A provider of a tree in play: what the answer names and same_subtree
+/// walks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreeProvider {
+    pub uuid: String,
+    pub parent: Option<ProviderId>,
+    pub root: ProviderId,
+}
+
+/// Every provider of the trees in play, by id.
+pub type Trees = HashMap<ProviderId, TreeProvider>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(total: i64, reserved: i64, ratio: f64, used: i64) -> Inventory {
+        Inventory { total, reserved, min_unit: 1, max_unit: total, step_size: 1, allocation_ratio: ratio, used }
+    }
+
+    #[test]
+    fn capacity_truncates() {
+        assert_eq!(inv(24, 0, 16.0, 0).capacity(), 384);
+        assert_eq!(inv(10, 1, 1.5, 0).capacity(), 13);
+        assert_eq!(inv(2000, 100, 1.0, 0).capacity(), 1900);
+    }
+
+    #[test]
+    fn fit_rules() {
+        let mut i = inv(8, 0, 1.0, 6);
+        assert!(i.fits(2));
+        assert!(!i.fits(3));
+        i.step_size = 2;
+        assert!(!i.fits(1));
+        i.min_unit = 4;
+        i.used = 0;
+        assert!(!i.fits(2));
+        assert!(i.fits(4));
+        i.max_unit = 4;
+        assert!(!i.fits(6));
+        assert!(!i.fits_total(6));
+        assert_eq!(i.headroom(), 4);
+    }
+}

@@ -1,0 +1,162 @@
+//! Upstream Placement's allocation-candidates algorithm, free of I/O.
+//!
+//! The store loads what a request needs into a [`fleet::Fleet`]; then:
+//! 1. [`search::search`]: every request group on its own, in order (an
+//!    empty group ends the search with an empty answer);
+//! 2. [`merge::merge`]: per anchor, the product of the groups' candidates,
+//!    filtered by group_policy, same_subtree and capacity, consolidated,
+//!    duplicates collapsed, cut at `max_allocation_candidates`;
+//! 3. [`finish`]: the pre-1.29 rule, then `limit` (after generation), and
+//!    which providers the summaries show.
+
+pub mod fleet;
+pub mod merge;
+pub mod request;
+pub mod search;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use rand::seq::SliceRandom as _;
+
+use fleet::{ClassId, ProviderId, Trees};
+use merge::Candidate;
+use request::Request;
+
+/// In which order anchors (trees) are visited while generating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// All of one anchor's candidates before the next anchor's.
+    DepthFirst,
+    /// One candidate from each anchor in turn, so that a
+    /// `max_allocation_candidates` cut spreads over the trees.
+    BreadthFirst,
+}
+
+/// The four options of the algorithm.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `[placement] allocation_candidates_generation_strategy`.
+    pub strategy: Strategy,
+    /// `[workarounds] optimize_for_wide_provider_trees`. Upstream prunes
+    /// the product only when this is set; keelson always prunes, since the
+    /// pruned product yields the same candidates in the same order, so the
+    /// option cannot change an answer (it is accepted for compatibility).
+    pub optimize_for_wide_provider_trees: bool,
+    /// `[placement] max_allocation_candidates` (None: -1, no cap): stops
+    /// generation once this many distinct candidates exist.
+    pub max_candidates: Option<usize>,
+    /// `[placement] randomize_allocation_candidates`: a random sample under
+    /// `limit`, a shuffled order without.
+    pub randomize: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { strategy: Strategy::DepthFirst, optimize_for_wide_provider_trees: false, max_candidates: None, randomize: false }
+    }
+}
+
+impl Settings {
+    /// From the option values as configured (an unknown strategy name was
+    /// refused by configuration validation; depth-first is the default).
+    pub fn from_options(strategy: &str, optimize_for_wide_provider_trees: bool, max_allocation_candidates: i64, randomize: bool) -> Self {
+        Settings {
+            strategy: if strategy == "breadth-first" { Strategy::BreadthFirst } else { Strategy::DepthFirst },
+            optimize_for_wide_provider_trees,
+            max_candidates: usize::try_from(max_allocation_candidates).ok(),
+            randomize,
+        }
+    }
+}
+
+/// The candidates kept and the providers their summaries describe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub candidates: Vec<Candidate>,
+    /// Ascending ids.
+    pub summary_providers: Vec<ProviderId>,
+}
+
+/// Applies the pre-1.29 rule (no two providers of one tree in a candidate,
+/// summaries limited to the providers used), then `limit` and
+/// randomisation, and picks the providers to summarise: every provider of
+/// every tree a kept candidate allocates from.
+pub fn finish(req: &Request, settings: &Settings, has_trees: bool, mut candidates: Vec<Candidate>, trees: &Trees) -> Answer {
+    let root = |p: ProviderId| trees.get(&p).map(|t| t.root).unwrap_or(p);
+    let only_used = !req.nested_aware && has_trees;
+    let mut used: HashSet<ProviderId> = HashSet::new();
+    if only_used {
+        candidates.retain(|c| {
+            let providers: BTreeSet<ProviderId> = c.parts.iter().map(|p| p.provider).collect();
+            let roots: BTreeSet<ProviderId> = providers.iter().map(|p| root(*p)).collect();
+            providers.len() == roots.len()
+        });
+        used = candidates.iter().flat_map(|c| c.parts.iter().map(|p| p.provider)).collect();
+    }
+    let mut rng = rand::thread_rng();
+    match req.limit {
+        Some(limit) if limit < candidates.len() => {
+            if settings.randomize {
+                candidates = candidates.choose_multiple(&mut rng, limit).cloned().collect();
+            } else {
+                candidates.truncate(limit);
+            }
+        }
+        _ if settings.randomize => candidates.shuffle(&mut rng),
+        _ => {}
+    }
+    let kept_roots: HashSet<ProviderId> = candidates.iter().flat_map(|c| c.parts.iter().map(|p| root(p.provider))).collect();
+    let mut summary_providers: Vec<ProviderId> =
+        trees.iter().filter(|(id, t)| kept_roots.contains(&t.root) && (!only_used || used.contains(id))).map(|(id, _)| *id).collect();
+    summary_providers.sort_unstable();
+    Answer { candidates, summary_providers }
+}
+
+/// An allocation request as the API shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedRequest {
+    /// Per provider uuid (first use order): class name → amount.
+    pub allocations: Vec<(String, Vec<(String, i64)>)>,
+    /// Per group suffix (request order): provider uuids.
+    pub mappings: Vec<(String, Vec<String>)>,
+}
+
+/// What the summaries say about one provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSummary {
+    pub uuid: String,
+    pub parent_uuid: Option<String>,
+    pub root_uuid: String,
+    /// (class, capacity, used), by class name.
+    pub resources: Vec<(String, i64, i64)>,
+    /// In trait id order (upstream's order: older traits first).
+    pub traits: Vec<String>,
+}
+
+/// The whole answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub allocation_requests: Vec<NamedRequest>,
+    pub provider_summaries: Vec<ProviderSummary>,
+}
+
+/// Names a candidate's providers and classes.
+pub fn name_candidate(c: &Candidate, suffixes: &[&str], trees: &Trees, class_names: &HashMap<ClassId, String>) -> NamedRequest {
+    let uuid = |p: ProviderId| trees.get(&p).map(|t| t.uuid.clone()).unwrap_or_default();
+    let mut allocations: Vec<(ProviderId, Vec<(String, i64)>)> = Vec::new();
+    for part in &c.parts {
+        let class = class_names.get(&part.class).cloned().unwrap_or_default();
+        match allocations.iter_mut().find(|(p, _)| *p == part.provider) {
+            Some((_, resources)) => resources.push((class, part.amount)),
+            None => allocations.push((part.provider, vec![(class, part.amount)])),
+        }
+    }
+    NamedRequest {
+        allocations: allocations.into_iter().map(|(p, r)| (uuid(p), r)).collect(),
+        mappings: suffixes
+            .iter()
+            .zip(&c.mappings)
+            .map(|(s, providers)| (s.to_string(), providers.iter().map(|p| uuid(*p)).collect()))
+            .collect(),
+    }
+}
