@@ -214,6 +214,7 @@ impl Config {
                 return Err(ConfigError::Syntax { path: path.to_path_buf(), line: index + 1, text: raw.to_string() });
             };
             let key = (group.clone(), key.trim().to_string());
+            let value = if KEELSON_GROUPS.contains(&group.as_str()) { strip_inline_comment(value) } else { value };
             in_file.entry(key.clone()).or_default().push(unquote(value.trim()).to_string());
             last_key = Some(key);
         }
@@ -299,6 +300,22 @@ impl Config {
             .map(|s| s.source.clone())
             .unwrap_or_else(|| "<default>".to_string())
     }
+}
+
+/// keelson's own groups, whose values may carry a trailing `# comment`
+/// (the controller's documented configuration does). Placement's groups
+/// keep oslo.config's rule (no inline comments), so a `#` inside a
+/// password or URL is never cut.
+const KEELSON_GROUPS: &[&str] = &["keelson", "controller", "etcd", "telemetry", "orchestration"];
+
+fn strip_inline_comment(v: &str) -> &str {
+    let bytes = v.as_bytes();
+    for i in 1..bytes.len() {
+        if (bytes[i] == b'#' || bytes[i] == b';') && bytes[i - 1].is_ascii_whitespace() {
+            return &v[..i];
+        }
+    }
+    v
 }
 
 fn unquote(v: &str) -> &str {
@@ -409,6 +426,14 @@ mod tests {
         let c = parse("# c\n; c\n[DEFAULT]\ndebug = true\n[placement_database]\nconnection = \"sqlite:///x.db\"\n[cors]\nallow_headers = a,\n  b\n").unwrap();
         assert_eq!(c.get_str("placement_database", "connection").as_deref(), Some("sqlite:///x.db"));
         assert_eq!(c.get_list("cors", "allow_headers"), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn inline_comments_only_in_keelson_groups() {
+        let c = parse("[controller]\nlease_ttl = 5   # seconds\nname = c1 # this node\n[keystone_authtoken]\npassword = se #cret\n").unwrap();
+        assert_eq!(c.get_int("controller", "lease_ttl"), Some(5));
+        assert_eq!(c.get_str("controller", "name").as_deref(), Some("c1"));
+        assert_eq!(c.get_str("keystone_authtoken", "password").as_deref(), Some("se #cret"));
     }
 
     #[test]

@@ -61,7 +61,11 @@ impl Store {
 
         let suffixes: Vec<&str> = req.groups.iter().map(|g| g.suffix.as_str()).collect();
         Ok(Outcome {
-            allocation_requests: answer.candidates.iter().map(|c| domain::name_candidate(c, &suffixes, &trees, &fleet.class_names)).collect(),
+            allocation_requests: answer
+                .candidates
+                .iter()
+                .map(|c| domain::name_candidate(c, &suffixes, &trees, &fleet.class_names))
+                .collect(),
             provider_summaries: summaries,
         })
     }
@@ -170,10 +174,7 @@ fn inventory_from(r: &Row, first: usize) -> Result<Inventory> {
 /// need no second read).
 async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> {
     let mut fleet = Fleet {
-        has_trees: !tx
-            .fetch_all("SELECT id FROM resource_providers WHERE parent_provider_id IS NOT NULL LIMIT 1", &[])
-            .await?
-            .is_empty(),
+        has_trees: !tx.fetch_all("SELECT id FROM resource_providers WHERE parent_provider_id IS NOT NULL LIMIT 1", &[]).await?.is_empty(),
         ..Fleet::default()
     };
     if let Some(sharing) = cat.traits.get(SHARING_TRAIT) {
@@ -233,10 +234,8 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
     }
     trait_ids.extend(req.root_required.iter().chain(&req.root_forbidden).filter_map(|t| cat.traits.get(t)));
     if !trait_ids.is_empty() {
-        let sql = format!(
-            "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})",
-            in_list(trait_ids.len())
-        );
+        let sql =
+            format!("SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})", in_list(trait_ids.len()));
         for r in tx.fetch_all(&sql, &ids(trait_ids.iter().copied())).await? {
             fleet.traits.entry(r.i64(0)?).or_default().insert(r.i64(1)?);
         }
@@ -270,8 +269,7 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
     }
 
     // Anchors only matter for sharing providers that can serve something.
-    let mut sharing: Vec<ProviderId> =
-        fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
+    let mut sharing: Vec<ProviderId> = fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
     sharing.sort_unstable();
     for chunk in sharing.chunks(MAX_IN_LIST) {
         let sql = format!(
@@ -323,7 +321,13 @@ async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> 
 
 /// Capacity, usage and traits of the providers the answer summarises
 /// (capacity and usage are already loaded with the fleet).
-async fn load_summaries(tx: &mut Tx, req: &Request, fleet: &Fleet, trees: &Trees, providers: &[ProviderId]) -> Result<Vec<ProviderSummary>> {
+async fn load_summaries(
+    tx: &mut Tx,
+    req: &Request,
+    fleet: &Fleet,
+    trees: &Trees,
+    providers: &[ProviderId],
+) -> Result<Vec<ProviderSummary>> {
     let wanted: HashSet<ProviderId> = providers.iter().copied().collect();
     let mut resources: HashMap<ProviderId, Vec<(String, i64, i64)>> = HashMap::new();
     for ((provider, class), inv) in &fleet.inventories {

@@ -134,11 +134,8 @@ impl World {
             .allocation_requests
             .iter()
             .map(|a| {
-                let mut parts: Vec<String> = a
-                    .allocations
-                    .iter()
-                    .flat_map(|(u, res)| res.iter().map(move |(c, n)| format!("{}:{c}={n}", self.names[u])))
-                    .collect();
+                let mut parts: Vec<String> =
+                    a.allocations.iter().flat_map(|(u, res)| res.iter().map(move |(c, n)| format!("{}:{c}={n}", self.names[u]))).collect();
                 parts.sort();
                 let maps: Vec<String> = a
                     .mappings

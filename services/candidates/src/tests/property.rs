@@ -344,10 +344,8 @@ async fn random_fleets_match_the_oracle() {
             let expected = oracle(&m, &req);
             answered += usize::from(!expected.is_empty());
             for (strategy, optimize) in [(Strategy::DepthFirst, false), (Strategy::BreadthFirst, true)] {
-                let o = w
-                    .ask(settings(strategy, optimize, -1), &req)
-                    .await
-                    .unwrap_or_else(|e| panic!("seed {seed} query {q}: {e}\n{req:?}"));
+                let o =
+                    w.ask(settings(strategy, optimize, -1), &req).await.unwrap_or_else(|e| panic!("seed {seed} query {q}: {e}\n{req:?}"));
                 let got = answer_shapes(&w, &o);
                 let set: BTreeSet<Shape> = got.iter().cloned().collect();
                 assert_eq!(set.len(), got.len(), "seed {seed} query {q}: duplicates\n{req:?}");

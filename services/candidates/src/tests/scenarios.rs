@@ -122,10 +122,7 @@ async fn traits_and_in_tree() {
     let mut disk = RequestGroup::granular("1", &[("DISK_GB", 10)]);
     disk.in_tree = Some(w.uuid("ss"));
     let o = w.ask(Settings::default(), &request(vec![unsuffixed(&[("VCPU", 1)]), disk], None)).await.unwrap();
-    assert_eq!(
-        w.shapes(&o),
-        vec!["cn1:VCPU=1,ss:DISK_GB=10|=cn1;1=ss", "cn2:VCPU=1,ss:DISK_GB=10|=cn2;1=ss"]
-    );
+    assert_eq!(w.shapes(&o), vec!["cn1:VCPU=1,ss:DISK_GB=10|=cn1;1=ss", "cn2:VCPU=1,ss:DISK_GB=10|=cn2;1=ss"]);
 }
 
 #[tokio::test]
@@ -224,10 +221,8 @@ async fn class_requested_by_two_groups_adds_up() {
         }
     }
     for policy in [None, Some(GroupPolicy::None), Some(GroupPolicy::Isolate)] {
-        let req = request(
-            vec![unsuffixed(&[("VCPU", 1), ("IPV4_ADDRESS", 1)]), RequestGroup::granular("1", &[("IPV4_ADDRESS", 2)])],
-            policy,
-        );
+        let req =
+            request(vec![unsuffixed(&[("VCPU", 1), ("IPV4_ADDRESS", 1)]), RequestGroup::granular("1", &[("IPV4_ADDRESS", 2)])], policy);
         for s in [Settings::default(), settings(Strategy::BreadthFirst, true, -1)] {
             let o = w.ask(s, &req).await.unwrap();
             assert_eq!(o.allocation_requests.len(), 8, "{policy:?}");
@@ -297,11 +292,7 @@ fn wide_request(groups: usize, policy: GroupPolicy, limit: Option<usize>) -> cra
 
 /// Which computes the answer allocates from.
 fn computes(w: &World, o: &crate::domain::Outcome) -> BTreeSet<String> {
-    o.allocation_requests
-        .iter()
-        .flat_map(|a| a.allocations.iter().map(|(u, _)| w.names[u].clone()))
-        .filter(|n| !n.contains(':'))
-        .collect()
+    o.allocation_requests.iter().flat_map(|a| a.allocations.iter().map(|(u, _)| w.names[u].clone())).filter(|n| !n.contains(':')).collect()
 }
 
 #[tokio::test]
@@ -356,7 +347,8 @@ async fn bug_2126751_many_non_viable_candidates() {
                     assert_eq!(o.allocation_requests.len(), cap as usize);
                     for a in &o.allocation_requests {
                         // Every group on its own child, one VF each.
-                        let vfs: Vec<i64> = a.allocations.iter().flat_map(|(_, r)| r).filter(|(c, _)| c == "CUSTOM_VF").map(|(_, n)| *n).collect();
+                        let vfs: Vec<i64> =
+                            a.allocations.iter().flat_map(|(_, r)| r).filter(|(c, _)| c == "CUSTOM_VF").map(|(_, n)| *n).collect();
                         assert_eq!(vfs.len(), groups);
                         assert!(vfs.iter().all(|n| *n == 1));
                     }
