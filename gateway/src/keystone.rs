@@ -2,17 +2,24 @@
 //!
 //! The gateway authenticates as its service user (`[keystone_authtoken]`
 //! password credentials), then validates each caller's token with
-//! `GET /v3/auth/tokens` (`X-Subject-Token`). Validated tokens are cached
-//! for `token_cache_time` seconds (never past their expiry), so a busy
-//! gateway asks Keystone once per token, not once per request. An
-//! `X-Service-Token` is validated the same way and its roles are checked
-//! against `service_token_roles`.
+//! `GET /v3/auth/tokens` (`X-Subject-Token`). What Keystone answers is
+//! cached for `token_cache_time` seconds; the token's own expiry is checked
+//! on every use, cached or not, so the cache never lets an expired token
+//! through. An `X-Service-Token` is validated the same way: one holding a
+//! role of `service_token_roles` lets an expired user token through (a long
+//! operation that began with a valid one), and with
+//! `service_token_roles_required` one without such a role is refused.
+//!
+//! Outcomes follow keystonemiddleware: a missing, unknown, expired or
+//! revoked token is 401; Keystone unreachable, or refusing the service user,
+//! is 503 (both deferred to the application under `delay_auth_decision`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
@@ -21,60 +28,173 @@ use serde_json::Value;
 
 use crate::placement::auth::Identity;
 
-/// Why a token was refused.
+/// Why a request could not be authenticated.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("no token in the request")]
     NoToken,
-    #[error("token is invalid, expired or revoked")]
-    InvalidToken,
-    #[error("service token lacks the required roles")]
-    ServiceRoles,
-    #[error("keystone is unreachable or misconfigured: {0}")]
-    Keystone(String),
+    #[error("token refused: {0}")]
+    InvalidToken(String),
+    #[error("service token refused: {0}")]
+    InvalidServiceToken(String),
+    /// Keystone cannot be asked: unreachable, failing, or refusing the
+    /// service user. keystonemiddleware answers 503 then.
+    #[error("keystone is unavailable: {0}")]
+    Unavailable(String),
+    /// `[keystone_authtoken]` cannot work as written (at startup).
+    #[error("{0}")]
+    Config(String),
+}
+
+impl AuthError {
+    /// 503 rather than 401: the caller's token was never judged.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, AuthError::Unavailable(_))
+    }
+}
+
+/// How long a validation stays cached (`token_cache_time`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheTime {
+    /// `-1` (any negative value): every request asks Keystone.
+    Off,
+    /// `0`: memcached's and keystonemiddleware's in-process cache read a
+    /// zero lifetime as "no time limit"; the token's expiry still applies.
+    Unlimited,
+    For(Duration),
+}
+
+impl CacheTime {
+    fn from_seconds(s: i64) -> Self {
+        match s {
+            ..0 => CacheTime::Off,
+            0 => CacheTime::Unlimited,
+            n => CacheTime::For(Duration::from_secs(n.unsigned_abs())),
+        }
+    }
+
+    fn fresh(self, stored: Instant, now: Instant) -> bool {
+        match self {
+            CacheTime::Off => false,
+            CacheTime::Unlimited => true,
+            CacheTime::For(ttl) => now.duration_since(stored) < ttl,
+        }
+    }
+}
+
+/// A user or project named by id or by name within a domain, as
+/// keystoneauth's password plugin takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DomainRef {
+    Id(String),
+    Name(String),
+}
+
+impl DomainRef {
+    fn json(&self) -> Value {
+        match self {
+            DomainRef::Id(id) => serde_json::json!({"id": id}),
+            DomainRef::Name(name) => serde_json::json!({"name": name}),
+        }
+    }
 }
 
 /// `[keystone_authtoken]` settings keelson uses.
 #[derive(Debug, Clone)]
 pub struct KeystoneSettings {
-    pub auth_url: String,
+    /// The identity v3 root, e.g. `http://keystone:5000/v3`, whether
+    /// `auth_url` was written with its `/v3` or without.
+    pub identity_v3: String,
     pub www_authenticate_uri: String,
     pub username: String,
     pub password: String,
-    pub project_name: String,
-    pub user_domain_name: String,
-    pub project_domain_name: String,
-    pub cache_ttl: Duration,
+    pub project_name: Option<String>,
+    pub project_id: Option<String>,
+    user_domain: DomainRef,
+    project_domain: DomainRef,
+    pub cache_time: CacheTime,
     pub service_token_roles: Vec<String>,
     pub service_token_roles_required: bool,
+    pub delay_auth_decision: bool,
+    /// Needed to honour application credentials' access rules.
+    pub service_type: Option<String>,
+    pub timeout: Duration,
+    pub connect_retries: u32,
 }
+
+/// Keystone's requests wait this long when `http_connect_timeout` is unset
+/// (keystoneauth would wait forever; a hung Keystone must not hang every
+/// request with it).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl KeystoneSettings {
     pub fn from_config(config: &Config) -> Result<Self, AuthError> {
-        let get = |name: &str| config.get_str("keystone_authtoken", name);
+        const G: &str = "keystone_authtoken";
+        let get = |name: &str| config.get_str(G, name);
         let auth_url = get("auth_url")
             .or_else(|| get("www_authenticate_uri"))
-            .ok_or_else(|| AuthError::Keystone("[keystone_authtoken] auth_url is not set".into()))?;
+            .ok_or_else(|| AuthError::Config("[keystone_authtoken] auth_url is not set".into()))?;
+        if !auth_url.starts_with("http://") {
+            // The gateway's HTTP client speaks plain HTTP only.
+            return Err(AuthError::Config(format!(
+                "[keystone_authtoken] auth_url {auth_url}: only http:// Keystone URLs are supported"
+            )));
+        }
+        let domain = |id: &str, name: &str| match get(id) {
+            Some(id) => DomainRef::Id(id),
+            None => DomainRef::Name(get(name).unwrap_or_else(|| "Default".into())),
+        };
+        let project_id = get("project_id");
         Ok(KeystoneSettings {
+            // keystoneauth's default for the 401 header is the auth_url as
+            // written.
             www_authenticate_uri: get("www_authenticate_uri").unwrap_or_else(|| auth_url.clone()),
-            auth_url: auth_url.trim_end_matches('/').to_string(),
+            identity_v3: identity_v3(&auth_url),
             username: get("username").unwrap_or_default(),
             password: get("password").unwrap_or_default(),
-            project_name: get("project_name").unwrap_or_else(|| "service".into()),
-            user_domain_name: get("user_domain_name").unwrap_or_else(|| "Default".into()),
-            project_domain_name: get("project_domain_name").unwrap_or_else(|| "Default".into()),
-            cache_ttl: Duration::from_secs(config.get_int("keystone_authtoken", "token_cache_time").unwrap_or(300).max(0) as u64),
+            project_name: if project_id.is_some() { None } else { Some(get("project_name").unwrap_or_else(|| "service".into())) },
+            project_id,
+            user_domain: domain("user_domain_id", "user_domain_name"),
+            project_domain: domain("project_domain_id", "project_domain_name"),
+            cache_time: CacheTime::from_seconds(config.get_int(G, "token_cache_time").unwrap_or(300)),
             service_token_roles: {
-                let r = config.get_list("keystone_authtoken", "service_token_roles");
+                let r = config.get_list(G, "service_token_roles");
                 if r.is_empty() {
                     vec!["service".into()]
                 } else {
                     r
                 }
             },
-            service_token_roles_required: config.get_bool("keystone_authtoken", "service_token_roles_required"),
+            service_token_roles_required: config.get_bool(G, "service_token_roles_required"),
+            delay_auth_decision: config.get_bool(G, "delay_auth_decision"),
+            service_type: get("service_type"),
+            timeout: config
+                .get_int(G, "http_connect_timeout")
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s.unsigned_abs()))
+                .unwrap_or(DEFAULT_TIMEOUT),
+            connect_retries: config.get_int(G, "http_request_max_retries").unwrap_or(3).clamp(0, 10) as u32,
         })
     }
+}
+
+/// The identity v3 root for an `auth_url`: keystoneauth discovers it from
+/// the unversioned root, and deployments write either form.
+fn identity_v3(auth_url: &str) -> String {
+    let base = auth_url.trim_end_matches('/');
+    if base.ends_with("/v3") {
+        base.to_string()
+    } else {
+        format!("{}/v3", base.strip_suffix("/v2.0").unwrap_or(base))
+    }
+}
+
+/// One access rule of an application credential.
+#[derive(Debug, Clone)]
+struct AccessRule {
+    service: String,
+    method: String,
+    path: String,
 }
 
 /// What one validated token says.
@@ -87,18 +207,38 @@ struct TokenInfo {
     domain_id: Option<String>,
     system_all: bool,
     roles: Vec<String>,
+    /// Keystone includes it only when an admin project is configured;
+    /// keystonemiddleware (and oslo.context) default it to true.
+    is_admin_project: bool,
+    expires_at: Option<DateTime<Utc>>,
+    /// `Some` for an application credential restricted by access rules.
+    access_rules: Option<Vec<AccessRule>>,
+    /// The catalog's service types (fetched only when access rules can be
+    /// checked, i.e. `service_type` is set).
+    catalog_types: Vec<String>,
+}
+
+impl TokenInfo {
+    fn expired(&self) -> bool {
+        self.expires_at.is_some_and(|e| e <= Utc::now())
+    }
 }
 
 struct Cached {
     info: TokenInfo,
-    until: Instant,
+    stored: Instant,
 }
+
+/// Validated tokens kept at most; past it, stale entries go, and if that is
+/// not enough, all (re-validating costs one Keystone call each).
+const CACHE_MAX: usize = 10_000;
 
 /// Validates tokens against one Keystone.
 pub struct TokenValidator {
     settings: KeystoneSettings,
     client: Client<HttpConnector, Full<Bytes>>,
     cache: Mutex<HashMap<String, Cached>>,
+    /// The service user's own token and when to renew it.
     service_token: tokio::sync::Mutex<Option<(String, Instant)>>,
 }
 
@@ -113,138 +253,340 @@ impl TokenValidator {
         format!("Keystone uri=\"{}\"", self.settings.www_authenticate_uri)
     }
 
-    /// The identity of the request's token (and service token).
-    pub async fn identify(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
-        let token = headers.get("x-auth-token").and_then(|v| v.to_str().ok()).ok_or(AuthError::NoToken)?;
-        let user = self.validate(token).await?;
-        let mut identity = Identity {
-            user_id: Some(user.user_id.clone()),
-            user_domain_id: user.user_domain_id.clone(),
-            project_id: user.project_id.clone(),
-            project_domain_id: user.project_domain_id.clone(),
-            domain_id: user.domain_id.clone(),
-            system_scope: user.system_all.then(|| "all".to_string()),
-            roles: user.roles.clone(),
-            ..Identity::default()
+    /// The caller of one request, from its `X-Auth-Token` and
+    /// `X-Service-Token` alone (keystonemiddleware's `process_request`).
+    /// `Ok(None)`: no valid user, and `delay_auth_decision` leaves the
+    /// answer to the application. `Err`: the request is refused.
+    pub async fn identify(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<Option<Identity>, AuthError> {
+        let header = |name: &str| {
+            headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
         };
-        if let Some(service) = headers.get("x-service-token").and_then(|v| v.to_str().ok()) {
-            let s = self.validate(service).await?;
-            let has_role = s.roles.iter().any(|r| self.settings.service_token_roles.iter().any(|w| w.eq_ignore_ascii_case(r)));
-            if !has_role && self.settings.service_token_roles_required {
-                return Err(AuthError::ServiceRoles);
+        let delay = self.settings.delay_auth_decision;
+
+        // The service token first: its role decides whether an expired user
+        // token may pass.
+        let service_header = header("x-service-token");
+        let mut allow_expired = false;
+        let mut service: Option<TokenInfo> = None;
+        let mut service_error: Option<AuthError> = None;
+        if let Some(token) = &service_header {
+            match self.fetch(token, false).await.and_then(|info| self.unexpired(info, false)) {
+                Ok(info) => {
+                    let role_ok = info
+                        .roles
+                        .iter()
+                        .any(|r| self.settings.service_token_roles.iter().any(|w| w.eq_ignore_ascii_case(r)));
+                    allow_expired = role_ok;
+                    if role_ok || !self.settings.service_token_roles_required {
+                        if !role_ok {
+                            tracing::warn!(target: "keelson::auth",
+                                "a valid token was sent as a service token without a service role; accepted as service_token_roles_required is false");
+                        }
+                        service = Some(info);
+                    } else {
+                        service_error = Some(AuthError::InvalidServiceToken(format!(
+                            "none of the roles {:?} (service_token_roles_required)",
+                            self.settings.service_token_roles
+                        )));
+                    }
+                }
+                Err(e) if e.is_unavailable() && !delay => return Err(e),
+                Err(AuthError::InvalidToken(why)) => service_error = Some(AuthError::InvalidServiceToken(why)),
+                Err(e) => service_error = Some(e),
             }
-            identity.service_user_id = Some(s.user_id);
-            identity.service_user_domain_id = s.user_domain_id;
-            identity.service_project_id = s.project_id;
-            identity.service_project_domain_id = s.project_domain_id;
-            identity.service_roles = s.roles;
         }
-        Ok(identity)
+
+        let user = match header("x-auth-token").or_else(|| header("x-storage-token")) {
+            None => Err(AuthError::NoToken),
+            Some(token) => match self.fetch(&token, allow_expired).await {
+                Ok(info) => self
+                    .unexpired(info, allow_expired)
+                    .and_then(|info| self.check_access_rules(info, method, path, service_header.is_some())),
+                Err(e) if e.is_unavailable() && !delay => return Err(e),
+                Err(e) => Err(e),
+            },
+        };
+
+        match (user, service_error) {
+            (Ok(user), None) => Ok(Some(identity(&user, service.as_ref()))),
+            // Deferred: the user's identity still goes down when only the
+            // service token failed, without the service's.
+            (Ok(user), Some(e)) if delay => {
+                tracing::info!(target: "keelson::auth", "{e}; deferred (delay_auth_decision)");
+                Ok(Some(identity(&user, None)))
+            }
+            (Err(e), _) if delay => {
+                tracing::info!(target: "keelson::auth", "{e}; deferred (delay_auth_decision)");
+                Ok(None)
+            }
+            (Ok(_), Some(e)) | (Err(e), _) => Err(e),
+        }
     }
 
-    async fn validate(&self, token: &str) -> Result<TokenInfo, AuthError> {
+    /// Refuses an expired token unless a service token allows it.
+    fn unexpired(&self, info: TokenInfo, allow_expired: bool) -> Result<TokenInfo, AuthError> {
+        if !allow_expired && info.expired() {
+            return Err(AuthError::InvalidToken("expired".into()));
+        }
+        Ok(info)
+    }
+
+    /// keystonemiddleware's `validate_allowed_request`: an application
+    /// credential restricted by access rules passes only for a rule naming
+    /// this service, method and path (or, in a chain of requests, with a
+    /// service token), and only when `service_type` says which service this
+    /// is and the token's catalog has it.
+    fn check_access_rules(&self, info: TokenInfo, method: &Method, path: &str, has_service_token: bool) -> Result<TokenInfo, AuthError> {
+        let Some(rules) = &info.access_rules else { return Ok(info) };
+        let refuse = |why: &str| Err(AuthError::InvalidToken(format!("application credential access rules: {why}")));
+        let Some(mine) = &self.settings.service_type else {
+            return refuse("[keystone_authtoken] service_type is not set");
+        };
+        if !info.catalog_types.iter().any(|t| t == mine) {
+            return refuse("service_type is not in the token's catalog");
+        }
+        if has_service_token {
+            return Ok(info);
+        }
+        if rules.iter().any(|r| r.method == method.as_str() && &r.service == mine && path_matches(path, &r.path)) {
+            Ok(info)
+        } else {
+            refuse("no rule allows this request")
+        }
+    }
+
+    /// What Keystone says of a token, from the cache while fresh.
+    async fn fetch(&self, token: &str, allow_expired: bool) -> Result<TokenInfo, AuthError> {
         let key = cache_key(token);
         {
             let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(c) = cache.get(&key) {
-                if c.until > Instant::now() {
+                if self.settings.cache_time.fresh(c.stored, Instant::now()) {
                     return Ok(c.info.clone());
                 }
             }
         }
-        // Retry once with a fresh service token: ours may have expired.
+        let info = self.validate(token, allow_expired).await?;
+        if self.settings.cache_time != CacheTime::Off {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.len() >= CACHE_MAX {
+                let now = Instant::now();
+                let ttl = self.settings.cache_time;
+                cache.retain(|_, c| ttl.fresh(c.stored, now) && !c.info.expired());
+                if cache.len() >= CACHE_MAX {
+                    cache.clear();
+                }
+            }
+            cache.insert(key, Cached { info: info.clone(), stored: Instant::now() });
+        }
+        Ok(info)
+    }
+
+    /// `GET /v3/auth/tokens`, as keystonemiddleware's identity server does.
+    async fn validate(&self, token: &str, allow_expired: bool) -> Result<TokenInfo, AuthError> {
+        let mut query = Vec::new();
+        // The catalog is only needed to check access rules.
+        if self.settings.service_type.is_none() {
+            query.push("nocatalog");
+        }
+        if allow_expired {
+            query.push("allow_expired=1");
+        }
+        let uri = if query.is_empty() {
+            format!("{}/auth/tokens", self.settings.identity_v3)
+        } else {
+            format!("{}/auth/tokens?{}", self.settings.identity_v3, query.join("&"))
+        };
+        // On a 401 our own token may have expired or been revoked: once more
+        // with a fresh one.
         for attempt in 0..2 {
             let service = self.service_token(attempt > 0).await?;
             let req = Request::builder()
                 .method(Method::GET)
-                .uri(format!("{}/v3/auth/tokens", self.settings.auth_url))
+                .uri(&uri)
                 .header("x-auth-token", service)
                 .header("x-subject-token", token)
+                // Access rules are understood (and enforced in
+                // check_access_rules); without this Keystone refuses such
+                // tokens outright.
+                .header("openstack-identity-access-rules", "1")
                 .header("accept", "application/json")
                 .body(Full::new(Bytes::new()))
-                .map_err(|e| AuthError::Keystone(e.to_string()))?;
+                .map_err(|e| AuthError::Unavailable(e.to_string()))?;
             let (status, body) = self.send(req).await?;
             match status {
                 StatusCode::OK => {
-                    let (info, expires) = parse_token(&body)?;
-                    let ttl_end = Instant::now() + self.settings.cache_ttl;
-                    let until = expires.map(|e| e.min(ttl_end)).unwrap_or(ttl_end);
-                    let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-                    if cache.len() > 10_000 {
-                        let now = Instant::now();
-                        cache.retain(|_, c| c.until > now);
-                    }
-                    cache.insert(key, Cached { info: info.clone(), until });
-                    return Ok(info);
+                    return parse_token(&body).map_err(|e| {
+                        tracing::warn!(target: "keelson::auth", "invalid token contents from Keystone: {e}");
+                        AuthError::InvalidToken(format!("invalid token contents: {e}"))
+                    });
                 }
+                StatusCode::NOT_FOUND => return Err(AuthError::InvalidToken("unknown, expired or revoked".into())),
                 StatusCode::UNAUTHORIZED if attempt == 0 => continue,
-                StatusCode::NOT_FOUND | StatusCode::UNAUTHORIZED => return Err(AuthError::InvalidToken),
-                other => return Err(AuthError::Keystone(format!("token validation answered {other}"))),
+                other => {
+                    let text = String::from_utf8_lossy(&body);
+                    tracing::warn!(target: "keelson::auth", "token validation answered {other}: {text}");
+                    return Err(AuthError::Unavailable(format!("token validation answered {other}")));
+                }
             }
         }
-        Err(AuthError::InvalidToken)
+        Err(AuthError::Unavailable("Keystone refused the service user's token twice".into()))
     }
 
+    /// The service user's token, authenticating again when it is near its
+    /// expiry or `refresh` asks.
     async fn service_token(&self, refresh: bool) -> Result<String, AuthError> {
         let mut slot = self.service_token.lock().await;
-        if let (false, Some((token, until))) = (refresh, slot.as_ref()) {
-            if *until > Instant::now() {
+        if let (false, Some((token, renew_at))) = (refresh, slot.as_ref()) {
+            if *renew_at > Instant::now() {
                 return Ok(token.clone());
             }
         }
         let s = &self.settings;
+        let project = match (&s.project_id, &s.project_name) {
+            (Some(id), _) => serde_json::json!({"id": id}),
+            (None, name) => serde_json::json!({"name": name, "domain": s.project_domain.json()}),
+        };
         let body = serde_json::json!({"auth": {
             "identity": {"methods": ["password"], "password": {"user": {
-                "name": s.username, "password": s.password, "domain": {"name": s.user_domain_name}}}},
-            "scope": {"project": {"name": s.project_name, "domain": {"name": s.project_domain_name}}}
+                "name": s.username, "password": s.password, "domain": s.user_domain.json()}}},
+            "scope": {"project": project}
         }});
         let req = Request::builder()
             .method(Method::POST)
-            .uri(format!("{}/v3/auth/tokens", s.auth_url))
+            .uri(format!("{}/auth/tokens?nocatalog", s.identity_v3))
             .header("content-type", "application/json")
+            .header("accept", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|e| AuthError::Keystone(e.to_string()))?;
-        let resp = self.client.request(req).await.map_err(|e| AuthError::Keystone(e.to_string()))?;
-        if resp.status() != StatusCode::CREATED {
-            return Err(AuthError::Keystone(format!("service user authentication answered {}", resp.status())));
+            .map_err(|e| AuthError::Unavailable(e.to_string()))?;
+        let (status, headers, body) = self.send_full(req).await?;
+        if status != StatusCode::CREATED {
+            tracing::warn!(target: "keelson::auth", "service user {} could not authenticate: {status} {}", s.username, String::from_utf8_lossy(&body));
+            return Err(AuthError::Unavailable(format!("service user authentication answered {status}")));
         }
-        let token = resp
-            .headers()
+        let token = headers
             .get("x-subject-token")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
-            .ok_or_else(|| AuthError::Keystone("no X-Subject-Token in Keystone's answer".into()))?;
-        let bytes = resp.into_body().collect().await.map_err(|e| AuthError::Keystone(e.to_string()))?.to_bytes();
-        let expires = parse_token(&bytes).ok().and_then(|(_, e)| e);
-        // Renew a minute early so an in-flight validation never uses a
-        // token that expires under it.
-        let until = expires.map(|e| e.checked_sub(Duration::from_secs(60)).unwrap_or(e)).unwrap_or_else(|| Instant::now() + Duration::from_secs(600));
-        *slot = Some((token.clone(), until));
+            .ok_or_else(|| AuthError::Unavailable("no X-Subject-Token in Keystone's answer".into()))?;
+        let expires_at = parse_token(&body).ok().and_then(|i| i.expires_at);
+        // Renew a minute before expiry (half the lifetime for short-lived
+        // tokens) so a validation in flight never carries an expired token.
+        let left = expires_at.map(|e| (e - Utc::now()).to_std().unwrap_or(Duration::ZERO)).unwrap_or(Duration::from_secs(600));
+        *slot = Some((token.clone(), Instant::now() + left - (left / 2).min(Duration::from_secs(60))));
         Ok(token)
     }
 
     async fn send(&self, req: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), AuthError> {
-        let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
-            .await
-            .map_err(|_| AuthError::Keystone("timed out".into()))?
-            .map_err(|e| AuthError::Keystone(e.to_string()))?;
+        self.send_full(req).await.map(|(s, _, b)| (s, b))
+    }
+
+    /// One request to Keystone within the timeout; a connection that cannot
+    /// be made is retried `http_request_max_retries` times with
+    /// keystoneauth's backoff (0.5 s, doubling).
+    async fn send_full(&self, req: Request<Full<Bytes>>) -> Result<(StatusCode, HeaderMap, Bytes), AuthError> {
+        let (parts, body) = req.into_parts();
+        let mut delay = Duration::from_millis(500);
+        let mut attempt = 0;
+        let resp = loop {
+            let req = Request::from_parts(parts.clone(), body.clone());
+            match tokio::time::timeout(self.settings.timeout, self.client.request(req)).await {
+                Err(_) => return Err(AuthError::Unavailable(format!("{} timed out", parts.uri))),
+                Ok(Ok(resp)) => break resp,
+                Ok(Err(e)) if e.is_connect() && attempt < self.settings.connect_retries => {
+                    attempt += 1;
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Ok(Err(e)) => return Err(AuthError::Unavailable(format!("{}: {e}", parts.uri))),
+            }
+        };
         let status = resp.status();
-        let body = resp.into_body().collect().await.map_err(|e| AuthError::Keystone(e.to_string()))?.to_bytes();
-        Ok((status, body))
+        let headers = resp.headers().clone();
+        let body = tokio::time::timeout(self.settings.timeout, resp.into_body().collect())
+            .await
+            .map_err(|_| AuthError::Unavailable(format!("{} timed out", parts.uri)))?
+            .map_err(|e| AuthError::Unavailable(e.to_string()))?
+            .to_bytes();
+        Ok((status, headers, body))
     }
 }
 
+/// oslo.context's values for a user token (and a valid service token), as
+/// keystonemiddleware's `X-*` headers carry them.
+fn identity(user: &TokenInfo, service: Option<&TokenInfo>) -> Identity {
+    let mut identity = Identity {
+        user_id: Some(user.user_id.clone()),
+        user_domain_id: user.user_domain_id.clone(),
+        project_id: user.project_id.clone(),
+        project_domain_id: user.project_domain_id.clone(),
+        domain_id: user.domain_id.clone(),
+        system_scope: user.system_all.then(|| "all".to_string()),
+        roles: user.roles.clone(),
+        is_admin_project: user.is_admin_project,
+        ..Identity::default()
+    };
+    if let Some(s) = service {
+        identity.service_user_id = Some(s.user_id.clone());
+        identity.service_user_domain_id = s.user_domain_id.clone();
+        identity.service_project_id = s.project_id.clone();
+        identity.service_project_domain_id = s.project_domain_id.clone();
+        identity.service_roles = s.roles.clone();
+    }
+    identity
+}
+
+/// Tokens are cached under their digest, never in the clear.
 fn cache_key(token: &str) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(token.as_bytes()))
 }
 
-fn parse_token(body: &[u8]) -> Result<(TokenInfo, Option<Instant>), AuthError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| AuthError::Keystone(format!("bad token body: {e}")))?;
-    let t = &v["token"];
+/// keystonemiddleware's `_path_matches`: `{name}` and `*` match one path
+/// segment, `**` any run of characters.
+fn path_matches(path: &str, pattern: &str) -> bool {
+    let mut re = String::from("^");
+    let mut rest = pattern;
+    while let Some(c) = rest.chars().next() {
+        if rest.starts_with("**") {
+            re.push_str(".*");
+            rest = &rest[2..];
+        } else if c == '*' {
+            re.push_str("[^/]+");
+            rest = &rest[1..];
+        } else if let (true, Some(end)) = (c == '{', rest.find('}')) {
+            re.push_str("[^/]+");
+            rest = &rest[end + 1..];
+        } else {
+            re.push_str(&regex::escape(&c.to_string()));
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    re.push('$');
+    regex::Regex::new(&re).is_ok_and(|r| r.is_match(path))
+}
+
+/// A v3 token body (`{"token": {...}}`) as the fields policy needs.
+fn parse_token(body: &[u8]) -> Result<TokenInfo, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    let t = v.get("token").filter(|t| t.is_object()).ok_or("no token object")?;
     let s = |v: &Value| v.as_str().map(str::to_owned);
-    let user_id = s(&t["user"]["id"]).ok_or_else(|| AuthError::Keystone("token without user".into()))?;
-    let info = TokenInfo {
+    let user_id = s(&t["user"]["id"]).ok_or("token without user id")?;
+    let expires_at = match t.get("expires_at").and_then(Value::as_str) {
+        Some(e) => Some(DateTime::parse_from_rfc3339(e).map_err(|err| format!("expires_at {e}: {err}"))?.with_timezone(&Utc)),
+        None => None,
+    };
+    let access_rules = t["application_credential"]["access_rules"].as_array().map(|rules| {
+        rules
+            .iter()
+            .map(|r| AccessRule {
+                service: s(&r["service"]).unwrap_or_default(),
+                method: s(&r["method"]).unwrap_or_default(),
+                path: s(&r["path"]).unwrap_or_default(),
+            })
+            .collect()
+    });
+    Ok(TokenInfo {
         user_id,
         user_domain_id: s(&t["user"]["domain"]["id"]),
         project_id: s(&t["project"]["id"]),
@@ -252,35 +594,138 @@ fn parse_token(body: &[u8]) -> Result<(TokenInfo, Option<Instant>), AuthError> {
         domain_id: s(&t["domain"]["id"]),
         system_all: t["system"]["all"].as_bool().unwrap_or(false),
         roles: t["roles"].as_array().map(|r| r.iter().filter_map(|x| s(&x["name"])).collect()).unwrap_or_default(),
-    };
-    let expires = s(&t["expires_at"]).and_then(|e| chrono::DateTime::parse_from_rfc3339(&e).ok()).map(|e| {
-        let left = (e.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO);
-        Instant::now() + left
-    });
-    if expires.is_some_and(|e| e <= Instant::now()) {
-        return Err(AuthError::InvalidToken);
-    }
-    Ok((info, expires))
+        is_admin_project: t["is_admin_project"].as_bool().unwrap_or(true),
+        expires_at,
+        access_rules,
+        catalog_types: t["catalog"].as_array().map(|c| c.iter().filter_map(|e| s(&e["type"])).collect()).unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse(v: Value) -> TokenInfo {
+        parse_token(v.to_string().as_bytes()).unwrap()
+    }
+
     #[test]
-    fn token_body_parsing() {
-        let body = serde_json::json!({"token": {
-            "user": {"id": "u1", "domain": {"id": "default"}},
-            "project": {"id": "p1", "domain": {"id": "default"}},
-            "roles": [{"id": "r", "name": "admin"}, {"id": "s", "name": "reader"}],
-            "expires_at": "2999-01-01T00:00:00.000000Z"
-        }});
-        let (info, exp) = parse_token(body.to_string().as_bytes()).unwrap();
+    fn project_token() {
+        // As keystone 30 answers GET /v3/auth/tokens?nocatalog.
+        let info = parse(serde_json::json!({"token": {
+            "methods": ["password"],
+            "user": {"domain": {"id": "default", "name": "Default"}, "id": "u1", "name": "admin", "password_expires_at": null},
+            "audit_ids": ["bWa1JzjBQjypHDjrumQsRg"],
+            "expires_at": "2999-01-01T00:00:00.000000Z", "issued_at": "2026-11-30T15:38:33.000000Z",
+            "project": {"domain": {"id": "default", "name": "Default"}, "id": "p1", "name": "admin"},
+            "is_domain": false,
+            "roles": [{"id": "r", "name": "admin"}, {"id": "s", "name": "reader"}]
+        }}));
         assert_eq!(info.user_id, "u1");
+        assert_eq!(info.user_domain_id.as_deref(), Some("default"));
         assert_eq!(info.project_id.as_deref(), Some("p1"));
+        assert_eq!(info.project_domain_id.as_deref(), Some("default"));
         assert_eq!(info.roles, vec!["admin", "reader"]);
-        assert!(exp.is_some());
-        let expired = serde_json::json!({"token": {"user": {"id": "u"}, "expires_at": "2000-01-01T00:00:00Z"}});
-        assert!(matches!(parse_token(expired.to_string().as_bytes()), Err(AuthError::InvalidToken)));
+        assert!(!info.system_all && info.domain_id.is_none() && info.access_rules.is_none());
+        assert!(info.is_admin_project);
+        assert!(!info.expired());
+        let id = identity(&info, None);
+        assert_eq!(id.system_scope, None);
+        assert_eq!(id.project_id.as_deref(), Some("p1"));
+    }
+
+    #[test]
+    fn system_and_domain_tokens() {
+        let system = parse(serde_json::json!({"token": {
+            "user": {"id": "u", "domain": {"id": "default"}}, "roles": [{"id": "x", "name": "reader"}],
+            "system": {"all": true}, "expires_at": "2999-01-01T00:00:00.000000Z"}}));
+        let id = identity(&system, None);
+        assert_eq!(id.system_scope.as_deref(), Some("all"));
+        assert_eq!(id.project_id, None);
+        let domain = parse(serde_json::json!({"token": {
+            "user": {"id": "u"}, "roles": [], "domain": {"id": "d1", "name": "D"}, "is_admin_project": false,
+            "expires_at": "2999-01-01T00:00:00Z"}}));
+        let id = identity(&domain, Some(&system));
+        assert_eq!(id.domain_id.as_deref(), Some("d1"));
+        assert!(!id.is_admin_project);
+        assert_eq!(id.service_roles, vec!["reader"]);
+    }
+
+    #[test]
+    fn expiry_and_bad_bodies() {
+        let expired = parse(serde_json::json!({"token": {"user": {"id": "u"}, "expires_at": "2000-01-01T00:00:00Z"}}));
+        assert!(expired.expired());
+        assert!(parse_token(b"{}").is_err());
+        assert!(parse_token(b"not json").is_err());
+        assert!(parse_token(br#"{"token": {"user": {}}}"#).is_err());
+        assert!(parse_token(br#"{"token": {"user": {"id": "u"}, "expires_at": "soon"}}"#).is_err());
+    }
+
+    #[test]
+    fn application_credential_access_rules() {
+        let info = parse(serde_json::json!({"token": {
+            "user": {"id": "u"}, "expires_at": "2999-01-01T00:00:00Z",
+            "application_credential": {"id": "a", "name": "n", "restricted": true,
+                "access_rules": [{"id": "1", "service": "placement", "method": "GET", "path": "/resource_providers/*"}]},
+            "catalog": [{"type": "identity", "endpoints": []}, {"type": "placement", "endpoints": []}]}}));
+        let rules = info.access_rules.as_ref().unwrap();
+        assert_eq!(rules[0].path, "/resource_providers/*");
+        assert_eq!(info.catalog_types, vec!["identity", "placement"]);
+        let unrestricted = parse(serde_json::json!({"token": {"user": {"id": "u"},
+            "application_credential": {"id": "a", "name": "n", "restricted": true}}}));
+        assert!(unrestricted.access_rules.is_none());
+    }
+
+    #[test]
+    fn access_rule_paths() {
+        assert!(path_matches("/resource_providers/abc", "/resource_providers/*"));
+        assert!(!path_matches("/resource_providers/abc/traits", "/resource_providers/*"));
+        assert!(path_matches("/resource_providers/abc/traits", "/resource_providers/**"));
+        assert!(path_matches("/resource_providers/abc/traits", "/resource_providers/{uuid}/traits"));
+        assert!(!path_matches("/resource_providers", "/resource_providers/*"));
+        assert!(path_matches("/v2.1/x", "/v2.1/*"));
+        assert!(!path_matches("/v2x1/x", "/v2.1/*"));
+    }
+
+    #[test]
+    fn auth_url_forms() {
+        assert_eq!(identity_v3("http://k:5000"), "http://k:5000/v3");
+        assert_eq!(identity_v3("http://k:5000/"), "http://k:5000/v3");
+        assert_eq!(identity_v3("http://k:5000/v3/"), "http://k:5000/v3");
+        assert_eq!(identity_v3("http://k/identity"), "http://k/identity/v3");
+        assert_eq!(identity_v3("http://k/identity/v2.0"), "http://k/identity/v3");
+    }
+
+    #[test]
+    fn cache_time_values() {
+        let now = Instant::now();
+        let earlier = now - Duration::from_secs(5);
+        assert!(!CacheTime::from_seconds(-1).fresh(now, now));
+        assert!(CacheTime::from_seconds(0).fresh(earlier, now));
+        assert!(CacheTime::from_seconds(10).fresh(earlier, now));
+        assert!(!CacheTime::from_seconds(2).fresh(earlier, now));
+    }
+
+    fn settings(pairs: &str) -> Result<KeystoneSettings, AuthError> {
+        let mut config = Config::default();
+        config.merge_text(&format!("[keystone_authtoken]\n{pairs}"), std::path::Path::new("test.conf")).unwrap();
+        KeystoneSettings::from_config(&config)
+    }
+
+    #[test]
+    fn settings_from_config() {
+        let s = settings("auth_url = http://k:5000/v3\nusername = placement\nuser_domain_id = default\n").unwrap();
+        assert_eq!(s.identity_v3, "http://k:5000/v3");
+        assert_eq!(s.www_authenticate_uri, "http://k:5000/v3");
+        assert_eq!(s.user_domain, DomainRef::Id("default".into()));
+        assert_eq!(s.project_domain, DomainRef::Name("Default".into()));
+        assert_eq!(s.project_name.as_deref(), Some("service"));
+        assert_eq!(s.cache_time, CacheTime::For(Duration::from_secs(300)));
+        // keystonemiddleware 13's defaults.
+        assert!(s.service_token_roles_required);
+        assert_eq!(s.service_token_roles, vec!["service"]);
+        assert!(!s.delay_auth_decision);
+        assert!(matches!(settings("auth_url = https://k:5000"), Err(AuthError::Config(_))));
+        assert!(matches!(settings("username = x"), Err(AuthError::Config(_))));
     }
 }

@@ -49,16 +49,26 @@ def main():
            '--bootstrap-public-url', url, '--bootstrap-internal-url', url, '--bootstrap-region-id', 'RegionOne')
 
     from cheroot import wsgi as cheroot_wsgi
+    from keystone.cmd import cli
+    import keystone.conf
     from keystone.server import wsgi as keystone_wsgi
+    # The server configures CONF itself, without keystone-manage's
+    # sub-command option.
+    keystone.conf.CONF.clear()
+    keystone.conf.CONF.unregister_opt(cli.command_opt)
+    # bootstrap loaded (and locked) the backends; the server loads its own.
+    from keystone.common import provider_api
+    provider_api.ProviderAPIs._clear_registry_instances()
     os.environ['OS_KEYSTONE_CONFIG_FILES'] = config_file
+    # ... and parses sys.argv, which holds only this script's arguments.
+    del sys.argv[1:]
     app = keystone_wsgi.initialize_public_application()
     server = cheroot_wsgi.Server(('127.0.0.1', port), app, numthreads=4, server_name='keystone')
 
     def _stop(signum, frame):
-        try:
-            server.stop()
-        finally:
-            os._exit(0)
+        # Not server.stop(): called from the serving thread it waits for
+        # that very thread. Nothing is left to flush (SQLite commits).
+        os._exit(0)
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)

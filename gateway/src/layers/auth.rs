@@ -1,7 +1,9 @@
 //! Authentication: who is calling. `noauth2` reads the token as
 //! `user[:project]` (upstream's test mode, keelson's all-in-one default);
-//! `keystone` validates tokens against Keystone v3. `GET /` (the version
-//! document) needs no token in either mode.
+//! `keystone` validates tokens against Keystone v3 (crate::keystone), with
+//! keystonemiddleware's answers: 401 with `WWW-Authenticate` for a bad
+//! token, 503 when Keystone cannot be asked. `GET /` (the version document)
+//! needs no token in either mode.
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use http::{HeaderValue, StatusCode};
 
 use crate::keystone::TokenValidator;
 use crate::placement::auth::{noauth2, Identity};
+use crate::placement::error::{error_format, ErrorFormat};
 
 #[derive(Clone)]
 pub enum Authenticator {
@@ -35,14 +38,52 @@ fn noauth_unauthorized() -> Response {
     resp
 }
 
-/// The 401 keystonemiddleware answers for a missing or invalid token.
+/// The 401 keystonemiddleware answers for a missing or invalid token
+/// (its own JSON body, whatever the `Accept`).
 fn keystone_unauthorized(www_authenticate: &str) -> Response {
     let body = serde_json::json!({"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}});
     let mut resp = (StatusCode::UNAUTHORIZED, body.to_string()).into_response();
     resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    add_www_authenticate(&mut resp, www_authenticate);
+    resp
+}
+
+fn add_www_authenticate(resp: &mut Response, www_authenticate: &str) {
     if let Ok(v) = HeaderValue::from_str(www_authenticate) {
         resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, v);
     }
+}
+
+/// The 503 keystonemiddleware raises when Keystone cannot be asked:
+/// webob's `HTTPServiceUnavailable` page. auth_token sits outside
+/// Placement's request log, so webob sees the client's own `Accept`: none
+/// at all gives plain text, `*/*` HTML.
+fn keystone_unavailable(accept: Option<&str>) -> Response {
+    const EXPLANATION: &str = "The server is currently unavailable. Please try again at a later time.";
+    const DETAIL: &str = "The Keystone service is temporarily unavailable.";
+    const STATUS: &str = "503 Service Unavailable";
+    let accept = accept.map(str::trim).unwrap_or("");
+    let format = match accept {
+        "" => ErrorFormat::Plain,
+        "*/*" => ErrorFormat::Html,
+        other => error_format(Some(other)),
+    };
+    let (content_type, body) = match format {
+        ErrorFormat::Json => (
+            "application/json",
+            serde_json::json!({"message": format!("{EXPLANATION}<br /><br />\n{DETAIL}\n\n"), "code": STATUS, "title": "Service Unavailable"})
+                .to_string(),
+        ),
+        ErrorFormat::Html => (
+            "text/html; charset=UTF-8",
+            format!(
+                "<html>\n <head>\n  <title>{STATUS}</title>\n </head>\n <body>\n  <h1>{STATUS}</h1>\n  {EXPLANATION}<br /><br />\n{DETAIL}\n\n\n </body>\n</html>"
+            ),
+        ),
+        ErrorFormat::Plain => ("text/plain; charset=UTF-8", format!("{STATUS}\n\n{EXPLANATION}\n\n {DETAIL}  ")),
+    };
+    let mut resp = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
@@ -57,15 +98,32 @@ pub async fn layer(State(auth): State<Authenticator>, mut req: Request, next: Ne
             }
             None => return noauth_unauthorized(),
         },
-        Authenticator::Keystone(validator) => match validator.identify(req.headers()).await {
-            Ok(identity) => {
-                req.extensions_mut().insert(identity);
+        Authenticator::Keystone(validator) => {
+            match validator.identify(req.method(), req.uri().path(), req.headers()).await {
+                Ok(Some(identity)) => {
+                    req.extensions_mut().insert(identity);
+                }
+                // delay_auth_decision: the application decides (without a
+                // user, require_user answers 401).
+                Ok(None) => {}
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(target: "keelson::auth", "cannot validate tokens: {e}");
+                    let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+                    return keystone_unavailable(accept);
+                }
+                Err(e) => {
+                    tracing::info!(target: "keelson::auth", "{e}");
+                    return keystone_unauthorized(&validator.www_authenticate());
+                }
             }
-            Err(e) => {
-                tracing::info!(target: "keelson::auth", "token refused: {e}");
-                return keystone_unauthorized(&validator.www_authenticate());
+            // auth_token's process_response: every 401 on the way out
+            // tells where to authenticate.
+            let mut resp = next.run(req).await;
+            if resp.status() == StatusCode::UNAUTHORIZED {
+                add_www_authenticate(&mut resp, &validator.www_authenticate());
             }
-        },
+            return resp;
+        }
     }
     next.run(req).await
 }
@@ -78,4 +136,46 @@ pub async fn require_user(req: Request, next: Next) -> Response {
         return noauth_unauthorized();
     }
     next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(resp: Response) -> (String, String) {
+        let ct = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        (ct, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn unavailable_pages_are_webobs() {
+        // As webob 1.8 renders HTTPServiceUnavailable('The Keystone service
+        // is temporarily unavailable.') for each Accept.
+        let (ct, text) = body(keystone_unavailable(Some("application/json"))).await;
+        assert_eq!(ct, "application/json");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            serde_json::json!({"message": "The server is currently unavailable. Please try again at a later time.<br /><br />\nThe Keystone service is temporarily unavailable.\n\n", "code": "503 Service Unavailable", "title": "Service Unavailable"})
+        );
+        let (ct, text) = body(keystone_unavailable(None)).await;
+        assert_eq!(ct, "text/plain; charset=UTF-8");
+        assert_eq!(text, "503 Service Unavailable\n\nThe server is currently unavailable. Please try again at a later time.\n\n The Keystone service is temporarily unavailable.  ");
+        let (ct, text) = body(keystone_unavailable(Some("*/*"))).await;
+        assert_eq!(ct, "text/html; charset=UTF-8");
+        assert_eq!(text, "<html>\n <head>\n  <title>503 Service Unavailable</title>\n </head>\n <body>\n  <h1>503 Service Unavailable</h1>\n  The server is currently unavailable. Please try again at a later time.<br /><br />\nThe Keystone service is temporarily unavailable.\n\n\n </body>\n</html>");
+    }
+
+    #[tokio::test]
+    async fn unauthorized_is_keystonemiddlewares() {
+        let resp = keystone_unauthorized("Keystone uri=\"http://k/v3\"");
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(resp.headers()[http::header::WWW_AUTHENTICATE], "Keystone uri=\"http://k/v3\"");
+        let (ct, text) = body(resp).await;
+        assert_eq!(ct, "application/json");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            serde_json::json!({"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}})
+        );
+    }
 }

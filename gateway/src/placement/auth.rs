@@ -22,6 +22,14 @@ pub fn noauth2(headers: &HeaderMap) -> Option<Identity> {
         None if user == "admin" => vec!["admin".to_string()],
         None => Vec::new(),
     };
+    // oslo.context prefers an explicit X-Project-Id over the project the
+    // token implies (upstream's noauth2 tests send it for personas).
+    let explicit_project = headers
+        .get("x-project-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
     let system_scope = headers
         .get("openstack-system-scope")
         .and_then(|v| v.to_str().ok())
@@ -29,7 +37,7 @@ pub fn noauth2(headers: &HeaderMap) -> Option<Identity> {
         .map(str::to_owned);
     Some(Identity {
         user_id: Some(user.to_string()),
-        project_id: if system_scope.is_some() { None } else { Some(project.to_string()) },
+        project_id: explicit_project.or_else(|| system_scope.is_none().then(|| project.to_string())),
         system_scope,
         roles,
         ..Identity::default()

@@ -93,7 +93,7 @@ impl Req {
     /// `request-schemas.json` (call [`Req::require_content`] first).
     pub fn json_body(&self, schema: &str) -> Result<Value, PlacementError> {
         let data: Value = serde_json::from_slice(&self.body)
-            .map_err(|e| bad_request(format!("Malformed JSON: {}", python_json_error(&e))))?;
+            .map_err(|e| bad_request(format!("Malformed JSON: {}", python_json_error(&e, &self.body))))?;
         super::handlers::validate(schema, &data).map_err(|msg| bad_request(format!("JSON does not validate: {msg}")))?;
         Ok(data)
     }
@@ -124,6 +124,34 @@ impl Req {
         super::handlers::validate(schema, &Value::Object(q.clone()))
             .map_err(|msg| bad_request(format!("Invalid query string parameters: {msg}")))?;
         Ok(q)
+    }
+
+    /// The path prefix the API is mounted under behind a proxy
+    /// (`X-Forwarded-Prefix`, upstream's SCRIPT_NAME).
+    pub fn prefix(&self) -> &str {
+        self.headers
+            .get("x-forwarded-prefix")
+            .and_then(|v| v.to_str().ok())
+            .map(|p| p.trim().trim_end_matches('/'))
+            .unwrap_or("")
+    }
+
+    /// A link as upstream writes it in bodies: the path under the prefix.
+    pub fn link(&self, path: &str) -> String {
+        format!("{}{path}", self.prefix())
+    }
+
+    /// An absolute URL, as webob makes every `Location` header absolute.
+    pub fn absolute_url(&self, path: &str) -> String {
+        let header = |name: &str| self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+        let scheme = header("x-forwarded-proto").unwrap_or("http");
+        let host = header("x-forwarded-host").or_else(|| header("host")).unwrap_or("localhost");
+        format!("{scheme}://{host}{}{path}", self.prefix())
+    }
+
+    /// A `Location` header value for `path`.
+    pub fn location(&self, path: &str) -> HeaderValue {
+        HeaderValue::from_str(&self.absolute_url(path)).unwrap_or(HeaderValue::from_static("/"))
     }
 
     /// Checks a policy rule for this request's credentials.
@@ -172,9 +200,14 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// serde_json's parse errors, phrased like Python's `json` module where the
-/// upstream tests look at the text.
-fn python_json_error(e: &serde_json::Error) -> String {
-    format!("Expecting value: line {} column {} (char {})", e.line(), e.column(), e.column().saturating_sub(1))
+/// upstream tests look at the text. serde_json reports the column after
+/// the offending character; Python names the character itself, with a
+/// 0-based offset into the document.
+fn python_json_error(e: &serde_json::Error, body: &[u8]) -> String {
+    let column = e.column().saturating_sub(1).max(1);
+    let text = String::from_utf8_lossy(body);
+    let line_start: usize = text.split('\n').take(e.line().saturating_sub(1)).map(|l| l.chars().count() + 1).sum();
+    format!("Expecting value: line {} column {column} (char {})", e.line(), line_start + column - 1)
 }
 
 /// A JSON response.

@@ -87,9 +87,12 @@ fn strip(s: &str) -> &str {
 fn request_wide(req: &Req, out: &mut pb::GetAllocationCandidatesRequest) -> Result<(), PlacementError> {
     if let Some(limit) = req.query_all("limit").first() {
         // The schema checked the last value; upstream uses the first.
-        out.limit = strip(limit)
-            .parse::<u32>()
-            .map_err(|_| bad_request(format!("Invalid query string parameters: '{limit}' does not match '^[1-9][0-9]*$'")))?;
+        let digits = strip(limit);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.starts_with('0') {
+            return Err(bad_request(format!("Invalid query string parameters: '{limit}' does not match '^[1-9][0-9]*$'")));
+        }
+        // More than u32 can hold means no limit in practice.
+        out.limit = digits.parse::<u32>().unwrap_or(u32::MAX);
     }
     if let Some(policy) = req.query_all("group_policy").first() {
         out.group_policy = if policy == "isolate" { pb::GroupPolicy::Isolate } else { pb::GroupPolicy::None } as i32;

@@ -84,15 +84,6 @@ fn list_response(req: &Req, resp: &pb::ProviderInventories) -> http::Response<ax
     cache_headers(req, json(StatusCode::OK, &body), modified)
 }
 
-/// An absolute URL for a path, as webob makes `Location` absolute.
-pub fn absolute_url(req: &Req, path: &str) -> String {
-    let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-    let scheme = header("x-forwarded-proto").unwrap_or("http");
-    let host = header("x-forwarded-host").or_else(|| header("host")).unwrap_or("localhost");
-    let prefix = header("x-forwarded-prefix").map(|p| p.trim_end_matches('/')).unwrap_or("");
-    format!("{scheme}://{host}{prefix}{path}")
-}
-
 /// Upstream looks the provider up before reading the body: a bad body
 /// for a provider that does not exist is a 404.
 async fn body_for_provider(req: &Req, uuid: &str, schema: &str) -> Result<Value, PlacementError> {
@@ -146,7 +137,7 @@ async fn create(req: Req) -> HandlerResult {
         .await?
         .into_inner();
     let mut out = one_response(&req, StatusCode::CREATED, &resp);
-    let location = absolute_url(&req, &format!("/resource_providers/{uuid}/inventories/{resource_class}"));
+    let location = req.absolute_url(&format!("/resource_providers/{uuid}/inventories/{resource_class}"));
     if let Ok(v) = http::HeaderValue::from_str(&location) {
         out.headers_mut().insert(http::header::LOCATION, v);
     }

@@ -28,15 +28,10 @@ fn require_1_2(req: &Req) -> Result<(), crate::placement::PlacementError> {
 }
 
 fn view(req: &Req, name: &str) -> Value {
-    let _ = req;
     json!({
         "name": name,
-        "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}],
+        "links": [{"rel": "self", "href": req.link(&format!("/resource_classes/{name}"))}],
     })
-}
-
-fn location(name: &str) -> http::HeaderValue {
-    http::HeaderValue::from_str(&format!("/resource_classes/{name}")).unwrap_or(http::HeaderValue::from_static("/resource_classes"))
 }
 
 async fn list(req: Req) -> HandlerResult {
@@ -57,7 +52,7 @@ async fn create(req: Req) -> HandlerResult {
     let name = body["name"].as_str().unwrap_or_default().to_string();
     req.state.clients.classes.clone().create_resource_class(pb::CreateResourceClassRequest { name: name.clone() }).await?;
     let mut resp = empty(StatusCode::CREATED);
-    resp.headers_mut().insert(http::header::LOCATION, location(&name));
+    resp.headers_mut().insert(http::header::LOCATION, req.location(&format!("/resource_classes/{name}")));
     Ok(resp)
 }
 
@@ -81,7 +76,7 @@ async fn update(req: Req) -> HandlerResult {
         let r = req.state.clients.classes.clone().ensure_resource_class(pb::EnsureResourceClassRequest { name: name.clone() }).await?;
         let status = if r.into_inner().created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
         let mut resp = empty(status);
-        resp.headers_mut().insert(http::header::LOCATION, location(&name));
+        resp.headers_mut().insert(http::header::LOCATION, req.location(&format!("/resource_classes/{name}")));
         return Ok(resp);
     }
     // 1.2-1.6: rename a custom class .

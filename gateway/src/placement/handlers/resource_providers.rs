@@ -28,7 +28,7 @@ pub fn provider_url(uuid: &str) -> String {
 }
 
 fn links(req: &Req, uuid: &str) -> Vec<Value> {
-    let url = provider_url(uuid);
+    let url = req.link(&provider_url(uuid));
     let mut rels = vec!["inventories", "usages"];
     if req.at_least(1, 1) {
         rels.push("aggregates");
@@ -57,10 +57,6 @@ fn view(req: &Req, rp: &pb::ResourceProvider) -> Value {
         out.insert("root_provider_uuid".into(), json!(rp.root_provider_uuid));
     }
     Value::Object(out)
-}
-
-fn location(uuid: &str) -> http::HeaderValue {
-    http::HeaderValue::from_str(&provider_url(uuid)).unwrap_or(http::HeaderValue::from_static("/resource_providers"))
 }
 
 /// Python's `str(uuid.UUID(value))`: accepts `urn:uuid:`, braces and
@@ -106,7 +102,7 @@ async fn create(req: Req) -> HandlerResult {
     } else {
         empty(StatusCode::CREATED)
     };
-    resp.headers_mut().insert(http::header::LOCATION, location(&rp.uuid));
+    resp.headers_mut().insert(http::header::LOCATION, req.location(&provider_url(&rp.uuid)));
     Ok(resp)
 }
 

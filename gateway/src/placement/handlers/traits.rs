@@ -95,9 +95,7 @@ async fn update(req: Req) -> HandlerResult {
     // Upstream reports the creation time, or now when it lost a race.
     let when = if r.created { r.r#trait.as_ref().and_then(|t| to_naive(&t.last_modified)) } else { None };
     let mut resp = cache_headers(&req, empty(status), when);
-    if let Ok(v) = http::HeaderValue::from_str(&format!("/traits/{name}")) {
-        resp.headers_mut().insert(http::header::LOCATION, v);
-    }
+    resp.headers_mut().insert(http::header::LOCATION, req.location(&format!("/traits/{name}")));
     Ok(resp)
 }
 

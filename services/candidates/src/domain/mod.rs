@@ -1,6 +1,7 @@
 //! Upstream Placement's allocation-candidates algorithm, free of I/O.
 //!
-//! The store loads what a request needs into a [`fleet::Fleet`]; then:
+//! The store loads what a request needs into a [`fleet::Fleet`]; then
+//! [`run`]:
 //! 1. [`search::search`]: every request group on its own, in order (an
 //!    empty group ends the search with an empty answer);
 //! 2. [`merge::merge`]: per anchor, the product of the groups' candidates,
@@ -18,9 +19,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rand::seq::SliceRandom as _;
 
-use fleet::{ClassId, ProviderId, Trees};
-use merge::Candidate;
-use request::Request;
+use fleet::{Catalog, ClassId, Fleet, ProviderId, Trees};
+use merge::{Candidate, MergeRules};
+use request::{GroupPolicy, Request};
+
+use crate::error::Result;
 
 /// In which order anchors (trees) are visited while generating.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +70,24 @@ impl Settings {
             randomize,
         }
     }
+}
+
+/// The whole algorithm on the loaded data: search, merge, finish.
+/// `Ok(None)` is an empty answer.
+pub fn run(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet, trees: &Trees) -> Result<Option<Answer>> {
+    let Some(found) = search::search(req, catalog, fleet)? else { return Ok(None) };
+    let index: HashMap<&str, usize> = req.groups.iter().enumerate().map(|(i, g)| (g.suffix.as_str(), i)).collect();
+    let rules = MergeRules {
+        isolate: req.group_policy == Some(GroupPolicy::Isolate),
+        same_subtrees: req.same_subtrees.iter().map(|s| s.iter().filter_map(|x| index.get(x.as_str()).copied()).collect()).collect(),
+        trees,
+    };
+    let candidates = merge::merge(&found, fleet, &rules, settings);
+    if candidates.is_empty() {
+        return Ok(None);
+    }
+    let answer = finish(req, settings, fleet.has_trees, candidates, trees);
+    Ok((!answer.candidates.is_empty()).then_some(answer))
 }
 
 /// The candidates kept and the providers their summaries describe.

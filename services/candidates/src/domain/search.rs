@@ -190,8 +190,10 @@ fn anchor_allowed(anchors: Option<&HashSet<ProviderId>>, root: ProviderId) -> bo
 /// with it; traits judged on the union of the providers used (upstream's
 /// `get_trees_matching_all` and `_alloc_candidates_multiple_providers`).
 fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&HashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
-    // Per class: the (provider, anchor) pairs that may serve it.
-    let mut per_class: Vec<(ClassId, i64, BTreeSet<(ProviderId, ProviderId)>)> = Vec::with_capacity(r.resources.len());
+    // Per class: the amount and the (provider, anchor) pairs that may
+    // serve it.
+    type Servers = BTreeSet<(ProviderId, ProviderId)>;
+    let mut per_class: Vec<(ClassId, i64, Servers)> = Vec::with_capacity(r.resources.len());
     let mut common: Option<HashSet<ProviderId>> = None;
     for ((class, amount), providers) in r.resources.iter().zip(&r.with_resource) {
         let mut pairs: BTreeSet<(ProviderId, ProviderId)> = providers.iter().map(|p| (*p, fleet.root(*p))).collect();

@@ -9,9 +9,8 @@ use keelson_common::db::{in_list, Row, Tx, Value};
 use keelson_common::Db;
 
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TreeProvider, Trees};
-use crate::domain::merge::{self, MergeRules};
-use crate::domain::request::{GroupPolicy, Request};
-use crate::domain::{self, search, Answer, Outcome, ProviderSummary, Settings};
+use crate::domain::request::Request;
+use crate::domain::{self, Outcome, ProviderSummary, Settings};
 use crate::error::{Error, Result};
 
 /// The trait marking providers that share their inventory with the trees
@@ -47,7 +46,7 @@ impl Store {
         let settings = self.settings.clone();
         let request = req.clone();
         let (answer, fleet, trees) = tokio::task::spawn_blocking(move || {
-            let answer = compute(&request, &settings, &catalog, &fleet, &trees);
+            let answer = domain::run(&request, &settings, &catalog, &fleet, &trees);
             (answer, fleet, trees)
         })
         .await
@@ -69,23 +68,6 @@ impl Store {
             provider_summaries: summaries,
         })
     }
-}
-
-/// The algorithm proper on loaded data; `Ok(None)` is an empty answer.
-pub fn compute(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet, trees: &Trees) -> Result<Option<Answer>> {
-    let Some(found) = search::search(req, catalog, fleet)? else { return Ok(None) };
-    let index: HashMap<&str, usize> = req.groups.iter().enumerate().map(|(i, g)| (g.suffix.as_str(), i)).collect();
-    let rules = MergeRules {
-        isolate: req.group_policy == Some(GroupPolicy::Isolate),
-        same_subtrees: req.same_subtrees.iter().map(|s| s.iter().filter_map(|x| index.get(x.as_str()).copied()).collect()).collect(),
-        trees,
-    };
-    let candidates = merge::merge(&found, fleet, &rules, settings);
-    if candidates.is_empty() {
-        return Ok(None);
-    }
-    let answer = domain::finish(req, settings, fleet.has_trees, candidates, trees);
-    Ok((!answer.candidates.is_empty()).then_some(answer))
 }
 
 /// Every tree a candidate can involve: those of providers with a requested

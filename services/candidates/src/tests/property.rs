@@ -202,6 +202,10 @@ fn random_request(rng: &mut Rng) -> Request {
 
 type Shape = (Vec<(String, &'static str, i64)>, Vec<Vec<String>>);
 
+/// One way to satisfy one group: (provider, class, amount) parts and the
+/// providers used.
+type GroupOption<'a> = (Vec<(&'a str, &'static str, i64)>, Vec<String>);
+
 /// Every valid answer, straight from the rules.
 fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
     let sharing_exists = m.provs.iter().any(|p| p.sharing);
@@ -212,7 +216,7 @@ fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
     for root in m.roots() {
         let serving = m.serving(root);
         // Per group: its options as (parts, providers).
-        let mut options: Vec<Vec<(Vec<(&str, &'static str, i64)>, Vec<String>)>> = Vec::new();
+        let mut options: Vec<Vec<GroupOption>> = Vec::new();
         for g in &req.groups {
             let mut opts = Vec::new();
             let own_traits_ok = |p: &Prov| {
@@ -267,7 +271,7 @@ fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
         }
         let mut idx = vec![0usize; options.len()];
         'combos: loop {
-            let chosen: Vec<&(Vec<(&str, &'static str, i64)>, Vec<String>)> = idx.iter().zip(&options).map(|(i, o)| &o[*i]).collect();
+            let chosen: Vec<&GroupOption> = idx.iter().zip(&options).map(|(i, o)| &o[*i]).collect();
             let mut totals: BTreeMap<(&str, &'static str), i64> = BTreeMap::new();
             for (parts, _) in &chosen {
                 for (p, c, n) in parts {

@@ -88,25 +88,12 @@ pub async fn create_consumer(
     user: (i64, &str),
     consumer_type: Option<(i64, &str)>,
 ) -> Result<ConsumerRow> {
-    // A NULL and an integer bind as different types on PostgreSQL, and a
-    // prepared statement keeps the first one's: one text per shape.
-    let id = match consumer_type {
-        Some((type_id, _)) => {
-            tx.insert(
-                "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at) \
-                 VALUES (?, ?, ?, 0, ?, ?)",
-                &[uuid.into(), project.0.into(), user.0.into(), type_id.into(), now().into()],
-            )
-            .await?
-        }
-        None => {
-            tx.insert(
-                "INSERT INTO consumers (uuid, project_id, user_id, generation, created_at) VALUES (?, ?, ?, 0, ?)",
-                &[uuid.into(), project.0.into(), user.0.into(), now().into()],
-            )
-            .await?
-        }
-    };
+    let id = tx
+        .insert(
+            "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at) VALUES (?, ?, ?, 0, ?, ?)",
+            &[uuid.into(), project.0.into(), user.0.into(), consumer_type.map(|t| t.0).into(), now().into()],
+        )
+        .await?;
     Ok(ConsumerRow {
         id,
         uuid: uuid.to_string(),
@@ -124,21 +111,11 @@ pub async fn create_consumer(
 /// generation (the allocation write that follows moves it). Guarded by the
 /// generation read, so a concurrent writer's change is not overwritten.
 pub async fn update_consumer(tx: &mut Tx, c: &ConsumerRow) -> Result<()> {
-    // One statement text per shape (see `create_consumer`).
-    let (sql, type_id) = match c.consumer_type_id {
-        Some(t) => (
-            "UPDATE consumers SET project_id = ?, user_id = ?, consumer_type_id = ?, updated_at = ? WHERE id = ? AND generation = ?",
-            Some(t),
-        ),
-        None => (
-            "UPDATE consumers SET project_id = ?, user_id = ?, consumer_type_id = NULL, updated_at = ? WHERE id = ? AND generation = ?",
-            None,
-        ),
-    };
-    let mut params: Vec<Value> = vec![c.project_id.into(), c.user_id.into()];
-    params.extend(type_id.map(Value::from));
-    params.extend([now().into(), c.id.into(), c.generation.into()]);
-    tx.execute(sql, &params).await?;
+    tx.execute(
+        "UPDATE consumers SET project_id = ?, user_id = ?, consumer_type_id = ?, updated_at = ? WHERE id = ? AND generation = ?",
+        &[c.project_id.into(), c.user_id.into(), c.consumer_type_id.into(), now().into(), c.id.into(), c.generation.into()],
+    )
+    .await?;
     Ok(())
 }
 

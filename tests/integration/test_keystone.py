@@ -1,0 +1,324 @@
+"""keelson against a real Keystone: PyPI's `keystone` (installed on first
+use into its own virtualenv by tests/lib/keystone_venv.sh), on SQLite with
+fernet tokens, served by cheroot (tests/lib/keystone_serve.py). keelson
+all-in-one runs with `[api] auth_strategy = keystone` and validates every
+token there, as keystonemiddleware's auth_token does for upstream Placement.
+
+The module skips only when the keystone package cannot be installed on this
+machine at all; anything that goes wrong after that fails."""
+import datetime
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import AllInOne, ROOT, Proc, create_database, free_port, http, wait_http, write_conf
+
+KEYSTONE_VENV = os.environ.get('KEELSON_KEYSTONE_VENV', os.path.join(
+    os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')), 'keelson-keystone-venv'))
+ADMIN_PASSWORD = 'keystone-admin-secret'
+PASSWORD = 'user-secret'
+# The 401 keystonemiddleware's auth_token answers for a missing or bad token.
+KSM_401 = {'error': {'code': 401, 'title': 'Unauthorized',
+                     'message': 'The request you have made requires authentication.'}}
+CACHE_TIME = 2
+
+
+class Keystone:
+    """One Keystone on a free loopback port, with the users the tests use."""
+
+    def __init__(self, procs):
+        self.dir = tempfile.mkdtemp(prefix='kt-keystone-')
+        self.port = free_port()
+        self.url = 'http://127.0.0.1:%d' % self.port
+        conf = write_conf(os.path.join(self.dir, 'keystone.conf'), {
+            'DEFAULT': {'use_stderr': 'true'},
+            'database': {'connection': 'sqlite:///%s/keystone.db' % self.dir},
+            'token': {'provider': 'fernet'},
+            'fernet_tokens': {'key_repository': os.path.join(self.dir, 'fernet-keys')},
+            'fernet_receipts': {'key_repository': os.path.join(self.dir, 'fernet-keys')},
+            'credential': {'key_repository': os.path.join(self.dir, 'credential-keys')},
+            # bcrypt's cheapest cost: the tests create users, not secrets.
+            'identity': {'password_hash_rounds': '4'},
+            # No validation cache in Keystone: a revoked token is refused at
+            # once there, so what the tests see is keelson's cache.
+            'cache': {'enabled': 'false'},
+        })
+        self.proc = Proc([os.path.join(KEYSTONE_VENV, 'bin', 'python'), os.path.join(ROOT, 'tests', 'lib', 'keystone_serve.py'),
+                          conf, str(self.port), ADMIN_PASSWORD], cwd=self.dir)
+        procs.append(self.proc)
+        # db_sync, key setup, bootstrap and the application's start.
+        wait_http(self.url + '/v3', timeout=240, proc=self.proc)
+        self.admin_token = self.token('admin', ADMIN_PASSWORD, project='admin')
+        self.roles = {r['name']: r['id'] for r in self.call('GET', '/v3/roles')['roles']}
+        for name in ('service', 'member', 'reader', 'admin'):
+            assert name in self.roles, 'keystone-manage bootstrap creates the %s role' % name
+        self.projects = {'admin': self.lookup('projects', 'admin')}
+        for name in ('service', 'demo', 'other'):
+            self.projects[name] = self.call('POST', '/v3/projects', {'project': {'name': name, 'domain_id': 'default'}})['project']['id']
+        self.users = {'admin': self.lookup('users', 'admin')}
+        # The placement service user: the service role in the service
+        # project, as a deployment gives it (Keystone lets that role
+        # validate tokens).
+        self.add_user('placement', project='service', roles=['service'])
+        self.add_user('member', project='demo', roles=['member'])
+        self.add_user('reader', project='demo', roles=['reader'])
+        self.call('PUT', '/v3/system/users/%s/roles/%s' % (self.users['reader'], self.roles['reader']))
+        self.call('PUT', '/v3/domains/default/users/%s/roles/%s' % (self.users['admin'], self.roles['admin']))
+
+    def request(self, method, path, body=None, token=None, headers=None):
+        h = {'accept': 'application/json'}
+        if token:
+            h['x-auth-token'] = token
+        h.update(headers or {})
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            h['content-type'] = 'application/json'
+        req = urllib.request.Request(self.url + path, data=data, headers=h, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                raw = r.read()
+                return r.status, r.headers, (json.loads(raw) if raw else None)
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read().decode()
+
+    def call(self, method, path, body=None):
+        """An admin call that must succeed."""
+        status, _, answer = self.request(method, path, body, token=self.admin_token)
+        assert status < 300, (method, path, status, answer)
+        return answer
+
+    def lookup(self, kind, name):
+        return self.call('GET', '/v3/%s?name=%s' % (kind, name))[kind][0]['id']
+
+    def add_user(self, name, project, roles):
+        self.users[name] = self.call('POST', '/v3/users', {'user': {
+            'name': name, 'password': PASSWORD, 'domain_id': 'default', 'default_project_id': self.projects[project]}})['user']['id']
+        for role in roles:
+            self.call('PUT', '/v3/projects/%s/users/%s/roles/%s' % (self.projects[project], self.users[name], self.roles[role]))
+
+    def token(self, user, password=PASSWORD, project=None, system=False, domain=None, body=False):
+        auth = {'identity': {'methods': ['password'], 'password': {'user': {
+            'name': user, 'domain': {'id': 'default'}, 'password': password}}}}
+        if project:
+            auth['scope'] = {'project': {'name': project, 'domain': {'id': 'default'}}}
+        elif system:
+            auth['scope'] = {'system': {'all': True}}
+        elif domain:
+            auth['scope'] = {'domain': {'id': domain}}
+        return self.issue(auth, body)
+
+    def issue(self, auth, body=False):
+        status, headers, answer = self.request('POST', '/v3/auth/tokens?nocatalog', {'auth': auth})
+        assert status == 201, answer
+        return (headers['X-Subject-Token'], answer['token']) if body else headers['X-Subject-Token']
+
+    def revoke(self, token):
+        status, _, answer = self.request('DELETE', '/v3/auth/tokens', token=self.admin_token, headers={'x-subject-token': token})
+        assert status == 204, answer
+
+
+@pytest.fixture(scope='module')
+def module_procs():
+    started = []
+    yield started
+    for p in reversed(started):
+        p.stop()
+
+
+@pytest.fixture(scope='module')
+def keystone(module_procs):
+    setup = subprocess.run([os.path.join(ROOT, 'tests', 'lib', 'keystone_venv.sh')], capture_output=True, text=True,
+                           env=dict(os.environ, KEELSON_KEYSTONE_VENV=KEYSTONE_VENV))
+    if setup.returncode != 0:
+        pytest.skip('PyPI keystone cannot be installed here:\n' + setup.stderr[-2000:])
+    return Keystone(module_procs)
+
+
+def placement(procs, keystone, **authtoken):
+    """keelson all-in-one validating tokens against `keystone`."""
+    opts = {'auth_url': keystone.url, 'www_authenticate_uri': keystone.url + '/v3',
+            'auth_type': 'password', 'username': 'placement', 'password': PASSWORD,
+            'project_name': 'service', 'user_domain_name': 'Default', 'project_domain_name': 'Default'}
+    opts.update({k: str(v) for k, v in authtoken.items()})
+    db = create_database('sqlite', 'keystone')
+    return AllInOne(procs, db, extra={'api': {'auth_strategy': 'keystone'}, 'keystone_authtoken': opts},
+                    env={'RUST_LOG': 'info,keelson::auth=debug'})
+
+
+@pytest.fixture(scope='module')
+def lenient(module_procs, keystone):
+    """A short token cache; a service token without the service role is
+    let through (service_token_roles_required = false)."""
+    return placement(module_procs, keystone, token_cache_time=CACHE_TIME, service_token_roles_required='false')
+
+
+@pytest.fixture(scope='module')
+def strict(module_procs, keystone):
+    """keystonemiddleware's defaults: a 300 s cache, service tokens must hold
+    a service role; auth_url written with its /v3, as many deployments do."""
+    return placement(module_procs, keystone, auth_url=keystone.url + '/v3')
+
+
+def get(aio, path, token, **kw):
+    return call('GET', aio, path, token, **kw)
+
+
+def call(method, aio, path, token, **kw):
+    """conftest.http with header names in lower case."""
+    status, headers, body = http(method, aio.url + path, token=token, **kw)
+    return status, {k.lower(): v for k, v in headers.items()}, body
+
+
+def assert_401(aio, keystone, answer):
+    status, headers, body = answer
+    assert status == 401, answer
+    assert headers['www-authenticate'] == 'Keystone uri="%s/v3"' % keystone.url
+    assert headers['content-type'] == 'application/json'
+    assert body == KSM_401
+
+
+def test_root_needs_no_token(lenient, keystone):
+    assert get(lenient, '/', None)[0] == 200
+    # Nor is a token there looked at.
+    assert get(lenient, '/', 'not-a-token')[0] == 200
+
+
+def test_valid_token_accepted(lenient, strict, keystone):
+    token = keystone.token('admin', ADMIN_PASSWORD, project='admin')
+    for aio in (lenient, strict):
+        status, _, body = get(aio, '/resource_providers', token)
+        assert status == 200, body
+        assert body == {'resource_providers': []}
+
+
+def test_missing_and_garbage_tokens_are_401(lenient, strict, keystone):
+    for aio in (lenient, strict):
+        assert_401(aio, keystone, get(aio, '/resource_providers', None))
+        assert_401(aio, keystone, get(aio, '/resource_providers', 'garbage'))
+        assert_401(aio, keystone, get(aio, '/traits', 'gAAAAAB' + 'x' * 180))
+
+
+def test_revoked_token_honours_the_cache(lenient, keystone):
+    token = keystone.token('admin', ADMIN_PASSWORD, project='admin')
+    start = time.monotonic()
+    assert get(lenient, '/resource_providers', token)[0] == 200  # now cached
+    keystone.revoke(token)
+    status, headers, body = keystone.request('GET', '/v3/auth/tokens', token=keystone.admin_token,
+                                             headers={'x-subject-token': token})
+    assert status == 404, 'keystone itself refuses the revoked token'
+    still = get(lenient, '/resource_providers', token)
+    if time.monotonic() - start < CACHE_TIME - 0.2:
+        assert still[0] == 200, 'within token_cache_time the cached validation stands'
+    # Refused once the cache entry is gone: not later than the cache time.
+    deadline = start + CACHE_TIME + 3
+    while True:
+        answer = get(lenient, '/resource_providers', token)
+        if answer[0] != 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert_401(lenient, keystone, answer)
+    assert time.monotonic() - start >= CACHE_TIME - 0.1
+
+
+def test_expired_token_is_refused_despite_the_cache(strict, keystone):
+    """An application credential caps its tokens' life at its own expiry:
+    a token that expires in a few seconds. keelson's 300 s cache never
+    outlives it."""
+    expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=4)
+    cred = keystone.call('POST', '/v3/users/%s/application_credentials' % keystone.users['admin'], {
+        'application_credential': {'name': 'short', 'expires_at': expires.strftime('%Y-%m-%dT%H:%M:%S.%f')}})
+    cred = cred['application_credential']
+    token, body = keystone.issue({'identity': {'methods': ['application_credential'], 'application_credential': {
+        'id': cred['id'], 'secret': cred['secret']}}}, body=True)
+    assert body['expires_at'].startswith(expires.strftime('%Y-%m-%dT%H:%M:%S'))
+    assert get(strict, '/resource_providers', token)[0] == 200
+    deadline = time.monotonic() + 10
+    while True:
+        answer = get(strict, '/resource_providers', token)
+        if answer[0] != 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert_401(strict, keystone, answer)
+    assert datetime.datetime.now(datetime.timezone.utc) >= expires - datetime.timedelta(seconds=1)
+    # With a valid service token holding the service role, an expired user
+    # token is still accepted (keystonemiddleware's allow_expired, for long
+    # operations that started with a then valid token).
+    service = keystone.token('placement', project='service')
+    status, _, body = get(strict, '/resource_providers', token, headers={'x-service-token': service})
+    assert status == 200, body
+    # Not with a service token lacking the role.
+    member = keystone.token('member', project='demo')
+    assert_401(strict, keystone, get(strict, '/resource_providers', token, headers={'x-service-token': member}))
+
+
+def test_roles_and_scope_map_into_policy(lenient, keystone):
+    member = keystone.token('member', project='demo')
+    status, _, body = get(lenient, '/resource_providers', member)
+    assert status == 403, body
+    assert 'placement:resource_providers:list' in json.dumps(body)
+    # Identity comes from the token alone: headers a client adds (as
+    # keystonemiddleware strips them) change nothing.
+    faked = {'x-roles': 'admin', 'x-project-id': keystone.projects['admin'], 'openstack-system-scope': 'all',
+             'x-service-roles': 'service', 'x-identity-status': 'Confirmed'}
+    assert get(lenient, '/resource_providers', member, headers=faked)[0] == 403
+
+    # A project reader reads its own project's usages (project_reader_api)
+    # and no other's.
+    reader = keystone.token('reader', project='demo')
+    status, _, body = get(lenient, '/usages?project_id=%s' % keystone.projects['demo'], reader)
+    assert status == 200, body
+    assert get(lenient, '/usages?project_id=%s' % keystone.projects['other'], reader)[0] == 403
+    assert get(lenient, '/resource_providers', reader)[0] == 403
+
+    # Placement's rules are project scoped and oslo.policy enforces scope:
+    # system and domain tokens are refused, even an admin's.
+    system_reader = keystone.token('reader', system=True)
+    status, _, body = get(lenient, '/resource_providers', system_reader)
+    assert status == 403, body
+    assert get(lenient, '/usages?project_id=%s' % keystone.projects['demo'], system_reader)[0] == 403
+    assert get(lenient, '/resource_providers', keystone.token('admin', ADMIN_PASSWORD, system=True))[0] == 403
+    assert get(lenient, '/resource_providers', keystone.token('admin', ADMIN_PASSWORD, domain='default'))[0] == 403
+
+    # The service role passes admin_or_service_api and service_api.
+    service = keystone.token('placement', project='service')
+    assert get(lenient, '/resource_providers', service)[0] == 200
+    status, _, body = http('POST', lenient.url + '/reshaper', body={}, token=service)
+    assert status == 400, body  # past policy, refused by the schema
+    status, _, body = http('POST', lenient.url + '/reshaper', body={}, token=member)
+    assert status == 403, body
+
+
+def test_service_token(lenient, strict, keystone):
+    admin = keystone.token('admin', ADMIN_PASSWORD, project='admin')
+    service = keystone.token('placement', project='service')
+    member_as_service = keystone.token('member', project='demo')
+    for aio in (lenient, strict):
+        status, _, body = get(aio, '/resource_providers', admin, headers={'x-service-token': service})
+        assert status == 200, body
+        # An invalid service token spoils the request.
+        assert_401(aio, keystone, get(aio, '/resource_providers', admin, headers={'x-service-token': 'garbage'}))
+        # The service token adds no rights to the user's.
+        member = keystone.token('member', project='demo')
+        assert get(aio, '/resource_providers', member, headers={'x-service-token': service})[0] == 403
+    # A valid service token without a service role: let through only when
+    # service_token_roles_required is false.
+    assert get(lenient, '/resource_providers', admin, headers={'x-service-token': member_as_service})[0] == 200
+    assert_401(strict, keystone, get(strict, '/resource_providers', admin, headers={'x-service-token': member_as_service}))
+
+
+def test_keystone_trouble_is_503(module_procs, keystone):
+    """As keystonemiddleware: when the service user cannot authenticate (or
+    Keystone cannot be reached), tokens cannot be checked: 503, not 401."""
+    aio = placement(module_procs, keystone, password='wrong')
+    status, headers, body = get(aio, '/resource_providers', keystone.admin_token)
+    assert status == 503, body
+    assert 'The Keystone service is temporarily unavailable.' in json.dumps(body)
+    # A request without a token needs no Keystone: still 401.
+    assert_401(aio, keystone, get(aio, '/resource_providers', None))
