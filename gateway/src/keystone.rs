@@ -399,12 +399,13 @@ impl TokenValidator {
         };
         // On a 401 our own token may have expired or been revoked: once more
         // with a fresh one.
+        let mut refused: Option<String> = None;
         for attempt in 0..2 {
-            let service = self.service_token(attempt > 0).await?;
+            let service = self.service_token(refused.as_deref()).await?;
             let req = Request::builder()
                 .method(Method::GET)
                 .uri(&uri)
-                .header("x-auth-token", service)
+                .header("x-auth-token", &service)
                 .header("x-subject-token", token)
                 // Access rules are understood (and enforced in
                 // check_access_rules); without this Keystone refuses such
@@ -422,7 +423,10 @@ impl TokenValidator {
                     });
                 }
                 StatusCode::NOT_FOUND => return Err(AuthError::InvalidToken("unknown, expired or revoked".into())),
-                StatusCode::UNAUTHORIZED if attempt == 0 => continue,
+                StatusCode::UNAUTHORIZED if attempt == 0 => {
+                    tracing::info!(target: "keelson::auth", "Keystone refused the service user's token; authenticating again");
+                    refused = Some(service);
+                }
                 other => {
                     let text = String::from_utf8_lossy(&body);
                     tracing::warn!(target: "keelson::auth", "token validation answered {other}: {text}");
@@ -434,11 +438,12 @@ impl TokenValidator {
     }
 
     /// The service user's token, authenticating again when it is near its
-    /// expiry or `refresh` asks.
-    async fn service_token(&self, refresh: bool) -> Result<String, AuthError> {
+    /// expiry or Keystone refused it (`refused`; requests that raced on the
+    /// same refusal reuse the one new token).
+    async fn service_token(&self, refused: Option<&str>) -> Result<String, AuthError> {
         let mut slot = self.service_token.lock().await;
-        if let (false, Some((token, renew_at))) = (refresh, slot.as_ref()) {
-            if *renew_at > Instant::now() {
+        if let Some((token, renew_at)) = slot.as_ref() {
+            if *renew_at > Instant::now() && refused != Some(token.as_str()) {
                 return Ok(token.clone());
             }
         }

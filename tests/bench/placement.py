@@ -43,7 +43,7 @@ end
 request = function()
   local rp = providers[math.random(1, #providers)]
   local body = '{"allocations": {"' .. rp .. '": {"resources": {"VCPU": 1, "MEMORY_MB": 64}}}, ' ..
-    '"project_id": "bench-project", "user_id": "bench-user", "consumer_generation": null}'
+    '"project_id": "bench-project", "user_id": "bench-user", "consumer_generation": null, "consumer_type": "INSTANCE"}'
   return wrk.format("PUT", "/allocations/" .. uuid(), nil, body)
 end
 '''

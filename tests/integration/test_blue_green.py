@@ -63,31 +63,33 @@ def test_python_and_keelson_share_one_database(backend, procs):
     consumer = new_uuid()
     status, _, body = http('PUT', ks + '/allocations/' + consumer, {
         'allocations': {root['uuid']: {'resources': {'VCPU': 4, 'MEMORY_MB': 1024}}},
-        'project_id': 'proj', 'user_id': 'user', 'consumer_generation': None})
+        'project_id': 'proj', 'user_id': 'user', 'consumer_generation': None, 'consumer_type': 'INSTANCE'})
     assert status == 204, body
     status, _, got = http('GET', py + '/allocations/' + consumer)
     assert got['allocations'][root['uuid']]['resources'] == {'VCPU': 4, 'MEMORY_MB': 1024}
     assert got['consumer_generation'] == 1 and got['project_id'] == 'proj'
-    status, _, got = http('GET', py + '/usages?project_id=proj')
+    status, _, got = http('GET', py + '/usages?project_id=proj', version='1.9')
     assert got['usages'] == {'VCPU': 4, 'MEMORY_MB': 1024}
 
     # Python moves the allocation with the consumer generation keelson set.
     status, _, body = http('PUT', py + '/allocations/' + consumer, {
         'allocations': {root['uuid']: {'resources': {'VCPU': 2}}},
-        'project_id': 'proj', 'user_id': 'user', 'consumer_generation': 1})
+        'project_id': 'proj', 'user_id': 'user', 'consumer_generation': 1, 'consumer_type': 'INSTANCE'})
     assert status == 204, body
     status, _, got = http('GET', ks + '/resource_providers/%s/usages' % root['uuid'])
     assert got['usages'] == {'VCPU': 2, 'MEMORY_MB': 0}
     # A stale generation is refused by keelson with Placement's code.
     status, _, body = http('PUT', ks + '/allocations/' + consumer, {
         'allocations': {root['uuid']: {'resources': {'VCPU': 1}}},
-        'project_id': 'proj', 'user_id': 'user', 'consumer_generation': 1})
+        'project_id': 'proj', 'user_id': 'user', 'consumer_generation': 1, 'consumer_type': 'INSTANCE'})
     assert status == 409 and body['errors'][0]['code'] == 'placement.concurrent_update'
     # keelson creates a custom class; Python uses it.
     assert http('PUT', ks + '/resource_classes/CUSTOM_GREEN', version='1.7')[0] == 201
-    status, _, body = http('PUT', py + '/resource_providers/%s/inventories/CUSTOM_GREEN' % child['uuid'], {
-        'resource_provider_generation': 0, 'total': 5})
-    assert status == 200, body
+    status, _, body = http('POST', py + '/resource_providers/%s/inventories' % child['uuid'], {
+        'resource_provider_generation': 0, 'resource_class': 'CUSTOM_GREEN', 'total': 5})
+    assert status == 201, body
+    status, _, got = http('GET', ks + '/resource_providers/%s/inventories/CUSTOM_GREEN' % child['uuid'])
+    assert status == 200 and got['total'] == 5
     # Deleting through Python, keelson no longer finds it.
     assert http('DELETE', py + '/allocations/' + consumer)[0] == 204
     status, _, got = http('GET', ks + '/allocations/' + consumer)

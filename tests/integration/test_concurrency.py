@@ -59,7 +59,7 @@ def test_concurrent_allocation_writers(backend, procs):
             amount = rnd.randint(1, 8)
             status, _, body = http('PUT', base + '/allocations/' + consumer, {
                 'allocations': {rp: {'resources': {'VCPU': amount}}},
-                'project_id': 'p%d' % (n % 3), 'user_id': 'u%d' % n, 'consumer_generation': None})
+                'project_id': 'p%d' % (n % 3), 'user_id': 'u%d' % n, 'consumer_generation': None, 'consumer_type': 'INSTANCE'})
             if status == 204:
                 mine.append(consumer)
                 with lock:

@@ -41,11 +41,13 @@ def test_openstack_cli_drives_keelson(procs):
     assert [a['uuid'] for a in aggs] == [agg]
     consumer = new_uuid()
     osc(url, 'resource', 'provider', 'allocation', 'set', consumer, '--allocation', 'rp=%s,VCPU=2,MEMORY_MB=512' % uuid,
-        '--project-id', 'proj', '--user-id', 'user', '-f', 'json')
+        '--project-id', 'proj', '--user-id', 'user', '--consumer-type', 'INSTANCE', '-f', 'json')
     usage = osc(url, 'resource', 'provider', 'usage', 'show', uuid, '-f', 'json')
     assert {u['resource_class']: u['usage'] for u in usage} == {'VCPU': 2, 'MEMORY_MB': 512}
     total = osc(url, 'resource', 'usage', 'show', 'proj', '-f', 'json')
-    assert {u['resource_class']: u['usage'] for u in total} == {'VCPU': 2, 'MEMORY_MB': 512}
+    # From 1.38 usages are grouped by consumer type.
+    assert {u['resource_class']: u['usage'] for u in total} == {
+        'INSTANCE': {'VCPU': 2, 'MEMORY_MB': 512, 'consumer_count': 1}}
     osc(url, 'resource', 'provider', 'allocation', 'delete', consumer)
     osc(url, 'resource', 'provider', 'delete', uuid)
     listed = osc(url, 'resource', 'provider', 'list', '-f', 'json')

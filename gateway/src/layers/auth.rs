@@ -26,16 +26,40 @@ fn is_root(path: &str) -> bool {
     path.is_empty() || path == "/"
 }
 
-/// The 401 webob answers when noauth2 finds no token.
-fn noauth_unauthorized() -> Response {
-    let body = serde_json::json!({
-        "message": "This server could not verify that you are authorized to access the document you requested. Either you supplied the wrong credentials (e.g., bad password), or your browser does not understand how to supply the credentials required.<br /><br />\n\n\n",
-        "code": "401 Unauthorized",
-        "title": "Unauthorized",
-    });
-    let mut resp = (StatusCode::UNAUTHORIZED, body.to_string()).into_response();
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+/// A webob `HTTPException` page, written as webob writes it for the
+/// request's `Accept` (Placement's request log, outside authentication,
+/// has already made a missing or `*/*` header JSON).
+fn webob_page(status: StatusCode, explanation: &str, detail: &str, accept: Option<&str>) -> Response {
+    let title = status.canonical_reason().unwrap_or("");
+    let status_line = format!("{} {title}", status.as_u16());
+    let (content_type, body) = match error_format(accept) {
+        ErrorFormat::Json => (
+            "application/json",
+            serde_json::json!({"message": format!("{explanation}<br /><br />\n{detail}\n\n"), "code": status_line, "title": title})
+                .to_string(),
+        ),
+        ErrorFormat::Html => (
+            "text/html; charset=UTF-8",
+            format!(
+                "<html>\n <head>\n  <title>{status_line}</title>\n </head>\n <body>\n  <h1>{status_line}</h1>\n  {explanation}<br /><br />\n{detail}\n\n\n </body>\n</html>"
+            ),
+        ),
+        ErrorFormat::Plain => ("text/plain; charset=UTF-8", format!("{status_line}\n\n{explanation}\n\n {detail}  ")),
+    };
+    let mut resp = (status, body).into_response();
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+fn accept(req: &Request) -> Option<&str> {
+    req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok())
+}
+
+/// webob's bare `HTTPUnauthorized()`: what noauth2 answers without a token,
+/// and Placement's context without a user.
+fn webob_unauthorized(accept: Option<&str>) -> Response {
+    const EXPLANATION: &str = "This server could not verify that you are authorized to access the document you requested. Either you supplied the wrong credentials (e.g., bad password), or your browser does not understand how to supply the credentials required.";
+    webob_page(StatusCode::UNAUTHORIZED, EXPLANATION, "", accept)
 }
 
 /// The 401 keystonemiddleware answers for a missing or invalid token
@@ -55,36 +79,14 @@ fn add_www_authenticate(resp: &mut Response, www_authenticate: &str) {
 }
 
 /// The 503 keystonemiddleware raises when Keystone cannot be asked:
-/// webob's `HTTPServiceUnavailable` page. auth_token sits outside
-/// Placement's request log, so webob sees the client's own `Accept`: none
-/// at all gives plain text, `*/*` HTML.
+/// `HTTPServiceUnavailable('The Keystone service is temporarily unavailable.')`.
 fn keystone_unavailable(accept: Option<&str>) -> Response {
-    const EXPLANATION: &str = "The server is currently unavailable. Please try again at a later time.";
-    const DETAIL: &str = "The Keystone service is temporarily unavailable.";
-    const STATUS: &str = "503 Service Unavailable";
-    let accept = accept.map(str::trim).unwrap_or("");
-    let format = match accept {
-        "" => ErrorFormat::Plain,
-        "*/*" => ErrorFormat::Html,
-        other => error_format(Some(other)),
-    };
-    let (content_type, body) = match format {
-        ErrorFormat::Json => (
-            "application/json",
-            serde_json::json!({"message": format!("{EXPLANATION}<br /><br />\n{DETAIL}\n\n"), "code": STATUS, "title": "Service Unavailable"})
-                .to_string(),
-        ),
-        ErrorFormat::Html => (
-            "text/html; charset=UTF-8",
-            format!(
-                "<html>\n <head>\n  <title>{STATUS}</title>\n </head>\n <body>\n  <h1>{STATUS}</h1>\n  {EXPLANATION}<br /><br />\n{DETAIL}\n\n\n </body>\n</html>"
-            ),
-        ),
-        ErrorFormat::Plain => ("text/plain; charset=UTF-8", format!("{STATUS}\n\n{EXPLANATION}\n\n {DETAIL}  ")),
-    };
-    let mut resp = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp
+    webob_page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The server is currently unavailable. Please try again at a later time.",
+        "The Keystone service is temporarily unavailable.",
+        accept,
+    )
 }
 
 pub async fn layer(State(auth): State<Authenticator>, mut req: Request, next: Next) -> Response {
@@ -96,7 +98,7 @@ pub async fn layer(State(auth): State<Authenticator>, mut req: Request, next: Ne
             Some(identity) => {
                 req.extensions_mut().insert(identity);
             }
-            None => return noauth_unauthorized(),
+            None => return webob_unauthorized(accept(&req)),
         },
         Authenticator::Keystone(validator) => {
             match validator.identify(req.method(), req.uri().path(), req.headers()).await {
@@ -108,8 +110,7 @@ pub async fn layer(State(auth): State<Authenticator>, mut req: Request, next: Ne
                 Ok(None) => {}
                 Err(e) if e.is_unavailable() => {
                     tracing::warn!(target: "keelson::auth", "cannot validate tokens: {e}");
-                    let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
-                    return keystone_unavailable(accept);
+                    return keystone_unavailable(accept(&req));
                 }
                 Err(e) => {
                     tracing::info!(target: "keelson::auth", "{e}");
@@ -133,7 +134,7 @@ pub async fn layer(State(auth): State<Authenticator>, mut req: Request, next: Ne
 pub async fn require_user(req: Request, next: Next) -> Response {
     let has_user = req.extensions().get::<Identity>().is_some_and(|i| i.user_id.is_some());
     if !has_user && !is_root(req.uri().path()) {
-        return noauth_unauthorized();
+        return webob_unauthorized(accept(&req));
     }
     next.run(req).await
 }
@@ -149,21 +150,37 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unavailable_pages_are_webobs() {
+    async fn webob_pages() {
         // As webob 1.8 renders HTTPServiceUnavailable('The Keystone service
-        // is temporarily unavailable.') for each Accept.
+        // is temporarily unavailable.') and HTTPUnauthorized() per Accept.
         let (ct, text) = body(keystone_unavailable(Some("application/json"))).await;
         assert_eq!(ct, "application/json");
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&text).unwrap(),
             serde_json::json!({"message": "The server is currently unavailable. Please try again at a later time.<br /><br />\nThe Keystone service is temporarily unavailable.\n\n", "code": "503 Service Unavailable", "title": "Service Unavailable"})
         );
-        let (ct, text) = body(keystone_unavailable(None)).await;
+        // Placement's request log turned these into JSON.
+        for accept in [None, Some("*/*")] {
+            assert_eq!(body(keystone_unavailable(accept)).await, (ct.clone(), text.clone()));
+        }
+        let (ct, text) = body(keystone_unavailable(Some("text/plain"))).await;
         assert_eq!(ct, "text/plain; charset=UTF-8");
         assert_eq!(text, "503 Service Unavailable\n\nThe server is currently unavailable. Please try again at a later time.\n\n The Keystone service is temporarily unavailable.  ");
-        let (ct, text) = body(keystone_unavailable(Some("*/*"))).await;
+        let (ct, text) = body(keystone_unavailable(Some("text/html"))).await;
         assert_eq!(ct, "text/html; charset=UTF-8");
         assert_eq!(text, "<html>\n <head>\n  <title>503 Service Unavailable</title>\n </head>\n <body>\n  <h1>503 Service Unavailable</h1>\n  The server is currently unavailable. Please try again at a later time.<br /><br />\nThe Keystone service is temporarily unavailable.\n\n\n </body>\n</html>");
+
+        let explanation = "This server could not verify that you are authorized to access the document you requested. Either you supplied the wrong credentials (e.g., bad password), or your browser does not understand how to supply the credentials required.";
+        let (ct, text) = body(webob_unauthorized(None)).await;
+        assert_eq!(ct, "application/json");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            serde_json::json!({"message": format!("{explanation}<br /><br />\n\n\n"), "code": "401 Unauthorized", "title": "Unauthorized"})
+        );
+        let (_, text) = body(webob_unauthorized(Some("text/plain"))).await;
+        assert_eq!(text, format!("401 Unauthorized\n\n{explanation}\n\n   "));
+        let (_, text) = body(webob_unauthorized(Some("text/html"))).await;
+        assert!(text.ends_with(&format!("<h1>401 Unauthorized</h1>\n  {explanation}<br /><br />\n\n\n\n </body>\n</html>")));
     }
 
     #[tokio::test]
