@@ -69,8 +69,13 @@ pub async fn inventory(config: Config) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
-    let sync = config.get_bool("placement_database", "sync_on_startup");
-    let db = open_database(&config, sync).await?;
+    // Read-only: the schema must be current (the inventory service or
+    // `db sync` maintains it); the candidates service never writes.
+    let url = settings::database_url(&config)?;
+    let db = Db::connect(&url, &settings::pool_settings(&config))
+        .await
+        .with_context(|| format!("connecting to {}", url.display))?;
+    keelson_common::db::schema::check_current(&db).await?;
     let listener = bind(settings::listen(&config, "candidates_listen", false)?, "candidates").await?;
     tracing::info!(target: "keelson", "candidates gRPC on {}", listener.local_addr()?);
     let store = keelson_candidates::Store::new(db, keelson_candidates::settings_from_config(&config));
