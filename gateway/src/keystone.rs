@@ -15,6 +15,7 @@
 //! is 503 (both deferred to the application under `delay_auth_decision`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -240,12 +241,20 @@ pub struct TokenValidator {
     cache: Mutex<HashMap<String, Cached>>,
     /// The service user's own token and when to renew it.
     service_token: tokio::sync::Mutex<Option<(String, Instant)>>,
+    /// The role-less service token warning is logged once, not per request.
+    lax_service_warned: AtomicBool,
 }
 
 impl TokenValidator {
     pub fn new(settings: KeystoneSettings) -> Self {
         let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
-        TokenValidator { settings, client, cache: Mutex::new(HashMap::new()), service_token: tokio::sync::Mutex::new(None) }
+        TokenValidator {
+            settings,
+            client,
+            cache: Mutex::new(HashMap::new()),
+            service_token: tokio::sync::Mutex::new(None),
+            lax_service_warned: AtomicBool::new(false),
+        }
     }
 
     /// The `WWW-Authenticate` value of a 401.
@@ -272,13 +281,11 @@ impl TokenValidator {
         if let Some(token) = &service_header {
             match self.fetch(token, false).await.and_then(|info| self.unexpired(info, false)) {
                 Ok(info) => {
-                    let role_ok = info
-                        .roles
-                        .iter()
-                        .any(|r| self.settings.service_token_roles.iter().any(|w| w.eq_ignore_ascii_case(r)));
+                    // Exact names, as keystonemiddleware's set intersection.
+                    let role_ok = info.roles.iter().any(|r| self.settings.service_token_roles.contains(r));
                     allow_expired = role_ok;
                     if role_ok || !self.settings.service_token_roles_required {
-                        if !role_ok {
+                        if !role_ok && !self.lax_service_warned.swap(true, Ordering::Relaxed) {
                             tracing::warn!(target: "keelson::auth",
                                 "a valid token was sent as a service token without a service role; accepted as service_token_roles_required is false");
                         }
@@ -732,5 +739,119 @@ mod tests {
         assert!(!s.delay_auth_decision);
         assert!(matches!(settings("auth_url = https://k:5000"), Err(AuthError::Config(_))));
         assert!(matches!(settings("username = x"), Err(AuthError::Config(_))));
+    }
+
+    /// A stand-in Keystone: the service user's token is "svc"; subject
+    /// tokens "user", "service" (with the service role), "old" (expired:
+    /// only with allow_expired=1); anything else is unknown. Counts the
+    /// validations it answers.
+    async fn fake_keystone() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use axum::routing::get;
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        let token = |roles: &[&str], expires: &str| {
+            let roles: Vec<Value> = roles.iter().map(|r| serde_json::json!({"id": r, "name": r})).collect();
+            serde_json::json!({"token": {"user": {"id": "u", "domain": {"id": "default"}},
+                "project": {"id": "p", "domain": {"id": "default"}}, "roles": roles, "expires_at": expires}})
+            .to_string()
+        };
+        let issue = move || async move {
+            let body = token(&["service"], "2999-01-01T00:00:00.000000Z");
+            (StatusCode::CREATED, [("x-subject-token", "svc")], body)
+        };
+        let validate = move |uri: http::Uri, headers: HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+                if h("x-auth-token") != "svc" {
+                    return (StatusCode::UNAUTHORIZED, String::new());
+                }
+                let allow_expired = uri.query().unwrap_or("").contains("allow_expired=1");
+                match h("x-subject-token").as_str() {
+                    "user" => (StatusCode::OK, token(&["member", "reader"], "2999-01-01T00:00:00Z")),
+                    "service" => (StatusCode::OK, token(&["service"], "2999-01-01T00:00:00Z")),
+                    "old" if allow_expired => (StatusCode::OK, token(&["admin"], "2000-01-01T00:00:00Z")),
+                    _ => (StatusCode::NOT_FOUND, String::new()),
+                }
+            }
+        };
+        let app = axum::Router::new().route("/v3/auth/tokens", get(validate).post(issue));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, count)
+    }
+
+    fn validator(url: &str, extra: &str) -> TokenValidator {
+        TokenValidator::new(settings(&format!("auth_url = {url}\nusername = placement\n{extra}")).unwrap())
+    }
+
+    fn request(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    async fn who(v: &TokenValidator, pairs: &[(&'static str, &'static str)]) -> Result<Option<Identity>, AuthError> {
+        v.identify(&Method::GET, "/resource_providers", &request(pairs)).await
+    }
+
+    #[tokio::test]
+    async fn validation_decisions() {
+        let (url, count) = fake_keystone().await;
+        let v = validator(&url, "");
+        let id = who(&v, &[("x-auth-token", " user ")]).await.unwrap().unwrap();
+        assert_eq!(id.roles, vec!["member", "reader"]);
+        assert_eq!(id.project_id.as_deref(), Some("p"));
+        // Cached: Keystone is asked once.
+        who(&v, &[("x-auth-token", "user")]).await.unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        assert!(matches!(who(&v, &[]).await, Err(AuthError::NoToken)));
+        assert!(matches!(who(&v, &[("x-auth-token", "nope")]).await, Err(AuthError::InvalidToken(_))));
+        // An expired token passes only beside a service token with the
+        // service role, which also fills the service fields.
+        assert!(matches!(who(&v, &[("x-auth-token", "old")]).await, Err(AuthError::InvalidToken(_))));
+        let id = who(&v, &[("x-auth-token", "old"), ("x-service-token", "service")]).await.unwrap().unwrap();
+        assert_eq!(id.service_roles, vec!["service"]);
+        // (Both tokens are refused here, the role-less service token and
+        // the expired user token it cannot excuse.)
+        assert!(matches!(who(&v, &[("x-auth-token", "old"), ("x-service-token", "user")]).await, Err(AuthError::InvalidToken(_))));
+        assert!(matches!(
+            who(&v, &[("x-auth-token", "user"), ("x-service-token", "user")]).await,
+            Err(AuthError::InvalidServiceToken(_))
+        ));
+        assert!(matches!(
+            who(&v, &[("x-auth-token", "user"), ("x-service-token", "nope")]).await,
+            Err(AuthError::InvalidServiceToken(_))
+        ));
+        // service_token_roles_required = false: a role-less service token
+        // passes, but allows no expired user token.
+        let lax = validator(&url, "service_token_roles_required = false");
+        assert!(who(&lax, &[("x-auth-token", "user"), ("x-service-token", "user")]).await.unwrap().is_some());
+        assert!(who(&lax, &[("x-auth-token", "old"), ("x-service-token", "user")]).await.is_err());
+        // delay_auth_decision: no identity instead of a refusal.
+        let delayed = validator(&url, "delay_auth_decision = true");
+        assert!(who(&delayed, &[("x-auth-token", "nope")]).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn cache_off_and_keystone_down() {
+        let (url, count) = fake_keystone().await;
+        let v = validator(&url, "token_cache_time = -1");
+        for _ in 0..2 {
+            who(&v, &[("x-auth-token", "user")]).await.unwrap();
+        }
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        // Nothing listening: 503's error, after the connection retries.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let down = validator(&format!("http://127.0.0.1:{port}"), "http_request_max_retries = 0");
+        let e = who(&down, &[("x-auth-token", "user")]).await.unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+        // ... unless the application decides.
+        let down = validator(&format!("http://127.0.0.1:{port}"), "http_request_max_retries = 0\ndelay_auth_decision = true");
+        assert!(who(&down, &[("x-auth-token", "user")]).await.unwrap().is_none());
     }
 }

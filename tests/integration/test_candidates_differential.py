@@ -1,0 +1,761 @@
+"""Differential test of GET /allocation_candidates: keelson against the real
+Python Placement (openstack-placement 16.0.0), both serving ONE database.
+
+Randomly generated fleets (flat computes, nested NUMA trees with PFs and
+devices, sharing storage providers in aggregates with
+MISC_SHARES_VIA_AGGREGATE, traits, custom resource classes, existing
+allocations) are created through keelson's REST API; randomly generated
+requests (granular groups, group_policy, same_subtree with resourceless
+groups, root_required, member_of with in: and !, in_tree, forbidden and
+any-of traits, limit) at microversions 1.28, 1.36 and 1.39 go to both
+servers, and the answers are compared:
+
+* both answer the same status; a 400 carries the same error code and text;
+* allocation requests are equal as multisets (below 1.34 the reference can
+  return one allocation request twice, from group orders that differ only
+  in mappings), provider summaries are equal (traits as sets);
+* where `limit` truncates, the orders differ (the reference truncates a
+  hash-ordered list), so both must answer the same count and keelson's
+  candidates must be valid and drawn from the unlimited answer, with
+  summaries for exactly the trees they use;
+* the reference's known defect: when a resource class is requested by two or
+  more groups and group_policy is isolate or absent, its consolidation adds
+  amounts into objects shared between candidates, so its answer depends on
+  the hash seed and can hold inflated amounts.  For those shapes every
+  keelson candidate is checked for validity (amounts add up to the request,
+  capacity, max_unit, traits, aggregates, trees, isolate, same_subtree
+  respected) and the counts are compared to the reference's answer with its
+  amounts repaired (see `repaired`).  The reference runs with a
+  fixed PYTHONHASHSEED so that its answers replay.
+
+Environment:
+
+  KEELSON_DIFF_CASES     requests per backend (default 500; e.g. 10000)
+  KEELSON_DIFF_SEED      base seed S (default random); every case prints its
+                         id S-F-R (fleet F, request R); KEELSON_DIFF_SEED=S-F-R
+                         replays that one case, S-F one fleet's cases
+  KEELSON_DIFF_HASHSEED  the reference's PYTHONHASHSEED (default 0)
+
+Runs on SQLite, and on MariaDB too when KEELSON_BACKENDS names mysql.
+"""
+import collections
+import concurrent.futures
+import os
+import random
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+
+import pytest
+
+from conftest import (AllInOne, BACKENDS, Proc, SHARED, create_database, free_port, http, ref_placement_venv, wait_http,
+                      write_conf)
+
+DIFF_BACKENDS = ['sqlite'] + (['mysql'] if 'mysql' in BACKENDS else [])
+CASES = int(os.environ.get('KEELSON_DIFF_CASES', '500'))
+HASHSEED = os.environ.get('KEELSON_DIFF_HASHSEED', '0')
+VERSIONS = ('1.28', '1.36', '1.39')
+SHARING = 'MISC_SHARES_VIA_AGGREGATE'
+
+CUSTOM_CLASSES = ['CUSTOM_FPGA', 'CUSTOM_MAGIC']
+CUSTOM_TRAITS = ['CUSTOM_GOLD', 'CUSTOM_SILVER', 'CUSTOM_PHYSNET_A', 'CUSTOM_PHYSNET_B', 'CUSTOM_FAST']
+COMPUTE_TRAITS = ['HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE42', 'COMPUTE_VOLUME_MULTI_ATTACH', 'CUSTOM_GOLD', 'CUSTOM_SILVER']
+NUMA_TRAITS = ['HW_NUMA_ROOT', 'CUSTOM_FAST', 'HW_CPU_X86_AVX2']
+NIC_TRAITS = ['CUSTOM_PHYSNET_A', 'CUSTOM_PHYSNET_B', 'HW_NIC_SRIOV', 'HW_NIC_OFFLOAD_TSO']
+STORAGE_TRAITS = ['STORAGE_DISK_SSD', 'STORAGE_DISK_HDD']
+ALL_TRAITS = sorted(set(COMPUTE_TRAITS + NUMA_TRAITS + NIC_TRAITS + STORAGE_TRAITS + CUSTOM_TRAITS + [SHARING]))
+
+# (low, high) totals, and amounts requests ask for.
+TOTALS = {'VCPU': (4, 16), 'PCPU': (1, 6), 'MEMORY_MB': (2048, 16384), 'DISK_GB': (100, 2000), 'SRIOV_NET_VF': (1, 8),
+          'NET_BW_EGR_KILOBIT_PER_SEC': (2000, 20000), 'NET_BW_IGR_KILOBIT_PER_SEC': (2000, 20000),
+          'IPV4_ADDRESS': (1, 6), 'CUSTOM_FPGA': (1, 3), 'CUSTOM_MAGIC': (1, 6)}
+AMOUNTS = {'VCPU': [1, 1, 2, 4, 8], 'PCPU': [1, 2], 'MEMORY_MB': [256, 512, 1024, 2048, 4096],
+           'DISK_GB': [10, 20, 100, 400], 'SRIOV_NET_VF': [1, 1, 2], 'NET_BW_EGR_KILOBIT_PER_SEC': [1000, 2000, 5000],
+           'NET_BW_IGR_KILOBIT_PER_SEC': [1000, 4000], 'IPV4_ADDRESS': [1, 2], 'CUSTOM_FPGA': [1, 1, 2],
+           'CUSTOM_MAGIC': [1, 2, 3]}
+GROUP_SHAPES = [['VCPU', 'MEMORY_MB'], ['VCPU'], ['MEMORY_MB'], ['VCPU', 'MEMORY_MB', 'DISK_GB'], ['DISK_GB'],
+                ['SRIOV_NET_VF'], ['SRIOV_NET_VF', 'NET_BW_EGR_KILOBIT_PER_SEC'],
+                ['NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC'], ['IPV4_ADDRESS'], ['CUSTOM_FPGA'],
+                ['PCPU', 'MEMORY_MB'], ['CUSTOM_MAGIC'], ['VCPU', 'IPV4_ADDRESS'], ['DISK_GB', 'IPV4_ADDRESS']]
+SUFFIXES_1_33 = ['1', '2', '3', '_NET', 'COMPUTE', 'acc-1', 'x_Y', '42']
+
+
+def rng_uuid(rng):
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+# ---- the fleet model --------------------------------------------------------
+
+class Inventory:
+    def __init__(self, total, reserved=0, min_unit=1, max_unit=None, step_size=1, allocation_ratio=1.0):
+        self.total, self.reserved, self.min_unit = total, reserved, min_unit
+        self.max_unit = total if max_unit is None else max_unit
+        self.step_size, self.allocation_ratio = step_size, allocation_ratio
+
+    @property
+    def capacity(self):
+        return int((self.total - self.reserved) * self.allocation_ratio)
+
+    def body(self):
+        return {'total': self.total, 'reserved': self.reserved, 'min_unit': self.min_unit, 'max_unit': self.max_unit,
+                'step_size': self.step_size, 'allocation_ratio': self.allocation_ratio}
+
+
+class Provider:
+    def __init__(self, name, uid, parent=None):
+        self.name, self.uuid, self.parent = name, uid, parent
+        self.root = parent.root if parent else self
+        self.inventories = {}
+        self.traits = set()
+        self.aggregates = set()
+        self.used = collections.Counter()
+
+    def ancestors(self):
+        p, out = self, []
+        while p is not None:
+            out.append(p)
+            p = p.parent
+        return out
+
+
+class Fleet:
+    def __init__(self, tag):
+        self.tag = tag
+        self.providers = []
+        self.by_uuid = {}
+        self.aggregates = []
+        self.consumers = {}
+
+    def add(self, rng, name, parent=None):
+        p = Provider('%s-%s' % (self.tag, name), rng_uuid(rng), parent)
+        self.providers.append(p)
+        self.by_uuid[p.uuid] = p
+        return p
+
+    def classes(self):
+        return sorted({rc for p in self.providers for rc in p.inventories})
+
+    def sharing_anchor_roots(self, p):
+        """The roots of every tree sharing an aggregate with sharing provider p."""
+        return {q.root.uuid for q in self.providers if q.aggregates & p.aggregates} | {p.root.uuid}
+
+
+def random_inventory(rng, rc):
+    lo, hi = TOTALS[rc]
+    total = rng.randint(lo, hi)
+    inv = Inventory(total)
+    if total > 2 and rng.random() < 0.2:
+        inv.reserved = rng.randint(1, max(1, total // 4))
+    if rc in ('VCPU', 'MEMORY_MB', 'DISK_GB') and rng.random() < 0.4:
+        inv.allocation_ratio = rng.choice([1.5, 2.0, 4.0, 16.0])
+    if rng.random() < 0.2:
+        inv.max_unit = rng.randint(max(1, total // 3), total)
+    if rng.random() < 0.1 and inv.max_unit >= 2:
+        inv.min_unit = 2
+    if rng.random() < 0.1:
+        inv.step_size = 2
+    return inv
+
+
+def generate_fleet(rng, tag):
+    """A random fleet (model only); `create_fleet` writes it."""
+    f = Fleet(tag)
+    f.aggregates = [rng_uuid(rng) for _ in range(3)]
+
+    def some(pool, p=0.35, k=2):
+        return set(rng.sample(pool, rng.randint(1, k))) if rng.random() < p else set()
+
+    n_flat = rng.randint(0, 3)
+    n_trees = rng.randint(0 if n_flat else 1, 3)
+    n_sharing = rng.choice([0, 1, 1, 2, 2])
+    for i in range(n_flat):
+        cn = f.add(rng, 'cn%d' % i)
+        for rc in ['VCPU', 'MEMORY_MB'] + [rc for rc, p in (('DISK_GB', 0.5), ('CUSTOM_MAGIC', 0.25), ('IPV4_ADDRESS', 0.1))
+                                           if rng.random() < p]:
+            cn.inventories[rc] = random_inventory(rng, rc)
+        cn.traits = some(COMPUTE_TRAITS, 0.6, 3)
+        cn.aggregates = some(f.aggregates, 0.6)
+    for i in range(n_trees):
+        root = f.add(rng, 'nt%d' % i)
+        if rng.random() < 0.5:
+            root.inventories['DISK_GB'] = random_inventory(rng, 'DISK_GB')
+        if rng.random() < 0.15:
+            root.inventories['VCPU'] = random_inventory(rng, 'VCPU')
+        root.traits = some(COMPUTE_TRAITS, 0.6, 3)
+        root.aggregates = some(f.aggregates, 0.6)
+        for n in range(rng.randint(1, 2)):
+            numa = f.add(rng, 'nt%d-numa%d' % (i, n), root)
+            for rc in ['VCPU', 'MEMORY_MB'] + (['PCPU'] if rng.random() < 0.3 else []):
+                numa.inventories[rc] = random_inventory(rng, rc)
+            numa.traits = some(NUMA_TRAITS, 0.5)
+            if rng.random() < 0.1:
+                numa.aggregates = some(f.aggregates, 1.0, 1)
+            for k in range(rng.choice([0, 1, 2, 2])):
+                pf = f.add(rng, 'nt%d-numa%d-pf%d' % (i, n, k), numa)
+                pf.inventories['SRIOV_NET_VF'] = random_inventory(rng, 'SRIOV_NET_VF')
+                for rc in ('NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC'):
+                    if rng.random() < 0.7:
+                        pf.inventories[rc] = random_inventory(rng, rc)
+                pf.traits = some(NIC_TRAITS, 0.7)
+        if rng.random() < 0.3:
+            pf = f.add(rng, 'nt%d-pf' % i, root)
+            pf.inventories['SRIOV_NET_VF'] = random_inventory(rng, 'SRIOV_NET_VF')
+            pf.traits = some(NIC_TRAITS, 0.7)
+        if rng.random() < 0.3:
+            dev = f.add(rng, 'nt%d-fpga' % i, root)
+            dev.inventories['CUSTOM_FPGA'] = random_inventory(rng, 'CUSTOM_FPGA')
+            dev.traits = some(['CUSTOM_FAST', 'CUSTOM_GOLD'], 0.5)
+        if rng.random() < 0.1:
+            f.add(rng, 'nt%d-empty' % i, root).traits = some(NUMA_TRAITS, 0.5)
+    for i in range(n_sharing):
+        ss = f.add(rng, 'ss%d' % i)
+        kinds = [rc for rc, p in (('DISK_GB', 0.8), ('IPV4_ADDRESS', 0.4), ('CUSTOM_MAGIC', 0.1)) if rng.random() < p]
+        for rc in kinds or ['DISK_GB']:
+            ss.inventories[rc] = random_inventory(rng, rc)
+        ss.traits = ({SHARING} if rng.random() < 0.9 else set()) | some(STORAGE_TRAITS, 0.5, 1)
+        ss.aggregates = set(rng.sample(f.aggregates, rng.choice([0, 1, 1, 2])))
+    # Existing allocations, each fitting every inventory rule.
+    for _ in range(rng.randint(0, 5)):
+        parts = {}
+        for p in rng.sample(f.providers, min(2, len(f.providers))):
+            if not p.inventories:
+                continue
+            rc = rng.choice(sorted(p.inventories))
+            inv = p.inventories[rc]
+            room = min(inv.max_unit, inv.capacity - p.used[rc])
+            amounts = [a for a in range(inv.min_unit, room + 1, 1) if a % inv.step_size == 0]
+            if amounts:
+                a = rng.choice(amounts[:8])
+                p.used[rc] += a
+                parts.setdefault(p.uuid, {})[rc] = a
+        if parts:
+            f.consumers[rng_uuid(rng)] = parts
+    return f
+
+
+def must(result, what):
+    status, _, body = result
+    assert status < 300, '%s: %s %s' % (what, status, body)
+    return body
+
+
+def prepare_catalog(ks):
+    """Custom classes and traits, once per database."""
+    for rc in CUSTOM_CLASSES:
+        assert http('PUT', ks + '/resource_classes/' + rc, version='1.7')[0] in (201, 204)
+    for t in CUSTOM_TRAITS:
+        assert http('PUT', ks + '/traits/' + t, version='1.6')[0] in (201, 204)
+
+
+def create_fleet(ks, f):
+    """Writes the fleet through keelson's REST API."""
+    for p in f.providers:
+        body = {'name': p.name, 'uuid': p.uuid}
+        if p.parent:
+            body['parent_provider_uuid'] = p.parent.uuid
+        rp = must(http('POST', ks + '/resource_providers', body, version='1.20'), 'create ' + p.name)
+        gen = rp['generation']
+        if p.inventories:
+            got = must(http('PUT', ks + '/resource_providers/%s/inventories' % p.uuid, {
+                'resource_provider_generation': gen,
+                'inventories': {rc: inv.body() for rc, inv in p.inventories.items()}}), 'inventories ' + p.name)
+            gen = got['resource_provider_generation']
+        if p.traits:
+            got = must(http('PUT', ks + '/resource_providers/%s/traits' % p.uuid, {
+                'resource_provider_generation': gen, 'traits': sorted(p.traits)}), 'traits ' + p.name)
+            gen = got['resource_provider_generation']
+        if p.aggregates:
+            must(http('PUT', ks + '/resource_providers/%s/aggregates' % p.uuid, {
+                'resource_provider_generation': gen, 'aggregates': sorted(p.aggregates)}), 'aggregates ' + p.name)
+    for consumer, parts in f.consumers.items():
+        must(http('PUT', ks + '/allocations/' + consumer, {
+            'allocations': {u: {'resources': r} for u, r in parts.items()}, 'project_id': 'diff', 'user_id': 'diff',
+            'consumer_generation': None}, version='1.28'), 'allocate')
+
+
+def delete_fleet(ks, f):
+    for consumer in f.consumers:
+        must(http('DELETE', ks + '/allocations/' + consumer), 'deallocate')
+    depth = {p.uuid: len(p.ancestors()) for p in f.providers}
+    for p in sorted(f.providers, key=lambda p: -depth[p.uuid]):
+        must(http('DELETE', ks + '/resource_providers/' + p.uuid), 'delete ' + p.name)
+
+
+# ---- random requests --------------------------------------------------------
+
+class Group:
+    def __init__(self, suffix):
+        self.suffix = suffix
+        self.resources = {}
+        self.required = []        # list of any-of sets
+        self.forbidden = set()
+        self.member_of = []       # list of any-of sets
+        self.forbidden_aggs = set()
+        self.in_tree = None
+
+
+class Case:
+    def __init__(self, case_id, version):
+        self.id, self.version = case_id, version
+        self.groups = []
+        self.params = []
+        self.policy = None
+        self.same_subtrees = []
+        self.root_required, self.root_forbidden = set(), set()
+        self.limit = None
+
+    def at_least(self, minor):
+        return int(self.version.split('.')[1]) >= minor
+
+    def query(self, limit=True):
+        return urllib.parse.urlencode([(k, v) for k, v in self.params if limit or k != 'limit'])
+
+    def multi_group_classes(self):
+        seen = collections.Counter(rc for g in self.groups for rc in g.resources)
+        return {rc for rc, n in seen.items() if n > 1}
+
+    def reference_defect_shape(self):
+        """A class asked by several groups with isolate or no policy: the
+        reference's consolidation then mutates shared objects."""
+        return bool(self.multi_group_classes()) and self.policy != 'none'
+
+    def totals(self):
+        out = collections.Counter()
+        for g in self.groups:
+            out.update(g.resources)
+        return out
+
+
+def traits_value(rng, case, pool):
+    """One `required` value: plain (maybe with forbidden traits) or in:."""
+    if case.at_least(39) and rng.random() < 0.35:
+        return 'in:' + ','.join(rng.sample(pool, min(len(pool), rng.randint(2, 3))))
+    names = rng.sample(pool, min(len(pool), rng.randint(1, 2)))
+    return ','.join(('!' + n) if rng.random() < 0.35 else n for n in names)
+
+
+def parse_traits(value, group):
+    if value.startswith('in:'):
+        group.required.append(set(value[3:].split(',')))
+        return
+    for n in value.split(','):
+        if n.startswith('!'):
+            group.forbidden.add(n[1:])
+        else:
+            group.required.append({n})
+
+
+def generate_case(rng, case_id, version, f):
+    case = Case(case_id, version)
+    fleet_classes = f.classes()
+    numeric = not case.at_least(33)
+    n_granular = rng.choice([0, 0, 1, 1, 2, 2, 3]) if case.at_least(25) else 0
+    suffixes = (rng.sample(['1', '2', '3', '4', '7', '12'], n_granular) if numeric else rng.sample(SUFFIXES_1_33, n_granular))
+    unsuffixed = n_granular == 0 or rng.random() < 0.6
+    names = ([''] if unsuffixed else []) + suffixes
+    rng.shuffle(names)
+    with_inventory = [p for p in f.providers if p.inventories]
+    roots = [p for p in f.providers if p.parent is None]
+    for s in names:
+        g = Group(s)
+        r = rng.random()
+        if r < 0.7 and with_inventory:
+            if s:
+                # Classes one provider has.
+                pool = sorted(rng.choice(with_inventory).inventories)
+            else:
+                # Classes of one tree and of the sharing providers.
+                root = rng.choice(roots)
+                pool = sorted({rc for q in f.providers if q.root is root or SHARING in q.traits for rc in q.inventories})
+            shape = rng.sample(pool, min(len(pool), rng.choice([1, 1, 2, 2, 3])))
+        elif r < 0.9:
+            shape = rng.choice(GROUP_SHAPES)
+        else:
+            shape = rng.sample(fleet_classes or ['VCPU'], min(len(fleet_classes) or 1, rng.randint(1, 3)))
+        if rng.random() < 0.015:
+            shape = shape + [rng.choice(['VGPU', 'CUSTOM_NOPE'])]
+        g.resources = {rc: rng.choice(AMOUNTS.get(rc, [1])[:3] if rng.random() < 0.7 else AMOUNTS.get(rc, [1]))
+                       for rc in shape}
+        case.groups.append(g)
+    # Resourceless groups (1.36+), always named in a same_subtree below.
+    resourceless = []
+    if case.at_least(36) and n_granular and rng.random() < 0.25:
+        g = Group(rng.choice([s for s in ['NUMA', 'PARENT', '9'] if s not in names]))
+        case.groups.append(g)
+        resourceless.append(g.suffix)
+    for g in case.groups:
+        # traits
+        if rng.random() < (0.7 if not g.resources else 0.25):
+            with_traits = [p for p in f.providers if p.traits]
+            pool = ALL_TRAITS if rng.random() < 0.3 or not with_traits else sorted(
+                rng.choice(with_traits).traits | set(rng.sample(ALL_TRAITS, 2)))
+            values = [traits_value(rng, case, pool)]
+            if case.at_least(39) and rng.random() < 0.3:
+                values.append(traits_value(rng, case, ALL_TRAITS))
+            if rng.random() < 0.02:
+                values[-1] = 'CUSTOM_NO_SUCH_TRAIT'
+            for v in values:
+                case.params.append(('required' + g.suffix, v))
+            for v in (values if case.at_least(39) else values[-1:]):
+                parse_traits(v, g)
+        # aggregates
+        if rng.random() < 0.15:
+            aggs = f.aggregates + [rng_uuid(rng)]
+            values = []
+            for _ in range(rng.choice([1, 1, 2])):
+                kind = rng.random()
+                if kind < 0.35 and case.at_least(32):
+                    v = '!' + rng.choice(aggs)
+                elif kind < 0.5 and case.at_least(32):
+                    v = '!in:' + ','.join(rng.sample(aggs, 2))
+                elif kind < 0.75:
+                    v = 'in:' + ','.join(rng.sample(aggs, 2))
+                else:
+                    v = rng.choice(aggs)
+                values.append(v)
+            for v in values:
+                case.params.append(('member_of' + g.suffix, v))
+                if v.startswith('!'):
+                    g.forbidden_aggs |= set(v[4:].split(',') if v.startswith('!in:') else [v[1:]])
+                else:
+                    g.member_of.append(set(v[3:].split(',') if v.startswith('in:') else [v]))
+        # in_tree (1.31+)
+        if case.at_least(31) and g.resources and rng.random() < 0.12:
+            g.in_tree = rng.choice(f.providers).uuid if f.providers and rng.random() < 0.9 else rng_uuid(rng)
+            case.params.append(('in_tree' + g.suffix, g.in_tree))
+    for g in case.groups:
+        if g.resources:
+            case.params.append(('resources' + g.suffix, ','.join('%s:%d' % kv for kv in g.resources.items())))
+    rng.shuffle(case.params)
+    # group_policy: required with two or more granular groups.
+    n_gran = sum(1 for g in case.groups if g.suffix)
+    if case.at_least(25) and (n_gran > 1 and rng.random() < 0.98 or rng.random() < 0.3):
+        case.policy = rng.choice(['none', 'isolate'])
+        case.params.append(('group_policy', case.policy))
+    # same_subtree (1.36+)
+    granular = [g.suffix for g in case.groups if g.suffix]
+    if case.at_least(36) and (resourceless or (len(granular) > 1 and rng.random() < 0.3)):
+        members = set(resourceless)
+        others = [s for s in granular if s not in members]
+        members |= set(rng.sample(others, min(len(others), rng.randint(1, 2))))
+        if len(members) < 2 and others:
+            members |= set(others)
+        value = sorted(members)
+        rng.shuffle(value)
+        case.same_subtrees.append(value)
+        case.params.append(('same_subtree', ','.join(value)))
+    # root_required (1.35+)
+    if case.at_least(35) and rng.random() < 0.15:
+        names = rng.sample(COMPUTE_TRAITS + [SHARING], rng.randint(1, 2))
+        value = []
+        for n in names:
+            if rng.random() < 0.4:
+                case.root_forbidden.add(n)
+                value.append('!' + n)
+            else:
+                case.root_required.add(n)
+                value.append(n)
+        case.params.append(('root_required', ','.join(value)))
+    if rng.random() < 0.15:
+        case.limit = rng.randint(1, 6)
+        case.params.append(('limit', str(case.limit)))
+    return case
+
+
+# ---- comparing answers ------------------------------------------------------
+
+def allocation_key(areq, with_mappings):
+    allocs = areq['allocations']
+    parts = tuple(sorted((u, rc, n) for u, r in allocs.items() for rc, n in r['resources'].items()))
+    if not with_mappings:
+        return parts
+    return parts, tuple(sorted((s, tuple(sorted(us))) for s, us in areq.get('mappings', {}).items()))
+
+
+def summaries_key(body):
+    out = {}
+    for u, s in body['provider_summaries'].items():
+        out[u] = (tuple(sorted((rc, r['capacity'], r['used']) for rc, r in s['resources'].items())),
+                  tuple(sorted(s.get('traits', []))), s.get('parent_provider_uuid'), s.get('root_provider_uuid'))
+    return out
+
+
+def candidate_problems(case, f, areq):
+    """Why one allocation request is not a valid answer to the case (empty
+    when it is valid)."""
+    problems = []
+    amounts = collections.Counter()
+    used_by = collections.defaultdict(dict)
+    for u, r in areq['allocations'].items():
+        p = f.by_uuid.get(u)
+        if p is None:
+            return ['unknown provider %s' % u]
+        for rc, n in r['resources'].items():
+            amounts[rc] += n
+            used_by[u][rc] = n
+            inv = p.inventories.get(rc)
+            if inv is None:
+                problems.append('%s has no %s' % (p.name, rc))
+            elif n > inv.max_unit or p.used[rc] + n > inv.capacity:
+                problems.append('%s %s=%d exceeds max_unit %d or capacity %d-%d' % (
+                    p.name, rc, n, inv.max_unit, inv.capacity, p.used[rc]))
+    if amounts != case.totals():
+        problems.append('amounts %s, request %s' % (dict(amounts), dict(case.totals())))
+    providers = [f.by_uuid[u] for u in areq['allocations'] if u in f.by_uuid]
+    roots = {p.root.uuid for p in providers if SHARING not in p.traits}
+    if len(roots) > 1:
+        problems.append('providers of several trees: %s' % sorted(p.name for p in providers))
+    if not case.at_least(29):
+        if len({p.root.uuid for p in providers}) != len(providers):
+            problems.append('two providers of one tree before 1.29')
+    if roots:
+        anchor = roots.pop()
+        for p in providers:
+            if SHARING in p.traits and anchor not in f.sharing_anchor_roots(p):
+                problems.append('sharing provider %s does not serve tree %s' % (p.name, f.by_uuid[anchor].name))
+    mappings = areq.get('mappings')
+    if mappings is None:
+        return problems
+    if set(mappings) != {g.suffix for g in case.groups}:
+        problems.append('mappings for %s' % sorted(mappings))
+        return problems
+    granular_providers = []
+    for g in case.groups:
+        ps = [f.by_uuid[u] for u in mappings[g.suffix] if u in f.by_uuid]
+        if g.suffix:
+            if len(ps) != 1:
+                problems.append('group %r mapped to %d providers' % (g.suffix, len(ps)))
+                continue
+            granular_providers.append(ps[0].uuid)
+            if any(rc not in used_by[ps[0].uuid] for rc in g.resources):
+                problems.append('group %r: %s does not give its classes' % (g.suffix, ps[0].name))
+        traits = set().union(*(p.traits for p in ps)) if ps else set()
+        if any(not (s & traits) for s in g.required) or any(g.forbidden & p.traits for p in ps):
+            problems.append('group %r: traits of %s' % (g.suffix, [p.name for p in ps]))
+        anchor_aggs = set().union(*(p.root.aggregates for p in providers if SHARING not in p.traits))
+        for p in ps:
+            aggs = p.aggregates | p.root.aggregates | anchor_aggs
+            if any(not (s & aggs) for s in g.member_of) or g.forbidden_aggs & aggs:
+                problems.append('group %r: aggregates of %s' % (g.suffix, p.name))
+    if case.policy == 'isolate' and len(set(granular_providers)) != len(granular_providers):
+        problems.append('isolate broken: %s' % granular_providers)
+    for subtree in case.same_subtrees:
+        ps = {u for s in subtree for u in mappings.get(s, [])}
+        ok = len(ps) <= 1 or any(all(top in {a.uuid for a in f.by_uuid[u].ancestors()} for u in ps) for top in ps)
+        if not ok:
+            problems.append('same_subtree %s broken' % subtree)
+    return problems
+
+
+def sums_up(case, areq):
+    """Whether a candidate's amounts add up to the request (the reference's
+    defect only ever inflates amounts, so one that adds up is untouched)."""
+    got = collections.Counter()
+    for r in areq['allocations'].values():
+        got.update(r['resources'])
+    return got == case.totals()
+
+
+def compare(case, f, answers, full=None):
+    """Differences between the answers to one case (empty: agreed).
+    `answers`: server name -> (status, body) from 'keelson', 'reference' and,
+    for the defect's shapes, 'fixed'; `full`: the same without `limit`
+    when it truncates."""
+    (ks_status, ks_body), (ref_status, ref_body) = answers['keelson'], answers['reference']
+    if ks_status != ref_status:
+        return ['status: keelson %s, reference %s (%s / %s)' % (ks_status, ref_status, str(ks_body)[:300],
+                                                                 str(ref_body)[:300])]
+    if ks_status != 200:
+        ke, re_ = ks_body['errors'][0], ref_body['errors'][0]
+        if (ke.get('code'), ke['detail']) != (re_.get('code'), re_['detail']):
+            return ['error: keelson %r %r, reference %r %r' % (ke.get('code'), ke['detail'], re_.get('code'),
+                                                                re_['detail'])]
+        return []
+    diffs = []
+    for a in ks_body['allocation_requests']:
+        problems = candidate_problems(case, f, a)
+        if problems:
+            diffs.append('invalid keelson candidate %s: %s' % (describe(f, a), '; '.join(problems)))
+            break
+    if full is None:
+        return diffs + compare_whole(case, f, {k: body for k, (_, body) in answers.items()})
+    # `limit` truncated: the orders differ (the reference truncates a
+    # hash-ordered list), so both must answer min(limit, all) candidates,
+    # keelson's drawn from its full answer, with the summaries of exactly
+    # the trees they use; the full answers are compared as usual.
+    with_mappings = case.at_least(34)
+    ks_full = full['keelson']
+    ks_n, ref_n = len(ks_body['allocation_requests']), len(ref_body['allocation_requests'])
+    ks_all, ref_all = len(ks_full['allocation_requests']), len(full['reference']['allocation_requests'])
+    if ks_n != min(case.limit, ks_all) or ref_n != min(case.limit, ref_all):
+        diffs.append('limit %d: keelson %d of %d, reference %d of %d' % (case.limit, ks_n, ks_all, ref_n, ref_all))
+    limited = collections.Counter(allocation_key(a, with_mappings) for a in ks_body['allocation_requests'])
+    whole = collections.Counter(allocation_key(a, with_mappings) for a in ks_full['allocation_requests'])
+    if limited - whole:
+        diffs.append('limited answer not within the full answer: %s' % [named(f, k) for k in list(limited - whole)[:2]])
+    roots = {f.by_uuid[u].root.uuid for a in ks_body['allocation_requests'] for u in a['allocations']}
+    want = {u: s for u, s in summaries_key(ks_full).items() if f.by_uuid[u].root.uuid in roots}
+    got = summaries_key(ks_body)
+    if got != want:
+        diffs.append('limited summaries: %s, want %s' % (sorted(f.by_uuid[u].name for u in got),
+                                                         sorted(f.by_uuid[u].name for u in want)))
+    return diffs + compare_whole(case, f, full)
+
+
+def compare_whole(case, f, bodies):
+    """Complete (untruncated) answers: keelson's must equal the reference's,
+    or for the defect's shapes the fixed reference's, as multisets, with
+    equal summaries; for those shapes every candidate of the real reference
+    that adds up must be in keelson's answer too."""
+    with_mappings = case.at_least(34)
+    ks_body = bodies['keelson']
+    ks_c = collections.Counter(allocation_key(a, with_mappings) for a in ks_body['allocation_requests'])
+    diffs = []
+    if case.reference_defect_shape():
+        real = [a for a in bodies['reference']['allocation_requests'] if sums_up(case, a)]
+        missing = {allocation_key(a, with_mappings) for a in real} - set(ks_c)
+        if missing:
+            diffs.append('defect shape: %d of the reference\'s %d valid candidates not in keelson\'s %d: %s' % (
+                len(missing), len(real), len(ks_body['allocation_requests']), [named(f, k) for k in list(missing)[:2]]))
+        other, label = bodies['fixed'], 'fixed reference'
+    else:
+        other, label = bodies['reference'], 'reference'
+    other_c = collections.Counter(allocation_key(a, with_mappings) for a in other['allocation_requests'])
+    if ks_c != other_c:
+        only_k, only_r = ks_c - other_c, other_c - ks_c
+        diffs.append('allocation requests differ: keelson %d, %s %d; only keelson (%d): %s; only %s (%d): %s' % (
+            sum(ks_c.values()), label, sum(other_c.values()), sum(only_k.values()),
+            [named(f, k) for k in list(only_k)[:3]], label, sum(only_r.values()), [named(f, k) for k in list(only_r)[:3]]))
+    ks_s, other_s = summaries_key(ks_body), summaries_key(other)
+    if ks_s != other_s:
+        keys = sorted(set(ks_s) | set(other_s), key=lambda u: f.by_uuid[u].name if u in f.by_uuid else u)
+        diff = [(f.by_uuid[u].name if u in f.by_uuid else u, ks_s.get(u), other_s.get(u)) for u in keys
+                if ks_s.get(u) != other_s.get(u)]
+        diffs.append('provider summaries differ (name, keelson, %s): %s' % (label, diff[:3]))
+    return diffs
+
+
+def named(f, key):
+    """An allocation key with provider names, for messages."""
+    def name(u):
+        return f.by_uuid[u].name if u in f.by_uuid else u
+    with_mappings = len(key) == 2 and all(isinstance(x, tuple) for x in key) and (not key[0] or isinstance(key[0][0], tuple))
+    parts, maps = key if with_mappings else (key, ())
+    return [(name(u), rc, n) for u, rc, n in parts], [(s, [name(u) for u in us]) for s, us in maps]
+
+
+def describe(f, areq):
+    return {f.by_uuid[u].name if u in f.by_uuid else u: r['resources'] for u, r in areq['allocations'].items()}
+
+
+# ---- running ----------------------------------------------------------------
+
+# The reference with its consolidation defect fixed (every consolidated
+# amount in a fresh object): the oracle for the shapes the defect affects.
+FIXED_REFERENCE = r"""
+import copy, runpy, sys
+from placement.objects import research_context
+research_context.RequestWideSearchContext.copy_arr_if_needed = lambda self, arr: copy.copy(arr)
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name='__main__')
+"""
+
+
+def reference_placement(procs, url, fixed=False):
+    """The reference on `url` (started without waiting: see `wait_ready`)."""
+    venv = ref_placement_venv()
+    d = tempfile.mkdtemp(prefix='kt-ref-')
+    conf = write_conf(os.path.join(d, 'placement.conf'), {
+        'placement_database': {'connection': url}, 'api': {'auth_strategy': 'noauth2'}})
+    port = free_port()
+    serve = os.path.join(SHARED, 'reference', 'placement', 'serve.py')
+    if fixed:
+        script = os.path.join(d, 'fixed_reference.py')
+        with open(script, 'w') as out:
+            out.write(FIXED_REFERENCE)
+        args = [os.path.join(venv, 'bin', 'python'), script, serve]
+    else:
+        args = [os.path.join(SHARED, 'reference', 'placement', 'serve')]
+    p = Proc(args, env={'PLACEMENT_CONFIG_FILE': conf, 'PLACEMENT_PORT': str(port), 'PLACEMENT_BIND': '127.0.0.1',
+                        'KEELSON_REF_PLACEMENT_VENV': venv, 'PYTHONHASHSEED': HASHSEED})
+    procs.append(p)
+    return 'http://127.0.0.1:%d' % port, p
+
+
+def ask(base, case, limit=True):
+    status, _, body = http('GET', base + '/allocation_candidates?' + case.query(limit), version=case.version)
+    return status, body
+
+
+def plan():
+    """(base seed, [(fleet index, [request indices] or None for all)],
+    requests per fleet) from the environment."""
+    raw = os.environ.get('KEELSON_DIFF_SEED')
+    n_fleets = max(5, -(-CASES // 100))
+    per_fleet = -(-CASES // n_fleets)
+    if not raw:
+        return random.SystemRandom().randrange(1, 10 ** 9), [(i, None) for i in range(n_fleets)], per_fleet
+    parts = raw.split('-')
+    base = int(parts[0])
+    if len(parts) == 1:
+        return base, [(i, None) for i in range(n_fleets)], per_fleet
+    return base, [(int(parts[1]), [int(parts[2])] if len(parts) > 2 else None)], per_fleet
+
+
+def run_case(servers, case, f):
+    names = ['keelson', 'reference'] + (['fixed'] if case.reference_defect_shape() else [])
+    answers = {n: ask(servers[n], case) for n in names}
+    full = None
+    if case.limit is not None and all(status == 200 for status, _ in answers.values()):
+        whole = {n: ask(servers[n], case, limit=False) for n in names}
+        if all(status == 200 for status, _ in whole.values()) and \
+                max(len(body['allocation_requests']) for _, body in whole.values()) > case.limit:
+            full = {n: body for n, (_, body) in whole.items()}
+    return compare(case, f, answers, full), answers['keelson']
+
+
+@pytest.mark.parametrize('backend', DIFF_BACKENDS)
+def test_candidates_match_the_reference(backend, procs):
+    started = time.monotonic()
+    base, fleets, per_fleet = plan()
+    print('KEELSON_DIFF_SEED=%d (%d fleets x %d requests, reference PYTHONHASHSEED=%s) on %s' % (
+        base, len(fleets), per_fleet, HASHSEED, backend))
+    url = create_database(backend, 'cdiff')
+    # The reference creates the schema; keelson and the fixed reference
+    # start once it is there.
+    ref, ref_proc = reference_placement(procs, url)
+    wait_http(ref + '/', timeout=120, proc=ref_proc)
+    fixed, fixed_proc = reference_placement(procs, url, fixed=True)
+    ks = AllInOne(procs, url, env={'RUST_LOG': 'warn'}).url
+    wait_http(fixed + '/', timeout=120, proc=fixed_proc)
+    servers = {'keelson': ks, 'reference': ref, 'fixed': fixed}
+    prepare_catalog(ks)
+    failures, ran, nonempty, shapes = [], 0, 0, collections.Counter()
+    pool = concurrent.futures.ThreadPoolExecutor(3)
+    for fi, only in fleets:
+        f = generate_fleet(random.Random('%d-%d' % (base, fi)), 'f%d' % fi)
+        create_fleet(ks, f)
+        cases = []
+        for ri in (only if only is not None else range(per_fleet)):
+            rng = random.Random('%d-%d-%d' % (base, fi, ri))
+            cases.append(generate_case(rng, '%d-%d-%d' % (base, fi, ri), rng.choice(VERSIONS), f))
+        for case, (diffs, (status, body)) in zip(cases, pool.map(lambda c: run_case(servers, c, f), cases)):
+            ran += 1
+            n = len(body['allocation_requests']) if status == 200 else -1
+            nonempty += n > 0
+            shapes['error' if status != 200 else 'empty' if not n else
+                   'defect' if case.reference_defect_shape() else 'limit' if case.limit else 'plain'] += 1
+            print('case %s %s -> %s %s %s' % (case.id, case.version, status, n, case.query()))
+            if diffs:
+                failures.append('case %s (replay: KEELSON_DIFF_SEED=%s): GET /allocation_candidates?%s at %s\n    %s' % (
+                    case.id, case.id, case.query(), case.version, '\n    '.join(diffs)))
+        delete_fleet(ks, f)
+    pool.shutdown()
+    summary = '%d cases on %s in %.1fs (%s); seed %d' % (ran, backend, time.monotonic() - started, dict(shapes), base)
+    print(summary)
+    sys.__stdout__.write('\n' + summary + '\n')
+    assert not failures, '%d of %d cases differ:\n%s' % (len(failures), ran, '\n'.join(failures[:15]))
+    if '-' not in os.environ.get('KEELSON_DIFF_SEED', ''):
+        assert nonempty > ran // 3, 'too few non-empty answers to mean much: %s' % summary
