@@ -73,6 +73,17 @@ pub async fn serve(listener: TcpListener, app: axum::Router, shutdown: impl Futu
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
+/// Serves the Placement application: as [`serve`], behind the guard that
+/// answers a malformed `Content-Length` the way upstream does.
+pub async fn serve_placement(
+    listener: TcpListener,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let guarded = crate::placement::listener::GuardedListener::new(listener)?;
+    axum::serve(guarded, app).with_graceful_shutdown(shutdown).await
+}
+
 /// The Orchestration application.
 pub fn orchestration_app(metrics: Metrics) -> axum::Router {
     with_metrics(crate::orchestration::app(), metrics)

@@ -328,12 +328,19 @@ class Case:
         return out
 
 
-def traits_value(rng, case, pool):
-    """One `required` value: plain (maybe with forbidden traits) or in:."""
+def traits_value(rng, case, have, pool):
+    """One `required` value, mostly true of a provider having the traits
+    `have`: plain (maybe with forbidden traits) or, from 1.39, in:."""
+    if rng.random() < 0.3 or not have:
+        have = set(rng.sample(pool, 2))
+    others = sorted(set(pool) - have)
     if case.at_least(39) and rng.random() < 0.35:
-        return 'in:' + ','.join(rng.sample(pool, min(len(pool), rng.randint(2, 3))))
-    names = rng.sample(pool, min(len(pool), rng.randint(1, 2)))
-    return ','.join(('!' + n) if rng.random() < 0.35 else n for n in names)
+        return 'in:' + ','.join(rng.sample(sorted(have), 1) + rng.sample(others, rng.randint(1, 2)))
+    names = rng.sample(sorted(have), min(len(have), rng.randint(1, 2)))
+    if rng.random() < 0.4:
+        names.append('!' + rng.choice(others))
+    rng.shuffle(names)
+    return ','.join(names)
 
 
 def parse_traits(value, group):
@@ -347,7 +354,27 @@ def parse_traits(value, group):
             group.required.append({n})
 
 
+def member_of_value(rng, case, have, aggs):
+    """One `member_of` value, mostly true of a provider in the aggregates
+    `have`; from 1.32 maybe forbidden."""
+    others = sorted(set(aggs) - have)
+    kind = rng.random()
+    if case.at_least(32) and kind < 0.3 and others:
+        return '!' + rng.choice(others) if rng.random() < 0.6 else '!in:' + ','.join(others[:2])
+    if have and rng.random() < 0.8:
+        pick = rng.choice(sorted(have))
+    else:
+        pick = rng.choice(aggs)
+    if kind < 0.6:
+        return 'in:' + ','.join([pick] + rng.sample(others, min(len(others), 1)))
+    return pick
+
+
 def generate_case(rng, case_id, version, f):
+    """A random request, mostly aimed at one tree so that several groups can
+    meet: each group's classes, traits and aggregates are those of one
+    provider of the tree (or of the tree and its sharing providers for the
+    unsuffixed group), with random deviations."""
     case = Case(case_id, version)
     fleet_classes = f.classes()
     numeric = not case.at_least(33)
@@ -356,19 +383,27 @@ def generate_case(rng, case_id, version, f):
     unsuffixed = n_granular == 0 or rng.random() < 0.6
     names = ([''] if unsuffixed else []) + suffixes
     rng.shuffle(names)
-    with_inventory = [p for p in f.providers if p.inventories]
     roots = [p for p in f.providers if p.parent is None]
+    target = rng.choice(roots)
+    sharing = [p for p in f.providers if SHARING in p.traits]
+    in_target = [p for p in f.providers if p.root is target and p.inventories]
+    targets = {}
     for s in names:
         g = Group(s)
         r = rng.random()
-        if r < 0.7 and with_inventory:
+        pool = []
+        if r < 0.8:
             if s:
-                # Classes one provider has.
-                pool = sorted(rng.choice(with_inventory).inventories)
+                # Classes one provider has (of the target tree, or sharing).
+                choices = in_target + sharing if rng.random() < 0.85 else [p for p in f.providers if p.inventories]
+                if choices:
+                    targets[s] = rng.choice(choices)
+                    pool = sorted(targets[s].inventories)
             else:
-                # Classes of one tree and of the sharing providers.
-                root = rng.choice(roots)
-                pool = sorted({rc for q in f.providers if q.root is root or SHARING in q.traits for rc in q.inventories})
+                # Classes of the target tree and of the sharing providers.
+                targets[s] = target
+                pool = sorted({rc for q in in_target + sharing for rc in q.inventories})
+        if pool:
             shape = rng.sample(pool, min(len(pool), rng.choice([1, 1, 2, 2, 3])))
         elif r < 0.9:
             shape = rng.choice(GROUP_SHAPES)
@@ -379,21 +414,25 @@ def generate_case(rng, case_id, version, f):
         g.resources = {rc: rng.choice(AMOUNTS.get(rc, [1])[:3] if rng.random() < 0.7 else AMOUNTS.get(rc, [1]))
                        for rc in shape}
         case.groups.append(g)
-    # Resourceless groups (1.36+), always named in a same_subtree below.
+    # Resourceless groups (1.36+), always named in a same_subtree below:
+    # mostly an ancestor of a granular group's provider.
     resourceless = []
     if case.at_least(36) and n_granular and rng.random() < 0.25:
         g = Group(rng.choice([s for s in ['NUMA', 'PARENT', '9'] if s not in names]))
+        below = [targets[s] for s in suffixes if s in targets]
+        if below:
+            targets[g.suffix] = rng.choice(rng.choice(below).ancestors())
         case.groups.append(g)
         resourceless.append(g.suffix)
     for g in case.groups:
+        aim = targets.get(g.suffix)
         # traits
-        if rng.random() < (0.7 if not g.resources else 0.25):
-            with_traits = [p for p in f.providers if p.traits]
-            pool = ALL_TRAITS if rng.random() < 0.3 or not with_traits else sorted(
-                rng.choice(with_traits).traits | set(rng.sample(ALL_TRAITS, 2)))
-            values = [traits_value(rng, case, pool)]
+        if rng.random() < (0.8 if not g.resources else 0.25):
+            have = set(aim.traits) if aim is not None and g.suffix else \
+                set().union(*(p.traits for p in in_target + [target]))
+            values = [traits_value(rng, case, have, ALL_TRAITS)]
             if case.at_least(39) and rng.random() < 0.3:
-                values.append(traits_value(rng, case, ALL_TRAITS))
+                values.append(traits_value(rng, case, have, ALL_TRAITS))
             if rng.random() < 0.02:
                 values[-1] = 'CUSTOM_NO_SUCH_TRAIT'
             for v in values:
@@ -402,28 +441,22 @@ def generate_case(rng, case_id, version, f):
                 parse_traits(v, g)
         # aggregates
         if rng.random() < 0.15:
+            have = (aim.aggregates | aim.root.aggregates) if aim is not None else set()
             aggs = f.aggregates + [rng_uuid(rng)]
-            values = []
-            for _ in range(rng.choice([1, 1, 2])):
-                kind = rng.random()
-                if kind < 0.35 and case.at_least(32):
-                    v = '!' + rng.choice(aggs)
-                elif kind < 0.5 and case.at_least(32):
-                    v = '!in:' + ','.join(rng.sample(aggs, 2))
-                elif kind < 0.75:
-                    v = 'in:' + ','.join(rng.sample(aggs, 2))
-                else:
-                    v = rng.choice(aggs)
-                values.append(v)
+            values = [member_of_value(rng, case, have, aggs) for _ in range(rng.choice([1, 1, 2]))]
+            if not case.at_least(24):
+                values = values[:1]
             for v in values:
                 case.params.append(('member_of' + g.suffix, v))
                 if v.startswith('!'):
                     g.forbidden_aggs |= set(v[4:].split(',') if v.startswith('!in:') else [v[1:]])
                 else:
                     g.member_of.append(set(v[3:].split(',') if v.startswith('in:') else [v]))
-        # in_tree (1.31+)
+        # in_tree (1.31+): mostly a provider of the target tree.
         if case.at_least(31) and g.resources and rng.random() < 0.12:
-            g.in_tree = rng.choice(f.providers).uuid if f.providers and rng.random() < 0.9 else rng_uuid(rng)
+            r = rng.random()
+            tree = [p for p in f.providers if p.root is target]
+            g.in_tree = (rng.choice(tree) if r < 0.7 else rng.choice(f.providers)).uuid if r < 0.95 else rng_uuid(rng)
             case.params.append(('in_tree' + g.suffix, g.in_tree))
     for g in case.groups:
         if g.resources:
@@ -446,17 +479,20 @@ def generate_case(rng, case_id, version, f):
         rng.shuffle(value)
         case.same_subtrees.append(value)
         case.params.append(('same_subtree', ','.join(value)))
-    # root_required (1.35+)
+    # root_required (1.35+): mostly true of the target tree's root.
     if case.at_least(35) and rng.random() < 0.15:
-        names = rng.sample(COMPUTE_TRAITS + [SHARING], rng.randint(1, 2))
         value = []
-        for n in names:
-            if rng.random() < 0.4:
-                case.root_forbidden.add(n)
-                value.append('!' + n)
+        for _ in range(rng.randint(1, 2)):
+            if rng.random() < 0.6 and target.traits:
+                n = rng.choice(sorted(target.traits))
+                forbidden = rng.random() < 0.15
             else:
-                case.root_required.add(n)
-                value.append(n)
+                n = rng.choice(COMPUTE_TRAITS + [SHARING])
+                forbidden = rng.random() < 0.5
+            if n in case.root_required | case.root_forbidden:
+                continue
+            (case.root_forbidden if forbidden else case.root_required).add(n)
+            value.append(('!' if forbidden else '') + n)
         case.params.append(('root_required', ','.join(value)))
     if rng.random() < 0.15:
         case.limit = rng.randint(1, 6)

@@ -10,6 +10,7 @@ pub mod app;
 pub mod auth;
 pub mod error;
 pub mod handlers;
+pub mod listener;
 pub mod microversion;
 pub mod policy;
 pub mod request;

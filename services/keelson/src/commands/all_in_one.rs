@@ -38,7 +38,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let cand_store = keelson_candidates::Store::new(db.clone(), keelson_candidates::settings_from_config(&config));
     let inv = async { keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
     let cand = async { keelson_candidates::serve(cand_store, cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
-    let p = async { keelson_gateway::server::serve(p_listener, placement, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
+    let p = async { keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
     let o = async { keelson_gateway::server::serve(o_listener, orchestration, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
     let ctl = super::controller::embedded(&config, ctl_listener, shutdown.clone());
     tokio::try_join!(inv, cand, p, o, ctl)?;

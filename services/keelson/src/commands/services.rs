@@ -93,7 +93,7 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);
     tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
     let shutdown = on_signal();
-    let p = keelson_gateway::server::serve(p_listener, placement, shutdown.clone().wait());
+    let p = keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait());
     let o = keelson_gateway::server::serve(o_listener, keelson_gateway::server::orchestration_app(metrics), shutdown.wait());
     tokio::try_join!(p, o)?;
     Ok(ExitCode::SUCCESS)
