@@ -117,8 +117,9 @@ impl Store {
         }
         if let Some(prefix) = &filter.name_prefix {
             // LIKE would treat `_` and `%` as wildcards; compare the prefix.
-            clauses.push("SUBSTR(t.name, 1, ?) = ?".into());
-            params.push(Value::Int(prefix.chars().count() as i64));
+            // The length is ours, not the caller's: inline it, because
+            // PostgreSQL has no SUBSTR taking the 64-bit parameter we bind.
+            clauses.push(format!("SUBSTR(t.name, 1, {}) = ?", prefix.chars().count()));
             params.push(prefix.as_str().into());
         }
         match filter.associated {

@@ -60,63 +60,86 @@ impl Store {
     pub async fn get_usages(&self, q: &UsageQuery) -> Result<Vec<UsageGroup>> {
         let mut tx = self.db.begin_read().await?;
         let dialect = tx.dialect;
-        // Exact matches in Rust: MariaDB compares ids case-insensitively.
-        let mut from = String::from(
-            "FROM allocations a JOIN consumers c ON c.uuid = a.consumer_id \
-             JOIN projects p ON p.id = c.project_id \
-             JOIN users u ON u.id = c.user_id \
-             LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id \
-             JOIN resource_classes rc ON rc.id = a.resource_class_id \
-             WHERE p.external_id = ?",
-        );
-        let mut params: Vec<Value> = vec![q.project_id.as_str().into()];
-        if let Some(user) = &q.user_id {
-            from.push_str(" AND u.external_id = ?");
-            params.push(user.as_str().into());
+        // Resolve the external ids exactly first (MariaDB's collation folds
+        // case), then let the database aggregate by integer ids: a
+        // project's usage is one grouped query, not a row per consumer.
+        let project = exact_id(&mut tx, "projects", &q.project_id).await?;
+        let user = match &q.user_id {
+            Some(u) => Some(exact_id(&mut tx, "users", u).await?),
+            None => None,
+        };
+        let mut rows_by_type: Vec<(Option<String>, String, i64)> = Vec::new();
+        let mut counts_by_type: Vec<(Option<String>, i64)> = Vec::new();
+        let ids = match (project, user) {
+            (Some(p), None) => Some((p, None)),
+            (Some(p), Some(Some(u))) => Some((p, Some(u))),
+            _ => None,
+        };
+        if let Some((project_id, user_id)) = ids {
+            let mut filter = String::from("c.project_id = ?");
+            let mut params: Vec<Value> = vec![project_id.into()];
+            if let Some(u) = user_id {
+                filter.push_str(" AND c.user_id = ?");
+                params.push(u.into());
+            }
+            let consumers = "FROM allocations a JOIN consumers c ON c.uuid = a.consumer_id \
+                 LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id";
+            let sql = format!(
+                "SELECT ct.name, rc.name, {} {consumers} JOIN resource_classes rc ON rc.id = a.resource_class_id \
+                 WHERE {filter} GROUP BY ct.name, rc.name",
+                sum_as_bigint(dialect, "a.used"),
+            );
+            for r in tx.fetch_all(&sql, &params).await? {
+                rows_by_type.push((r.opt_string(0)?, r.string(1)?, r.opt_i64(2)?.unwrap_or(0)));
+            }
+            let sql = format!("SELECT ct.name, COUNT(DISTINCT c.id) {consumers} WHERE {filter} GROUP BY ct.name");
+            for r in tx.fetch_all(&sql, &params).await? {
+                counts_by_type.push((r.opt_string(0)?, r.i64(1)?));
+            }
         }
-        let sql = format!(
-            "SELECT p.external_id, u.external_id, ct.name, rc.name, c.uuid, {} {from} \
-             GROUP BY p.external_id, u.external_id, ct.name, rc.name, c.uuid",
-            sum_as_bigint(dialect, "a.used")
-        );
-        let rows = tx.fetch_all(&sql, &params).await?;
         tx.commit().await?;
 
-        // Groups by key; consumers per group counted once.
-        let mut groups: BTreeMap<Option<String>, (UsageGroup, std::collections::BTreeSet<String>)> = BTreeMap::new();
-        for r in &rows {
-            if r.string(0)? != q.project_id || q.user_id.as_ref().is_some_and(|u| r.string(1).ok().as_ref() != Some(u)) {
-                continue;
+        let key_of = |ty: &Option<String>| -> Option<Option<String>> {
+            if !q.by_consumer_type {
+                return Some(None);
             }
-            let ty = r.opt_string(2)?;
-            let key = if !q.by_consumer_type {
-                None
-            } else {
-                match q.consumer_type.as_deref() {
-                    Some(ALL_CONSUMER_TYPES) => Some(ALL_CONSUMER_TYPES.to_string()),
-                    Some(UNKNOWN_CONSUMER_TYPE) if ty.is_none() => Some(UNKNOWN_CONSUMER_TYPE.to_string()),
-                    Some(UNKNOWN_CONSUMER_TYPE) => continue,
-                    Some(wanted) if ty.as_deref() != Some(wanted) => continue,
-                    _ => Some(ty.unwrap_or_else(|| UNKNOWN_CONSUMER_TYPE.to_string())),
-                }
-            };
-            let (group, consumers) =
-                groups.entry(key.clone()).or_insert_with(|| (UsageGroup { consumer_type: key, ..Default::default() }, Default::default()));
-            *group.usages.entry(r.string(3)?).or_insert(0) += r.opt_i64(5)?.unwrap_or(0);
-            consumers.insert(r.string(4)?);
+            match q.consumer_type.as_deref() {
+                Some(ALL_CONSUMER_TYPES) => Some(Some(ALL_CONSUMER_TYPES.to_string())),
+                Some(UNKNOWN_CONSUMER_TYPE) if ty.is_none() => Some(Some(UNKNOWN_CONSUMER_TYPE.to_string())),
+                Some(UNKNOWN_CONSUMER_TYPE) => None,
+                Some(wanted) if ty.as_deref() != Some(wanted) => None,
+                _ => Some(Some(ty.clone().unwrap_or_else(|| UNKNOWN_CONSUMER_TYPE.to_string()))),
+            }
+        };
+        let mut groups: BTreeMap<Option<String>, UsageGroup> = BTreeMap::new();
+        for (ty, class, used) in &rows_by_type {
+            let Some(key) = key_of(ty) else { continue };
+            let group = groups.entry(key.clone()).or_insert_with(|| UsageGroup { consumer_type: key, ..Default::default() });
+            *group.usages.entry(class.clone()).or_insert(0) += used;
         }
-        let mut out: Vec<UsageGroup> = groups
-            .into_values()
-            .map(|(mut g, consumers)| {
-                g.consumer_count = consumers.len() as i64;
-                g
-            })
-            .collect();
+        // A consumer has one type, so per-type counts add up per group.
+        for (ty, count) in &counts_by_type {
+            if let Some(group) = key_of(ty).and_then(|key| groups.get_mut(&key)) {
+                group.consumer_count += count;
+            }
+        }
+        let mut out: Vec<UsageGroup> = groups.into_values().collect();
         if out.is_empty() && !q.by_consumer_type {
             out.push(UsageGroup::default());
         }
         Ok(out)
     }
+}
+
+/// The id of the row of `table` whose `external_id` is exactly `value`.
+async fn exact_id(tx: &mut keelson_common::db::Tx, table: &str, value: &str) -> Result<Option<i64>> {
+    let rows = tx.fetch_all(&format!("SELECT id, external_id FROM {table} WHERE external_id = ?"), &[value.into()]).await?;
+    for r in &rows {
+        if r.string(1)? == value {
+            return Ok(Some(r.i64(0)?));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
