@@ -314,6 +314,10 @@ fn search_single_providers(r: &Resolved, fleet: &Fleet, anchors: Option<&HashSet
         }
         // A resourceless group (same_subtree): any provider matching its
         // traits and aggregates, anywhere (upstream ignores in_tree here).
+        // Upstream starts from the providers its required traits or
+        // member_of select, so a group with neither (only forbidden traits
+        // or aggregates, or only in_tree) matches no provider at all.
+        None if r.required.is_empty() && r.in_aggregates.is_none() => Vec::new(),
         None => fleet.all_providers.iter().flatten().copied().filter(matches_own).collect(),
     };
     let mut out = Vec::with_capacity(providers.len());

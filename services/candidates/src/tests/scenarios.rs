@@ -204,6 +204,46 @@ async fn same_subtree_with_resourceless_groups() {
     );
 }
 
+/// A resourceless group selects providers by its required traits or
+/// member_of; with neither (only forbidden traits or aggregates) upstream
+/// finds no provider for it, so the whole answer is empty (found by the
+/// differential test against the reference).
+#[tokio::test]
+async fn resourceless_group_without_positive_filter_matches_nothing() {
+    let mut w = World::new().await;
+    w.provider("cn", None).await;
+    w.provider("numa0", Some("cn")).await;
+    w.inventory("numa0", "VCPU", 8).await;
+    w.provider("pf0", Some("numa0")).await;
+    w.inventory("pf0", "SRIOV_NET_VF", 4).await;
+    w.add_trait("numa0", "HW_NUMA_ROOT").await;
+    w.aggregate("cn", AGG).await;
+    let group = |required: Vec<Vec<String>>, forbidden: Vec<String>, forbidden_aggregates: Vec<String>| RequestGroup {
+        suffix: "PARENT".into(),
+        use_same_provider: true,
+        required,
+        forbidden,
+        forbidden_aggregates,
+        ..Default::default()
+    };
+    let ask = |parent: RequestGroup| {
+        let mut req = request(
+            vec![unsuffixed(&[("VCPU", 2)]), RequestGroup::granular("NET", &[("SRIOV_NET_VF", 1)]), parent],
+            Some(GroupPolicy::None),
+        );
+        req.same_subtrees = vec![vec!["NET".into(), "PARENT".into()]];
+        let w = &w;
+        async move { w.ask(Settings::default(), &req).await.unwrap() }
+    };
+    let forbidden_only = ask(group(vec![], vec!["HW_CPU_X86_AVX2".into()], vec![])).await;
+    assert!(forbidden_only.allocation_requests.is_empty() && forbidden_only.provider_summaries.is_empty());
+    let forbidden_aggregate = ask(group(vec![], vec![], vec![AGG.into()])).await;
+    assert!(forbidden_aggregate.allocation_requests.is_empty());
+    // A required trait selects the providers; forbidden ones then filter.
+    let o = ask(group(vec![vec!["HW_NUMA_ROOT".into()]], vec!["HW_CPU_X86_AVX2".into()], vec![])).await;
+    assert_eq!(w.shapes(&o), vec!["numa0:VCPU=2,pf0:SRIOV_NET_VF=1|=numa0;NET=pf0;PARENT=numa0"]);
+}
+
 /// Issue 8: a class requested by two groups. Upstream adds the second
 /// group's amount into an object other candidates share, so its answer
 /// depends on the hash seed and can hold inflated amounts; here every
