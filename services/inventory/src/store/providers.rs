@@ -540,18 +540,11 @@ async fn check_duplicates(tx: &mut Tx, uuid: &str, name: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use keelson_common::db::{now, schema, seed, DatabaseUrl, PoolSettings};
-    use keelson_common::Db;
+    use keelson_common::db::now;
 
     use super::*;
-    use crate::store::StoreSettings;
+    use crate::store::consumers::test_support::store;
 
-    async fn store() -> Store {
-        let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
-        schema::sync(&db).await.unwrap();
-        seed::seed_standard(&db).await.unwrap();
-        Store::new(db, StoreSettings::default())
-    }
 
     async fn create(store: &Store, name: &str, parent: Option<&str>) -> Provider {
         store.create_resource_provider(None, name, parent).await.unwrap()

@@ -255,19 +255,10 @@ pub fn concurrent_provider_update(e: Error) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use keelson_common::db::{schema, seed, DatabaseUrl, PoolSettings};
-    use keelson_common::Db;
-
     use super::*;
     use crate::error::CONCURRENT_UPDATE;
-    use crate::store::StoreSettings;
+    use crate::store::consumers::test_support::store;
 
-    async fn store() -> Store {
-        let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
-        schema::sync(&db).await.unwrap();
-        seed::seed_standard(&db).await.unwrap();
-        Store::new(db, StoreSettings::default())
-    }
 
     #[tokio::test]
     async fn provider_traits_move_the_generation_only_on_change() {
