@@ -10,6 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "keelson/common/v1/error.proto",
         "keelson/placement/v1/placement.proto",
         "keelson/candidates/v1/candidates.proto",
+        "keelson/orchestration/v1/orchestration.proto",
     ];
     let include = protoc_bin_vendored::include_path()?;
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);

@@ -84,7 +84,20 @@ pub async fn serve_placement(
     axum::serve(guarded, app).with_graceful_shutdown(shutdown).await
 }
 
-/// The Orchestration application.
-pub fn orchestration_app(metrics: Metrics) -> axum::Router {
-    with_metrics(crate::orchestration::app(), metrics)
+/// The Orchestration application for `config`, talking to the stack
+/// engine over `engine`.
+pub fn orchestration_app(config: &Config, engine: Channel, metrics: Metrics) -> Result<axum::Router, GatewayError> {
+    use crate::orchestration::{OrchestrationAuth, Settings};
+    let strategy = config.get_str("orchestration", "auth_strategy").unwrap_or_else(|| "keystone".into());
+    let auth = match strategy.as_str() {
+        "noauth" => OrchestrationAuth::NoAuth,
+        _ => OrchestrationAuth::Keystone(Arc::new(TokenValidator::new(KeystoneSettings::from_config(config)?))),
+    };
+    let max_json_body_size = config
+        .get_int("orchestration", "max_json_body_size")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1_048_576);
+    let settings = Settings { auth, max_json_body_size, cors: CorsSettings::from_config(config) };
+    let app = crate::orchestration::app(engine, settings, LogState { api: "orchestration", metrics: metrics.clone() });
+    Ok(with_metrics(app, metrics))
 }

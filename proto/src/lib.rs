@@ -20,6 +20,12 @@ pub mod candidates {
     }
 }
 
+pub mod orchestration {
+    pub mod v1 {
+        tonic::include_proto!("keelson.orchestration.v1");
+    }
+}
+
 /// Encoded `FileDescriptorSet` of every keelson service, for gRPC server
 /// reflection (so `grpcurl list` works against any service).
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("keelson_descriptor");

@@ -1,25 +1,21 @@
-//! The OpenStack Orchestration API v1 (Heat) on port 8004.
+//! The OpenStack Orchestration API v1 (heat-api) on port 8004: a thin
+//! translation of Heat's REST surface onto the stack engine's gRPC
+//! contract (`keelson.orchestration.v1.Orchestration`, one rpc per route).
 //!
-//! This listener answers the version document; the stack API itself is
-//! served by the stack engine (see ARCHITECTURE.md).
+//! Modules: `app` (the layer stack and heat-api's request pipeline),
+//! `routes` (the route table, matched as python-routes does, with the 405
+//! and OPTIONS answers), `auth` (noauth / Keystone callers and the project
+//! check), `body` (JSON request bodies), `handlers` (route → rpc → REST
+//! answer), `fault` (error and webob bodies), `urls` (base URL, quoting,
+//! canonical stack URLs, absolute links).
 
-use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderValue, StatusCode};
+pub mod app;
+pub mod auth;
+pub mod body;
+pub mod fault;
+pub mod handlers;
+pub mod routes;
+pub mod urls;
 
-/// `GET /`: Heat's version list (300 Multiple Choices, as heat-api).
-pub async fn versions(headers: HeaderMap) -> Response {
-    let host = headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost:8004");
-    let body = serde_json::json!({"versions": [{
-        "id": "v1.0",
-        "status": "CURRENT",
-        "links": [{"rel": "self", "href": format!("http://{host}/v1/")}],
-    }]});
-    let mut resp = (StatusCode::MULTIPLE_CHOICES, body.to_string()).into_response();
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp
-}
-
-/// The orchestration application.
-pub fn app() -> axum::Router {
-    axum::Router::new().route("/", axum::routing::get(versions))
-}
+pub use app::{app, Settings};
+pub use auth::OrchestrationAuth;

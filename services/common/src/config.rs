@@ -59,6 +59,8 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("keelson", "inventory_endpoint", "str", Some("http://127.0.0.1:50051")),
     ("keelson", "candidates_endpoint", "str", Some("http://127.0.0.1:50052")),
     ("keelson", "engine_endpoints", "list", Some("http://127.0.0.1:50053")),
+    // How other engines reach this one (default: its listen address).
+    ("keelson", "engine_advertise", "str", None),
     ("keelson", "placement_listen", "str", Some("0.0.0.0:8778")),
     ("keelson", "orchestration_listen", "str", Some("0.0.0.0:8004")),
     ("keelson", "data_dir", "str", Some("./keelson-data")),
@@ -73,6 +75,23 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("etcd", "endpoints", "list", None),
     ("orchestration", "auth_strategy", "str", Some("keystone")),
     ("orchestration", "num_engine_workers", "int", Some("2")),
+    // Heat's own [DEFAULT] options, kept under [orchestration] with Heat's
+    // names and defaults so that they do not mix with Placement's.
+    ("orchestration", "max_json_body_size", "int", Some("1048576")),
+    ("orchestration", "max_template_size", "int", Some("524288")),
+    ("orchestration", "max_resources_per_stack", "int", Some("1000")),
+    ("orchestration", "max_stacks_per_tenant", "int", Some("512")),
+    ("orchestration", "max_nested_stack_depth", "int", Some("5")),
+    ("orchestration", "max_events_per_stack", "int", Some("1000")),
+    ("orchestration", "enable_stack_abandon", "bool", Some("false")),
+    ("orchestration", "enable_stack_adopt", "bool", Some("false")),
+    ("orchestration", "hidden_stack_tags", "list", Some("data-processing-cluster")),
+    ("orchestration", "engine_life_check_timeout", "int", Some("2")),
+    ("orchestration", "periodic_interval", "int", Some("5")),
+    ("orchestration", "stall_timeout", "int", Some("30")),
+    ("orchestration", "action_retry_limit", "int", Some("5")),
+    ("orchestration", "client_retry_limit", "int", Some("2")),
+    ("orchestration", "max_concurrent_checks", "int", Some("64")),
     ("database", "connection", "str", None),
 ];
 

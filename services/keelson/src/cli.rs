@@ -33,6 +33,10 @@ pub enum Command {
     Inventory,
     /// The allocation-candidates service (gRPC).
     Candidates,
+    /// One Heat stack engine (gRPC on [keelson] engine_listen): the
+    /// Orchestration API operations and a convergence worker; engines
+    /// sharing [database] connection spread stacks' work among them.
+    Engine,
     /// Database schema management (placement-manage db).
     Db {
         #[command(subcommand)]
@@ -141,6 +145,7 @@ impl Command {
             Command::Gateway => "gateway",
             Command::Inventory => "inventory",
             Command::Candidates => "candidates",
+            Command::Engine => "engine",
             Command::Db { .. } => "db",
             Command::Status { .. } => "status",
             Command::Controller => "controller",

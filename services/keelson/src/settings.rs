@@ -32,6 +32,16 @@ pub fn apply_all_in_one_defaults(config: &mut Config) -> anyhow::Result<()> {
         std::fs::create_dir_all(DATA_DIR).with_context(|| format!("creating ./{DATA_DIR}"))?;
         config.set("placement_database", "connection", &format!("sqlite:///{DATA_DIR}/placement.db"));
     }
+    if !config.is_set("database", "connection") {
+        std::fs::create_dir_all(DATA_DIR).with_context(|| format!("creating ./{DATA_DIR}"))?;
+        // Several harness-started instances may share a working directory:
+        // each keeps its own orchestration database.
+        let file = match std::env::var("PLACEMENT_PORT") {
+            Ok(port) if !port.is_empty() => format!("orchestration-{port}.db"),
+            _ => "orchestration.db".to_string(),
+        };
+        config.set("database", "connection", &format!("sqlite:///{DATA_DIR}/{file}"));
+    }
     if !config.is_set("api", "auth_strategy") {
         config.set("api", "auth_strategy", "noauth2");
     }
@@ -88,6 +98,15 @@ pub fn database_url(config: &Config) -> anyhow::Result<DatabaseUrl> {
         bail!("[placement_database] connection is not set");
     };
     DatabaseUrl::parse(&url).with_context(|| format!("[placement_database] connection in {}", config.source_of("placement_database", "connection")))
+}
+
+/// The stack engine's database URL from `[database] connection` (Heat's
+/// option; its own database, apart from Placement's).
+pub fn orchestration_database_url(config: &Config) -> anyhow::Result<DatabaseUrl> {
+    let Some(url) = config.get_str("database", "connection") else {
+        bail!("[database] connection (the orchestration database) is not set");
+    };
+    DatabaseUrl::parse(&url).with_context(|| format!("[database] connection in {}", config.source_of("database", "connection")))
 }
 
 /// Pool settings from `[placement_database]`.

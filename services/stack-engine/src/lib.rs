@@ -1,6 +1,110 @@
-//! The Heat convergence engine (OpenStack Orchestration).
+//! The stack engine: OpenStack Heat's convergence engine behind the
+//! `keelson.orchestration.v1` gRPC API.
 //!
-//! Not written yet: this crate only holds its place in the mesh's layout
-//! (see ARCHITECTURE.md). It will hold the HOT template model and
-//! functions, the convergence data model, traversals, sync points and
-//! check_resource, served over gRPC to the gateway's Orchestration API.
+//! - [`keelson_hot`] (its own crate): the template language.
+//! - [`resources`]: the resource type plugins (OS::Heat::None,
+//!   TestResource, RandomString, Value), their property schemas and the
+//!   in-place-or-replace decision.
+//! - [`store`]: the convergence data model (stack, raw_template, resource,
+//!   resource_data, sync_point, event, service) and its conditional writes
+//!   (traversal CAS, resource lock CAS, sync-point merge).
+//! - [`convergence`]: converge_stack, check_resource, propagate, sync
+//!   points, cancel, lock stealing: the work spread over engine workers.
+//! - [`service`]: the engine operations the API calls (create, update,
+//!   delete, list, show, events, outputs, validate, resource types).
+//! - [`rpc`]: the thin gRPC layer (`Orchestration` for the gateway,
+//!   `EngineWorker` between engines).
+//! - [`error`]: errors carrying Heat's exception type names.
+
+pub mod convergence;
+pub mod definition;
+pub mod error;
+pub mod resources;
+pub mod rpc;
+pub mod service;
+pub mod store;
+
+pub use error::EngineError;
+
+use std::sync::Arc;
+
+use keelson_common::shutdown::Shutdown;
+use keelson_common::{Config, Db};
+use tokio::net::TcpListener;
+
+pub use convergence::EngineSettings;
+pub use service::ServiceSettings;
+
+/// The fully qualified names of the gRPC services an engine serves.
+pub const SERVICE_NAMES: &[&str] = &["keelson.orchestration.v1.Orchestration", "keelson.orchestration.v1.EngineWorker"];
+
+/// Everything an engine process is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub engine: EngineSettings,
+    pub service: ServiceSettings,
+}
+
+/// The engine's settings from `[orchestration]` (Heat's option names) and
+/// the address other engines reach this one at.
+pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Settings {
+    let secs = |name: &str, default: u64| {
+        std::time::Duration::from_secs(config.get_int("orchestration", name).filter(|v| *v > 0).map(|v| v as u64).unwrap_or(default))
+    };
+    let int = |name: &str, default: i64| config.get_int("orchestration", name).unwrap_or(default);
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
+    let d = EngineSettings::default();
+    let engine = EngineSettings {
+        worker_endpoint,
+        host,
+        engine_life_check_timeout: secs("engine_life_check_timeout", d.engine_life_check_timeout.as_secs()),
+        periodic_interval: secs("periodic_interval", d.periodic_interval.as_secs()),
+        max_events_per_stack: int("max_events_per_stack", d.max_events_per_stack),
+        stall_timeout: secs("stall_timeout", d.stall_timeout.as_secs()),
+        action_retry_limit: int("action_retry_limit", d.action_retry_limit.into()).max(0) as u32,
+        client_retry_limit: int("client_retry_limit", d.client_retry_limit.into()).max(0) as u32,
+        max_concurrent_checks: int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1) as usize,
+        ..d
+    };
+    let s = ServiceSettings::default();
+    let service = ServiceSettings {
+        enable_stack_abandon: config.get_bool("orchestration", "enable_stack_abandon"),
+        enable_stack_adopt: config.get_bool("orchestration", "enable_stack_adopt"),
+        hidden_stack_tags: config.get_list("orchestration", "hidden_stack_tags"),
+        max_stacks_per_tenant: int("max_stacks_per_tenant", s.max_stacks_per_tenant),
+        max_resources_per_stack: int("max_resources_per_stack", s.max_resources_per_stack),
+        max_template_size: int("max_template_size", s.max_template_size as i64).max(0) as usize,
+        max_nested_stack_depth: int("max_nested_stack_depth", s.max_nested_stack_depth),
+        revision: env!("CARGO_PKG_VERSION").to_string(),
+        ..s
+    };
+    Settings { engine, service }
+}
+
+/// Why an engine stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("engine: {0}")]
+    Engine(#[from] EngineError),
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Runs one engine on `db` (schema already synced): registers it, starts
+/// its heartbeat and watchdog, and serves `Orchestration` and
+/// `EngineWorker` on `listener` until `shutdown`.
+pub async fn serve(db: Db, settings: Settings, listener: TcpListener, shutdown: Shutdown) -> Result<(), ServeError> {
+    let registry = Arc::new(resources::Registry::builtin());
+    let engine = convergence::Engine::start(db.clone(), registry.clone(), settings.engine).await?;
+    let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));
+    let worker = rpc::worker::WorkerService::new(engine.clone());
+    let api = rpc::api::OrchestrationApi::new(api);
+    keelson_common::grpc::serve(
+        listener,
+        SERVICE_NAMES,
+        |router| router.add_service(api.into_server()).add_service(worker.into_server()),
+        shutdown,
+    )
+    .await?;
+    Ok(())
+}

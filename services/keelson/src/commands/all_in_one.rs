@@ -18,11 +18,15 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let p_listener = bind(settings::placement_listen(&config, true)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, "orchestration_listen", true)?, "orchestration API").await?;
     let ctl_listener = bind(super::controller::listen(&config, true)?, "controller RPC").await?;
+    let engine_listener = bind(settings::listen(&config, "engine_listen", true)?, "stack engine").await?;
+    let orchestration_db = super::engine::open_orchestration_database(&config).await?;
+    let engine_addr = engine_listener.local_addr()?;
     let inv_addr = inv_listener.local_addr()?;
     let cand_addr = cand_listener.local_addr()?;
 
     tracing::info!(target: "keelson", "inventory gRPC on {inv_addr}");
     tracing::info!(target: "keelson", "candidates gRPC on {cand_addr}");
+    tracing::info!(target: "keelson", "stack engine gRPC on {engine_addr} (database {})", orchestration_db.url.display);
     tracing::info!(target: "keelson", "Placement API on http://{} (auth: {})", p_listener.local_addr()?, config.get_str("api", "auth_strategy").unwrap_or_default());
     tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
     tracing::info!(target: "keelson", "controller RPC on {} (single node)", ctl_listener.local_addr()?);
@@ -32,7 +36,9 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::channel(&format!("http://{cand_addr}"))?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
-    let orchestration = keelson_gateway::server::orchestration_app(metrics);
+    let engine_channel = keelson_gateway::server::channel(&format!("http://{engine_addr}"))?;
+    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channel, metrics)?;
+    let engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
 
     let store = Store::new(db.clone(), store_settings(&config));
     let cand_store = keelson_candidates::Store::new(db.clone(), keelson_candidates::settings_from_config(&config));
@@ -41,8 +47,12 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let p = async { keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
     let o = async { keelson_gateway::server::serve(o_listener, orchestration, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
     let ctl = super::controller::embedded(&config, ctl_listener, shutdown.clone());
-    tokio::try_join!(inv, cand, p, o, ctl)?;
+    let engine = async {
+        keelson_stack_engine::serve(orchestration_db.clone(), engine_settings, engine_listener, shutdown.clone()).await.map_err(anyhow::Error::from)
+    };
+    tokio::try_join!(inv, cand, p, o, ctl, engine)?;
     db.close().await;
+    orchestration_db.close().await;
     tracing::info!(target: "keelson", "stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@ mod all_in_one;
 mod controller;
 mod ctl;
 mod db;
+mod engine;
 mod services;
 mod status;
 
@@ -31,6 +32,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gateway => services::gateway(config).await,
         Command::Inventory => services::inventory(config).await,
         Command::Candidates => services::candidates(config).await,
+        Command::Engine => engine::run(config).await,
         Command::Db { command } => db::run(config, command).await,
         Command::Status { command } => status::run(config, command).await,
         Command::Controller => controller::run(config).await,

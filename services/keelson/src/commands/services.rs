@@ -83,18 +83,37 @@ pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One channel over every stack engine of `[keelson] engine_endpoints`:
+/// requests are balanced over the engines that are up, so the API stays
+/// available while an engine restarts.
+pub fn engine_channel(config: &Config) -> anyhow::Result<tonic::transport::Channel> {
+    let urls: Vec<String> = config
+        .get_list("keelson", "engine_endpoints")
+        .into_iter()
+        .filter(|u| !u.is_empty())
+        .collect();
+    let mut endpoints = Vec::new();
+    for url in &urls {
+        let ep = tonic::transport::Endpoint::from_shared(url.clone()).with_context(|| format!("invalid [keelson] engine_endpoints entry {url:?}"))?;
+        endpoints.push(ep.connect_timeout(std::time::Duration::from_secs(2)).tcp_nodelay(true));
+    }
+    anyhow::ensure!(!endpoints.is_empty(), "[keelson] engine_endpoints is empty");
+    Ok(tonic::transport::Channel::balance_list(endpoints.into_iter()))
+}
+
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let inventory = keelson_gateway::server::channel(&config.get_str("keelson", "inventory_endpoint").unwrap_or_default())?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::candidates_channel(&config)?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
+    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channel(&config)?, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, "orchestration_listen", false)?, "orchestration API").await?;
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);
     tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
     let shutdown = on_signal();
     let p = keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait());
-    let o = keelson_gateway::server::serve(o_listener, keelson_gateway::server::orchestration_app(metrics), shutdown.wait());
+    let o = keelson_gateway::server::serve(o_listener, orchestration, shutdown.wait());
     tokio::try_join!(p, o)?;
     Ok(ExitCode::SUCCESS)
 }

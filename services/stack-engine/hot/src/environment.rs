@@ -1,0 +1,260 @@
+//! Stack environments: parameters, parameter_defaults, resource_registry,
+//! and their merging (environment_files in order, then the request's).
+
+use crate::TemplateError;
+use serde_json::{json, Map, Value};
+
+const SECTIONS: &[&str] = &[
+    "parameters",
+    "parameter_defaults",
+    "resource_registry",
+    "encrypted_param_names",
+    "event_sinks",
+    "parameter_merge_strategies",
+];
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Environment {
+    pub parameters: Map<String, Value>,
+    pub parameter_defaults: Map<String, Value>,
+    /// As written: type mappings plus the "resources" per-resource section.
+    pub resource_registry: Map<String, Value>,
+    pub encrypted_param_names: Vec<String>,
+    pub event_sinks: Vec<Value>,
+    pub parameter_merge_strategies: Map<String, Value>,
+}
+
+/// Where a resource type is redirected by the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryTarget {
+    /// Another resource type name.
+    Type(String),
+    /// A template (a key of the request's `files`, or a URL).
+    TemplateFile(String),
+}
+
+fn env_error(message: impl Into<String>) -> TemplateError {
+    TemplateError::new("HTTPBadRequest", message)
+}
+
+fn section_map(v: &Value, name: &str) -> Result<Map<String, Value>, TemplateError> {
+    match v {
+        Value::Null => Ok(Map::new()),
+        Value::Object(m) => Ok(m.clone()),
+        _ => Err(env_error(format!("The environment section \"{name}\" must be a mapping."))),
+    }
+}
+
+impl Environment {
+    /// From a parsed environment document (see `parse_document`).
+    pub fn from_value(v: &Value) -> Result<Environment, TemplateError> {
+        let doc = match v {
+            Value::Null => return Ok(Environment::default()),
+            Value::Object(m) => m,
+            _ => return Err(env_error("The environment is not a valid YAML mapping data type.")),
+        };
+        if let Some(bad) = doc.keys().find(|k| !SECTIONS.contains(&k.as_str())) {
+            return Err(env_error(format!("environment has wrong section \"{bad}\"")));
+        }
+        let null = Value::Null;
+        let get = |k: &str| doc.get(k).unwrap_or(&null);
+        let string_list = |k: &str| -> Vec<String> {
+            get(k)
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
+        };
+        Ok(Environment {
+            parameters: section_map(get("parameters"), "parameters")?,
+            parameter_defaults: section_map(get("parameter_defaults"), "parameter_defaults")?,
+            resource_registry: section_map(get("resource_registry"), "resource_registry")?,
+            encrypted_param_names: string_list("encrypted_param_names"),
+            event_sinks: get("event_sinks").as_array().cloned().unwrap_or_default(),
+            parameter_merge_strategies: section_map(
+                get("parameter_merge_strategies"),
+                "parameter_merge_strategies",
+            )?,
+        })
+    }
+
+    /// Applies `other` on top of `self`: later values win; parameter
+    /// defaults follow `other`'s merge strategies (overwrite | merge |
+    /// deep_merge, per parameter or "default").
+    pub fn merge(&mut self, other: &Environment) {
+        for (k, v) in &other.parameters {
+            self.parameters.insert(k.clone(), v.clone());
+        }
+        let default_strategy = other
+            .parameter_merge_strategies
+            .get("default")
+            .and_then(Value::as_str)
+            .unwrap_or("overwrite")
+            .to_string();
+        for (k, v) in &other.parameter_defaults {
+            let strategy = other
+                .parameter_merge_strategies
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or(&default_strategy);
+            let merged = match (self.parameter_defaults.get(k), strategy) {
+                (Some(old), "merge") => merge_values(old, v, false),
+                (Some(old), "deep_merge") => merge_values(old, v, true),
+                _ => v.clone(),
+            };
+            self.parameter_defaults.insert(k.clone(), merged);
+        }
+        for (k, v) in &other.resource_registry {
+            let merged = match (self.resource_registry.get(k), k.as_str()) {
+                (Some(old), "resources") => merge_values(old, v, true),
+                _ => v.clone(),
+            };
+            self.resource_registry.insert(k.clone(), merged);
+        }
+        for name in &other.encrypted_param_names {
+            if !self.encrypted_param_names.contains(name) {
+                self.encrypted_param_names.push(name.clone());
+            }
+        }
+        self.event_sinks.extend(other.event_sinks.iter().cloned());
+        for (k, v) in &other.parameter_merge_strategies {
+            self.parameter_merge_strategies.insert(k.clone(), v.clone());
+        }
+    }
+
+    /// GET .../environment body.
+    pub fn to_value(&self) -> Value {
+        let mut registry = self.resource_registry.clone();
+        if !registry.contains_key("resources") {
+            registry.insert("resources".into(), json!({}));
+        }
+        // Key order as Heat answers GET .../environment.
+        let mut out = Map::new();
+        out.insert("resource_registry".into(), Value::Object(registry));
+        out.insert("parameters".into(), Value::Object(self.parameters.clone()));
+        out.insert("parameter_defaults".into(), Value::Object(self.parameter_defaults.clone()));
+        out.insert("event_sinks".into(), Value::Array(self.event_sinks.clone()));
+        out.insert(
+            "encrypted_param_names".into(),
+            Value::Array(self.encrypted_param_names.iter().cloned().map(Value::String).collect()),
+        );
+        Value::Object(out)
+    }
+
+    /// The user-visible part (POST /validate's "Environment").
+    pub fn to_user_value(&self) -> Value {
+        let mut v = self.to_value();
+        if let Some(m) = v.as_object_mut() {
+            m.shift_remove("encrypted_param_names");
+        }
+        v
+    }
+
+    /// Global registry lookup: exact key first, then the longest matching
+    /// "Prefix::*" wildcard. `None` when the type is not mapped.
+    pub fn resolve_type(&self, type_name: &str) -> Option<RegistryTarget> {
+        lookup_registry(&self.resource_registry, type_name)
+    }
+
+    /// Registry lookup for one resource: `resources: {name: {type: target}}`
+    /// first, then the global mappings.
+    pub fn resolve_type_for(&self, resource_name: &str, type_name: &str) -> Option<RegistryTarget> {
+        self.resource_registry
+            .get("resources")
+            .and_then(|r| r.get(resource_name))
+            .and_then(Value::as_object)
+            .and_then(|specific| lookup_registry(specific, type_name))
+            .or_else(|| self.resolve_type(type_name))
+    }
+}
+
+fn lookup_registry(registry: &Map<String, Value>, type_name: &str) -> Option<RegistryTarget> {
+    let target = registry.get(type_name).and_then(Value::as_str).map(str::to_string).or_else(|| {
+        registry
+            .iter()
+            .filter(|(k, _)| k.ends_with('*') && type_name.starts_with(&k[..k.len() - 1]))
+            .max_by_key(|(k, _)| k.len())
+            .and_then(|(k, v)| {
+                let to = v.as_str()?;
+                // "OS::Nova::*": "AWS::EC2::*" maps the matched suffix too.
+                Some(match to.strip_suffix('*') {
+                    Some(prefix) => format!("{prefix}{}", &type_name[k.len() - 1..]),
+                    None => to.to_string(),
+                })
+            })
+    })?;
+    if target == type_name {
+        return None;
+    }
+    Some(if is_template_reference(&target) {
+        RegistryTarget::TemplateFile(target)
+    } else {
+        RegistryTarget::Type(target)
+    })
+}
+
+/// Heat treats a registry value as a template when it names a file.
+pub(crate) fn is_template_reference(target: &str) -> bool {
+    target.ends_with(".yaml") || target.ends_with(".template") || target.ends_with(".yml") || target.contains("://")
+}
+
+fn merge_values(old: &Value, new: &Value, deep: bool) -> Value {
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut out = a.clone();
+            for (k, v) in b {
+                let merged = match (out.get(k), deep) {
+                    (Some(prev), true) => merge_values(prev, v, true),
+                    _ => v.clone(),
+                };
+                out.insert(k.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            let mut out = a.clone();
+            out.extend(b.iter().cloned());
+            Value::Array(out)
+        }
+        (Value::String(a), Value::String(b)) => {
+            // Heat joins comma-delimited strings when merging.
+            Value::String(format!("{a},{b}"))
+        }
+        _ => new.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_section_rejected() {
+        let e = Environment::from_value(&json!({"paramters": {}})).unwrap_err();
+        assert_eq!(e.message, "environment has wrong section \"paramters\"");
+    }
+
+    #[test]
+    fn merge_later_wins_and_registry_resolves() {
+        let mut a = Environment::from_value(&json!({
+            "parameters": {"x": 1},
+            "resource_registry": {"My::A": "a.yaml", "OS::Nova::*": "AWS::EC2::*"}
+        }))
+        .unwrap();
+        let b = Environment::from_value(&json!({"parameters": {"x": 2}, "resource_registry": {"My::B": "OS::Heat::None"}})).unwrap();
+        a.merge(&b);
+        assert_eq!(a.parameters["x"], 2);
+        assert_eq!(a.resolve_type("My::A"), Some(RegistryTarget::TemplateFile("a.yaml".into())));
+        assert_eq!(a.resolve_type("My::B"), Some(RegistryTarget::Type("OS::Heat::None".into())));
+        assert_eq!(a.resolve_type("OS::Nova::Server"), Some(RegistryTarget::Type("AWS::EC2::Server".into())));
+        assert_eq!(a.resolve_type("Other"), None);
+        assert_eq!(a.to_value()["resource_registry"]["resources"], json!({}));
+    }
+
+    #[test]
+    fn merge_strategy_merge_for_defaults() {
+        let mut a = Environment::from_value(&json!({"parameter_defaults": {"m": {"a": 1}}})).unwrap();
+        let b = Environment::from_value(&json!({"parameter_defaults": {"m": {"b": 2}}, "parameter_merge_strategies": {"m": "merge"}})).unwrap();
+        a.merge(&b);
+        assert_eq!(a.parameter_defaults["m"], json!({"a": 1, "b": 2}));
+    }
+}

@@ -1,0 +1,1246 @@
+//! The intrinsic functions: which name means what in each version, their
+//! argument checks (upstream texts) and their evaluation.
+
+use crate::conditions;
+use crate::snippet::{Call, ConditionValues, Node, ResolveContext, Snippet};
+use crate::versions::{self, HotVersion};
+use crate::TemplateError;
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Func {
+    GetParam,
+    GetResource,
+    /// `all`: no attribute name allowed (>= 2015-10-15).
+    GetAttr { all: bool },
+    GetFile,
+    /// `multi`: several lists (>= 2015-10-15).
+    ListJoin { multi: bool },
+    /// `json`: non-string params JSON-encoded; `strict`: 0 plain,
+    /// 1 every param must occur, 2 also non-empty values.
+    StrReplace { json: bool, strict: u8 },
+    /// `maps`: for_each values may be maps; `permutations`: the
+    /// `permutations` key is accepted.
+    Repeat { maps: bool, permutations: bool },
+    Digest,
+    StrSplit,
+    MapMerge,
+    MapReplace,
+    /// `nullable`: the two-argument form (2021-04-16).
+    If { nullable: bool },
+    Filter,
+    MakeUrl,
+    ListConcat { unique: bool },
+    Contains,
+    Equals,
+    Not,
+    And,
+    Or,
+    Yaql,
+    ResourceFacade,
+    Select,
+    CfnJoin,
+    CfnSplit,
+    CfnReplace,
+    Base64,
+    GetAZs,
+    MemberListToMap,
+    Ref,
+    /// CFN Fn::FindInMap; the template's Mappings are put in front of the
+    /// arguments when the template is parsed.
+    FindInMap,
+    /// Existed in an older version; using it is an error.
+    Removed,
+}
+
+pub(crate) struct FunctionTable {
+    /// For CFN templates: the HOT version whose semantics apply (2013-05-23).
+    pub version: HotVersion,
+    pub conditions: bool,
+    /// "heat_template_version.2016-10-14", "AWSTemplateFormatVersion.2010-09-09"...
+    pub full_name: String,
+    pub cfn: bool,
+}
+
+const CFN_IN_2013: &[&str] = &[
+    "Fn::GetAZs", "Fn::Join", "Fn::Split", "Fn::Replace", "Fn::Base64",
+    "Fn::MemberListToMap", "Fn::ResourceFacade", "Ref", "Fn::Select",
+];
+
+impl FunctionTable {
+    pub fn lookup(&self, key: &str) -> Option<Func> {
+        let v = self.version;
+        let offered = versions::function_names(&self.full_name, self.conditions).unwrap_or_default();
+        if !offered.iter().any(|n| n == key) {
+            return (!self.cfn && CFN_IN_2013.contains(&key)).then_some(Func::Removed);
+        }
+        Some(match key {
+            "get_param" => Func::GetParam,
+            "get_resource" => Func::GetResource,
+            "get_attr" => Func::GetAttr { all: v.at_least("2015-10-15") },
+            "get_file" => Func::GetFile,
+            "list_join" => Func::ListJoin { multi: v.at_least("2015-10-15") },
+            "str_replace" => Func::StrReplace { json: v.at_least("2015-10-15"), strict: 0 },
+            "str_replace_strict" => Func::StrReplace { json: true, strict: 1 },
+            "str_replace_vstrict" => Func::StrReplace { json: true, strict: 2 },
+            "repeat" => Func::Repeat { maps: v.at_least("2016-10-14"), permutations: v.at_least("2017-09-01") },
+            "digest" => Func::Digest,
+            "str_split" => Func::StrSplit,
+            "map_merge" => Func::MapMerge,
+            "map_replace" => Func::MapReplace,
+            "if" => Func::If { nullable: v.at_least("2021-04-16") },
+            "filter" => Func::Filter,
+            "make_url" => Func::MakeUrl,
+            "list_concat" => Func::ListConcat { unique: false },
+            "list_concat_unique" => Func::ListConcat { unique: true },
+            "contains" => Func::Contains,
+            "equals" => Func::Equals,
+            "not" => Func::Not,
+            "and" => Func::And,
+            "or" => Func::Or,
+            "yaql" => Func::Yaql,
+            "resource_facade" | "Fn::ResourceFacade" => Func::ResourceFacade,
+            "Fn::Select" => Func::Select,
+            "Fn::Join" => Func::CfnJoin,
+            "Fn::Split" => Func::CfnSplit,
+            "Fn::Replace" => Func::CfnReplace,
+            "Fn::Base64" => Func::Base64,
+            "Fn::GetAZs" => Func::GetAZs,
+            "Fn::MemberListToMap" => Func::MemberListToMap,
+            "Ref" => Func::Ref,
+            "Fn::GetAtt" => Func::GetAttr { all: false },
+            "Fn::If" => Func::If { nullable: false },
+            "Fn::Equals" => Func::Equals,
+            "Fn::Not" => Func::Not,
+            "Fn::And" => Func::And,
+            "Fn::Or" => Func::Or,
+            "Fn::FindInMap" => Func::FindInMap,
+            _ => return None,
+        })
+    }
+}
+
+fn invalid(message: impl Into<String>) -> TemplateError {
+    TemplateError::validation_failed(message)
+}
+
+fn list_join_example(name: &str, multi: bool) -> String {
+    if multi {
+        format!("\"{name}\" : [ \" \", [ \"str1\", \"str2\"] ...]")
+    } else {
+        format!("\"{name}\" : [ \" \", [ \"str1\", \"str2\"]]")
+    }
+}
+
+/// Upstream raises these as KeyError, whose text Python shows as a repr.
+fn str_replace_syntax_error(name: &str) -> TemplateError {
+    let text = format!(
+        "\"{name}\" syntax should be {name}:\n              template: This is var1 template var2\n              params:\n                var1: a\n                var2: string"
+    );
+    invalid(py_repr_str(&text))
+}
+
+fn repeat_syntax_error() -> TemplateError {
+    let text = "\"repeat\" syntax should be repeat:\n              template: This is %var%\n              for_each:\n                %var%: ['a', 'b', 'c']";
+    invalid(py_repr_str(text))
+}
+
+fn map_replace_example(name: &str) -> String {
+    format!("\"{name}\" : [ {{ \"key1\": \"val1\" }}, {{\"keys\": {{\"key1\": \"key2\"}}, \"values\": {{\"val1\": \"val2\"}}}}]")
+}
+const MAKE_URL_KEYS: &[&str] = &["scheme", "username", "password", "host", "path", "port", "query", "fragment"];
+
+fn list_items(s: &Snippet) -> Option<&[Snippet]> {
+    match &s.0 {
+        Node::List(items) => Some(items),
+        _ => None,
+    }
+}
+
+fn map_entries(s: &Snippet) -> Option<&[(String, Snippet)]> {
+    match &s.0 {
+        Node::Map(entries) => Some(entries),
+        _ => None,
+    }
+}
+
+fn is_call(s: &Snippet) -> bool {
+    matches!(s.0, Node::Call(_))
+}
+
+/// Checks made when the template is parsed (upstream: at function
+/// construction); arguments that are themselves functions are checked
+/// when resolved.
+pub(crate) fn check_arguments(call: &Call) -> Result<(), TemplateError> {
+    let name = call.name.as_str();
+    let args = &call.args;
+    if is_call(args) && !matches!(call.func, Func::Removed | Func::Yaql) {
+        return Ok(());
+    }
+    match call.func {
+        Func::Removed => Err(TemplateError::new(
+            "InvalidTemplateVersion",
+            format!("The template version is invalid: The function {name} is not supported in this version of HOT."),
+        )),
+        Func::Yaql => Err(TemplateError::new("NotSupported", "yaql is not supported")),
+        Func::GetAttr { all } => match list_items(args) {
+            None => Err(invalid(format!("Argument to \"{name}\" must be a list"))),
+            Some(items) if all && items.is_empty() => Err(invalid(format!(
+                "Arguments to \"{name}\" can be of the next forms: [resource_name] or [resource_name, attribute, (path), ...]"
+            ))),
+            Some(items) if !all && items.len() < 2 => Err(invalid(format!(
+                "Arguments to \"{name}\" must be of the form [resource_name, attribute, (path), ...]"
+            ))),
+            Some(_) => Ok(()),
+        },
+        Func::GetResource => match args.as_literal() {
+            Some(Value::String(_)) | None => Ok(()),
+            Some(_) => Err(invalid(format!("Argument to \"{name}\" must be a string"))),
+        },
+        Func::GetFile => match args.as_literal() {
+            Some(Value::String(_)) | None => Ok(()),
+            Some(_) => Err(invalid(format!("Argument to \"{name}\" must be a string"))),
+        },
+        Func::ListJoin { multi } => {
+            let bad = || invalid(format!("Incorrect arguments to \"{name}\" should be: {}", list_join_example(name, multi)));
+            match list_items(args) {
+                None => Err(bad()),
+                Some(items) if multi && items.len() < 2 => Err(bad()),
+                Some(items) if !multi && items.len() != 2 => Err(bad()),
+                Some(_) => Ok(()),
+            }
+        }
+        Func::StrReplace { .. } => match map_entries(args) {
+            None => Err(invalid(format!("Arguments to \"{name}\" must be a map"))),
+            Some(entries) => {
+                let has = |k: &str| entries.iter().any(|(key, _)| key == k);
+                if !has("params") || !has("template") {
+                    Err(str_replace_syntax_error(name))
+                } else {
+                    let params = entries.iter().find(|(k, _)| k == "params").map(|(_, s)| s);
+                    match params {
+                        None => Err(str_replace_syntax_error(name)),
+                        Some(p) if map_entries(p).is_none() && !is_call(p) => {
+                            Err(invalid(format!("\"{name}\" parameters must be a mapping")))
+                        }
+                        Some(_) => Ok(()),
+                    }
+                }
+            }
+        },
+        Func::Repeat { .. } => match map_entries(args) {
+            None => Err(invalid(format!("Arguments to \"{name}\" must be a map"))),
+            Some(entries) => {
+                let get = |k: &str| entries.iter().find(|(key, _)| key == k).map(|(_, s)| s);
+                match (get("for_each"), get("template")) {
+                    (Some(for_each), Some(_)) => {
+                        if map_entries(for_each).is_none() && !is_call(for_each) {
+                            Err(invalid(format!("The \"for_each\" argument to \"{name}\" must contain a map")))
+                        } else {
+                            Ok(())
+                        }
+                    }
+                    _ => Err(repeat_syntax_error()),
+                }
+            }
+        },
+        Func::Digest => check_digest_args(name, &args.to_value()),
+        Func::StrSplit => match &args.0 {
+            Node::Map(_) | Node::Literal(Value::String(_)) => Err(invalid(format!(
+                "Incorrect arguments to \"{name}\" should be: \"{name}\" : [ \",\", \"apples,pears\", <index>]"
+            ))),
+            _ => Ok(()),
+        },
+        Func::MapMerge => match list_items(args) {
+            Some(_) => Ok(()),
+            None => Err(invalid(format!(
+                "Incorrect arguments to \"{name}\" should be: \"{name}\" : [ {{ \"key1\": \"val1\" }}, {{ \"key2\": \"val2\" }} ]"
+            ))),
+        },
+        Func::MapReplace => match list_items(args) {
+            Some(items) if items.len() == 2 => Ok(()),
+            _ => Err(invalid(format!("Incorrect arguments to \"{name}\" should be: {}", map_replace_example(name)))),
+        },
+        Func::If { nullable } => {
+            let ok = match list_items(args) {
+                Some(items) => items.len() == 3 || (nullable && items.len() == 2),
+                None => false,
+            };
+            if ok {
+                Ok(())
+            } else {
+                Err(invalid(format!(
+                    "Arguments to \"{name}\" must be of the form: [condition_name, value_if_true, value_if_false]"
+                )))
+            }
+        }
+        Func::Filter => match list_items(args) {
+            None => Err(invalid(format!("Argument to \"{name}\" must be a list"))),
+            Some(items) if items.len() != 2 => Err(invalid(format!(
+                "\"{name}\" expected 2 arguments of the form [values, sequence] but got {} arguments instead",
+                items.len()
+            ))),
+            Some(_) => Ok(()),
+        },
+        Func::MakeUrl => match map_entries(args) {
+            None => Err(invalid(format!("The arguments to \"{name}\" must be a map"))),
+            Some(entries) => {
+                let bad: Vec<&str> = entries
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .filter(|k| !MAKE_URL_KEYS.contains(k))
+                    .collect();
+                if bad.is_empty() {
+                    Ok(())
+                } else {
+                    Err(invalid(format!("Invalid arguments to \"{name}\": {}", bad.join(", "))))
+                }
+            }
+        },
+        Func::ListConcat { .. } => match list_items(args) {
+            Some(_) => Ok(()),
+            None => Err(invalid(format!(
+                "Incorrect arguments to \"{name}\" should be: \"{name}\" : [ [ <value 1>, <value 2> ], [ <value 3>, <value 4> ] ]"
+            ))),
+        },
+        Func::Contains => match list_items(args) {
+            Some(items) if items.len() == 2 => Ok(()),
+            Some(items) if !items.is_empty() => {
+                Err(invalid(format!("Arguments to \"{name}\" must be of the form: [value1, [value1, value2]]")))
+            }
+            _ => Err(invalid(format!(
+                "Incorrect arguments to \"{name}\" should be: \"{name}\" : [ \"value1\", [ \"value1\", \"value2\"]]"
+            ))),
+        },
+        Func::Equals => match list_items(args) {
+            Some(items) if items.len() == 2 => Ok(()),
+            _ => Err(invalid(format!("Arguments to \"{name}\" must be of the form: [value_1, value_2]"))),
+        },
+        Func::Not => match args.as_literal() {
+            Some(Value::Null) => Err(invalid(format!("Argument to \"{name}\" must be a condition"))),
+            _ => Ok(()),
+        },
+        Func::And | Func::Or => match list_items(args) {
+            Some(items) if items.len() >= 2 => Ok(()),
+            Some(_) => Err(invalid(format!("The minimum number of condition arguments to \"{name}\" is 2."))),
+            None => Err(invalid(format!("Arguments to \"{name}\" must be a list of conditions"))),
+        },
+        Func::ResourceFacade => match args.as_literal().and_then(Value::as_str) {
+            Some("metadata" | "deletion_policy" | "update_policy") => Ok(()),
+            _ => Err(invalid(format!(
+                "Incorrect arguments to \"{name}\" should be one of: metadata, deletion_policy, update_policy"
+            ))),
+        },
+        Func::Select => match list_items(args) {
+            Some(items) if items.len() == 2 => Ok(()),
+            _ => Err(invalid(format!("Arguments to \"{name}\" must be of the form [index, collection]"))),
+        },
+        _ => Ok(()),
+    }
+}
+
+const DIGEST_ALGORITHMS: &[&str] = &["md5", "sha1", "sha224", "sha256", "sha384", "sha512"];
+
+fn check_digest_args(name: &str, args: &Value) -> Result<(), TemplateError> {
+    let Some(items) = args.as_array().filter(|a| a.iter().all(Value::is_string)) else {
+        // Unresolved functions inside are checked at resolution.
+        if args.as_array().is_some_and(|a| a.iter().any(|x| x.is_object())) {
+            return Ok(());
+        }
+        return Err(invalid(format!("Argument to function \"{name}\" must be a list of strings")));
+    };
+    if items.len() != 2 {
+        return Err(invalid(format!("Function \"{name}\" usage: [\"<algorithm>\", \"<value>\"]")));
+    }
+    let algorithm = items[0].as_str().unwrap_or_default().to_lowercase();
+    if !DIGEST_ALGORITHMS.contains(&algorithm.as_str()) {
+        let listed: Vec<String> = DIGEST_ALGORITHMS.iter().map(|a| format!("'{a}'")).collect();
+        return Err(invalid(format!("Algorithm must be one of {{{}}}", listed.join(", "))));
+    }
+    Ok(())
+}
+
+/// For `if` when conditions are known: the chosen branch, or None when a
+/// two-argument `if` is false (the value is dropped).
+pub(crate) fn choose_if_branch<'a>(
+    call: &'a Call,
+    conds: &ConditionValues,
+    params: &dyn ResolveContext,
+) -> Result<Option<&'a Snippet>, TemplateError> {
+    let items = list_items(&call.args).ok_or_else(|| {
+        invalid(format!(
+            "Arguments to \"{}\" must be of the form: [condition_name, value_if_true, value_if_false]",
+            call.name
+        ))
+    })?;
+    let Some(condition) = items.first() else {
+        return Err(invalid("if requires a condition"));
+    };
+    let chosen = if conditions::evaluate_inline(condition, conds, params)? { items.get(1) } else { items.get(2) };
+    Ok(chosen)
+}
+
+/// Evaluates one call; None when the value is dropped.
+pub(crate) fn evaluate(call: &Call, ctx: &dyn ResolveContext) -> Result<Option<Value>, TemplateError> {
+    let name = call.name.as_str();
+    if let Func::If { .. } = call.func {
+        // Conditions were not applied (a bare snippet): only literal
+        // booleans and inline expressions can be decided here.
+        let empty = ConditionValues::new();
+        return match choose_if_branch(call, &empty, ctx)? {
+            Some(branch) => branch.eval(ctx),
+            None => Ok(None),
+        };
+    }
+    if matches!(call.func, Func::Removed | Func::Yaql) {
+        check_arguments(call)?;
+    }
+    let args = call.args.resolve(ctx)?;
+    let value = match call.func {
+        Func::GetParam => get_param(name, &args, ctx)?,
+        Func::GetResource => match &args {
+            Value::String(r) => ctx.get_resource(r)?,
+            _ => return Err(invalid(format!("Argument to \"{name}\" must be a string"))),
+        },
+        Func::Ref => match &args {
+            Value::String(r) => match ctx.param(r) {
+                Some(v) => v,
+                None => ctx.get_resource(r)?,
+            },
+            _ => return Err(invalid(format!("Argument to \"{name}\" must be a string"))),
+        },
+        Func::GetAttr { all } => get_attr(name, all, &args, ctx)?,
+        Func::GetFile => match &args {
+            Value::String(key) => match ctx.get_file(key) {
+                Some(content) => Value::String(content),
+                None => {
+                    return Err(invalid(format!(
+                        "No content found in the \"files\" section for {name} path: {key}"
+                    )))
+                }
+            },
+            _ => return Err(invalid(format!("Argument to \"{name}\" must be a string"))),
+        },
+        Func::ListJoin { multi } => list_join(name, multi, &args)?,
+        Func::CfnJoin => list_join(name, false, &args)?,
+        Func::StrReplace { json, strict } => str_replace(name, json, strict, &args)?,
+        Func::CfnReplace => cfn_replace(name, &args)?,
+        Func::Repeat { maps, permutations } => repeat(name, maps, permutations, &args)?,
+        Func::Digest => digest(name, &args)?,
+        Func::StrSplit | Func::CfnSplit => str_split(name, &args)?,
+        Func::MapMerge => map_merge(name, &args)?,
+        Func::MapReplace => map_replace(name, &args)?,
+        Func::Filter => filter(name, &args)?,
+        Func::MakeUrl => make_url(name, &args)?,
+        Func::ListConcat { unique } => list_concat(name, unique, &args)?,
+        Func::Contains => contains(name, &args)?,
+        Func::Equals => match args.as_array().map(Vec::as_slice) {
+            Some([a, b]) => Value::Bool(a == b),
+            _ => return Err(invalid(format!("Arguments to \"{name}\" must be of the form: [value_1, value_2]"))),
+        },
+        Func::Not | Func::And | Func::Or => {
+            let empty = ConditionValues::new();
+            Value::Bool(conditions::evaluate_inline(&Snippet(Node::Call(Box::new(call.clone()))), &empty, ctx)?)
+        }
+        Func::ResourceFacade => match &args {
+            Value::String(key) => ctx.resource_facade(key)?,
+            _ => return Err(invalid(format!("Incorrect arguments to \"{name}\" should be one of: metadata, deletion_policy, update_policy"))),
+        },
+        Func::Select => select(name, &args)?,
+        Func::Base64 => args,
+        Func::GetAZs => Value::Array(vec![Value::String("nova".into())]),
+        Func::MemberListToMap => member_list_to_map(name, &args)?,
+        Func::FindInMap => find_in_map(name, &args)?,
+        Func::If { .. } | Func::Removed | Func::Yaql => Value::Null,
+    };
+    Ok(Some(value))
+}
+
+fn get_param(name: &str, args: &Value, ctx: &dyn ResolveContext) -> Result<Value, TemplateError> {
+    let (param_name, path): (&Value, &[Value]) = match args {
+        Value::String(_) => (args, &[]),
+        Value::Array(items) if !items.is_empty() => (&items[0], &items[1..]),
+        Value::Null => return Err(invalid(format!("Function \"{name}\" must have arguments"))),
+        Value::Array(_) => return Err(invalid(format!("Function \"{name}\" must have arguments"))),
+        _ => return Err(invalid(format!("Argument to \"{name}\" must be string or list"))),
+    };
+    let Some(param_name) = param_name.as_str() else {
+        return Err(invalid(format!("Parameter name in \"{name}\" must be string")));
+    };
+    let Some(mut current) = ctx.param(param_name) else {
+        return Err(TemplateError::new(
+            "UserParameterMissing",
+            format!("The Parameter ({param_name}) was not provided."),
+        ));
+    };
+    for key in path {
+        let next = match (&current, key) {
+            (Value::Object(m), Value::String(k)) => m.get(k).cloned(),
+            (Value::Object(m), Value::Number(n)) => m.get(&n.to_string()).cloned(),
+            (Value::Array(a), Value::Number(n)) => n.as_u64().and_then(|i| a.get(i as usize).cloned()),
+            (Value::Array(a), Value::String(s)) => match s.parse::<usize>() {
+                Ok(i) => a.get(i).cloned(),
+                Err(_) => {
+                    return Err(invalid(format!(
+                        "Path components in '{name}' must be a string that can be parsed into an integer."
+                    )))
+                }
+            },
+            (Value::Object(_) | Value::Array(_), _) => {
+                return Err(invalid(format!("Path components in \"{name}\" must be strings")))
+            }
+            _ => return Err(invalid(format!("\"{name}\" can't traverse path"))),
+        };
+        // Upstream answers '' for a missing key or index.
+        match next {
+            Some(v) => current = v,
+            None => return Ok(Value::String(String::new())),
+        }
+    }
+    Ok(current)
+}
+
+fn get_attr(name: &str, all: bool, args: &Value, ctx: &dyn ResolveContext) -> Result<Value, TemplateError> {
+    let Some(items) = args.as_array() else {
+        return Err(invalid(format!("Argument to \"{name}\" must be a list")));
+    };
+    let Some(resource) = items.first().and_then(Value::as_str) else {
+        return Err(invalid(format!("Argument to \"{name}\" must be a list")));
+    };
+    match items.get(1) {
+        None if all => ctx.get_attr_all(resource),
+        None => Err(invalid(format!(
+            "Arguments to \"{name}\" must be of the form [resource_name, attribute, (path), ...]"
+        ))),
+        Some(attribute) => {
+            let attribute = match attribute {
+                Value::String(s) => s.clone(),
+                other => py_str(other),
+            };
+            ctx.get_attr(resource, &attribute, &items[2..])
+        }
+    }
+}
+
+fn list_join(name: &str, multi: bool, args: &Value) -> Result<Value, TemplateError> {
+    let bad_args = || invalid(format!("Incorrect arguments to \"{name}\" should be: {}", list_join_example(name, multi)));
+    let items = args.as_array().ok_or_else(bad_args)?;
+    let (delim, lists) = match items.split_first() {
+        Some((d, rest)) if (multi && !rest.is_empty()) || rest.len() == 1 => (d, rest),
+        _ => return Err(bad_args()),
+    };
+    let Some(delim) = delim.as_str() else {
+        return Err(invalid(format!("\"{name}\" delimiter must be a string")));
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for list in lists {
+        let list = match list {
+            Value::Array(a) => a,
+            Value::Null => continue,
+            // JoinMultiple skips any empty (falsy) argument.
+            Value::String(s) if multi && s.is_empty() => continue,
+            _ => return Err(invalid(format!("\"{name}\" must operate on a list"))),
+        };
+        for item in list {
+            parts.push(match item {
+                Value::Null => String::new(),
+                Value::String(s) => s.clone(),
+                Value::Object(_) | Value::Array(_) if multi => py_json_dumps(item),
+                other if multi => {
+                    return Err(invalid(format!(
+                        "Items to join must be string, map or list not {}",
+                        truncate(&py_repr(other), 200)
+                    )))
+                }
+                other => {
+                    return Err(invalid(format!("Items to join must be strings not {}", truncate(&py_repr(other), 200))))
+                }
+            });
+        }
+    }
+    Ok(Value::String(parts.join(delim)))
+}
+
+fn str_replace(name: &str, json: bool, strict: u8, args: &Value) -> Result<Value, TemplateError> {
+    let Some(m) = args.as_object() else {
+        return Err(invalid(format!("Arguments to \"{name}\" must be a map")));
+    };
+    let (Some(template), Some(params)) = (m.get("template"), m.get("params")) else {
+        return Err(str_replace_syntax_error(name));
+    };
+    let Some(template) = template.as_str() else {
+        return Err(invalid(format!("\"{name}\" template must be a string")));
+    };
+    let Some(params) = params.as_object() else {
+        return Err(invalid(format!("\"{name}\" params must be a map")));
+    };
+    let mut replacements: Vec<(&str, String)> = Vec::with_capacity(params.len());
+    for (placeholder, value) in params {
+        if strict >= 2 && value_is_empty(value, json) {
+            return Err(invalid(format!(
+                "{name} has an undefined or empty value for param {placeholder}, must be a defined non-empty value"
+            )));
+        }
+        let text = match value {
+            Value::Null => String::new(),
+            Value::String(s) => s.clone(),
+            Value::Number(_) | Value::Bool(_) => py_str(value),
+            Value::Object(_) | Value::Array(_) if json => py_json_dumps(value),
+            _ if json => return Err(invalid(format!("\"{name}\" params must be strings, numbers, list or map."))),
+            _ => {
+                return Err(invalid(format!(
+                    "\"{name}\" params must be strings or numbers, param {placeholder} is not valid"
+                )))
+            }
+        };
+        replacements.push((placeholder.as_str(), text));
+    }
+    // Longest placeholders first, then alphabetical (as upstream sorts).
+    replacements.sort_by(|a, b| by_length_then_name(a.0, b.0));
+    let mut found = std::collections::BTreeSet::new();
+    let result = replace_all(template, &replacements, &mut found);
+    if strict >= 1 {
+        let mut missing: Vec<&str> = params.keys().map(String::as_str).filter(|p| !found.contains(*p)).collect();
+        missing.sort_by(|a, b| by_length_then_name(a, b));
+        if !missing.is_empty() {
+            return Err(invalid(format!(
+                "The following params were not found in the template: {}",
+                missing.join(",")
+            )));
+        }
+    }
+    Ok(Value::String(result))
+}
+
+fn by_length_then_name(a: &str, b: &str) -> std::cmp::Ordering {
+    b.len().cmp(&a.len()).then(a.cmp(b))
+}
+
+/// str_replace_vstrict: None, "" and empty lists/maps are not values.
+fn value_is_empty(v: &Value, _json: bool) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+/// Each placeholder is replaced in the text between the earlier
+/// (longer) placeholders' occurrences, never inside a replacement.
+fn replace_all<'a>(template: &str, replacements: &[(&'a str, String)], found: &mut std::collections::BTreeSet<&'a str>) -> String {
+    let Some(((placeholder, value), rest)) = replacements.split_first() else {
+        return template.to_string();
+    };
+    if placeholder.is_empty() {
+        return replace_all(template, rest, found);
+    }
+    let pieces: Vec<&str> = template.split(placeholder).collect();
+    if pieces.len() > 1 {
+        found.insert(placeholder);
+    }
+    pieces
+        .into_iter()
+        .map(|piece| replace_all(piece, rest, found))
+        .collect::<Vec<_>>()
+        .join(value)
+}
+
+fn cfn_replace(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    match args.as_array().map(Vec::as_slice) {
+        Some([Value::Object(params), Value::String(template)]) => {
+            let mut wrapped = Map::new();
+            wrapped.insert("template".into(), Value::String(template.clone()));
+            wrapped.insert("params".into(), Value::Object(params.clone()));
+            str_replace(name, false, 0, &Value::Object(wrapped))
+        }
+        _ => Err(invalid(format!(
+            "Arguments to \"{name}\" must be of the form [{{\"$var1\": \"foo\", \"%var2%\": \"bar\"}}, \"$var1 is %var2%\"]"
+        ))),
+    }
+}
+
+fn repeat(name: &str, maps: bool, permutations_allowed: bool, args: &Value) -> Result<Value, TemplateError> {
+    let Some(m) = args.as_object() else {
+        return Err(invalid(format!("Arguments to \"{name}\" must be a map")));
+    };
+    let (Some(for_each), Some(template)) = (m.get("for_each"), m.get("template")) else {
+        return Err(repeat_syntax_error());
+    };
+    let Some(for_each) = for_each.as_object() else {
+        return Err(invalid(format!("The \"for_each\" argument to \"{name}\" must contain a map")));
+    };
+    let permutations = match m.get("permutations") {
+        Some(Value::Bool(b)) if permutations_allowed => *b,
+        Some(_) if permutations_allowed => {
+            return Err(invalid(format!("\"permutations\" should be boolean type for {name} function.")))
+        }
+        _ => true,
+    };
+    let mut keys: Vec<&str> = Vec::new();
+    let mut lists: Vec<Vec<Value>> = Vec::new();
+    // Maps are accepted (>= 2016-10-14) unless permutations is false.
+    let maps_allowed = maps && permutations;
+    for (k, v) in for_each {
+        let items = match v {
+            Value::Null => vec![],
+            Value::Array(a) => a.clone(),
+            Value::Object(o) if maps_allowed => o.keys().map(|k| Value::String(k.clone())).collect(),
+            _ if maps_allowed => {
+                return Err(invalid(format!(
+                    "The values of the \"for_each\" argument to \"{name}\" must be lists or maps"
+                )))
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "The values of the \"for_each\" argument to \"{name}\" must be lists"
+                )))
+            }
+        };
+        keys.push(k);
+        lists.push(items);
+    }
+    let combos: Vec<Vec<&Value>> = if permutations {
+        lists.iter().fold(vec![Vec::new()], |acc, list| {
+            acc.iter()
+                .flat_map(|prefix| {
+                    list.iter().map(move |item| {
+                        let mut next = prefix.clone();
+                        next.push(item);
+                        next
+                    })
+                })
+                .collect()
+        })
+    } else {
+        let len = lists.first().map(Vec::len).unwrap_or(0);
+        if lists.iter().any(|l| l.len() != len) {
+            return Err(invalid(format!(
+                "For {name}, the length of for_each values should be equal if no nested loop."
+            )));
+        }
+        (0..len).map(|i| lists.iter().map(|l| &l[i]).collect()).collect()
+    };
+    if keys.is_empty() {
+        return Ok(Value::Array(vec![]));
+    }
+    Ok(Value::Array(
+        combos.iter().map(|combo| substitute(template, &keys, combo)).collect(),
+    ))
+}
+
+fn substitute(template: &Value, keys: &[&str], values: &[&Value]) -> Value {
+    match template {
+        Value::String(s) => {
+            let mut out = s.clone();
+            for (k, v) in keys.iter().zip(values) {
+                let text = match v {
+                    Value::String(t) => t.clone(),
+                    other => py_str(other),
+                };
+                out = out.replace(k, &text);
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|i| substitute(i, keys, values)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let key = match substitute(&Value::String(k.clone()), keys, values) {
+                        Value::String(s) => s,
+                        _ => k.clone(),
+                    };
+                    (key, substitute(v, keys, values))
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn digest(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    check_digest_args(name, args)?;
+    let items = args.as_array().map(Vec::as_slice).unwrap_or_default();
+    let algorithm = items.first().and_then(Value::as_str).unwrap_or_default().to_lowercase();
+    let data = items.get(1).and_then(Value::as_str).unwrap_or_default().as_bytes();
+    use sha2::Digest as _;
+    let hexdigest = match algorithm.as_str() {
+        "md5" => hex::encode(md5::Md5::digest(data)),
+        "sha1" => hex::encode(sha1::Sha1::digest(data)),
+        "sha224" => hex::encode(sha2::Sha224::digest(data)),
+        "sha256" => hex::encode(sha2::Sha256::digest(data)),
+        "sha384" => hex::encode(sha2::Sha384::digest(data)),
+        _ => hex::encode(sha2::Sha512::digest(data)),
+    };
+    Ok(Value::String(hexdigest))
+}
+
+fn str_split(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let example = format!("\"{name}\" : [ \",\", \"apples,pears\", <index>]");
+    let bad = || invalid(format!("Incorrect arguments to \"{name}\" should be: {example}"));
+    let items = args.as_array().ok_or_else(bad)?;
+    if items.len() < 2 {
+        return Err(bad());
+    }
+    if items[1].is_null() {
+        return Ok(Value::Null);
+    }
+    let (Some(delim), Some(text)) = (items[0].as_str(), items[1].as_str()) else {
+        return Err(bad());
+    };
+    let parts: Vec<Value> = if delim.is_empty() {
+        return Err(invalid("empty separator"));
+    } else {
+        text.split(delim).map(|s| Value::String(s.to_string())).collect()
+    };
+    match items.get(2) {
+        None => Ok(Value::Array(parts)),
+        Some(index) => {
+            let idx = match index {
+                Value::Number(n) => n.as_i64(),
+                Value::String(s) => s.parse::<i64>().ok(),
+                _ => None,
+            };
+            let Some(idx) = idx else {
+                return Err(invalid(format!("Incorrect index to \"{name}\" should be: {example}")));
+            };
+            let resolved = if idx < 0 { parts.len() as i64 + idx } else { idx };
+            usize::try_from(resolved)
+                .ok()
+                .and_then(|i| parts.get(i).cloned())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "Incorrect index to \"{name}\" should be between 0 and {}",
+                        parts.len().saturating_sub(1)
+                    ))
+                })
+        }
+    }
+}
+
+fn map_merge(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let Some(items) = args.as_array() else {
+        return Err(invalid(format!(
+            "Incorrect arguments to \"{name}\" should be: \"{name}\" : [ {{ \"key1\": \"val1\" }}, {{ \"key2\": \"val2\" }} ]"
+        )));
+    };
+    let mut out = Map::new();
+    for item in items {
+        match item {
+            Value::Null => {}
+            Value::Object(m) => out.extend(m.iter().map(|(k, v)| (k.clone(), v.clone()))),
+            _ => return Err(invalid("Incorrect arguments: Items to merge must be maps.")),
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn map_replace(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let bad = || invalid(format!("Incorrect arguments to \"{name}\" should be: {}", map_replace_example(name)));
+    let not_maps = || {
+        invalid(format!(
+            "Incorrect arguments: to \"{name}\", arguments must be a list of maps. Example:  {}",
+            map_replace_example(name)
+        ))
+    };
+    let items = args.as_array().filter(|a| a.len() == 2).ok_or_else(bad)?;
+    let as_map = |v: &Value| -> Result<Map<String, Value>, TemplateError> {
+        match v {
+            Value::Null => Ok(Map::new()),
+            Value::Object(m) => Ok(m.clone()),
+            _ => Err(not_maps()),
+        }
+    };
+    let input = as_map(&items[0])?;
+    let replacements = as_map(&items[1])?;
+    if replacements.keys().any(|k| k != "keys" && k != "values") {
+        return Err(bad());
+    }
+    let keys = as_map(replacements.get("keys").unwrap_or(&Value::Null))?;
+    let values = as_map(replacements.get("values").unwrap_or(&Value::Null))?;
+    let mut out = Map::new();
+    for (k, v) in &input {
+        let key = match keys.get(k) {
+            None => k.clone(),
+            Some(new_key) => {
+                let new_key = match new_key {
+                    Value::String(s) => s.clone(),
+                    other => py_str(other),
+                };
+                if input.contains_key(&new_key) && &new_key != k {
+                    return Err(invalid(format!("key replacement {new_key} collides with a key in the input map")));
+                }
+                if out.contains_key(&new_key) {
+                    return Err(invalid(format!("key replacement {new_key} collides with a key in the output map")));
+                }
+                new_key
+            }
+        };
+        let value = match v {
+            Value::String(s) => values.get(s).cloned().unwrap_or_else(|| v.clone()),
+            Value::Number(_) | Value::Bool(_) => values.get(&py_str(v)).cloned().unwrap_or_else(|| v.clone()),
+            _ => v.clone(),
+        };
+        out.insert(key, value);
+    }
+    Ok(Value::Object(out))
+}
+
+fn filter(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let Some(items) = args.as_array() else {
+        return Err(invalid(format!("Argument to \"{name}\" must be a list")));
+    };
+    let [values, sequence] = items.as_slice() else {
+        return Err(invalid(format!(
+            "\"{name}\" expected 2 arguments of the form [values, sequence] but got {} arguments instead",
+            items.len()
+        )));
+    };
+    if is_falsy(sequence) {
+        return Ok(sequence.clone());
+    }
+    let Value::Array(sequence) = sequence else {
+        return Err(invalid(format!("\"{name}\" only works with lists")));
+    };
+    if is_falsy(values) {
+        return Ok(Value::Array(sequence.clone()));
+    }
+    let Value::Array(values) = values else {
+        return Err(invalid(format!("\"{name}\" filters a list of values")));
+    };
+    Ok(Value::Array(sequence.iter().filter(|i| !values.contains(i)).cloned().collect()))
+}
+
+/// Python truthiness of a JSON value.
+pub(crate) fn is_falsy(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+    }
+}
+
+fn make_url(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let Some(m) = args.as_object() else {
+        return Err(invalid(format!("The arguments to \"{name}\" must be a map")));
+    };
+    let text = |k: &str| -> Result<String, TemplateError> {
+        match m.get(k) {
+            None => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(invalid(format!("The \"{k}\" argument to \"{name}\" must be a string"))),
+        }
+    };
+    let port = match m.get("port") {
+        None => String::new(),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(p) if (1..=65535).contains(&p) => p.to_string(),
+            Some(p) => return Err(invalid(format!("Invalid URL port {p}, must be in range 1-65535"))),
+            None => return Err(invalid(format!("Invalid URL port \"{n}\" for {name} called with {}", py_repr(args)))),
+        },
+        Some(Value::String(s)) if s.is_empty() => String::new(),
+        Some(Value::String(s)) => match s.trim().parse::<i64>() {
+            Ok(p) if (1..=65535).contains(&p) => s.clone(),
+            Ok(p) => return Err(invalid(format!("Invalid URL port {p}, must be in range 1-65535"))),
+            Err(_) => return Err(invalid(format!("Invalid URL port \"{s}\" for {name} called with {}", py_repr(args)))),
+        },
+        Some(other) => return Err(invalid(format!("Invalid URL port \"{}\" for {name} called with {}", py_str(other), py_repr(args)))),
+    };
+    let query = match m.get("query") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(q)) => q.clone(),
+        Some(_) => return Err(invalid(format!("The \"query\" argument to \"{name}\" must be a map"))),
+    };
+    let scheme = text("scheme")?;
+    if scheme.contains(':') {
+        return Err(invalid("URL \"scheme\" should not contain ':'"));
+    }
+    // netloc as upstream builds it, then urllib's urlunsplit.
+    let mut netloc = String::new();
+    let username = percent_encode(&text("username")?, b"");
+    let password = percent_encode(&text("password")?, b"");
+    if !username.is_empty() || !password.is_empty() {
+        netloc.push_str(&username);
+        if !password.is_empty() {
+            netloc.push(':');
+            netloc.push_str(&password);
+        }
+        netloc.push('@');
+    }
+    let mut host = text("host")?;
+    if host.starts_with('[') && host.ends_with(']') && host.len() >= 2 {
+        host = host[1..host.len() - 1].to_string();
+    }
+    let host = percent_encode(&host, b":");
+    if host.contains(':') {
+        netloc.push_str(&format!("[{host}]"));
+    } else {
+        netloc.push_str(&host);
+    }
+    if !port.is_empty() {
+        netloc.push(':');
+        netloc.push_str(&port);
+    }
+    let mut url = percent_encode(&text("path")?, b"/");
+    const USES_NETLOC: &[&str] = &[
+        "", "ftp", "http", "gopher", "nntp", "telnet", "imap", "wais", "file", "mms", "https", "shttp",
+        "snews", "prospero", "rtsp", "rtspu", "rsync", "svn", "svn+ssh", "sftp", "nfs", "git", "git+ssh", "ws", "wss",
+    ];
+    if !netloc.is_empty() || (!scheme.is_empty() && USES_NETLOC.contains(&scheme.as_str()) && !url.starts_with("//")) {
+        if !url.is_empty() && !url.starts_with('/') {
+            url.insert(0, '/');
+        }
+        url = format!("//{netloc}{url}");
+    }
+    if !scheme.is_empty() {
+        url = format!("{scheme}:{url}");
+    }
+    if !query.is_empty() {
+        let pairs: Vec<String> = query
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other => py_str(other),
+                };
+                format!("{}={}", quote_plus(k), quote_plus(&v))
+            })
+            .collect();
+        url.push('?');
+        url.push_str(&pairs.join("&").replace("%2F", "/"));
+    }
+    let fragment = percent_encode(&text("fragment")?, b"/");
+    if !fragment.is_empty() {
+        url.push('#');
+        url.push_str(&fragment);
+    }
+    Ok(Value::String(url))
+}
+
+/// Python's urllib.parse.quote: unreserved characters plus `safe` kept.
+fn percent_encode(s: &str, safe: &[u8]) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) || safe.contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Python's quote_plus (what urlencode uses): spaces as '+', '/' escaped.
+fn quote_plus(s: &str) -> String {
+    percent_encode(s, b" ").replace(' ', "+")
+}
+
+fn list_concat(name: &str, unique: bool, args: &Value) -> Result<Value, TemplateError> {
+    let Some(items) = args.as_array() else {
+        return Err(invalid(format!(
+            "Incorrect arguments to \"{name}\" should be: \"{name}\" : [ [ <value 1>, <value 2> ], [ <value 3>, <value 4> ] ]"
+        )));
+    };
+    let mut out: Vec<Value> = Vec::new();
+    for item in items {
+        match item {
+            Value::Null => {}
+            Value::Array(a) => {
+                out.extend(a.iter().cloned());
+            }
+            _ => return Err(invalid("Incorrect arguments: Items to concat must be lists.")),
+        }
+    }
+    if unique {
+        // Upstream deletes earlier duplicates, keeping the last occurrence.
+        let mut idx = 0;
+        while idx < out.len() {
+            let item = out[idx].clone();
+            while out.iter().filter(|x| **x == item).count() > 1 {
+                if let Some(first) = out.iter().position(|x| *x == item) {
+                    out.remove(first);
+                }
+            }
+            idx += 1;
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+fn contains(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    match args.as_array().map(Vec::as_slice) {
+        Some([value, Value::Array(seq)]) => Ok(Value::Bool(seq.contains(value))),
+        Some([Value::String(needle), Value::String(hay)]) => Ok(Value::Bool(hay.contains(needle.as_str()))),
+        Some([_, _]) => Err(invalid(format!("Second argument to \"{name}\" should be a sequence."))),
+        _ => Err(invalid(format!("Arguments to \"{name}\" must be of the form: [value1, [value1, value2]]"))),
+    }
+}
+
+fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let Some([index, collection]) = args.as_array().map(Vec::as_slice) else {
+        return Err(invalid(format!("Arguments to \"{name}\" must be of the form [index, collection]")));
+    };
+    let collection = match collection {
+        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
+        other => other.clone(),
+    };
+    match &collection {
+        Value::Object(m) => match index {
+            Value::String(k) => Ok(m.get(k).cloned().unwrap_or(Value::String(String::new()))),
+            _ => Err(invalid(format!("Index to \"{name}\" must be a string"))),
+        },
+        Value::Array(a) => {
+            let i = match index {
+                Value::Number(n) => n.as_u64(),
+                Value::String(s) => s.parse::<u64>().ok(),
+                _ => None,
+            };
+            match i {
+                Some(i) => Ok(a.get(i as usize).cloned().unwrap_or(Value::String(String::new()))),
+                None => Err(invalid(format!("Index to \"{name}\" must be an integer"))),
+            }
+        }
+        Value::Null => Ok(Value::String(String::new())),
+        _ => Err(invalid(format!("Arguments to {name} not fully resolved"))),
+    }
+}
+
+fn member_list_to_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let bad = || invalid(format!("Wrong Arguments try: \"{name}\" : [ \"Name\", \"Value\", [ \"MemberList.member.0.Name=key\", ...]]"));
+    let Some([Value::String(key_name), Value::String(value_name), Value::Array(members)]) = args.as_array().map(Vec::as_slice) else {
+        return Err(bad());
+    };
+    let mut keys: std::collections::BTreeMap<String, String> = Default::default();
+    let mut values: std::collections::BTreeMap<String, String> = Default::default();
+    for m in members {
+        let Some((lhs, rhs)) = m.as_str().and_then(|s| s.split_once('=')) else {
+            return Err(bad());
+        };
+        let parts: Vec<&str> = lhs.split('.').collect();
+        if parts.len() < 2 {
+            return Err(bad());
+        }
+        let field = parts[parts.len() - 1];
+        let idx = parts[parts.len() - 2].to_string();
+        if field == key_name {
+            keys.insert(idx, rhs.to_string());
+        } else if field == value_name {
+            values.insert(idx, rhs.to_string());
+        }
+    }
+    let mut out = Map::new();
+    for (idx, k) in keys {
+        out.insert(k, Value::String(values.get(&idx).cloned().unwrap_or_default()));
+    }
+    Ok(Value::Object(out))
+}
+
+fn find_in_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
+    let Some([mappings, map, key, value]) = args.as_array().map(Vec::as_slice) else {
+        return Err(invalid(format!("Arguments to \"{name}\" must be of the form [map_name, key, value]")));
+    };
+    let lookup = |v: &Value| py_str(v);
+    mappings
+        .get(lookup(map))
+        .and_then(|m| m.get(lookup(key)))
+        .and_then(|m| m.get(lookup(value)))
+        .cloned()
+        .ok_or_else(|| invalid(format!("Arguments to \"{name}\" must be of the form [map_name, key, value]")))
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// Python's repr() of a str: single quotes unless the text has only
+/// single quotes; backslashes, newlines and tabs escaped.
+pub(crate) fn py_repr_str(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::new();
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// Python's str() of a JSON value (True/False/None, 1.0).
+pub(crate) fn py_str(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        _ => py_repr(v),
+    }
+}
+
+/// Python's repr() of a JSON value.
+pub(crate) fn py_repr(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("'{s}'"),
+        Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter().map(|(k, v)| format!("'{k}': {}", py_repr(v))).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// Python's json.dumps(v, sort_keys=True): ", " and ": " separators,
+/// non-ASCII escaped.
+pub(crate) fn py_json_dumps(v: &Value) -> String {
+    py_json_dumps_with(v, true)
+}
+
+/// Python's json.dumps(v), keys sorted or in their given order.
+pub(crate) fn py_json_dumps_with(v: &Value, sort_keys: bool) -> String {
+    match v {
+        Value::Array(a) => format!("[{}]", a.iter().map(|x| py_json_dumps_with(x, sort_keys)).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            if sort_keys {
+                keys.sort();
+            }
+            let entries: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}: {}", ascii_json_string(k), py_json_dumps_with(&m[k.as_str()], sort_keys)))
+                .collect();
+            format!("{{{}}}", entries.join(", "))
+        }
+        Value::String(s) => ascii_json_string(s),
+        other => other.to_string(),
+    }
+}
+
+fn ascii_json_string(s: &str) -> String {
+    let encoded = Value::String(s.to_string()).to_string();
+    let mut out = String::with_capacity(encoded.len());
+    for c in encoded.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut buf = [0u16; 2];
+            for unit in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,491 @@
+//! check_resource (upstream check_resource.py / resource.py
+//! create_convergence, update_convergence, delete_convergence): one node of
+//! a traversal, acted on under the resource's row lock, then propagated to
+//! its successors through their sync points.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::dispatch::CheckResourceMsg;
+use super::graph::{node_label, Node};
+use super::traversal::graph_key;
+use super::Engine;
+use crate::definition::{LiveContext, ResourceFacts, StackDefinition};
+use crate::resources::{self, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use crate::store::{self, action, status, MergeOutcome, ResourceChange, ResourceRow, StackRow};
+use crate::EngineError;
+
+/// How a node's work ended.
+enum Outcome {
+    /// Done: report to successors with this data.
+    Done(ResourceRow, Value),
+    /// A replacement row took over; it is checked in the same traversal.
+    Replaced(i64),
+    /// Another live engine holds the lock: it will retrigger.
+    Locked,
+    /// The action failed; the stack fails with this reason.
+    Failed(String),
+    /// Cancelled or superseded: continue in the latest traversal.
+    Retrigger,
+}
+
+/// The plugin action a node runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Act {
+    fn name(self) -> &'static str {
+        match self {
+            Act::Create => action::CREATE,
+            Act::Update => action::UPDATE,
+            Act::Delete => action::DELETE,
+        }
+    }
+}
+
+fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
+    match failure {
+        ResourceFailure::Error { type_name, message } => format!("{type_name}: resources.{name}: {message}"),
+        ResourceFailure::Cancelled => format!("{} aborted (user triggered cancel)", act.name()),
+    }
+}
+
+impl Engine {
+    /// The worker entry point: never fails; errors are logged (the
+    /// watchdog re-triggers a traversal that stopped on them).
+    pub async fn check_resource(self: &Arc<Self>, msg: CheckResourceMsg) {
+        if let Err(e) = self.check_resource_inner(&msg).await {
+            tracing::warn!(error = %e, stack_id = msg.stack_id, resource_id = msg.resource_id, "check_resource failed");
+        }
+    }
+
+    async fn check_resource_inner(self: &Arc<Self>, msg: &CheckResourceMsg) -> Result<(), EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, &msg.stack_id).await? else { return Ok(()) };
+        if stack.current_traversal != msg.traversal_id || stack.deleted_at.is_some() {
+            return Ok(());
+        }
+        if self.timed_out(&stack) {
+            self.mark_failed(&stack.id, &msg.traversal_id, "Timed out").await?;
+            return Ok(());
+        }
+        let Some(row) = store::resources::get(&self.db, msg.resource_id).await? else { return Ok(()) };
+        let outcome = if msg.is_update {
+            self.check_update(&stack, row.clone(), msg).await?
+        } else {
+            self.check_cleanup(&stack, row.clone()).await?
+        };
+        match outcome {
+            Outcome::Done(row, data) => self.propagate(&stack, &row, msg.is_update, data).await,
+            Outcome::Replaced(new_id) => {
+                let next = CheckResourceMsg { resource_id: new_id, ..msg.clone() };
+                self.dispatcher.dispatch(self, next).await;
+                Ok(())
+            }
+            Outcome::Locked => Ok(()),
+            Outcome::Failed(reason) => {
+                if !self.mark_failed(&stack.id, &msg.traversal_id, &reason).await? {
+                    self.retrigger(&stack.id, row.id, msg.is_update).await?;
+                }
+                Ok(())
+            }
+            Outcome::Retrigger => self.retrigger(&stack.id, row.id, msg.is_update).await,
+        }
+    }
+
+    fn timed_out(&self, stack: &StackRow) -> bool {
+        let (Some(mins), Some(started)) = (stack.timeout_mins, stack.updated_at.or(stack.created_at)) else { return false };
+        let elapsed = keelson_common::db::now() - started;
+        mins > 0 && elapsed.num_seconds() > mins * 60
+    }
+
+    /// Takes the row's lock, stealing it from a dead engine. None: a live
+    /// engine holds it. Some(row as locked by us, its atomic_key).
+    async fn lock(self: &Arc<Self>, row: ResourceRow) -> Result<Option<ResourceRow>, EngineError> {
+        let mut row = row;
+        for _ in 0..3 {
+            if let Some(holder) = row.engine_id.clone() {
+                if holder == self.engine_id || self.dispatcher.is_alive(self, &holder).await {
+                    return Ok(None);
+                }
+                let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
+                let reason = format!("Worker went down during resource {act}");
+                let act = act.to_string();
+                if store::resources::steal_lock(&self.db, row.id, &holder, ResourceChange::state(&act, status::FAILED, reason.clone()))
+                    .await?
+                {
+                    if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
+                        self.resource_event(&stolen, &act, status::FAILED, &reason, None).await;
+                    }
+                }
+            } else if store::resources::acquire_lock(&self.db, row.id, &self.engine_id, row.atomic_key).await? {
+                row.engine_id = Some(self.engine_id.clone());
+                row.atomic_key += 1;
+                return Ok(Some(row));
+            }
+            match store::resources::get(&self.db, row.id).await? {
+                Some(r) => row = r,
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes `change` on a row we hold, keeping the lock.
+    async fn write_locked(&self, row: &mut ResourceRow, change: ResourceChange) -> Result<(), EngineError> {
+        if !store::resources::update_cas(&self.db, row.id, Some(&self.engine_id), row.atomic_key, change).await? {
+            return Err(EngineError::internal(format!("lost the lock of resource {}", row.id)));
+        }
+        if let Some(r) = store::resources::get(&self.db, row.id).await? {
+            *row = r;
+        }
+        Ok(())
+    }
+
+    async fn state_of(&self, row: &ResourceRow) -> Result<ResourceState, EngineError> {
+        let data = store::resources::data_get_all(&self.db, row.id).await?;
+        Ok(ResourceState {
+            physical_id: row.physical_resource_id.clone(),
+            data: data.into_iter().map(|(k, v)| (k, v.value)).collect(),
+            properties: match &row.properties_data {
+                Some(Value::Object(p)) => p.clone(),
+                _ => Map::new(),
+            },
+            metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
+        })
+    }
+
+    /// What the resource offers downstream: reference id and attributes.
+    async fn facts_of(&self, plugin: &dyn ResourceType, row: &ResourceRow, state: &ResourceState) -> ResourceFacts {
+        let mut attributes = Map::new();
+        for a in plugin.schema().attributes.iter().filter(|a| a.name != "show") {
+            let v = resources::resolve_attribute(plugin, &row.name, state, a.name).await.unwrap_or(Value::Null);
+            attributes.insert(a.name.to_string(), v);
+        }
+        ResourceFacts { reference_id: plugin.reference_id(state), attributes }
+    }
+
+    /// Facts of the resources `name` requires: from the predecessors'
+    /// inputs, else from their stored rows (retriggers carry no input).
+    async fn gather_facts(
+        &self,
+        stack: &StackRow,
+        def: &StackDefinition,
+        name: &str,
+        input: &Map<String, Value>,
+    ) -> Result<BTreeMap<String, ResourceFacts>, EngineError> {
+        let mut facts = BTreeMap::new();
+        for v in input.values() {
+            if let Some(n) = v.get("name").and_then(Value::as_str) {
+                let attributes = v.get("attrs").and_then(Value::as_object).cloned().unwrap_or_default();
+                facts.insert(
+                    n.to_string(),
+                    ResourceFacts { reference_id: v.get("reference_id").cloned().unwrap_or(Value::Null), attributes },
+                );
+            }
+        }
+        let missing: Vec<String> = def.requires(name).into_iter().filter(|r| !facts.contains_key(r)).collect();
+        if missing.is_empty() {
+            return Ok(facts);
+        }
+        let rows = store::resources::list(&self.db, &stack.id).await?;
+        for req in missing {
+            let best = rows
+                .iter()
+                .filter(|r| r.name == req && r.action != action::INIT && r.action != action::DELETE)
+                .max_by_key(|r| (r.current_template_id == Some(stack.raw_template_id), r.replaced_by.is_none(), r.id));
+            let Some(row) = best else { continue };
+            let Some(plugin) = self.registry.get(&row.resource_type) else { continue };
+            let state = self.state_of(row).await?;
+            let mut f = self.facts_of(plugin.as_ref(), row, &state).await;
+            if let Some(Value::Object(cached)) = &row.attr_data {
+                for (k, v) in cached {
+                    f.attributes.insert(k.clone(), v.clone());
+                }
+            }
+            facts.insert(req, f);
+        }
+        Ok(facts)
+    }
+
+    async fn check_update(self: &Arc<Self>, stack: &StackRow, row: ResourceRow, msg: &CheckResourceMsg) -> Result<Outcome, EngineError> {
+        let Some(mut row) = self.lock(row).await? else { return Ok(Outcome::Locked) };
+        let def = self.definitions.get(&self.db, stack, stack.raw_template_id, &self.settings.region_name).await?;
+        let Some(defn) = def.resource(&row.name) else {
+            self.unlock(&row, ResourceChange::default()).await?;
+            return Ok(Outcome::Done(row, Value::Null));
+        };
+        let graph = self.graph_of(stack);
+        let key = graph_key(&graph, &row, true);
+        let requires: Vec<i64> = graph.predecessors(key).into_iter().filter(|n| n.1).map(|n| n.0).collect();
+        let type_name = match def.effective_type(defn) {
+            Ok(t) => t,
+            Err(e) => return self.fail_before_action(&mut row, Act::Create, &format!("{}: {}", e.type_name, e.message)).await,
+        };
+        let Some(plugin) = self.registry.get(&type_name) else {
+            let reason = format!("The Resource Type ({type_name}) could not be found.");
+            return self.fail_before_action(&mut row, Act::Create, &reason).await;
+        };
+        let facts = self.gather_facts(stack, &def, &row.name, &msg.input).await?;
+        let ctx = LiveContext::new(&def, facts);
+        let props = defn
+            .properties
+            .resolve(&ctx)
+            .map_err(EngineError::from)
+            .and_then(|given| plugin.validate_properties(&row.name, &given));
+        let act = if row.action == action::INIT { Act::Create } else { Act::Update };
+        let props = match props {
+            Ok(p) => p,
+            Err(e) => {
+                let reason = format!("{}: resources.{}: {}", e.type_name, row.name, e.message);
+                return self.fail_before_action(&mut row, act, &reason).await;
+            }
+        };
+        if row.action == action::INIT {
+            return self.run_action(stack, row, plugin, Act::Create, props, requires, None).await;
+        }
+        // A failed, half-created, deleted or retyped resource is replaced
+        // without UPDATE events (upstream needs_replace_failed).
+        let broken = row.status == status::FAILED
+            || row.status == status::IN_PROGRESS
+            || row.action == action::DELETE
+            || row.resource_type != type_name;
+        let old_props = match &row.properties_data {
+            Some(Value::Object(p)) => p.clone(),
+            _ => Map::new(),
+        };
+        let decision = if broken { UpdateDecision::Replace } else { plugin.update_decision(&old_props, &props) };
+        match decision {
+            UpdateDecision::Unchanged => {
+                let change = ResourceChange {
+                    current_template_id: Some(Some(stack.raw_template_id)),
+                    requires: Some(requires),
+                    replaced_by: Some(None),
+                    ..Default::default()
+                };
+                let row = self.unlock(&row, change).await?;
+                let state = self.state_of(&row).await?;
+                let facts = self.facts_of(plugin.as_ref(), &row, &state).await;
+                Ok(Outcome::Done(row.clone(), node_data(&row, &facts)))
+            }
+            UpdateDecision::InPlace => self.run_action(stack, row, plugin, Act::Update, props, requires, Some(old_props)).await,
+            UpdateDecision::Replace => {
+                if !broken {
+                    self.write_locked(&mut row, ResourceChange::state(action::UPDATE, status::IN_PROGRESS, "state changed")).await?;
+                    self.resource_event(&row, action::UPDATE, status::IN_PROGRESS, "state changed", None).await;
+                    let reason = format!("The Resource {} requires replacement.", row.name);
+                    row = self.unlock(&row, ResourceChange::state(action::UPDATE, status::COMPLETE, reason.clone())).await?;
+                    self.resource_event(&row, action::UPDATE, status::COMPLETE, &reason, None).await;
+                } else {
+                    row = self.unlock(&row, ResourceChange::default()).await?;
+                }
+                match store::resources::make_replacement(&self.db, &row, stack.raw_template_id, &requires).await? {
+                    Some(new) => Ok(Outcome::Replaced(new.id)),
+                    None => Ok(Outcome::Locked),
+                }
+            }
+        }
+    }
+
+    /// Releases our lock with `change`; answers the row after it.
+    async fn unlock(&self, row: &ResourceRow, change: ResourceChange) -> Result<ResourceRow, EngineError> {
+        store::resources::release_lock(&self.db, row.id, &self.engine_id, change).await?;
+        Ok(store::resources::get(&self.db, row.id).await?.unwrap_or_else(|| row.clone()))
+    }
+
+    async fn fail_before_action(&self, row: &mut ResourceRow, act: Act, reason: &str) -> Result<Outcome, EngineError> {
+        let failed = self.unlock(row, ResourceChange::state(act.name(), status::FAILED, reason)).await?;
+        self.resource_event(&failed, act.name(), status::FAILED, reason, None).await;
+        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name())))
+    }
+
+    /// Runs create/update/delete of a locked row through its plugin.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_action(
+        &self,
+        stack: &StackRow,
+        mut row: ResourceRow,
+        plugin: Arc<dyn ResourceType>,
+        act: Act,
+        props: Properties,
+        requires: Vec<i64>,
+        old_props: Option<Properties>,
+    ) -> Result<Outcome, EngineError> {
+        let props_json = Value::Object(props.clone());
+        self.write_locked(&mut row, ResourceChange::state(act.name(), status::IN_PROGRESS, "state changed")).await?;
+        self.resource_event(&row, act.name(), status::IN_PROGRESS, "state changed", Some(props_json.clone())).await;
+        let state = self.state_of(&row).await?;
+        let mut ctx = ActionContext {
+            stack_id: stack.id.clone(),
+            stack_name: stack.name.clone(),
+            resource_name: row.name.clone(),
+            properties: props.clone(),
+            state,
+            cancel: self.cancel_receiver(&stack.id),
+        };
+        let result = match act {
+            Act::Create => plugin.create(&mut ctx).await,
+            Act::Update => {
+                let old = old_props.unwrap_or_default();
+                plugin.update(&mut ctx, &old).await
+            }
+            Act::Delete => plugin.delete(&mut ctx).await,
+        };
+        for (k, v) in &ctx.state.data {
+            store::resources::data_set(&self.db, row.id, k, v, false).await?;
+        }
+        let physical = Some(ctx.state.physical_id.clone());
+        match result {
+            Ok(()) => {
+                ctx.state.properties = props.clone();
+                let mut attr_row = row.clone();
+                attr_row.physical_resource_id = ctx.state.physical_id.clone();
+                let facts = self.facts_of(plugin.as_ref(), &attr_row, &ctx.state).await;
+                let change = ResourceChange {
+                    physical_resource_id: physical,
+                    properties_data: Some(Some(props_json.clone())),
+                    attr_data: Some(Some(Value::Object(facts.attributes.clone()))),
+                    current_template_id: Some(Some(stack.raw_template_id)),
+                    requires: Some(requires),
+                    replaced_by: Some(None),
+                    ..ResourceChange::state(act.name(), status::COMPLETE, "state changed")
+                };
+                let row = self.unlock(&row, change).await?;
+                self.resource_event(&row, act.name(), status::COMPLETE, "state changed", Some(props_json)).await;
+                Ok(Outcome::Done(row.clone(), node_data(&row, &facts)))
+            }
+            Err(failure) => {
+                let reason = failure_reason(&row.name, &failure, act);
+                let change = ResourceChange { physical_resource_id: physical, ..ResourceChange::state(act.name(), status::FAILED, reason.clone()) };
+                let row = self.unlock(&row, change).await?;
+                self.resource_event(&row, act.name(), status::FAILED, &reason, None).await;
+                match failure {
+                    ResourceFailure::Cancelled => Ok(Outcome::Retrigger),
+                    ResourceFailure::Error { .. } => Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name()))),
+                }
+            }
+        }
+    }
+
+    /// Cleanup node: a row not of the current template is deleted (INIT
+    /// rows just removed); current rows pass.
+    async fn check_cleanup(self: &Arc<Self>, stack: &StackRow, row: ResourceRow) -> Result<Outcome, EngineError> {
+        if row.current_template_id == Some(stack.raw_template_id) && row.replaced_by.is_none() {
+            return Ok(Outcome::Done(row, Value::Null));
+        }
+        let Some(row) = self.lock(row).await? else { return Ok(Outcome::Locked) };
+        if row.action == action::INIT {
+            store::resources::release_lock(&self.db, row.id, &self.engine_id, ResourceChange::default()).await?;
+            store::resources::delete(&self.db, row.id).await?;
+            return Ok(Outcome::Done(row, Value::Null));
+        }
+        let Some(plugin) = self.registry.get(&row.resource_type) else {
+            store::resources::delete(&self.db, row.id).await?;
+            return Ok(Outcome::Done(row, Value::Null));
+        };
+        let props = match &row.properties_data {
+            Some(Value::Object(p)) => p.clone(),
+            _ => Map::new(),
+        };
+        match self.run_action(stack, row.clone(), plugin, Act::Delete, props, row.requires.clone(), None).await? {
+            Outcome::Done(done, _) => {
+                store::resources::delete(&self.db, done.id).await?;
+                Ok(Outcome::Done(done, Value::Null))
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Reports a finished node to its successors (and the stack's sync
+    /// point for roots); the one merge that completes a successor fires it.
+    async fn propagate(self: &Arc<Self>, stack: &StackRow, row: &ResourceRow, is_update: bool, data: Value) -> Result<(), EngineError> {
+        let graph = self.graph_of(stack);
+        let key: Node = graph_key(&graph, row, is_update);
+        let label = node_label(key);
+        let traversal = &stack.current_traversal;
+        let successors = graph.successors(key);
+        if successors.is_empty() {
+            return match store::sync_points::merge(&self.db, &stack.id, traversal, true, &label, &Value::Null).await? {
+                MergeOutcome::Ready(_) => self.mark_complete(&stack.id, traversal).await,
+                MergeOutcome::Waiting => Ok(()),
+                MergeOutcome::Gone => self.retrigger(&stack.id, row.id, is_update).await,
+            };
+        }
+        // Cleanup successors first, update successors last (upstream).
+        let mut ordered = successors;
+        ordered.sort_by_key(|n| (n.1, n.0));
+        for next in ordered {
+            let input = if next.1 { data.clone() } else { json!({ "replacement": row.id }) };
+            match store::sync_points::merge(&self.db, &next.0.to_string(), traversal, next.1, &label, &input).await? {
+                MergeOutcome::Ready(inputs) => {
+                    let msg = CheckResourceMsg {
+                        stack_id: stack.id.clone(),
+                        resource_id: next.0,
+                        traversal_id: traversal.clone(),
+                        is_update: next.1,
+                        input: inputs,
+                    };
+                    self.dispatcher.dispatch(self, msg).await;
+                }
+                MergeOutcome::Waiting => {}
+                MergeOutcome::Gone => return self.retrigger(&stack.id, row.id, is_update).await,
+            }
+        }
+        Ok(())
+    }
+
+    /// The traversal moved on while this node worked: check the resource
+    /// again in the latest traversal if that traversal already waits for
+    /// it (its own attempt found the lock held and dropped out).
+    pub(super) async fn retrigger(self: &Arc<Self>, stack_id: &str, resource_id: i64, is_update: bool) -> Result<(), EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else { return Ok(()) };
+        if stack.current_traversal.is_empty() || stack.deleted_at.is_some() {
+            return Ok(());
+        }
+        let graph = self.graph_of(&stack);
+        let row = store::resources::get(&self.db, resource_id).await?;
+        let mut key = (resource_id, is_update);
+        if !graph.contains(key) {
+            key = (resource_id, !is_update);
+        }
+        if !graph.contains(key) {
+            match row.and_then(|r| r.replaces) {
+                Some(old) if graph.contains((old, true)) => key = (old, true),
+                _ => return Ok(()),
+            }
+        }
+        let ready = match store::sync_points::get(&self.db, &key.0.to_string(), &stack.current_traversal, key.1).await? {
+            Some(sp) => sp.satisfied >= sp.required,
+            None => false,
+        };
+        if ready {
+            let msg = CheckResourceMsg {
+                stack_id: stack.id.clone(),
+                resource_id,
+                traversal_id: stack.current_traversal.clone(),
+                is_update: key.1,
+                input: Map::new(),
+            };
+            self.dispatcher.dispatch(self, msg).await;
+        }
+        Ok(())
+    }
+}
+
+/// What an update node sends to the nodes that need it.
+fn node_data(row: &ResourceRow, facts: &ResourceFacts) -> Value {
+    json!({
+        "id": row.id,
+        "name": row.name,
+        "uuid": row.uuid,
+        "reference_id": facts.reference_id,
+        "attrs": facts.attributes,
+        "action": row.action,
+        "status": row.status,
+    })
+}

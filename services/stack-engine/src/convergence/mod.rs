@@ -1,0 +1,139 @@
+//! The convergence engine (spec §3): `converge_stack` builds a traversal
+//! graph of update and cleanup nodes with one sync point per node, leaves
+//! are dispatched at once, `check_resource` acts on one resource under its
+//! row lock and propagates to its successors through the sync points; the
+//! stack completes when every root has reported to the stack's own sync
+//! point.
+//!
+//! Modules: `settings` (options), `graph` (the traversal graph and its
+//! stored form), `dispatch` (where check_resource messages go), `events`
+//! (event rows with upstream texts), `traversal` (converge_stack,
+//! mark_complete/failed, rollback, purge, stop_traversal), `check`
+//! (check_resource, propagate, retrigger, lock stealing), `operations`
+//! (the public API the service layer calls), `watchdog` (heartbeat and
+//! re-triggering of stalled or orphaned traversals).
+
+mod check;
+mod dispatch;
+mod events;
+mod graph;
+mod operations;
+mod settings;
+mod traversal;
+mod watchdog;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use keelson_common::db::Db;
+use tokio::sync::{watch, Semaphore};
+
+use crate::definition::DefinitionCache;
+use crate::resources::Registry;
+use crate::EngineError;
+
+pub use dispatch::{CheckResourceMsg, Dispatcher, QueueDispatcher};
+pub use graph::{Node, TraversalGraph};
+pub use operations::{NewDefinition, NewStack, StackOperation};
+pub use settings::EngineSettings;
+
+/// One engine process: acts on resources for any stack, keeps the cancel
+/// channels of its running check_resource tasks.
+pub struct Engine {
+    db: Db,
+    registry: Arc<Registry>,
+    engine_id: String,
+    settings: EngineSettings,
+    dispatcher: Arc<dyn Dispatcher>,
+    definitions: DefinitionCache,
+    graphs: Mutex<HashMap<String, Arc<TraversalGraph>>>,
+    /// Per stack: the cancel signal every running task of it watches.
+    cancels: Mutex<HashMap<String, watch::Sender<bool>>>,
+    permits: Arc<Semaphore>,
+}
+
+impl Engine {
+    /// Starts the production engine: cluster dispatch over the service
+    /// registry, service row registered, heartbeat + watchdog running.
+    pub async fn start(db: Db, registry: Arc<Registry>, settings: EngineSettings) -> Result<Arc<Engine>, EngineError> {
+        let dispatcher: Arc<dyn Dispatcher> = Arc::new(crate::rpc::worker::ClusterDispatcher::new(db.clone(), &settings));
+        let engine = Engine::new(db, registry, settings, dispatcher).await?;
+        watchdog::spawn_background(&engine);
+        Ok(engine)
+    }
+
+    /// An engine with the given dispatcher and no background loop (tests
+    /// step the queue and call [`Engine::run_watchdog_once`]).
+    pub async fn new(
+        db: Db,
+        registry: Arc<Registry>,
+        settings: EngineSettings,
+        dispatcher: Arc<dyn Dispatcher>,
+    ) -> Result<Arc<Engine>, EngineError> {
+        let engine_id = settings.engine_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        crate::store::services::register(
+            &db,
+            &engine_id,
+            &settings.host,
+            &settings.host,
+            &settings.worker_endpoint,
+            settings.periodic_interval.as_secs() as i64,
+        )
+        .await?;
+        let permits = Arc::new(Semaphore::new(settings.max_concurrent_checks.max(1)));
+        Ok(Arc::new(Engine {
+            db,
+            registry,
+            engine_id,
+            settings,
+            dispatcher,
+            definitions: DefinitionCache::default(),
+            graphs: Mutex::new(HashMap::new()),
+            cancels: Mutex::new(HashMap::new()),
+            permits,
+        }))
+    }
+
+    pub fn engine_id(&self) -> &str {
+        &self.engine_id
+    }
+
+    pub fn settings(&self) -> &EngineSettings {
+        &self.settings
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The liveness probe answer (`EngineWorker.Listening`).
+    pub fn is_listening(&self, engine_id: &str) -> bool {
+        engine_id.is_empty() || engine_id == self.engine_id
+    }
+
+    /// Runs check_resource on this engine in the background, bounded by
+    /// the engine's concurrency limit.
+    pub fn spawn_check(self: &Arc<Self>, msg: CheckResourceMsg) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let Ok(_permit) = engine.permits.clone().acquire_owned().await else { return };
+            engine.check_resource(msg).await;
+        });
+    }
+
+    /// Signals every running action of the stack on this engine to stop.
+    pub fn cancel_check_resource(&self, stack_id: &str) {
+        if let Ok(mut map) = self.cancels.lock() {
+            if let Some(sender) = map.remove(stack_id) {
+                let _ = sender.send(true);
+            }
+        }
+    }
+
+    fn cancel_receiver(&self, stack_id: &str) -> watch::Receiver<bool> {
+        match self.cancels.lock() {
+            Ok(mut map) => map.entry(stack_id.to_string()).or_insert_with(|| watch::channel(false).0).subscribe(),
+            Err(_) => watch::channel(false).1,
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Engine options, with Heat's option names where Heat has them.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Fixed engine id (tests); None → a new uuid per process.
+    pub engine_id: Option<String>,
+    /// This engine's EngineWorker address (http://host:port).
+    pub worker_endpoint: String,
+    pub host: String,
+    /// Heat `engine_life_check_timeout`: the Listening probe's timeout.
+    pub engine_life_check_timeout: Duration,
+    /// Heat `periodic_interval` / report interval: heartbeat + watchdog.
+    pub periodic_interval: Duration,
+    /// Heat `max_events_per_stack`.
+    pub max_events_per_stack: i64,
+    /// Ours: an IN_PROGRESS stack with no live lock holder and no change
+    /// for this long is re-triggered by the watchdog.
+    pub stall_timeout: Duration,
+    /// Heat `action_retry_limit`.
+    pub action_retry_limit: u32,
+    /// Heat `client_retry_limit`.
+    pub client_retry_limit: u32,
+    /// Concurrent check_resource tasks per engine.
+    pub max_concurrent_checks: usize,
+    /// The region pseudo parameter.
+    pub region_name: String,
+    /// Heat `convergence_engine`: always on here.
+    pub convergence_engine_enabled: bool,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            engine_id: None,
+            worker_endpoint: String::new(),
+            host: "localhost".to_string(),
+            engine_life_check_timeout: Duration::from_secs(2),
+            periodic_interval: Duration::from_secs(5),
+            max_events_per_stack: 1000,
+            stall_timeout: Duration::from_secs(30),
+            action_retry_limit: 5,
+            client_retry_limit: 2,
+            max_concurrent_checks: 64,
+            region_name: "RegionOne".to_string(),
+            convergence_engine_enabled: true,
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! Starting, finishing and stopping traversals (upstream stack.py:
+//! converge_stack, _converge_create_or_update, mark_complete/failed,
+//! rollback, purge_db; worker.py stop_traversal).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::Map;
+
+use super::dispatch::CheckResourceMsg;
+use super::graph::{Node, TraversalGraph};
+use super::Engine;
+use crate::definition::{empty_template, StackDefinition};
+use crate::store::{self, action, status, NewResource, ResourceRow, StackRow, StackStateChange};
+use crate::EngineError;
+
+/// Stack settings a converge may change along with the template.
+#[derive(Debug, Clone, Default)]
+pub(super) struct StackChanges {
+    pub timeout_mins: Option<Option<i64>>,
+    pub disable_rollback: Option<bool>,
+    pub tags: Option<Option<Vec<String>>>,
+    pub params: Option<Map<String, serde_json::Value>>,
+}
+
+/// Upstream `_get_best_existing_rsrc_db` scoring.
+fn score(row: &ResourceRow, template_id: i64, prev_template_id: Option<i64>) -> i64 {
+    let mut s = 0;
+    if row.status == status::FAILED {
+        s -= 30;
+    }
+    if row.action == action::DELETE {
+        s -= 50;
+    }
+    if row.replaced_by.is_some() {
+        s -= 1;
+    }
+    if prev_template_id.is_some() && row.current_template_id == prev_template_id {
+        s += 5;
+    }
+    if row.current_template_id == Some(template_id) {
+        s += 10;
+    }
+    s
+}
+
+impl Engine {
+    /// Starts a traversal of `action` over template `template_id`, CAS on
+    /// the stack's traversal being `expected`. Answers false when another
+    /// writer moved the stack on first (this call then gives up).
+    pub(super) async fn converge_stack(
+        self: &Arc<Self>,
+        stack: &StackRow,
+        template_id: i64,
+        stack_action: &str,
+        expected: &str,
+        changes: StackChanges,
+    ) -> Result<bool, EngineError> {
+        let traversal = uuid::Uuid::new_v4().to_string();
+        let reason = format!("Stack {stack_action} started");
+        let prev = if matches!(stack_action, action::CREATE | action::ADOPT) {
+            None
+        } else if template_id != stack.raw_template_id {
+            Some(Some(stack.raw_template_id))
+        } else {
+            None
+        };
+        let change = StackStateChange {
+            current_traversal: Some(traversal.clone()),
+            raw_template_id: Some(template_id),
+            prev_raw_template_id: prev,
+            timeout_mins: changes.timeout_mins,
+            disable_rollback: changes.disable_rollback,
+            tags: changes.tags,
+            params: changes.params,
+            ..StackStateChange::new(stack_action, status::IN_PROGRESS, reason.clone())
+        };
+        if !store::stacks::set_state(&self.db, &stack.id, expected, change).await? {
+            return Ok(false);
+        }
+        let Some(stack) = store::stacks::get(&self.db, &stack.id).await? else { return Ok(false) };
+        self.stack_event(&stack, stack_action, status::IN_PROGRESS, &reason).await;
+        store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
+
+        let definition = self.definitions.get(&self.db, &stack, template_id, &self.settings.region_name).await?;
+        let graph = self.build_graph(&stack, &definition, template_id).await?;
+        if !store::stacks::set_current_deps(&self.db, &stack.id, &traversal, &graph.to_json()).await? {
+            return Ok(true);
+        }
+        let mut points: Vec<(String, bool, i64)> =
+            graph.nodes().map(|n| (n.0.to_string(), n.1, graph.predecessors(n).len() as i64)).collect();
+        points.push((stack.id.clone(), true, graph.roots().len() as i64));
+        store::sync_points::create_all(&self.db, &stack.id, &traversal, &points).await?;
+        self.remember_graph(&traversal, Arc::new(graph.clone()));
+
+        let leaves = graph.leaves();
+        if leaves.is_empty() {
+            self.mark_complete(&stack.id, &traversal).await?;
+            return Ok(true);
+        }
+        for (resource_id, is_update) in leaves {
+            let msg = CheckResourceMsg {
+                stack_id: stack.id.clone(),
+                resource_id,
+                traversal_id: traversal.clone(),
+                is_update,
+                input: Map::new(),
+            };
+            self.dispatcher.dispatch(self, msg).await;
+        }
+        Ok(true)
+    }
+
+    /// Picks (or creates) the row of every resource of the definition and
+    /// builds the update + cleanup graph over them and every other row.
+    async fn build_graph(&self, stack: &StackRow, def: &StackDefinition, template_id: i64) -> Result<TraversalGraph, EngineError> {
+        let rows: Vec<ResourceRow> = store::resources::list(&self.db, &stack.id)
+            .await?
+            .into_iter()
+            .filter(|r| !(r.action == action::DELETE && r.status == status::COMPLETE))
+            .collect();
+        let mut chosen: BTreeMap<String, i64> = BTreeMap::new();
+        for defn in &def.resources {
+            let best = rows
+                .iter()
+                .filter(|r| r.name == defn.name)
+                .max_by_key(|r| (score(r, template_id, stack.prev_raw_template_id), r.id));
+            let id = match best {
+                Some(r) => r.id,
+                None => {
+                    let type_name = def.effective_type(defn).unwrap_or_else(|_| defn.type_name.clone());
+                    store::resources::insert(
+                        &self.db,
+                        &NewResource {
+                            stack_id: stack.id.clone(),
+                            root_stack_id: stack.id.clone(),
+                            name: defn.name.clone(),
+                            resource_type: type_name,
+                            current_template_id: Some(template_id),
+                            action: action::INIT.to_string(),
+                            status: status::COMPLETE.to_string(),
+                            ..Default::default()
+                        },
+                    )
+                    .await?
+                    .id
+                }
+            };
+            chosen.insert(defn.name.clone(), id);
+        }
+        let mut graph = TraversalGraph::default();
+        for id in chosen.values() {
+            graph.add_node((*id, true));
+        }
+        for defn in &def.resources {
+            let Some(&id) = chosen.get(&defn.name) else { continue };
+            for req in def.requires(&defn.name) {
+                if let Some(&req_id) = chosen.get(&req) {
+                    graph.add_edge((req_id, true), (id, true));
+                }
+            }
+        }
+        let by_id: HashMap<i64, &ResourceRow> = rows.iter().map(|r| (r.id, r)).collect();
+        for id in chosen.values() {
+            graph.add_node((*id, false));
+        }
+        for r in &rows {
+            graph.add_node((r.id, false));
+        }
+        for r in &rows {
+            for q in &r.requires {
+                if by_id.contains_key(q) {
+                    graph.add_edge((r.id, false), (*q, false));
+                }
+            }
+            if let Some(old) = r.replaces {
+                if by_id.contains_key(&old) {
+                    graph.add_edge((r.id, false), (old, false));
+                }
+            }
+            graph.add_edge((r.id, true), (r.id, false));
+        }
+        for id in chosen.values() {
+            graph.add_edge((*id, true), (*id, false));
+        }
+        Ok(graph)
+    }
+
+    pub(super) fn remember_graph(&self, traversal: &str, graph: Arc<TraversalGraph>) {
+        if let Ok(mut map) = self.graphs.lock() {
+            if map.len() > 128 {
+                map.clear();
+            }
+            map.insert(traversal.to_string(), graph);
+        }
+    }
+
+    /// The graph of the stack's current traversal.
+    pub(super) fn graph_of(&self, stack: &StackRow) -> Arc<TraversalGraph> {
+        if let Some(g) = self.graphs.lock().ok().and_then(|m| m.get(&stack.current_traversal).cloned()) {
+            return g;
+        }
+        let g = Arc::new(stack.current_deps.as_ref().map(TraversalGraph::from_json).unwrap_or_default());
+        self.remember_graph(&stack.current_traversal, g.clone());
+        g
+    }
+
+    /// Every root reported: ACTION_COMPLETE, then purge.
+    pub(super) async fn mark_complete(&self, stack_id: &str, traversal: &str) -> Result<(), EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else { return Ok(()) };
+        if stack.current_traversal != traversal {
+            return Ok(());
+        }
+        let reason = format!("Stack {} completed successfully", stack.action);
+        let mut change = StackStateChange::new(&stack.action, status::COMPLETE, reason.clone());
+        let stale_template = stack.prev_raw_template_id.filter(|p| *p != stack.raw_template_id);
+        if stack.prev_raw_template_id.is_some() {
+            change.prev_raw_template_id = Some(None);
+        }
+        if !store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
+            return Ok(());
+        }
+        self.stack_event(&stack, &stack.action, status::COMPLETE, &reason).await;
+        store::sync_points::delete_for_traversal(&self.db, stack_id, traversal).await?;
+        if let Some(old) = stale_template {
+            self.definitions.forget(old);
+            if let Err(e) = store::templates::delete(&self.db, old).await {
+                tracing::debug!(error = %e, "previous template kept");
+            }
+        }
+        if stack.action == action::DELETE {
+            store::stacks::soft_delete(&self.db, stack_id, traversal).await?;
+        }
+        Ok(())
+    }
+
+    /// A resource failed (or the stack timed out): ACTION_FAILED with CAS,
+    /// then rollback or purge. False when the traversal was stale.
+    pub(super) async fn mark_failed(self: &Arc<Self>, stack_id: &str, traversal: &str, reason: &str) -> Result<bool, EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else { return Ok(false) };
+        if stack.current_traversal != traversal || traversal.is_empty() {
+            return Ok(false);
+        }
+        let change = StackStateChange::new(&stack.action, status::FAILED, reason);
+        if !store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
+            return Ok(false);
+        }
+        self.stack_event(&stack, &stack.action, status::FAILED, reason).await;
+        let rolls_back = !stack.disable_rollback && matches!(stack.action.as_str(), action::CREATE | action::UPDATE | action::ADOPT);
+        if rolls_back {
+            if let Some(stack) = store::stacks::get(&self.db, stack_id).await? {
+                self.rollback(&stack).await?;
+            }
+        } else {
+            self.purge_traversal(stack_id, traversal).await?;
+        }
+        Ok(true)
+    }
+
+    /// Converges to the previous template (the empty one after a create).
+    pub(super) async fn rollback(self: &Arc<Self>, stack: &StackRow) -> Result<bool, EngineError> {
+        let template_id = match (stack.action.as_str(), stack.prev_raw_template_id) {
+            (action::UPDATE, Some(prev)) => prev,
+            _ => self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?,
+        };
+        self.converge_stack(stack, template_id, action::ROLLBACK, &stack.current_traversal, StackChanges::default()).await
+    }
+
+    /// A failed traversal ends: current_traversal := '' so its workers
+    /// stop propagating; its sync points go.
+    async fn purge_traversal(&self, stack_id: &str, traversal: &str) -> Result<(), EngineError> {
+        if let Some(stack) = store::stacks::get(&self.db, stack_id).await? {
+            let change = StackStateChange {
+                current_traversal: Some(String::new()),
+                ..StackStateChange::new(&stack.action, &stack.status, stack.status_reason.clone())
+            };
+            store::stacks::set_state(&self.db, stack_id, traversal, change).await?;
+        }
+        store::sync_points::delete_for_traversal(&self.db, stack_id, traversal).await?;
+        Ok(())
+    }
+
+    /// Upstream stop_traversal: a new traversal id (CAS), ACTION_FAILED
+    /// "Stack ACTION cancelled", old sync points deleted, running actions
+    /// cancelled. Answers the new traversal id (None: lost the race).
+    pub(super) async fn stop_traversal(self: &Arc<Self>, stack: &StackRow) -> Result<Option<String>, EngineError> {
+        let traversal = uuid::Uuid::new_v4().to_string();
+        let reason = format!("Stack {} cancelled", stack.action);
+        let change = StackStateChange {
+            current_traversal: Some(traversal.clone()),
+            ..StackStateChange::new(&stack.action, status::FAILED, reason.clone())
+        };
+        if !store::stacks::set_state(&self.db, &stack.id, &stack.current_traversal, change).await? {
+            return Ok(None);
+        }
+        self.stack_event(stack, &stack.action, status::FAILED, &reason).await;
+        store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
+        self.dispatcher.cancel_all(self, &stack.id).await;
+        Ok(Some(traversal))
+    }
+
+    pub(super) async fn store_template(
+        &self,
+        template: &serde_json::Value,
+        files: &Map<String, serde_json::Value>,
+        environment: &serde_json::Value,
+    ) -> Result<i64, EngineError> {
+        let mut tx = self.db.begin().await?;
+        let id = store::templates::insert(&mut tx, template, files, environment).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+}
+
+/// The node a resource's progress is reported under: a replacement row
+/// not in the graph impersonates the row it replaces (upstream).
+pub(super) fn graph_key(graph: &TraversalGraph, row: &ResourceRow, is_update: bool) -> Node {
+    let own = (row.id, is_update);
+    if graph.contains(own) {
+        return own;
+    }
+    match row.replaces {
+        Some(old) if graph.contains((old, is_update)) => (old, is_update),
+        _ => own,
+    }
+}

@@ -1,0 +1,277 @@
+//! The in-memory definition of a stack: its parsed template, merged
+//! environment, parameter values and resource definitions, the dependency
+//! graph between resources, validation against the plugin registry, and a
+//! [`LiveContext`] resolving properties/outputs against live resources.
+//!
+//! Definitions are immutable once built; [`DefinitionCache`] keeps one per
+//! raw_template id so a 1000-resource traversal parses the template once.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use keelson_common::db::Db;
+use keelson_hot::{
+    Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, ResolveContext, ResourceDefn, Template, TemplateError,
+};
+use serde_json::{Map, Value};
+
+use crate::resources::Registry;
+use crate::store::{self, StackRow};
+use crate::EngineError;
+
+/// The template every DELETE (and the rollback of a create) converges to.
+pub fn empty_template() -> Value {
+    serde_json::json!({"heat_template_version": "2013-05-23"})
+}
+
+/// A parsed, immutable stack definition.
+#[derive(Debug)]
+pub struct StackDefinition {
+    pub template: Template,
+    pub environment: Environment,
+    pub params: ParamValues,
+    pub files: Map<String, Value>,
+    pub resources: Vec<ResourceDefn>,
+    pub outputs: Vec<OutputDefn>,
+}
+
+impl StackDefinition {
+    /// Parses documents whose environment already holds the user's
+    /// parameters; parameter values are checked against their schemata.
+    pub fn parse(
+        template: &Value,
+        files: &Map<String, Value>,
+        environment: &Value,
+        pseudo: &PseudoParams,
+    ) -> Result<StackDefinition, EngineError> {
+        let parsed = Template::parse(template)?;
+        let environment = Environment::from_value(environment)?;
+        let params = parsed.validate_parameters(&environment, &Map::new(), pseudo)?;
+        let resources = parsed.resources(&params)?;
+        let outputs = parsed.outputs(&params)?;
+        Ok(StackDefinition { template: parsed, environment, params, files: files.clone(), resources, outputs })
+    }
+
+    /// The stored definition `template_id` of `stack`.
+    pub async fn load(db: &Db, stack: &StackRow, template_id: i64, region: &str) -> Result<StackDefinition, EngineError> {
+        let raw = store::templates::get(db, template_id)
+            .await?
+            .ok_or_else(|| EngineError::entity_not_found("RawTemplate", &template_id.to_string()))?;
+        StackDefinition::parse(&raw.template, &raw.files, &raw.environment, &pseudo_params(stack, region))
+    }
+
+    pub fn resource(&self, name: &str) -> Option<&ResourceDefn> {
+        self.resources.iter().find(|r| r.name == name)
+    }
+
+    /// The plugin type a resource runs as (environment type mappings
+    /// applied). Mappings to template files are nested stacks: not yet.
+    pub fn effective_type(&self, defn: &ResourceDefn) -> Result<String, EngineError> {
+        match self.environment.resolve_type_for(&defn.name, &defn.type_name) {
+            Some(RegistryTarget::Type(t)) => Ok(t),
+            Some(_) => Err(EngineError::not_supported("nested stacks are not supported yet")),
+            None => Ok(defn.type_name.clone()),
+        }
+    }
+
+    /// Names of the resources `name` needs first (only those defined here).
+    pub fn requires(&self, name: &str) -> BTreeSet<String> {
+        let Some(defn) = self.resource(name) else { return BTreeSet::new() };
+        defn.requires().into_iter().filter(|r| r != name && self.resource(r).is_some()).collect()
+    }
+
+    /// Full API validation: references, cycles, types, properties (with
+    /// get_resource/get_attr unknown).
+    pub fn validate(&self, registry: &Registry) -> Result<(), EngineError> {
+        self.template.check_references(&self.params)?;
+        self.check_cycles()?;
+        let unknown = LiveContext::placeholders(self);
+        for defn in &self.resources {
+            let type_name = self.effective_type(defn)?;
+            let Some(plugin) = registry.get(&type_name) else {
+                return Err(EngineError::bad_request(
+                    "HTTPBadRequest",
+                    format!("The Resource Type ({type_name}) could not be found."),
+                ));
+            };
+            let given = defn.properties.resolve(&unknown)?;
+            plugin.validate_properties(&defn.name, &given)?;
+        }
+        Ok(())
+    }
+
+    /// Heat's CircularDependencyException text.
+    fn check_cycles(&self) -> Result<(), EngineError> {
+        let mut state: HashMap<&str, u8> = HashMap::new();
+        fn visit<'a>(def: &'a StackDefinition, name: &'a str, state: &mut HashMap<&'a str, u8>) -> Result<(), String> {
+            match state.get(name) {
+                Some(1) => return Err(name.to_string()),
+                Some(_) => return Ok(()),
+                None => {}
+            }
+            state.insert(name, 1);
+            if let Some(defn) = def.resource(name) {
+                for req in defn.requires() {
+                    if let Some(r) = def.resource(&req) {
+                        visit(def, &r.name, state)?;
+                    }
+                }
+            }
+            state.insert(name, 2);
+            Ok(())
+        }
+        for r in &self.resources {
+            visit(self, &r.name, &mut state).map_err(|name| {
+                EngineError::bad_request("CircularDependencyException", format!("Circular Dependency Found: {name}"))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The pseudo parameters of a stored stack.
+pub fn pseudo_params(stack: &StackRow, region: &str) -> PseudoParams {
+    PseudoParams {
+        stack_id: stack.id.clone(),
+        stack_name: stack.name.clone(),
+        project_id: stack.tenant.clone(),
+        region: region.to_string(),
+    }
+}
+
+/// Parsed definitions by raw_template id (templates are immutable).
+#[derive(Default)]
+pub struct DefinitionCache {
+    entries: Mutex<HashMap<i64, Arc<StackDefinition>>>,
+}
+
+/// Beyond this many entries the cache starts over (cheap bound).
+const CACHE_LIMIT: usize = 256;
+
+impl DefinitionCache {
+    pub async fn get(&self, db: &Db, stack: &StackRow, template_id: i64, region: &str) -> Result<Arc<StackDefinition>, EngineError> {
+        if let Some(found) = self.entries.lock().ok().and_then(|m| m.get(&template_id).cloned()) {
+            return Ok(found);
+        }
+        let loaded = Arc::new(StackDefinition::load(db, stack, template_id, region).await?);
+        if let Ok(mut map) = self.entries.lock() {
+            if map.len() >= CACHE_LIMIT {
+                map.clear();
+            }
+            map.insert(template_id, loaded.clone());
+        }
+        Ok(loaded)
+    }
+
+    pub fn forget(&self, template_id: i64) {
+        if let Ok(mut map) = self.entries.lock() {
+            map.remove(&template_id);
+        }
+    }
+}
+
+/// What one resource offers to the resources and outputs that use it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceFacts {
+    pub reference_id: Value,
+    pub attributes: Map<String, Value>,
+}
+
+/// A resolution context over known resource facts; unknown resources
+/// resolve to null (as upstream does for not-yet-created resources).
+pub struct LiveContext {
+    params: ParamValues,
+    files: Map<String, Value>,
+    facts: BTreeMap<String, ResourceFacts>,
+}
+
+impl LiveContext {
+    pub fn new(def: &StackDefinition, facts: BTreeMap<String, ResourceFacts>) -> LiveContext {
+        LiveContext { params: def.params.clone(), files: def.files.clone(), facts }
+    }
+
+    pub fn placeholders(def: &StackDefinition) -> LiveContext {
+        LiveContext::new(def, BTreeMap::new())
+    }
+
+    /// Each output of `def` resolved: its value or its error text.
+    pub fn outputs(&self, def: &StackDefinition) -> Vec<(String, Option<String>, Result<Value, String>)> {
+        def.outputs
+            .iter()
+            .map(|o| (o.name.clone(), o.description.clone(), o.value.resolve(self).map_err(|e| e.message)))
+            .collect()
+    }
+}
+
+impl ResolveContext for LiveContext {
+    fn param(&self, name: &str) -> Option<Value> {
+        self.params.get(name).cloned()
+    }
+
+    fn get_resource(&self, name: &str) -> Result<Value, TemplateError> {
+        Ok(match self.facts.get(name) {
+            Some(f) if !f.reference_id.is_null() => f.reference_id.clone(),
+            _ => Value::String(name.to_string()),
+        })
+    }
+
+    fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError> {
+        let mut value =
+            self.facts.get(resource).and_then(|f| f.attributes.get(attribute)).cloned().unwrap_or(Value::Null);
+        for step in path {
+            value = match (&value, step) {
+                (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
+                (Value::Array(items), Value::Number(n)) => {
+                    n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
+                }
+                (Value::Array(items), Value::String(s)) => {
+                    s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
+                }
+                _ => Value::Null,
+            };
+        }
+        Ok(value)
+    }
+
+    fn get_attr_all(&self, resource: &str) -> Result<Value, TemplateError> {
+        Ok(Value::Object(self.facts.get(resource).map(|f| f.attributes.clone()).unwrap_or_default()))
+    }
+
+    fn get_file(&self, name: &str) -> Option<String> {
+        self.files.get(name).and_then(Value::as_str).map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pseudo() -> PseudoParams {
+        PseudoParams { stack_id: "sid".into(), stack_name: "st".into(), project_id: "p".into(), region: "RegionOne".into() }
+    }
+
+    #[test]
+    fn parses_requires_and_validates() {
+        let t = json!({"heat_template_version": "2015-04-30", "resources": {
+            "a": {"type": "OS::Heat::TestResource", "properties": {"value": "x"}},
+            "b": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_attr": ["a", "output"]}}}}});
+        let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+        assert_eq!(d.requires("b").into_iter().collect::<Vec<_>>(), vec!["a".to_string()]);
+        d.validate(&Registry::builtin()).unwrap();
+    }
+
+    #[test]
+    fn unknown_type_is_reported() {
+        let t = json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "OS::No::Such"}}});
+        let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+        let e = d.validate(&Registry::builtin()).unwrap_err();
+        assert_eq!(e.message, "The Resource Type (OS::No::Such) could not be found.");
+    }
+
+    #[test]
+    fn empty_template_parses() {
+        let d = StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap();
+        assert!(d.resources.is_empty());
+    }
+}

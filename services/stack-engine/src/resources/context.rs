@@ -1,0 +1,182 @@
+//! What a plugin sees while it runs an action: the stack and resource it
+//! acts for, the new properties, the resource's state, and the cancel
+//! signal that pre-empts long waits.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::{Properties, ResourceFailure, ResourceState};
+
+/// Heat's limit for generated physical names (`physical_resource_name_limit`).
+const PHYSICAL_NAME_LIMIT: usize = 255;
+
+pub struct ActionContext {
+    pub stack_id: String,
+    pub stack_name: String,
+    pub resource_name: String,
+    /// The properties the action runs with (validated, coerced).
+    pub properties: Properties,
+    pub state: ResourceState,
+    /// Turns true when the engine cancels this action.
+    pub cancel: watch::Receiver<bool>,
+}
+
+impl ActionContext {
+    /// Sleeps `secs` seconds, or forever when negative; returns
+    /// [`ResourceFailure::Cancelled`] as soon as `cancel` turns true.
+    pub async fn sleep(&self, secs: f64) -> Result<(), ResourceFailure> {
+        let mut cancel = self.cancel.clone();
+        if *cancel.borrow_and_update() {
+            return Err(ResourceFailure::Cancelled);
+        }
+        let deadline = if secs < 0.0 || !secs.is_finite() {
+            None
+        } else {
+            Some(tokio::time::Instant::now() + Duration::from_secs_f64(secs))
+        };
+        let mut cancel_open = true;
+        loop {
+            let sleep_until = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => futures::future::pending::<()>().await,
+                }
+            };
+            let changed = async {
+                if cancel_open {
+                    cancel.changed().await.is_ok()
+                } else {
+                    // The sender is gone: nobody can cancel any more.
+                    futures::future::pending::<bool>().await
+                }
+            };
+            tokio::select! {
+                _ = sleep_until => return Ok(()),
+                open = changed => {
+                    if !open {
+                        cancel_open = false;
+                    } else if *cancel.borrow_and_update() {
+                        return Err(ResourceFailure::Cancelled);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A fresh `<stack>-<resource>-<short id>` name (upstream
+    /// `physical_resource_name` with a new random short id).
+    pub fn physical_name(&self) -> String {
+        physical_resource_name(&self.stack_name, &self.resource_name, &short_id(&Uuid::new_v4()))
+    }
+
+    /// Whether the engine has asked this action to stop.
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+}
+
+/// Heat's short id: the 60 random "time" bits of a v4 UUID, base32
+/// encoded, 12 lower-case characters from `[a-z2-7]`.
+pub fn short_id(uuid: &Uuid) -> String {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let b = uuid.as_bytes();
+    // RFC 4122 fields: time_low (0..4), time_mid (4..6), time_hi (6..8,
+    // minus the 4 version bits).
+    let time_low = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let time_mid = u64::from(u16::from_be_bytes([b[4], b[5]]));
+    let time_hi = u64::from(u16::from_be_bytes([b[6], b[7]]) & 0x0fff);
+    let time = (time_hi << 48) | (time_mid << 32) | time_low;
+    // 60 bits = 12 groups of 5 bits, most significant first.
+    (0..12)
+        .map(|i| {
+            let shift = 55 - 5 * i;
+            ALPHABET[((time >> shift) & 0x1f) as usize] as char
+        })
+        .collect()
+}
+
+/// `<stack>-<resource>-<short id>` with the stack name's trailing `*`
+/// stripped, reduced to Heat's 255-character limit by keeping the first two
+/// characters, a hyphen and the tail.
+pub fn physical_resource_name(stack_name: &str, resource_name: &str, short_id: &str) -> String {
+    let name = format!("{}-{}-{}", stack_name.trim_end_matches('*'), resource_name, short_id);
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= PHYSICAL_NAME_LIMIT {
+        return name;
+    }
+    let tail_len = PHYSICAL_NAME_LIMIT - 3;
+    let head: String = chars[..2].iter().collect();
+    let tail: String = chars[chars.len() - tail_len..].iter().collect();
+    format!("{head}-{tail}")
+}
+
+/// A context for stack `st`, resource `r`, and its cancel switch.
+#[cfg(test)]
+pub(crate) fn test_context(props: Properties) -> (ActionContext, watch::Sender<bool>) {
+    let (tx, rx) = watch::channel(false);
+    let ctx = ActionContext {
+        stack_id: "sid".into(),
+        stack_name: "st".into(),
+        resource_name: "r".into(),
+        properties: props,
+        state: ResourceState::default(),
+        cancel: rx,
+    };
+    (ctx, tx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_context as context;
+    use super::*;
+
+    #[test]
+    fn short_id_matches_heat() {
+        // heat/tests/test_short_id.py: get_id('ffffffff-ffff-4fff-8fff-ffffffffffff') == '777777777777'
+        let u = Uuid::parse_str("ffffffff-ffff-4fff-8fff-ffffffffffff").unwrap();
+        assert_eq!(short_id(&u), "777777777777");
+        // ...and a known value: 5a5d2d4f-... style ids are lower-case base32
+        let u = Uuid::parse_str("23abcdef-0123-4567-89ab-cdef01234567").unwrap();
+        let s = short_id(&u);
+        assert_eq!(s.len(), 12);
+        assert!(s.chars().all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c)));
+    }
+
+    #[test]
+    fn physical_name_shape_and_truncation() {
+        assert_eq!(physical_resource_name("st*", "r", "abcdefghijkl"), "st-r-abcdefghijkl");
+        let long = "x".repeat(300);
+        let n = physical_resource_name("stack", &long, "abcdefghijkl");
+        assert_eq!(n.chars().count(), 255);
+        assert!(n.starts_with("st-"));
+        assert!(n.ends_with("-abcdefghijkl"));
+        let (ctx, _tx) = context(Properties::new());
+        let p = ctx.physical_name();
+        assert!(p.starts_with("st-r-") && p.len() == "st-r-".len() + 12);
+    }
+
+    #[tokio::test]
+    async fn sleep_completes_and_is_cancellable() {
+        let (ctx, tx) = context(Properties::new());
+        let started = std::time::Instant::now();
+        assert_eq!(ctx.sleep(0.05).await, Ok(()));
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        let waiter = tokio::spawn(async move { ctx.sleep(-1.0).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished());
+        tx.send(true).unwrap();
+        assert_eq!(waiter.await.unwrap(), Err(ResourceFailure::Cancelled));
+    }
+
+    #[tokio::test]
+    async fn sleep_after_cancel_returns_at_once_and_survives_dropped_sender() {
+        let (ctx, tx) = context(Properties::new());
+        tx.send(true).unwrap();
+        assert_eq!(ctx.sleep(100.0).await, Err(ResourceFailure::Cancelled));
+        let (ctx, tx) = context(Properties::new());
+        drop(tx);
+        assert_eq!(ctx.sleep(0.02).await, Ok(()));
+    }
+}

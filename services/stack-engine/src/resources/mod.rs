@@ -1,0 +1,237 @@
+//! The resource type plugins: what each built-in type accepts (its
+//! property schema), what it does on create/update/delete, what its
+//! attributes resolve to, and the in-place-or-replace decision on update.
+//!
+//! The engine drives them through [`ResourceType`]; the registry
+//! ([`Registry`]) finds a type by name and renders the resource-type API
+//! views. Nothing here knows about transport or storage: a plugin sees an
+//! [`ActionContext`] and writes what it produced into its
+//! [`ResourceState`].
+//!
+//! What the engine keeps to (so plugins stay simple):
+//! - validate with [`ResourceType::validate_properties`], not the free
+//!   [`validate_properties`]: Value retypes `value`, None accepts anything,
+//!   RandomString translates the deprecated `sequence`;
+//! - before [`ResourceType::attribute`], set `state.properties` to the
+//!   resource's current properties; resolve through [`resolve_attribute`]
+//!   so an unknown name gets Heat's error naming the resource; `show` is
+//!   the engine's;
+//! - [`ResourceType::reference_id`] returns Null before the resource has a
+//!   physical id: `get_resource` then gives the resource name, as upstream.
+
+mod context;
+mod none;
+mod properties;
+mod random_string;
+mod registry;
+mod schema;
+mod test_resource;
+mod value;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::EngineError;
+
+pub use context::{physical_resource_name, short_id, ActionContext};
+pub use none::NoneResource;
+pub use properties::{validate_properties, Properties};
+pub use random_string::RandomString;
+pub use registry::Registry;
+pub use schema::{
+    show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
+    ResourceSchema, SupportStatus, SUPPORT_STATUSES,
+};
+pub use test_resource::TestResource;
+pub use value::ValueResource;
+
+/// What an update of a resource needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateDecision {
+    /// Nothing changed: no action, no event.
+    Unchanged,
+    /// Update the existing resource.
+    InPlace,
+    /// Create a new resource and delete the old one in the cleanup phase.
+    Replace,
+}
+
+/// Why an action did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceFailure {
+    /// The action failed: `type_name` is the Python exception class name
+    /// upstream raises (e.g. `ValueError`), shown in the status reason.
+    Error { type_name: String, message: String },
+    /// The action was cancelled (stack update/delete pre-empted it).
+    Cancelled,
+}
+
+impl ResourceFailure {
+    pub fn error(type_name: impl Into<String>, message: impl Into<String>) -> Self {
+        ResourceFailure::Error { type_name: type_name.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for ResourceFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResourceFailure::Error { type_name, message } => write!(f, "{type_name}: {message}"),
+            ResourceFailure::Cancelled => f.write_str("Cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for ResourceFailure {}
+
+/// What a resource keeps between actions (the resource row and its
+/// resource_data).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceState {
+    /// `physical_resource_id` (upstream `resource_id`); None until set.
+    pub physical_id: Option<String>,
+    /// resource_data key/values (e.g. TestResource's `value`).
+    pub data: BTreeMap<String, String>,
+    /// The properties the resource was last created/updated with.
+    pub properties: Properties,
+    pub metadata: Value,
+}
+
+/// The Heat exception for an attribute a type does not have.
+pub fn invalid_attribute(resource_name: &str, attribute: &str) -> EngineError {
+    EngineError::bad_request(
+        "InvalidTemplateAttribute",
+        format!("The Referenced Attribute ({resource_name} {attribute}) is incorrect."),
+    )
+}
+
+/// Resolves attribute `name` of resource `resource_name`: checks that the
+/// type has it (so the error names the resource), then asks the plugin.
+/// `show` is not resolved here: the engine builds it from the resource.
+pub async fn resolve_attribute(
+    rt: &dyn ResourceType,
+    resource_name: &str,
+    state: &ResourceState,
+    name: &str,
+) -> Result<Value, EngineError> {
+    if !rt.accepts_any_attribute() && !rt.schema().has_attribute(name) {
+        return Err(invalid_attribute(resource_name, name));
+    }
+    rt.attribute(state, name).await.map_err(|e| {
+        if e.type_name == "InvalidTemplateAttribute" {
+            invalid_attribute(resource_name, name)
+        } else {
+            e
+        }
+    })
+}
+
+fn ok_now<'a>() -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    Box::pin(async { Ok(()) })
+}
+
+/// One resource type plugin. Implementations are stateless: everything a
+/// resource remembers lives in [`ResourceState`].
+pub trait ResourceType: Send + Sync + 'static {
+    /// e.g. `OS::Heat::TestResource`.
+    fn type_name(&self) -> &'static str;
+
+    fn schema(&self) -> &ResourceSchema;
+
+    /// Validates and coerces the properties of a resource of this type
+    /// (see [`validate_properties`]) and runs the type's own checks. The
+    /// engine calls this, not the free function: some types adapt the
+    /// schema (Value) or accept anything (None).
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        let props = validate_properties(self.schema(), resource_name, given)?;
+        self.validate(&props)?;
+        Ok(props)
+    }
+
+    /// Checks across properties (upstream `Resource.validate`).
+    fn validate(&self, _props: &Properties) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// Upstream `_needs_update`: equal -> Unchanged; any changed property
+    /// that is not update_allowed -> Replace; otherwise InPlace.
+    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
+        default_update_decision(self.schema(), old, new)
+    }
+
+    /// Creates the resource; sets `ctx.state.physical_id` / `data`.
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Updates in place from `old` to `ctx.properties`.
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Resolves one of the type's own attributes (not `show`). Use
+    /// [`resolve_attribute`] to get the error naming the resource.
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>>;
+
+    /// True for types whose every attribute name resolves (OS::Heat::None).
+    fn accepts_any_attribute(&self) -> bool {
+        false
+    }
+
+    /// What `get_resource` returns.
+    fn reference_id(&self, state: &ResourceState) -> Value {
+        state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)
+    }
+
+    fn handles_signal(&self) -> bool {
+        false
+    }
+
+    /// Upstream `handle_check`; None when the type has none (CHECK then
+    /// reports the resource as "not fully supported").
+    fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        None
+    }
+
+    fn suspend<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        ok_now()
+    }
+
+    fn resume<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        ok_now()
+    }
+}
+
+/// The default update decision, shared by plugins that extend it.
+pub fn default_update_decision(schema: &ResourceSchema, old: &Properties, new: &Properties) -> UpdateDecision {
+    if old == new {
+        return UpdateDecision::Unchanged;
+    }
+    let changed = changed_properties(old, new);
+    let replaces = changed.iter().any(|name| !schema.property(name).is_some_and(|p| p.update_allowed));
+    if replaces {
+        UpdateDecision::Replace
+    } else {
+        UpdateDecision::InPlace
+    }
+}
+
+/// Names of the properties whose values differ between `old` and `new`.
+pub fn changed_properties(old: &Properties, new: &Properties) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for (k, v) in new {
+        if old.get(k) != Some(v) {
+            names.push(k.clone());
+        }
+    }
+    for k in old.keys() {
+        if !new.contains_key(k) {
+            names.push(k.clone());
+        }
+    }
+    names
+}

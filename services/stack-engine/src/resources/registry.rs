@@ -1,0 +1,453 @@
+//! The built-in resource types by name, and the resource-type API views
+//! (`GET /resource_types`, `/resource_types/{t}`, `/resource_types/{t}/template`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::schema::{show_attribute, ConstraintKind, PropertySchema, PropertyType, SUPPORT_STATUSES};
+use super::{NoneResource, RandomString, ResourceType, TestResource, ValueResource};
+use crate::EngineError;
+
+/// Upstream's registry order (plugin module load order) as `GET
+/// /resource_types` lists it; types not in it follow, sorted by name.
+const UPSTREAM_ORDER: &[&str] = &[
+    "AWS::AutoScaling::AutoScalingGroup",
+    "AWS::AutoScaling::LaunchConfiguration",
+    "AWS::AutoScaling::ScalingPolicy",
+    "AWS::CloudFormation::Stack",
+    "AWS::CloudFormation::WaitCondition",
+    "AWS::CloudFormation::WaitConditionHandle",
+    "AWS::EC2::InternetGateway",
+    "AWS::EC2::SecurityGroup",
+    "AWS::IAM::User",
+    "AWS::IAM::AccessKey",
+    "AWS::ElasticLoadBalancing::LoadBalancer",
+    "OS::Heat::AccessPolicy",
+    "OS::Heat::AutoScalingGroup",
+    "OS::Heat::CloudConfig",
+    "OS::Heat::Delay",
+    "OS::Heat::DeployedServer",
+    "OS::Heat::InstanceGroup",
+    "OS::Heat::MultipartMime",
+    "OS::Heat::None",
+    "OS::Heat::RandomString",
+    "OS::Heat::Stack",
+    "OS::Heat::ResourceChain",
+    "OS::Heat::ResourceGroup",
+    "OS::Heat::ScalingPolicy",
+    "OS::Heat::SoftwareComponent",
+    "OS::Heat::SoftwareConfig",
+    "OS::Heat::SoftwareDeployment",
+    "OS::Heat::SoftwareDeploymentGroup",
+    "OS::Heat::StructuredConfig",
+    "OS::Heat::StructuredDeployment",
+    "OS::Heat::StructuredDeploymentGroup",
+    "OS::Heat::TestResource",
+    "OS::Heat::Value",
+    "OS::Heat::WaitCondition",
+    "OS::Heat::WaitConditionHandle",
+    "OS::Heat::UpdateWaitConditionHandle",
+];
+
+/// Every resource type this engine implements, by type name.
+pub struct Registry {
+    types: BTreeMap<&'static str, Arc<dyn ResourceType>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+impl Registry {
+    /// The service-free built-in types.
+    pub fn builtin() -> Registry {
+        let mut registry = Registry { types: BTreeMap::new() };
+        registry.register(Arc::new(NoneResource::new()));
+        registry.register(Arc::new(TestResource::new()));
+        registry.register(Arc::new(RandomString::new()));
+        registry.register(Arc::new(ValueResource::new()));
+        registry
+    }
+
+    /// Adds (or replaces) a type under its `type_name()`.
+    pub fn register(&mut self, rt: Arc<dyn ResourceType>) {
+        self.types.insert(rt.type_name(), rt);
+    }
+
+    pub fn get(&self, type_name: &str) -> Option<Arc<dyn ResourceType>> {
+        self.types.get(type_name).cloned()
+    }
+
+    /// Type names in upstream's listing order.
+    pub fn type_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.types.keys().copied().collect();
+        names.sort_by_key(|n| (UPSTREAM_ORDER.iter().position(|u| u == n).unwrap_or(usize::MAX), *n));
+        names
+    }
+
+    /// `GET /resource_types`: `name` (a regular expression matched at the
+    /// start of the type name), `support_status`, `version`,
+    /// `with_description`. A repeated key counts with its last value.
+    pub fn list_view(&self, query: &[(String, Vec<String>)]) -> Result<Value, EngineError> {
+        let param = |key: &str| query.iter().rev().find(|(k, _)| k == key).and_then(|(_, v)| v.last().cloned());
+        let with_description = match param("with_description") {
+            Some(v) => extract_bool("with_description", &v)?,
+            None => false,
+        };
+        let support_status = param("support_status");
+        if let Some(s) = &support_status {
+            if !SUPPORT_STATUSES.contains(&s.as_str()) {
+                let statuses: Vec<String> = SUPPORT_STATUSES.iter().map(|s| format!("'{s}'")).collect();
+                return Err(EngineError::bad_request(
+                    "Invalid",
+                    format!(
+                        "Data supplied was not valid: Invalid support status and should be one of ({})",
+                        statuses.join(", ")
+                    ),
+                ));
+            }
+        }
+        let name_filter = match param("name") {
+            // Upstream `re.match`; a pattern that does not compile matches nothing.
+            Some(pattern) => match regex::Regex::new(&format!("^(?:{pattern})")) {
+                Ok(re) => Some(re),
+                Err(_) => return Ok(json!({ "resource_types": [] })),
+            },
+            None => None,
+        };
+        let version = param("version");
+        let mut listed = Vec::new();
+        for name in self.type_names() {
+            let Some(rt) = self.types.get(name) else { continue };
+            let status = &rt.schema().support_status;
+            if status.is_hidden()
+                || name_filter.as_ref().is_some_and(|re| !re.is_match(name))
+                || version.as_deref().is_some_and(|v| status.version != Some(v))
+                || support_status.as_deref().is_some_and(|s| status.status != s)
+            {
+                continue;
+            }
+            listed.push(if with_description {
+                json!({"resource_type": name, "description": rt.schema().description})
+            } else {
+                json!(name)
+            });
+        }
+        Ok(json!({ "resource_types": listed }))
+    }
+
+    fn visible(&self, type_name: &str) -> Result<&Arc<dyn ResourceType>, EngineError> {
+        let rt = self.types.get(type_name).ok_or_else(|| EngineError::entity_not_found("Resource Type", type_name))?;
+        if rt.schema().support_status.is_hidden() {
+            return Err(EngineError::not_supported(format!("{type_name} is not supported.")));
+        }
+        Ok(rt)
+    }
+
+    /// `GET /resource_types/{type}`.
+    pub fn schema_view(&self, type_name: &str, with_description: bool) -> Result<Value, EngineError> {
+        let rt = self.visible(type_name)?;
+        let schema = rt.schema();
+        let properties: Map<String, Value> =
+            schema.properties.iter().filter(|p| !p.hidden).map(|p| (p.name.to_string(), p.to_json())).collect();
+        let attributes: Map<String, Value> = schema
+            .attributes
+            .iter()
+            .cloned()
+            .chain(std::iter::once(show_attribute()))
+            .map(|a| (a.name.to_string(), a.to_json()))
+            .collect();
+        let mut out = Map::new();
+        out.insert("resource_type".into(), json!(type_name));
+        out.insert("properties".into(), Value::Object(properties));
+        out.insert("attributes".into(), Value::Object(attributes));
+        out.insert("support_status".into(), schema.support_status.to_json());
+        if with_description {
+            out.insert("description".into(), json!(schema.description));
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// `GET /resource_types/{type}/template?template_type=hot|cfn`: a
+    /// provider template mirroring the type (parameters from properties,
+    /// outputs from attributes). Like upstream, a type with an `any`
+    /// property cannot be rendered: 500 `KeyError`.
+    pub fn template_view(&self, type_name: &str, template_type: &str) -> Result<Value, EngineError> {
+        let rt = self.visible(type_name)?;
+        let hot = template_type == "hot";
+        let schema = rt.schema();
+        let resource_name = class_name(type_name);
+        let mut params = Map::new();
+        let mut props = Map::new();
+        for p in schema.properties.iter().filter(|p| !p.hidden) {
+            params.insert(p.name.to_string(), if hot { hot_parameter(p)? } else { cfn_parameter(p)? });
+            let prop = if hot {
+                json!({"get_param": p.name})
+            } else if p.kind == PropertyType::List {
+                json!({"Fn::Split": [",", {"Ref": p.name}]})
+            } else {
+                json!({"Ref": p.name})
+            };
+            props.insert(p.name.to_string(), prop);
+        }
+        let mut outputs = Map::new();
+        for a in schema.attributes.iter().cloned().chain(std::iter::once(show_attribute())) {
+            let output = if hot {
+                json!({"value": {"get_attr": [resource_name, a.name]}, "description": a.description})
+            } else {
+                json!({"Value": {"Fn::GetAtt": [resource_name, a.name]}, "Description": a.description})
+            };
+            outputs.insert(a.name.to_string(), output);
+        }
+        let stack_id = if hot {
+            json!({"value": {"get_resource": resource_name}})
+        } else {
+            json!({"Value": {"Ref": resource_name}})
+        };
+        outputs.insert("OS::stack_id".into(), stack_id);
+        let description = format!("Initial template of {resource_name}");
+        Ok(if hot {
+            json!({
+                "heat_template_version": "2016-10-14",
+                "description": description,
+                "parameters": params,
+                "outputs": outputs,
+                "resources": {resource_name: {"type": type_name, "properties": props}},
+            })
+        } else {
+            json!({
+                "HeatTemplateFormatVersion": "2012-12-12",
+                "Description": description,
+                "Parameters": params,
+                "Resources": {resource_name: {"Type": type_name, "Properties": props}},
+                "Outputs": outputs,
+            })
+        })
+    }
+}
+
+/// The upstream plugin class name used as the resource name in generated
+/// templates.
+fn class_name(type_name: &str) -> &str {
+    match type_name {
+        "OS::Heat::None" => "NoneResource",
+        other => other.rsplit("::").next().unwrap_or(other),
+    }
+}
+
+/// `param_type_map[schema.type]`: `Any` has no parameter type upstream.
+fn missing_param_type(kind: PropertyType) -> EngineError {
+    let upstream = match kind {
+        PropertyType::Any => "Any",
+        _ => "Unknown",
+    };
+    EngineError::new("KeyError", 500, format!("'{upstream}'"))
+}
+
+fn cfn_parameter(p: &PropertySchema) -> Result<Value, EngineError> {
+    let kind = match p.kind {
+        PropertyType::Integer | PropertyType::Number => "Number",
+        PropertyType::String => "String",
+        PropertyType::Boolean => "Boolean",
+        PropertyType::Map => "Json",
+        PropertyType::List => "CommaDelimitedList",
+        PropertyType::Any => return Err(missing_param_type(p.kind)),
+    };
+    let mut out = Map::new();
+    out.insert("Type".into(), json!(kind));
+    if !p.description.is_empty() {
+        out.insert("Description".into(), json!(p.description));
+    }
+    if let Some(d) = &p.default {
+        out.insert("Default".into(), d.clone());
+    }
+    for c in &p.constraints {
+        match &c.kind {
+            ConstraintKind::Length { min, max } => {
+                if let Some(v) = min {
+                    out.insert("MinLength".into(), json!(v));
+                }
+                if let Some(v) = max {
+                    out.insert("MaxLength".into(), json!(v));
+                }
+            }
+            ConstraintKind::Range { min, max } => {
+                if let Some(v) = min {
+                    out.insert("MinValue".into(), v.clone());
+                }
+                if let Some(v) = max {
+                    out.insert("MaxValue".into(), v.clone());
+                }
+            }
+            ConstraintKind::AllowedValues(v) => {
+                out.insert("AllowedValues".into(), Value::Array(v.clone()));
+            }
+            ConstraintKind::AllowedPattern(pattern) => {
+                out.insert("AllowedPattern".into(), json!(pattern));
+            }
+            ConstraintKind::Custom(_) => {}
+        }
+    }
+    if p.kind == PropertyType::Boolean {
+        out.insert("AllowedValues".into(), json!(["True", "true", "False", "false"]));
+    }
+    Ok(Value::Object(out))
+}
+
+fn hot_parameter(p: &PropertySchema) -> Result<Value, EngineError> {
+    let kind = match p.kind {
+        PropertyType::Integer | PropertyType::Number => "number",
+        PropertyType::String => "string",
+        PropertyType::Boolean => "boolean",
+        PropertyType::Map => "json",
+        PropertyType::List => "comma_delimited_list",
+        PropertyType::Any => return Err(missing_param_type(p.kind)),
+    };
+    let mut out = Map::new();
+    out.insert("type".into(), json!(kind));
+    if !p.description.is_empty() {
+        out.insert("description".into(), json!(p.description));
+    }
+    if let Some(d) = &p.default {
+        out.insert("default".into(), d.clone());
+    }
+    if !p.constraints.is_empty() {
+        let constraints: Vec<Value> = p
+            .constraints
+            .iter()
+            .map(|c| match &c.kind {
+                ConstraintKind::Length { min, max } => {
+                    json!({"length": bounds(min.map(Value::from), max.map(Value::from))})
+                }
+                ConstraintKind::Range { min, max } => json!({"range": bounds(min.clone(), max.clone())}),
+                ConstraintKind::AllowedValues(v) => json!({"allowed_values": v}),
+                ConstraintKind::AllowedPattern(pattern) => json!({"allowed_pattern": pattern}),
+                // Upstream renders a custom constraint as an empty mapping.
+                ConstraintKind::Custom(_) => json!({}),
+            })
+            .collect();
+        out.insert("constraints".into(), Value::Array(constraints));
+    }
+    Ok(Value::Object(out))
+}
+
+fn bounds(min: Option<Value>, max: Option<Value>) -> Value {
+    let mut m = Map::new();
+    if let Some(v) = min {
+        m.insert("min".into(), v);
+    }
+    if let Some(v) = max {
+        m.insert("max".into(), v);
+    }
+    Value::Object(m)
+}
+
+/// `param_utils.extract_bool`, with the 400 heat-api gives.
+fn extract_bool(name: &str, value: &str) -> Result<bool, EngineError> {
+    match value.to_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(EngineError::bad_request(
+            "HTTPBadRequest",
+            format!("Unrecognized value \"{value}\" for \"{name}\", acceptable values are: true, false."),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The four types' schemas as the real Heat 27 returned them
+    /// (api-captures/resource_type_schemas.json).
+    const CAPTURED: &str = include_str!("testdata/resource_type_schemas.json");
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, Vec<String>)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), vec![v.to_string()])).collect()
+    }
+
+    #[test]
+    fn schema_views_equal_the_captures() {
+        let captured: Value = serde_json::from_str(CAPTURED).unwrap();
+        let registry = Registry::builtin();
+        for name in ["OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::TestResource", "OS::Heat::Value"] {
+            assert_eq!(registry.schema_view(name, false).unwrap(), captured[name], "{name}");
+        }
+    }
+
+    #[test]
+    fn schema_view_with_description_and_unknown() {
+        let registry = Registry::builtin();
+        let v = registry.schema_view("OS::Heat::Value", true).unwrap();
+        assert!(v["description"].as_str().unwrap().starts_with("A resource which exposes its value property"));
+        let e = registry.schema_view("OS::Nova::Server", false).unwrap_err();
+        assert_eq!((e.type_name.as_str(), e.http_status), ("EntityNotFound", 404));
+        assert_eq!(e.message, "The Resource Type (OS::Nova::Server) could not be found.");
+    }
+
+    #[test]
+    fn list_view_filters() {
+        let registry = Registry::builtin();
+        assert_eq!(
+            registry.list_view(&[]).unwrap(),
+            json!({"resource_types": ["OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::TestResource", "OS::Heat::Value"]})
+        );
+        assert_eq!(
+            registry.list_view(&q(&[("name", "OS::Heat::R.*")])).unwrap(),
+            json!({"resource_types": ["OS::Heat::RandomString"]})
+        );
+        // re.match: anchored at the start, not a substring search
+        assert_eq!(registry.list_view(&q(&[("name", "Value")])).unwrap(), json!({"resource_types": []}));
+        assert_eq!(registry.list_view(&q(&[("name", "(")])).unwrap(), json!({"resource_types": []}));
+        assert_eq!(
+            registry.list_view(&q(&[("version", "5.0.0")])).unwrap(),
+            json!({"resource_types": ["OS::Heat::None", "OS::Heat::TestResource"]})
+        );
+        assert_eq!(registry.list_view(&q(&[("support_status", "DEPRECATED")])).unwrap(), json!({"resource_types": []}));
+        let e = registry.list_view(&q(&[("support_status", "BOGUS")])).unwrap_err();
+        assert_eq!(e.type_name, "Invalid");
+        assert_eq!(
+            e.message,
+            "Data supplied was not valid: Invalid support status and should be one of ('UNKNOWN', 'SUPPORTED', 'DEPRECATED', 'UNSUPPORTED', 'HIDDEN')"
+        );
+        let described = registry.list_view(&q(&[("with_description", "True"), ("name", "OS::Heat::None")])).unwrap();
+        assert_eq!(described["resource_types"][0]["resource_type"], json!("OS::Heat::None"));
+        assert!(described["resource_types"][0]["description"].as_str().unwrap().starts_with("Enables easily"));
+        let e = registry.list_view(&q(&[("with_description", "maybe")])).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Unrecognized value \"maybe\" for \"with_description\", acceptable values are: true, false."
+        );
+    }
+
+    #[test]
+    fn template_views() {
+        let registry = Registry::builtin();
+        let hot = registry.template_view("OS::Heat::RandomString", "hot").unwrap();
+        assert_eq!(hot["heat_template_version"], json!("2016-10-14"));
+        assert_eq!(hot["description"], json!("Initial template of RandomString"));
+        assert_eq!(hot["parameters"]["length"]["type"], json!("number"));
+        assert_eq!(hot["parameters"]["length"]["default"], json!(32));
+        assert_eq!(hot["parameters"]["length"]["constraints"], json!([{"range": {"min": 1, "max": 512}}]));
+        assert!(hot["parameters"].get("sequence").is_none());
+        assert_eq!(hot["resources"]["RandomString"]["properties"]["salt"], json!({"get_param": "salt"}));
+        assert_eq!(hot["outputs"]["value"]["value"], json!({"get_attr": ["RandomString", "value"]}));
+        assert_eq!(hot["outputs"]["OS::stack_id"], json!({"value": {"get_resource": "RandomString"}}));
+        let cfn = registry.template_view("OS::Heat::TestResource", "cfn").unwrap();
+        assert_eq!(cfn["HeatTemplateFormatVersion"], json!("2012-12-12"));
+        assert_eq!(cfn["Parameters"]["fail"]["AllowedValues"], json!(["True", "true", "False", "false"]));
+        assert_eq!(cfn["Parameters"]["action_wait_secs"]["Type"], json!("Json"));
+        assert_eq!(cfn["Resources"]["TestResource"]["Properties"]["value"], json!({"Ref": "value"}));
+        assert_eq!(cfn["Outputs"]["show"]["Value"], json!({"Fn::GetAtt": ["TestResource", "show"]}));
+        let none = registry.template_view("OS::Heat::None", "hot").unwrap();
+        assert_eq!(none["parameters"], json!({}));
+        assert!(none["resources"].get("NoneResource").is_some());
+        // As captured from the real Heat: 500 KeyError for an `any` property.
+        let e = registry.template_view("OS::Heat::Value", "hot").unwrap_err();
+        assert_eq!((e.type_name.as_str(), e.http_status), ("KeyError", 500));
+    }
+}

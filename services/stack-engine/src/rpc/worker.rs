@@ -1,0 +1,227 @@
+//! The `EngineWorker` gRPC service (check_resource casts, cancel,
+//! liveness), its pooled client, and the production [`ClusterDispatcher`]
+//! that spreads check_resource over the live engines.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use keelson_common::db::Db;
+use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
+use keelson_proto::orchestration::v1::engine_worker_server::{EngineWorker, EngineWorkerServer};
+use keelson_proto::orchestration::v1::{
+    CancelCheckResourceReply, CancelCheckResourceRequest, CheckResourceReply, CheckResourceRequest, ListeningReply,
+    ListeningRequest,
+};
+use serde_json::{Map, Value};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+
+use crate::convergence::{CheckResourceMsg, Dispatcher, Engine, EngineSettings};
+use crate::store;
+
+/// The server side: queues work on the local engine and answers at once.
+pub struct WorkerService {
+    engine: Arc<Engine>,
+}
+
+impl WorkerService {
+    pub fn new(engine: Arc<Engine>) -> WorkerService {
+        WorkerService { engine }
+    }
+
+    pub fn into_server(self) -> EngineWorkerServer<WorkerService> {
+        EngineWorkerServer::new(self)
+    }
+}
+
+pub fn request_of(msg: &CheckResourceMsg, sender: &str) -> CheckResourceRequest {
+    CheckResourceRequest {
+        stack_id: msg.stack_id.clone(),
+        resource_id: msg.resource_id,
+        traversal_id: msg.traversal_id.clone(),
+        is_update: msg.is_update,
+        input_data_json: Value::Object(msg.input.clone()).to_string(),
+        sender_engine_id: sender.to_string(),
+        traceparent: String::new(),
+    }
+}
+
+pub fn msg_of(req: CheckResourceRequest) -> Result<CheckResourceMsg, Status> {
+    let input: Map<String, Value> = if req.input_data_json.is_empty() {
+        Map::new()
+    } else {
+        serde_json::from_str(&req.input_data_json).map_err(|e| Status::invalid_argument(format!("input_data_json: {e}")))?
+    };
+    Ok(CheckResourceMsg {
+        stack_id: req.stack_id,
+        resource_id: req.resource_id,
+        traversal_id: req.traversal_id,
+        is_update: req.is_update,
+        input,
+    })
+}
+
+#[tonic::async_trait]
+impl EngineWorker for WorkerService {
+    async fn check_resource(&self, request: Request<CheckResourceRequest>) -> Result<Response<CheckResourceReply>, Status> {
+        let msg = msg_of(request.into_inner())?;
+        self.engine.spawn_check(msg);
+        Ok(Response::new(CheckResourceReply {}))
+    }
+
+    async fn cancel_check_resource(
+        &self,
+        request: Request<CancelCheckResourceRequest>,
+    ) -> Result<Response<CancelCheckResourceReply>, Status> {
+        self.engine.cancel_check_resource(&request.into_inner().stack_id);
+        Ok(Response::new(CancelCheckResourceReply {}))
+    }
+
+    async fn listening(&self, request: Request<ListeningRequest>) -> Result<Response<ListeningReply>, Status> {
+        let listening = self.engine.is_listening(&request.into_inner().engine_id);
+        Ok(Response::new(ListeningReply { listening }))
+    }
+}
+
+/// One lazily connected channel per endpoint.
+#[derive(Default)]
+pub struct WorkerClients {
+    channels: Mutex<HashMap<String, Channel>>,
+    timeout: Duration,
+}
+
+impl WorkerClients {
+    pub fn new(timeout: Duration) -> WorkerClients {
+        WorkerClients { channels: Mutex::new(HashMap::new()), timeout }
+    }
+
+    pub fn client(&self, endpoint: &str) -> Result<EngineWorkerClient<Channel>, Status> {
+        let mut map = self.channels.lock().map_err(|_| Status::internal("client pool poisoned"))?;
+        if let Some(c) = map.get(endpoint) {
+            return Ok(EngineWorkerClient::new(c.clone()));
+        }
+        let channel = Endpoint::from_shared(endpoint.to_string())
+            .map_err(|e| Status::invalid_argument(format!("endpoint {endpoint}: {e}")))?
+            .connect_timeout(self.timeout)
+            .timeout(self.timeout)
+            .connect_lazy();
+        map.insert(endpoint.to_string(), channel.clone());
+        Ok(EngineWorkerClient::new(channel))
+    }
+}
+
+/// How long an unreachable engine is skipped.
+const DEAD_FOR: Duration = Duration::from_secs(30);
+
+/// Round-robin over the live engines of the service registry, self
+/// included (run locally, no gRPC); an unreachable engine is skipped for a
+/// while and the next one tried.
+pub struct ClusterDispatcher {
+    db: Db,
+    clients: WorkerClients,
+    next: AtomicUsize,
+    unreachable: Mutex<HashMap<String, Instant>>,
+    max_age: Duration,
+    life_check: Duration,
+}
+
+impl ClusterDispatcher {
+    pub fn new(db: Db, settings: &EngineSettings) -> ClusterDispatcher {
+        ClusterDispatcher {
+            db,
+            clients: WorkerClients::new(settings.engine_life_check_timeout),
+            next: AtomicUsize::new(0),
+            unreachable: Mutex::new(HashMap::new()),
+            max_age: settings.periodic_interval * 3,
+            life_check: settings.engine_life_check_timeout,
+        }
+    }
+
+    fn skipped(&self, engine_id: &str) -> bool {
+        self.unreachable.lock().map(|m| m.get(engine_id).is_some_and(|t| t.elapsed() < DEAD_FOR)).unwrap_or(false)
+    }
+
+    fn mark_unreachable(&self, engine_id: &str) {
+        if let Ok(mut m) = self.unreachable.lock() {
+            m.insert(engine_id.to_string(), Instant::now());
+        }
+    }
+
+    async fn others(&self, from: &Engine) -> Vec<store::ServiceRow> {
+        match store::services::live(&self.db, self.max_age).await {
+            Ok(rows) => rows.into_iter().filter(|s| s.engine_id != from.engine_id() && !s.worker_endpoint.is_empty()).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "service registry unreadable: dispatching locally");
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl Dispatcher for ClusterDispatcher {
+    fn dispatch<'a>(&'a self, from: &'a Arc<Engine>, msg: CheckResourceMsg) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let others = self.others(from).await;
+            let total = others.len() + 1;
+            let start = self.next.fetch_add(1, Ordering::Relaxed);
+            for step in 0..total {
+                let pick = (start + step) % total;
+                if pick == 0 {
+                    from.spawn_check(msg);
+                    return;
+                }
+                let target = &others[pick - 1];
+                if self.skipped(&target.engine_id) {
+                    continue;
+                }
+                let sent = match self.clients.client(&target.worker_endpoint) {
+                    Ok(mut c) => c.check_resource(request_of(&msg, from.engine_id())).await.map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                match sent {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::info!(engine = target.engine_id, error = %e, "engine unreachable: trying another");
+                        self.mark_unreachable(&target.engine_id);
+                    }
+                }
+            }
+            from.spawn_check(msg);
+        })
+    }
+
+    fn cancel_all<'a>(&'a self, from: &'a Arc<Engine>, stack_id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            from.cancel_check_resource(stack_id);
+            for target in self.others(from).await {
+                if let Ok(mut c) = self.clients.client(&target.worker_endpoint) {
+                    let req = CancelCheckResourceRequest { stack_id: stack_id.to_string() };
+                    if let Err(e) = c.cancel_check_resource(req).await {
+                        tracing::info!(engine = target.engine_id, error = %e, "cancel not delivered");
+                    }
+                }
+            }
+        })
+    }
+
+    fn is_alive<'a>(&'a self, from: &'a Arc<Engine>, engine_id: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            if engine_id == from.engine_id() {
+                return true;
+            }
+            let services = store::services::list(&self.db).await.unwrap_or_default();
+            let Some(target) = services.iter().find(|s| s.engine_id == engine_id && s.deleted_at.is_none()) else {
+                return false;
+            };
+            if target.worker_endpoint.is_empty() {
+                return false;
+            }
+            let Ok(mut c) = self.clients.client(&target.worker_endpoint) else { return false };
+            let call = c.listening(ListeningRequest { engine_id: engine_id.to_string() });
+            matches!(tokio::time::timeout(self.life_check, call).await, Ok(Ok(r)) if r.get_ref().listening)
+        })
+    }
+}

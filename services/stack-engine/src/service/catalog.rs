@@ -1,0 +1,120 @@
+//! What the API says about templates and the engine itself: validate,
+//! resource types, template versions and functions, build info, services.
+
+use chrono::NaiveDateTime;
+use serde_json::{json, Value};
+
+use super::engine_port::DefinitionInput;
+use super::instantiation::{Instantiation, Purpose};
+use super::params::{bad_request, QueryParams};
+use super::records;
+use super::{Caller, Orchestration, Reply};
+use crate::EngineError;
+
+impl Orchestration {
+    /// `POST /validate` (`show_nested`, `ignore_errors=code,...`).
+    pub async fn validate_template(&self, caller: &Caller, body: &Value, query: &QueryParams) -> Reply {
+        let _show_nested = query.bool_or("show_nested", false)?;
+        let ignore_errors: Vec<String> = query
+            .single("ignore_errors")
+            .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        let request = Instantiation::parse(body, Purpose::Validate, &self.settings)?;
+        let template = request.template.clone().ok_or_else(|| bad_request("No template specified"))?;
+        let input = DefinitionInput {
+            template,
+            files: request.files.clone(),
+            environment: request.environment.clone(),
+            environment_files: request.environment_files.clone(),
+            parameters: request.parameters.clone(),
+            stack_name: "validate".to_string(),
+            stack_id: "None".to_string(),
+            tenant: caller.project_id.clone(),
+        };
+        match self.validate_definition(input) {
+            Ok(view) => Ok(view),
+            Err(e) if ignore_errors.contains(&e.type_name) => Ok(json!({})),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `GET /resource_types` (`name`, `support_status`, `version`,
+    /// `with_description`).
+    pub async fn list_resource_types(&self, _caller: &Caller, query: &QueryParams) -> Reply {
+        self.registry.list_view(&query.0)
+    }
+
+    /// `GET /resource_types/{type}` (`with_description`).
+    pub async fn resource_type_schema(&self, _caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
+        let with_description = query.bool_or("with_description", false)?;
+        self.registry.schema_view(type_name, with_description)
+    }
+
+    /// `GET /resource_types/{type}/template` (`template_type=hot|cfn`).
+    pub async fn resource_type_template(&self, _caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
+        let template_type = query.single("template_type").unwrap_or_else(|| "cfn".to_string());
+        let lowered = template_type.to_lowercase();
+        if lowered != "cfn" && lowered != "hot" {
+            return Err(bad_request(format!(
+                "Template type is not supported: Invalid template type \"{template_type}\", valid types are: cfn, hot."
+            )));
+        }
+        self.registry.template_view(type_name, &lowered)
+    }
+
+    /// `GET /template_versions`.
+    pub async fn list_template_versions(&self, _caller: &Caller) -> Reply {
+        Ok(keelson_hot::template_versions())
+    }
+
+    /// `GET /template_versions/{version}/functions` (`with_condition_func`).
+    pub async fn list_template_functions(&self, _caller: &Caller, version: &str, query: &QueryParams) -> Reply {
+        let with_condition = query.bool_or("with_condition_func", false)?;
+        Ok(keelson_hot::template_functions(version, with_condition)?)
+    }
+
+    /// `GET /build_info`.
+    pub async fn build_info(&self, _caller: &Caller) -> Reply {
+        let revision = &self.settings.revision;
+        Ok(json!({"api": {"revision": revision}, "engine": {"revision": revision}}))
+    }
+
+    /// `GET /services` (admin only): the engine processes and whether each
+    /// reported within two report intervals.
+    pub async fn list_services(&self, caller: &Caller) -> Reply {
+        if !caller.is_admin {
+            return Err(EngineError::forbidden("You are not authorized to complete this action."));
+        }
+        let now = keelson_common::db::now();
+        let services: Vec<Value> = records::services(&self.db)
+            .await?
+            .into_iter()
+            .map(|s| {
+                let last = s.updated_at.or(s.created_at);
+                let up = last.is_some_and(|t| (now - t).num_seconds() <= 2 * s.report_interval);
+                json!({
+                    "id": s.id,
+                    "binary": s.binary_name,
+                    "engine_id": s.engine_id,
+                    "host": s.host,
+                    "hostname": s.hostname,
+                    "topic": s.topic,
+                    "report_interval": s.report_interval,
+                    "created_at": isoformat(s.created_at),
+                    "updated_at": isoformat(s.updated_at),
+                    "deleted_at": isoformat(s.deleted_at),
+                    "status": if up { "up" } else { "down" },
+                })
+            })
+            .collect();
+        Ok(json!({ "services": services }))
+    }
+}
+
+/// Python's `datetime.isoformat()` as heat's JSON serializer writes it.
+fn isoformat(t: Option<NaiveDateTime>) -> Value {
+    match t {
+        Some(t) => Value::String(t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()),
+        None => Value::Null,
+    }
+}

@@ -1,0 +1,446 @@
+//! The one place where the API operations meet the template language
+//! (through [`super::model`]), the plugin registry and the convergence
+//! engine. Everything else in `service` speaks in the small types below.
+
+use serde_json::{json, Map, Value};
+
+use super::identity::StackIdentity;
+use super::model::{self, AttributeCheck, StackDefinition};
+use super::records::{ResourceRow, StackRow};
+use super::resources::StackResources;
+use super::views::{self, ResourcePreview};
+use super::{Caller, Orchestration};
+use crate::definition::LiveContext;
+use crate::resources::UpdateDecision;
+use crate::EngineError;
+
+/// What a create, update, preview or validate request defines.
+#[derive(Debug, Clone)]
+pub struct DefinitionInput {
+    pub template: Value,
+    pub files: Map<String, Value>,
+    /// The request's environment sections (without the body's parameters).
+    pub environment: Map<String, Value>,
+    pub environment_files: Vec<String>,
+    /// The body's `parameters`.
+    pub parameters: Map<String, Value>,
+    pub stack_name: String,
+    pub stack_id: String,
+    pub tenant: String,
+}
+
+/// The stack-level settings a create or update applies.
+#[derive(Debug, Clone)]
+pub struct StackSettings {
+    pub timeout_mins: Option<i64>,
+    pub disable_rollback: bool,
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackAction {
+    Suspend,
+    Resume,
+    Check,
+    CancelUpdate { rollback: bool },
+}
+
+/// One output, resolved against the live stack.
+pub struct ResolvedOutput {
+    pub key: String,
+    pub description: Option<String>,
+    /// The value, or the resolution error's text (`output_error`).
+    pub value: Result<Value, String>,
+}
+
+/// A stack definition (stored, or built from a request and validated)
+/// with what the views read from it.
+pub struct StackModel {
+    pub def: StackDefinition,
+}
+
+/// A definition built from a request and fully validated.
+pub type PreparedStack = StackModel;
+
+impl StackModel {
+    pub fn description(&self) -> String {
+        model::description(&self.def)
+    }
+
+    /// `parameters.map(str)`, pseudo parameters included.
+    pub fn parameters_display(&self) -> Map<String, Value> {
+        self.def.params.display()
+    }
+
+    /// (key, description) of every output, in template order.
+    pub fn output_list(&self) -> Vec<(String, Option<String>)> {
+        self.def.outputs.iter().map(|o| (o.name.clone(), o.description.clone())).collect()
+    }
+
+    pub fn has_resource(&self, name: &str) -> bool {
+        self.def.resource(name).is_some()
+    }
+
+    pub fn resource_description(&self, name: &str) -> String {
+        self.def.resource(name).and_then(|r| r.description.clone()).unwrap_or_default()
+    }
+
+    pub fn immutable_parameters_modified(&self, new: &StackModel) -> Vec<String> {
+        model::immutable_params_modified(&self.def, &new.def)
+    }
+
+    /// The documents to store: template, files, merged environment.
+    fn documents(&self) -> (Value, Map<String, Value>, Value) {
+        (self.def.template.to_value().clone(), self.def.files.clone(), self.def.environment.to_value())
+    }
+}
+
+impl Orchestration {
+    /// The documents a request defines: environment files in order, then
+    /// the request's environment, then the body's parameters on top.
+    fn environment_of(&self, input: &DefinitionInput) -> Result<Value, EngineError> {
+        let mut env = keelson_hot::Environment::default();
+        for name in &input.environment_files {
+            let Some(text) = input.files.get(name).and_then(Value::as_str) else {
+                return Err(super::params::bad_request(format!("Environment file {name} is not in files")));
+            };
+            let doc = keelson_hot::parse_document(text)
+                .map_err(|e| super::params::bad_request(format!("Environment not in valid format: {}", e.message)))?;
+            env.merge(&keelson_hot::Environment::from_value(&doc)?);
+        }
+        env.merge(&keelson_hot::Environment::from_value(&Value::Object(input.environment.clone()))?);
+        for (k, v) in &input.parameters {
+            env.parameters.insert(k.clone(), v.clone());
+        }
+        Ok(env.to_value())
+    }
+
+    fn pseudo_params(&self, input: &DefinitionInput) -> keelson_hot::PseudoParams {
+        keelson_hot::PseudoParams {
+            stack_id: input.stack_id.clone(),
+            stack_name: input.stack_name.clone(),
+            project_id: input.tenant.clone(),
+            region: self.settings.region_name.clone(),
+        }
+    }
+
+    /// Parses and fully validates a request's stack (template, environment,
+    /// parameters, resource types, properties, references) before anything
+    /// is stored.
+    pub(super) fn prepare_definition(&self, input: DefinitionInput) -> Result<PreparedStack, EngineError> {
+        let environment = self.environment_of(&input)?;
+        let def = StackDefinition::parse(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
+        self.validate_resources(&def)?;
+        Ok(StackModel { def })
+    }
+
+    /// Every resource's type exists and its properties pass its schema
+    /// (references to other resources are unknown yet: null).
+    fn validate_resources(&self, def: &StackDefinition) -> Result<(), EngineError> {
+        // Heat names resources by their Python class in a cycle's message.
+        let class_name = |name: &str| -> String {
+            let type_name = def.resource(name).map(|r| model::plugin_type(def, r)).unwrap_or_default();
+            python_class_name(&type_name)
+        };
+        def.template.check_references_with(&def.params, &class_name)?;
+        def.validate(&self.registry)?;
+        let checking = AttributeCheck::new(def, &self.registry);
+        for output in &def.outputs {
+            if let Err(e) = output.value.resolve(&checking) {
+                if e.type_name == "StackValidationFailed" {
+                    return Err(EngineError::validation(format!("outputs.{}.value.get_attr: : {}", output.name, e.message)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `POST /validate`'s answer.
+    pub(super) fn validate_definition(&self, input: DefinitionInput) -> Result<Value, EngineError> {
+        let environment = self.environment_of(&input)?;
+        let template = keelson_hot::Template::parse(&input.template)?;
+        let env = keelson_hot::Environment::from_value(&environment)?;
+        let view = template.validate_view(&env, &Map::new())?;
+        let def = StackDefinition::parse(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
+        self.validate_resources(&def)?;
+        Ok(view)
+    }
+
+    /// The stored definition of a stack.
+    pub(super) async fn load_definition(&self, stack: &StackRow) -> Result<StackModel, EngineError> {
+        Ok(StackModel { def: model::load(&self.db, stack, &self.settings.region_name).await? })
+    }
+
+    pub(super) async fn engine_create(
+        &self,
+        caller: &Caller,
+        stack_id: &str,
+        name: &str,
+        prepared: PreparedStack,
+        settings: StackSettings,
+        adopt_stack_data: Option<Value>,
+    ) -> Result<String, EngineError> {
+        let _ = adopt_stack_data;
+        let (template, files, environment) = prepared.documents();
+        let created = self
+            .engine
+            .create_stack(crate::convergence::NewStack {
+                id: stack_id.to_string(),
+                name: name.to_string(),
+                tenant: caller.project_id.clone(),
+                username: caller.user_name.clone(),
+                user_id: caller.user_id.clone(),
+                template,
+                files,
+                environment,
+                timeout_mins: settings.timeout_mins,
+                disable_rollback: settings.disable_rollback,
+                tags: settings.tags,
+            })
+            .await?;
+        Ok(created.id)
+    }
+
+    pub(super) async fn engine_update(
+        &self,
+        _caller: &Caller,
+        current: &StackRow,
+        prepared: PreparedStack,
+        settings: StackSettings,
+    ) -> Result<(), EngineError> {
+        let (template, files, environment) = prepared.documents();
+        self.engine
+            .update_stack(
+                &current.id,
+                crate::convergence::NewDefinition {
+                    template,
+                    files,
+                    environment,
+                    timeout_mins: settings.timeout_mins,
+                    disable_rollback: settings.disable_rollback,
+                    tags: settings.tags,
+                },
+            )
+            .await
+    }
+
+    pub(super) async fn engine_delete(&self, _caller: &Caller, current: &StackRow) -> Result<(), EngineError> {
+        self.engine.delete_stack(&current.id).await
+    }
+
+    /// Forgets the stack without deleting its resources: the traversal CAS
+    /// ends whatever traversal runs (its later writes fail), then every
+    /// row of the stack is purged.
+    pub(super) async fn engine_abandon(&self, _caller: &Caller, current: &StackRow) -> Result<(), EngineError> {
+        use crate::store::{stacks, StackStateChange};
+        let change = StackStateChange {
+            current_traversal: Some(String::new()),
+            ..StackStateChange::new("DELETE", "COMPLETE", "Stack DELETE completed successfully")
+        };
+        if !stacks::set_state(&self.db, &current.id, &current.current_traversal, change).await? {
+            return Err(EngineError::action_in_progress(&current.name, &current.action));
+        }
+        self.engine.cancel_check_resource(&current.id);
+        stacks::delete_for_purge(&self.db, &current.id).await?;
+        Ok(())
+    }
+
+    pub(super) async fn engine_action(&self, _caller: &Caller, current: &StackRow, action: StackAction) -> Result<(), EngineError> {
+        use crate::convergence::StackOperation;
+        match action {
+            StackAction::Suspend => self.engine.stack_action(&current.id, StackOperation::Suspend).await,
+            StackAction::Resume => self.engine.stack_action(&current.id, StackOperation::Resume).await,
+            StackAction::Check => self.engine.stack_action(&current.id, StackOperation::Check).await,
+            StackAction::CancelUpdate { rollback } => self.engine.cancel_update(&current.id, rollback).await,
+        }
+    }
+
+    pub(super) async fn engine_signal(&self, _caller: &Caller, stack: &StackRow, row: &ResourceRow, details: Value) -> Result<(), EngineError> {
+        self.engine.signal_resource(&stack.id, &row.name, details).await
+    }
+
+    pub(super) async fn engine_mark_unhealthy(
+        &self,
+        _caller: &Caller,
+        stack: &StackRow,
+        row: &ResourceRow,
+        mark: bool,
+        reason: String,
+    ) -> Result<(), EngineError> {
+        self.engine.mark_unhealthy(&stack.id, &row.name, mark, &reason).await
+    }
+
+    /// Every output (or only `only`) resolved against the live resources.
+    pub(super) async fn resolve_outputs(&self, stack: &StackRow, model: &StackModel, only: Option<&str>) -> Result<Vec<ResolvedOutput>, EngineError> {
+        let rows = super::records::resources(&self.db, &stack.id).await?;
+        let live = model::live_context(&self.db, &self.registry, &model.def, &rows).await?;
+        Ok(live
+            .outputs(&model.def)
+            .into_iter()
+            .filter(|(key, _, _)| only.is_none_or(|k| k == key))
+            .map(|(key, description, value)| ResolvedOutput { key, description, value })
+            .collect())
+    }
+
+    /// A resource's attributes for show / `with_detail`: every attribute of
+    /// its type but `show`, plus `with_attr`; what cannot resolve is null.
+    pub(super) async fn resource_attributes(&self, _stack: &StackRow, row: &ResourceRow, with_attr: &[String]) -> Result<Map<String, Value>, EngineError> {
+        let Some(plugin) = self.registry.get(&row.resource_type) else {
+            return Ok(Map::new());
+        };
+        let state = model::resource_state(&self.db, row).await?;
+        let mut names: Vec<String> =
+            plugin.schema().attributes.iter().map(|a| a.name.to_string()).filter(|n| n != "show").collect();
+        for extra in with_attr {
+            if !names.contains(extra) {
+                names.push(extra.clone());
+            }
+        }
+        let mut attributes = Map::new();
+        for name in names {
+            let value = crate::resources::resolve_attribute(plugin.as_ref(), &row.name, &state, &name)
+                .await
+                .unwrap_or(Value::Null);
+            attributes.insert(name, value);
+        }
+        Ok(attributes)
+    }
+
+    /// Resource previews of a definition that is not created yet
+    /// (`format_stack_resource(with_props=True)`).
+    pub(super) fn preview_resources(&self, stack: &StackModel, identity: &StackIdentity) -> Vec<Value> {
+        let unknown = LiveContext::placeholders(&stack.def);
+        stack.def.resources.iter().map(|defn| self.preview_of(&stack.def, &unknown, identity, defn)).collect()
+    }
+
+    fn preview_of(&self, def: &StackDefinition, live: &LiveContext, identity: &StackIdentity, defn: &keelson_hot::ResourceDefn) -> Value {
+        let attributes = self
+            .registry
+            .get(&model::plugin_type(def, defn))
+            .map(|t| {
+                t.schema()
+                    .attributes
+                    .iter()
+                    .filter(|a| a.name != "show")
+                    .map(|a| (a.name.to_string(), Value::Null))
+                    .collect()
+            })
+            .unwrap_or_default();
+        views::resource_preview(ResourcePreview {
+            stack: identity,
+            name: &defn.name,
+            type_name: &defn.type_name,
+            physical_resource_id: None,
+            action: "INIT",
+            status: "COMPLETE",
+            status_reason: "",
+            created_at: None,
+            updated_at: None,
+            required_by: model::required_by(def, &defn.name),
+            description: defn.description.clone().unwrap_or_default(),
+            metadata: json!({}),
+            attributes,
+            properties: Some(model::resolved_properties(def, &self.registry, live, defn)),
+        })
+    }
+
+    /// Outputs of a stack preview: what resolves without resources.
+    pub(super) fn preview_outputs(&self, stack: &StackModel) -> Vec<Value> {
+        let unknown = LiveContext::placeholders(&stack.def);
+        unknown
+            .outputs(&stack.def)
+            .into_iter()
+            .map(|(key, description, value)| views::output(&key, description.as_deref(), Some(Ok(value.unwrap_or(Value::Null)))))
+            .collect()
+    }
+
+    /// `resource_changes` of an update preview: each resource of the new
+    /// definition is added, replaced, updated or unchanged; live ones it
+    /// drops are deleted.
+    pub(super) async fn resource_changes(&self, current: &StackRow, new: &PreparedStack) -> Result<Value, EngineError> {
+        let resources = StackResources::load(self, current).await?;
+        let identity = views::identity_of(current);
+        let live_rows = resources.live();
+        let live_values = model::live_context(&self.db, &self.registry, &new.def, &resources.rows).await?;
+        let mut changes: Map<String, Value> = Map::new();
+        for key in ["added", "deleted", "replaced", "updated", "unchanged"] {
+            changes.insert(key.to_string(), json!([]));
+        }
+        let mut push = |key: &str, doc: Value| {
+            if let Some(Value::Array(list)) = changes.get_mut(key) {
+                list.push(doc);
+            }
+        };
+        for defn in &new.def.resources {
+            let preview = self.preview_of(&new.def, &live_values, &identity, defn);
+            let Some((row, required_by)) = live_rows.iter().find(|(r, _)| r.name == defn.name) else {
+                push("added", preview);
+                continue;
+            };
+            let new_type = model::plugin_type(&new.def, defn);
+            let decision = match self.registry.get(&new_type) {
+                _ if row.resource_type != defn.type_name => UpdateDecision::Replace,
+                // A failed or never created resource is replaced, as upstream.
+                _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
+                Some(plugin) => {
+                    let old = match &row.properties_data {
+                        Some(Value::Object(p)) => p.clone(),
+                        _ => Map::new(),
+                    };
+                    plugin.update_decision(&old, &model::resolved_properties(&new.def, &self.registry, &live_values, defn))
+                }
+                None => UpdateDecision::Replace,
+            };
+            match decision {
+                UpdateDecision::Replace => push("replaced", preview),
+                UpdateDecision::Unchanged => push("unchanged", preview),
+                UpdateDecision::InPlace => {
+                    let attributes = self.resource_attributes(current, row, &[]).await?;
+                    push("updated", self.existing_preview(&identity, row, required_by.clone(), new.resource_description(&defn.name), attributes));
+                }
+            }
+        }
+        for (row, required_by) in &live_rows {
+            if !new.has_resource(&row.name) {
+                push("deleted", self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()));
+            }
+        }
+        Ok(Value::Object(changes))
+    }
+
+    fn existing_preview(
+        &self,
+        identity: &StackIdentity,
+        row: &ResourceRow,
+        required_by: Vec<String>,
+        description: String,
+        attributes: Map<String, Value>,
+    ) -> Value {
+        views::resource_preview(ResourcePreview {
+            stack: identity,
+            name: &row.name,
+            type_name: &row.resource_type,
+            physical_resource_id: row.physical_resource_id.as_deref(),
+            action: &row.action,
+            status: &row.status,
+            status_reason: &row.status_reason,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            required_by,
+            description,
+            metadata: views::metadata_of(row),
+            attributes,
+            properties: None,
+        })
+    }
+}
+
+/// The Python class upstream implements a type with, as Heat's
+/// dependency-cycle message names resources (`NoneResource "a"`).
+fn python_class_name(type_name: &str) -> String {
+    match type_name {
+        "OS::Heat::None" => "NoneResource".to_string(),
+        "OS::Heat::Value" => "Value".to_string(),
+        other => other.rsplit("::").next().unwrap_or(other).to_string(),
+    }
+}

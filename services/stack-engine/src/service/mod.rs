@@ -1,0 +1,127 @@
+//! The engine operations behind Heat's Orchestration API v1: one method of
+//! [`Orchestration`] per rpc of `keelson.orchestration.v1.Orchestration`.
+//!
+//! Every method takes the [`Caller`] and typed arguments and answers the
+//! exact REST body of heat-api (spec §1) as a `serde_json::Value`, or an
+//! [`EngineError`] carrying Heat's exception type name, HTTP status and
+//! message. Nothing here knows about gRPC or HTTP.
+//!
+//! Links: the gRPC request carries no base URL, so every `links[*].href`
+//! this module emits is path-relative to the API root
+//! (`/v1/{tenant}/stacks/{name}/{id}...`); the gateway prefixes
+//! `scheme://host` before answering.
+//!
+//! Modules: `params` (query strings and body fields as heat-api parses
+//! them), `identity` (stack identities and hrefs), `records` (the read
+//! model: SQL over the orchestration schema, list filters, sort and
+//! pagination), `views` (records → REST documents), `stacks`, `resources`,
+//! `events` (the operations), `catalog` (validate, resource types, template
+//! versions, build info, services).
+
+mod catalog;
+mod engine_port;
+mod events;
+mod identity;
+mod instantiation;
+mod model;
+mod params;
+mod records;
+mod resources;
+mod stacks;
+mod views;
+
+use std::sync::Arc;
+
+use keelson_common::db::Db;
+
+use crate::convergence::Engine;
+use crate::resources::Registry;
+use crate::EngineError;
+
+pub use identity::StackIdentity;
+pub use params::QueryParams;
+pub use stacks::StackRef;
+
+/// Who is calling, as the gateway authenticated them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub project_id: String,
+    pub user_id: String,
+    pub user_name: String,
+    pub roles: Vec<String>,
+    pub is_admin: bool,
+    pub auth_token: String,
+    /// The project named in the request path (`/v1/{tenant_id}`); used for
+    /// links that echo the request path (the `next` link of a list).
+    pub path_project_id: String,
+}
+
+impl Caller {
+    /// The tenant segment of paths that echo the request (collection links).
+    fn path_tenant(&self) -> &str {
+        if self.path_project_id.is_empty() {
+            &self.project_id
+        } else {
+            &self.path_project_id
+        }
+    }
+}
+
+/// The `[DEFAULT]` options of heat.conf this layer enforces, with Heat's
+/// names and defaults.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    pub enable_stack_abandon: bool,
+    pub enable_stack_adopt: bool,
+    /// Stacks carrying any of these tags are left out of lists unless
+    /// `show_hidden=true`.
+    pub hidden_stack_tags: Vec<String>,
+    /// -1 = unlimited; admins are never limited (as upstream).
+    pub max_stacks_per_tenant: i64,
+    /// -1 = unlimited.
+    pub max_resources_per_stack: i64,
+    /// Bytes of the template's text form.
+    pub max_template_size: usize,
+    pub max_nested_stack_depth: i64,
+    /// `OS::region`-style pseudo parameter value (Heat's `region_name_for_services`).
+    pub region_name: String,
+    /// `GET /build_info` revisions (`[revision] heat_revision`).
+    pub revision: String,
+}
+
+impl Default for ServiceSettings {
+    fn default() -> Self {
+        ServiceSettings {
+            enable_stack_abandon: false,
+            enable_stack_adopt: false,
+            hidden_stack_tags: vec!["data-processing-cluster".to_string()],
+            max_stacks_per_tenant: 512,
+            max_resources_per_stack: 1000,
+            max_template_size: 524_288,
+            max_nested_stack_depth: 5,
+            region_name: "RegionOne".to_string(),
+            revision: "unknown".to_string(),
+        }
+    }
+}
+
+/// The Orchestration API operations of one engine process.
+pub struct Orchestration {
+    engine: Arc<Engine>,
+    db: Db,
+    registry: Arc<Registry>,
+    settings: ServiceSettings,
+}
+
+impl Orchestration {
+    pub fn new(engine: Arc<Engine>, db: Db, registry: Arc<Registry>, settings: ServiceSettings) -> Self {
+        Orchestration { engine, db, registry, settings }
+    }
+
+    pub fn settings(&self) -> &ServiceSettings {
+        &self.settings
+    }
+}
+
+/// Every operation answers a REST document or a Heat error.
+pub type Reply = Result<serde_json::Value, EngineError>;

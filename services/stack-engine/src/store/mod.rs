@@ -1,0 +1,51 @@
+//! The convergence data model: the orchestration schema (stack,
+//! raw_template, resource, resource_data, sync_point, event, service) and
+//! the conditional writes convergence is built on:
+//!
+//! - the traversal CAS on `stack.current_traversal` ([`stacks::set_state`]),
+//! - the resource lock/version CAS on `resource.engine_id`/`atomic_key`
+//!   ([`resources::update_cas`], [`resources::acquire_lock`], ...),
+//! - the sync-point merge ([`sync_points::merge`]).
+//!
+//! Every function takes a [`Db`](keelson_common::db::Db) (or an open
+//! [`Tx`](keelson_common::db::Tx) where the caller groups writes) and speaks
+//! SQL portable over SQLite, MariaDB/MySQL and PostgreSQL.
+
+mod codec;
+pub mod events;
+pub mod resources;
+pub mod schema;
+pub mod services;
+pub mod stacks;
+pub mod sync_points;
+pub mod templates;
+
+pub use events::{EventQuery, EventRow, NewEvent, SortDir};
+pub use resources::{NewResource, ResourceChange, ResourceRow};
+pub use services::ServiceRow;
+pub use stacks::{StackRow, StackStateChange};
+pub use sync_points::{MergeOutcome, SyncPointRow};
+pub use templates::RawTemplateRow;
+
+/// Heat's resource and stack actions (`action` columns).
+pub mod action {
+    pub const INIT: &str = "INIT";
+    pub const CREATE: &str = "CREATE";
+    pub const DELETE: &str = "DELETE";
+    pub const UPDATE: &str = "UPDATE";
+    pub const ROLLBACK: &str = "ROLLBACK";
+    pub const SUSPEND: &str = "SUSPEND";
+    pub const RESUME: &str = "RESUME";
+    pub const ADOPT: &str = "ADOPT";
+    pub const SNAPSHOT: &str = "SNAPSHOT";
+    pub const CHECK: &str = "CHECK";
+    pub const ALL: &[&str] = &[INIT, CREATE, DELETE, UPDATE, ROLLBACK, SUSPEND, RESUME, ADOPT, SNAPSHOT, CHECK];
+}
+
+/// Heat's resource and stack statuses (`status` columns).
+pub mod status {
+    pub const IN_PROGRESS: &str = "IN_PROGRESS";
+    pub const FAILED: &str = "FAILED";
+    pub const COMPLETE: &str = "COMPLETE";
+    pub const ALL: &[&str] = &[IN_PROGRESS, FAILED, COMPLETE];
+}

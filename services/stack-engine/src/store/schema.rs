@@ -1,0 +1,354 @@
+//! The orchestration schema: tables named after Heat's (not
+//! Heat-compatible), created idempotently on SQLite, MariaDB/MySQL and
+//! PostgreSQL.
+
+use std::time::Duration;
+
+use keelson_common::db::{Db, DbError, Dialect};
+
+/// The schema version [`sync`] records in `orchestration_schema`.
+pub const VERSION: i64 = 1;
+
+/// Portable column types, rendered per dialect by [`column_type`].
+#[derive(Clone, Copy)]
+enum Ty {
+    /// Auto-increment integer primary key.
+    Serial,
+    Int,
+    Str(u32),
+    /// Documents (JSON, templates) that may exceed 64 KiB.
+    Text,
+    Time,
+}
+
+struct Col {
+    name: &'static str,
+    ty: Ty,
+    nullable: bool,
+    default: Option<&'static str>,
+}
+
+const fn c(name: &'static str, ty: Ty) -> Col {
+    Col { name, ty, nullable: false, default: None }
+}
+
+const fn n(name: &'static str, ty: Ty) -> Col {
+    Col { name, ty, nullable: true, default: None }
+}
+
+struct Table {
+    name: &'static str,
+    columns: Vec<Col>,
+    /// Empty when the key is a `Serial` column named `id`.
+    primary_key: &'static [&'static str],
+    uniques: &'static [(&'static str, &'static [&'static str])],
+    indexes: &'static [(&'static str, &'static [&'static str])],
+}
+
+fn tables() -> Vec<Table> {
+    use Ty::*;
+    vec![
+        Table {
+            name: "orchestration_schema",
+            columns: vec![c("version", Int)],
+            primary_key: &["version"],
+            uniques: &[],
+            indexes: &[],
+        },
+        Table {
+            name: "raw_template",
+            columns: vec![
+                c("id", Serial),
+                c("template", Text),
+                n("files", Text),
+                n("environment", Text),
+                n("created_at", Time),
+                n("updated_at", Time),
+            ],
+            primary_key: &[],
+            uniques: &[],
+            indexes: &[],
+        },
+        Table {
+            name: "stack",
+            columns: vec![
+                c("id", Str(36)),
+                c("name", Str(255)),
+                n("raw_template_id", Int),
+                n("prev_raw_template_id", Int),
+                n("tenant", Str(64)),
+                n("username", Str(255)),
+                n("user_id", Str(64)),
+                n("owner_id", Str(36)),
+                n("parent_resource_name", Str(255)),
+                n("timeout_mins", Int),
+                c("disable_rollback", Int),
+                c("nested_depth", Int),
+                n("stack_user_project_id", Str(64)),
+                n("tags", Text),
+                n("params", Text),
+                Col { name: "current_traversal", ty: Str(36), nullable: false, default: Some("''") },
+                n("current_deps", Text),
+                n("action", Str(32)),
+                n("status", Str(32)),
+                n("status_reason", Text),
+                n("created_at", Time),
+                n("updated_at", Time),
+                n("deleted_at", Time),
+            ],
+            primary_key: &["id"],
+            uniques: &[],
+            indexes: &[("ix_stack_tenant_name", &["tenant", "name"]), ("ix_stack_owner_id", &["owner_id"])],
+        },
+        Table {
+            name: "resource",
+            columns: vec![
+                c("id", Serial),
+                c("uuid", Str(36)),
+                c("stack_id", Str(36)),
+                c("root_stack_id", Str(36)),
+                c("name", Str(255)),
+                c("resource_type", Str(255)),
+                n("physical_resource_id", Str(255)),
+                n("rsrc_metadata", Text),
+                n("properties_data", Text),
+                n("attr_data", Text),
+                n("engine_id", Str(36)),
+                Col { name: "atomic_key", ty: Int, nullable: false, default: Some("0") },
+                n("requires", Text),
+                n("replaces", Int),
+                n("replaced_by", Int),
+                n("current_template_id", Int),
+                n("action", Str(32)),
+                n("status", Str(32)),
+                n("status_reason", Text),
+                n("created_at", Time),
+                n("updated_at", Time),
+            ],
+            primary_key: &[],
+            uniques: &[("uq_resource_uuid", &["uuid"])],
+            indexes: &[("ix_resource_stack_id", &["stack_id"]), ("ix_resource_engine_id", &["engine_id"])],
+        },
+        Table {
+            name: "resource_data",
+            columns: vec![
+                c("id", Serial),
+                c("resource_id", Int),
+                c("data_key", Str(255)),
+                n("data_value", Text),
+                Col { name: "redact", ty: Int, nullable: false, default: Some("0") },
+                n("created_at", Time),
+                n("updated_at", Time),
+            ],
+            primary_key: &[],
+            uniques: &[("uq_resource_data_key", &["resource_id", "data_key"])],
+            indexes: &[],
+        },
+        Table {
+            name: "sync_point",
+            columns: vec![
+                c("entity_id", Str(36)),
+                c("traversal_id", Str(36)),
+                c("is_update", Int),
+                c("stack_id", Str(36)),
+                c("required", Int),
+                Col { name: "satisfied", ty: Int, nullable: false, default: Some("0") },
+                n("extra_data", Text),
+                n("created_at", Time),
+                n("updated_at", Time),
+            ],
+            primary_key: &["entity_id", "traversal_id", "is_update"],
+            uniques: &[],
+            indexes: &[("ix_sync_point_stack", &["stack_id", "traversal_id"])],
+        },
+        Table {
+            name: "sync_point_input",
+            columns: vec![
+                c("entity_id", Str(36)),
+                c("traversal_id", Str(36)),
+                c("is_update", Int),
+                c("predecessor", Str(64)),
+                n("input_data", Text),
+            ],
+            primary_key: &["entity_id", "traversal_id", "is_update", "predecessor"],
+            uniques: &[],
+            indexes: &[("ix_sync_point_input_traversal", &["traversal_id"])],
+        },
+        Table {
+            name: "event",
+            columns: vec![
+                c("id", Serial),
+                c("uuid", Str(36)),
+                c("stack_id", Str(36)),
+                n("resource_name", Str(255)),
+                n("physical_resource_id", Str(255)),
+                n("resource_action", Str(32)),
+                n("resource_status", Str(32)),
+                n("resource_status_reason", Text),
+                n("resource_type", Str(255)),
+                n("resource_properties", Text),
+                n("created_at", Time),
+            ],
+            primary_key: &[],
+            uniques: &[("uq_event_uuid", &["uuid"])],
+            indexes: &[("ix_event_stack_id", &["stack_id", "id"])],
+        },
+        Table {
+            name: "service",
+            columns: vec![
+                c("id", Str(36)),
+                c("engine_id", Str(36)),
+                n("host", Str(255)),
+                n("hostname", Str(255)),
+                n("binary_name", Str(255)),
+                n("topic", Str(255)),
+                n("report_interval", Int),
+                n("worker_endpoint", Str(255)),
+                n("created_at", Time),
+                n("updated_at", Time),
+                n("deleted_at", Time),
+            ],
+            primary_key: &["id"],
+            uniques: &[("uq_service_engine_id", &["engine_id"])],
+            indexes: &[],
+        },
+    ]
+}
+
+fn column_type(d: Dialect, ty: Ty) -> String {
+    match (d, ty) {
+        (Dialect::Sqlite, Ty::Serial) => "INTEGER PRIMARY KEY AUTOINCREMENT".into(),
+        (Dialect::MySql, Ty::Serial) => "INT NOT NULL AUTO_INCREMENT PRIMARY KEY".into(),
+        (Dialect::Postgres, Ty::Serial) => "SERIAL PRIMARY KEY".into(),
+        (Dialect::Postgres, Ty::Int) => "INTEGER".into(),
+        (_, Ty::Int) => "INTEGER".into(),
+        (_, Ty::Str(len)) => format!("VARCHAR({len})"),
+        (Dialect::MySql, Ty::Text) => "LONGTEXT".into(),
+        (_, Ty::Text) => "TEXT".into(),
+        (Dialect::MySql, Ty::Time) => "DATETIME(6)".into(),
+        (Dialect::Postgres, Ty::Time) => "TIMESTAMP WITHOUT TIME ZONE".into(),
+        (Dialect::Sqlite, Ty::Time) => "DATETIME".into(),
+    }
+}
+
+/// `CREATE TABLE IF NOT EXISTS`; on MySQL the indexes are declared inline
+/// because MySQL has no `CREATE INDEX IF NOT EXISTS`.
+fn create_table_sql(d: Dialect, t: &Table) -> String {
+    let mut parts: Vec<String> = t
+        .columns
+        .iter()
+        .map(|col| {
+            let mut s = format!("{} {}", col.name, column_type(d, col.ty));
+            if !col.nullable && !matches!(col.ty, Ty::Serial) {
+                s.push_str(" NOT NULL");
+            }
+            if let Some(def) = col.default {
+                s.push_str(&format!(" DEFAULT {def}"));
+            }
+            s
+        })
+        .collect();
+    if !t.primary_key.is_empty() {
+        parts.push(format!("PRIMARY KEY ({})", t.primary_key.join(", ")));
+    }
+    for (name, cols) in t.uniques {
+        parts.push(format!("CONSTRAINT {name} UNIQUE ({})", cols.join(", ")));
+    }
+    if d == Dialect::MySql {
+        for (name, cols) in t.indexes {
+            parts.push(format!("INDEX {name} ({})", cols.join(", ")));
+        }
+    }
+    let suffix = if d == Dialect::MySql { " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4" } else { "" };
+    format!("CREATE TABLE IF NOT EXISTS {} (\n  {}\n){suffix}", t.name, parts.join(",\n  "))
+}
+
+/// Every statement that creates the schema on `dialect`, all idempotent.
+pub fn ddl(dialect: Dialect) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in tables() {
+        out.push(create_table_sql(dialect, &t));
+        if dialect != Dialect::MySql {
+            for (name, cols) in t.indexes {
+                out.push(format!("CREATE INDEX IF NOT EXISTS {name} ON {} ({})", t.name, cols.join(", ")));
+            }
+        }
+    }
+    out
+}
+
+/// The version recorded by a previous [`sync`], if any.
+pub async fn recorded_version(db: &Db) -> Result<Option<i64>, DbError> {
+    if !table_exists(db, "orchestration_schema").await? {
+        return Ok(None);
+    }
+    let rows = db.fetch_all("SELECT MAX(version) FROM orchestration_schema", &[]).await?;
+    match rows.first() {
+        Some(r) => r.opt_i64(0),
+        None => Ok(None),
+    }
+}
+
+async fn table_exists(db: &Db, name: &str) -> Result<bool, DbError> {
+    let sql = match db.dialect {
+        Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        Dialect::MySql => "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+        Dialect::Postgres => {
+            "SELECT CAST(COUNT(*) AS BIGINT) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+        }
+    };
+    let rows = db.fetch_all(sql, &[name.into()]).await?;
+    Ok(rows.first().map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0)
+}
+
+/// Creates the tables that are absent and records [`VERSION`]. Several
+/// processes may run it at once: a statement that loses a creation race
+/// (PostgreSQL reports a duplicate catalog entry) is retried once, and
+/// `IF NOT EXISTS` then makes it a no-op.
+pub async fn sync(db: &Db) -> Result<(), DbError> {
+    if recorded_version(db).await? == Some(VERSION) {
+        return Ok(());
+    }
+    for stmt in ddl(db.dialect) {
+        if let Err(first) = db.execute_raw(&stmt).await {
+            tracing::debug!(error = %first, "schema statement lost a race; retrying");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            db.execute_raw(&stmt).await?;
+        }
+    }
+    let mut tx = db.begin().await?;
+    let present = tx.fetch_optional("SELECT version FROM orchestration_schema WHERE version = ?", &[VERSION.into()]).await?;
+    if present.is_none() {
+        match tx.execute("INSERT INTO orchestration_schema (version) VALUES (?)", &[VERSION.into()]).await {
+            Ok(_) => tx.commit().await?,
+            // A concurrent creator recorded it first.
+            Err(e) if e.is_unique_violation() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddl_is_idempotent_and_portable() {
+        for d in [Dialect::Sqlite, Dialect::MySql, Dialect::Postgres] {
+            let stmts = ddl(d);
+            assert!(stmts.iter().all(|s| s.contains("IF NOT EXISTS")), "{d:?}");
+            let all = stmts.join("\n");
+            assert!(all.contains("CREATE TABLE IF NOT EXISTS sync_point_input"));
+            assert!(all.contains("PRIMARY KEY (entity_id, traversal_id, is_update, predecessor)"));
+        }
+        let mysql = ddl(Dialect::MySql).join("\n");
+        assert!(mysql.contains("template LONGTEXT") && mysql.contains("DATETIME(6)"));
+        assert!(mysql.contains("INDEX ix_stack_tenant_name (tenant, name)"), "inline: MySQL has no CREATE INDEX IF NOT EXISTS");
+        let pg = ddl(Dialect::Postgres).join("\n");
+        assert!(pg.contains("id SERIAL PRIMARY KEY") && pg.contains("TIMESTAMP WITHOUT TIME ZONE"));
+        let sqlite = ddl(Dialect::Sqlite).join("\n");
+        assert!(sqlite.contains("id INTEGER PRIMARY KEY AUTOINCREMENT"));
+        assert!(sqlite.contains("CREATE INDEX IF NOT EXISTS ix_event_stack_id ON event (stack_id, id)"));
+    }
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Stack engine benchmark: keelson and the real Heat side by side, in one run.
+
+Creates and deletes generated stacks of OS::Heat::TestResource (no waits)
+on each server and reports wall time from the POST/DELETE to the terminal
+status (polled every 100 ms), the engines' peak resident memory (VmHWM of
+every engine process) and the ratio Heat/keelson.
+
+Shapes: chain (r_i depends on r_{i-1}), fanout (r0, then N-1 resources
+depending on r0) and fanin (r0 -> N-2 middles -> one sink: a wide
+fan-out/fan-in).
+
+keelson: two `keelson engine` processes and a `keelson gateway` on a fresh
+MariaDB database. Heat: openstack-heat 27.0.1 from PyPI started by
+../shared/reference/heat (RabbitMQ + MariaDB; REF_HEAT_ENGINES engines).
+
+usage: tests/bench/heat.py [--sizes 200,1000] [--shapes chain,fanout,fanin]
+                           [--reference-sizes 200] [--no-reference]
+                           [--json out.json]
+Uses the keelson binary the tests use (KEELSON_BIN, else the release build).
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
+
+from conftest import SHARED, create_database  # noqa: E402
+from heat import Heat, Mesh  # noqa: E402
+
+REF = os.path.join(SHARED, 'reference', 'heat')
+
+
+def template(shape, n):
+    res = {}
+    for i in range(n):
+        r = {'type': 'OS::Heat::TestResource', 'properties': {'value': 'v%d' % i}}
+        if shape == 'chain' and i > 0:
+            r['depends_on'] = ['r%d' % (i - 1)]
+        elif shape == 'fanout' and i > 0:
+            r['depends_on'] = ['r0']
+        elif shape == 'fanin' and 0 < i < n - 1:
+            r['depends_on'] = ['r0']
+        elif shape == 'fanin' and i == n - 1:
+            r['depends_on'] = ['r%d' % j for j in range(1, n - 1)]
+        res['r%d' % i] = r
+    return {'heat_template_version': '2021-04-16', 'resources': res}
+
+
+def peak_rss_mib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open('/proc/%d/status' % pid) as f:
+                for line in f:
+                    if line.startswith('VmHWM:'):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return round(total / 1024, 1)
+
+
+def run_one(heat, shape, n, timeout):
+    name = 'bench-%s-%d-%s' % (shape, n, uuid.uuid4().hex[:6])
+    t0 = time.monotonic()
+    sid = heat.create(name, template(shape, n))
+    accepted = time.monotonic() - t0
+    st = heat.wait(sid, 'CREATE_COMPLETE', timeout=timeout, interval=0.1)
+    create = time.monotonic() - t0
+    assert st['stack_status'] == 'CREATE_COMPLETE'
+    t0 = time.monotonic()
+    heat.delete(name, sid)
+    heat.wait(sid, 'GONE', timeout=timeout, interval=0.1)
+    delete = time.monotonic() - t0
+    return {'create_s': round(create, 2), 'create_accepted_s': round(accepted, 2), 'delete_s': round(delete, 2)}
+
+
+class Started(list):
+    pass
+
+
+def keelson_runs(sizes, shapes, timeout):
+    procs = Started()
+    try:
+        mesh = Mesh(procs, create_database('mysql', 'bench_heat_%s' % uuid.uuid4().hex[:6]), engines=2)
+        out = {}
+        for n in sizes:
+            for shape in shapes:
+                r = run_one(mesh.heat, shape, n, timeout)
+                r['engines_peak_rss_mib'] = peak_rss_mib([e.p.pid for e in mesh.engines])
+                out['%s-%d' % (shape, n)] = r
+                print('keelson %-7s %5d: %s' % (shape, n, r), flush=True)
+        return out
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def heat_engine_pids():
+    pids = []
+    for d in glob.glob('/proc/[0-9]*'):
+        try:
+            with open(d + '/cmdline', 'rb') as f:
+                if b'heat-engine' in f.read():
+                    pids.append(int(os.path.basename(d)))
+        except OSError:
+            pass
+    return pids
+
+
+def reference_runs(sizes, shapes, timeout, engines):
+    env = dict(os.environ, REF_HEAT_ENGINES=str(engines), REF_HEAT_PORT=os.environ.get('REF_HEAT_PORT', '18004'))
+    for script in ('start-rabbitmq.sh', 'start-mariadb.sh', 'start-heat.sh'):
+        subprocess.run([os.path.join(REF, script)], env=env, check=True, stdout=subprocess.DEVNULL)
+    try:
+        heat = Heat('http://127.0.0.1:%s' % env['REF_HEAT_PORT'], project='admin')
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if heat.call('GET', '/stacks')[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(1)
+        out = {}
+        for n in sizes:
+            for shape in shapes:
+                r = run_one(heat, shape, n, timeout)
+                r['engines_peak_rss_mib'] = peak_rss_mib(heat_engine_pids())
+                out['%s-%d' % (shape, n)] = r
+                print('heat    %-7s %5d: %s' % (shape, n, r), flush=True)
+        return out
+    finally:
+        subprocess.run([os.path.join(REF, 'stop-heat.sh')], env=env)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--sizes', default='200,1000')
+    ap.add_argument('--shapes', default='chain,fanout,fanin')
+    ap.add_argument('--reference-sizes', default='200')
+    ap.add_argument('--no-reference', action='store_true')
+    ap.add_argument('--engines', type=int, default=2)
+    ap.add_argument('--timeout', type=int, default=3600)
+    ap.add_argument('--json')
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(',')]
+    shapes = a.shapes.split(',')
+    result = {'keelson': keelson_runs(sizes, shapes, a.timeout)}
+    if not a.no_reference:
+        result['heat'] = reference_runs([int(x) for x in a.reference_sizes.split(',')], shapes, a.timeout, a.engines)
+        ratios = {}
+        for k, ref in result['heat'].items():
+            mine = result['keelson'].get(k)
+            if mine:
+                ratios[k] = {'create_x': round(ref['create_s'] / mine['create_s'], 1),
+                             'delete_x': round(ref['delete_s'] / mine['delete_s'], 1)}
+        result['ratio'] = ratios
+        for k, r in ratios.items():
+            print('ratio   %-13s create %5.1fx  delete %5.1fx' % (k, r['create_x'], r['delete_x']))
+    if a.json:
+        with open(a.json, 'w') as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()

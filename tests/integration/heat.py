@@ -1,0 +1,154 @@
+"""A small Orchestration API client and the mesh the stack-engine tests
+run: N `keelson engine` processes on one database and a `keelson gateway`
+in front of them, each its own process, as the Helm chart runs them."""
+import json
+import os
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from conftest import Proc, free_port, keelson_bin, wait_http, wait_port, write_conf
+
+PROJECT = 'demo'
+
+
+class Heat:
+    """REST calls against one Orchestration endpoint (noauth: the project
+    and user come from X-Auth-Project / X-Auth-User)."""
+
+    def __init__(self, base, project=PROJECT):
+        self.base = base.rstrip('/')
+        self.project = project
+
+    def url(self, path):
+        return '%s/v1/%s%s' % (self.base, self.project, path)
+
+    def call(self, method, path, body=None, follow=True):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url(path) if path.startswith('/') else path, data=data, method=method,
+                                     headers={'X-Auth-Project': self.project, 'X-Auth-User': 'tester',
+                                              'Content-Type': 'application/json', 'Accept': 'application/json'})
+        opener = urllib.request.build_opener() if follow else urllib.request.build_opener(_NoRedirect)
+        try:
+            with opener.open(req, timeout=60) as r:
+                raw = r.read().decode()
+                return r.status, dict(r.headers), (json.loads(raw) if raw else None)
+        except urllib.error.HTTPError as e:
+            raw = e.read().decode()
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = raw
+            return e.code, dict(e.headers), parsed
+
+    def create(self, name, template, parameters=None, disable_rollback=True, **extra):
+        body = {'stack_name': name, 'template': template, 'parameters': parameters or {},
+                'disable_rollback': disable_rollback}
+        body.update(extra)
+        status, headers, doc = self.call('POST', '/stacks', body)
+        assert status == 201, (status, doc)
+        return doc['stack']['id']
+
+    def stack(self, ident):
+        status, _, doc = self.call('GET', '/stacks/%s' % ident)
+        assert status == 200, (status, doc)
+        return doc['stack']
+
+    def update(self, name, ident, template, parameters=None, patch=False, **extra):
+        body = {'template': template, 'parameters': parameters or {}}
+        body.update(extra)
+        status, _, doc = self.call('PATCH' if patch else 'PUT', '/stacks/%s/%s' % (name, ident), body)
+        assert status == 202, (status, doc)
+
+    def delete(self, name, ident):
+        status, _, doc = self.call('DELETE', '/stacks/%s/%s' % (name, ident))
+        assert status == 204, (status, doc)
+
+    def wait(self, ident, statuses, timeout=120, interval=0.2):
+        """Polls until the stack reaches one of `statuses` (or is gone, for
+        'GONE'); any other terminal status fails at once."""
+        statuses = set([statuses] if isinstance(statuses, str) else statuses)
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            status, _, doc = self.call('GET', '/stacks/%s' % ident)
+            if status == 404:
+                if 'GONE' in statuses:
+                    return None
+                raise AssertionError('stack %s disappeared' % ident)
+            assert status == 200, (status, doc)
+            st = doc['stack']
+            last = st['stack_status']
+            if last in statuses:
+                return st
+            if 'GONE' in statuses and last == 'DELETE_COMPLETE':
+                return st
+            if not last.endswith('IN_PROGRESS') and last not in statuses:
+                raise AssertionError('stack %s ended %s: %s' % (ident, last, st.get('stack_status_reason')))
+            time.sleep(interval)
+        raise AssertionError('stack %s still %s after %ss' % (ident, last, timeout))
+
+    def events(self, name, ident, resource=None):
+        path = '/stacks/%s/%s%s/events?sort_dir=asc&limit=10000' % (
+            name, ident, '' if resource is None else '/resources/%s' % resource)
+        status, _, doc = self.call('GET', path)
+        assert status == 200, (status, doc)
+        return doc['events']
+
+    def resources(self, name, ident):
+        status, _, doc = self.call('GET', '/stacks/%s/%s/resources' % (name, ident))
+        assert status == 200, (status, doc)
+        return {r['resource_name']: r for r in doc['resources']}
+
+    def output(self, name, ident, key):
+        status, _, doc = self.call('GET', '/stacks/%s/%s/outputs/%s' % (name, ident, key))
+        assert status == 200, (status, doc)
+        return doc['output']['output_value']
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+class Mesh:
+    """`engines` engine processes sharing `db_url`, and one gateway."""
+
+    def __init__(self, procs, db_url, engines=2, extra=None):
+        self.procs = procs
+        self.dir = tempfile.mkdtemp(prefix='kt-heat-')
+        self.db_url = db_url
+        self.extra = extra or {}
+        self.engine_ports = [free_port() for _ in range(engines)]
+        self.engines = [self.start_engine(i) for i in range(engines)]
+        port = free_port()
+        conf = {
+            'keelson': {'orchestration_listen': '127.0.0.1:%d' % port,
+                        'placement_listen': '127.0.0.1:%d' % free_port(),
+                        'engine_endpoints': ','.join('http://127.0.0.1:%d' % p for p in self.engine_ports)},
+            'orchestration': {'auth_strategy': 'noauth'},
+            'api': {'auth_strategy': 'noauth2'},
+        }
+        path = write_conf(os.path.join(self.dir, 'gateway.conf'), conf)
+        self.gateway = Proc([keelson_bin(), '--config-file', path, 'gateway'], cwd=self.dir)
+        procs.append(self.gateway)
+        self.url = 'http://127.0.0.1:%d' % port
+        wait_http(self.url + '/', proc=self.gateway)
+        self.heat = Heat(self.url)
+
+    def engine_conf(self, i):
+        conf = {
+            'database': {'connection': self.db_url},
+            'keelson': {'engine_listen': '127.0.0.1:%d' % self.engine_ports[i]},
+            'orchestration': {'periodic_interval': '1', 'stall_timeout': '5'},
+        }
+        for g, o in self.extra.items():
+            conf.setdefault(g, {}).update(o)
+        return write_conf(os.path.join(self.dir, 'engine%d.conf' % i), conf)
+
+    def start_engine(self, i):
+        p = Proc([keelson_bin(), '--config-file', self.engine_conf(i), 'engine'], cwd=self.dir)
+        self.procs.append(p)
+        wait_port(self.engine_ports[i], proc=p)
+        return p
