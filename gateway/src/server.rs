@@ -85,8 +85,9 @@ pub async fn serve_placement(
 }
 
 /// The Orchestration application for `config`, talking to the stack
-/// engine over `engine`.
-pub fn orchestration_app(config: &Config, engine: Channel, metrics: Metrics) -> Result<axum::Router, GatewayError> {
+/// engines over `engines` (one channel each; see
+/// [`crate::orchestration::engines`]).
+pub fn orchestration_app(config: &Config, engines: Vec<Channel>, metrics: Metrics) -> Result<axum::Router, GatewayError> {
     use crate::orchestration::{OrchestrationAuth, Settings};
     let strategy = config.get_str("orchestration", "auth_strategy").unwrap_or_else(|| "keystone".into());
     let auth = match strategy.as_str() {
@@ -98,6 +99,6 @@ pub fn orchestration_app(config: &Config, engine: Channel, metrics: Metrics) -> 
         .and_then(|n| usize::try_from(n).ok())
         .unwrap_or(1_048_576);
     let settings = Settings { auth, max_json_body_size, cors: CorsSettings::from_config(config) };
-    let app = crate::orchestration::app(engine, settings, LogState { api: "orchestration", metrics: metrics.clone() });
+    let app = crate::orchestration::app(engines, settings, LogState { api: "orchestration", metrics: metrics.clone() });
     Ok(with_metrics(app, metrics))
 }

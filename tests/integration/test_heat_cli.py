@@ -35,7 +35,7 @@ resources:
   b:
     type: OS::Heat::Value
     properties:
-      value: {list_join: ['-', [{get_attr: [a, output]}, {get_param: count}]]}
+      value: {str_replace: {template: GREETING-COUNT, params: {GREETING: {get_attr: [a, output]}, COUNT: {get_param: count}}}}
   secret:
     type: OS::Heat::RandomString
     properties:
@@ -62,7 +62,12 @@ class Cli:
         cmd = [OPENSTACK] + list(args) + (['-f', 'json'] if json_out else [])
         p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=180)
         assert p.returncode == 0, '%s\nstdout: %s\nstderr: %s' % (' '.join(cmd), p.stdout, p.stderr)
-        return json.loads(p.stdout) if json_out and p.stdout.strip() else p.stdout
+        if not (json_out and p.stdout.strip()):
+            return p.stdout
+        # --wait prints the event stream before the JSON document.
+        lines = p.stdout.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith('{') or line.startswith('['))
+        return json.loads('\n'.join(lines[start:]))
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ def name(prefix):
     return '%s-%s' % (prefix, uuid.uuid4().hex[:6])
 
 
-def test_resource(value, **props):
+def tr(value, **props):
     props['value'] = value
     return {'type': 'OS::Heat::TestResource', 'properties': props}
 
@@ -36,19 +36,19 @@ def test_resource(value, **props):
 DIAMOND = {
     'heat_template_version': '2018-08-31',
     'resources': {
-        'a': test_resource('a', wait_secs=0.2),
-        'b': test_resource({'get_attr': ['a', 'output']}, wait_secs=0.2),
-        'c': test_resource({'get_attr': ['a', 'output']}, wait_secs=0.2),
-        'd': test_resource({'list_join': ['+', [{'get_attr': ['b', 'output']}, {'get_attr': ['c', 'output']}]]}),
+        'a': tr('a', wait_secs=0.2),
+        'b': tr({'get_attr': ['a', 'output']}, wait_secs=0.2),
+        'c': tr({'get_attr': ['a', 'output']}, wait_secs=0.2),
+        'd': tr({'list_join': ['+', [{'get_attr': ['b', 'output']}, {'get_attr': ['c', 'output']}]]}),
     },
     'outputs': {'d': {'value': {'get_attr': ['d', 'output']}}},
 }
 
 
 def resource_events(events):
-    """[(resource, ACTION_STATUS, reason)] of resource (not stack) events."""
+    """[(resource, ACTION_STATUS, reason)] of the events of resources a-d."""
     return [(e['resource_name'], e['resource_status'], e['resource_status_reason'])
-            for e in events if e.get('physical_resource_id') != e.get('stack_id') and e['resource_name'] in 'abcd']
+            for e in events if e['resource_name'] in ('a', 'b', 'c', 'd')]
 
 
 def first(events, res, status):
@@ -81,8 +81,8 @@ def chain_template(value, update_wait):
     return {
         'heat_template_version': '2018-08-31',
         'resources': {
-            'a': test_resource(value, action_wait_secs={'update': update_wait}),
-            'b': test_resource({'get_attr': ['a', 'output']}),
+            'a': tr(value, action_wait_secs={'update': update_wait}),
+            'b': tr({'get_attr': ['a', 'output']}),
         },
         'outputs': {'b': {'value': {'get_attr': ['b', 'output']}}},
     }
@@ -117,7 +117,7 @@ def test_update_during_update(mesh):
 FAILING = {
     'heat_template_version': '2018-08-31',
     'resources': {
-        'a': test_resource('ok'),
+        'a': tr('ok'),
         'bad': {'type': 'OS::Heat::TestResource', 'properties': {'fail': True}, 'depends_on': 'a'},
     },
 }
@@ -165,7 +165,7 @@ def test_delete_during_create(mesh):
     tmpl = {
         'heat_template_version': '2018-08-31',
         'resources': {
-            'fast': test_resource('f'),
+            'fast': tr('f'),
             'slow1': {'type': 'OS::Heat::TestResource', 'properties': {'wait_secs': 600}, 'depends_on': 'fast'},
             'slow2': {'type': 'OS::Heat::TestResource', 'properties': {'wait_secs': 600}, 'depends_on': 'fast'},
             'never': {'type': 'OS::Heat::TestResource', 'depends_on': ['slow1', 'slow2']},
@@ -199,9 +199,9 @@ def test_engine_killed_mid_create(procs, request):
     url = create_database(backend, 'heat_kill_%s' % uuid.uuid4().hex[:8])
     mesh = Mesh(procs, url, engines=2)
     heat = mesh.heat
-    resources = {'r0': test_resource('0', wait_secs=0.3)}
+    resources = {'r0': tr('0', wait_secs=0.3)}
     for i in range(1, 50):
-        resources['r%d' % i] = test_resource({'get_attr': ['r%d' % ((i - 1) // 3), 'output']}, wait_secs=0.3)
+        resources['r%d' % i] = tr({'get_attr': ['r%d' % ((i - 1) // 3), 'output']}, wait_secs=0.3)
     n = name('kill')
     sid = heat.create(n, {'heat_template_version': '2018-08-31', 'resources': resources})
     deadline = time.monotonic() + 60

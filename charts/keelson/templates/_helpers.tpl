@@ -126,6 +126,7 @@ app.kubernetes.io/component: {{ .component }}
 {{/* An INI document from a map group -> option -> value (sorted). */}}
 {{- define "keelson.ini" -}}
 {{- range $group := keys . | sortAlpha }}
+
 [{{ $group }}]
 {{- $opts := get $ $group }}
 {{- range $name := keys $opts | sortAlpha }}
@@ -168,7 +169,8 @@ etcd:
 # chart's topology (listen addresses, endpoints, controller peers, etcd).
 # Database URLs and Keystone credentials are in Secrets (further
 # --config-file arguments); each pod adds its own node.conf.
-{{ include "keelson.ini" $ini }}
+
+{{ include "keelson.ini" $ini | trim }}
 {{- end -}}
 
 {{/* Whether either API authenticates with Keystone. */}}
@@ -195,7 +197,8 @@ true
 {{- if .Values.database.placement }}{{ $_ := set $ini "placement_database" (dict "connection" .Values.database.placement) }}{{ end -}}
 {{- if .Values.database.orchestration }}{{ $_ := set $ini "database" (dict "connection" .Values.database.orchestration) }}{{ end -}}
 # The database URLs (rendered by the Helm chart).
-{{ include "keelson.ini" $ini }}
+
+{{ include "keelson.ini" $ini | trim }}
 {{- end -}}
 
 {{- define "keelson.keystoneIni" -}}
@@ -205,7 +208,8 @@ true
 {{- if $k.wwwAuthenticateUri }}{{ $_ := set $opts "www_authenticate_uri" $k.wwwAuthenticateUri }}{{ end -}}
 {{- if $k.regionName }}{{ $_ := set $opts "region_name" $k.regionName }}{{ end -}}
 # The gateway's Keystone service user (rendered by the Helm chart).
-{{ include "keelson.ini" (dict "keystone_authtoken" $opts) }}
+
+{{ include "keelson.ini" (dict "keystone_authtoken" $opts) | trim }}
 {{- end -}}
 
 {{/* Pod pieces ------------------------------------------------------------- */}}
@@ -223,12 +227,15 @@ checksum/keystone: {{ include "keelson.keystoneIni" . | sha256sum }}
 {{- end }}
 {{- end -}}
 
-{{/* The --config-file arguments: (dict "root" $ "keystone" bool "node" bool) */}}
+{{/* The --config-file arguments:
+     (dict "root" $ "db" bool "keystone" bool "node" bool) */}}
 {{- define "keelson.configArgs" -}}
 - --config-file
 - /etc/keelson/keelson.conf
+{{- if .db }}
 - --config-file
 - /etc/keelson/database/{{ .root.Values.database.secretKey }}
+{{- end }}
 {{- if .keystone }}
 - --config-file
 - /etc/keelson/keystone/{{ .root.Values.keystone.secretKey }}
@@ -239,17 +246,20 @@ checksum/keystone: {{ include "keelson.keystoneIni" . | sha256sum }}
 {{- end }}
 {{- end -}}
 
-{{/* Volumes of a keelson pod: (dict "root" $ "keystone" bool "dataVolume" bool) */}}
+{{/* Volumes of a keelson pod:
+     (dict "root" $ "db" bool "keystone" bool "dataVolume" bool) */}}
 {{- define "keelson.volumes" -}}
 - name: config
   configMap:
     name: {{ include "keelson.fullname" .root }}
+{{- if .db }}
 - name: database
   secret:
     secretName: {{ include "keelson.databaseSecret" .root }}
     items:
       - key: {{ .root.Values.database.secretKey }}
         path: {{ .root.Values.database.secretKey }}
+{{- end }}
 {{- if .keystone }}
 - name: keystone
   secret:
@@ -282,9 +292,11 @@ checksum/keystone: {{ include "keelson.keystoneIni" . | sha256sum }}
   mountPath: /etc/keelson/keelson.conf
   subPath: keelson.conf
   readOnly: true
+{{- if .db }}
 - name: database
   mountPath: /etc/keelson/database
   readOnly: true
+{{- end }}
 {{- if .keystone }}
 - name: keystone
   mountPath: /etc/keelson/keystone

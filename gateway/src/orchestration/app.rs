@@ -15,7 +15,8 @@ use tonic::transport::Channel;
 use super::auth::{self, OrchestrationAuth};
 use super::body;
 use super::fault::{self, Fault};
-use super::handlers::{self, Call, EngineClient};
+use super::engines::Engines;
+use super::handlers::{self, Call};
 use super::routes::{Action, RouteTable};
 use super::urls;
 use crate::layers::{self, cors::CorsSettings, request_log::LogState, request_log::RouteLabel};
@@ -34,22 +35,17 @@ pub struct Settings {
 const READ_LIMIT_FACTOR: usize = 16;
 
 struct Dispatch {
-    engine: EngineClient,
+    engines: Engines,
     routes: RouteTable,
     auth: OrchestrationAuth,
     max_json_body_size: usize,
 }
 
-/// Builds the Orchestration HTTP application talking to the engine over
-/// `engine`.
-pub fn app(engine: Channel, settings: Settings, log: LogState) -> axum::Router {
-    let propagate: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
-    let client = EngineClient::new(tonic::service::interceptor::InterceptedService::new(engine, propagate))
-        // Stack lists and templates may exceed tonic's 4 MiB default.
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
+/// Builds the Orchestration HTTP application talking to the stack engines
+/// over `engines` (one channel per engine).
+pub fn app(engines: Vec<Channel>, settings: Settings, log: LogState) -> axum::Router {
     let dispatch = Arc::new(Dispatch {
-        engine: client,
+        engines: Engines::new(engines),
         routes: RouteTable::heat_v1(),
         auth: settings.auth,
         max_json_body_size: settings.max_json_body_size,
@@ -158,8 +154,7 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
                             body: doc,
                             base: &base,
                         };
-                        let mut engine = dispatch.engine.clone();
-                        handlers::dispatch(&mut engine, call).await
+                        handlers::dispatch(&dispatch.engines, call).await
                     }
                     Err(f) => Err(f),
                 },

@@ -8,15 +8,11 @@ use axum::response::Response;
 use http::{HeaderValue, StatusCode};
 use keelson_common::ApiError;
 use keelson_proto::orchestration::v1 as pb;
-use pb::orchestration_client::OrchestrationClient;
 
+use super::engines::Engines;
 use super::fault::{self, Fault};
 use super::routes::{Action, Matched};
 use super::urls;
-use crate::placement::Intercepted;
-
-/// The engine's client, carrying the request context on every call.
-pub type EngineClient = OrchestrationClient<Intercepted>;
 
 /// One authorized, routed request.
 pub struct Call<'a> {
@@ -133,15 +129,15 @@ fn created(identity: &pb::StackIdentity, base: &str) -> Response {
     resp
 }
 
-/// Calls the rpc `$method` and keeps the reply's document.
+/// Calls the rpc `$method` on an engine that answers and keeps the reply.
 macro_rules! rpc {
-    ($client:expr, $method:ident, $request:expr) => {
-        $client.$method($request).await.map_err(|s| engine_fault(&s))?.into_inner()
+    ($engines:expr, $method:ident, $request:expr) => {
+        $engines.call($request, |mut c, r| async move { c.$method(r).await }).await.map_err(|s| engine_fault(&s))?.into_inner()
     };
 }
 
 /// The 302 to a stack's canonical URL (`StackController.lookup`).
-async fn lookup(client: &mut EngineClient, call: &Call<'_>) -> Result<Response, Fault> {
+async fn lookup(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
     let name_or_id = call.param("stack_name");
     let identity = match urls::parse_arn(&name_or_id) {
         Some(arn) => pb::StackIdentity { tenant: arn.tenant, stack_name: arn.stack_name, stack_id: arn.stack_id, path: arn.path },
@@ -159,7 +155,7 @@ async fn lookup(client: &mut EngineClient, call: &Call<'_>) -> Result<Response, 
 }
 
 /// Runs the engine operation of a matched route.
-pub async fn dispatch(client: &mut EngineClient, call: Call<'_>) -> Result<Response, Fault> {
+pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Fault> {
     use Action::*;
     let base = call.base;
     let resp = match call.matched.action {

@@ -6,12 +6,13 @@
 //! `routes` (the route table, matched as python-routes does, with the 405
 //! and OPTIONS answers), `auth` (noauth / Keystone callers and the project
 //! check), `body` (JSON request bodies), `handlers` (route → rpc → REST
-//! answer), `fault` (error and webob bodies), `urls` (base URL, quoting,
+//! answer), `engines` (the engine clients, with failover), `fault` (error and webob bodies), `urls` (base URL, quoting,
 //! canonical stack URLs, absolute links).
 
 pub mod app;
 pub mod auth;
 pub mod body;
+pub mod engines;
 pub mod fault;
 pub mod handlers;
 pub mod routes;

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use keelson_common::db::Db;
 use keelson_hot::{
-    Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, ResolveContext, ResourceDefn, Template, TemplateError,
+    Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, ResolveContext,
+    ResourceDefn, Template, TemplateError,
 };
 use serde_json::{Map, Value};
 
@@ -49,15 +50,34 @@ impl StackDefinition {
         let params = parsed.validate_parameters(&environment, &Map::new(), pseudo)?;
         let resources = parsed.resources(&params)?;
         let outputs = parsed.outputs(&params)?;
-        Ok(StackDefinition { template: parsed, environment, params, files: files.clone(), resources, outputs })
+        Ok(StackDefinition {
+            template: parsed,
+            environment,
+            params,
+            files: files.clone(),
+            resources,
+            outputs,
+        })
     }
 
     /// The stored definition `template_id` of `stack`.
-    pub async fn load(db: &Db, stack: &StackRow, template_id: i64, region: &str) -> Result<StackDefinition, EngineError> {
+    pub async fn load(
+        db: &Db,
+        stack: &StackRow,
+        template_id: i64,
+        region: &str,
+    ) -> Result<StackDefinition, EngineError> {
         let raw = store::templates::get(db, template_id)
             .await?
-            .ok_or_else(|| EngineError::entity_not_found("RawTemplate", &template_id.to_string()))?;
-        StackDefinition::parse(&raw.template, &raw.files, &raw.environment, &pseudo_params(stack, region))
+            .ok_or_else(|| {
+                EngineError::entity_not_found("RawTemplate", &template_id.to_string())
+            })?;
+        StackDefinition::parse(
+            &raw.template,
+            &raw.files,
+            &raw.environment,
+            &pseudo_params(stack, region),
+        )
     }
 
     pub fn resource(&self, name: &str) -> Option<&ResourceDefn> {
@@ -67,17 +87,27 @@ impl StackDefinition {
     /// The plugin type a resource runs as (environment type mappings
     /// applied). Mappings to template files are nested stacks: not yet.
     pub fn effective_type(&self, defn: &ResourceDefn) -> Result<String, EngineError> {
-        match self.environment.resolve_type_for(&defn.name, &defn.type_name) {
+        match self
+            .environment
+            .resolve_type_for(&defn.name, &defn.type_name)
+        {
             Some(RegistryTarget::Type(t)) => Ok(t),
-            Some(_) => Err(EngineError::not_supported("nested stacks are not supported yet")),
+            Some(_) => Err(EngineError::not_supported(
+                "nested stacks are not supported yet",
+            )),
             None => Ok(defn.type_name.clone()),
         }
     }
 
     /// Names of the resources `name` needs first (only those defined here).
     pub fn requires(&self, name: &str) -> BTreeSet<String> {
-        let Some(defn) = self.resource(name) else { return BTreeSet::new() };
-        defn.requires().into_iter().filter(|r| r != name && self.resource(r).is_some()).collect()
+        let Some(defn) = self.resource(name) else {
+            return BTreeSet::new();
+        };
+        defn.requires()
+            .into_iter()
+            .filter(|r| r != name && self.resource(r).is_some())
+            .collect()
     }
 
     /// Full API validation: references, cycles, types, properties (with
@@ -103,7 +133,11 @@ impl StackDefinition {
     /// Heat's CircularDependencyException text.
     fn check_cycles(&self) -> Result<(), EngineError> {
         let mut state: HashMap<&str, u8> = HashMap::new();
-        fn visit<'a>(def: &'a StackDefinition, name: &'a str, state: &mut HashMap<&'a str, u8>) -> Result<(), String> {
+        fn visit<'a>(
+            def: &'a StackDefinition,
+            name: &'a str,
+            state: &mut HashMap<&'a str, u8>,
+        ) -> Result<(), String> {
             match state.get(name) {
                 Some(1) => return Err(name.to_string()),
                 Some(_) => return Ok(()),
@@ -122,7 +156,10 @@ impl StackDefinition {
         }
         for r in &self.resources {
             visit(self, &r.name, &mut state).map_err(|name| {
-                EngineError::bad_request("CircularDependencyException", format!("Circular Dependency Found: {name}"))
+                EngineError::bad_request(
+                    "CircularDependencyException",
+                    format!("Circular Dependency Found: {name}"),
+                )
             })?;
         }
         Ok(())
@@ -149,8 +186,19 @@ pub struct DefinitionCache {
 const CACHE_LIMIT: usize = 256;
 
 impl DefinitionCache {
-    pub async fn get(&self, db: &Db, stack: &StackRow, template_id: i64, region: &str) -> Result<Arc<StackDefinition>, EngineError> {
-        if let Some(found) = self.entries.lock().ok().and_then(|m| m.get(&template_id).cloned()) {
+    pub async fn get(
+        &self,
+        db: &Db,
+        stack: &StackRow,
+        template_id: i64,
+        region: &str,
+    ) -> Result<Arc<StackDefinition>, EngineError> {
+        if let Some(found) = self
+            .entries
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&template_id).cloned())
+        {
             return Ok(found);
         }
         let loaded = Arc::new(StackDefinition::load(db, stack, template_id, region).await?);
@@ -187,7 +235,11 @@ pub struct LiveContext {
 
 impl LiveContext {
     pub fn new(def: &StackDefinition, facts: BTreeMap<String, ResourceFacts>) -> LiveContext {
-        LiveContext { params: def.params.clone(), files: def.files.clone(), facts }
+        LiveContext {
+            params: def.params.clone(),
+            files: def.files.clone(),
+            facts,
+        }
     }
 
     pub fn placeholders(def: &StackDefinition) -> LiveContext {
@@ -195,10 +247,19 @@ impl LiveContext {
     }
 
     /// Each output of `def` resolved: its value or its error text.
-    pub fn outputs(&self, def: &StackDefinition) -> Vec<(String, Option<String>, Result<Value, String>)> {
+    pub fn outputs(
+        &self,
+        def: &StackDefinition,
+    ) -> Vec<(String, Option<String>, Result<Value, String>)> {
         def.outputs
             .iter()
-            .map(|o| (o.name.clone(), o.description.clone(), o.value.resolve(self).map_err(|e| e.message)))
+            .map(|o| {
+                (
+                    o.name.clone(),
+                    o.description.clone(),
+                    o.value.resolve(self).map_err(|e| e.message),
+                )
+            })
             .collect()
     }
 }
@@ -215,18 +276,32 @@ impl ResolveContext for LiveContext {
         })
     }
 
-    fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError> {
-        let mut value =
-            self.facts.get(resource).and_then(|f| f.attributes.get(attribute)).cloned().unwrap_or(Value::Null);
+    fn get_attr(
+        &self,
+        resource: &str,
+        attribute: &str,
+        path: &[Value],
+    ) -> Result<Value, TemplateError> {
+        let mut value = self
+            .facts
+            .get(resource)
+            .and_then(|f| f.attributes.get(attribute))
+            .cloned()
+            .unwrap_or(Value::Null);
         for step in path {
             value = match (&value, step) {
                 (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
-                (Value::Array(items), Value::Number(n)) => {
-                    n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
-                }
-                (Value::Array(items), Value::String(s)) => {
-                    s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
-                }
+                (Value::Array(items), Value::Number(n)) => n
+                    .as_u64()
+                    .and_then(|i| items.get(i as usize))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                (Value::Array(items), Value::String(s)) => s
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| items.get(i))
+                    .cloned()
+                    .unwrap_or(Value::Null),
                 _ => Value::Null,
             };
         }
@@ -234,11 +309,19 @@ impl ResolveContext for LiveContext {
     }
 
     fn get_attr_all(&self, resource: &str) -> Result<Value, TemplateError> {
-        Ok(Value::Object(self.facts.get(resource).map(|f| f.attributes.clone()).unwrap_or_default()))
+        Ok(Value::Object(
+            self.facts
+                .get(resource)
+                .map(|f| f.attributes.clone())
+                .unwrap_or_default(),
+        ))
     }
 
     fn get_file(&self, name: &str) -> Option<String> {
-        self.files.get(name).and_then(Value::as_str).map(str::to_string)
+        self.files
+            .get(name)
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 }
 
@@ -248,7 +331,12 @@ mod tests {
     use serde_json::json;
 
     fn pseudo() -> PseudoParams {
-        PseudoParams { stack_id: "sid".into(), stack_name: "st".into(), project_id: "p".into(), region: "RegionOne".into() }
+        PseudoParams {
+            stack_id: "sid".into(),
+            stack_name: "st".into(),
+            project_id: "p".into(),
+            region: "RegionOne".into(),
+        }
     }
 
     #[test]
@@ -257,7 +345,10 @@ mod tests {
             "a": {"type": "OS::Heat::TestResource", "properties": {"value": "x"}},
             "b": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_attr": ["a", "output"]}}}}});
         let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
-        assert_eq!(d.requires("b").into_iter().collect::<Vec<_>>(), vec!["a".to_string()]);
+        assert_eq!(
+            d.requires("b").into_iter().collect::<Vec<_>>(),
+            vec!["a".to_string()]
+        );
         d.validate(&Registry::builtin()).unwrap();
     }
 
@@ -266,12 +357,16 @@ mod tests {
         let t = json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "OS::No::Such"}}});
         let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         let e = d.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(e.message, "The Resource Type (OS::No::Such) could not be found.");
+        assert_eq!(
+            e.message,
+            "The Resource Type (OS::No::Such) could not be found."
+        );
     }
 
     #[test]
     fn empty_template_parses() {
-        let d = StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap();
+        let d =
+            StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap();
         assert!(d.resources.is_empty());
     }
 }

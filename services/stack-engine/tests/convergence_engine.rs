@@ -6,7 +6,9 @@ use std::sync::Arc;
 use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Value};
 
-use keelson_stack_engine::convergence::{Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher};
+use keelson_stack_engine::convergence::{
+    Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher,
+};
 use keelson_stack_engine::resources::Registry;
 use keelson_stack_engine::store::{self, EventQuery, ResourceRow, SortDir, StackRow};
 
@@ -26,19 +28,44 @@ impl Drop for Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
-        let dir = std::env::temp_dir().join(format!("keelson-convergence-{}", uuid::Uuid::new_v4()));
+        let dir =
+            std::env::temp_dir().join(format!("keelson-convergence-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let url = DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).unwrap();
+        let url =
+            DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).unwrap();
         let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
         store::schema::sync(&db).await.unwrap();
         let registry = Arc::new(Registry::builtin());
         let queue = QueueDispatcher::new();
-        let engine = |id: &str| EngineSettings { engine_id: Some(id.to_string()), ..EngineSettings::default() };
-        let a = Engine::new(db.clone(), registry.clone(), engine("engine-a"), queue.clone()).await.unwrap();
-        let b = Engine::new(db.clone(), registry.clone(), engine("engine-b"), queue.clone()).await.unwrap();
+        let engine = |id: &str| EngineSettings {
+            engine_id: Some(id.to_string()),
+            ..EngineSettings::default()
+        };
+        let a = Engine::new(
+            db.clone(),
+            registry.clone(),
+            engine("engine-a"),
+            queue.clone(),
+        )
+        .await
+        .unwrap();
+        let b = Engine::new(
+            db.clone(),
+            registry.clone(),
+            engine("engine-b"),
+            queue.clone(),
+        )
+        .await
+        .unwrap();
         queue.attach(&a);
         queue.attach(&b);
-        Cluster { db, a, b, queue, dir }
+        Cluster {
+            db,
+            a,
+            b,
+            queue,
+            dir,
+        }
     }
 
     /// Runs queued messages alternately on both engines until none is left.
@@ -72,7 +99,15 @@ impl Cluster {
 
     async fn update(&self, stack: &StackRow, template: Value) {
         self.a
-            .update_stack(&stack.id, NewDefinition { template, environment: json!({}), disable_rollback: true, ..Default::default() })
+            .update_stack(
+                &stack.id,
+                NewDefinition {
+                    template,
+                    environment: json!({}),
+                    disable_rollback: true,
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap();
     }
@@ -86,17 +121,35 @@ impl Cluster {
     }
 
     async fn events(&self, id: &str) -> Vec<(String, String, String, String)> {
-        let q = EventQuery { stack_ids: vec![id.to_string()], sort_dir: Some(SortDir::Asc), ..Default::default() };
+        let q = EventQuery {
+            stack_ids: vec![id.to_string()],
+            sort_dir: Some(SortDir::Asc),
+            ..Default::default()
+        };
         store::events::list(&self.db, &q)
             .await
             .unwrap()
             .into_iter()
-            .map(|e| (e.resource_name, e.resource_action, e.resource_status, e.resource_status_reason))
+            .map(|e| {
+                (
+                    e.resource_name,
+                    e.resource_action,
+                    e.resource_status,
+                    e.resource_status_reason,
+                )
+            })
             .collect()
     }
 
     async fn sync_points(&self, id: &str) -> i64 {
-        let rows = self.db.fetch_all("SELECT COUNT(*) FROM sync_point WHERE stack_id = ?", &[id.into()]).await.unwrap();
+        let rows = self
+            .db
+            .fetch_all(
+                "SELECT COUNT(*) FROM sync_point WHERE stack_id = ?",
+                &[id.into()],
+            )
+            .await
+            .unwrap();
         rows[0].i64(0).unwrap()
     }
 }
@@ -114,7 +167,12 @@ fn diamond(value: &str) -> Value {
     }})
 }
 
-fn position(events: &[(String, String, String, String)], name: &str, action: &str, status: &str) -> usize {
+fn position(
+    events: &[(String, String, String, String)],
+    name: &str,
+    action: &str,
+    status: &str,
+) -> usize {
     events
         .iter()
         .position(|e| e.0 == name && e.1 == action && e.2 == status)
@@ -129,23 +187,52 @@ async fn diamond_create_runs_in_dependency_order_and_completes_once() {
     assert_eq!(c.queue.len(), 1, "only the leaf a is dispatched at once");
     c.drain().await;
     let stack = c.stack(&stack.id).await;
-    assert_eq!((stack.state(), stack.status_reason.as_str()), ("CREATE_COMPLETE".into(), "Stack CREATE completed successfully"));
+    assert_eq!(
+        (stack.state(), stack.status_reason.as_str()),
+        (
+            "CREATE_COMPLETE".into(),
+            "Stack CREATE completed successfully"
+        )
+    );
     let events = c.events(&stack.id).await;
     assert_eq!(events.first().unwrap().3, "Stack CREATE started");
-    assert!(position(&events, "a", "CREATE", "COMPLETE") < position(&events, "b", "CREATE", "IN_PROGRESS"));
-    assert!(position(&events, "a", "CREATE", "COMPLETE") < position(&events, "c", "CREATE", "IN_PROGRESS"));
-    assert!(position(&events, "b", "CREATE", "COMPLETE") < position(&events, "d", "CREATE", "IN_PROGRESS"));
-    assert!(position(&events, "c", "CREATE", "COMPLETE") < position(&events, "d", "CREATE", "IN_PROGRESS"));
-    let completions = events.iter().filter(|e| e.0 == "diamond" && e.2 == "COMPLETE").count();
+    assert!(
+        position(&events, "a", "CREATE", "COMPLETE")
+            < position(&events, "b", "CREATE", "IN_PROGRESS")
+    );
+    assert!(
+        position(&events, "a", "CREATE", "COMPLETE")
+            < position(&events, "c", "CREATE", "IN_PROGRESS")
+    );
+    assert!(
+        position(&events, "b", "CREATE", "COMPLETE")
+            < position(&events, "d", "CREATE", "IN_PROGRESS")
+    );
+    assert!(
+        position(&events, "c", "CREATE", "COMPLETE")
+            < position(&events, "d", "CREATE", "IN_PROGRESS")
+    );
+    let completions = events
+        .iter()
+        .filter(|e| e.0 == "diamond" && e.2 == "COMPLETE")
+        .count();
     assert_eq!(completions, 1, "the stack completes exactly once");
-    let d_creates = events.iter().filter(|e| e.0 == "d" && e.2 == "IN_PROGRESS").count();
+    let d_creates = events
+        .iter()
+        .filter(|e| e.0 == "d" && e.2 == "IN_PROGRESS")
+        .count();
     assert_eq!(d_creates, 1, "d's sync point fires once");
     let rows = c.rows(&stack.id).await;
     assert_eq!(rows.len(), 4);
-    assert!(rows.iter().all(|r| r.state() == "CREATE_COMPLETE" && r.engine_id.is_none()));
+    assert!(rows
+        .iter()
+        .all(|r| r.state() == "CREATE_COMPLETE" && r.engine_id.is_none()));
     let a = rows.iter().find(|r| r.name == "a").unwrap();
     let d = rows.iter().find(|r| r.name == "d").unwrap();
-    assert_eq!(d.properties_data.as_ref().unwrap()["value"], json!(format!("x-{}", a.physical_resource_id.clone().unwrap())));
+    assert_eq!(
+        d.properties_data.as_ref().unwrap()["value"],
+        json!(format!("x-{}", a.physical_resource_id.clone().unwrap()))
+    );
     assert_eq!(c.sync_points(&stack.id).await, 0, "sync points purged");
 }
 
@@ -160,10 +247,24 @@ async fn failure_without_rollback_marks_the_stack_failed() {
     c.drain().await;
     let stack = c.stack(&stack.id).await;
     assert_eq!(stack.state(), "CREATE_FAILED");
-    assert_eq!(stack.status_reason, "Resource CREATE failed: ValueError: resources.bad: Test Resource failed bad");
+    assert_eq!(
+        stack.status_reason,
+        "Resource CREATE failed: ValueError: resources.bad: Test Resource failed bad"
+    );
     assert_eq!(stack.current_traversal, "", "purged: workers bail out");
-    let bad = c.rows(&stack.id).await.into_iter().find(|r| r.name == "bad").unwrap();
-    assert_eq!((bad.state(), bad.status_reason.as_str()), ("CREATE_FAILED".into(), "ValueError: resources.bad: Test Resource failed bad"));
+    let bad = c
+        .rows(&stack.id)
+        .await
+        .into_iter()
+        .find(|r| r.name == "bad")
+        .unwrap();
+    assert_eq!(
+        (bad.state(), bad.status_reason.as_str()),
+        (
+            "CREATE_FAILED".into(),
+            "ValueError: resources.bad: Test Resource failed bad"
+        )
+    );
 }
 
 #[tokio::test]
@@ -176,10 +277,20 @@ async fn failure_with_rollback_deletes_what_was_created() {
     let stack = c.create("rollback", t, false).await;
     c.drain().await;
     let stack = c.stack(&stack.id).await;
-    assert_eq!((stack.state(), stack.status_reason.as_str()), ("ROLLBACK_COMPLETE".into(), "Stack ROLLBACK completed successfully"));
+    assert_eq!(
+        (stack.state(), stack.status_reason.as_str()),
+        (
+            "ROLLBACK_COMPLETE".into(),
+            "Stack ROLLBACK completed successfully"
+        )
+    );
     assert!(c.rows(&stack.id).await.is_empty());
     let events = c.events(&stack.id).await;
-    let reasons: Vec<&str> = events.iter().filter(|e| e.0 == "rollback").map(|e| e.3.as_str()).collect();
+    let reasons: Vec<&str> = events
+        .iter()
+        .filter(|e| e.0 == "rollback")
+        .map(|e| e.3.as_str())
+        .collect();
     assert_eq!(
         reasons,
         vec![
@@ -189,7 +300,10 @@ async fn failure_with_rollback_deletes_what_was_created() {
             "Stack ROLLBACK completed successfully"
         ]
     );
-    assert!(position(&events, "ok", "DELETE", "COMPLETE") > position(&events, "rollback", "ROLLBACK", "IN_PROGRESS"));
+    assert!(
+        position(&events, "ok", "DELETE", "COMPLETE")
+            > position(&events, "rollback", "ROLLBACK", "IN_PROGRESS")
+    );
 }
 
 #[tokio::test]
@@ -209,7 +323,11 @@ async fn update_in_place_and_by_replacement() {
     let a = rows.iter().find(|r| r.name == "a").unwrap();
     assert_eq!((a.id, a.state()), (old_a.id, "UPDATE_COMPLETE".to_string()));
     let c_row = rows.iter().find(|r| r.name == "c").unwrap();
-    assert_eq!(c_row.state(), "CREATE_COMPLETE", "c only references a's id: unchanged");
+    assert_eq!(
+        c_row.state(),
+        "CREATE_COMPLETE",
+        "c only references a's id: unchanged"
+    );
     // update_replace forces a new a; old a is deleted in the cleanup phase.
     let mut t = diamond("z");
     t["resources"]["a"]["properties"]["update_replace"] = json!(true);
@@ -223,10 +341,21 @@ async fn update_in_place_and_by_replacement() {
     assert_ne!(new_a.id, old_a.id);
     assert_ne!(new_a.physical_resource_id, old_a.physical_resource_id);
     let events = c.events(&stack.id).await;
-    assert!(events.iter().any(|e| e.0 == "a" && e.3 == "The Resource a requires replacement."));
+    assert!(events
+        .iter()
+        .any(|e| e.0 == "a" && e.3 == "The Resource a requires replacement."));
     let c_row = rows.iter().find(|r| r.name == "c").unwrap();
-    assert_eq!(c_row.properties_data.as_ref().unwrap()["value"], json!(new_a.physical_resource_id.clone().unwrap()));
-    assert!(position(&events, "c", "UPDATE", "COMPLETE") < events.iter().rposition(|e| e.0 == "a" && e.1 == "DELETE" && e.2 == "COMPLETE").unwrap());
+    assert_eq!(
+        c_row.properties_data.as_ref().unwrap()["value"],
+        json!(new_a.physical_resource_id.clone().unwrap())
+    );
+    assert!(
+        position(&events, "c", "UPDATE", "COMPLETE")
+            < events
+                .iter()
+                .rposition(|e| e.0 == "a" && e.1 == "DELETE" && e.2 == "COMPLETE")
+                .unwrap()
+    );
     assert_eq!(c.sync_points(&stack.id).await, 0);
 }
 
@@ -251,11 +380,25 @@ async fn update_during_update_second_traversal_wins() {
     c.a.check_resource(first).await;
     c.drain().await;
     let s = c.stack(&stack.id).await;
-    assert_eq!((s.state(), s.status_reason.as_str()), ("UPDATE_COMPLETE".into(), "Stack UPDATE completed successfully"));
-    let b = c.rows(&stack.id).await.into_iter().find(|r| r.name == "b").unwrap();
+    assert_eq!(
+        (s.state(), s.status_reason.as_str()),
+        (
+            "UPDATE_COMPLETE".into(),
+            "Stack UPDATE completed successfully"
+        )
+    );
+    let b = c
+        .rows(&stack.id)
+        .await
+        .into_iter()
+        .find(|r| r.name == "b")
+        .unwrap();
     assert_eq!(b.properties_data.unwrap()["value"], json!("v2"));
     let events = c.events(&stack.id).await;
-    let completions = events.iter().filter(|e| e.0 == "uu" && e.1 == "UPDATE" && e.2 == "COMPLETE").count();
+    let completions = events
+        .iter()
+        .filter(|e| e.0 == "uu" && e.1 == "UPDATE" && e.2 == "COMPLETE")
+        .count();
     assert_eq!(completions, 1);
 }
 
@@ -285,7 +428,15 @@ async fn update_during_update_with_the_first_worker_mid_action() {
     let s = c.stack(&stack.id).await;
     assert_eq!(s.state(), "UPDATE_COMPLETE", "{}", s.status_reason);
     let rows = c.rows(&stack.id).await;
-    assert_eq!(rows.iter().find(|r| r.name == "b").unwrap().properties_data.as_ref().unwrap()["value"], json!("v2"));
+    assert_eq!(
+        rows.iter()
+            .find(|r| r.name == "b")
+            .unwrap()
+            .properties_data
+            .as_ref()
+            .unwrap()["value"],
+        json!("v2")
+    );
 }
 
 #[tokio::test]
@@ -301,7 +452,10 @@ async fn delete_during_create_cancels_and_deletes() {
     let running = tokio::spawn(async move { b.check_resource(msg).await });
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     c.a.delete_stack(&stack.id).await.unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(5), running).await.expect("cancelled promptly").unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), running)
+        .await
+        .expect("cancelled promptly")
+        .unwrap();
     c.drain().await;
     let s = c.stack(&stack.id).await;
     assert_eq!(s.state(), "DELETE_COMPLETE");
@@ -313,7 +467,10 @@ async fn delete_during_create_cancels_and_deletes() {
     let aborted = position(&events, "slow", "CREATE", "FAILED");
     assert_eq!(events[aborted].3, "CREATE aborted (user triggered cancel)");
     assert!(position(&events, "slow", "DELETE", "COMPLETE") > aborted);
-    assert!(!events.iter().any(|e| e.0 == "after" && e.1 == "DELETE"), "never-started rows are just removed");
+    assert!(
+        !events.iter().any(|e| e.0 == "after" && e.1 == "DELETE"),
+        "never-started rows are just removed"
+    );
     assert_eq!(c.sync_points(&stack.id).await, 0);
 }
 
@@ -325,10 +482,22 @@ async fn delete_of_complete_stack_goes_in_reverse_order_and_second_delete_is_404
     c.a.delete_stack(&stack.id).await.unwrap();
     c.drain().await;
     let s = c.stack(&stack.id).await;
-    assert_eq!((s.state(), s.status_reason.as_str()), ("DELETE_COMPLETE".into(), "Stack DELETE completed successfully"));
+    assert_eq!(
+        (s.state(), s.status_reason.as_str()),
+        (
+            "DELETE_COMPLETE".into(),
+            "Stack DELETE completed successfully"
+        )
+    );
     let events = c.events(&stack.id).await;
-    assert!(position(&events, "d", "DELETE", "COMPLETE") < position(&events, "b", "DELETE", "IN_PROGRESS"));
-    assert!(position(&events, "b", "DELETE", "COMPLETE") < position(&events, "a", "DELETE", "IN_PROGRESS"));
+    assert!(
+        position(&events, "d", "DELETE", "COMPLETE")
+            < position(&events, "b", "DELETE", "IN_PROGRESS")
+    );
+    assert!(
+        position(&events, "b", "DELETE", "COMPLETE")
+            < position(&events, "a", "DELETE", "IN_PROGRESS")
+    );
     let err = c.a.delete_stack(&stack.id).await.unwrap_err();
     assert_eq!(err.type_name, "EntityNotFound");
 }
@@ -339,8 +508,15 @@ async fn watchdog_steals_locks_of_dead_engines_and_finishes() {
     let stack = c.create("dead", diamond("x"), true).await;
     // engine-b takes a's check and dies holding the lock.
     let msg = c.queue.pop().unwrap();
-    let a_row = store::resources::get(&c.db, msg.resource_id).await.unwrap().unwrap();
-    assert!(store::resources::acquire_lock(&c.db, a_row.id, "engine-b", a_row.atomic_key).await.unwrap());
+    let a_row = store::resources::get(&c.db, msg.resource_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store::resources::acquire_lock(&c.db, a_row.id, "engine-b", a_row.atomic_key)
+            .await
+            .unwrap()
+    );
     c.queue.kill("engine-b");
     // A live holder would keep the watchdog away; a dead one does not.
     let retriggered = c.a.run_watchdog_once().await.unwrap();
@@ -349,8 +525,14 @@ async fn watchdog_steals_locks_of_dead_engines_and_finishes() {
     let s = c.stack(&stack.id).await;
     assert_eq!(s.state(), "CREATE_COMPLETE", "{}", s.status_reason);
     let events = c.events(&stack.id).await;
-    assert!(events.iter().any(|e| e.0 == "a" && e.2 == "FAILED" && e.3 == "Worker went down during resource CREATE"));
-    assert!(c.rows(&stack.id).await.iter().all(|r| r.state() == "CREATE_COMPLETE"));
+    assert!(events.iter().any(|e| e.0 == "a"
+        && e.2 == "FAILED"
+        && e.3 == "Worker went down during resource CREATE"));
+    assert!(c
+        .rows(&stack.id)
+        .await
+        .iter()
+        .all(|r| r.state() == "CREATE_COMPLETE"));
 }
 
 #[tokio::test]
@@ -358,7 +540,112 @@ async fn watchdog_leaves_stacks_with_live_lock_holders_alone() {
     let c = Cluster::start().await;
     c.create("alive", diamond("x"), true).await;
     let msg = c.queue.pop().unwrap();
-    let row = store::resources::get(&c.db, msg.resource_id).await.unwrap().unwrap();
-    assert!(store::resources::acquire_lock(&c.db, row.id, "engine-b", row.atomic_key).await.unwrap());
+    let row = store::resources::get(&c.db, msg.resource_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store::resources::acquire_lock(&c.db, row.id, "engine-b", row.atomic_key)
+            .await
+            .unwrap()
+    );
     assert!(c.a.run_watchdog_once().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_stack_past_its_timeout_fails_with_timed_out() {
+    let c = Cluster::start().await;
+    let stack =
+        c.a.create_stack(NewStack {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: "slowpoke".into(),
+            tenant: "p".into(),
+            template: diamond("x"),
+            environment: json!({}),
+            disable_rollback: true,
+            timeout_mins: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let past = keelson_common::db::now() - chrono::Duration::minutes(2);
+    c.db.fetch_all(
+        "UPDATE stack SET updated_at = ? WHERE id = ?",
+        &[past.into(), stack.id.as_str().into()],
+    )
+    .await
+    .unwrap();
+    c.drain().await;
+    let s = c.stack(&stack.id).await;
+    assert_eq!(
+        (s.state(), s.status_reason.as_str()),
+        ("CREATE_FAILED".into(), "Timed out")
+    );
+}
+
+#[tokio::test]
+async fn failed_update_rolls_back_to_the_previous_template() {
+    let c = Cluster::start().await;
+    let stack = c.create("ur", diamond("x"), true).await;
+    c.drain().await;
+    let mut t = diamond("y");
+    t["resources"]["d"]["properties"]["fail"] = json!(true);
+    c.a.update_stack(
+        &stack.id,
+        NewDefinition {
+            template: t,
+            environment: json!({}),
+            disable_rollback: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    c.drain().await;
+    let s = c.stack(&stack.id).await;
+    assert_eq!(
+        (s.state(), s.status_reason.as_str()),
+        (
+            "ROLLBACK_COMPLETE".into(),
+            "Stack ROLLBACK completed successfully"
+        )
+    );
+    let rows = c.rows(&stack.id).await;
+    let live: Vec<&ResourceRow> = rows.iter().filter(|r| r.name == "a").collect();
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        live[0].properties_data.as_ref().unwrap()["value"],
+        json!("x")
+    );
+    let events = c.events(&stack.id).await;
+    assert!(events
+        .iter()
+        .any(|e| e.3 == "Resource UPDATE failed: ValueError: resources.d: Test Resource failed d"));
+}
+
+#[tokio::test]
+async fn watchdog_retriggers_a_stalled_traversal_with_lost_messages() {
+    let c = Cluster::start().await;
+    let stack = c.create("lost", diamond("x"), true).await;
+    c.queue.pop().unwrap(); // the message is lost with its engine
+    let fast = EngineSettings {
+        engine_id: Some("engine-c".into()),
+        stall_timeout: std::time::Duration::ZERO,
+        ..EngineSettings::default()
+    };
+    let c_engine = Engine::new(
+        c.db.clone(),
+        Arc::new(Registry::builtin()),
+        fast,
+        c.queue.clone(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        c_engine.run_watchdog_once().await.unwrap(),
+        vec![stack.id.clone()]
+    );
+    c.drain().await;
+    assert_eq!(c.stack(&stack.id).await.state(), "CREATE_COMPLETE");
 }

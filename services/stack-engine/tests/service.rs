@@ -461,3 +461,51 @@ async fn actions_and_preview() {
     // A preview stores nothing.
     assert!(h.api.lookup_stack(&caller, "pv", false).await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_keeps_merges_drops_and_clears_parameters() {
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let t = json!({
+        "heat_template_version": "2021-04-16",
+        "parameters": {
+            "v": {"type": "string", "default": "one"},
+            "im": {"type": "string", "default": "a", "immutable": true}
+        },
+        "resources": {"tr": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_param": "v"}}}},
+        "outputs": {"o": {"value": {"get_attr": ["tr", "output"]}}}
+    });
+    let id = h.api.create_stack(&caller, &json!({"stack_name": "p", "template": t, "parameters": {"v": "given"}})).await.unwrap();
+    let stack = StackRef::new("p", &id.stack_id);
+    h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
+
+    let e = h.api.update_stack(&caller, &stack, &json!({"parameters": {"im": "b"}}), true).await.unwrap_err();
+    assert_eq!(
+        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        ("ImmutableParameterModified", 400, "The following parameters are immutable and may not be updated: im")
+    );
+
+    // An undeclared parameter is dropped by PATCH (upstream answers 202).
+    h.api.update_stack(&caller, &stack, &json!({"parameters": {"zzz": 1}}), true).await.expect("patch unknown");
+    let shown = h.wait_for_status(&caller, &stack, "UPDATE_COMPLETE").await;
+    assert_eq!(shown["stack"]["parameters"]["v"], json!("given"));
+    assert!(shown["stack"]["parameters"].get("zzz").is_none());
+
+    // clear_parameters falls back to the default.
+    h.api.update_stack(&caller, &stack, &json!({"clear_parameters": ["v"]}), true).await.expect("clear");
+    let mut shown = h.wait_for_status(&caller, &stack, "UPDATE_COMPLETE").await;
+    for _ in 0..100 {
+        if shown["stack"]["parameters"]["v"] == json!("one") && shown["stack"]["stack_status"] == json!("UPDATE_COMPLETE") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        shown = h.api.show_stack(&caller, &stack, &q(&[])).await.unwrap();
+    }
+    assert_eq!(shown["stack"]["parameters"]["v"], json!("one"));
+    let out = h.api.show_output(&caller, &stack, "o").await.unwrap();
+    assert_eq!(out["output"]["output_value"], json!("one"));
+
+    // PUT with a parameter the template does not declare is refused.
+    let e = h.api.update_stack(&caller, &stack, &json!({"template": t, "parameters": {"zzz": 1}}), false).await.unwrap_err();
+    assert_eq!(e.http_status, 400, "{}", e.message);
+}

@@ -402,3 +402,54 @@ async fn export_and_abandon_when_enabled() {
     assert_eq!(e.http_status, 404);
     assert!(store::resources::list(&h.db, &stack.id).await.unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environments_and_hidden_stacks() {
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let t = json!({"heat_template_version": "2021-04-16", "parameters": {"v": {"type": "string"}}, "resources": {}});
+    let e = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "e", "template": t, "environment": {"foo": {}}}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.type_name.as_str(), e.message.as_str()),
+        ("HTTPBadRequest", "Environment not in valid format: environment has wrong section \"foo\"")
+    );
+    let e = h.api.create_stack(&caller, &json!({"stack_name": "e", "template": t})).await.unwrap_err();
+    assert_eq!(e.type_name, "UserParameterMissing", "{}", e.message);
+
+    // Environment files apply in order; the body's parameters win.
+    let files = json!({"e1.yaml": "parameters: {v: from-e1}", "e2.yaml": "parameters: {v: from-e2}"});
+    let id = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "e", "template": t, "files": files, "environment_files": ["e1.yaml", "e2.yaml"], "tags": "data-processing-cluster"}))
+        .await
+        .unwrap();
+    let sref = StackRef::new("e", &id.stack_id);
+    let env = h.api.get_environment(&caller, &sref).await.unwrap();
+    assert_eq!(env["parameters"], json!({"v": "from-e2"}));
+    assert_eq!(h.api.get_files(&caller, &sref).await.unwrap(), files);
+
+    // Stacks tagged with a hidden tag are listed only with show_hidden.
+    let listed = h.api.list_stacks(&caller, &q(&[]), false).await.unwrap();
+    assert_eq!(listed["stacks"], json!([]));
+    let hidden = h.api.list_stacks(&caller, &q(&[("show_hidden", "true")]), false).await.unwrap();
+    assert_eq!(ids(&hidden, "stacks"), vec![id.stack_id.clone()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stacks_per_tenant_are_limited_for_non_admins() {
+    let settings = keelson_stack_engine::service::ServiceSettings { max_stacks_per_tenant: 1, ..Default::default() };
+    let h = Harness::start_with(settings).await;
+    seed(&h, "demo").await;
+    let t = json!({"heat_template_version": "2021-04-16", "resources": {}});
+    let e = h.api.create_stack(&member("demo"), &json!({"stack_name": "two", "template": t})).await.unwrap_err();
+    assert_eq!(
+        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        ("RequestLimitExceeded", 400, "Request limit exceeded: You have reached the maximum stacks per tenant, 1. Please delete some stacks.")
+    );
+    // Admins are not limited.
+    h.api.create_stack(&admin("demo"), &json!({"stack_name": "two", "template": t})).await.expect("admin create");
+}

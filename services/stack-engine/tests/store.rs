@@ -236,6 +236,7 @@ async fn traversal_cas_refuses_a_stale_traversal() {
         assert_eq!(got.state(), "UPDATE_IN_PROGRESS");
         assert!(got.updated_at.is_some());
 
+        assert!(stacks::in_progress(db).await.expect("in progress").iter().any(|s| s.id == id));
         assert!(!stacks::soft_delete(db, &id, "t1").await.expect("soft delete"));
         assert!(stacks::soft_delete(db, &id, "t2").await.expect("soft delete"));
         let after = StackStateChange::new(action::DELETE, status::COMPLETE, "");
@@ -282,6 +283,8 @@ async fn resource_lock_cas() {
         assert_eq!(got.attr_data, Some(json!({"a": "b"})));
         assert_eq!(got.requires, vec![3, 4]);
         assert!(resources::lock_holders(db, &sid).await.expect("holders").is_empty());
+        assert!(resources::last_activity(db, &sid).await.expect("activity").is_some());
+        assert!(resources::last_activity(db, "no-such-stack").await.expect("activity").is_none());
 
         // An engine that died holding the lock: another steals it.
         assert!(resources::acquire_lock(db, r.id, "dead", 3).await.expect("acquire"));

@@ -37,7 +37,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let candidates = keelson_gateway::server::channel(&format!("http://{cand_addr}"))?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
     let engine_channel = keelson_gateway::server::channel(&format!("http://{engine_addr}"))?;
-    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channel, metrics)?;
+    let orchestration = keelson_gateway::server::orchestration_app(&config, vec![engine_channel], metrics)?;
     let engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
 
     let store = Store::new(db.clone(), store_settings(&config));

@@ -83,22 +83,15 @@ pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One channel over every stack engine of `[keelson] engine_endpoints`:
-/// requests are balanced over the engines that are up, so the API stays
-/// available while an engine restarts.
-pub fn engine_channel(config: &Config) -> anyhow::Result<tonic::transport::Channel> {
-    let urls: Vec<String> = config
-        .get_list("keelson", "engine_endpoints")
-        .into_iter()
-        .filter(|u| !u.is_empty())
-        .collect();
-    let mut endpoints = Vec::new();
-    for url in &urls {
-        let ep = tonic::transport::Endpoint::from_shared(url.clone()).with_context(|| format!("invalid [keelson] engine_endpoints entry {url:?}"))?;
-        endpoints.push(ep.connect_timeout(std::time::Duration::from_secs(2)).tcp_nodelay(true));
+/// One lazily connected channel per stack engine of `[keelson]
+/// engine_endpoints`; the gateway fails over between them.
+pub fn engine_channels(config: &Config) -> anyhow::Result<Vec<tonic::transport::Channel>> {
+    let mut channels = Vec::new();
+    for url in config.get_list("keelson", "engine_endpoints").into_iter().filter(|u| !u.is_empty()) {
+        channels.push(keelson_gateway::server::channel(&url)?);
     }
-    anyhow::ensure!(!endpoints.is_empty(), "[keelson] engine_endpoints is empty");
-    Ok(tonic::transport::Channel::balance_list(endpoints.into_iter()))
+    anyhow::ensure!(!channels.is_empty(), "[keelson] engine_endpoints is empty");
+    Ok(channels)
 }
 
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
@@ -106,7 +99,7 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::candidates_channel(&config)?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
-    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channel(&config)?, metrics)?;
+    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channels(&config)?, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, "orchestration_listen", false)?, "orchestration API").await?;
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);

@@ -2,7 +2,7 @@
 //! HeatTemplateFormatVersion 2012-12-12): sections and keys translated to
 //! the same parsed form as HOT.
 
-use crate::functions::py_str;
+use crate::pyfmt::py_str;
 use crate::parameters::ParamSchema;
 use crate::snippet::Snippet;
 use crate::template::{ParsedOutput, ParsedResource};

@@ -1,7 +1,8 @@
 //! Conditions: the `conditions` section and inline condition expressions
 //! (equals, not, and, or, contains, get_param, names of other conditions).
 
-use crate::functions::{self, Func};
+use crate::functions::Func;
+use crate::pyfmt;
 use crate::snippet::{ConditionValues, Node, ResolveContext, Snippet};
 use crate::TemplateError;
 use serde_json::Value;
@@ -59,7 +60,7 @@ fn evaluate_named(
 fn not_boolean(v: &Value) -> TemplateError {
     TemplateError::validation_failed(format!(
         "The condition value should be boolean, after resolved the value is: {}",
-        functions::py_str(v)
+        pyfmt::py_str(v)
     ))
 }
 
@@ -74,7 +75,7 @@ fn evaluate(
         Node::Literal(other) => Err(not_boolean(other)),
         Node::List(_) | Node::Map(_) => Err(TemplateError::validation_failed(format!(
             "Invalid condition \"{}\"",
-            functions::py_str(&expr.to_value())
+            pyfmt::py_str(&expr.to_value())
         ))),
         Node::Call(call) => match call.func {
             Func::Not => {

@@ -3,6 +3,7 @@
 
 use crate::conditions;
 use crate::snippet::{Call, ConditionValues, Node, ResolveContext, Snippet};
+use crate::pyfmt::{is_falsy, py_json_dumps, py_repr, py_repr_str, py_str};
 use crate::versions::{self, HotVersion};
 use crate::TemplateError;
 use serde_json::{Map, Value};
@@ -51,6 +52,8 @@ pub(crate) enum Func {
     FindInMap,
     /// Existed in an older version; using it is an error.
     Removed,
+    /// A function that exists but cannot be used in a condition.
+    Invalid,
 }
 
 pub(crate) struct FunctionTable {
@@ -70,9 +73,14 @@ const CFN_IN_2013: &[&str] = &[
 impl FunctionTable {
     pub fn lookup(&self, key: &str) -> Option<Func> {
         let v = self.version;
-        let offered = versions::function_names(&self.full_name, self.conditions).unwrap_or_default();
-        if !offered.iter().any(|n| n == key) {
+        if !versions::offers_function(&self.full_name, self.conditions, key) {
             return (!self.cfn && CFN_IN_2013.contains(&key)).then_some(Func::Removed);
+        }
+        // Conditions only use the condition functions; the API's table for
+        // conditions lists the others too, but upstream rejects them there.
+        const CONDITION_ONLY: &[&str] = &["get_param", "equals", "not", "and", "or", "contains", "yaql"];
+        if self.conditions && !self.cfn && !CONDITION_ONLY.contains(&key) {
+            return Some(Func::Invalid);
         }
         Some(match key {
             "get_param" => Func::GetParam,
@@ -174,10 +182,11 @@ fn is_call(s: &Snippet) -> bool {
 pub(crate) fn check_arguments(call: &Call) -> Result<(), TemplateError> {
     let name = call.name.as_str();
     let args = &call.args;
-    if is_call(args) && !matches!(call.func, Func::Removed | Func::Yaql) {
+    if is_call(args) && !matches!(call.func, Func::Removed | Func::Yaql | Func::Invalid) {
         return Ok(());
     }
     match call.func {
+        Func::Invalid => Err(invalid(format!("The function \"{name}\" is invalid in this context"))),
         Func::Removed => Err(TemplateError::new(
             "InvalidTemplateVersion",
             format!("The template version is invalid: The function {name} is not supported in this version of HOT."),
@@ -392,7 +401,7 @@ pub(crate) fn evaluate(call: &Call, ctx: &dyn ResolveContext) -> Result<Option<V
             None => Ok(None),
         };
     }
-    if matches!(call.func, Func::Removed | Func::Yaql) {
+    if matches!(call.func, Func::Removed | Func::Yaql | Func::Invalid) {
         check_arguments(call)?;
     }
     let args = call.args.resolve(ctx)?;
@@ -451,7 +460,7 @@ pub(crate) fn evaluate(call: &Call, ctx: &dyn ResolveContext) -> Result<Option<V
         Func::GetAZs => Value::Array(vec![Value::String("nova".into())]),
         Func::MemberListToMap => member_list_to_map(name, &args)?,
         Func::FindInMap => find_in_map(name, &args)?,
-        Func::If { .. } | Func::Removed | Func::Yaql => Value::Null,
+        Func::If { .. } | Func::Removed | Func::Yaql | Func::Invalid => Value::Null,
     };
     Ok(Some(value))
 }
@@ -912,18 +921,6 @@ fn filter(name: &str, args: &Value) -> Result<Value, TemplateError> {
     Ok(Value::Array(sequence.iter().filter(|i| !values.contains(i)).cloned().collect()))
 }
 
-/// Python truthiness of a JSON value.
-pub(crate) fn is_falsy(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(m) => m.is_empty(),
-    }
-}
-
 fn make_url(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Some(m) = args.as_object() else {
         return Err(invalid(format!("The arguments to \"{name}\" must be a map")));
@@ -1156,91 +1153,3 @@ fn truncate(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
-/// Python's repr() of a str: single quotes unless the text has only
-/// single quotes; backslashes, newlines and tabs escaped.
-pub(crate) fn py_repr_str(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::new();
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// Python's str() of a JSON value (True/False/None, 1.0).
-pub(crate) fn py_str(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        _ => py_repr(v),
-    }
-}
-
-/// Python's repr() of a JSON value.
-pub(crate) fn py_repr(v: &Value) -> String {
-    match v {
-        Value::Null => "None".into(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("'{s}'"),
-        Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => format!(
-            "{{{}}}",
-            m.iter().map(|(k, v)| format!("'{k}': {}", py_repr(v))).collect::<Vec<_>>().join(", ")
-        ),
-    }
-}
-
-/// Python's json.dumps(v, sort_keys=True): ", " and ": " separators,
-/// non-ASCII escaped.
-pub(crate) fn py_json_dumps(v: &Value) -> String {
-    py_json_dumps_with(v, true)
-}
-
-/// Python's json.dumps(v), keys sorted or in their given order.
-pub(crate) fn py_json_dumps_with(v: &Value, sort_keys: bool) -> String {
-    match v {
-        Value::Array(a) => format!("[{}]", a.iter().map(|x| py_json_dumps_with(x, sort_keys)).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            if sort_keys {
-                keys.sort();
-            }
-            let entries: Vec<String> = keys
-                .iter()
-                .map(|k| format!("{}: {}", ascii_json_string(k), py_json_dumps_with(&m[k.as_str()], sort_keys)))
-                .collect();
-            format!("{{{}}}", entries.join(", "))
-        }
-        Value::String(s) => ascii_json_string(s),
-        other => other.to_string(),
-    }
-}
-
-fn ascii_json_string(s: &str) -> String {
-    let encoded = Value::String(s.to_string()).to_string();
-    let mut out = String::with_capacity(encoded.len());
-    for c in encoded.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            let mut buf = [0u16; 2];
-            for unit in c.encode_utf16(&mut buf) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        }
-    }
-    out
-}

@@ -2,9 +2,16 @@
 //! Heat, independent of any engine or transport.
 //!
 //! Modules: `document` (YAML/JSON text), `environment`, `versions` (version
-//! and function tables), `snippet` (parsed values + intrinsic functions),
-//! `parameters` (schema, constraints, values), `template` (sections,
-//! resources, outputs, conditions, references).
+//! and function tables), `snippet` (parsed values), `functions` (the
+//! intrinsic functions), `conditions`, `parameters` (schema, constraints,
+//! values), `pyfmt` (Python-style value formatting for upstream texts),
+//! `template` (HOT sections, resources, outputs, references) and
+//! `cfn` (the CFN template format).
+//!
+//! Typical use: `parse_document` the texts, `Environment::from_value` +
+//! `merge`, `Template::parse`, `validate_parameters`, then `resources` /
+//! `outputs` (conditions applied) and `check_references`; the engine
+//! resolves each `Snippet` with its own `ResolveContext`.
 
 mod cfn;
 mod conditions;
@@ -13,6 +20,7 @@ mod environment;
 mod error;
 mod functions;
 mod parameters;
+mod pyfmt;
 mod snippet;
 mod template;
 mod versions;
@@ -20,7 +28,7 @@ mod versions;
 pub use document::parse_document;
 pub use environment::{Environment, RegistryTarget};
 pub use error::TemplateError;
-pub use parameters::{ParamSchema, ParamType, ParamValues, PseudoParams};
+pub use parameters::{Constraint, ConstraintKind, ParamSchema, ParamType, ParamValues, PseudoParams};
 pub use snippet::{ResolveContext, Snippet};
 pub use template::{OutputDefn, ResourceDefn, Template};
 pub use versions::{template_functions, template_versions, HotVersion};

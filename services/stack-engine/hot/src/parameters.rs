@@ -2,7 +2,7 @@
 //! stack (request > environment > parameter_defaults > default) and how
 //! Heat displays them.
 
-use crate::functions::{is_falsy, py_json_dumps, py_json_dumps_with, py_str};
+use crate::pyfmt::{is_falsy, py_json_dumps, py_json_dumps_with, py_str};
 use crate::versions::HotVersion;
 use crate::TemplateError;
 use regex::Regex;

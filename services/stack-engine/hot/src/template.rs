@@ -7,7 +7,8 @@ use crate::environment::Environment;
 use crate::parameters::{ParamSchema, ParamValues, PseudoParams, PSEUDO_NAMES};
 use crate::snippet::{join_path, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{valid_version_list, HotVersion};
-use crate::functions::{py_str, Func};
+use crate::functions::Func;
+use crate::pyfmt::py_str;
 use crate::TemplateError;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -174,7 +175,10 @@ impl Template {
         let mut conditions = Vec::new();
         if let Some(section) = top.get("conditions").filter(|c| !c.is_null()) {
             let Some(m) = section.as_object() else {
-                return Err(failed("The definition of condition is invalid: conditions must be a map"));
+                return Err(failed(format!(
+                    "Conditions validation error: Condition definitions must be a map. Found a {} instead",
+                    py_type_name(section)
+                )));
             };
             for (name, expr) in m {
                 let path = join_path("conditions", name);
@@ -511,19 +515,19 @@ fn validate_parameter_groups(groups: &Value, params: &[ParamSchema]) -> Result<(
         };
         let Some(names) = names.as_array() else {
             return Err(failed(format!(
-                "Parameter Groups error: parameter_groups.{label}.parameters: The parameters of parameter group should be a list."
+                "Parameter Groups error: parameter_groups.{label}: The parameters of parameter group should be a list."
             )));
         };
         for n in names {
             let name = py_str(n);
             if !seen.insert(name.clone()) {
                 return Err(failed(format!(
-                    "Parameter Groups error: parameter_groups.{label}.parameters: The {name} parameter must be assigned to one parameter group only."
+                    "Parameter Groups error: parameter_groups.{label}: The {name} parameter must be assigned to one parameter group only."
                 )));
             }
             if !params.iter().any(|p| p.name == name) {
                 return Err(failed(format!(
-                    "Parameter Groups error: parameter_groups.{label}.parameters: The grouped parameter {name} does not reference a valid parameter."
+                    "Parameter Groups error: parameter_groups.{label}: The grouped parameter {name} does not reference a valid parameter."
                 )));
             }
         }
@@ -609,15 +613,29 @@ fn parse_resource(name: &str, body: &Value, version: HotVersion) -> Result<Parse
     })
 }
 
+fn py_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
 fn parse_output(name: &str, body: &Value, version: HotVersion) -> Result<ParsedOutput, TemplateError> {
     let Some(m) = body.as_object() else {
         return Err(failed(format!(
-            "\"outputs\" must contain a map of output maps. Found a [{}] instead",
-            py_type(body)
+            "Output validation error: outputs.{name}: Output definitions must be a map. Found a {} instead",
+            py_type_name(body)
         )));
     };
-    if m.is_empty() {
-        return Err(failed("Each output must contain a value key."));
+    if !m.contains_key("value") {
+        return Err(failed(format!(
+            "Output validation error: outputs.{name}: Each output definition must contain a value key."
+        )));
     }
     for key in m.keys() {
         let allowed = matches!(key.as_str(), "value" | "description")

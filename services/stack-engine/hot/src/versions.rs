@@ -140,6 +140,17 @@ pub(crate) fn function_names(full_version: &str, conditions: bool) -> Option<Vec
     Some(names.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
 }
 
+/// Whether `full_version` offers the function `name` (parsing asks this
+/// for every single-key map, so it must not allocate).
+pub(crate) fn offers_function(full_version: &str, conditions: bool, name: &str) -> bool {
+    let table = if conditions { "condition_functions" } else { "functions" };
+    version_data()
+        .get(table)
+        .and_then(|t| t.get(full_version))
+        .and_then(Value::as_array)
+        .is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
+}
+
 /// Body of GET /template_versions/{version}/functions.
 pub fn template_functions(version: &str, with_condition_func: bool) -> Result<Value, TemplateError> {
     let Some(mut names) = function_names(version, with_condition_func) else {

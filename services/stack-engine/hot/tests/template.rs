@@ -249,3 +249,14 @@ Outputs:
     let e = Template::parse(&json!({"HeatTemplateFormatVersion": "2012-12-12", "Conditions": {}})).unwrap_err();
     assert_eq!(e.type_name, "InvalidTemplateSection");
 }
+
+#[test]
+fn non_condition_functions_rejected_in_conditions() {
+    let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"r": {"type": "X"}},
+        "conditions": {"c": {"equals": [{"get_resource": "r"}, "x"]}}})).unwrap_err();
+    assert_eq!(e.message, "conditions.c.equals[0].get_resource: The function \"get_resource\" is invalid in this context");
+    // Before 2017-09-01 "contains" is no function: a map is no condition.
+    let t = Template::parse(&json!({"heat_template_version": "2016-10-14", "conditions": {"c": {"contains": ["a", ["a"]]}}})).unwrap();
+    let e = t.condition_values(&params(&t, json!({})).unwrap()).unwrap_err();
+    assert!(e.message.starts_with("Invalid condition"), "{}", e.message);
+}

@@ -13,14 +13,16 @@ use super::graph::{node_label, Node};
 use super::traversal::graph_key;
 use super::Engine;
 use crate::definition::{LiveContext, ResourceFacts, StackDefinition};
-use crate::resources::{self, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use crate::resources::{
+    self, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision,
+};
 use crate::store::{self, action, status, MergeOutcome, ResourceChange, ResourceRow, StackRow};
 use crate::EngineError;
 
 /// How a node's work ended.
 enum Outcome {
     /// Done: report to successors with this data.
-    Done(ResourceRow, Value),
+    Done(Box<ResourceRow>, Value),
     /// A replacement row took over; it is checked in the same traversal.
     Replaced(i64),
     /// Another live engine holds the lock: it will retrigger.
@@ -51,7 +53,9 @@ impl Act {
 
 fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
     match failure {
-        ResourceFailure::Error { type_name, message } => format!("{type_name}: resources.{name}: {message}"),
+        ResourceFailure::Error { type_name, message } => {
+            format!("{type_name}: resources.{name}: {message}")
+        }
         ResourceFailure::Cancelled => format!("{} aborted (user triggered cancel)", act.name()),
     }
 }
@@ -62,19 +66,36 @@ impl Engine {
     pub async fn check_resource(self: &Arc<Self>, msg: CheckResourceMsg) {
         if let Err(e) = self.check_resource_inner(&msg).await {
             tracing::warn!(error = %e, stack_id = msg.stack_id, resource_id = msg.resource_id, "check_resource failed");
+            // A lock left behind by this engine would look alive forever;
+            // freeing it lets the watchdog re-trigger the stack.
+            let _ = store::resources::release_lock(
+                &self.db,
+                msg.resource_id,
+                &self.engine_id,
+                ResourceChange::default(),
+            )
+            .await;
         }
     }
 
-    async fn check_resource_inner(self: &Arc<Self>, msg: &CheckResourceMsg) -> Result<(), EngineError> {
-        let Some(stack) = store::stacks::get(&self.db, &msg.stack_id).await? else { return Ok(()) };
+    async fn check_resource_inner(
+        self: &Arc<Self>,
+        msg: &CheckResourceMsg,
+    ) -> Result<(), EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, &msg.stack_id).await? else {
+            return Ok(());
+        };
         if stack.current_traversal != msg.traversal_id || stack.deleted_at.is_some() {
             return Ok(());
         }
         if self.timed_out(&stack) {
-            self.mark_failed(&stack.id, &msg.traversal_id, "Timed out").await?;
+            self.mark_failed(&stack.id, &msg.traversal_id, "Timed out")
+                .await?;
             return Ok(());
         }
-        let Some(row) = store::resources::get(&self.db, msg.resource_id).await? else { return Ok(()) };
+        let Some(row) = store::resources::get(&self.db, msg.resource_id).await? else {
+            return Ok(());
+        };
         let outcome = if msg.is_update {
             self.check_update(&stack, row.clone(), msg).await?
         } else {
@@ -83,13 +104,19 @@ impl Engine {
         match outcome {
             Outcome::Done(row, data) => self.propagate(&stack, &row, msg.is_update, data).await,
             Outcome::Replaced(new_id) => {
-                let next = CheckResourceMsg { resource_id: new_id, ..msg.clone() };
+                let next = CheckResourceMsg {
+                    resource_id: new_id,
+                    ..msg.clone()
+                };
                 self.dispatcher.dispatch(self, next).await;
                 Ok(())
             }
             Outcome::Locked => Ok(()),
             Outcome::Failed(reason) => {
-                if !self.mark_failed(&stack.id, &msg.traversal_id, &reason).await? {
+                if !self
+                    .mark_failed(&stack.id, &msg.traversal_id, &reason)
+                    .await?
+                {
                     self.retrigger(&stack.id, row.id, msg.is_update).await?;
                 }
                 Ok(())
@@ -99,7 +126,11 @@ impl Engine {
     }
 
     fn timed_out(&self, stack: &StackRow) -> bool {
-        let (Some(mins), Some(started)) = (stack.timeout_mins, stack.updated_at.or(stack.created_at)) else { return false };
+        let (Some(mins), Some(started)) =
+            (stack.timeout_mins, stack.updated_at.or(stack.created_at))
+        else {
+            return false;
+        };
         let elapsed = keelson_common::db::now() - started;
         mins > 0 && elapsed.num_seconds() > mins * 60
     }
@@ -113,17 +144,34 @@ impl Engine {
                 if holder == self.engine_id || self.dispatcher.is_alive(self, &holder).await {
                     return Ok(None);
                 }
-                let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
+                let act = if row.action == action::INIT {
+                    action::CREATE
+                } else {
+                    row.action.as_str()
+                };
                 let reason = format!("Worker went down during resource {act}");
                 let act = act.to_string();
-                if store::resources::steal_lock(&self.db, row.id, &holder, ResourceChange::state(&act, status::FAILED, reason.clone()))
-                    .await?
+                if store::resources::steal_lock(
+                    &self.db,
+                    row.id,
+                    &holder,
+                    ResourceChange::state(&act, status::FAILED, reason.clone()),
+                )
+                .await?
                 {
                     if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                        self.resource_event(&stolen, &act, status::FAILED, &reason, None).await;
+                        self.resource_event(&stolen, &act, status::FAILED, &reason, None)
+                            .await;
                     }
                 }
-            } else if store::resources::acquire_lock(&self.db, row.id, &self.engine_id, row.atomic_key).await? {
+            } else if store::resources::acquire_lock(
+                &self.db,
+                row.id,
+                &self.engine_id,
+                row.atomic_key,
+            )
+            .await?
+            {
                 row.engine_id = Some(self.engine_id.clone());
                 row.atomic_key += 1;
                 return Ok(Some(row));
@@ -137,9 +185,24 @@ impl Engine {
     }
 
     /// Writes `change` on a row we hold, keeping the lock.
-    async fn write_locked(&self, row: &mut ResourceRow, change: ResourceChange) -> Result<(), EngineError> {
-        if !store::resources::update_cas(&self.db, row.id, Some(&self.engine_id), row.atomic_key, change).await? {
-            return Err(EngineError::internal(format!("lost the lock of resource {}", row.id)));
+    async fn write_locked(
+        &self,
+        row: &mut ResourceRow,
+        change: ResourceChange,
+    ) -> Result<(), EngineError> {
+        if !store::resources::update_cas(
+            &self.db,
+            row.id,
+            Some(&self.engine_id),
+            row.atomic_key,
+            change,
+        )
+        .await?
+        {
+            return Err(EngineError::internal(format!(
+                "lost the lock of resource {}",
+                row.id
+            )));
         }
         if let Some(r) = store::resources::get(&self.db, row.id).await? {
             *row = r;
@@ -161,13 +224,28 @@ impl Engine {
     }
 
     /// What the resource offers downstream: reference id and attributes.
-    async fn facts_of(&self, plugin: &dyn ResourceType, row: &ResourceRow, state: &ResourceState) -> ResourceFacts {
+    async fn facts_of(
+        &self,
+        plugin: &dyn ResourceType,
+        row: &ResourceRow,
+        state: &ResourceState,
+    ) -> ResourceFacts {
         let mut attributes = Map::new();
-        for a in plugin.schema().attributes.iter().filter(|a| a.name != "show") {
-            let v = resources::resolve_attribute(plugin, &row.name, state, a.name).await.unwrap_or(Value::Null);
+        for a in plugin
+            .schema()
+            .attributes
+            .iter()
+            .filter(|a| a.name != "show")
+        {
+            let v = resources::resolve_attribute(plugin, &row.name, state, a.name)
+                .await
+                .unwrap_or(Value::Null);
             attributes.insert(a.name.to_string(), v);
         }
-        ResourceFacts { reference_id: plugin.reference_id(state), attributes }
+        ResourceFacts {
+            reference_id: plugin.reference_id(state),
+            attributes,
+        }
     }
 
     /// Facts of the resources `name` requires: from the predecessors'
@@ -182,14 +260,25 @@ impl Engine {
         let mut facts = BTreeMap::new();
         for v in input.values() {
             if let Some(n) = v.get("name").and_then(Value::as_str) {
-                let attributes = v.get("attrs").and_then(Value::as_object).cloned().unwrap_or_default();
+                let attributes = v
+                    .get("attrs")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 facts.insert(
                     n.to_string(),
-                    ResourceFacts { reference_id: v.get("reference_id").cloned().unwrap_or(Value::Null), attributes },
+                    ResourceFacts {
+                        reference_id: v.get("reference_id").cloned().unwrap_or(Value::Null),
+                        attributes,
+                    },
                 );
             }
         }
-        let missing: Vec<String> = def.requires(name).into_iter().filter(|r| !facts.contains_key(r)).collect();
+        let missing: Vec<String> = def
+            .requires(name)
+            .into_iter()
+            .filter(|r| !facts.contains_key(r))
+            .collect();
         if missing.is_empty() {
             return Ok(facts);
         }
@@ -198,9 +287,17 @@ impl Engine {
             let best = rows
                 .iter()
                 .filter(|r| r.name == req && r.action != action::INIT && r.action != action::DELETE)
-                .max_by_key(|r| (r.current_template_id == Some(stack.raw_template_id), r.replaced_by.is_none(), r.id));
+                .max_by_key(|r| {
+                    (
+                        r.current_template_id == Some(stack.raw_template_id),
+                        r.replaced_by.is_none(),
+                        r.id,
+                    )
+                });
             let Some(row) = best else { continue };
-            let Some(plugin) = self.registry.get(&row.resource_type) else { continue };
+            let Some(plugin) = self.registry.get(&row.resource_type) else {
+                continue;
+            };
             let state = self.state_of(row).await?;
             let mut f = self.facts_of(plugin.as_ref(), row, &state).await;
             if let Some(Value::Object(cached)) = &row.attr_data {
@@ -213,32 +310,68 @@ impl Engine {
         Ok(facts)
     }
 
-    async fn check_update(self: &Arc<Self>, stack: &StackRow, row: ResourceRow, msg: &CheckResourceMsg) -> Result<Outcome, EngineError> {
-        let Some(mut row) = self.lock(row).await? else { return Ok(Outcome::Locked) };
-        let def = self.definitions.get(&self.db, stack, stack.raw_template_id, &self.settings.region_name).await?;
+    async fn check_update(
+        self: &Arc<Self>,
+        stack: &StackRow,
+        row: ResourceRow,
+        msg: &CheckResourceMsg,
+    ) -> Result<Outcome, EngineError> {
+        let Some(mut row) = self.lock(row).await? else {
+            return Ok(Outcome::Locked);
+        };
+        let def = self
+            .definitions
+            .get(
+                &self.db,
+                stack,
+                stack.raw_template_id,
+                &self.settings.region_name,
+            )
+            .await?;
         let Some(defn) = def.resource(&row.name) else {
             self.unlock(&row, ResourceChange::default()).await?;
-            return Ok(Outcome::Done(row, Value::Null));
+            return Ok(Outcome::Done(Box::new(row), Value::Null));
         };
         let graph = self.graph_of(stack);
         let key = graph_key(&graph, &row, true);
-        let requires: Vec<i64> = graph.predecessors(key).into_iter().filter(|n| n.1).map(|n| n.0).collect();
+        let requires: Vec<i64> = graph
+            .predecessors(key)
+            .into_iter()
+            .filter(|n| n.1)
+            .map(|n| n.0)
+            .collect();
         let type_name = match def.effective_type(defn) {
             Ok(t) => t,
-            Err(e) => return self.fail_before_action(&mut row, Act::Create, &format!("{}: {}", e.type_name, e.message)).await,
+            Err(e) => {
+                return self
+                    .fail_before_action(
+                        &mut row,
+                        Act::Create,
+                        &format!("{}: {}", e.type_name, e.message),
+                    )
+                    .await
+            }
         };
         let Some(plugin) = self.registry.get(&type_name) else {
             let reason = format!("The Resource Type ({type_name}) could not be found.");
-            return self.fail_before_action(&mut row, Act::Create, &reason).await;
+            return self
+                .fail_before_action(&mut row, Act::Create, &reason)
+                .await;
         };
-        let facts = self.gather_facts(stack, &def, &row.name, &msg.input).await?;
+        let facts = self
+            .gather_facts(stack, &def, &row.name, &msg.input)
+            .await?;
         let ctx = LiveContext::new(&def, facts);
         let props = defn
             .properties
             .resolve(&ctx)
             .map_err(EngineError::from)
             .and_then(|given| plugin.validate_properties(&row.name, &given));
-        let act = if row.action == action::INIT { Act::Create } else { Act::Update };
+        let act = if row.action == action::INIT {
+            Act::Create
+        } else {
+            Act::Update
+        };
         let props = match props {
             Ok(p) => p,
             Err(e) => {
@@ -247,7 +380,9 @@ impl Engine {
             }
         };
         if row.action == action::INIT {
-            return self.run_action(stack, row, plugin, Act::Create, props, requires, None).await;
+            return self
+                .run_action(stack, row, plugin, Act::Create, props, requires, None)
+                .await;
         }
         // A failed, half-created, deleted or retyped resource is replaced
         // without UPDATE events (upstream needs_replace_failed).
@@ -259,7 +394,11 @@ impl Engine {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
         };
-        let decision = if broken { UpdateDecision::Replace } else { plugin.update_decision(&old_props, &props) };
+        let decision = if broken {
+            UpdateDecision::Replace
+        } else {
+            plugin.update_decision(&old_props, &props)
+        };
         match decision {
             UpdateDecision::Unchanged => {
                 let change = ResourceChange {
@@ -271,20 +410,58 @@ impl Engine {
                 let row = self.unlock(&row, change).await?;
                 let state = self.state_of(&row).await?;
                 let facts = self.facts_of(plugin.as_ref(), &row, &state).await;
-                Ok(Outcome::Done(row.clone(), node_data(&row, &facts)))
+                Ok(Outcome::Done(
+                    Box::new(row.clone()),
+                    node_data(&row, &facts),
+                ))
             }
-            UpdateDecision::InPlace => self.run_action(stack, row, plugin, Act::Update, props, requires, Some(old_props)).await,
+            UpdateDecision::InPlace => {
+                self.run_action(
+                    stack,
+                    row,
+                    plugin,
+                    Act::Update,
+                    props,
+                    requires,
+                    Some(old_props),
+                )
+                .await
+            }
             UpdateDecision::Replace => {
                 if !broken {
-                    self.write_locked(&mut row, ResourceChange::state(action::UPDATE, status::IN_PROGRESS, "state changed")).await?;
-                    self.resource_event(&row, action::UPDATE, status::IN_PROGRESS, "state changed", None).await;
+                    self.write_locked(
+                        &mut row,
+                        ResourceChange::state(action::UPDATE, status::IN_PROGRESS, "state changed"),
+                    )
+                    .await?;
+                    self.resource_event(
+                        &row,
+                        action::UPDATE,
+                        status::IN_PROGRESS,
+                        "state changed",
+                        None,
+                    )
+                    .await;
                     let reason = format!("The Resource {} requires replacement.", row.name);
-                    row = self.unlock(&row, ResourceChange::state(action::UPDATE, status::COMPLETE, reason.clone())).await?;
-                    self.resource_event(&row, action::UPDATE, status::COMPLETE, &reason, None).await;
+                    row = self
+                        .unlock(
+                            &row,
+                            ResourceChange::state(action::UPDATE, status::COMPLETE, reason.clone()),
+                        )
+                        .await?;
+                    self.resource_event(&row, action::UPDATE, status::COMPLETE, &reason, None)
+                        .await;
                 } else {
                     row = self.unlock(&row, ResourceChange::default()).await?;
                 }
-                match store::resources::make_replacement(&self.db, &row, stack.raw_template_id, &requires).await? {
+                match store::resources::make_replacement(
+                    &self.db,
+                    &row,
+                    stack.raw_template_id,
+                    &requires,
+                )
+                .await?
+                {
                     Some(new) => Ok(Outcome::Replaced(new.id)),
                     None => Ok(Outcome::Locked),
                 }
@@ -293,15 +470,35 @@ impl Engine {
     }
 
     /// Releases our lock with `change`; answers the row after it.
-    async fn unlock(&self, row: &ResourceRow, change: ResourceChange) -> Result<ResourceRow, EngineError> {
+    async fn unlock(
+        &self,
+        row: &ResourceRow,
+        change: ResourceChange,
+    ) -> Result<ResourceRow, EngineError> {
         store::resources::release_lock(&self.db, row.id, &self.engine_id, change).await?;
-        Ok(store::resources::get(&self.db, row.id).await?.unwrap_or_else(|| row.clone()))
+        Ok(store::resources::get(&self.db, row.id)
+            .await?
+            .unwrap_or_else(|| row.clone()))
     }
 
-    async fn fail_before_action(&self, row: &mut ResourceRow, act: Act, reason: &str) -> Result<Outcome, EngineError> {
-        let failed = self.unlock(row, ResourceChange::state(act.name(), status::FAILED, reason)).await?;
-        self.resource_event(&failed, act.name(), status::FAILED, reason, None).await;
-        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name())))
+    async fn fail_before_action(
+        &self,
+        row: &mut ResourceRow,
+        act: Act,
+        reason: &str,
+    ) -> Result<Outcome, EngineError> {
+        let failed = self
+            .unlock(
+                row,
+                ResourceChange::state(act.name(), status::FAILED, reason),
+            )
+            .await?;
+        self.resource_event(&failed, act.name(), status::FAILED, reason, None)
+            .await;
+        Ok(Outcome::Failed(format!(
+            "Resource {} failed: {reason}",
+            act.name()
+        )))
     }
 
     /// Runs create/update/delete of a locked row through its plugin.
@@ -317,8 +514,19 @@ impl Engine {
         old_props: Option<Properties>,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        self.write_locked(&mut row, ResourceChange::state(act.name(), status::IN_PROGRESS, "state changed")).await?;
-        self.resource_event(&row, act.name(), status::IN_PROGRESS, "state changed", Some(props_json.clone())).await;
+        self.write_locked(
+            &mut row,
+            ResourceChange::state(act.name(), status::IN_PROGRESS, "state changed"),
+        )
+        .await?;
+        self.resource_event(
+            &row,
+            act.name(),
+            status::IN_PROGRESS,
+            "state changed",
+            Some(props_json.clone()),
+        )
+        .await;
         let state = self.state_of(&row).await?;
         let mut ctx = ActionContext {
             stack_id: stack.id.clone(),
@@ -356,17 +564,34 @@ impl Engine {
                     ..ResourceChange::state(act.name(), status::COMPLETE, "state changed")
                 };
                 let row = self.unlock(&row, change).await?;
-                self.resource_event(&row, act.name(), status::COMPLETE, "state changed", Some(props_json)).await;
-                Ok(Outcome::Done(row.clone(), node_data(&row, &facts)))
+                self.resource_event(
+                    &row,
+                    act.name(),
+                    status::COMPLETE,
+                    "state changed",
+                    Some(props_json),
+                )
+                .await;
+                Ok(Outcome::Done(
+                    Box::new(row.clone()),
+                    node_data(&row, &facts),
+                ))
             }
             Err(failure) => {
                 let reason = failure_reason(&row.name, &failure, act);
-                let change = ResourceChange { physical_resource_id: physical, ..ResourceChange::state(act.name(), status::FAILED, reason.clone()) };
+                let change = ResourceChange {
+                    physical_resource_id: physical,
+                    ..ResourceChange::state(act.name(), status::FAILED, reason.clone())
+                };
                 let row = self.unlock(&row, change).await?;
-                self.resource_event(&row, act.name(), status::FAILED, &reason, None).await;
+                self.resource_event(&row, act.name(), status::FAILED, &reason, None)
+                    .await;
                 match failure {
                     ResourceFailure::Cancelled => Ok(Outcome::Retrigger),
-                    ResourceFailure::Error { .. } => Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name()))),
+                    ResourceFailure::Error { .. } => Ok(Outcome::Failed(format!(
+                        "Resource {} failed: {reason}",
+                        act.name()
+                    ))),
                 }
             }
         }
@@ -374,25 +599,48 @@ impl Engine {
 
     /// Cleanup node: a row not of the current template is deleted (INIT
     /// rows just removed); current rows pass.
-    async fn check_cleanup(self: &Arc<Self>, stack: &StackRow, row: ResourceRow) -> Result<Outcome, EngineError> {
+    async fn check_cleanup(
+        self: &Arc<Self>,
+        stack: &StackRow,
+        row: ResourceRow,
+    ) -> Result<Outcome, EngineError> {
         if row.current_template_id == Some(stack.raw_template_id) && row.replaced_by.is_none() {
-            return Ok(Outcome::Done(row, Value::Null));
+            return Ok(Outcome::Done(Box::new(row), Value::Null));
         }
-        let Some(row) = self.lock(row).await? else { return Ok(Outcome::Locked) };
+        let Some(row) = self.lock(row).await? else {
+            return Ok(Outcome::Locked);
+        };
         if row.action == action::INIT {
-            store::resources::release_lock(&self.db, row.id, &self.engine_id, ResourceChange::default()).await?;
+            store::resources::release_lock(
+                &self.db,
+                row.id,
+                &self.engine_id,
+                ResourceChange::default(),
+            )
+            .await?;
             store::resources::delete(&self.db, row.id).await?;
-            return Ok(Outcome::Done(row, Value::Null));
+            return Ok(Outcome::Done(Box::new(row), Value::Null));
         }
         let Some(plugin) = self.registry.get(&row.resource_type) else {
             store::resources::delete(&self.db, row.id).await?;
-            return Ok(Outcome::Done(row, Value::Null));
+            return Ok(Outcome::Done(Box::new(row), Value::Null));
         };
         let props = match &row.properties_data {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
         };
-        match self.run_action(stack, row.clone(), plugin, Act::Delete, props, row.requires.clone(), None).await? {
+        match self
+            .run_action(
+                stack,
+                row.clone(),
+                plugin,
+                Act::Delete,
+                props,
+                row.requires.clone(),
+                None,
+            )
+            .await?
+        {
             Outcome::Done(done, _) => {
                 store::resources::delete(&self.db, done.id).await?;
                 Ok(Outcome::Done(done, Value::Null))
@@ -403,14 +651,29 @@ impl Engine {
 
     /// Reports a finished node to its successors (and the stack's sync
     /// point for roots); the one merge that completes a successor fires it.
-    async fn propagate(self: &Arc<Self>, stack: &StackRow, row: &ResourceRow, is_update: bool, data: Value) -> Result<(), EngineError> {
+    async fn propagate(
+        self: &Arc<Self>,
+        stack: &StackRow,
+        row: &ResourceRow,
+        is_update: bool,
+        data: Value,
+    ) -> Result<(), EngineError> {
         let graph = self.graph_of(stack);
         let key: Node = graph_key(&graph, row, is_update);
         let label = node_label(key);
         let traversal = &stack.current_traversal;
         let successors = graph.successors(key);
         if successors.is_empty() {
-            return match store::sync_points::merge(&self.db, &stack.id, traversal, true, &label, &Value::Null).await? {
+            return match store::sync_points::merge(
+                &self.db,
+                &stack.id,
+                traversal,
+                true,
+                &label,
+                &Value::Null,
+            )
+            .await?
+            {
                 MergeOutcome::Ready(_) => self.mark_complete(&stack.id, traversal).await,
                 MergeOutcome::Waiting => Ok(()),
                 MergeOutcome::Gone => self.retrigger(&stack.id, row.id, is_update).await,
@@ -420,8 +683,21 @@ impl Engine {
         let mut ordered = successors;
         ordered.sort_by_key(|n| (n.1, n.0));
         for next in ordered {
-            let input = if next.1 { data.clone() } else { json!({ "replacement": row.id }) };
-            match store::sync_points::merge(&self.db, &next.0.to_string(), traversal, next.1, &label, &input).await? {
+            let input = if next.1 {
+                data.clone()
+            } else {
+                json!({ "replacement": row.id })
+            };
+            match store::sync_points::merge(
+                &self.db,
+                &next.0.to_string(),
+                traversal,
+                next.1,
+                &label,
+                &input,
+            )
+            .await?
+            {
                 MergeOutcome::Ready(inputs) => {
                     let msg = CheckResourceMsg {
                         stack_id: stack.id.clone(),
@@ -442,8 +718,15 @@ impl Engine {
     /// The traversal moved on while this node worked: check the resource
     /// again in the latest traversal if that traversal already waits for
     /// it (its own attempt found the lock held and dropped out).
-    pub(super) async fn retrigger(self: &Arc<Self>, stack_id: &str, resource_id: i64, is_update: bool) -> Result<(), EngineError> {
-        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else { return Ok(()) };
+    pub(super) async fn retrigger(
+        self: &Arc<Self>,
+        stack_id: &str,
+        resource_id: i64,
+        is_update: bool,
+    ) -> Result<(), EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
+            return Ok(());
+        };
         if stack.current_traversal.is_empty() || stack.deleted_at.is_some() {
             return Ok(());
         }
@@ -459,7 +742,14 @@ impl Engine {
                 _ => return Ok(()),
             }
         }
-        let ready = match store::sync_points::get(&self.db, &key.0.to_string(), &stack.current_traversal, key.1).await? {
+        let ready = match store::sync_points::get(
+            &self.db,
+            &key.0.to_string(),
+            &stack.current_traversal,
+            key.1,
+        )
+        .await?
+        {
             Some(sp) => sp.satisfied >= sp.required,
             None => false,
         };

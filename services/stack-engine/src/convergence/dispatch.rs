@@ -71,7 +71,10 @@ impl QueueDispatcher {
     }
 
     pub fn pending(&self) -> Vec<CheckResourceMsg> {
-        self.queue.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default()
+        self.queue
+            .lock()
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     pub fn len(&self) -> usize {
@@ -107,8 +110,11 @@ impl Dispatcher for QueueDispatcher {
     fn cancel_all<'a>(&'a self, from: &'a Arc<Engine>, stack_id: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             from.cancel_check_resource(stack_id);
-            let engines: Vec<Arc<Engine>> =
-                self.engines.lock().map(|e| e.iter().filter_map(Weak::upgrade).collect()).unwrap_or_default();
+            let engines: Vec<Arc<Engine>> = self
+                .engines
+                .lock()
+                .map(|e| e.iter().filter_map(Weak::upgrade).collect())
+                .unwrap_or_default();
             for e in engines {
                 e.cancel_check_resource(stack_id);
             }
@@ -120,7 +126,11 @@ impl Dispatcher for QueueDispatcher {
             if engine_id == from.engine_id() {
                 return true;
             }
-            !self.dead.lock().map(|d| d.contains(engine_id)).unwrap_or(false)
+            !self
+                .dead
+                .lock()
+                .map(|d| d.contains(engine_id))
+                .unwrap_or(false)
         })
     }
 }

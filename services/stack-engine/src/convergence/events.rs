@@ -11,7 +11,13 @@ use crate::store::{self, NewEvent, ResourceRow, StackRow};
 const PURGE_BATCH: i64 = 200;
 
 impl Engine {
-    pub(super) async fn stack_event(&self, stack: &StackRow, action: &str, status: &str, reason: &str) {
+    pub(super) async fn stack_event(
+        &self,
+        stack: &StackRow,
+        action: &str,
+        status: &str,
+        reason: &str,
+    ) {
         self.write_event(NewEvent {
             stack_id: stack.id.clone(),
             resource_name: stack.name.clone(),
@@ -55,7 +61,9 @@ impl Engine {
         }
         let keep = self.settings.max_events_per_stack;
         if keep > 0 {
-            if let Err(e) = store::events::purge_oldest(&self.db, &stack_id, keep, PURGE_BATCH).await {
+            if let Err(e) =
+                store::events::purge_oldest(&self.db, &stack_id, keep, PURGE_BATCH).await
+            {
                 tracing::warn!(error = %e, stack_id, "event purge failed");
             }
         }

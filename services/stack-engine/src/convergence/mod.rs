@@ -55,8 +55,15 @@ pub struct Engine {
 impl Engine {
     /// Starts the production engine: cluster dispatch over the service
     /// registry, service row registered, heartbeat + watchdog running.
-    pub async fn start(db: Db, registry: Arc<Registry>, settings: EngineSettings) -> Result<Arc<Engine>, EngineError> {
-        let dispatcher: Arc<dyn Dispatcher> = Arc::new(crate::rpc::worker::ClusterDispatcher::new(db.clone(), &settings));
+    pub async fn start(
+        db: Db,
+        registry: Arc<Registry>,
+        settings: EngineSettings,
+    ) -> Result<Arc<Engine>, EngineError> {
+        let dispatcher: Arc<dyn Dispatcher> = Arc::new(crate::rpc::worker::ClusterDispatcher::new(
+            db.clone(),
+            &settings,
+        ));
         let engine = Engine::new(db, registry, settings, dispatcher).await?;
         watchdog::spawn_background(&engine);
         Ok(engine)
@@ -70,7 +77,10 @@ impl Engine {
         settings: EngineSettings,
         dispatcher: Arc<dyn Dispatcher>,
     ) -> Result<Arc<Engine>, EngineError> {
-        let engine_id = settings.engine_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let engine_id = settings
+            .engine_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         crate::store::services::register(
             &db,
             &engine_id,
@@ -111,12 +121,19 @@ impl Engine {
         engine_id.is_empty() || engine_id == self.engine_id
     }
 
+    /// Whether engine `engine_id` answers the liveness probe in time.
+    pub async fn probe_engine(self: &Arc<Self>, engine_id: &str) -> bool {
+        self.dispatcher.is_alive(self, engine_id).await
+    }
+
     /// Runs check_resource on this engine in the background, bounded by
     /// the engine's concurrency limit.
     pub fn spawn_check(self: &Arc<Self>, msg: CheckResourceMsg) {
         let engine = self.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = engine.permits.clone().acquire_owned().await else { return };
+            let Ok(_permit) = engine.permits.clone().acquire_owned().await else {
+                return;
+            };
             engine.check_resource(msg).await;
         });
     }
@@ -132,7 +149,10 @@ impl Engine {
 
     fn cancel_receiver(&self, stack_id: &str) -> watch::Receiver<bool> {
         match self.cancels.lock() {
-            Ok(mut map) => map.entry(stack_id.to_string()).or_insert_with(|| watch::channel(false).0).subscribe(),
+            Ok(mut map) => map
+                .entry(stack_id.to_string())
+                .or_insert_with(|| watch::channel(false).0)
+                .subscribe(),
             Err(_) => watch::channel(false).1,
         }
     }

@@ -48,7 +48,11 @@ pub enum StackOperation {
 }
 
 fn user_params(environment: &Value) -> Map<String, Value> {
-    environment.get("parameters").and_then(Value::as_object).cloned().unwrap_or_default()
+    environment
+        .get("parameters")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
 }
 
 impl Engine {
@@ -62,7 +66,8 @@ impl Engine {
     /// Stores the template and the stack, then starts the CREATE traversal.
     pub async fn create_stack(self: &Arc<Self>, new: NewStack) -> Result<StackRow, EngineError> {
         let mut tx = self.db.begin().await?;
-        let template_id = store::templates::insert(&mut tx, &new.template, &new.files, &new.environment).await?;
+        let template_id =
+            store::templates::insert(&mut tx, &new.template, &new.files, &new.environment).await?;
         let row = StackRow {
             id: new.id.clone(),
             name: new.name.clone(),
@@ -80,18 +85,34 @@ impl Engine {
         };
         store::stacks::insert(&mut tx, &row).await?;
         tx.commit().await?;
-        self.converge_stack(&row, template_id, action::CREATE, "", StackChanges::default()).await?;
+        self.converge_stack(
+            &row,
+            template_id,
+            action::CREATE,
+            "",
+            StackChanges::default(),
+        )
+        .await?;
         self.live_stack(&new.id).await
     }
 
     /// Starts an UPDATE traversal to the new definition; a traversal in
     /// progress is superseded (its workers retrigger into this one).
-    pub async fn update_stack(self: &Arc<Self>, stack_id: &str, new: NewDefinition) -> Result<(), EngineError> {
-        let template_id = self.store_template(&new.template, &new.files, &new.environment).await?;
+    pub async fn update_stack(
+        self: &Arc<Self>,
+        stack_id: &str,
+        new: NewDefinition,
+    ) -> Result<(), EngineError> {
+        let template_id = self
+            .store_template(&new.template, &new.files, &new.environment)
+            .await?;
         for _ in 0..3 {
             let stack = self.live_stack(stack_id).await?;
             if matches!(stack.action.as_str(), action::SUSPEND | action::DELETE) {
-                return Err(EngineError::not_supported(format!("Updating a stack when it is {}", stack.state())));
+                return Err(EngineError::not_supported(format!(
+                    "Updating a stack when it is {}",
+                    stack.state()
+                )));
             }
             let changes = StackChanges {
                 timeout_mins: Some(new.timeout_mins),
@@ -99,7 +120,16 @@ impl Engine {
                 tags: Some(new.tags.clone()),
                 params: Some(user_params(&new.environment)),
             };
-            if self.converge_stack(&stack, template_id, action::UPDATE, &stack.current_traversal, changes).await? {
+            if self
+                .converge_stack(
+                    &stack,
+                    template_id,
+                    action::UPDATE,
+                    &stack.current_traversal,
+                    changes,
+                )
+                .await?
+            {
                 return Ok(());
             }
         }
@@ -109,7 +139,9 @@ impl Engine {
     /// Stops a traversal in progress (cancelling running actions), then
     /// converges to the empty template with DELETE.
     pub async fn delete_stack(self: &Arc<Self>, stack_id: &str) -> Result<(), EngineError> {
-        let template_id = self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?;
+        let template_id = self
+            .store_template(&empty_template(), &Map::new(), &serde_json::json!({}))
+            .await?;
         for _ in 0..3 {
             let mut stack = self.live_stack(stack_id).await?;
             if stack.action == action::DELETE && stack.status == status::COMPLETE {
@@ -121,7 +153,16 @@ impl Engine {
                     None => continue,
                 }
             }
-            if self.converge_stack(&stack, template_id, action::DELETE, &stack.current_traversal, StackChanges::default()).await? {
+            if self
+                .converge_stack(
+                    &stack,
+                    template_id,
+                    action::DELETE,
+                    &stack.current_traversal,
+                    StackChanges::default(),
+                )
+                .await?
+            {
                 return Ok(());
             }
         }
@@ -134,7 +175,11 @@ impl Engine {
 
     /// Suspend/resume/check: run over the live resources in one pass (the
     /// built-in types do nothing for them); states and events as upstream.
-    pub async fn stack_action(self: &Arc<Self>, stack_id: &str, op: StackOperation) -> Result<(), EngineError> {
+    pub async fn stack_action(
+        self: &Arc<Self>,
+        stack_id: &str,
+        op: StackOperation,
+    ) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
         if stack.status == status::IN_PROGRESS {
             return Err(EngineError::action_in_progress(&stack.name, &stack.action));
@@ -153,7 +198,8 @@ impl Engine {
         if !store::stacks::set_state(&self.db, stack_id, &stack.current_traversal, change).await? {
             return Err(EngineError::action_in_progress(&stack.name, &stack.action));
         }
-        self.stack_event(&stack, act, status::IN_PROGRESS, &started).await;
+        self.stack_event(&stack, act, status::IN_PROGRESS, &started)
+            .await;
         let engine = self.clone();
         let stack_id = stack_id.to_string();
         tokio::spawn(async move {
@@ -164,7 +210,12 @@ impl Engine {
         Ok(())
     }
 
-    async fn run_stack_action(&self, stack_id: &str, traversal: &str, act: &str) -> Result<(), EngineError> {
+    async fn run_stack_action(
+        &self,
+        stack_id: &str,
+        traversal: &str,
+        act: &str,
+    ) -> Result<(), EngineError> {
         let rows = store::resources::list(&self.db, stack_id).await?;
         let mut unsupported = false;
         for row in rows.iter().filter(|r| r.action != action::INIT) {
@@ -183,31 +234,51 @@ impl Engine {
                     }
                 }
             }
-            self.resource_event(row, act, status::IN_PROGRESS, "state changed", None).await;
-            store::resources::update_cas(&self.db, row.id, None, row.atomic_key, ResourceChange::state(act, status::COMPLETE, "state changed"))
-                .await?;
-            self.resource_event(row, act, status::COMPLETE, "state changed", None).await;
+            self.resource_event(row, act, status::IN_PROGRESS, "state changed", None)
+                .await;
+            store::resources::update_cas(
+                &self.db,
+                row.id,
+                None,
+                row.atomic_key,
+                ResourceChange::state(act, status::COMPLETE, "state changed"),
+            )
+            .await?;
+            self.resource_event(row, act, status::COMPLETE, "state changed", None)
+                .await;
         }
-        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else { return Ok(()) };
+        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
+            return Ok(());
+        };
         let mut reason = format!("Stack {act} completed successfully");
         if unsupported {
             reason.push_str(". 'CHECK' not fully supported (see resources)");
         }
         let change = store::StackStateChange::new(act, status::COMPLETE, reason.clone());
         if store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
-            self.stack_event(&stack, act, status::COMPLETE, &reason).await;
+            self.stack_event(&stack, act, status::COMPLETE, &reason)
+                .await;
         }
         Ok(())
     }
 
     /// cancel_update: with rollback, converge back to the previous
     /// template; without, stop the traversal where it is.
-    pub async fn cancel_update(self: &Arc<Self>, stack_id: &str, rollback: bool) -> Result<(), EngineError> {
+    pub async fn cancel_update(
+        self: &Arc<Self>,
+        stack_id: &str,
+        rollback: bool,
+    ) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
         if !(stack.action == action::UPDATE && stack.status == status::IN_PROGRESS) {
-            return Err(EngineError::not_supported(format!("Cancelling update when stack is {}", stack.state())));
+            return Err(EngineError::not_supported(format!(
+                "Cancelling update when stack is {}",
+                stack.state()
+            )));
         }
-        let Some(traversal) = self.stop_traversal(&stack).await? else { return Ok(()) };
+        let Some(traversal) = self.stop_traversal(&stack).await? else {
+            return Ok(());
+        };
         if rollback {
             if let Some(stack) = store::stacks::get(&self.db, stack_id).await? {
                 debug_assert_eq!(stack.current_traversal, traversal);
@@ -217,7 +288,24 @@ impl Engine {
         Ok(())
     }
 
-    pub async fn signal_resource(self: &Arc<Self>, _stack_id: &str, resource_name: &str, _details: Value) -> Result<(), EngineError> {
+    /// Upstream `Stack.rollback`: converge to the previous template (the
+    /// empty one when there is none), superseding the traversal running.
+    pub async fn rollback_stack(self: &Arc<Self>, stack_id: &str) -> Result<(), EngineError> {
+        for _ in 0..3 {
+            let stack = self.live_stack(stack_id).await?;
+            if self.rollback(&stack).await? {
+                return Ok(());
+            }
+        }
+        Err(EngineError::action_in_progress(stack_id, action::ROLLBACK))
+    }
+
+    pub async fn signal_resource(
+        self: &Arc<Self>,
+        _stack_id: &str,
+        resource_name: &str,
+        _details: Value,
+    ) -> Result<(), EngineError> {
         Err(EngineError::bad_request(
             "ResourceActionNotSupported",
             format!("Signal resource during {resource_name} is not supported."),
@@ -225,13 +313,27 @@ impl Engine {
     }
 
     /// Marks a resource CHECK_FAILED (or back to CHECK_COMPLETE).
-    pub async fn mark_unhealthy(self: &Arc<Self>, stack_id: &str, resource_name: &str, mark: bool, reason: &str) -> Result<(), EngineError> {
+    pub async fn mark_unhealthy(
+        self: &Arc<Self>,
+        stack_id: &str,
+        resource_name: &str,
+        mark: bool,
+        reason: &str,
+    ) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
         let rows = store::resources::list(&self.db, stack_id).await?;
-        let Some(row) = rows.iter().filter(|r| r.name == resource_name).max_by_key(|r| (r.replaced_by.is_none(), r.id)) else {
+        let Some(row) = rows
+            .iter()
+            .filter(|r| r.name == resource_name)
+            .max_by_key(|r| (r.replaced_by.is_none(), r.id))
+        else {
             return Err(EngineError::resource_not_found(resource_name, &stack.name));
         };
-        let reason = if reason.is_empty() { "state changed by resource_mark_unhealthy api" } else { reason };
+        let reason = if reason.is_empty() {
+            "state changed by resource_mark_unhealthy api"
+        } else {
+            reason
+        };
         let target = if mark {
             Some(status::FAILED)
         } else if row.action == action::CHECK && row.status == status::FAILED {
@@ -240,18 +342,34 @@ impl Engine {
             None
         };
         let Some(target) = target else { return Ok(()) };
-        if !store::resources::update_cas(&self.db, row.id, row.engine_id.as_deref(), row.atomic_key, ResourceChange::state(action::CHECK, target, reason))
-            .await?
+        if !store::resources::update_cas(
+            &self.db,
+            row.id,
+            row.engine_id.as_deref(),
+            row.atomic_key,
+            ResourceChange::state(action::CHECK, target, reason),
+        )
+        .await?
         {
             return Err(EngineError::action_in_progress(resource_name, &row.action));
         }
-        self.resource_event(row, action::CHECK, target, reason, None).await;
+        self.resource_event(row, action::CHECK, target, reason, None)
+            .await;
         Ok(())
     }
 
     /// Every output of the stack resolved against its live resources.
-    pub async fn outputs(&self, stack: &StackRow) -> Result<Vec<(String, Option<String>, Result<Value, String>)>, EngineError> {
-        let def = StackDefinition::load(&self.db, stack, stack.raw_template_id, &self.settings.region_name).await?;
+    pub async fn outputs(
+        &self,
+        stack: &StackRow,
+    ) -> Result<Vec<(String, Option<String>, Result<Value, String>)>, EngineError> {
+        let def = StackDefinition::load(
+            &self.db,
+            stack,
+            stack.raw_template_id,
+            &self.settings.region_name,
+        )
+        .await?;
         let rows = store::resources::list(&self.db, &stack.id).await?;
         let mut facts = std::collections::BTreeMap::new();
         for defn in &def.resources {
@@ -260,19 +378,38 @@ impl Engine {
                 .filter(|r| r.name == defn.name && r.action != action::INIT)
                 .max_by_key(|r| (r.replaced_by.is_none(), r.id));
             let Some(row) = best else { continue };
-            let Some(plugin) = self.registry.get(&row.resource_type) else { continue };
+            let Some(plugin) = self.registry.get(&row.resource_type) else {
+                continue;
+            };
             let state = self.state_of_row(row).await?;
             let mut attributes = Map::new();
-            for a in plugin.schema().attributes.iter().filter(|a| a.name != "show") {
-                let v = crate::resources::resolve_attribute(plugin.as_ref(), &row.name, &state, a.name).await.unwrap_or(Value::Null);
+            for a in plugin
+                .schema()
+                .attributes
+                .iter()
+                .filter(|a| a.name != "show")
+            {
+                let v =
+                    crate::resources::resolve_attribute(plugin.as_ref(), &row.name, &state, a.name)
+                        .await
+                        .unwrap_or(Value::Null);
                 attributes.insert(a.name.to_string(), v);
             }
-            facts.insert(defn.name.clone(), ResourceFacts { reference_id: plugin.reference_id(&state), attributes });
+            facts.insert(
+                defn.name.clone(),
+                ResourceFacts {
+                    reference_id: plugin.reference_id(&state),
+                    attributes,
+                },
+            );
         }
         Ok(LiveContext::new(&def, facts).outputs(&def))
     }
 
-    async fn state_of_row(&self, row: &store::ResourceRow) -> Result<crate::resources::ResourceState, EngineError> {
+    async fn state_of_row(
+        &self,
+        row: &store::ResourceRow,
+    ) -> Result<crate::resources::ResourceState, EngineError> {
         let data = store::resources::data_get_all(&self.db, row.id).await?;
         Ok(crate::resources::ResourceState {
             physical_id: row.physical_resource_id.clone(),

@@ -78,17 +78,27 @@ impl Engine {
         if !store::stacks::set_state(&self.db, &stack.id, expected, change).await? {
             return Ok(false);
         }
-        let Some(stack) = store::stacks::get(&self.db, &stack.id).await? else { return Ok(false) };
-        self.stack_event(&stack, stack_action, status::IN_PROGRESS, &reason).await;
+        let Some(stack) = store::stacks::get(&self.db, &stack.id).await? else {
+            return Ok(false);
+        };
+        self.stack_event(&stack, stack_action, status::IN_PROGRESS, &reason)
+            .await;
         store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
 
-        let definition = self.definitions.get(&self.db, &stack, template_id, &self.settings.region_name).await?;
+        let definition = self
+            .definitions
+            .get(&self.db, &stack, template_id, &self.settings.region_name)
+            .await?;
         let graph = self.build_graph(&stack, &definition, template_id).await?;
-        if !store::stacks::set_current_deps(&self.db, &stack.id, &traversal, &graph.to_json()).await? {
+        if !store::stacks::set_current_deps(&self.db, &stack.id, &traversal, &graph.to_json())
+            .await?
+        {
             return Ok(true);
         }
-        let mut points: Vec<(String, bool, i64)> =
-            graph.nodes().map(|n| (n.0.to_string(), n.1, graph.predecessors(n).len() as i64)).collect();
+        let mut points: Vec<(String, bool, i64)> = graph
+            .nodes()
+            .map(|n| (n.0.to_string(), n.1, graph.predecessors(n).len() as i64))
+            .collect();
         points.push((stack.id.clone(), true, graph.roots().len() as i64));
         store::sync_points::create_all(&self.db, &stack.id, &traversal, &points).await?;
         self.remember_graph(&traversal, Arc::new(graph.clone()));
@@ -113,7 +123,12 @@ impl Engine {
 
     /// Picks (or creates) the row of every resource of the definition and
     /// builds the update + cleanup graph over them and every other row.
-    async fn build_graph(&self, stack: &StackRow, def: &StackDefinition, template_id: i64) -> Result<TraversalGraph, EngineError> {
+    async fn build_graph(
+        &self,
+        stack: &StackRow,
+        def: &StackDefinition,
+        template_id: i64,
+    ) -> Result<TraversalGraph, EngineError> {
         let rows: Vec<ResourceRow> = store::resources::list(&self.db, &stack.id)
             .await?
             .into_iter()
@@ -128,7 +143,9 @@ impl Engine {
             let id = match best {
                 Some(r) => r.id,
                 None => {
-                    let type_name = def.effective_type(defn).unwrap_or_else(|_| defn.type_name.clone());
+                    let type_name = def
+                        .effective_type(defn)
+                        .unwrap_or_else(|_| defn.type_name.clone());
                     store::resources::insert(
                         &self.db,
                         &NewResource {
@@ -153,17 +170,18 @@ impl Engine {
             graph.add_node((*id, true));
         }
         for defn in &def.resources {
-            let Some(&id) = chosen.get(&defn.name) else { continue };
+            let Some(&id) = chosen.get(&defn.name) else {
+                continue;
+            };
             for req in def.requires(&defn.name) {
                 if let Some(&req_id) = chosen.get(&req) {
                     graph.add_edge((req_id, true), (id, true));
                 }
             }
         }
+        // Cleanup nodes only for rows that existed before this traversal
+        // (upstream: rows created now have nothing to clean up).
         let by_id: HashMap<i64, &ResourceRow> = rows.iter().map(|r| (r.id, r)).collect();
-        for id in chosen.values() {
-            graph.add_node((*id, false));
-        }
         for r in &rows {
             graph.add_node((r.id, false));
         }
@@ -180,9 +198,6 @@ impl Engine {
             }
             graph.add_edge((r.id, true), (r.id, false));
         }
-        for id in chosen.values() {
-            graph.add_edge((*id, true), (*id, false));
-        }
         Ok(graph)
     }
 
@@ -197,30 +212,55 @@ impl Engine {
 
     /// The graph of the stack's current traversal.
     pub(super) fn graph_of(&self, stack: &StackRow) -> Arc<TraversalGraph> {
-        if let Some(g) = self.graphs.lock().ok().and_then(|m| m.get(&stack.current_traversal).cloned()) {
+        if let Some(g) = self
+            .graphs
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&stack.current_traversal).cloned())
+        {
             return g;
         }
-        let g = Arc::new(stack.current_deps.as_ref().map(TraversalGraph::from_json).unwrap_or_default());
+        let g = Arc::new(
+            stack
+                .current_deps
+                .as_ref()
+                .map(TraversalGraph::from_json)
+                .unwrap_or_default(),
+        );
         self.remember_graph(&stack.current_traversal, g.clone());
         g
     }
 
     /// Every root reported: ACTION_COMPLETE, then purge.
-    pub(super) async fn mark_complete(&self, stack_id: &str, traversal: &str) -> Result<(), EngineError> {
-        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else { return Ok(()) };
+    pub(super) async fn mark_complete(
+        &self,
+        stack_id: &str,
+        traversal: &str,
+    ) -> Result<(), EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
+            return Ok(());
+        };
         if stack.current_traversal != traversal {
             return Ok(());
         }
         let reason = format!("Stack {} completed successfully", stack.action);
         let mut change = StackStateChange::new(&stack.action, status::COMPLETE, reason.clone());
-        let stale_template = stack.prev_raw_template_id.filter(|p| *p != stack.raw_template_id);
+        let stale_template = stack
+            .prev_raw_template_id
+            .filter(|p| *p != stack.raw_template_id);
         if stack.prev_raw_template_id.is_some() {
             change.prev_raw_template_id = Some(None);
         }
-        if !store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
+        let applied = if stack.action == action::DELETE {
+            self.complete_delete(stack_id, traversal, &reason).await?
+        } else {
+            store::stacks::set_state(&self.db, stack_id, traversal, change).await?
+        };
+        if !applied {
             return Ok(());
         }
-        self.stack_event(&stack, &stack.action, status::COMPLETE, &reason).await;
+        self.stack_event(&stack, &stack.action, status::COMPLETE, &reason)
+            .await;
         store::sync_points::delete_for_traversal(&self.db, stack_id, traversal).await?;
         if let Some(old) = stale_template {
             self.definitions.forget(old);
@@ -228,16 +268,49 @@ impl Engine {
                 tracing::debug!(error = %e, "previous template kept");
             }
         }
-        if stack.action == action::DELETE {
-            store::stacks::soft_delete(&self.db, stack_id, traversal).await?;
-        }
         Ok(())
+    }
+
+    /// DELETE_COMPLETE and the soft delete in one statement, so nobody
+    /// finds a DELETE_COMPLETE stack by name.
+    async fn complete_delete(
+        &self,
+        stack_id: &str,
+        traversal: &str,
+        reason: &str,
+    ) -> Result<bool, EngineError> {
+        let now = keelson_common::db::now();
+        let mut tx = self.db.begin().await?;
+        let n = tx
+            .execute(
+                "UPDATE stack SET action = ?, status = ?, status_reason = ?, updated_at = ?, deleted_at = ? \
+                 WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
+                &[
+                    action::DELETE.into(),
+                    status::COMPLETE.into(),
+                    reason.into(),
+                    now.into(),
+                    now.into(),
+                    stack_id.into(),
+                    traversal.into(),
+                ],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(n > 0)
     }
 
     /// A resource failed (or the stack timed out): ACTION_FAILED with CAS,
     /// then rollback or purge. False when the traversal was stale.
-    pub(super) async fn mark_failed(self: &Arc<Self>, stack_id: &str, traversal: &str, reason: &str) -> Result<bool, EngineError> {
-        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else { return Ok(false) };
+    pub(super) async fn mark_failed(
+        self: &Arc<Self>,
+        stack_id: &str,
+        traversal: &str,
+        reason: &str,
+    ) -> Result<bool, EngineError> {
+        let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
+            return Ok(false);
+        };
         if stack.current_traversal != traversal || traversal.is_empty() {
             return Ok(false);
         }
@@ -245,8 +318,13 @@ impl Engine {
         if !store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
             return Ok(false);
         }
-        self.stack_event(&stack, &stack.action, status::FAILED, reason).await;
-        let rolls_back = !stack.disable_rollback && matches!(stack.action.as_str(), action::CREATE | action::UPDATE | action::ADOPT);
+        self.stack_event(&stack, &stack.action, status::FAILED, reason)
+            .await;
+        let rolls_back = !stack.disable_rollback
+            && matches!(
+                stack.action.as_str(),
+                action::CREATE | action::UPDATE | action::ADOPT
+            );
         if rolls_back {
             if let Some(stack) = store::stacks::get(&self.db, stack_id).await? {
                 self.rollback(&stack).await?;
@@ -261,9 +339,19 @@ impl Engine {
     pub(super) async fn rollback(self: &Arc<Self>, stack: &StackRow) -> Result<bool, EngineError> {
         let template_id = match (stack.action.as_str(), stack.prev_raw_template_id) {
             (action::UPDATE, Some(prev)) => prev,
-            _ => self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?,
+            _ => {
+                self.store_template(&empty_template(), &Map::new(), &serde_json::json!({}))
+                    .await?
+            }
         };
-        self.converge_stack(stack, template_id, action::ROLLBACK, &stack.current_traversal, StackChanges::default()).await
+        self.converge_stack(
+            stack,
+            template_id,
+            action::ROLLBACK,
+            &stack.current_traversal,
+            StackChanges::default(),
+        )
+        .await
     }
 
     /// A failed traversal ends: current_traversal := '' so its workers
@@ -283,7 +371,10 @@ impl Engine {
     /// Upstream stop_traversal: a new traversal id (CAS), ACTION_FAILED
     /// "Stack ACTION cancelled", old sync points deleted, running actions
     /// cancelled. Answers the new traversal id (None: lost the race).
-    pub(super) async fn stop_traversal(self: &Arc<Self>, stack: &StackRow) -> Result<Option<String>, EngineError> {
+    pub(super) async fn stop_traversal(
+        self: &Arc<Self>,
+        stack: &StackRow,
+    ) -> Result<Option<String>, EngineError> {
         let traversal = uuid::Uuid::new_v4().to_string();
         let reason = format!("Stack {} cancelled", stack.action);
         let change = StackStateChange {
@@ -293,7 +384,8 @@ impl Engine {
         if !store::stacks::set_state(&self.db, &stack.id, &stack.current_traversal, change).await? {
             return Ok(None);
         }
-        self.stack_event(stack, &stack.action, status::FAILED, &reason).await;
+        self.stack_event(stack, &stack.action, status::FAILED, &reason)
+            .await;
         store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
         self.dispatcher.cancel_all(self, &stack.id).await;
         Ok(Some(traversal))

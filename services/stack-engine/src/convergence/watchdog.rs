@@ -45,7 +45,13 @@ impl Engine {
             if self.stack_is_stuck(&id).await? {
                 if let Some(stack) = store::stacks::get(&self.db, &id).await? {
                     let started = self
-                        .converge_stack(&stack, stack.raw_template_id, &stack.action.clone(), &stack.current_traversal, StackChanges::default())
+                        .converge_stack(
+                            &stack,
+                            stack.raw_template_id,
+                            &stack.action.clone(),
+                            &stack.current_traversal,
+                            StackChanges::default(),
+                        )
                         .await?;
                     if started {
                         retriggered.push(id);
@@ -73,7 +79,10 @@ impl Engine {
                 &[stack_id.into(), stack_id.into()],
             )
             .await?;
-        let last = rows.iter().filter_map(|r| r.opt_time(0).ok().flatten()).max();
+        let last = rows
+            .iter()
+            .filter_map(|r| r.opt_time(0).ok().flatten())
+            .max();
         let Some(last) = last else { return Ok(false) };
         let idle = keelson_common::db::now() - last;
         Ok(idle.num_milliseconds() > self.settings.stall_timeout.as_millis() as i64)

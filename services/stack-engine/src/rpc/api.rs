@@ -72,9 +72,7 @@ fn python_json_error(text: &str, e: &serde_json::Error) -> String {
         ("Expecting property name enclosed in double quotes", before + column - 1, column)
     } else if detail.starts_with("trailing characters") {
         ("Extra data", before + column - 1, column)
-    } else if detail.starts_with("expected `,` or `}`") {
-        ("Expecting ',' delimiter", before + column - 1, column)
-    } else if detail.starts_with("expected `,` or `]`") {
+    } else if detail.starts_with("expected `,` or `}`") || detail.starts_with("expected `,` or `]`") {
         ("Expecting ',' delimiter", before + column - 1, column)
     } else if detail.starts_with("expected `:`") {
         ("Expecting ':' delimiter", before + column - 1, column)

@@ -12,8 +12,8 @@ use keelson_common::db::Db;
 use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
 use keelson_proto::orchestration::v1::engine_worker_server::{EngineWorker, EngineWorkerServer};
 use keelson_proto::orchestration::v1::{
-    CancelCheckResourceReply, CancelCheckResourceRequest, CheckResourceReply, CheckResourceRequest, ListeningReply,
-    ListeningRequest,
+    CancelCheckResourceReply, CancelCheckResourceRequest, CheckResourceReply, CheckResourceRequest,
+    ListeningReply, ListeningRequest,
 };
 use serde_json::{Map, Value};
 use tonic::transport::{Channel, Endpoint};
@@ -53,7 +53,8 @@ pub fn msg_of(req: CheckResourceRequest) -> Result<CheckResourceMsg, Status> {
     let input: Map<String, Value> = if req.input_data_json.is_empty() {
         Map::new()
     } else {
-        serde_json::from_str(&req.input_data_json).map_err(|e| Status::invalid_argument(format!("input_data_json: {e}")))?
+        serde_json::from_str(&req.input_data_json)
+            .map_err(|e| Status::invalid_argument(format!("input_data_json: {e}")))?
     };
     Ok(CheckResourceMsg {
         stack_id: req.stack_id,
@@ -66,7 +67,10 @@ pub fn msg_of(req: CheckResourceRequest) -> Result<CheckResourceMsg, Status> {
 
 #[tonic::async_trait]
 impl EngineWorker for WorkerService {
-    async fn check_resource(&self, request: Request<CheckResourceRequest>) -> Result<Response<CheckResourceReply>, Status> {
+    async fn check_resource(
+        &self,
+        request: Request<CheckResourceRequest>,
+    ) -> Result<Response<CheckResourceReply>, Status> {
         let msg = msg_of(request.into_inner())?;
         self.engine.spawn_check(msg);
         Ok(Response::new(CheckResourceReply {}))
@@ -76,11 +80,15 @@ impl EngineWorker for WorkerService {
         &self,
         request: Request<CancelCheckResourceRequest>,
     ) -> Result<Response<CancelCheckResourceReply>, Status> {
-        self.engine.cancel_check_resource(&request.into_inner().stack_id);
+        self.engine
+            .cancel_check_resource(&request.into_inner().stack_id);
         Ok(Response::new(CancelCheckResourceReply {}))
     }
 
-    async fn listening(&self, request: Request<ListeningRequest>) -> Result<Response<ListeningReply>, Status> {
+    async fn listening(
+        &self,
+        request: Request<ListeningRequest>,
+    ) -> Result<Response<ListeningReply>, Status> {
         let listening = self.engine.is_listening(&request.into_inner().engine_id);
         Ok(Response::new(ListeningReply { listening }))
     }
@@ -95,11 +103,17 @@ pub struct WorkerClients {
 
 impl WorkerClients {
     pub fn new(timeout: Duration) -> WorkerClients {
-        WorkerClients { channels: Mutex::new(HashMap::new()), timeout }
+        WorkerClients {
+            channels: Mutex::new(HashMap::new()),
+            timeout,
+        }
     }
 
     pub fn client(&self, endpoint: &str) -> Result<EngineWorkerClient<Channel>, Status> {
-        let mut map = self.channels.lock().map_err(|_| Status::internal("client pool poisoned"))?;
+        let mut map = self
+            .channels
+            .lock()
+            .map_err(|_| Status::internal("client pool poisoned"))?;
         if let Some(c) = map.get(endpoint) {
             return Ok(EngineWorkerClient::new(c.clone()));
         }
@@ -141,7 +155,10 @@ impl ClusterDispatcher {
     }
 
     fn skipped(&self, engine_id: &str) -> bool {
-        self.unreachable.lock().map(|m| m.get(engine_id).is_some_and(|t| t.elapsed() < DEAD_FOR)).unwrap_or(false)
+        self.unreachable
+            .lock()
+            .map(|m| m.get(engine_id).is_some_and(|t| t.elapsed() < DEAD_FOR))
+            .unwrap_or(false)
     }
 
     fn mark_unreachable(&self, engine_id: &str) {
@@ -152,7 +169,10 @@ impl ClusterDispatcher {
 
     async fn others(&self, from: &Engine) -> Vec<store::ServiceRow> {
         match store::services::live(&self.db, self.max_age).await {
-            Ok(rows) => rows.into_iter().filter(|s| s.engine_id != from.engine_id() && !s.worker_endpoint.is_empty()).collect(),
+            Ok(rows) => rows
+                .into_iter()
+                .filter(|s| s.engine_id != from.engine_id() && !s.worker_endpoint.is_empty())
+                .collect(),
             Err(e) => {
                 tracing::warn!(error = %e, "service registry unreadable: dispatching locally");
                 Vec::new()
@@ -178,7 +198,10 @@ impl Dispatcher for ClusterDispatcher {
                     continue;
                 }
                 let sent = match self.clients.client(&target.worker_endpoint) {
-                    Ok(mut c) => c.check_resource(request_of(&msg, from.engine_id())).await.map(|_| ()),
+                    Ok(mut c) => c
+                        .check_resource(request_of(&msg, from.engine_id()))
+                        .await
+                        .map(|_| ()),
                     Err(e) => Err(e),
                 };
                 match sent {
@@ -198,7 +221,9 @@ impl Dispatcher for ClusterDispatcher {
             from.cancel_check_resource(stack_id);
             for target in self.others(from).await {
                 if let Ok(mut c) = self.clients.client(&target.worker_endpoint) {
-                    let req = CancelCheckResourceRequest { stack_id: stack_id.to_string() };
+                    let req = CancelCheckResourceRequest {
+                        stack_id: stack_id.to_string(),
+                    };
                     if let Err(e) = c.cancel_check_resource(req).await {
                         tracing::info!(engine = target.engine_id, error = %e, "cancel not delivered");
                     }
@@ -213,14 +238,21 @@ impl Dispatcher for ClusterDispatcher {
                 return true;
             }
             let services = store::services::list(&self.db).await.unwrap_or_default();
-            let Some(target) = services.iter().find(|s| s.engine_id == engine_id && s.deleted_at.is_none()) else {
+            let Some(target) = services
+                .iter()
+                .find(|s| s.engine_id == engine_id && s.deleted_at.is_none())
+            else {
                 return false;
             };
             if target.worker_endpoint.is_empty() {
                 return false;
             }
-            let Ok(mut c) = self.clients.client(&target.worker_endpoint) else { return false };
-            let call = c.listening(ListeningRequest { engine_id: engine_id.to_string() });
+            let Ok(mut c) = self.clients.client(&target.worker_endpoint) else {
+                return false;
+            };
+            let call = c.listening(ListeningRequest {
+                engine_id: engine_id.to_string(),
+            });
             matches!(tokio::time::timeout(self.life_check, call).await, Ok(Ok(r)) if r.get_ref().listening)
         })
     }

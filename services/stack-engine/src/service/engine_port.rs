@@ -106,9 +106,9 @@ impl Orchestration {
             };
             let doc = keelson_hot::parse_document(text)
                 .map_err(|e| super::params::bad_request(format!("Environment not in valid format: {}", e.message)))?;
-            env.merge(&keelson_hot::Environment::from_value(&doc)?);
+            env.merge(&environment_from(&doc)?);
         }
-        env.merge(&keelson_hot::Environment::from_value(&Value::Object(input.environment.clone()))?);
+        env.merge(&environment_from(&Value::Object(input.environment.clone()))?);
         for (k, v) in &input.parameters {
             env.parameters.insert(k.clone(), v.clone());
         }
@@ -273,7 +273,15 @@ impl Orchestration {
     /// Every output (or only `only`) resolved against the live resources.
     pub(super) async fn resolve_outputs(&self, stack: &StackRow, model: &StackModel, only: Option<&str>) -> Result<Vec<ResolvedOutput>, EngineError> {
         let rows = super::records::resources(&self.db, &stack.id).await?;
-        let live = model::live_context(&self.db, &self.registry, &model.def, &rows).await?;
+        // Only the resources the outputs refer to are read.
+        let referenced: std::collections::BTreeSet<String> = model
+            .def
+            .outputs
+            .iter()
+            .filter(|o| only.is_none_or(|k| k == o.name))
+            .flat_map(|o| o.value.referenced_resources())
+            .collect();
+        let live = model::live_context(&self.db, &self.registry, &model.def, &rows, Some(&referenced)).await?;
         Ok(live
             .outputs(&model.def)
             .into_iter()
@@ -361,7 +369,7 @@ impl Orchestration {
         let resources = StackResources::load(self, current).await?;
         let identity = views::identity_of(current);
         let live_rows = resources.live();
-        let live_values = model::live_context(&self.db, &self.registry, &new.def, &resources.rows).await?;
+        let live_values = model::live_context(&self.db, &self.registry, &new.def, &resources.rows, None).await?;
         let mut changes: Map<String, Value> = Map::new();
         for key in ["added", "deleted", "replaced", "updated", "unchanged"] {
             changes.insert(key.to_string(), json!([]));
@@ -433,6 +441,18 @@ impl Orchestration {
             properties: None,
         })
     }
+}
+
+/// A request's environment document; malformed ones answer heat-api's
+/// "Environment not in valid format" 400.
+fn environment_from(doc: &Value) -> Result<keelson_hot::Environment, EngineError> {
+    keelson_hot::Environment::from_value(doc).map_err(|e| {
+        if e.type_name == "HTTPBadRequest" {
+            super::params::bad_request(format!("Environment not in valid format: {}", e.message))
+        } else {
+            EngineError::from(e)
+        }
+    })
 }
 
 /// The Python class upstream implements a type with, as Heat's

@@ -34,7 +34,8 @@ pub struct Instantiation {
     pub parameters: Map<String, Value>,
     pub files: Map<String, Value>,
     pub environment_files: Vec<String>,
-    pub timeout_mins: Option<Option<i64>>,
+    /// None when absent, null or 0 (the engine's "no new timeout").
+    pub timeout_mins: Option<i64>,
     pub disable_rollback: Option<bool>,
     pub tags: Option<Option<Vec<String>>>,
     pub converge: Option<bool>,
@@ -103,17 +104,11 @@ impl Instantiation {
     fn read_args(&mut self, data: &Map<String, Value>, purpose: Purpose) -> Result<(), EngineError> {
         let args: Map<String, Value> =
             data.iter().filter(|(k, _)| !DATA_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
-        if let Some(v) = args.get("timeout_mins") {
-            self.timeout_mins = Some(match v {
-                Value::Null => None,
-                v => {
-                    let n = extract_int("timeout_mins", v)?;
-                    // The engine treats 0 as "no timeout".
-                    (n > 0).then_some(n)
-                }
-            });
+        if let Some(v) = args.get("timeout_mins").filter(|v| !v.is_null()) {
+            let n = extract_int("timeout_mins", v)?;
+            self.timeout_mins = (n > 0).then_some(n);
         }
-        if let Some(v) = args.get("tags") {
+        if let Some(v) = args.get("tags").filter(|v| !v.is_null()) {
             self.tags = Some(tags_from_body(v)?);
         }
         if let Some(v) = args.get("converge") {

@@ -12,11 +12,14 @@
 //! `scheme://host` before answering.
 //!
 //! Modules: `params` (query strings and body fields as heat-api parses
-//! them), `identity` (stack identities and hrefs), `records` (the read
-//! model: SQL over the orchestration schema, list filters, sort and
-//! pagination), `views` (records → REST documents), `stacks`, `resources`,
-//! `events` (the operations), `catalog` (validate, resource types, template
-//! versions, build info, services).
+//! them), `instantiation` (the create/update/validate body), `identity`
+//! (stack identities and hrefs), `records` (the store's rows, tenant
+//! scoped), `model` (what the API reads of a stack definition: outputs and
+//! attributes resolved from stored resources, the output attribute check),
+//! `engine_port` (the one place that calls the convergence engine),
+//! `views` (rows → REST documents), `stacks`, `resources`, `events` (the
+//! operations), `catalog` (validate, resource types, template versions,
+//! build info, services).
 
 mod catalog;
 mod engine_port;

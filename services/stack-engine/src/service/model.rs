@@ -3,7 +3,7 @@
 //! changes, a resolution context over the stack's stored resources, and
 //! the attribute check of create/validate. Read-only: it never changes a row.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use keelson_common::db::Db;
 use keelson_hot::{ResolveContext, ResourceDefn, TemplateError};
@@ -58,10 +58,20 @@ pub fn immutable_params_modified(old: &StackDefinition, new: &StackDefinition) -
 
 /// A resolution context over the stack's live rows: reference ids and
 /// attribute values read through each row's plugin (resolved up front:
-/// plugins answer asynchronously, resolution is synchronous).
-pub async fn live_context(db: &Db, registry: &Registry, def: &StackDefinition, rows: &[ResourceRow]) -> Result<LiveContext, EngineError> {
+/// plugins answer asynchronously, resolution is synchronous). `only`
+/// limits the reads to the resources a caller's snippets refer to.
+pub async fn live_context(
+    db: &Db,
+    registry: &Registry,
+    def: &StackDefinition,
+    rows: &[ResourceRow],
+    only: Option<&BTreeSet<String>>,
+) -> Result<LiveContext, EngineError> {
     let mut facts = BTreeMap::new();
     for row in views::best_rows(rows).into_values() {
+        if only.is_some_and(|names| !names.contains(&row.name)) {
+            continue;
+        }
         let Some(plugin) = registry.get(&row.resource_type) else { continue };
         if row.action == "INIT" {
             continue;

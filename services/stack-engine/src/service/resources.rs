@@ -199,8 +199,8 @@ impl ResourceFilters {
                     match ["COMPLETE", "FAILED", "IN_PROGRESS"].iter().find_map(|s| v.rfind(s).map(|i| (i, s))) {
                         Some((i, _)) => {
                             statuses.push(v[i..].to_string());
-                            if i > 1 {
-                                actions.push(v[..i - 1].to_string());
+                            if let Some(action) = v.get(..i.saturating_sub(1)).filter(|a| i > 1 && !a.is_empty()) {
+                                actions.push(action.to_string());
                             }
                         }
                         None => statuses.push(v.clone()),

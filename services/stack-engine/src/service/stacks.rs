@@ -112,7 +112,7 @@ impl Orchestration {
         };
         let prepared = self.prepare_definition(input)?;
         let settings = StackSettings {
-            timeout_mins: request.timeout_mins.flatten(),
+            timeout_mins: request.timeout_mins,
             disable_rollback: request.disable_rollback.unwrap_or(true),
             tags: request.tags.clone().flatten(),
         };
@@ -150,7 +150,7 @@ impl Orchestration {
             user_id: caller.user_id.clone(),
             owner_id: None,
             parent_resource_name: None,
-            timeout_mins: request.timeout_mins.flatten(),
+            timeout_mins: request.timeout_mins,
             disable_rollback: request.disable_rollback.unwrap_or(true),
             nested_depth: 0,
             stack_user_project_id: None,
@@ -418,10 +418,7 @@ impl Orchestration {
 
     fn update_settings(current: &StackRow, request: &Instantiation, patch: bool) -> StackSettings {
         StackSettings {
-            timeout_mins: match request.timeout_mins {
-                Some(t) => t,
-                None => current.timeout_mins,
-            },
+            timeout_mins: request.timeout_mins.or(current.timeout_mins),
             disable_rollback: request.disable_rollback.unwrap_or(current.disable_rollback),
             tags: match &request.tags {
                 Some(t) => t.clone(),
@@ -675,8 +672,9 @@ impl StackFilters {
                 for s in ["COMPLETE", "FAILED", "IN_PROGRESS"] {
                     if let Some(index) = value.rfind(s) {
                         statuses.push(value[index..].to_string());
-                        if index > 1 {
-                            actions.push(value[..index - 1].to_string());
+                        // The action is what precedes "_STATUS" (if anything).
+                        if let Some(action) = value.get(..index.saturating_sub(1)).filter(|a| index > 1 && !a.is_empty()) {
+                            actions.push(action.to_string());
                         }
                         break;
                     }
@@ -785,7 +783,7 @@ fn sort_stacks(stacks: &mut [StackRow], sort_keys: &[String], sort_dir: Option<&
 
 /// Applies `marker` (the items strictly after it in the list's order; an
 /// unknown marker is ignored, as upstream) and `limit` to a sorted list.
-pub(super) fn paginate<T: Clone>(
+fn paginate<T: Clone>(
     items: Vec<T>,
     marker: Option<&str>,
     limit: Option<i64>,
@@ -806,7 +804,7 @@ pub(super) fn paginate<T: Clone>(
 
 /// The request's query with `marker` replaced (webob MultiDict semantics:
 /// the new marker goes last).
-pub(super) fn next_query(query: &QueryParams, marker: &str) -> String {
+fn next_query(query: &QueryParams, marker: &str) -> String {
     let mut pairs: Vec<(String, String)> = query.pairs().into_iter().filter(|(k, _)| k != "marker").collect();
     pairs.push(("marker".to_string(), marker.to_string()));
     pairs.iter().map(|(k, v)| format!("{}={}", quote_plus(k), quote_plus(v))).collect::<Vec<_>>().join("&")

@@ -438,6 +438,16 @@ pub async fn lock_holders(db: &Db, stack_id: &str) -> Result<Vec<String>, DbErro
     rows.iter().map(|r| r.string(0)).collect()
 }
 
+/// The latest `updated_at` (or `created_at`) of the stack's resources:
+/// when a traversal last made progress.
+pub async fn last_activity(db: &Db, stack_id: &str) -> Result<Option<NaiveDateTime>, DbError> {
+    let rows = db
+        .fetch_all("SELECT MAX(updated_at), MAX(created_at) FROM resource WHERE stack_id = ?", &[stack_id.into()])
+        .await?;
+    let Some(r) = rows.first() else { return Ok(None) };
+    Ok(r.opt_time(0)?.max(r.opt_time(1)?))
+}
+
 /// Removes a resource row and its data. Answers whether it existed.
 pub async fn delete(db: &Db, id: i64) -> Result<bool, DbError> {
     let mut tx = db.begin().await?;

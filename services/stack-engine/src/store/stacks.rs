@@ -184,6 +184,21 @@ pub async fn list_for_tenant(
     rows.iter().map(from_row).collect()
 }
 
+/// The live stacks with a traversal IN_PROGRESS (any tenant): what a
+/// watchdog inspects for stalled work.
+pub async fn in_progress(db: &Db) -> Result<Vec<StackRow>, DbError> {
+    let rows = db
+        .fetch_all(
+            &format!(
+                "SELECT {COLUMNS} FROM stack WHERE status = ? AND deleted_at IS NULL AND current_traversal <> '' \
+                 ORDER BY updated_at, id"
+            ),
+            &[super::status::IN_PROGRESS.into()],
+        )
+        .await?;
+    rows.iter().map(from_row).collect()
+}
+
 /// How many live stacks `tenant` has (Heat's `max_stacks_per_tenant`).
 pub async fn count_live(db: &Db, tenant: &str) -> Result<i64, DbError> {
     let rows = db.fetch_all("SELECT COUNT(*) FROM stack WHERE tenant = ? AND deleted_at IS NULL", &[tenant.into()]).await?;
