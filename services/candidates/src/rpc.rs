@@ -100,6 +100,9 @@ impl pb::allocation_candidates_server::AllocationCandidates for AllocationCandid
             tracing::debug_span!("rpc", method = "GetAllocationCandidates", request_id = %ctx.request_id, trace_id = %ctx.trace_id());
         let request = request_from_pb(req.into_inner());
         let outcome = self.store.allocation_candidates(&request).instrument(span).await?;
-        Ok(Response::new(outcome_to_pb(outcome)))
+        let t = std::time::Instant::now();
+        let r = outcome_to_pb(outcome);
+        eprintln!("TIMING to_pb {:?}", t.elapsed());
+        Ok(Response::new(r))
     }
 }

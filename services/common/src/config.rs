@@ -93,6 +93,17 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("orchestration", "client_retry_limit", "int", Some("2")),
     ("orchestration", "max_concurrent_checks", "int", Some("64")),
     ("database", "connection", "str", None),
+    // keystoneauth's password plugin options, which keystonemiddleware
+    // registers only at run time (auth_type = password).
+    ("keystone_authtoken", "auth_url", "str", None),
+    ("keystone_authtoken", "username", "str", None),
+    ("keystone_authtoken", "password", "str", None),
+    ("keystone_authtoken", "project_name", "str", None),
+    ("keystone_authtoken", "project_id", "str", None),
+    ("keystone_authtoken", "user_domain_name", "str", None),
+    ("keystone_authtoken", "user_domain_id", "str", None),
+    ("keystone_authtoken", "project_domain_name", "str", None),
+    ("keystone_authtoken", "project_domain_id", "str", None),
 ];
 
 #[derive(Deserialize)]

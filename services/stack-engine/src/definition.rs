@@ -99,6 +99,21 @@ impl StackDefinition {
         }
     }
 
+    /// The plugin type a resource named `name` written as `written_type`
+    /// runs as under this definition's environment (the written type when
+    /// it is not mapped, or mapped to a template).
+    pub fn plugin_type_of(&self, name: &str, written_type: &str) -> String {
+        match self.environment.resolve_type_for(name, written_type) {
+            Some(RegistryTarget::Type(t)) => t,
+            _ => written_type.to_string(),
+        }
+    }
+
+    /// The actions the environment restricts for resource `name`.
+    pub fn restricted_actions(&self, name: &str) -> BTreeSet<String> {
+        self.environment.restricted_actions(name)
+    }
+
     /// Names of the resources `name` needs first (only those defined here).
     pub fn requires(&self, name: &str) -> BTreeSet<String> {
         let Some(defn) = self.resource(name) else {

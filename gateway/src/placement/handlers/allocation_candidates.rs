@@ -197,8 +197,12 @@ async fn list(req: Req) -> HandlerResult {
     };
     request_wide(&req, &mut request)?;
     request.groups = request_groups(&req)?;
+    let t = std::time::Instant::now();
     let answer = req.state.clients.candidates.clone().get_allocation_candidates(request).await?.into_inner();
-    let mut out = (StatusCode::OK, view(&req, &answer)).into_response();
+    let t1 = t.elapsed();
+    let body = view(&req, &answer);
+    eprintln!("TIMING grpc {t1:?} view {:?}", t.elapsed());
+    let mut out = (StatusCode::OK, body).into_response();
     out.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     Ok(cache_headers(&req, out, None))
 }

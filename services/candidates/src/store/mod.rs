@@ -36,10 +36,14 @@ impl Store {
     /// `GET /allocation_candidates`.
     pub async fn allocation_candidates(&self, req: &Request) -> Result<Outcome> {
         req.validate()?;
+        let t0 = std::time::Instant::now();
         let mut tx = self.db.begin_read().await?;
         let catalog = load_catalog(&mut tx, req).await?;
+        let t1 = t0.elapsed();
         let fleet = load_fleet(&mut tx, req, &catalog).await?;
+        let t2 = t0.elapsed();
         let trees = load_trees(&mut tx, &roots_in_play(&fleet)).await?;
+        let t3 = t0.elapsed();
 
         // The search and the product are CPU work, possibly long on wide
         // trees: keep them off the async workers.
@@ -55,18 +59,22 @@ impl Store {
             tx.commit().await?;
             return Ok(Outcome::default());
         };
+        let t4 = t0.elapsed();
         let summaries = load_summaries(&mut tx, req, &fleet, &trees, &answer.summary_providers).await?;
         tx.commit().await?;
+        let t5 = t0.elapsed();
 
         let suffixes: Vec<&str> = req.groups.iter().map(|g| g.suffix.as_str()).collect();
-        Ok(Outcome {
+        let r = Ok(Outcome {
             allocation_requests: answer
                 .candidates
                 .iter()
                 .map(|c| domain::name_candidate(c, &suffixes, &trees, &fleet.class_names))
                 .collect(),
             provider_summaries: summaries,
-        })
+        });
+        eprintln!("TIMING catalog {t1:?} fleet {t2:?} trees {t3:?} algo {t4:?} summaries {t5:?} naming {:?}", t0.elapsed());
+        r
     }
 }
 

@@ -2,6 +2,8 @@
 //! and their merging (environment_files in order, then the request's).
 
 use crate::TemplateError;
+use std::collections::BTreeSet;
+
 use serde_json::{json, Map, Value};
 
 const SECTIONS: &[&str] = &[
@@ -165,6 +167,93 @@ impl Environment {
             .and_then(|specific| lookup_registry(specific, type_name))
             .or_else(|| self.resolve_type(type_name))
     }
+
+    /// The actions (`update`, `replace`) the environment restricts for
+    /// resource `resource_name`: the union over every `resources` entry
+    /// whose key matches the name as a shell pattern (fnmatchcase), each
+    /// holding `restricted_actions` as one action or a list of them.
+    pub fn restricted_actions(&self, resource_name: &str) -> BTreeSet<String> {
+        let mut actions = BTreeSet::new();
+        let Some(Value::Object(resources)) = self.resource_registry.get("resources") else {
+            return actions;
+        };
+        for (pattern, entry) in resources {
+            if !fnmatch_case(resource_name, pattern) {
+                continue;
+            }
+            match entry.get("restricted_actions") {
+                Some(Value::String(a)) => {
+                    actions.insert(a.clone());
+                }
+                Some(Value::Array(list)) => {
+                    actions.extend(list.iter().filter_map(Value::as_str).map(str::to_string));
+                }
+                _ => {}
+            }
+        }
+        actions
+    }
+}
+
+/// Python's `fnmatch.fnmatchcase`: `*`, `?`, `[seq]` and `[!seq]`, case
+/// sensitive, anchored at both ends.
+pub(crate) fn fnmatch_case(name: &str, pattern: &str) -> bool {
+    let name: Vec<char> = name.chars().collect();
+    let pattern: Vec<char> = pattern.chars().collect();
+    glob_match(&name, &pattern)
+}
+
+fn glob_match(name: &[char], pattern: &[char]) -> bool {
+    let Some((&first, rest)) = pattern.split_first() else {
+        return name.is_empty();
+    };
+    match first {
+        '*' => (0..=name.len()).any(|skip| glob_match(&name[skip..], rest)),
+        '?' => !name.is_empty() && glob_match(&name[1..], rest),
+        '[' => match char_class(rest) {
+            // An unterminated "[" is a literal, as in Python.
+            None => name.first() == Some(&'[') && glob_match(&name[1..], rest),
+            Some((matches, after)) => {
+                name.first().is_some_and(|c| matches(*c)) && glob_match(&name[1..], after)
+            }
+        },
+        c => name.first() == Some(&c) && glob_match(&name[1..], rest),
+    }
+}
+
+/// The class after a "[": a membership test and the pattern after "]".
+fn char_class(pattern: &[char]) -> Option<(impl Fn(char) -> bool, &[char])> {
+    let (negated, body_start) = match pattern.first() {
+        Some('!') => (true, 1),
+        _ => (false, 0),
+    };
+    // A "]" right after "[" or "[!" belongs to the class.
+    let close = pattern
+        .iter()
+        .enumerate()
+        .skip(body_start + 1)
+        .find(|(_, c)| **c == ']')
+        .map(|(i, _)| i)?;
+    let body: Vec<char> = pattern[body_start..close].to_vec();
+    let test = move |c: char| {
+        let mut i = 0;
+        let mut found = false;
+        while i < body.len() {
+            if i + 2 < body.len() && body[i + 1] == '-' {
+                if body[i] <= c && c <= body[i + 2] {
+                    found = true;
+                }
+                i += 3;
+            } else {
+                if body[i] == c {
+                    found = true;
+                }
+                i += 1;
+            }
+        }
+        found != negated
+    };
+    Some((test, &pattern[close + 1..]))
 }
 
 fn lookup_registry(registry: &Map<String, Value>, type_name: &str) -> Option<RegistryTarget> {
@@ -248,6 +337,37 @@ mod tests {
         assert_eq!(a.resolve_type("OS::Nova::Server"), Some(RegistryTarget::Type("AWS::EC2::Server".into())));
         assert_eq!(a.resolve_type("Other"), None);
         assert_eq!(a.to_value()["resource_registry"]["resources"], json!({}));
+    }
+
+    #[test]
+    fn restricted_actions_match_names_as_shell_patterns() {
+        let env = Environment::from_value(&json!({"resource_registry": {"resources": {
+            "bar": {"restricted_actions": ["update", "replace"]},
+            "*ar": {"restricted_actions": "replace"},
+            "b?z": {"restricted_actions": "update"},
+            "[!b]oo": {"restricted_actions": "replace"},
+            "other": {"hooks": "pre-create"}}}}))
+        .unwrap();
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(env.restricted_actions("bar"), set(&["replace", "update"]));
+        assert_eq!(env.restricted_actions("car"), set(&["replace"]));
+        assert_eq!(env.restricted_actions("baz"), set(&["update"]));
+        assert_eq!(env.restricted_actions("foo"), set(&["replace"]));
+        assert_eq!(env.restricted_actions("boo"), set(&[]));
+        assert_eq!(env.restricted_actions("other"), set(&[]));
+        assert!(Environment::default().restricted_actions("bar").is_empty());
+    }
+
+    #[test]
+    fn fnmatch_case_semantics() {
+        assert!(fnmatch_case("abc", "a*"));
+        assert!(fnmatch_case("abc", "*"));
+        assert!(!fnmatch_case("abc", "A*"));
+        assert!(fnmatch_case("a1", "a[0-9]"));
+        assert!(!fnmatch_case("ax", "a[0-9]"));
+        assert!(fnmatch_case("a]", "a[]]"));
+        assert!(fnmatch_case("a[", "a["));
+        assert!(!fnmatch_case("abcd", "a?c"));
     }
 
     #[test]

@@ -411,13 +411,17 @@ impl Template {
         Ok(out)
     }
 
-    /// Outputs whose condition is true, with `if` branches chosen.
+    /// Every output, `if` branches chosen; an output whose condition is
+    /// false stays listed with a null value (as upstream, whose
+    /// OutputDefinition then has no value).
     pub fn outputs(&self, params: &ParamValues) -> Result<Vec<OutputDefn>, TemplateError> {
         let conds = self.condition_values(params)?;
         let ctx = ParamsOnly(params);
         let mut out = Vec::new();
         for o in &self.outputs {
             if !self.is_enabled(&o.condition, &conds, params)? {
+                let value = Snippet::literal(Value::Null);
+                out.push(OutputDefn { name: o.name.clone(), description: o.description.clone(), value });
                 continue;
             }
             let value = o.value.apply_conditions(&conds, &ctx)?.unwrap_or_else(|| Snippet::literal(Value::Null));

@@ -155,7 +155,10 @@ fn conditions_select_resources_outputs_and_branches() {
     assert_eq!(names, vec!["p", "i", "u"]);
     assert_eq!(res[0].properties.to_value(), json!({"x": "yes"}));
     assert_eq!(t.skipped(&p).unwrap(), vec!["d".to_string()]);
-    assert_eq!(t.outputs(&p).unwrap().iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["o1"]);
+    // A disabled output stays, with a null value (upstream OutputDefinition(key, None)).
+    let outputs = t.outputs(&p).unwrap();
+    assert_eq!(outputs.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), vec!["o1", "o2"]);
+    assert_eq!(outputs[1].value.to_value(), Value::Null);
     // get_resource on a skipped resource is a valid reference.
     assert!(t.check_references(&p).is_ok());
     let p = params(&t, json!({"env": "dev"})).unwrap();
