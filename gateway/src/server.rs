@@ -89,7 +89,16 @@ pub async fn serve_placement(
 /// [`crate::orchestration::engines`]).
 pub fn orchestration_app(config: &Config, engines: Vec<Channel>, metrics: Metrics) -> Result<axum::Router, GatewayError> {
     use crate::orchestration::{OrchestrationAuth, Settings};
-    let strategy = config.get_str("orchestration", "auth_strategy").unwrap_or_else(|| "keystone".into());
+    // One gateway serves both APIs: unless the Orchestration API names its
+    // own strategy, it follows Placement's (noauth2 there means Heat's
+    // noauth here), so a noauth2 gateway needs no Keystone settings.
+    let strategy = if config.is_set("orchestration", "auth_strategy") {
+        config.get_str("orchestration", "auth_strategy").unwrap_or_default()
+    } else if config.get_str("api", "auth_strategy").as_deref() == Some("noauth2") {
+        "noauth".to_string()
+    } else {
+        "keystone".to_string()
+    };
     let auth = match strategy.as_str() {
         "noauth" => OrchestrationAuth::NoAuth,
         _ => OrchestrationAuth::Keystone(Arc::new(TokenValidator::new(KeystoneSettings::from_config(config)?))),

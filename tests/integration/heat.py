@@ -113,13 +113,18 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class Mesh:
-    """`engines` engine processes sharing `db_url`, and one gateway."""
+    """`engines` engine processes sharing `db_url`, and one gateway; with
+    `controller`, first a single-node `keelson controller` (its own
+    `controller_extra` options) that the engines register with."""
 
-    def __init__(self, procs, db_url, engines=2, extra=None):
+    def __init__(self, procs, db_url, engines=2, extra=None, controller=False, controller_extra=None):
         self.procs = procs
         self.dir = tempfile.mkdtemp(prefix='kt-heat-')
         self.db_url = db_url
         self.extra = extra or {}
+        self.controller = None
+        if controller:
+            self.start_controller(controller_extra or {})
         self.engine_ports = [free_port() for _ in range(engines)]
         self.engines = [self.start_engine(i) for i in range(engines)]
         port = free_port()
@@ -143,9 +148,27 @@ class Mesh:
             'keelson': {'engine_listen': '127.0.0.1:%d' % self.engine_ports[i]},
             'orchestration': {'periodic_interval': '1', 'stall_timeout': '5'},
         }
+        if self.controller is not None:
+            conf['controller'] = {'peers': 'c1=%s' % self.controller_addr}
         for g, o in self.extra.items():
             conf.setdefault(g, {}).update(o)
         return write_conf(os.path.join(self.dir, 'engine%d.conf' % i), conf)
+
+    def start_controller(self, extra):
+        port = free_port()
+        self.controller_addr = '127.0.0.1:%d' % port
+        conf = {
+            'controller': {'name': 'c1', 'listen': self.controller_addr},
+            'orchestration': {'periodic_interval': '1'},
+            'keelson': {'data_dir': os.path.join(self.dir, 'c1')},
+        }
+        for g, o in extra.items():
+            conf.setdefault(g, {}).update(o)
+        path = write_conf(os.path.join(self.dir, 'controller.conf'), conf)
+        self.controller = Proc([keelson_bin(), '--config-file', path, 'controller'], cwd=self.dir,
+                               env={'RUST_LOG': 'keelson=info'})
+        self.procs.append(self.controller)
+        wait_port(port, proc=self.controller)
 
     def start_engine(self, i):
         p = Proc([keelson_bin(), '--config-file', self.engine_conf(i), 'engine'], cwd=self.dir)

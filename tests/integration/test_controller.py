@@ -202,6 +202,10 @@ def test_healthy_cluster_one_primary_same_term_and_checksum(started):
     assert roles == ['PRIMARY', 'STANDBY', 'STANDBY'], sts
     primary = primary_of(sts)
     assert len({s['term'] for s in sts.values()}) == 1 and sts[primary]['term'] >= 1, sts
+    # The singleton duties run on the primary only.
+    duty = 'singleton duties running (primary of term %d)' % sts[primary]['term']
+    wait_for('duties on the primary', lambda: duty in cs.proc[primary].output(), 10, logs=cs.logs)
+    assert not any('singleton duties running' in cs.proc[n].output() for n in cs.names if n != primary), cs.logs()
     assert len({(s['configVersion'], s['configChecksum']) for s in sts.values()}) == 1, sts
     assert len(sts[primary]['configChecksum']) == 64
     assert int(sts[primary]['configChecksum'][:16], 16) == sts[primary]['configVersion']

@@ -53,24 +53,54 @@ pub fn request_from_pb(r: pb::GetAllocationCandidatesRequest) -> request::Reques
     }
 }
 
-fn amounts(resources: Vec<(String, i64)>) -> Vec<pb::ResourceAmount> {
-    resources.into_iter().map(|(resource_class, amount)| pb::ResourceAmount { resource_class, amount }).collect()
+/// Each distinct name once, in order of first use, with its index.
+#[derive(Default)]
+struct Table {
+    names: Vec<String>,
+    index: std::collections::HashMap<String, u32>,
+}
+
+impl Table {
+    fn index_of(&mut self, name: String) -> u32 {
+        if let Some(i) = self.index.get(&name) {
+            return *i;
+        }
+        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(name.clone());
+        self.index.insert(name, i);
+        i
+    }
 }
 
 pub fn outcome_to_pb(o: Outcome) -> pb::GetAllocationCandidatesResponse {
+    let mut providers = Table::default();
+    let mut classes = Table::default();
+    let group_suffixes: Vec<String> =
+        o.allocation_requests.first().map(|a| a.mappings.iter().map(|(suffix, _)| suffix.clone()).collect()).unwrap_or_default();
+    let allocation_requests = o
+        .allocation_requests
+        .into_iter()
+        .map(|a| pb::AllocationRequest {
+            allocations: a
+                .allocations
+                .into_iter()
+                .map(|(provider_uuid, resources)| pb::ProviderAllocation {
+                    provider: providers.index_of(provider_uuid),
+                    resources: resources
+                        .into_iter()
+                        .map(|(class, amount)| pb::ClassAmount { resource_class: classes.index_of(class), amount })
+                        .collect(),
+                })
+                .collect(),
+            mappings: a
+                .mappings
+                .into_iter()
+                .map(|(_, uuids)| pb::GroupProviders { providers: uuids.into_iter().map(|u| providers.index_of(u)).collect() })
+                .collect(),
+        })
+        .collect();
     pb::GetAllocationCandidatesResponse {
-        allocation_requests: o
-            .allocation_requests
-            .into_iter()
-            .map(|a| pb::AllocationRequest {
-                allocations: a
-                    .allocations
-                    .into_iter()
-                    .map(|(provider_uuid, resources)| pb::ProviderAllocation { provider_uuid, resources: amounts(resources) })
-                    .collect(),
-                mappings: a.mappings.into_iter().map(|(suffix, provider_uuids)| pb::GroupMapping { suffix, provider_uuids }).collect(),
-            })
-            .collect(),
+        allocation_requests,
         provider_summaries: o
             .provider_summaries
             .into_iter()
@@ -86,6 +116,9 @@ pub fn outcome_to_pb(o: Outcome) -> pb::GetAllocationCandidatesResponse {
                 traits: s.traits,
             })
             .collect(),
+        provider_uuids: providers.names,
+        resource_classes: classes.names,
+        group_suffixes,
     }
 }
 
@@ -100,9 +133,6 @@ impl pb::allocation_candidates_server::AllocationCandidates for AllocationCandid
             tracing::debug_span!("rpc", method = "GetAllocationCandidates", request_id = %ctx.request_id, trace_id = %ctx.trace_id());
         let request = request_from_pb(req.into_inner());
         let outcome = self.store.allocation_candidates(&request).instrument(span).await?;
-        let t = std::time::Instant::now();
-        let r = outcome_to_pb(outcome);
-        eprintln!("TIMING to_pb {:?}", t.elapsed());
-        Ok(Response::new(r))
+        Ok(Response::new(outcome_to_pb(outcome)))
     }
 }

@@ -37,6 +37,13 @@ pub async fn serve(
         router = router.add_service(v1alpha);
     }
     let router = add(router);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // tonic ignores its own tcp_nodelay with a caller's incoming stream:
+    // set it per connection, or Nagle holds a response's last frames back
+    // until the client's delayed ACK (40 ms per call).
+    let incoming = tokio_stream::StreamExt::map(tokio_stream::wrappers::TcpListenerStream::new(listener), |conn| {
+        conn.inspect(|stream| {
+            let _ = stream.set_nodelay(true);
+        })
+    });
     router.serve_with_incoming_shutdown(incoming, shutdown.wait()).await
 }

@@ -14,11 +14,13 @@
 //!
 //! Singleton duties (reclaiming the locks of expired stack engines,
 //! re-triggering stalled traversals, the one-time standard traits and
-//! classes sync) belong to the services that own that state; they follow
-//! [`Controller::subscribe_roles`] and run while `serving` is true.
+//! classes sync): [`duties`] runs them on the serving primary only,
+//! following [`Controller::subscribe_roles`]; the actions belong to the
+//! services that own that state and are wired in by the binary.
 
 pub mod client;
 pub mod config_doc;
+pub mod duties;
 pub mod election;
 pub mod etcd;
 pub mod failover;
@@ -73,8 +75,27 @@ pub async fn start(settings: ControllerSettings, shutdown: Shutdown) -> Result<(
 /// Runs one node on `listener` until shutdown (then, as primary, hands
 /// over by revoking its lease).
 pub async fn run(settings: ControllerSettings, listener: TcpListener, shutdown: Shutdown) -> Result<(), RunError> {
+    run_with_duties(settings, listener, None, shutdown).await
+}
+
+/// Builds a node's singleton duty actions (they may read the node's own
+/// registry).
+pub type DutiesFactory = Box<dyn FnOnce(&Arc<Controller>) -> Arc<dyn duties::Duties> + Send>;
+
+/// [`run`], with the singleton duties (`Some((actions, interval))`)
+/// running every `interval` while this node is the serving primary.
+pub async fn run_with_duties(
+    settings: ControllerSettings,
+    listener: TcpListener,
+    duties: Option<(DutiesFactory, std::time::Duration)>,
+    shutdown: Shutdown,
+) -> Result<(), RunError> {
     let (ctl, driver) = start(settings, shutdown.clone()).await?;
+    let duty_loop = duties.map(|(make, interval)| tokio::spawn(duties::run(ctl.subscribe_roles(), make(&ctl), interval, shutdown.clone())));
     server::serve(ctl, listener, shutdown).await?;
+    if let Some(duty_loop) = duty_loop {
+        let _ = duty_loop.await;
+    }
     if let Some(driver) = driver {
         let _ = driver.await;
     }

@@ -16,8 +16,8 @@ use keelson_hot::{
 };
 use serde_json::{Map, Value};
 
-use crate::resources::Registry;
-use crate::store::{self, StackRow};
+use crate::resources::{self, Registry, ResourceState, ResourceType};
+use crate::store::{self, ResourceRow, StackRow};
 use crate::EngineError;
 
 /// The template every DELETE (and the rollback of a create) converges to.
@@ -240,6 +240,46 @@ pub struct ResourceFacts {
     pub attributes: Map<String, Value>,
 }
 
+/// What a plugin sees of a stored resource.
+pub async fn resource_state(db: &Db, row: &ResourceRow) -> Result<ResourceState, EngineError> {
+    let data = store::resources::data_get_all(db, row.id).await?;
+    Ok(ResourceState {
+        physical_id: row.physical_resource_id.clone(),
+        data: data.into_iter().map(|(k, v)| (k, v.value)).collect(),
+        properties: match &row.properties_data {
+            Some(Value::Object(p)) => p.clone(),
+            _ => Map::new(),
+        },
+        metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
+    })
+}
+
+/// What a resource offers to the resources and outputs that use it: its
+/// reference id and every attribute of its type but `show` (what cannot
+/// resolve is null).
+pub async fn resource_facts(
+    plugin: &dyn ResourceType,
+    resource_name: &str,
+    state: &ResourceState,
+) -> ResourceFacts {
+    let mut attributes = Map::new();
+    for a in plugin
+        .schema()
+        .attributes
+        .iter()
+        .filter(|a| a.name != "show")
+    {
+        let v = resources::resolve_attribute(plugin, resource_name, state, a.name)
+            .await
+            .unwrap_or(Value::Null);
+        attributes.insert(a.name.to_string(), v);
+    }
+    ResourceFacts {
+        reference_id: plugin.reference_id(state),
+        attributes,
+    }
+}
+
 /// A resolution context over known resource facts; unknown resources
 /// resolve to null (as upstream does for not-yet-created resources).
 pub struct LiveContext {
@@ -259,6 +299,38 @@ impl LiveContext {
 
     pub fn placeholders(def: &StackDefinition) -> LiveContext {
         LiveContext::new(def, BTreeMap::new())
+    }
+
+    /// A context over stored resources: `rows` (one per resource name),
+    /// read through each row's plugin (its written type mapped by `def`'s
+    /// environment) up front, as plugins answer asynchronously and
+    /// resolution is synchronous. Rows not created yet are left unknown;
+    /// `only` limits the reads to the resources a caller refers to.
+    pub async fn load<'a>(
+        db: &Db,
+        registry: &Registry,
+        def: &StackDefinition,
+        rows: impl IntoIterator<Item = &'a ResourceRow>,
+        only: Option<&BTreeSet<String>>,
+    ) -> Result<LiveContext, EngineError> {
+        let mut facts = BTreeMap::new();
+        for row in rows {
+            if row.action == store::action::INIT
+                || only.is_some_and(|names| !names.contains(&row.name))
+            {
+                continue;
+            }
+            let Some(plugin) = registry.get(&def.plugin_type_of(&row.name, &row.resource_type))
+            else {
+                continue;
+            };
+            let state = resource_state(db, row).await?;
+            facts.insert(
+                row.name.clone(),
+                resource_facts(plugin.as_ref(), &row.name, &state).await,
+            );
+        }
+        Ok(LiveContext::new(def, facts))
     }
 
     /// Each output of `def` resolved: its value or its error text.

@@ -649,3 +649,256 @@ async fn watchdog_retriggers_a_stalled_traversal_with_lost_messages() {
     c.drain().await;
     assert_eq!(c.stack(&stack.id).await.state(), "CREATE_COMPLETE");
 }
+
+async fn update_with_env(c: &Cluster, stack: &StackRow, template: Value, environment: Value) {
+    c.a.update_stack(
+        &stack.id,
+        NewDefinition {
+            template,
+            environment,
+            disable_rollback: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+}
+
+fn restricted_template(value: &str, update_replace: bool, type_name: &str) -> Value {
+    json!({"heat_template_version": "2013-05-23", "resources": {"bar": {
+        "type": type_name,
+        "properties": {"value": value, "update_replace": update_replace}}}})
+}
+
+#[tokio::test]
+async fn restricted_actions_fail_the_update_and_leave_the_resource_alone() {
+    let c = Cluster::start().await;
+    let tr = "OS::Heat::TestResource";
+    let stack = c
+        .create("restr", restricted_template("1234", false, tr), true)
+        .await;
+    c.drain().await;
+    let both = json!({"resource_registry": {"resources": {"bar": {"restricted_actions": ["update", "replace"]}}}});
+    let replace_only =
+        json!({"resource_registry": {"resources": {"*ar": {"restricted_actions": "replace"}}}});
+    let cases = [
+        // (template, environment, stack reason suffix, resource state after)
+        (
+            restricted_template("4567", false, tr),
+            both.clone(),
+            Some("update"),
+            "CREATE_COMPLETE",
+        ),
+        (
+            restricted_template("4567", true, tr),
+            both.clone(),
+            Some("replace"),
+            "CREATE_COMPLETE",
+        ),
+        (
+            restricted_template("1234", false, "OS::Heat::None"),
+            replace_only.clone(),
+            Some("replace"),
+            "CREATE_COMPLETE",
+        ),
+        (
+            restricted_template("4567", false, tr),
+            replace_only.clone(),
+            None,
+            "UPDATE_COMPLETE",
+        ),
+    ];
+    for (template, environment, restricted, resource_state) in cases {
+        let s = c.stack(&stack.id).await;
+        update_with_env(&c, &s, template, environment).await;
+        c.drain().await;
+        let s = c.stack(&stack.id).await;
+        match restricted {
+            Some(what) => assert_eq!(
+                (s.state(), s.status_reason.clone()),
+                (
+                    "UPDATE_FAILED".to_string(),
+                    format!("Resource UPDATE failed: ResourceActionRestricted: resources.bar: {what} is restricted for resource.")
+                )
+            ),
+            None => assert_eq!(s.state(), "UPDATE_COMPLETE", "{}", s.status_reason),
+        }
+        let rows = c.rows(&stack.id).await;
+        assert_eq!(rows.len(), 1, "never replaced: {rows:?}");
+        assert_eq!(rows[0].state(), resource_state);
+        assert!(rows[0].engine_id.is_none());
+    }
+    let reasons: Vec<String> = c
+        .events(&stack.id)
+        .await
+        .into_iter()
+        .filter(|e| e.0 == "bar" && e.1 == "UPDATE" && e.2 == "FAILED")
+        .map(|e| e.3)
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "update is restricted for resource.",
+            "replace is restricted for resource.",
+            "replace is restricted for resource."
+        ]
+    );
+}
+
+#[tokio::test]
+async fn cancel_without_rollback_stops_the_traversal_and_lets_actions_finish() {
+    let c = Cluster::start().await;
+    let t = json!({"heat_template_version": "pike", "resources": {
+        "test1": test_resource(json!({"value": "v", "action_wait_secs": {"create": 0.5}})),
+        "test2": {"type": "OS::Heat::TestResource", "properties": {"value": "v"}, "depends_on": ["test1"]},
+    }});
+    let stack = c.create("cancel", t, true).await;
+    let e = c.a.cancel_update(&stack.id, true).await.unwrap_err();
+    assert_eq!(
+        (e.type_name.as_str(), e.message.as_str()),
+        (
+            "NotSupported",
+            "Cancelling update when stack is CREATE_IN_PROGRESS is not supported."
+        )
+    );
+    let msg = c.queue.pop().unwrap();
+    let b = c.b.clone();
+    let running = tokio::spawn(async move { b.check_resource(msg).await });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    c.a.cancel_update(&stack.id, false).await.unwrap();
+    let s = c.stack(&stack.id).await;
+    assert_eq!(
+        (s.state(), s.status_reason.as_str()),
+        ("CREATE_FAILED".into(), "Stack CREATE cancelled")
+    );
+    running.await.unwrap();
+    c.drain().await;
+    let rows = c.rows(&stack.id).await;
+    let state = |n: &str| rows.iter().find(|r| r.name == n).unwrap().state();
+    assert_eq!(
+        state("test1"),
+        "CREATE_COMPLETE",
+        "the running create is not interrupted"
+    );
+    assert_eq!(state("test2"), "INIT_COMPLETE", "nothing propagates");
+    assert_eq!(c.stack(&stack.id).await.state(), "CREATE_FAILED");
+}
+
+#[tokio::test]
+async fn adopt_takes_over_physical_resources_by_id() {
+    let c = Cluster::start().await;
+    let t = json!({"heat_template_version": "2014-10-16", "resources": {
+        "test1": test_resource(json!({"value": "one"})),
+        "test2": test_resource(json!({"value": {"get_attr": ["test1", "output"]}})),
+    }});
+    let adopt = json!({"resources": {
+        "test1": {"resource_id": "phys-1", "resource_data": {"value": "one"}, "metadata": {}},
+        "test2": {"resource_id": "phys-2", "resource_data": {"value": "one"}},
+    }});
+    let stack =
+        c.a.create_stack(NewStack {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: "adopted".into(),
+            tenant: "p".into(),
+            template: t.clone(),
+            environment: json!({}),
+            disable_rollback: true,
+            adopt_stack_data: Some(adopt),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stack.state(), "ADOPT_IN_PROGRESS");
+    c.drain().await;
+    let s = c.stack(&stack.id).await;
+    assert_eq!(
+        (s.state(), s.status_reason.as_str()),
+        (
+            "ADOPT_COMPLETE".into(),
+            "Stack ADOPT completed successfully"
+        )
+    );
+    let rows = c.rows(&stack.id).await;
+    assert_eq!(rows.len(), 2);
+    for (name, physical) in [("test1", "phys-1"), ("test2", "phys-2")] {
+        let row = rows.iter().find(|r| r.name == name).unwrap();
+        assert_eq!(row.state(), "ADOPT_COMPLETE");
+        assert_eq!(row.physical_resource_id.as_deref(), Some(physical));
+    }
+    let events = c.events(&stack.id).await;
+    assert!(
+        position(&events, "test1", "ADOPT", "COMPLETE")
+            < position(&events, "test2", "ADOPT", "IN_PROGRESS")
+    );
+    assert!(
+        !events.iter().any(|e| e.1 == "CREATE"),
+        "nothing is created"
+    );
+
+    // A resource the adopt data lacks fails to adopt.
+    let missing =
+        c.a.create_stack(NewStack {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: "half".into(),
+            tenant: "p".into(),
+            template: t,
+            environment: json!({}),
+            disable_rollback: true,
+            adopt_stack_data: Some(json!({"resources": {"test1": {"resource_id": "phys-1"}}})),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    c.drain().await;
+    let s = c.stack(&missing.id).await;
+    assert_eq!(
+        (s.state(), s.status_reason.as_str()),
+        (
+            "ADOPT_FAILED".into(),
+            "Resource ADOPT failed: Exception: resources.test2: Resource ID was not provided."
+        )
+    );
+}
+
+#[tokio::test]
+async fn rows_keep_the_written_type_and_replace_only_when_the_plugin_changes() {
+    let c = Cluster::start().await;
+    let t = |ty: &str| json!({"heat_template_version": "2013-05-23", "resources": {"test1": {"type": ty}}});
+    let env = |target: &str| json!({"resource_registry": {"My::A": target, "My::B": "OS::Heat::RandomString"}});
+    let stack =
+        c.a.create_stack(NewStack {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: "alias".into(),
+            tenant: "p".into(),
+            template: t("My::A"),
+            environment: env("OS::Heat::RandomString"),
+            disable_rollback: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    c.drain().await;
+    let first = c.rows(&stack.id).await.remove(0);
+    assert_eq!(
+        (first.resource_type.as_str(), first.state().as_str()),
+        ("My::A", "CREATE_COMPLETE")
+    );
+    // Another alias of the same plugin: the same resource, its new type.
+    update_with_env(&c, &stack, t("My::B"), env("OS::Heat::RandomString")).await;
+    c.drain().await;
+    let rows = c.rows(&stack.id).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].id, rows[0].resource_type.as_str()),
+        (first.id, "My::B")
+    );
+    assert_eq!(rows[0].physical_resource_id, first.physical_resource_id);
+    // The alias now maps to another plugin: replaced.
+    update_with_env(&c, &stack, t("My::A"), env("OS::Heat::TestResource")).await;
+    c.drain().await;
+    assert_eq!(c.stack(&stack.id).await.state(), "UPDATE_COMPLETE");
+    let rows = c.rows(&stack.id).await;
+    assert_eq!(rows.len(), 1);
+    assert_ne!(rows[0].id, first.id);
+    assert_eq!(rows[0].resource_type, "My::A");
+}

@@ -310,7 +310,7 @@ async fn make_replacement_links_both_rows_once() {
         assert!(resources::acquire_lock(db, old.id, "e1", 0).await.expect("lock"));
         let old = resources::get(db, old.id).await.expect("get").expect("present");
 
-        let new = resources::make_replacement(db, &old, 2, &[old.id + 100]).await.expect("replace").expect("won");
+        let new = resources::make_replacement(db, &old, &old.resource_type, 2, &[old.id + 100]).await.expect("replace").expect("won");
         assert_eq!((new.replaces, new.current_template_id, new.requires.clone()), (Some(old.id), Some(2), vec![old.id + 100]));
         assert_eq!((new.name.as_str(), new.state()), ("server", "INIT_COMPLETE".to_string()));
         let old_now = resources::get(db, old.id).await.expect("get").expect("present");
@@ -319,7 +319,7 @@ async fn make_replacement_links_both_rows_once() {
         assert_eq!(old_now.engine_id.as_deref(), Some("e1"), "the lock stays with its holder");
 
         // A second attempt from the stale copy loses and stores nothing.
-        assert!(resources::make_replacement(db, &old, 2, &[]).await.expect("replace").is_none());
+        assert!(resources::make_replacement(db, &old, &old.resource_type, 2, &[]).await.expect("replace").is_none());
         let all = resources::list(db, &sid).await.expect("list");
         assert_eq!(all.len(), 2, "{}: every row, replaced ones included", t.name);
         t.finish().await;

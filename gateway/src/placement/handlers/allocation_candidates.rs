@@ -3,6 +3,8 @@
 //! texts), asks the candidates service, and shapes the answer for the
 //! request's microversion.
 
+use std::fmt::Write as _;
+
 use axum::response::IntoResponse as _;
 use http::StatusCode;
 use keelson_common::ApiError;
@@ -197,12 +199,8 @@ async fn list(req: Req) -> HandlerResult {
     };
     request_wide(&req, &mut request)?;
     request.groups = request_groups(&req)?;
-    let t = std::time::Instant::now();
     let answer = req.state.clients.candidates.clone().get_allocation_candidates(request).await?.into_inner();
-    let t1 = t.elapsed();
-    let body = view(&req, &answer);
-    eprintln!("TIMING grpc {t1:?} view {:?}", t.elapsed());
-    let mut out = (StatusCode::OK, body).into_response();
+    let mut out = (StatusCode::OK, view(&req, &answer)).into_response();
     out.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     Ok(cache_headers(&req, out, None))
 }
@@ -210,6 +208,12 @@ async fn list(req: Req) -> HandlerResult {
 /// Appends `s` as a JSON string.
 fn push_str(out: &mut String, s: &str) {
     out.push('"');
+    // Names and uuids never need escaping: copy them whole.
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -222,23 +226,29 @@ fn push_str(out: &mut String, s: &str) {
 }
 
 /// Appends `{"CLASS": amount, ...}`.
-fn push_resources(out: &mut String, resources: &[pb::ResourceAmount]) {
+fn push_resources(out: &mut String, resources: &[pb::ClassAmount], classes: &[String]) {
     out.push('{');
     for (i, r) in resources.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        push_str(out, &r.resource_class);
-        out.push(':');
-        out.push_str(&r.amount.to_string());
+        push_str(out, name(classes, r.resource_class));
+        let _ = write!(out, ":{}", r.amount);
     }
     out.push('}');
+}
+
+/// The name at `index` of one of the answer's tables.
+fn name(table: &[String], index: u32) -> &str {
+    usize::try_from(index).ok().and_then(|i| table.get(i)).map(String::as_str).unwrap_or("")
 }
 
 /// The answer as the request's microversion shows it, written straight to
 /// JSON text: answers for big fleets run to megabytes, and building a
 /// `serde_json::Value` tree first would double the work.
 fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> String {
+    let uuids = &answer.provider_uuids;
+    let classes = &answer.resource_classes;
     let mut out = String::with_capacity(256 * (answer.allocation_requests.len() + answer.provider_summaries.len()) + 64);
     out.push_str("{\"allocation_requests\":[");
     for (i, a) in answer.allocation_requests.iter().enumerate() {
@@ -252,9 +262,9 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> String {
                     out.push(',');
                 }
                 out.push_str("{\"resource_provider\":{\"uuid\":");
-                push_str(&mut out, &p.provider_uuid);
+                push_str(&mut out, name(uuids, p.provider));
                 out.push_str("},\"resources\":");
-                push_resources(&mut out, &p.resources);
+                push_resources(&mut out, &p.resources, classes);
                 out.push('}');
             }
             out.push_str("]}");
@@ -265,25 +275,25 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> String {
             if j > 0 {
                 out.push(',');
             }
-            push_str(&mut out, &p.provider_uuid);
+            push_str(&mut out, name(uuids, p.provider));
             out.push_str(":{\"resources\":");
-            push_resources(&mut out, &p.resources);
+            push_resources(&mut out, &p.resources, classes);
             out.push('}');
         }
         out.push('}');
         if req.at_least(1, 34) {
             out.push_str(",\"mappings\":{");
-            for (j, m) in a.mappings.iter().enumerate() {
+            for (j, (suffix, m)) in answer.group_suffixes.iter().zip(&a.mappings).enumerate() {
                 if j > 0 {
                     out.push(',');
                 }
-                push_str(&mut out, &m.suffix);
+                push_str(&mut out, suffix);
                 out.push_str(":[");
-                for (k, u) in m.provider_uuids.iter().enumerate() {
+                for (k, p) in m.providers.iter().enumerate() {
                     if k > 0 {
                         out.push(',');
                     }
-                    push_str(&mut out, u);
+                    push_str(&mut out, name(uuids, *p));
                 }
                 out.push(']');
             }
@@ -303,7 +313,7 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> String {
                 out.push(',');
             }
             push_str(&mut out, &r.resource_class);
-            out.push_str(&format!(":{{\"capacity\":{},\"used\":{}}}", r.capacity, r.used));
+            let _ = write!(out, ":{{\"capacity\":{},\"used\":{}}}", r.capacity, r.used);
         }
         out.push('}');
         if req.at_least(1, 17) {

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use keelson_common::db::{in_list, Row, Tx, Value};
 use keelson_common::Db;
 
-use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TreeProvider, Trees};
+use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;
 use crate::domain::{self, Outcome, ProviderSummary, Settings};
 use crate::error::{Error, Result};
@@ -36,14 +36,10 @@ impl Store {
     /// `GET /allocation_candidates`.
     pub async fn allocation_candidates(&self, req: &Request) -> Result<Outcome> {
         req.validate()?;
-        let t0 = std::time::Instant::now();
         let mut tx = self.db.begin_read().await?;
         let catalog = load_catalog(&mut tx, req).await?;
-        let t1 = t0.elapsed();
         let fleet = load_fleet(&mut tx, req, &catalog).await?;
-        let t2 = t0.elapsed();
         let trees = load_trees(&mut tx, &roots_in_play(&fleet)).await?;
-        let t3 = t0.elapsed();
 
         // The search and the product are CPU work, possibly long on wide
         // trees: keep them off the async workers.
@@ -59,22 +55,18 @@ impl Store {
             tx.commit().await?;
             return Ok(Outcome::default());
         };
-        let t4 = t0.elapsed();
         let summaries = load_summaries(&mut tx, req, &fleet, &trees, &answer.summary_providers).await?;
         tx.commit().await?;
-        let t5 = t0.elapsed();
 
         let suffixes: Vec<&str> = req.groups.iter().map(|g| g.suffix.as_str()).collect();
-        let r = Ok(Outcome {
+        Ok(Outcome {
             allocation_requests: answer
                 .candidates
                 .iter()
                 .map(|c| domain::name_candidate(c, &suffixes, &trees, &fleet.class_names))
                 .collect(),
             provider_summaries: summaries,
-        });
-        eprintln!("TIMING catalog {t1:?} fleet {t2:?} trees {t3:?} algo {t4:?} summaries {t5:?} naming {:?}", t0.elapsed());
-        r
+        })
     }
 }
 
@@ -325,20 +317,37 @@ async fn load_summaries(
             resources.entry(*provider).or_default().push((name.clone(), inv.capacity(), inv.used));
         }
     }
-    let mut traits: HashMap<ProviderId, Vec<(i64, String)>> = HashMap::new();
+    let mut traits: HashMap<ProviderId, Vec<TraitId>> = HashMap::new();
+    let mut trait_names: HashMap<TraitId, String> = HashMap::new();
     if req.traits_in_summaries {
+        // Trait ids first, their names once each: a fleet's providers share
+        // a handful of traits.
         let roots: BTreeSet<ProviderId> = providers.iter().filter_map(|p| trees.get(p)).map(|t| t.root).collect();
-        let (filter, params) = id_filter("rp.root_provider_id", &roots);
-        let sql = format!(
-            "SELECT rpt.resource_provider_id, t.id, t.name FROM resource_provider_traits rpt \
-             JOIN traits t ON t.id = rpt.trait_id \
-             JOIN resource_providers rp ON rp.id = rpt.resource_provider_id \
-             WHERE {filter}"
-        );
+        let sql = if roots.len() > MAX_IN_LIST {
+            "SELECT resource_provider_id, trait_id FROM resource_provider_traits".to_string()
+        } else {
+            format!(
+                "SELECT rpt.resource_provider_id, rpt.trait_id FROM resource_provider_traits rpt \
+                 JOIN resource_providers rp ON rp.id = rpt.resource_provider_id \
+                 WHERE rp.root_provider_id IN ({})",
+                in_list(roots.len())
+            )
+        };
+        let params = if roots.len() > MAX_IN_LIST { Vec::new() } else { ids(roots.iter().copied()) };
+        let mut used: BTreeSet<TraitId> = BTreeSet::new();
         for r in tx.fetch_all(&sql, &params).await? {
             let provider = r.i64(0)?;
             if wanted.contains(&provider) {
-                traits.entry(provider).or_default().push((r.i64(1)?, r.string(2)?));
+                let t = r.i64(1)?;
+                used.insert(t);
+                traits.entry(provider).or_default().push(t);
+            }
+        }
+        let used: Vec<TraitId> = used.into_iter().collect();
+        for chunk in used.chunks(MAX_IN_LIST) {
+            let sql = format!("SELECT id, name FROM traits WHERE id IN ({})", in_list(chunk.len()));
+            for r in tx.fetch_all(&sql, &ids(chunk.iter().copied())).await? {
+                trait_names.insert(r.i64(0)?, r.string(1)?);
             }
         }
     }
@@ -351,13 +360,13 @@ async fn load_summaries(
             res.sort();
             // In trait id order, as upstream lists them.
             let mut tr = traits.remove(p).unwrap_or_default();
-            tr.sort();
+            tr.sort_unstable();
             ProviderSummary {
                 uuid: t.uuid.clone(),
                 parent_uuid: t.parent.map(uuid),
                 root_uuid: uuid(t.root),
                 resources: res,
-                traits: tr.into_iter().map(|(_, name)| name).collect(),
+                traits: tr.iter().filter_map(|t| trait_names.get(t).cloned()).collect(),
             }
         })
         .collect())

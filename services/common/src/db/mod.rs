@@ -349,7 +349,11 @@ impl Db {
             None => None,
         };
         let inner = match &self.pool {
-            Pool::Sqlite(p) => TxInner::Sqlite(p.begin().await?),
+            // IMMEDIATE takes SQLite's write lock at once, waiting up to the
+            // busy timeout for writers of other processes; a deferred
+            // transaction that reads first and writes later fails at once
+            // with SQLITE_BUSY when another process wrote in between.
+            Pool::Sqlite(p) => TxInner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
             Pool::MySql(p) => TxInner::MySql(p.begin().await?),
             Pool::Postgres(p) => TxInner::Postgres(p.begin().await?),
         };

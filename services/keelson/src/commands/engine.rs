@@ -1,10 +1,22 @@
-//! `keelson engine`: one Heat stack engine process.
+//! `keelson engine`: one Heat stack engine process. With a controller
+//! (`[controller] peers`) it registers there as service "stack-engine"
+//! (instance = its engine id, address = its worker endpoint) with a lease
+//! it heartbeats, asks the registry whether a lock holder is alive, and
+//! leaves the watchdog to the controller primary's duty; without one the
+//! database `service` table is the registry and it runs its own watchdog.
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
+use keelson_common::shutdown::Shutdown;
 use keelson_common::{Config, Db};
+use keelson_controller::duties::BoxFuture;
+use keelson_controller::{ClientError, ClientOptions, ControllerClient, CtrlError, Registration};
+use keelson_stack_engine::rpc::worker::{EngineRegistry, RegistryHandle};
 
+use super::controller::{controller_addresses, ENGINE_SERVICE};
 use super::services::{bind, on_signal};
 use crate::settings;
 
@@ -39,7 +51,85 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let bound = listener.local_addr()?;
     let endpoint = advertised_endpoint(&config, bound);
     tracing::info!(target: "keelson", "stack engine gRPC on {bound} (advertised as {endpoint})");
-    let engine_settings = keelson_stack_engine::settings_from_config(&config, endpoint);
-    keelson_stack_engine::serve(db, engine_settings, listener, on_signal()).await?;
+    let mut engine_settings = keelson_stack_engine::settings_from_config(&config, endpoint);
+    let shutdown = on_signal();
+    let registration = register_with_controller(controller_addresses(&config)?, &mut engine_settings, shutdown.clone());
+    keelson_stack_engine::serve(db, engine_settings, listener, shutdown).await?;
+    if let Some(r) = registration {
+        let _ = r.await;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// With controllers at `addrs`: gives the engine an id, makes the registry
+/// its liveness source and its watchdog the controller's, and keeps its
+/// registration alive until `shutdown` (then deregisters). None without.
+pub fn register_with_controller(
+    addrs: Vec<String>,
+    engine: &mut keelson_stack_engine::Settings,
+    shutdown: Shutdown,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if addrs.is_empty() {
+        return None;
+    }
+    let engine_id = engine.engine.engine_id.clone().unwrap_or_else(new_engine_id);
+    engine.engine.engine_id = Some(engine_id.clone());
+    let client = Arc::new(ControllerClient::new(addrs.clone(), ClientOptions::default()));
+    engine.engine.controller_registry = Some(RegistryHandle(Arc::new(ControllerRegistry(client.clone()))));
+    let interval = engine.engine.periodic_interval;
+    // Three missed heartbeats and the registration is gone.
+    let ttl = (interval.as_secs() * 3).max(3) as u32;
+    let registration = Registration { service: ENGINE_SERVICE.into(), instance: engine_id, address: engine.engine.worker_endpoint.clone(), ttl_seconds: ttl };
+    tracing::info!(target: "keelson", "registering stack engine {} with the controller at {} (lease {ttl}s)", registration.instance, addrs.join(","));
+    Some(tokio::spawn(keep_registered(client, registration, interval, shutdown)))
+}
+
+/// Registers, then heartbeats every `interval` (re-registering when the
+/// registration is gone, e.g. after a controller restart or failover).
+async fn keep_registered(client: Arc<ControllerClient>, registration: Registration, interval: Duration, shutdown: Shutdown) {
+    let mut registered = false;
+    let mut ticker = tokio::time::interval(interval.min(Duration::from_secs(u64::from(registration.ttl_seconds)) / 3).max(Duration::from_millis(200)));
+    let stop = shutdown.wait();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = &mut stop => break,
+        }
+        if registered {
+            match client.heartbeat(&registration.service, &registration.instance).await {
+                Ok(_) => continue,
+                Err(ClientError::Refused(CtrlError::NotFound(_))) => registered = false,
+                Err(e) => {
+                    tracing::warn!(target: "keelson", "controller heartbeat failed: {e}");
+                    continue;
+                }
+            }
+        }
+        match client.register(registration.clone()).await {
+            Ok(_) => {
+                registered = true;
+                tracing::info!(target: "keelson", "stack engine {} registered with the controller", registration.instance);
+            }
+            Err(e) => tracing::warn!(target: "keelson", "controller registration failed (retrying): {e}"),
+        }
+    }
+    if registered {
+        let _ = client.deregister(&registration.service, &registration.instance).await;
+    }
+}
+
+fn new_engine_id() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "engine".into());
+    format!("{host}-{}-{nanos:x}", std::process::id())
+}
+
+/// The controller's registry as the engine's liveness source.
+struct ControllerRegistry(Arc<ControllerClient>);
+
+impl EngineRegistry for ControllerRegistry {
+    fn is_registered<'a>(&'a self, engine_id: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move { self.0.is_registered(ENGINE_SERVICE, engine_id).await.map_err(|e| e.to_string()) })
+    }
 }

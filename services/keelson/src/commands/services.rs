@@ -11,8 +11,10 @@ use tokio::net::TcpListener;
 use crate::settings;
 
 /// Connects to the Placement database; creates or upgrades the schema
-/// first when `sync` is set, else requires it to be current.
-pub async fn open_database(config: &Config, sync: bool) -> anyhow::Result<Db> {
+/// first when `sync` is set, else requires it to be current; inserts the
+/// standard resource classes and traits when `seed` is set (with a
+/// controller, its primary's singleton duty does that instead).
+pub async fn open_database(config: &Config, sync: bool, seed: bool) -> anyhow::Result<Db> {
     let url = settings::database_url(config)?;
     let db = Db::connect(&url, &settings::pool_settings(config))
         .await
@@ -23,9 +25,11 @@ pub async fn open_database(config: &Config, sync: bool) -> anyhow::Result<Db> {
     } else {
         keelson_common::db::schema::check_current(&db).await?;
     }
-    let seeded = keelson_common::db::seed::seed_standard(&db).await?;
-    if seeded.resource_classes + seeded.traits > 0 {
-        tracing::info!(target: "keelson::db", "inserted {} standard resource classes and {} standard traits", seeded.resource_classes, seeded.traits);
+    if seed {
+        let seeded = keelson_common::db::seed::seed_standard(&db).await?;
+        if seeded.resource_classes + seeded.traits > 0 {
+            tracing::info!(target: "keelson::db", "inserted {} standard resource classes and {} standard traits", seeded.resource_classes, seeded.traits);
+        }
     }
     Ok(db)
 }
@@ -61,7 +65,9 @@ pub fn on_signal() -> Shutdown {
 
 pub async fn inventory(config: Config) -> anyhow::Result<ExitCode> {
     let sync = config.get_bool("placement_database", "sync_on_startup");
-    let db = open_database(&config, sync).await?;
+    // With a controller, its primary syncs the standard traits and classes.
+    let seed = super::controller::controller_addresses(&config)?.is_empty();
+    let db = open_database(&config, sync, seed).await?;
     let listener = bind(settings::listen(&config, "inventory_listen", false)?, "inventory").await?;
     tracing::info!(target: "keelson", "inventory gRPC on {}", listener.local_addr()?);
     keelson_inventory::serve(Store::new(db, store_settings(&config)), listener, on_signal()).await?;

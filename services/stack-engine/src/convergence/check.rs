@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures::stream::{self, StreamExt};
 use serde_json::{json, Map, Value};
 
 use super::dispatch::CheckResourceMsg;
@@ -14,10 +15,13 @@ use super::traversal::graph_key;
 use super::Engine;
 use crate::definition::{LiveContext, ResourceFacts, StackDefinition};
 use crate::resources::{
-    self, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision,
+    ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision,
 };
 use crate::store::{self, action, status, MergeOutcome, ResourceChange, ResourceRow, StackRow};
 use crate::EngineError;
+
+/// Sync-point merges of one report in flight at once (fan-out).
+const PROPAGATE_CONCURRENCY: usize = 16;
 
 /// How a node's work ended.
 enum Outcome {
@@ -210,42 +214,32 @@ impl Engine {
         Ok(())
     }
 
-    async fn state_of(&self, row: &ResourceRow) -> Result<ResourceState, EngineError> {
-        let data = store::resources::data_get_all(&self.db, row.id).await?;
-        Ok(ResourceState {
-            physical_id: row.physical_resource_id.clone(),
-            data: data.into_iter().map(|(k, v)| (k, v.value)).collect(),
-            properties: match &row.properties_data {
-                Some(Value::Object(p)) => p.clone(),
-                _ => Map::new(),
-            },
-            metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
-        })
+    /// ACTION_IN_PROGRESS "state changed" on a row we hold, and its event.
+    async fn begin(
+        &self,
+        row: &mut ResourceRow,
+        act: &str,
+        properties: Option<Value>,
+    ) -> Result<(), EngineError> {
+        let reason = "state changed";
+        self.write_locked(row, ResourceChange::state(act, status::IN_PROGRESS, reason))
+            .await?;
+        self.resource_event(row, act, status::IN_PROGRESS, reason, properties)
+            .await;
+        Ok(())
     }
 
-    /// What the resource offers downstream: reference id and attributes.
+    async fn state_of(&self, row: &ResourceRow) -> Result<ResourceState, EngineError> {
+        crate::definition::resource_state(&self.db, row).await
+    }
+
     async fn facts_of(
         &self,
         plugin: &dyn ResourceType,
         row: &ResourceRow,
         state: &ResourceState,
     ) -> ResourceFacts {
-        let mut attributes = Map::new();
-        for a in plugin
-            .schema()
-            .attributes
-            .iter()
-            .filter(|a| a.name != "show")
-        {
-            let v = resources::resolve_attribute(plugin, &row.name, state, a.name)
-                .await
-                .unwrap_or(Value::Null);
-            attributes.insert(a.name.to_string(), v);
-        }
-        ResourceFacts {
-            reference_id: plugin.reference_id(state),
-            attributes,
-        }
+        crate::definition::resource_facts(plugin, &row.name, state).await
     }
 
     /// Facts of the resources `name` requires: from the predecessors'
@@ -295,7 +289,7 @@ impl Engine {
                     )
                 });
             let Some(row) = best else { continue };
-            let Some(plugin) = self.registry.get(&row.resource_type) else {
+            let Some((_, plugin)) = self.plugin_of_row(stack, row).await else {
                 continue;
             };
             let state = self.state_of(row).await?;
@@ -379,17 +373,44 @@ impl Engine {
                 return self.fail_before_action(&mut row, act, &reason).await;
             }
         };
+        let written = Some(defn.type_name.clone());
         if row.action == action::INIT {
+            if stack.action == action::ADOPT {
+                return self
+                    .run_adopt(stack, row, plugin, props, requires, defn.type_name.clone())
+                    .await;
+            }
             return self
-                .run_action(stack, row, plugin, Act::Create, props, requires, None)
+                .run_action(
+                    stack,
+                    row,
+                    plugin,
+                    Act::Create,
+                    props,
+                    requires,
+                    None,
+                    written,
+                )
                 .await;
+        }
+        // The environment's restricted_actions for this resource (upstream
+        // resource.update_convergence / _check_restricted_actions).
+        let restricted = def.restricted_actions(&row.name);
+        // A resource whose plugin changes is replaced (upstream compares
+        // the classes the old and new environments map the types to).
+        let retyped = match self.plugin_of_row(stack, &row).await {
+            Some((old_type, _)) => old_type != type_name,
+            None => true,
+        };
+        if retyped && restricted.contains("replace") {
+            return self.restricted_failure(&row, "replace").await;
         }
         // A failed, half-created, deleted or retyped resource is replaced
         // without UPDATE events (upstream needs_replace_failed).
         let broken = row.status == status::FAILED
             || row.status == status::IN_PROGRESS
             || row.action == action::DELETE
-            || row.resource_type != type_name;
+            || retyped;
         let old_props = match &row.properties_data {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
@@ -400,8 +421,18 @@ impl Engine {
             plugin.update_decision(&old_props, &props)
         };
         match decision {
+            UpdateDecision::InPlace if restricted.contains("update") => {
+                return self.restricted_failure(&row, "update").await;
+            }
+            UpdateDecision::Replace if restricted.contains("replace") => {
+                return self.restricted_failure(&row, "replace").await;
+            }
+            _ => {}
+        }
+        match decision {
             UpdateDecision::Unchanged => {
                 let change = ResourceChange {
+                    resource_type: written,
                     current_template_id: Some(Some(stack.raw_template_id)),
                     requires: Some(requires),
                     replaced_by: Some(None),
@@ -424,24 +455,13 @@ impl Engine {
                     props,
                     requires,
                     Some(old_props),
+                    written,
                 )
                 .await
             }
             UpdateDecision::Replace => {
                 if !broken {
-                    self.write_locked(
-                        &mut row,
-                        ResourceChange::state(action::UPDATE, status::IN_PROGRESS, "state changed"),
-                    )
-                    .await?;
-                    self.resource_event(
-                        &row,
-                        action::UPDATE,
-                        status::IN_PROGRESS,
-                        "state changed",
-                        None,
-                    )
-                    .await;
+                    self.begin(&mut row, action::UPDATE, None).await?;
                     let reason = format!("The Resource {} requires replacement.", row.name);
                     row = self
                         .unlock(
@@ -457,6 +477,7 @@ impl Engine {
                 match store::resources::make_replacement(
                     &self.db,
                     &row,
+                    &defn.type_name,
                     stack.raw_template_id,
                     &requires,
                 )
@@ -479,6 +500,147 @@ impl Engine {
         Ok(store::resources::get(&self.db, row.id)
             .await?
             .unwrap_or_else(|| row.clone()))
+    }
+
+    /// The plugin a stored resource runs as: its written type mapped by
+    /// the environment of the template it was last acted on with (upstream
+    /// `Resource.load`), else by the stack's current one.
+    pub(super) async fn plugin_of_row(
+        &self,
+        stack: &StackRow,
+        row: &ResourceRow,
+    ) -> Option<(String, Arc<dyn ResourceType>)> {
+        let region = &self.settings.region_name;
+        let mut type_name = row.resource_type.clone();
+        for template_id in row
+            .current_template_id
+            .into_iter()
+            .chain([stack.raw_template_id])
+        {
+            if let Ok(def) = self
+                .definitions
+                .get(&self.db, stack, template_id, region)
+                .await
+            {
+                type_name = def.plugin_type_of(&row.name, &row.resource_type);
+                break;
+            }
+        }
+        let plugin = self.registry.get(&type_name)?;
+        Some((type_name, plugin))
+    }
+
+    /// An update the environment restricts: an UPDATE_FAILED event only
+    /// (the resource keeps its state), and the stack fails (upstream
+    /// ResourceActionRestricted).
+    async fn restricted_failure(
+        &self,
+        row: &ResourceRow,
+        what: &str,
+    ) -> Result<Outcome, EngineError> {
+        let message = format!("{what} is restricted for resource.");
+        let row = self.unlock(row, ResourceChange::default()).await?;
+        self.resource_event(&row, action::UPDATE, status::FAILED, &message, None)
+            .await;
+        Ok(Outcome::Failed(format!(
+            "Resource UPDATE failed: ResourceActionRestricted: resources.{}: {message}",
+            row.name
+        )))
+    }
+
+    /// Adopts an existing physical resource (stack ADOPT): the row holds
+    /// what the adopt data gave for it (physical id, data, metadata); no
+    /// plugin action runs (upstream `Resource.adopt` / `handle_adopt`).
+    async fn run_adopt(
+        &self,
+        stack: &StackRow,
+        mut row: ResourceRow,
+        plugin: Arc<dyn ResourceType>,
+        props: Properties,
+        requires: Vec<i64>,
+        written_type: String,
+    ) -> Result<Outcome, EngineError> {
+        let props_json = Value::Object(props.clone());
+        self.begin(&mut row, action::ADOPT, Some(props_json.clone()))
+            .await?;
+        if row
+            .physical_resource_id
+            .as_deref()
+            .is_none_or(str::is_empty)
+        {
+            let reason = format!(
+                "Exception: resources.{}: Resource ID was not provided.",
+                row.name
+            );
+            let row = self
+                .unlock(
+                    &row,
+                    ResourceChange::state(action::ADOPT, status::FAILED, reason.clone()),
+                )
+                .await?;
+            self.resource_event(&row, action::ADOPT, status::FAILED, &reason, None)
+                .await;
+            return Ok(Outcome::Failed(format!("Resource ADOPT failed: {reason}")));
+        }
+        let mut state = self.state_of(&row).await?;
+        state.properties = props;
+        let facts = self.facts_of(plugin.as_ref(), &row, &state).await;
+        let change = ResourceChange {
+            resource_type: Some(written_type),
+            ..Default::default()
+        };
+        self.complete(
+            stack,
+            &row,
+            action::ADOPT,
+            change,
+            props_json,
+            facts,
+            requires,
+        )
+        .await
+    }
+
+    /// ACTION_COMPLETE "state changed" with what the action produced
+    /// (`change` adds to it), the lock released, the event; the node's
+    /// data for its successors.
+    #[allow(clippy::too_many_arguments)]
+    async fn complete(
+        &self,
+        stack: &StackRow,
+        row: &ResourceRow,
+        act: &str,
+        change: ResourceChange,
+        props_json: Value,
+        facts: ResourceFacts,
+        requires: Vec<i64>,
+    ) -> Result<Outcome, EngineError> {
+        let change = ResourceChange {
+            properties_data: Some(Some(props_json.clone())),
+            attr_data: Some(Some(Value::Object(facts.attributes.clone()))),
+            current_template_id: Some(Some(stack.raw_template_id)),
+            requires: Some(requires),
+            replaced_by: Some(None),
+            ..ResourceChange {
+                action: Some(act.to_string()),
+                status: Some(status::COMPLETE.to_string()),
+                status_reason: Some("state changed".to_string()),
+                ..change
+            }
+        };
+        let row = self.unlock(row, change).await?;
+        self.resource_event(
+            &row,
+            act,
+            status::COMPLETE,
+            "state changed",
+            Some(props_json),
+        )
+        .await;
+        Ok(Outcome::Done(
+            Box::new(row.clone()),
+            node_data(&row, &facts),
+        ))
     }
 
     async fn fail_before_action(
@@ -512,21 +674,11 @@ impl Engine {
         props: Properties,
         requires: Vec<i64>,
         old_props: Option<Properties>,
+        written_type: Option<String>,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        self.write_locked(
-            &mut row,
-            ResourceChange::state(act.name(), status::IN_PROGRESS, "state changed"),
-        )
-        .await?;
-        self.resource_event(
-            &row,
-            act.name(),
-            status::IN_PROGRESS,
-            "state changed",
-            Some(props_json.clone()),
-        )
-        .await;
+        self.begin(&mut row, act.name(), Some(props_json.clone()))
+            .await?;
         let state = self.state_of(&row).await?;
         let mut ctx = ActionContext {
             stack_id: stack.id.clone(),
@@ -555,27 +707,12 @@ impl Engine {
                 attr_row.physical_resource_id = ctx.state.physical_id.clone();
                 let facts = self.facts_of(plugin.as_ref(), &attr_row, &ctx.state).await;
                 let change = ResourceChange {
+                    resource_type: written_type,
                     physical_resource_id: physical,
-                    properties_data: Some(Some(props_json.clone())),
-                    attr_data: Some(Some(Value::Object(facts.attributes.clone()))),
-                    current_template_id: Some(Some(stack.raw_template_id)),
-                    requires: Some(requires),
-                    replaced_by: Some(None),
-                    ..ResourceChange::state(act.name(), status::COMPLETE, "state changed")
+                    ..Default::default()
                 };
-                let row = self.unlock(&row, change).await?;
-                self.resource_event(
-                    &row,
-                    act.name(),
-                    status::COMPLETE,
-                    "state changed",
-                    Some(props_json),
-                )
-                .await;
-                Ok(Outcome::Done(
-                    Box::new(row.clone()),
-                    node_data(&row, &facts),
-                ))
+                self.complete(stack, &row, act.name(), change, props_json, facts, requires)
+                    .await
             }
             Err(failure) => {
                 let reason = failure_reason(&row.name, &failure, act);
@@ -621,7 +758,7 @@ impl Engine {
             store::resources::delete(&self.db, row.id).await?;
             return Ok(Outcome::Done(Box::new(row), Value::Null));
         }
-        let Some(plugin) = self.registry.get(&row.resource_type) else {
+        let Some((_, plugin)) = self.plugin_of_row(stack, &row).await else {
             store::resources::delete(&self.db, row.id).await?;
             return Ok(Outcome::Done(Box::new(row), Value::Null));
         };
@@ -637,6 +774,7 @@ impl Engine {
                 Act::Delete,
                 props,
                 row.requires.clone(),
+                None,
                 None,
             )
             .await?
@@ -680,36 +818,57 @@ impl Engine {
             };
         }
         // Cleanup successors first, update successors last (upstream).
+        // Each successor's sync point is its own row, so the merges (and
+        // the dispatch of the ones this report completes) of one group run
+        // concurrently: a fan-out of N does not wait N commits in series.
         let mut ordered = successors;
         ordered.sort_by_key(|n| (n.1, n.0));
-        for next in ordered {
-            let input = if next.1 {
-                data.clone()
-            } else {
-                json!({ "replacement": row.id })
-            };
-            match store::sync_points::merge(
-                &self.db,
-                &next.0.to_string(),
-                traversal,
-                next.1,
-                &label,
-                &input,
-            )
-            .await?
-            {
-                MergeOutcome::Ready(inputs) => {
-                    let msg = CheckResourceMsg {
-                        stack_id: stack.id.clone(),
-                        resource_id: next.0,
-                        traversal_id: traversal.clone(),
-                        is_update: next.1,
-                        input: inputs,
+        let (cleanups, updates): (Vec<Node>, Vec<Node>) = ordered.into_iter().partition(|n| !n.1);
+        let mut gone = false;
+        for group in [cleanups, updates] {
+            let outcomes: Vec<Result<bool, EngineError>> = stream::iter(group)
+                .map(|next| {
+                    let input = if next.1 {
+                        data.clone()
+                    } else {
+                        json!({ "replacement": row.id })
                     };
-                    self.dispatcher.dispatch(self, msg).await;
-                }
-                MergeOutcome::Waiting => {}
-                MergeOutcome::Gone => return self.retrigger(&stack.id, row.id, is_update).await,
+                    let label = &label;
+                    async move {
+                        match store::sync_points::merge(
+                            &self.db,
+                            &next.0.to_string(),
+                            traversal,
+                            next.1,
+                            label,
+                            &input,
+                        )
+                        .await?
+                        {
+                            MergeOutcome::Ready(inputs) => {
+                                let msg = CheckResourceMsg {
+                                    stack_id: stack.id.clone(),
+                                    resource_id: next.0,
+                                    traversal_id: traversal.clone(),
+                                    is_update: next.1,
+                                    input: inputs,
+                                };
+                                self.dispatcher.dispatch(self, msg).await;
+                                Ok(false)
+                            }
+                            MergeOutcome::Waiting => Ok(false),
+                            MergeOutcome::Gone => Ok(true),
+                        }
+                    }
+                })
+                .buffered(PROPAGATE_CONCURRENCY)
+                .collect()
+                .await;
+            for o in outcomes {
+                gone |= o?;
+            }
+            if gone {
+                return self.retrigger(&stack.id, row.id, is_update).await;
             }
         }
         Ok(())

@@ -36,6 +36,7 @@ pub use dispatch::{CheckResourceMsg, Dispatcher, QueueDispatcher};
 pub use graph::{Node, TraversalGraph};
 pub use operations::{NewDefinition, NewStack, StackOperation};
 pub use settings::EngineSettings;
+pub use watchdog::WatchdogReport;
 
 /// One engine process: acts on resources for any stack, keeps the cancel
 /// channels of its running check_resource tasks.

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::traversal::StackChanges;
 use super::Engine;
-use crate::definition::{empty_template, LiveContext, ResourceFacts, StackDefinition};
+use crate::definition::{empty_template, StackDefinition};
 use crate::store::{self, action, status, ResourceChange, StackRow};
 use crate::EngineError;
 
@@ -27,6 +27,10 @@ pub struct NewStack {
     pub timeout_mins: Option<i64>,
     pub disable_rollback: bool,
     pub tags: Option<Vec<String>>,
+    /// An abandoned stack's document to adopt (its `resources` by name:
+    /// `resource_id`, `resource_data`, `metadata`): the stack is ADOPTed,
+    /// not created.
+    pub adopt_stack_data: Option<Value>,
 }
 
 /// A new definition for an existing stack (update).
@@ -85,15 +89,73 @@ impl Engine {
         };
         store::stacks::insert(&mut tx, &row).await?;
         tx.commit().await?;
-        self.converge_stack(
-            &row,
-            template_id,
-            action::CREATE,
-            "",
-            StackChanges::default(),
-        )
-        .await?;
+        let stack_action = match &new.adopt_stack_data {
+            Some(adopt) => {
+                self.prepare_adoption(&row, template_id, &new, adopt)
+                    .await?;
+                action::ADOPT
+            }
+            None => action::CREATE,
+        };
+        self.converge_stack(&row, template_id, stack_action, "", StackChanges::default())
+            .await?;
         self.live_stack(&new.id).await
+    }
+
+    /// Stores, before the ADOPT traversal starts, one INIT row per resource
+    /// of the definition holding what the adopt data gives for it: its
+    /// physical id, resource data and metadata (what upstream's
+    /// `handle_adopt` sets). The traversal picks these rows and adopts
+    /// them; a resource the data lacks fails to adopt.
+    async fn prepare_adoption(
+        &self,
+        stack: &StackRow,
+        template_id: i64,
+        new: &NewStack,
+        adopt: &Value,
+    ) -> Result<(), EngineError> {
+        let def = StackDefinition::parse(
+            &new.template,
+            &new.files,
+            &new.environment,
+            &crate::definition::pseudo_params(stack, &self.settings.region_name),
+        )?;
+        let adopted = adopt.get("resources").and_then(Value::as_object);
+        for defn in &def.resources {
+            let Some(data) = adopted.and_then(|r| r.get(&defn.name)) else {
+                continue;
+            };
+            let physical = match data.get("resource_id") {
+                Some(Value::String(id)) => Some(id.clone()),
+                Some(Value::Null) | None => None,
+                Some(other) => Some(other.to_string()),
+            };
+            let metadata = data.get("metadata").filter(|m| !m.is_null()).cloned();
+            let row = store::resources::insert(
+                &self.db,
+                &store::NewResource {
+                    stack_id: stack.id.clone(),
+                    root_stack_id: stack.id.clone(),
+                    name: defn.name.clone(),
+                    resource_type: defn.type_name.clone(),
+                    physical_resource_id: physical,
+                    rsrc_metadata: metadata,
+                    current_template_id: Some(template_id),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            if let Some(Value::Object(entries)) = data.get("resource_data") {
+                for (key, value) in entries {
+                    let text = match value {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    store::resources::data_set(&self.db, row.id, key, &text, false).await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Starts an UPDATE traversal to the new definition; a traversal in
@@ -152,6 +214,9 @@ impl Engine {
                     Some(t) => stack.current_traversal = t,
                     None => continue,
                 }
+                // Delete also stops the actions running (upstream
+                // stop_all_workers before the DELETE traversal).
+                self.dispatcher.cancel_all(self, &stack.id).await;
             }
             if self
                 .converge_stack(
@@ -169,8 +234,23 @@ impl Engine {
         Err(EngineError::action_in_progress(stack_id, action::DELETE))
     }
 
-    pub async fn abandon_stack(self: &Arc<Self>, _stack_id: &str) -> Result<(), EngineError> {
-        Err(EngineError::not_supported("Stack abandon is not supported"))
+    /// Forgets the stack without touching its physical resources
+    /// (upstream `Stack.delete(abandon=True)`): the traversal CAS ends
+    /// whatever traversal runs (its later writes fail), running actions
+    /// are cancelled, then every row of the stack is purged.
+    pub async fn abandon_stack(self: &Arc<Self>, stack_id: &str) -> Result<(), EngineError> {
+        let stack = self.live_stack(stack_id).await?;
+        let reason = format!("Stack {} completed successfully", action::DELETE);
+        let change = store::StackStateChange {
+            current_traversal: Some(String::new()),
+            ..store::StackStateChange::new(action::DELETE, status::COMPLETE, reason)
+        };
+        if !store::stacks::set_state(&self.db, stack_id, &stack.current_traversal, change).await? {
+            return Err(EngineError::action_in_progress(&stack.name, &stack.action));
+        }
+        self.dispatcher.cancel_all(self, stack_id).await;
+        store::stacks::delete_for_purge(&self.db, stack_id).await?;
+        Ok(())
     }
 
     /// Suspend/resume/check: run over the live resources in one pass (the
@@ -218,9 +298,10 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let rows = store::resources::list(&self.db, stack_id).await?;
         let mut unsupported = false;
+        let stack = self.live_stack(stack_id).await?;
         for row in rows.iter().filter(|r| r.action != action::INIT) {
             if act == action::CHECK {
-                if let Some(p) = self.registry.get(&row.resource_type) {
+                if let Some((_, p)) = self.plugin_of_row(&stack, row).await {
                     let mut ctx = crate::resources::ActionContext {
                         stack_id: stack_id.to_string(),
                         stack_name: String::new(),
@@ -262,28 +343,34 @@ impl Engine {
         Ok(())
     }
 
-    /// cancel_update: with rollback, converge back to the previous
-    /// template; without, stop the traversal where it is.
+    /// cancel_update: with rollback (UPDATE_IN_PROGRESS only), converge
+    /// back to the previous template; without (CREATE or UPDATE in
+    /// progress), stop the traversal where it is: the stack fails "Stack
+    /// ACTION cancelled" and the actions running finish normally but
+    /// propagate no further (upstream stop_traversal).
     pub async fn cancel_update(
         self: &Arc<Self>,
         stack_id: &str,
         rollback: bool,
     ) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
-        if !(stack.action == action::UPDATE && stack.status == status::IN_PROGRESS) {
+        let allowed: &[&str] = if rollback {
+            &[action::UPDATE]
+        } else {
+            &[action::UPDATE, action::CREATE]
+        };
+        if !(stack.status == status::IN_PROGRESS && allowed.contains(&stack.action.as_str())) {
             return Err(EngineError::not_supported(format!(
-                "Cancelling update when stack is {}",
+                "Cancelling update when stack is {} is not supported.",
                 stack.state()
             )));
         }
-        let Some(traversal) = self.stop_traversal(&stack).await? else {
-            return Ok(());
-        };
         if rollback {
-            if let Some(stack) = store::stacks::get(&self.db, stack_id).await? {
-                debug_assert_eq!(stack.current_traversal, traversal);
-                self.rollback(&stack).await?;
-            }
+            // Upstream `Stack.rollback`: the ROLLBACK traversal supersedes
+            // the running one, whose workers finish and retrigger into it.
+            self.rollback(&stack).await?;
+        } else {
+            self.stop_traversal(&stack).await?;
         }
         Ok(())
     }
@@ -356,69 +443,5 @@ impl Engine {
         self.resource_event(row, action::CHECK, target, reason, None)
             .await;
         Ok(())
-    }
-
-    /// Every output of the stack resolved against its live resources.
-    pub async fn outputs(
-        &self,
-        stack: &StackRow,
-    ) -> Result<Vec<(String, Option<String>, Result<Value, String>)>, EngineError> {
-        let def = StackDefinition::load(
-            &self.db,
-            stack,
-            stack.raw_template_id,
-            &self.settings.region_name,
-        )
-        .await?;
-        let rows = store::resources::list(&self.db, &stack.id).await?;
-        let mut facts = std::collections::BTreeMap::new();
-        for defn in &def.resources {
-            let best = rows
-                .iter()
-                .filter(|r| r.name == defn.name && r.action != action::INIT)
-                .max_by_key(|r| (r.replaced_by.is_none(), r.id));
-            let Some(row) = best else { continue };
-            let Some(plugin) = self.registry.get(&row.resource_type) else {
-                continue;
-            };
-            let state = self.state_of_row(row).await?;
-            let mut attributes = Map::new();
-            for a in plugin
-                .schema()
-                .attributes
-                .iter()
-                .filter(|a| a.name != "show")
-            {
-                let v =
-                    crate::resources::resolve_attribute(plugin.as_ref(), &row.name, &state, a.name)
-                        .await
-                        .unwrap_or(Value::Null);
-                attributes.insert(a.name.to_string(), v);
-            }
-            facts.insert(
-                defn.name.clone(),
-                ResourceFacts {
-                    reference_id: plugin.reference_id(&state),
-                    attributes,
-                },
-            );
-        }
-        Ok(LiveContext::new(&def, facts).outputs(&def))
-    }
-
-    async fn state_of_row(
-        &self,
-        row: &store::ResourceRow,
-    ) -> Result<crate::resources::ResourceState, EngineError> {
-        let data = store::resources::data_get_all(&self.db, row.id).await?;
-        Ok(crate::resources::ResourceState {
-            physical_id: row.physical_resource_id.clone(),
-            data: data.into_iter().map(|(k, v)| (k, v.value)).collect(),
-            properties: match &row.properties_data {
-                Some(Value::Object(p)) => p.clone(),
-                _ => Map::new(),
-            },
-            metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
-        })
     }
 }

@@ -28,6 +28,10 @@ pub struct EngineSettings {
     pub region_name: String,
     /// Heat `convergence_engine`: always on here.
     pub convergence_engine_enabled: bool,
+    /// The controller's service registry, when one is configured: lock
+    /// holders are asked about there first, and the watchdog runs only
+    /// when the controller primary asks (`EngineWorker.RunWatchdog`).
+    pub controller_registry: Option<crate::rpc::worker::RegistryHandle>,
 }
 
 impl Default for EngineSettings {
@@ -45,6 +49,7 @@ impl Default for EngineSettings {
             max_concurrent_checks: 64,
             region_name: "RegionOne".to_string(),
             convergence_engine_enabled: true,
+            controller_registry: None,
         }
     }
 }

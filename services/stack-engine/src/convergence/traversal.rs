@@ -143,16 +143,13 @@ impl Engine {
             let id = match best {
                 Some(r) => r.id,
                 None => {
-                    let type_name = def
-                        .effective_type(defn)
-                        .unwrap_or_else(|_| defn.type_name.clone());
                     store::resources::insert(
                         &self.db,
                         &NewResource {
                             stack_id: stack.id.clone(),
                             root_stack_id: stack.id.clone(),
                             name: defn.name.clone(),
-                            resource_type: type_name,
+                            resource_type: defn.type_name.clone(),
                             current_template_id: Some(template_id),
                             action: action::INIT.to_string(),
                             status: status::COMPLETE.to_string(),
@@ -252,7 +249,7 @@ impl Engine {
             change.prev_raw_template_id = Some(None);
         }
         let applied = if stack.action == action::DELETE {
-            self.complete_delete(stack_id, traversal, &reason).await?
+            store::stacks::complete_delete(&self.db, stack_id, traversal, &reason).await?
         } else {
             store::stacks::set_state(&self.db, stack_id, traversal, change).await?
         };
@@ -269,35 +266,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    /// DELETE_COMPLETE and the soft delete in one statement, so nobody
-    /// finds a DELETE_COMPLETE stack by name.
-    async fn complete_delete(
-        &self,
-        stack_id: &str,
-        traversal: &str,
-        reason: &str,
-    ) -> Result<bool, EngineError> {
-        let now = keelson_common::db::now();
-        let mut tx = self.db.begin().await?;
-        let n = tx
-            .execute(
-                "UPDATE stack SET action = ?, status = ?, status_reason = ?, updated_at = ?, deleted_at = ? \
-                 WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
-                &[
-                    action::DELETE.into(),
-                    status::COMPLETE.into(),
-                    reason.into(),
-                    now.into(),
-                    now.into(),
-                    stack_id.into(),
-                    traversal.into(),
-                ],
-            )
-            .await?;
-        tx.commit().await?;
-        Ok(n > 0)
     }
 
     /// A resource failed (or the stack timed out): ACTION_FAILED with CAS,
@@ -326,9 +294,11 @@ impl Engine {
                 action::CREATE | action::UPDATE | action::ADOPT
             );
         if rolls_back {
-            if let Some(stack) = store::stacks::get(&self.db, stack_id).await? {
-                self.rollback(&stack).await?;
-            }
+            // The stack as this traversal saw it: when two failures race,
+            // both mark it FAILED, but only one rollback wins the CAS on
+            // the traversal (a fresh read could show the other's ROLLBACK
+            // and roll back to the empty template).
+            self.rollback(&stack).await?;
         } else {
             self.purge_traversal(stack_id, traversal).await?;
         }
@@ -369,8 +339,10 @@ impl Engine {
     }
 
     /// Upstream stop_traversal: a new traversal id (CAS), ACTION_FAILED
-    /// "Stack ACTION cancelled", old sync points deleted, running actions
-    /// cancelled. Answers the new traversal id (None: lost the race).
+    /// "Stack ACTION cancelled", old sync points deleted. Running actions
+    /// are not interrupted: they finish and propagate no further (delete
+    /// cancels them itself). Answers the new traversal id (None: lost the
+    /// race).
     pub(super) async fn stop_traversal(
         self: &Arc<Self>,
         stack: &StackRow,
@@ -387,7 +359,6 @@ impl Engine {
         self.stack_event(stack, &stack.action, status::FAILED, &reason)
             .await;
         store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
-        self.dispatcher.cancel_all(self, &stack.id).await;
         Ok(Some(traversal))
     }
 
@@ -397,10 +368,7 @@ impl Engine {
         files: &Map<String, serde_json::Value>,
         environment: &serde_json::Value,
     ) -> Result<i64, EngineError> {
-        let mut tx = self.db.begin().await?;
-        let id = store::templates::insert(&mut tx, template, files, environment).await?;
-        tx.commit().await?;
-        Ok(id)
+        Ok(store::templates::store(&self.db, template, files, environment).await?)
     }
 }
 

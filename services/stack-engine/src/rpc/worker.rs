@@ -1,6 +1,14 @@
 //! The `EngineWorker` gRPC service (check_resource casts, cancel,
-//! liveness), its pooled client, and the production [`ClusterDispatcher`]
-//! that spreads check_resource over the live engines.
+//! liveness, one watchdog pass), its pooled client, and the production
+//! [`ClusterDispatcher`] that spreads check_resource over the live engines.
+//!
+//! Liveness of a lock holder: with a controller configured
+//! ([`RegistryHandle`]), an engine registered there is alive; one that is
+//! not (its lease expired, or the controller restarted and it has not
+//! re-registered yet) or an unreachable controller falls back to the
+//! `Listening` probe, so a live engine's lock is never taken because of
+//! the registry alone. Without a controller, the `service` table and the
+//! probe decide (Heat's way).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +21,7 @@ use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
 use keelson_proto::orchestration::v1::engine_worker_server::{EngineWorker, EngineWorkerServer};
 use keelson_proto::orchestration::v1::{
     CancelCheckResourceReply, CancelCheckResourceRequest, CheckResourceReply, CheckResourceRequest,
-    ListeningReply, ListeningRequest,
+    ListeningReply, ListeningRequest, RunWatchdogReply, RunWatchdogRequest,
 };
 use serde_json::{Map, Value};
 use tonic::transport::{Channel, Endpoint};
@@ -92,6 +100,47 @@ impl EngineWorker for WorkerService {
         let listening = self.engine.is_listening(&request.into_inner().engine_id);
         Ok(Response::new(ListeningReply { listening }))
     }
+
+    async fn run_watchdog(
+        &self,
+        _request: Request<RunWatchdogRequest>,
+    ) -> Result<Response<RunWatchdogReply>, Status> {
+        let report = self
+            .engine
+            .run_watchdog_pass()
+            .await
+            .map_err(|e| Status::internal(format!("watchdog pass: {e}")))?;
+        if report.locks_reclaimed > 0 || !report.retriggered.is_empty() {
+            tracing::info!(
+                locks = report.locks_reclaimed,
+                stacks = ?report.retriggered,
+                "watchdog pass (asked by the controller): locks reclaimed, traversals re-triggered"
+            );
+        }
+        Ok(Response::new(RunWatchdogReply {
+            locks_reclaimed: report.locks_reclaimed,
+            traversals_retriggered: report.retriggered.len() as u32,
+        }))
+    }
+}
+
+/// The controller's service registry, as the engine asks it whether a
+/// lock holder is alive (implemented over the controller client by the
+/// binary).
+pub trait EngineRegistry: Send + Sync + 'static {
+    /// Whether `engine_id` holds a live registration; Err when the
+    /// registry cannot be asked.
+    fn is_registered<'a>(&'a self, engine_id: &'a str) -> BoxFuture<'a, Result<bool, String>>;
+}
+
+/// A shareable [`EngineRegistry`] (an [`EngineSettings`] field).
+#[derive(Clone)]
+pub struct RegistryHandle(pub Arc<dyn EngineRegistry>);
+
+impl std::fmt::Debug for RegistryHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RegistryHandle")
+    }
 }
 
 /// One lazily connected channel per endpoint.
@@ -140,6 +189,7 @@ pub struct ClusterDispatcher {
     unreachable: Mutex<HashMap<String, Instant>>,
     max_age: Duration,
     life_check: Duration,
+    registry: Option<RegistryHandle>,
 }
 
 impl ClusterDispatcher {
@@ -151,6 +201,7 @@ impl ClusterDispatcher {
             unreachable: Mutex::new(HashMap::new()),
             max_age: settings.periodic_interval * 3,
             life_check: settings.engine_life_check_timeout,
+            registry: settings.controller_registry.clone(),
         }
     }
 
@@ -237,6 +288,13 @@ impl Dispatcher for ClusterDispatcher {
             if engine_id == from.engine_id() {
                 return true;
             }
+            if let Some(registry) = &self.registry {
+                match registry.0.is_registered(engine_id).await {
+                    Ok(true) => return true,
+                    Ok(false) => {}
+                    Err(e) => tracing::info!(engine = engine_id, error = %e, "controller registry unreachable: probing"),
+                }
+            }
             let services = store::services::list(&self.db).await.unwrap_or_default();
             let Some(target) = services
                 .iter()
@@ -255,5 +313,47 @@ impl Dispatcher for ClusterDispatcher {
             });
             matches!(tokio::time::timeout(self.life_check, call).await, Ok(Ok(r)) if r.get_ref().listening)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keelson_common::db::{DatabaseUrl, PoolSettings};
+
+    /// Answers a fixed registry verdict.
+    struct Fixed(Result<bool, String>);
+
+    impl EngineRegistry for Fixed {
+        fn is_registered<'a>(&'a self, _engine_id: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+            Box::pin(async move { self.0.clone() })
+        }
+    }
+
+    /// A registered holder is alive without a probe; an unregistered one,
+    /// or an unreachable registry, falls back to the service table and the
+    /// Listening probe (here: no such engine, so dead).
+    #[tokio::test]
+    async fn a_lock_holder_is_alive_while_registered_with_the_controller() {
+        let path = std::env::temp_dir().join(format!("keelson-worker-{}.db", uuid::Uuid::new_v4()));
+        let url = DatabaseUrl::parse(&format!("sqlite:///{}", path.display())).unwrap();
+        let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
+        store::schema::sync(&db).await.unwrap();
+        let registry = Arc::new(crate::resources::Registry::builtin());
+        for (verdict, alive) in [(Ok(true), true), (Ok(false), false), (Err("down".to_string()), false)] {
+            let settings = EngineSettings {
+                engine_id: Some("self".into()),
+                controller_registry: Some(RegistryHandle(Arc::new(Fixed(verdict.clone())))),
+                ..EngineSettings::default()
+            };
+            let dispatcher = Arc::new(ClusterDispatcher::new(db.clone(), &settings));
+            let engine = Engine::new(db.clone(), registry.clone(), settings, dispatcher.clone()).await.unwrap();
+            assert_eq!(dispatcher.is_alive(&engine, "other").await, alive, "{verdict:?}");
+            assert!(dispatcher.is_alive(&engine, "self").await);
+        }
+        db.close().await;
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+        }
     }
 }

@@ -85,6 +85,12 @@ impl StackModel {
         self.def.resource(name).and_then(|r| r.description.clone()).unwrap_or_default()
     }
 
+    /// The plugin a stored resource of this stack runs as (its written
+    /// type mapped by the environment).
+    pub fn plugin_of(&self, registry: &crate::resources::Registry, row: &ResourceRow) -> Option<std::sync::Arc<dyn crate::resources::ResourceType>> {
+        registry.get(&self.def.plugin_type_of(&row.name, &row.resource_type))
+    }
+
     pub fn immutable_parameters_modified(&self, new: &StackModel) -> Vec<String> {
         model::immutable_params_modified(&self.def, &new.def)
     }
@@ -180,7 +186,6 @@ impl Orchestration {
         settings: StackSettings,
         adopt_stack_data: Option<Value>,
     ) -> Result<String, EngineError> {
-        let _ = adopt_stack_data;
         let (template, files, environment) = prepared.documents();
         let created = self
             .engine
@@ -196,6 +201,7 @@ impl Orchestration {
                 timeout_mins: settings.timeout_mins,
                 disable_rollback: settings.disable_rollback,
                 tags: settings.tags,
+                adopt_stack_data,
             })
             .await?;
         Ok(created.id)
@@ -228,21 +234,9 @@ impl Orchestration {
         self.engine.delete_stack(&current.id).await
     }
 
-    /// Forgets the stack without deleting its resources: the traversal CAS
-    /// ends whatever traversal runs (its later writes fail), then every
-    /// row of the stack is purged.
+    /// Forgets the stack without deleting its physical resources.
     pub(super) async fn engine_abandon(&self, _caller: &Caller, current: &StackRow) -> Result<(), EngineError> {
-        use crate::store::{stacks, StackStateChange};
-        let change = StackStateChange {
-            current_traversal: Some(String::new()),
-            ..StackStateChange::new("DELETE", "COMPLETE", "Stack DELETE completed successfully")
-        };
-        if !stacks::set_state(&self.db, &current.id, &current.current_traversal, change).await? {
-            return Err(EngineError::action_in_progress(&current.name, &current.action));
-        }
-        self.engine.cancel_check_resource(&current.id);
-        stacks::delete_for_purge(&self.db, &current.id).await?;
-        Ok(())
+        self.engine.abandon_stack(&current.id).await
     }
 
     pub(super) async fn engine_action(&self, _caller: &Caller, current: &StackRow, action: StackAction) -> Result<(), EngineError> {
@@ -281,7 +275,7 @@ impl Orchestration {
             .filter(|o| only.is_none_or(|k| k == o.name))
             .flat_map(|o| o.value.referenced_resources())
             .collect();
-        let live = model::live_context(&self.db, &self.registry, &model.def, &rows, Some(&referenced)).await?;
+        let live = LiveContext::load(&self.db, &self.registry, &model.def, views::best_rows(&rows).into_values(), Some(&referenced)).await?;
         Ok(live
             .outputs(&model.def)
             .into_iter()
@@ -292,11 +286,11 @@ impl Orchestration {
 
     /// A resource's attributes for show / `with_detail`: every attribute of
     /// its type but `show`, plus `with_attr`; what cannot resolve is null.
-    pub(super) async fn resource_attributes(&self, _stack: &StackRow, row: &ResourceRow, with_attr: &[String]) -> Result<Map<String, Value>, EngineError> {
-        let Some(plugin) = self.registry.get(&row.resource_type) else {
+    pub(super) async fn resource_attributes(&self, stack: &StackModel, row: &ResourceRow, with_attr: &[String]) -> Result<Map<String, Value>, EngineError> {
+        let Some(plugin) = stack.plugin_of(&self.registry, row) else {
             return Ok(Map::new());
         };
-        let state = model::resource_state(&self.db, row).await?;
+        let state = crate::definition::resource_state(&self.db, row).await?;
         let mut names: Vec<String> =
             plugin.schema().attributes.iter().map(|a| a.name.to_string()).filter(|n| n != "show").collect();
         for extra in with_attr {
@@ -367,9 +361,10 @@ impl Orchestration {
     /// drops are deleted.
     pub(super) async fn resource_changes(&self, current: &StackRow, new: &PreparedStack) -> Result<Value, EngineError> {
         let resources = StackResources::load(self, current).await?;
+        let current_model = self.load_definition(current).await?;
         let identity = views::identity_of(current);
         let live_rows = resources.live();
-        let live_values = model::live_context(&self.db, &self.registry, &new.def, &resources.rows, None).await?;
+        let live_values = LiveContext::load(&self.db, &self.registry, &new.def, views::best_rows(&resources.rows).into_values(), None).await?;
         let mut changes: Map<String, Value> = Map::new();
         for key in ["added", "deleted", "replaced", "updated", "unchanged"] {
             changes.insert(key.to_string(), json!([]));
@@ -387,7 +382,8 @@ impl Orchestration {
             };
             let new_type = model::plugin_type(&new.def, defn);
             let decision = match self.registry.get(&new_type) {
-                _ if row.resource_type != defn.type_name => UpdateDecision::Replace,
+                // Another plugin: replaced (upstream compares classes).
+                _ if current_model.def.plugin_type_of(&row.name, &row.resource_type) != new_type => UpdateDecision::Replace,
                 // A failed or never created resource is replaced, as upstream.
                 _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
                 Some(plugin) => {
@@ -403,7 +399,7 @@ impl Orchestration {
                 UpdateDecision::Replace => push("replaced", preview),
                 UpdateDecision::Unchanged => push("unchanged", preview),
                 UpdateDecision::InPlace => {
-                    let attributes = self.resource_attributes(current, row, &[]).await?;
+                    let attributes = self.resource_attributes(&current_model, row, &[]).await?;
                     push("updated", self.existing_preview(&identity, row, required_by.clone(), new.resource_description(&defn.name), attributes));
                 }
             }

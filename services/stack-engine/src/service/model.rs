@@ -1,19 +1,19 @@
 //! What the API needs of a [`StackDefinition`] beyond what the engine
 //! uses: its description, reverse dependencies, immutable parameter
-//! changes, a resolution context over the stack's stored resources, and
-//! the attribute check of create/validate. Read-only: it never changes a row.
+//! changes, previewed properties and the attribute check of
+//! create/validate (live resolution is the definition's [`LiveContext`]).
+//! Read-only: it never changes a row.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use keelson_common::db::Db;
 use keelson_hot::{ResolveContext, ResourceDefn, TemplateError};
 use serde_json::{Map, Value};
 
-use super::records::{self, ResourceRow, StackRow};
-use super::views;
-use crate::definition::{LiveContext, ResourceFacts};
+use super::records::StackRow;
+use crate::definition::LiveContext;
 pub use crate::definition::StackDefinition;
-use crate::resources::{Registry, ResourceState};
+use crate::resources::Registry;
 use crate::EngineError;
 
 /// The stored definition of `stack`. A deleted stack whose template was
@@ -54,39 +54,6 @@ pub fn immutable_params_modified(old: &StackDefinition, new: &StackDefinition) -
         .filter(|schema| schema.immutable && old.params.get(&schema.name) != new.params.get(&schema.name))
         .map(|schema| schema.name.clone())
         .collect()
-}
-
-/// A resolution context over the stack's live rows: reference ids and
-/// attribute values read through each row's plugin (resolved up front:
-/// plugins answer asynchronously, resolution is synchronous). `only`
-/// limits the reads to the resources a caller's snippets refer to.
-pub async fn live_context(
-    db: &Db,
-    registry: &Registry,
-    def: &StackDefinition,
-    rows: &[ResourceRow],
-    only: Option<&BTreeSet<String>>,
-) -> Result<LiveContext, EngineError> {
-    let mut facts = BTreeMap::new();
-    for row in views::best_rows(rows).into_values() {
-        if only.is_some_and(|names| !names.contains(&row.name)) {
-            continue;
-        }
-        let Some(plugin) = registry.get(&row.resource_type) else { continue };
-        if row.action == "INIT" {
-            continue;
-        }
-        let state = resource_state(db, row).await?;
-        let mut attributes = Map::new();
-        for attribute in plugin.schema().attributes.iter().filter(|a| a.name != "show") {
-            let value = crate::resources::resolve_attribute(plugin.as_ref(), &row.name, &state, attribute.name)
-                .await
-                .unwrap_or(Value::Null);
-            attributes.insert(attribute.name.to_string(), value);
-        }
-        facts.insert(row.name.clone(), ResourceFacts { reference_id: plugin.reference_id(&state), attributes });
-    }
-    Ok(LiveContext::new(def, facts))
 }
 
 /// A resource's properties resolved in `ctx` with its plugin's defaults
@@ -155,17 +122,4 @@ impl ResolveContext for AttributeCheck {
     fn get_file(&self, name: &str) -> Option<String> {
         self.inner.get_file(name)
     }
-}
-
-/// What a plugin sees of a stored resource.
-pub async fn resource_state(db: &Db, row: &ResourceRow) -> Result<ResourceState, EngineError> {
-    Ok(ResourceState {
-        physical_id: row.physical_resource_id.clone(),
-        data: records::resource_data(db, row.id).await?,
-        properties: match &row.properties_data {
-            Some(Value::Object(p)) => p.clone(),
-            _ => Map::new(),
-        },
-        metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
-    })
 }

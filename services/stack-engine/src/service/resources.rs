@@ -77,7 +77,7 @@ impl Orchestration {
             }
             let detail = match &loaded {
                 Some(loaded) => {
-                    let attributes = self.resource_attributes(stack, row, &[]).await?;
+                    let attributes = self.resource_attributes(loaded, row, &[]).await?;
                     Some((loaded.resource_description(&row.name), attributes))
                 }
                 None => None,
@@ -96,7 +96,7 @@ impl Orchestration {
         };
         let loaded = self.load_definition(&record).await?;
         let with_attr = query.all("with_attr");
-        let attributes = self.resource_attributes(&record, row, &with_attr).await?;
+        let attributes = self.resource_attributes(&loaded, row, &with_attr).await?;
         let doc = views::resource(
             &record,
             row,
@@ -132,7 +132,7 @@ impl Orchestration {
         if row.action == "INIT" {
             return Err(resource_not_available(resource_name));
         }
-        let handles = self.registry.get(&row.resource_type).is_some_and(|t| t.handles_signal());
+        let handles = loaded.plugin_of(&self.registry, row).is_some_and(|t| t.handles_signal());
         if !handles {
             return Err(EngineError::bad_request("ResourceActionNotSupported", "signal is not supported for resource."));
         }

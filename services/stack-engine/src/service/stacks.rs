@@ -100,12 +100,22 @@ impl Orchestration {
         self.check_resource_count(&template)?;
         validate_stack_name(&name)?;
         let stack_id = uuid::Uuid::new_v4().to_string();
+        // Adopting: the abandoned stack's parameters, overridden by the
+        // request's (upstream create_stack).
+        let mut parameters = Map::new();
+        if let Some(Value::Object(adopted)) =
+            request.adopt_stack_data.as_ref().and_then(|d| d.get("environment")).and_then(|e| e.get("parameters"))
+        {
+            let in_environment = request.environment.get("parameters").and_then(Value::as_object);
+            parameters.extend(adopted.iter().filter(|(k, _)| !in_environment.is_some_and(|p| p.contains_key(*k))).map(|(k, v)| (k.clone(), v.clone())));
+        }
+        parameters.extend(request.parameters.clone());
         let input = DefinitionInput {
             template,
             files: request.files.clone(),
             environment: request.environment.clone(),
             environment_files: request.environment_files.clone(),
-            parameters: request.parameters.clone(),
+            parameters,
             stack_name: name.clone(),
             stack_id: stack_id.clone(),
             tenant: caller.project_id.clone(),

@@ -381,13 +381,15 @@ pub async fn steal_lock(db: &Db, id: i64, dead_engine: &str, change: ResourceCha
     release_lock(db, id, dead_engine, change).await
 }
 
-/// Creates the replacement of `old` (INIT COMPLETE, `replaces = old.id`)
+/// Creates the replacement of `old` (INIT COMPLETE, `replaces = old.id`,
+/// of the type the new definition writes)
 /// and marks `old.replaced_by`, in one transaction. The mark is a CAS on
 /// `old`'s lock holder and version as read (its `atomic_key` then advances
 /// by one); None when that CAS lost, and nothing is stored.
 pub async fn make_replacement(
     db: &Db,
     old: &ResourceRow,
+    resource_type: &str,
     template_id: i64,
     requires: &[i64],
 ) -> Result<Option<ResourceRow>, DbError> {
@@ -398,7 +400,7 @@ pub async fn make_replacement(
             stack_id: old.stack_id.clone(),
             root_stack_id: old.root_stack_id.clone(),
             name: old.name.clone(),
-            resource_type: old.resource_type.clone(),
+            resource_type: resource_type.to_string(),
             requires: requires.to_vec(),
             replaces: Some(old.id),
             current_template_id: Some(template_id),

@@ -306,6 +306,31 @@ pub async fn soft_delete(db: &Db, id: &str, traversal: &str) -> Result<bool, DbE
     Ok(n > 0)
 }
 
+/// DELETE_COMPLETE with `reason` and the soft delete in one statement
+/// (only while `traversal` is current), so nobody finds a DELETE_COMPLETE
+/// stack by name.
+pub async fn complete_delete(db: &Db, id: &str, traversal: &str, reason: &str) -> Result<bool, DbError> {
+    let now = db::now();
+    let mut tx = db.begin().await?;
+    let n = tx
+        .execute(
+            "UPDATE stack SET action = ?, status = ?, status_reason = ?, updated_at = ?, deleted_at = ? \
+             WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
+            &[
+                super::action::DELETE.into(),
+                super::status::COMPLETE.into(),
+                reason.into(),
+                now.into(),
+                now.into(),
+                id.into(),
+                traversal.into(),
+            ],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(n > 0)
+}
+
 /// Removes a stack row for good, with its resources and their data, its
 /// events, its sync points and its templates (Heat's `purge_deleted`).
 /// Answers whether the stack row existed.

@@ -55,6 +55,19 @@ pub async fn insert(
     .await
 }
 
+/// Stores a definition in its own transaction; answers its id.
+pub async fn store(
+    db: &Db,
+    template: &Json,
+    files: &serde_json::Map<String, Json>,
+    environment: &Json,
+) -> Result<i64, DbError> {
+    let mut tx = db.begin().await?;
+    let id = insert(&mut tx, template, files, environment).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
 pub async fn get(db: &Db, id: i64) -> Result<Option<RawTemplateRow>, DbError> {
     let rows = db.fetch_all(&format!("SELECT {COLUMNS} FROM raw_template WHERE id = ?"), &[id.into()]).await?;
     rows.first().map(from_row).transpose()
