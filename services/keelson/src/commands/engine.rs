@@ -24,7 +24,13 @@ use crate::settings;
 /// date (several engines may start at once: the sync tolerates that).
 pub async fn open_orchestration_database(config: &Config) -> anyhow::Result<Db> {
     let url = settings::orchestration_database_url(config)?;
-    let db = Db::connect(&url, &settings::pool_settings(config))
+    // Room for the concurrent check_resource tasks, or they queue on the
+    // pool rather than on the database; bounded so that a few engines stay
+    // well within a default MariaDB's 151 connections.
+    let mut pool = settings::pool_settings(config);
+    let checks = config.get_int("orchestration", "max_concurrent_checks").unwrap_or(64).max(1) as u32;
+    pool.max_connections = pool.max_connections.max(checks.min(32) + 8);
+    let db = Db::connect(&url, &pool)
         .await
         .with_context(|| format!("connecting to {}", url.display))?;
     keelson_stack_engine::store::schema::sync(&db).await.context("orchestration schema")?;
