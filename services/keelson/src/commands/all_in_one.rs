@@ -1,8 +1,9 @@
 //! Every service in one process, talking gRPC over loopback exactly as
-//! the separate processes do. The embedded controller runs the singleton
-//! duties: the standard traits and classes sync (the inventory service
-//! starts serving after it) and the engine's watchdog; the engine
-//! registers with it.
+//! the separate processes do. The process is its own (single-node)
+//! primary: it syncs the standard traits and classes before it serves
+//! (so the first request finds them), and its embedded controller runs
+//! the singleton duties (the sync again each term, the engine's
+//! watchdog); the engine registers with it.
 
 use std::process::ExitCode;
 
@@ -13,7 +14,7 @@ use super::services::{bind, on_signal, open_database, store_settings};
 use crate::settings;
 
 pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
-    let db = open_database(&config, true, false).await?;
+    let db = open_database(&config, true, true).await?;
     tracing::info!(target: "keelson", "database {}", db.url.display);
 
     let inv_listener = bind(settings::listen(&config, "inventory_listen", true)?, "inventory").await?;
@@ -44,16 +45,11 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
     let ctl_addr = ctl_listener.local_addr()?;
     let registration = super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
-    let (synced_tx, mut synced) = tokio::sync::watch::channel(false);
+    let (synced_tx, _synced) = tokio::sync::watch::channel(false);
 
     let store = Store::new(db.clone(), store_settings(&config));
     let cand_store = keelson_candidates::Store::new(db.clone(), keelson_candidates::settings_from_config(&config));
-    let inv = async {
-        // Serve once the embedded controller has synced the standard
-        // traits and classes (its first duty tick, at once).
-        let _ = synced.wait_for(|s| *s).await;
-        keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from)
-    };
+    let inv = async { keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
     let cand = async { keelson_candidates::serve(cand_store, cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
     let p = async { keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
     let o = async { keelson_gateway::server::serve(o_listener, orchestration, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
