@@ -81,6 +81,44 @@ impl DbError {
     }
 }
 
+/// How many times [`retrying`] runs a transaction in all.
+pub const TRANSACTION_ATTEMPTS: u32 = 8;
+
+/// Runs `transaction` again while it fails with a retryable error
+/// (deadlock, serialization failure, SQLite busy), at most
+/// [`TRANSACTION_ATTEMPTS`] times, sleeping a few jittered milliseconds
+/// between tries so the two losers of a deadlock do not collide again.
+///
+/// `transaction` must be one whole transaction (or one autocommitted
+/// statement): a retryable failure then means the database rolled all of
+/// it back, so running it again cannot apply anything twice.
+pub async fn retrying<T, F, Fut>(what: &'static str, mut transaction: F) -> Result<T, DbError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, DbError>>,
+{
+    let mut attempt = 1;
+    loop {
+        match transaction().await {
+            Err(e) if e.is_retryable() && attempt < TRANSACTION_ATTEMPTS => {
+                tracing::debug!(error = %e, what, attempt, "transaction retried");
+                tokio::time::sleep(retry_pause(attempt)).await;
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// 1-2 ms, doubling per attempt up to 64-128 ms; the jitter comes from the
+/// clock's sub-microsecond digits (no random generator needed for this).
+fn retry_pause(attempt: u32) -> Duration {
+    let base_ms = 1u64 << attempt.saturating_sub(1).min(6);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let jitter_ms = u64::from(nanos % 1000) * base_ms / 1000;
+    Duration::from_millis(base_ms + jitter_ms)
+}
+
 /// A dynamically typed SQL value, as bound or as read.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -643,6 +681,36 @@ mod tests {
     fn placeholders_for_postgres() {
         assert_eq!(placeholders(Dialect::Postgres, "a = ? AND b IN (?, ?) AND c = '?'"), "a = $1 AND b IN ($2, $3) AND c = '?'");
         assert_eq!(placeholders(Dialect::MySql, "a = ?"), "a = ?");
+    }
+
+    #[tokio::test]
+    async fn retrying_reruns_only_retryable_failures_and_gives_up() {
+        let mut runs = 0;
+        let outcome = retrying("test", || {
+            runs += 1;
+            let attempt = runs;
+            async move { if attempt < 3 { Err(DbError::Sqlx(sqlx::Error::PoolTimedOut)) } else { Ok(attempt) } }
+        })
+        .await;
+        assert_eq!(outcome.unwrap(), 3);
+
+        let mut runs = 0;
+        let outcome: Result<(), _> = retrying("test", || {
+            runs += 1;
+            async { Err(DbError::Schema("not retryable".into())) }
+        })
+        .await;
+        assert!(matches!(outcome, Err(DbError::Schema(_))));
+        assert_eq!(runs, 1);
+
+        let mut runs = 0;
+        let outcome: Result<(), _> = retrying("test", || {
+            runs += 1;
+            async { Err(DbError::Sqlx(sqlx::Error::PoolTimedOut)) }
+        })
+        .await;
+        assert!(outcome.is_err());
+        assert_eq!(runs, TRANSACTION_ATTEMPTS);
     }
 
     #[tokio::test]

@@ -69,13 +69,9 @@ impl Engine {
 
     /// Stores the template and the stack, then starts the CREATE traversal.
     pub async fn create_stack(self: &Arc<Self>, new: NewStack) -> Result<StackRow, EngineError> {
-        let mut tx = self.db.begin().await?;
-        let template_id =
-            store::templates::insert(&mut tx, &new.template, &new.files, &new.environment).await?;
-        let row = StackRow {
+        let mut row = StackRow {
             id: new.id.clone(),
             name: new.name.clone(),
-            raw_template_id: template_id,
             tenant: new.tenant.clone(),
             username: new.username.clone(),
             user_id: new.user_id.clone(),
@@ -87,8 +83,15 @@ impl Engine {
             status: status::COMPLETE.to_string(),
             ..Default::default()
         };
-        store::stacks::insert(&mut tx, &row).await?;
-        tx.commit().await?;
+        let template_id = keelson_common::db::retrying("stack creation", || async {
+            let mut tx = self.db.begin().await?;
+            let template_id = store::templates::insert(&mut tx, &new.template, &new.files, &new.environment).await?;
+            store::stacks::insert(&mut tx, &StackRow { raw_template_id: template_id, ..row.clone() }).await?;
+            tx.commit().await?;
+            Ok(template_id)
+        })
+        .await?;
+        row.raw_template_id = template_id;
         let stack_action = match &new.adopt_stack_data {
             Some(adopt) => {
                 self.prepare_adoption(&row, template_id, &new, adopt)

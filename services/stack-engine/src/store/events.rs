@@ -63,8 +63,9 @@ pub const STACK_EVENT_TYPE: &str = "OS::Heat::Stack";
 /// Stores an event (uuid generated, `created_at` now); answers its uuid.
 pub async fn insert(db: &Db, event: &NewEvent) -> Result<String, DbError> {
     let uuid = uuid::Uuid::new_v4().to_string();
-    let mut tx = db.begin().await?;
-    tx.insert(
+    super::write_one(
+        db,
+        "event insert",
         "INSERT INTO event (uuid, stack_id, resource_name, physical_resource_id, resource_action, resource_status, \
          resource_status_reason, resource_type, resource_properties, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
@@ -81,7 +82,6 @@ pub async fn insert(db: &Db, event: &NewEvent) -> Result<String, DbError> {
         ],
     )
     .await?;
-    tx.commit().await?;
     Ok(uuid)
 }
 
@@ -273,18 +273,12 @@ pub async fn purge_oldest(db: &Db, stack_id: &str, keep: i64, batch: i64) -> Res
     if ids.is_empty() {
         return Ok(0);
     }
-    let mut tx = db.begin().await?;
-    let n = tx.execute(&format!("DELETE FROM event WHERE id IN ({})", db::in_list(ids.len())), &ids).await?;
-    tx.commit().await?;
-    Ok(n)
+    super::write_one(db, "event purge", &format!("DELETE FROM event WHERE id IN ({})", db::in_list(ids.len())), &ids).await
 }
 
 /// Removes every event of the stack.
 pub async fn delete_for_stack(db: &Db, stack_id: &str) -> Result<u64, DbError> {
-    let mut tx = db.begin().await?;
-    let n = tx.execute("DELETE FROM event WHERE stack_id = ?", &[stack_id.into()]).await?;
-    tx.commit().await?;
-    Ok(n)
+    super::write_one(db, "event removal", "DELETE FROM event WHERE stack_id = ?", &[stack_id.into()]).await
 }
 
 #[cfg(test)]

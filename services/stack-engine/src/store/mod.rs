@@ -9,7 +9,11 @@
 //!
 //! Every function takes a [`Db`](keelson_common::db::Db) (or an open
 //! [`Tx`](keelson_common::db::Tx) where the caller groups writes) and speaks
-//! SQL portable over SQLite, MariaDB/MySQL and PostgreSQL.
+//! SQL portable over SQLite, MariaDB/MySQL and PostgreSQL. Every write
+//! that runs its own transaction retries it when it loses a deadlock or a
+//! serialization race ([`keelson_common::db::retrying`]): concurrent checks
+//! on MariaDB deadlock now and then, and giving up there would leave the
+//! traversal to the watchdog.
 
 mod codec;
 pub mod events;
@@ -26,6 +30,20 @@ pub use services::ServiceRow;
 pub use stacks::{StackRow, StackStateChange};
 pub use sync_points::{MergeOutcome, SyncPointRow};
 pub use templates::RawTemplateRow;
+
+use keelson_common::db::{self, Db, DbError, Value};
+
+/// Runs one write statement in its own transaction, retried on deadlock;
+/// answers the rows it changed.
+async fn write_one(db: &Db, what: &'static str, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+    db::retrying(what, || async {
+        let mut tx = db.begin().await?;
+        let n = tx.execute(sql, params).await?;
+        tx.commit().await?;
+        Ok(n)
+    })
+    .await
+}
 
 /// Heat's resource and stack actions (`action` columns).
 pub mod action {

@@ -189,6 +189,10 @@ pub async fn insert_tx(tx: &mut Tx, new: &NewResource) -> Result<ResourceRow, Db
 
 /// Inserts a resource in its own transaction.
 pub async fn insert(db: &Db, new: &NewResource) -> Result<ResourceRow, DbError> {
+    db::retrying("resource insert", || insert_once(db, new)).await
+}
+
+async fn insert_once(db: &Db, new: &NewResource) -> Result<ResourceRow, DbError> {
     let mut tx = db.begin().await?;
     let row = insert_tx(&mut tx, new).await?;
     tx.commit().await?;
@@ -198,6 +202,10 @@ pub async fn insert(db: &Db, new: &NewResource) -> Result<ResourceRow, DbError> 
 /// Inserts many resources in one transaction (a new stack's rows);
 /// answers them in the given order.
 pub async fn insert_many(db: &Db, new: &[NewResource]) -> Result<Vec<ResourceRow>, DbError> {
+    db::retrying("resource insert", || insert_many_once(db, new)).await
+}
+
+async fn insert_many_once(db: &Db, new: &[NewResource]) -> Result<Vec<ResourceRow>, DbError> {
     let mut tx = db.begin().await?;
     let mut out = Vec::with_capacity(new.len());
     for n in new {
@@ -336,10 +344,7 @@ async fn update_where(db: &Db, id: i64, change: ResourceChange, guard: &str, gua
     params.push(id.into());
     params.extend(guard_params);
     let sql = format!("UPDATE resource SET {} WHERE id = ? AND {guard}", set.sql());
-    let mut tx = db.begin().await?;
-    let n = tx.execute(&sql, &params).await?;
-    tx.commit().await?;
-    Ok(n > 0)
+    Ok(super::write_one(db, "resource update", &sql, &params).await? > 0)
 }
 
 /// The lock/version CAS: applies `change` (and advances `atomic_key`) only
@@ -387,6 +392,16 @@ pub async fn steal_lock(db: &Db, id: i64, dead_engine: &str, change: ResourceCha
 /// `old`'s lock holder and version as read (its `atomic_key` then advances
 /// by one); None when that CAS lost, and nothing is stored.
 pub async fn make_replacement(
+    db: &Db,
+    old: &ResourceRow,
+    resource_type: &str,
+    template_id: i64,
+    requires: &[i64],
+) -> Result<Option<ResourceRow>, DbError> {
+    db::retrying("resource replacement", || make_replacement_once(db, old, resource_type, template_id, requires)).await
+}
+
+async fn make_replacement_once(
     db: &Db,
     old: &ResourceRow,
     resource_type: &str,
@@ -452,6 +467,10 @@ pub async fn last_activity(db: &Db, stack_id: &str) -> Result<Option<NaiveDateTi
 
 /// Removes a resource row and its data. Answers whether it existed.
 pub async fn delete(db: &Db, id: i64) -> Result<bool, DbError> {
+    db::retrying("resource delete", || delete_once(db, id)).await
+}
+
+async fn delete_once(db: &Db, id: i64) -> Result<bool, DbError> {
     let mut tx = db.begin().await?;
     tx.execute("DELETE FROM resource_data WHERE resource_id = ?", &[id.into()]).await?;
     let n = tx.execute("DELETE FROM resource WHERE id = ?", &[id.into()]).await?;
@@ -462,6 +481,10 @@ pub async fn delete(db: &Db, id: i64) -> Result<bool, DbError> {
 /// Removes a resource row only if it is unlocked at version `atomic_key`
 /// (a row another engine is working on stays).
 pub async fn delete_cas(db: &Db, id: i64, atomic_key: i64) -> Result<bool, DbError> {
+    db::retrying("resource delete", || delete_cas_once(db, id, atomic_key)).await
+}
+
+async fn delete_cas_once(db: &Db, id: i64, atomic_key: i64) -> Result<bool, DbError> {
     let mut tx = db.begin().await?;
     let n = tx
         .execute("DELETE FROM resource WHERE id = ? AND engine_id IS NULL AND atomic_key = ?", &[id.into(), atomic_key.into()])
@@ -503,6 +526,10 @@ pub async fn data_get(db: &Db, resource_id: i64, key: &str) -> Result<Option<Res
 
 /// Sets (inserts or overwrites) one data entry.
 pub async fn data_set(db: &Db, resource_id: i64, key: &str, value: &str, redact: bool) -> Result<(), DbError> {
+    db::retrying("resource data write", || data_set_once(db, resource_id, key, value, redact)).await
+}
+
+async fn data_set_once(db: &Db, resource_id: i64, key: &str, value: &str, redact: bool) -> Result<(), DbError> {
     // Update first, insert if absent; a concurrent insert of the same key
     // makes ours a unique violation, and the update then applies.
     for _ in 0..3 {
@@ -536,10 +563,6 @@ pub async fn data_set(db: &Db, resource_id: i64, key: &str, value: &str, redact:
 
 /// Removes one data entry. Answers whether it existed.
 pub async fn data_delete(db: &Db, resource_id: i64, key: &str) -> Result<bool, DbError> {
-    let mut tx = db.begin().await?;
-    let n = tx
-        .execute("DELETE FROM resource_data WHERE resource_id = ? AND data_key = ?", &[resource_id.into(), key.into()])
-        .await?;
-    tx.commit().await?;
-    Ok(n > 0)
+    let sql = "DELETE FROM resource_data WHERE resource_id = ? AND data_key = ?";
+    Ok(super::write_one(db, "resource data delete", sql, &[resource_id.into(), key.into()]).await? > 0)
 }

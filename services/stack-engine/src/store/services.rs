@@ -95,15 +95,8 @@ pub async fn register(
 
 /// Refreshes the engine's `updated_at`; false if it is not registered.
 pub async fn heartbeat(db: &Db, engine_id: &str) -> Result<bool, DbError> {
-    let mut tx = db.begin().await?;
-    let n = tx
-        .execute(
-            "UPDATE service SET updated_at = ? WHERE engine_id = ? AND deleted_at IS NULL",
-            &[db::now().into(), engine_id.into()],
-        )
-        .await?;
-    tx.commit().await?;
-    Ok(n > 0)
+    let sql = "UPDATE service SET updated_at = ? WHERE engine_id = ? AND deleted_at IS NULL";
+    Ok(super::write_one(db, "engine heartbeat", sql, &[db::now().into(), engine_id.into()]).await? > 0)
 }
 
 fn cutoff(max_age: Duration) -> NaiveDateTime {
@@ -131,16 +124,11 @@ pub async fn list(db: &Db) -> Result<Vec<ServiceRow>, DbError> {
 /// Removes the rows of engines silent for longer than `max_age`; answers
 /// how many.
 pub async fn cleanup_stale(db: &Db, max_age: Duration) -> Result<u64, DbError> {
-    let mut tx = db.begin().await?;
-    let n = tx.execute("DELETE FROM service WHERE updated_at < ?", &[cutoff(max_age).into()]).await?;
-    tx.commit().await?;
-    Ok(n)
+    super::write_one(db, "engine cleanup", "DELETE FROM service WHERE updated_at < ?", &[cutoff(max_age).into()]).await
 }
 
 /// Removes an engine's row (clean shutdown).
 pub async fn deregister(db: &Db, engine_id: &str) -> Result<bool, DbError> {
-    let mut tx = db.begin().await?;
-    let n = tx.execute("DELETE FROM service WHERE engine_id = ?", &[engine_id.into()]).await?;
-    tx.commit().await?;
-    Ok(n > 0)
+    let sql = "DELETE FROM service WHERE engine_id = ?";
+    Ok(super::write_one(db, "engine deregistration", sql, &[engine_id.into()]).await? > 0)
 }

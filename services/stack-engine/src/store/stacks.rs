@@ -273,36 +273,31 @@ pub async fn set_state(db: &Db, id: &str, expected_traversal: &str, change: Stac
     params.push(id.into());
     params.push(expected_traversal.into());
     let sql = format!("UPDATE stack SET {} WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?", set.sql());
-    let mut tx = db.begin().await?;
-    let n = tx.execute(&sql, &params).await?;
-    tx.commit().await?;
-    Ok(n > 0)
+    Ok(super::write_one(db, "stack state", &sql, &params).await? > 0)
 }
 
 /// Records the dependency graph of `traversal` (only while it is current).
 pub async fn set_current_deps(db: &Db, id: &str, traversal: &str, deps: &Json) -> Result<bool, DbError> {
-    let mut tx = db.begin().await?;
-    let n = tx
-        .execute(
-            "UPDATE stack SET current_deps = ? WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
-            &[codec::json(deps), id.into(), traversal.into()],
-        )
-        .await?;
-    tx.commit().await?;
+    let n = super::write_one(
+        db,
+        "stack dependencies",
+        "UPDATE stack SET current_deps = ? WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
+        &[codec::json(deps), id.into(), traversal.into()],
+    )
+    .await?;
     Ok(n > 0)
 }
 
 /// Marks the stack deleted (only while `traversal` is current).
 pub async fn soft_delete(db: &Db, id: &str, traversal: &str) -> Result<bool, DbError> {
     let now = db::now();
-    let mut tx = db.begin().await?;
-    let n = tx
-        .execute(
-            "UPDATE stack SET deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
-            &[now.into(), now.into(), id.into(), traversal.into()],
-        )
-        .await?;
-    tx.commit().await?;
+    let n = super::write_one(
+        db,
+        "stack delete",
+        "UPDATE stack SET deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
+        &[now.into(), now.into(), id.into(), traversal.into()],
+    )
+    .await?;
     Ok(n > 0)
 }
 
@@ -311,23 +306,22 @@ pub async fn soft_delete(db: &Db, id: &str, traversal: &str) -> Result<bool, DbE
 /// stack by name.
 pub async fn complete_delete(db: &Db, id: &str, traversal: &str, reason: &str) -> Result<bool, DbError> {
     let now = db::now();
-    let mut tx = db.begin().await?;
-    let n = tx
-        .execute(
-            "UPDATE stack SET action = ?, status = ?, status_reason = ?, updated_at = ?, deleted_at = ? \
-             WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
-            &[
-                super::action::DELETE.into(),
-                super::status::COMPLETE.into(),
-                reason.into(),
-                now.into(),
-                now.into(),
-                id.into(),
-                traversal.into(),
-            ],
-        )
-        .await?;
-    tx.commit().await?;
+    let n = super::write_one(
+        db,
+        "stack delete",
+        "UPDATE stack SET action = ?, status = ?, status_reason = ?, updated_at = ?, deleted_at = ? \
+         WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
+        &[
+            super::action::DELETE.into(),
+            super::status::COMPLETE.into(),
+            reason.into(),
+            now.into(),
+            now.into(),
+            id.into(),
+            traversal.into(),
+        ],
+    )
+    .await?;
     Ok(n > 0)
 }
 

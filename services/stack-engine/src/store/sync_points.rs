@@ -66,9 +66,12 @@ const ROWS_PER_INSERT: usize = 200;
 /// Creates the sync points of a traversal, one per `(entity_id,
 /// is_update, required)`, in one transaction.
 pub async fn create_all(db: &Db, stack_id: &str, traversal: &str, nodes: &[(String, bool, i64)]) -> Result<(), DbError> {
-    let mut tx = db.begin().await?;
-    create_all_tx(&mut tx, stack_id, traversal, nodes).await?;
-    tx.commit().await
+    db::retrying("sync point creation", || async {
+        let mut tx = db.begin().await?;
+        create_all_tx(&mut tx, stack_id, traversal, nodes).await?;
+        tx.commit().await
+    })
+    .await
 }
 
 /// [`create_all`] in the caller's transaction.
@@ -111,16 +114,13 @@ pub async fn get(db: &Db, entity_id: &str, traversal: &str, is_update: bool) -> 
     rows.first().map(from_row).transpose()
 }
 
-/// How many immediate retries a deadlock or serialization failure gets
-/// (the merge is one short transaction; this is not a poll).
-const MERGE_ATTEMPTS: usize = 5;
-
 /// Records `predecessor`'s report on a sync point, in one transaction:
 /// its input row is inserted unless already there (a re-delivered report
 /// counts once), `satisfied` advances only if the insert added a row, and
 /// the transaction that makes `satisfied == required` answers every input.
 /// The row lock of that UPDATE serialises concurrent predecessors on
-/// MariaDB/PostgreSQL; SQLite serialises writers.
+/// MariaDB/PostgreSQL; SQLite serialises writers. A deadlock retries the
+/// whole transaction.
 pub async fn merge(
     db: &Db,
     entity_id: &str,
@@ -129,20 +129,12 @@ pub async fn merge(
     predecessor: &str,
     input: &Json,
 ) -> Result<MergeOutcome, EngineError> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match merge_once(db, entity_id, traversal, is_update, predecessor, input).await {
-            Err(e) if e.is_retryable() && attempt < MERGE_ATTEMPTS => {
-                tracing::debug!(error = %e, entity_id, traversal, "sync point merge retried");
-            }
-            Err(e) => return Err(e.into()),
-            Ok(MergeOutcome::Gone) => {
-                tracing::debug!(entity_id, traversal, "sync point gone: traversal superseded");
-                return Ok(MergeOutcome::Gone);
-            }
-            Ok(outcome) => return Ok(outcome),
+    match db::retrying("sync point merge", || merge_once(db, entity_id, traversal, is_update, predecessor, input)).await? {
+        MergeOutcome::Gone => {
+            tracing::debug!(entity_id, traversal, "sync point gone: traversal superseded");
+            Ok(MergeOutcome::Gone)
         }
+        outcome => Ok(outcome),
     }
 }
 
@@ -226,37 +218,43 @@ async fn merge_once(
 
 /// Removes the sync points (and inputs) of one traversal of the stack.
 pub async fn delete_for_traversal(db: &Db, stack_id: &str, traversal: &str) -> Result<u64, DbError> {
-    let mut tx = db.begin().await?;
-    tx.execute(
-        "DELETE FROM sync_point_input WHERE traversal_id = ? AND entity_id IN \
-         (SELECT entity_id FROM sync_point WHERE stack_id = ? AND traversal_id = ?)",
-        &[traversal.into(), stack_id.into(), traversal.into()],
-    )
-    .await?;
-    let n = tx
-        .execute("DELETE FROM sync_point WHERE stack_id = ? AND traversal_id = ?", &[stack_id.into(), traversal.into()])
+    db::retrying("sync point removal", || async {
+        let mut tx = db.begin().await?;
+        tx.execute(
+            "DELETE FROM sync_point_input WHERE traversal_id = ? AND entity_id IN \
+             (SELECT entity_id FROM sync_point WHERE stack_id = ? AND traversal_id = ?)",
+            &[traversal.into(), stack_id.into(), traversal.into()],
+        )
         .await?;
-    tx.commit().await?;
-    Ok(n)
+        let n = tx
+            .execute("DELETE FROM sync_point WHERE stack_id = ? AND traversal_id = ?", &[stack_id.into(), traversal.into()])
+            .await?;
+        tx.commit().await?;
+        Ok(n)
+    })
+    .await
 }
 
 /// Removes the sync points (and inputs) of every traversal of the stack
 /// but `keep_traversal`: what a new traversal does to the ones it
 /// supersedes.
 pub async fn delete_for_stack_except(db: &Db, stack_id: &str, keep_traversal: &str) -> Result<u64, DbError> {
-    let mut tx = db.begin().await?;
-    tx.execute(
-        "DELETE FROM sync_point_input WHERE traversal_id <> ? AND traversal_id IN \
-         (SELECT traversal_id FROM sync_point WHERE stack_id = ? AND traversal_id <> ?)",
-        &[keep_traversal.into(), stack_id.into(), keep_traversal.into()],
-    )
-    .await?;
-    let n = tx
-        .execute(
-            "DELETE FROM sync_point WHERE stack_id = ? AND traversal_id <> ?",
-            &[stack_id.into(), keep_traversal.into()],
+    db::retrying("sync point removal", || async {
+        let mut tx = db.begin().await?;
+        tx.execute(
+            "DELETE FROM sync_point_input WHERE traversal_id <> ? AND traversal_id IN \
+             (SELECT traversal_id FROM sync_point WHERE stack_id = ? AND traversal_id <> ?)",
+            &[keep_traversal.into(), stack_id.into(), keep_traversal.into()],
         )
         .await?;
-    tx.commit().await?;
-    Ok(n)
+        let n = tx
+            .execute(
+                "DELETE FROM sync_point WHERE stack_id = ? AND traversal_id <> ?",
+                &[stack_id.into(), keep_traversal.into()],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(n)
+    })
+    .await
 }

@@ -62,10 +62,13 @@ pub async fn store(
     files: &serde_json::Map<String, Json>,
     environment: &Json,
 ) -> Result<i64, DbError> {
-    let mut tx = db.begin().await?;
-    let id = insert(&mut tx, template, files, environment).await?;
-    tx.commit().await?;
-    Ok(id)
+    db::retrying("template insert", || async {
+        let mut tx = db.begin().await?;
+        let id = insert(&mut tx, template, files, environment).await?;
+        tx.commit().await?;
+        Ok(id)
+    })
+    .await
 }
 
 pub async fn get(db: &Db, id: i64) -> Result<Option<RawTemplateRow>, DbError> {
@@ -75,8 +78,5 @@ pub async fn get(db: &Db, id: i64) -> Result<Option<RawTemplateRow>, DbError> {
 
 /// Answers whether a row was deleted.
 pub async fn delete(db: &Db, id: i64) -> Result<bool, DbError> {
-    let mut tx = db.begin().await?;
-    let n = tx.execute("DELETE FROM raw_template WHERE id = ?", &[id.into()]).await?;
-    tx.commit().await?;
-    Ok(n > 0)
+    Ok(super::write_one(db, "template removal", "DELETE FROM raw_template WHERE id = ?", &[id.into()]).await? > 0)
 }
