@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use keelson_common::Config;
 use tokio::net::TcpListener;
-use tonic::transport::{Channel, Endpoint};
+use keelson_common::tls::MeshTls;
+use tonic::transport::Channel;
 
 use crate::keystone::{KeystoneSettings, TokenValidator};
 use crate::layers::auth::Authenticator;
@@ -27,16 +28,17 @@ pub enum GatewayError {
     Io(#[from] std::io::Error),
 }
 
-/// A lazily connected channel to a service: the gateway starts even when
-/// the service is not up yet, and reconnects when it restarts.
-pub fn channel(url: &str) -> Result<Channel, GatewayError> {
-    let ep = Endpoint::from_shared(url.to_string()).map_err(|e| GatewayError::Endpoint(url.into(), e.to_string()))?;
+/// A lazily connected channel to a service (mutual TLS with `tls`): the
+/// gateway starts even when the service is not up yet, and reconnects
+/// when it restarts.
+pub fn channel(url: &str, tls: Option<&MeshTls>) -> Result<Channel, GatewayError> {
+    let ep = keelson_common::grpc::endpoint(url, tls).map_err(|e| GatewayError::Endpoint(url.into(), e.to_string()))?;
     Ok(ep.connect_timeout(std::time::Duration::from_secs(5)).tcp_nodelay(true).connect_lazy())
 }
 
 /// The channel to the candidates service at `[keelson] candidates_endpoint`.
-pub fn candidates_channel(config: &Config) -> Result<Channel, GatewayError> {
-    channel(&config.get_str("keelson", "candidates_endpoint").unwrap_or_default())
+pub fn candidates_channel(config: &Config, tls: Option<&MeshTls>) -> Result<Channel, GatewayError> {
+    channel(&config.get_str("keelson", "candidates_endpoint").unwrap_or_default(), tls)
 }
 
 fn authenticator(config: &Config, strategy: &str) -> Result<Authenticator, GatewayError> {

@@ -319,7 +319,7 @@ struct Harness {
 async fn harness_with(config: Config) -> Harness {
     let engine = FakeEngine::default();
     let url = start_fake_engine(engine.clone()).await;
-    let app = orchestration_app(&config, vec![channel(&url).unwrap()], Metrics::default()).unwrap();
+    let app = orchestration_app(&config, vec![channel(&url, None).unwrap()], Metrics::default()).unwrap();
     Harness { app, engine }
 }
 
@@ -559,7 +559,7 @@ async fn an_unreachable_engine_is_a_500() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let app = orchestration_app(&config, vec![channel(&url).unwrap()], Metrics::default()).unwrap();
+    let app = orchestration_app(&config, vec![channel(&url, None).unwrap()], Metrics::default()).unwrap();
     let h = Harness { app, engine: FakeEngine::default() };
     let a = h.call(Method::GET, "/v1/admin/stacks", None).await;
     assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);

@@ -13,7 +13,8 @@
   declares, finds its --config-file paths mounted, runs non-root on a
   read-only root filesystem without capabilities, has resource requests and
   limits, and (long-running ones) readiness and liveness probes: native gRPC
-  probes on gRPC ports, HTTP on the gateway;
+  probes on gRPC ports (TCP ones under mutual TLS, with the TLS material
+  mounted), HTTP on the gateway;
 - Services select rendered pods, the INI's endpoints name rendered Services
   and ports, the controller peers are the StatefulSet's stable names, and the
   db-sync Job is a pre-install/pre-upgrade hook.
@@ -241,6 +242,7 @@ def main():
         if "keelson.conf" in (cm.get("data") or {}):
             main_ini = check_ini(f"ConfigMap/{name} keelson.conf", cm["data"]["keelson.conf"], reg)
     check(main_ini is not None, "a ConfigMap renders keelson.conf")
+    mesh_tls = bool((main_ini or {}).get(("keelson", "tls_cert_file")))
     for name, s in secrets.items():
         for key, text in secret_data(s).items():
             if key.endswith(".conf"):
@@ -300,9 +302,17 @@ def main():
                     rp, lp = c.get("readinessProbe"), c.get("livenessProbe")
                     check(rp is not None and lp is not None, f"{where}: readiness and liveness probes")
                     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
-                    if "grpc" in ports:
+                    if "grpc" in ports and not mesh_tls:
                         check(all(p and (p.get("grpc") or {}).get("port") == ports["grpc"] for p in (rp, lp)),
                               f"{where}: native gRPC health probes on port {ports['grpc']}")
+                    elif "grpc" in ports:
+                        # The kubelet's gRPC probe has no client certificate.
+                        check(all(p and (p.get("tcpSocket") or {}).get("port") == ports["grpc"] for p in (rp, lp)),
+                              f"{where}: TCP probes on mutual-TLS port {ports['grpc']}")
+                    if mesh_tls:
+                        tls_files = [main_ini[("keelson", o)] for o in ("tls_cert_file", "tls_key_file", "tls_ca_file")]
+                        check(all(any(f.startswith(m["mountPath"].rstrip("/") + "/") for m in c.get("volumeMounts", []))
+                                  for f in tls_files), f"{where}: TLS material mounted")
                     if "placement" in ports:
                         check(all(p and "httpGet" in p for p in (rp, lp)), f"{where}: HTTP probes")
                     mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}

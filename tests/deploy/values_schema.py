@@ -117,7 +117,7 @@ def values_schema():
             "keystone": strict({"existingSecret": STR, "secretKey": STR, "authUrl": STR, "wwwAuthenticateUri": STR,
                                 "username": STR, "password": STR, "projectName": STR, "userDomainName": STR,
                                 "projectDomainName": STR, "regionName": STR}),
-            "tls": strict({"enabled": BOOL, "existingSecret": STR, "cert": STR, "key": STR, "ca": STR}),
+            "tls": strict({"enabled": BOOL, "existingSecret": STR, "cert": STR, "key": STR, "ca": STR, "serverName": STR}),
             "gateway": strict({
                 "replicas": REPLICAS,
                 "service": strict({"type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},

@@ -152,6 +152,13 @@ keelson:
   candidates_endpoint: {{ printf "http://%s:%v" $cand $v.candidates.port | quote }}
   engine_endpoints: {{ printf "http://%s:%v" $eng $v.engine.port | quote }}
   data_dir: /var/lib/keelson
+{{- if $v.tls.enabled }}
+  tls_cert_file: /etc/keelson/tls/tls.crt
+  tls_key_file: /etc/keelson/tls/tls.key
+  tls_ca_file: /etc/keelson/tls/ca.crt
+  {{- /* Engines dial each other by pod IP: every server is checked against one name. */}}
+  tls_server_name: {{ default $fullname $v.tls.serverName | quote }}
+{{- end }}
 controller:
   listen: {{ include "keelson.listen" (dict "root" . "port" $v.controller.port) | quote }}
   peers: {{ include "keelson.controllerPeers" . | quote }}
@@ -381,13 +388,16 @@ affinity:
 {{- end }}
 {{- end -}}
 
+{{- /* The kubelet's gRPC probe has no client certificate: with mutual
+TLS the probes check the port instead. */}}
 {{- define "keelson.grpcProbes" -}}
+{{- $probe := ternary "tcpSocket" "grpc" .root.Values.tls.enabled -}}
 readinessProbe:
-  grpc:
+  {{ $probe }}:
     port: {{ .port }}
   {{- toYaml .root.Values.probes.readiness | nindent 2 }}
 livenessProbe:
-  grpc:
+  {{ $probe }}:
     port: {{ .port }}
   {{- toYaml .root.Values.probes.liveness | nindent 2 }}
 {{- end -}}

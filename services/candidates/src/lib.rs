@@ -24,7 +24,7 @@ pub use domain::Settings;
 pub use store::Store;
 
 use keelson_common::shutdown::Shutdown;
-use tokio::net::TcpListener;
+use keelson_common::grpc::GrpcListener;
 
 /// The fully qualified names of the services this crate serves.
 pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v1.AllocationCandidates"];
@@ -40,7 +40,7 @@ pub fn settings_from_config(config: &keelson_common::Config) -> Settings {
 }
 
 /// Serves the candidates gRPC API on `listener` until `shutdown`.
-pub async fn serve(store: Store, listener: TcpListener, shutdown: Shutdown) -> Result<(), tonic::transport::Error> {
+pub async fn serve(store: Store, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), tonic::transport::Error> {
     let service = rpc::server(store);
     keelson_common::grpc::serve(listener, SERVICE_NAMES, |router| router.add_service(service), shutdown).await
 }

@@ -64,6 +64,15 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("keelson", "placement_listen", "str", Some("0.0.0.0:8778")),
     ("keelson", "orchestration_listen", "str", Some("0.0.0.0:8004")),
     ("keelson", "data_dir", "str", Some("./keelson-data")),
+    // Mutual TLS between the mesh's processes (gRPC and the controller's
+    // RPC): on when the three files are set. PEM: this process's
+    // certificate chain and key, and the CA its peers' chain to.
+    ("keelson", "tls_cert_file", "str", None),
+    ("keelson", "tls_key_file", "str", None),
+    ("keelson", "tls_ca_file", "str", None),
+    // The name clients check servers' certificates against (default: the
+    // host of the address they dial), for meshes that dial pod IPs.
+    ("keelson", "tls_server_name", "str", None),
     ("telemetry", "otlp_endpoint", "str", None),
     ("telemetry", "service_name", "str", Some("keelson")),
     ("telemetry", "log_filter", "str", Some("info")),

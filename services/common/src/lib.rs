@@ -9,6 +9,7 @@ pub mod error;
 pub mod grpc;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tls;
 
 pub use config::Config;
 pub use context::RequestContext;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use capnp_rpc::{rpc_twoparty_capnp, twoparty, RpcSystem};
 use futures::future::BoxFuture;
 use keelson_capnp::controller_capnp::{conf_reply, controller, list_reply, status_reply, write_reply};
+use keelson_common::tls::MeshTls;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 
@@ -74,6 +75,14 @@ impl ControllerClient {
     /// A client over Cap'n Proto to these `host:port` addresses.
     pub fn new(addrs: Vec<String>, options: ClientOptions) -> ControllerClient {
         ControllerClient::with_transport(addrs, options, CapnpTransport::shared())
+    }
+
+    /// A client over Cap'n Proto, with mutual TLS when `tls` is given.
+    pub fn with_tls(addrs: Vec<String>, options: ClientOptions, tls: Option<Arc<MeshTls>>) -> ControllerClient {
+        match tls {
+            None => ControllerClient::new(addrs, options),
+            Some(tls) => ControllerClient::with_transport(addrs, options, CapnpTransport::with_tls(tls)),
+        }
     }
 
     pub fn with_transport(addrs: Vec<String>, options: ClientOptions, transport: Arc<dyn Transport>) -> ControllerClient {
@@ -205,7 +214,13 @@ impl CapnpTransport {
     /// The process-wide transport.
     pub fn shared() -> Arc<dyn Transport> {
         static SHARED: OnceLock<Arc<CapnpTransport>> = OnceLock::new();
-        SHARED.get_or_init(|| Arc::new(CapnpTransport { jobs: spawn_thread().ok() })).clone()
+        SHARED.get_or_init(|| Arc::new(CapnpTransport { jobs: spawn_thread(None).ok() })).clone()
+    }
+
+    /// A transport of its own (its own thread and connections) dialing
+    /// with mutual TLS.
+    pub fn with_tls(tls: Arc<MeshTls>) -> Arc<dyn Transport> {
+        Arc::new(CapnpTransport { jobs: spawn_thread(Some(tls)).ok() })
     }
 }
 
@@ -227,7 +242,7 @@ impl Transport for CapnpTransport {
 
 type Connections = Rc<RefCell<HashMap<String, controller::Client>>>;
 
-fn spawn_thread() -> std::io::Result<mpsc::UnboundedSender<Job>> {
+fn spawn_thread(tls: Option<Arc<MeshTls>>) -> std::io::Result<mpsc::UnboundedSender<Job>> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
     std::thread::Builder::new().name("controller-client".into()).spawn(move || {
         let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -243,8 +258,9 @@ fn spawn_thread() -> std::io::Result<mpsc::UnboundedSender<Job>> {
             let conns: Connections = Rc::new(RefCell::new(HashMap::new()));
             while let Some(job) = rx.recv().await {
                 let conns = conns.clone();
+                let tls = tls.clone();
                 tokio::task::spawn_local(async move {
-                    let result = match tokio::time::timeout(job.timeout, attempt(&conns, &job.addr, &job.request)).await {
+                    let result = match tokio::time::timeout(job.timeout, attempt(&conns, tls.as_deref(), &job.addr, &job.request)).await {
                         Ok(r) => r,
                         Err(_) => {
                             // A frozen node: drop the connection, the next
@@ -261,7 +277,7 @@ fn spawn_thread() -> std::io::Result<mpsc::UnboundedSender<Job>> {
     Ok(tx)
 }
 
-async fn attempt(conns: &Connections, addr: &str, request: &Request) -> Result<Response, AttemptError> {
+async fn attempt(conns: &Connections, tls: Option<&MeshTls>, addr: &str, request: &Request) -> Result<Response, AttemptError> {
     let cached = conns.borrow().get(addr).cloned();
     if let Some(client) = cached {
         match call(&client, request).await {
@@ -274,7 +290,7 @@ async fn attempt(conns: &Connections, addr: &str, request: &Request) -> Result<R
             }
         }
     }
-    let client = connect(addr).await?;
+    let client = connect(addr, tls).await?;
     conns.borrow_mut().insert(addr.to_string(), client.clone());
     match call(&client, request).await {
         Ok(r) => r.map_err(AttemptError::Refused),
@@ -285,13 +301,31 @@ async fn attempt(conns: &Connections, addr: &str, request: &Request) -> Result<R
     }
 }
 
-async fn connect(addr: &str) -> Result<controller::Client, AttemptError> {
-    let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| AttemptError::Unreachable(format!("{addr}: {e}")))?;
+async fn connect(addr: &str, tls: Option<&MeshTls>) -> Result<controller::Client, AttemptError> {
+    let unreachable = |e: &dyn std::fmt::Display| AttemptError::Unreachable(format!("{addr}: {e}"));
+    let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| unreachable(&e))?;
     let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.into_split();
+    let Some(tls) = tls else {
+        let (reader, writer) = stream.into_split();
+        return Ok(bootstrap(reader.compat(), writer.compat_write()));
+    };
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let name = tls.server_name(host).map_err(|e| unreachable(&e))?;
+    let stream = tls.connector().connect(name, stream).await.map_err(|e| unreachable(&format!("TLS: {e}")))?;
+    let (reader, writer) = tokio::io::split(stream);
+    Ok(bootstrap(reader.compat(), writer.compat_write()))
+}
+
+/// Starts the RPC system of a new connection; answers the controller
+/// capability it offers.
+fn bootstrap<R, W>(reader: R, writer: W) -> controller::Client
+where
+    R: futures::AsyncRead + Unpin + 'static,
+    W: futures::AsyncWrite + Unpin + 'static,
+{
     let network = twoparty::VatNetwork::new(
-        futures::io::BufReader::new(reader.compat()),
-        futures::io::BufWriter::new(writer.compat_write()),
+        futures::io::BufReader::new(reader),
+        futures::io::BufWriter::new(writer),
         rpc_twoparty_capnp::Side::Client,
         Default::default(),
     );
@@ -300,7 +334,7 @@ async fn connect(addr: &str) -> Result<controller::Client, AttemptError> {
     tokio::task::spawn_local(async move {
         let _ = rpc.await;
     });
-    Ok(client)
+    client
 }
 
 /// One request on one connection. Outer error: transport; inner: refusal.

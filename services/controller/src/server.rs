@@ -164,14 +164,15 @@ pub async fn serve(ctl: Arc<Controller>, listener: TcpListener, shutdown: Shutdo
 
 async fn accept_loop(ctl: Arc<Controller>, listener: std::net::TcpListener, main: tokio::runtime::Handle, shutdown: Shutdown) -> Result<(), ServeError> {
     let listener = TcpListener::from_std(listener)?;
+    let tls = ctl.settings().tls.as_ref().map(|t| t.acceptor());
     let bootstrap: controller::Client = capnp_rpc::new_client(RpcServer { ctl, main });
     loop {
         let accepted = tokio::select! {
             _ = shutdown.clone().wait() => return Ok(()),
             a = listener.accept() => a,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(conn) => conn,
             Err(e) => {
                 // Out of descriptors and the like: keep serving the
                 // connections we have and try again shortly.
@@ -181,18 +182,52 @@ async fn accept_loop(ctl: Arc<Controller>, listener: std::net::TcpListener, main
             }
         };
         let _ = stream.set_nodelay(true);
-        let (reader, writer) = stream.into_split();
-        let network = twoparty::VatNetwork::new(
-            futures::io::BufReader::new(reader.compat()),
-            futures::io::BufWriter::new(writer.compat_write()),
-            rpc_twoparty_capnp::Side::Server,
-            Default::default(),
-        );
-        let rpc = RpcSystem::new(Box::new(network), Some(bootstrap.clone().client));
+        let bootstrap = bootstrap.clone();
+        let tls = tls.clone();
+        // The handshake runs in the connection's task, so a slow or
+        // hostile client never holds up the accept loop.
         tokio::task::spawn_local(async move {
-            if let Err(e) = rpc.await {
-                tracing::debug!(target: "keelson::controller", "RPC connection ended: {e}");
+            let outcome = match tls {
+                None => {
+                    let (reader, writer) = stream.into_split();
+                    serve_connection(reader.compat(), writer.compat_write(), bootstrap).await
+                }
+                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(tls_stream)) => {
+                        let (reader, writer) = tokio::io::split(tls_stream);
+                        serve_connection(reader.compat(), writer.compat_write(), bootstrap).await
+                    }
+                    Ok(Err(e)) => {
+                        tracing::info!(target: "keelson::controller", "TLS handshake with {peer} refused: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::info!(target: "keelson::controller", "TLS handshake with {peer} timed out");
+                        return;
+                    }
+                },
+            };
+            if let Err(e) = outcome {
+                tracing::debug!(target: "keelson::controller", "RPC connection from {peer} ended: {e}");
             }
         });
     }
+}
+
+/// How long a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs the RPC system of one accepted connection until it closes.
+async fn serve_connection<R, W>(reader: R, writer: W, bootstrap: controller::Client) -> Result<(), capnp::Error>
+where
+    R: futures::AsyncRead + Unpin + 'static,
+    W: futures::AsyncWrite + Unpin + 'static,
+{
+    let network = twoparty::VatNetwork::new(
+        futures::io::BufReader::new(reader),
+        futures::io::BufWriter::new(writer),
+        rpc_twoparty_capnp::Side::Server,
+        Default::default(),
+    );
+    RpcSystem::new(Box::new(network), Some(bootstrap.client)).await
 }

@@ -2,8 +2,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use keelson_common::tls::MeshTls;
 use keelson_common::Config;
 
 use crate::model::CtrlPeer;
@@ -22,6 +24,8 @@ pub enum SettingsError {
     ClusterName(String),
     #[error("[etcd] endpoints: invalid endpoint {0:?} (expected http://host:port)")]
     Endpoint(String),
+    #[error("{0}")]
+    Tls(#[from] keelson_common::tls::TlsError),
 }
 
 /// One node's settings.
@@ -38,6 +42,8 @@ pub struct ControllerSettings {
     pub etcd_endpoints: Vec<String>,
     /// Where this node keeps its small local files.
     pub data_dir: Option<PathBuf>,
+    /// Mutual TLS on the RPC listener (None: plaintext).
+    pub tls: Option<Arc<MeshTls>>,
 }
 
 impl ControllerSettings {
@@ -71,6 +77,7 @@ impl ControllerSettings {
             lease_ttl: Duration::from_secs(ttl as u64),
             etcd_endpoints,
             data_dir,
+            tls: MeshTls::from_config(config)?,
         })
     }
 
@@ -84,6 +91,7 @@ impl ControllerSettings {
             lease_ttl: Duration::from_secs(5),
             etcd_endpoints: Vec::new(),
             data_dir: None,
+            tls: None,
         }
     }
 

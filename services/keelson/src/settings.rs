@@ -92,6 +92,12 @@ fn parse_addr(v: &str, what: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("address {v:?} for {what} resolves to nothing"))
 }
 
+/// The mesh's mutual TLS identity (`[keelson] tls_*_file`); None:
+/// plaintext.
+pub fn mesh_tls(config: &Config) -> anyhow::Result<Option<std::sync::Arc<keelson_common::tls::MeshTls>>> {
+    Ok(keelson_common::tls::MeshTls::from_config(config)?)
+}
+
 /// The Placement database URL from `[placement_database] connection`.
 pub fn database_url(config: &Config) -> anyhow::Result<DatabaseUrl> {
     let Some(url) = config.get_str("placement_database", "connection") else {

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use keelson_common::shutdown::Shutdown;
 use keelson_common::{Config, Db};
-use tokio::net::TcpListener;
+use keelson_common::grpc::GrpcListener;
 
 pub use convergence::EngineSettings;
 pub use service::ServiceSettings;
@@ -93,7 +93,7 @@ pub enum ServeError {
 /// Runs one engine on `db` (schema already synced): registers it, starts
 /// its heartbeat and watchdog, and serves `Orchestration` and
 /// `EngineWorker` on `listener` until `shutdown`.
-pub async fn serve(db: Db, settings: Settings, listener: TcpListener, shutdown: Shutdown) -> Result<(), ServeError> {
+pub async fn serve(db: Db, settings: Settings, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), ServeError> {
     let registry = Arc::new(resources::Registry::builtin());
     let engine = convergence::Engine::start(db.clone(), registry.clone(), settings.engine).await?;
     let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));

@@ -7,6 +7,7 @@
 
 use std::process::ExitCode;
 
+use keelson_common::grpc::GrpcListener;
 use keelson_common::Config;
 use keelson_inventory::Store;
 
@@ -36,19 +37,27 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     tracing::info!(target: "keelson", "controller RPC on {} (single node)", ctl_listener.local_addr()?);
 
     let shutdown = on_signal();
-    let inventory = keelson_gateway::server::channel(&format!("http://{inv_addr}"))?;
+    // Plaintext on loopback unless the configuration gives certificates.
+    let tls = settings::mesh_tls(&config)?;
+    let inventory = keelson_gateway::server::channel(&format!("http://{inv_addr}"), tls.as_deref())?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
-    let candidates = keelson_gateway::server::channel(&format!("http://{cand_addr}"))?;
+    let candidates = keelson_gateway::server::channel(&format!("http://{cand_addr}"), tls.as_deref())?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
-    let engine_channel = keelson_gateway::server::channel(&format!("http://{engine_addr}"))?;
+    let engine_channel = keelson_gateway::server::channel(&format!("http://{engine_addr}"), tls.as_deref())?;
     let orchestration = keelson_gateway::server::orchestration_app(&config, vec![engine_channel], metrics)?;
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
+    engine_settings.engine.tls = tls.clone();
     let ctl_addr = ctl_listener.local_addr()?;
     let registration = super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
     let (synced_tx, _synced) = tokio::sync::watch::channel(false);
 
     let store = Store::new(db.clone(), store_settings(&config));
     let cand_store = keelson_candidates::Store::new(db.clone(), keelson_candidates::settings_from_config(&config));
+    let (inv_listener, cand_listener, engine_listener) = (
+        GrpcListener { tcp: inv_listener, tls: tls.clone() },
+        GrpcListener { tcp: cand_listener, tls: tls.clone() },
+        GrpcListener { tcp: engine_listener, tls },
+    );
     let inv = async { keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
     let cand = async { keelson_candidates::serve(cand_store, cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
     let p = async { keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };

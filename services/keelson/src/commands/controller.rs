@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use keelson_common::db::{DatabaseUrl, PoolSettings};
 use keelson_common::shutdown::Shutdown;
+use keelson_common::tls::MeshTls;
 use keelson_common::{Config, Db};
 use keelson_controller::duties::{BoxFuture, Duties, DutyError};
 use keelson_controller::{Controller, ControllerSettings, DutiesFactory, Request, Response};
@@ -112,6 +113,8 @@ struct MeshDuties {
     next: AtomicUsize,
     timeout: Duration,
     synced: Option<watch::Sender<bool>>,
+    /// The controller's own TLS identity, for its calls to engines.
+    tls: Option<Arc<MeshTls>>,
 }
 
 impl MeshDuties {
@@ -128,6 +131,7 @@ impl MeshDuties {
                 // A pass may take a while on a large database.
                 timeout: timeout.max(Duration::from_secs(30)),
                 synced,
+                tls: ctl.settings().tls.clone(),
             }) as Arc<dyn Duties>
         })
     }
@@ -144,7 +148,7 @@ impl MeshDuties {
     }
 
     async fn run_watchdog(&self, endpoint: &str) -> Result<(u32, u32), DutyError> {
-        let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())?
+        let channel = keelson_common::grpc::endpoint(endpoint, self.tls.as_deref())?
             .connect_timeout(Duration::from_secs(2))
             .timeout(self.timeout)
             .connect_lazy();

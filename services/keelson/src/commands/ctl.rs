@@ -14,9 +14,10 @@ use crate::cli::{CtlArgs, CtlCommand};
 
 pub async fn run(config: Config, args: CtlArgs) -> anyhow::Result<ExitCode> {
     let addrs = addresses(&config, &args.controllers)?;
+    let tls = crate::settings::mesh_tls(&config)?;
     match args.command {
         CtlCommand::Ctrlstatus { json } => {
-            let client = ControllerClient::new(addrs, ClientOptions::default());
+            let client = ControllerClient::with_tls(addrs, ClientOptions::default(), tls);
             match client.ctrlstatus().await {
                 Ok(s) => {
                     if json {
@@ -32,10 +33,12 @@ pub async fn run(config: Config, args: CtlArgs) -> anyhow::Result<ExitCode> {
         CtlCommand::WaitPrimary { timeout, interval, min_term } => {
             let timeout = parse_duration(&timeout).context("--timeout")?;
             let interval = parse_duration(&interval).context("--interval")?;
-            wait_primary(addrs, timeout, interval, min_term).await
+            // Each probe is short; the loop owns the overall deadline.
+            let probe = ClientOptions { deadline: interval.max(Duration::from_secs(1)), attempt_timeout: Duration::from_secs(1) };
+            wait_primary(ControllerClient::with_tls(addrs, probe, tls), timeout, interval, min_term).await
         }
         CtlCommand::Clusterconf { json } => {
-            let client = ControllerClient::new(addrs, ClientOptions::default());
+            let client = ControllerClient::with_tls(addrs, ClientOptions::default(), tls);
             match client.clusterconf().await {
                 Ok(c) => {
                     let document: serde_json::Value = serde_json::from_slice(&c.document).context("the committed document is not JSON")?;
@@ -66,7 +69,7 @@ pub async fn run(config: Config, args: CtlArgs) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
-            let client = ControllerClient::new(addrs, ClientOptions { deadline: Duration::from_secs(10), ..ClientOptions::default() });
+            let client = ControllerClient::with_tls(addrs, ClientOptions { deadline: Duration::from_secs(10), ..ClientOptions::default() }, tls);
             match client.setconf(document).await {
                 Ok(ack) => {
                     println!(
@@ -81,13 +84,13 @@ pub async fn run(config: Config, args: CtlArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => fail("setconf", &e),
             }
         }
-        CtlCommand::BenchStatus { requests, concurrency } => bench_status(addrs, requests, concurrency).await,
+        CtlCommand::BenchStatus { requests, concurrency } => bench_status(ControllerClient::with_tls(addrs, ClientOptions::default(), tls), requests, concurrency).await,
     }
 }
 
 /// `concurrency` tasks share `requests` ctrlstatus calls on one client.
-async fn bench_status(addrs: Vec<String>, requests: usize, concurrency: usize) -> anyhow::Result<ExitCode> {
-    let client = std::sync::Arc::new(ControllerClient::new(addrs, ClientOptions::default()));
+async fn bench_status(client: ControllerClient, requests: usize, concurrency: usize) -> anyhow::Result<ExitCode> {
+    let client = std::sync::Arc::new(client);
     // One warm-up call opens the connection.
     if let Err(e) = client.ctrlstatus().await {
         return fail("bench-status", &e);
@@ -148,14 +151,9 @@ fn addresses(config: &Config, given: &[String]) -> anyhow::Result<Vec<String>> {
 
 /// Polls ctrlstatus until a node reports a known primary (of at least
 /// `min_term`), on the monotonic clock.
-async fn wait_primary(addrs: Vec<String>, timeout: Duration, interval: Duration, min_term: u64) -> anyhow::Result<ExitCode> {
+async fn wait_primary(client: ControllerClient, timeout: Duration, interval: Duration, min_term: u64) -> anyhow::Result<ExitCode> {
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
-    let client = ControllerClient::new(
-        addrs,
-        // Each probe is short; the loop owns the overall deadline.
-        ClientOptions { deadline: interval.max(Duration::from_secs(1)), attempt_timeout: Duration::from_secs(1) },
-    );
     let mut last = String::from("no answer yet");
     loop {
         let now = tokio::time::Instant::now();

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use keelson_common::grpc::GrpcListener;
 use keelson_common::shutdown::Shutdown;
 use keelson_common::{Config, Db};
 use keelson_controller::duties::BoxFuture;
@@ -58,8 +59,11 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let endpoint = advertised_endpoint(&config, bound);
     tracing::info!(target: "keelson", "stack engine gRPC on {bound} (advertised as {endpoint})");
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, endpoint);
+    let tls = settings::mesh_tls(&config)?;
+    engine_settings.engine.tls = tls.clone();
     let shutdown = on_signal();
     let registration = register_with_controller(controller_addresses(&config)?, &mut engine_settings, shutdown.clone());
+    let listener = GrpcListener { tcp: listener, tls };
     keelson_stack_engine::serve(db, engine_settings, listener, shutdown).await?;
     if let Some(r) = registration {
         let _ = r.await;
@@ -80,7 +84,7 @@ pub fn register_with_controller(
     }
     let engine_id = engine.engine.engine_id.clone().unwrap_or_else(new_engine_id);
     engine.engine.engine_id = Some(engine_id.clone());
-    let client = Arc::new(ControllerClient::new(addrs.clone(), ClientOptions::default()));
+    let client = Arc::new(ControllerClient::with_tls(addrs.clone(), ClientOptions::default(), engine.engine.tls.clone()));
     engine.engine.controller_registry = Some(RegistryHandle(Arc::new(ControllerRegistry(client.clone()))));
     let interval = engine.engine.periodic_interval;
     // Three missed heartbeats and the registration is gone.

@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use keelson_common::grpc::GrpcListener;
 use keelson_common::shutdown::{self, Shutdown};
+use keelson_common::tls::MeshTls;
 use keelson_common::{Config, Db};
 use keelson_inventory::{Store, StoreSettings};
 use tokio::net::TcpListener;
@@ -70,6 +72,7 @@ pub async fn inventory(config: Config) -> anyhow::Result<ExitCode> {
     let db = open_database(&config, sync, seed).await?;
     let listener = bind(settings::listen(&config, "inventory_listen", false)?, "inventory").await?;
     tracing::info!(target: "keelson", "inventory gRPC on {}", listener.local_addr()?);
+    let listener = GrpcListener { tcp: listener, tls: settings::mesh_tls(&config)? };
     keelson_inventory::serve(Store::new(db, store_settings(&config)), listener, on_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -85,27 +88,29 @@ pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
     let listener = bind(settings::listen(&config, "candidates_listen", false)?, "candidates").await?;
     tracing::info!(target: "keelson", "candidates gRPC on {}", listener.local_addr()?);
     let store = keelson_candidates::Store::new(db, keelson_candidates::settings_from_config(&config));
+    let listener = GrpcListener { tcp: listener, tls: settings::mesh_tls(&config)? };
     keelson_candidates::serve(store, listener, on_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// One lazily connected channel per stack engine of `[keelson]
 /// engine_endpoints`; the gateway fails over between them.
-pub fn engine_channels(config: &Config) -> anyhow::Result<Vec<tonic::transport::Channel>> {
+pub fn engine_channels(config: &Config, tls: Option<&MeshTls>) -> anyhow::Result<Vec<tonic::transport::Channel>> {
     let mut channels = Vec::new();
     for url in config.get_list("keelson", "engine_endpoints").into_iter().filter(|u| !u.is_empty()) {
-        channels.push(keelson_gateway::server::channel(&url)?);
+        channels.push(keelson_gateway::server::channel(&url, tls)?);
     }
     anyhow::ensure!(!channels.is_empty(), "[keelson] engine_endpoints is empty");
     Ok(channels)
 }
 
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
-    let inventory = keelson_gateway::server::channel(&config.get_str("keelson", "inventory_endpoint").unwrap_or_default())?;
+    let tls = settings::mesh_tls(&config)?;
+    let inventory = keelson_gateway::server::channel(&config.get_str("keelson", "inventory_endpoint").unwrap_or_default(), tls.as_deref())?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
-    let candidates = keelson_gateway::server::candidates_channel(&config)?;
+    let candidates = keelson_gateway::server::candidates_channel(&config, tls.as_deref())?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
-    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channels(&config)?, metrics)?;
+    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channels(&config, tls.as_deref())?, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, "orchestration_listen", false)?, "orchestration API").await?;
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);

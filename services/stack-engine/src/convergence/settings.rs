@@ -32,6 +32,9 @@ pub struct EngineSettings {
     /// holders are asked about there first, and the watchdog runs only
     /// when the controller primary asks (`EngineWorker.RunWatchdog`).
     pub controller_registry: Option<crate::rpc::worker::RegistryHandle>,
+    /// The mesh's mutual TLS identity for calls to other engines (None:
+    /// plaintext).
+    pub tls: Option<std::sync::Arc<keelson_common::tls::MeshTls>>,
 }
 
 impl Default for EngineSettings {
@@ -50,6 +53,7 @@ impl Default for EngineSettings {
             region_name: "RegionOne".to_string(),
             convergence_engine_enabled: true,
             controller_registry: None,
+            tls: None,
         }
     }
 }

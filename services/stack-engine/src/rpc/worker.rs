@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use keelson_common::db::Db;
+use keelson_common::grpc;
+use keelson_common::tls::MeshTls;
 use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
 use keelson_proto::orchestration::v1::engine_worker_server::{EngineWorker, EngineWorkerServer};
 use keelson_proto::orchestration::v1::{
@@ -24,7 +26,7 @@ use keelson_proto::orchestration::v1::{
     ListeningReply, ListeningRequest, RunWatchdogReply, RunWatchdogRequest,
 };
 use serde_json::{Map, Value};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::convergence::{CheckResourceMsg, Dispatcher, Engine, EngineSettings};
@@ -148,13 +150,15 @@ impl std::fmt::Debug for RegistryHandle {
 pub struct WorkerClients {
     channels: Mutex<HashMap<String, Channel>>,
     timeout: Duration,
+    tls: Option<Arc<MeshTls>>,
 }
 
 impl WorkerClients {
-    pub fn new(timeout: Duration) -> WorkerClients {
+    pub fn new(timeout: Duration, tls: Option<Arc<MeshTls>>) -> WorkerClients {
         WorkerClients {
             channels: Mutex::new(HashMap::new()),
             timeout,
+            tls,
         }
     }
 
@@ -166,7 +170,7 @@ impl WorkerClients {
         if let Some(c) = map.get(endpoint) {
             return Ok(EngineWorkerClient::new(c.clone()));
         }
-        let channel = Endpoint::from_shared(endpoint.to_string())
+        let channel = grpc::endpoint(endpoint, self.tls.as_deref())
             .map_err(|e| Status::invalid_argument(format!("endpoint {endpoint}: {e}")))?
             .connect_timeout(self.timeout)
             .timeout(self.timeout)
@@ -196,7 +200,7 @@ impl ClusterDispatcher {
     pub fn new(db: Db, settings: &EngineSettings) -> ClusterDispatcher {
         ClusterDispatcher {
             db,
-            clients: WorkerClients::new(settings.engine_life_check_timeout),
+            clients: WorkerClients::new(settings.engine_life_check_timeout, settings.tls.clone()),
             next: AtomicUsize::new(0),
             unreachable: Mutex::new(HashMap::new()),
             max_age: settings.periodic_interval * 3,
