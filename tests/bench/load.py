@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Load through the gateway: requests per second and latency percentiles
+of keelson's Placement API at 16, 64 and 256 concurrent clients.
+
+It starts the services as separate processes on loopback, as the Helm
+chart runs them (`keelson db sync`, then `keelson inventory`,
+`keelson candidates` and one `keelson gateway` in front of them), on a
+fresh database; or, with --all-in-one, `keelson all-in-one` on that
+database. It creates a fleet (--providers compute nodes with VCPU,
+MEMORY_MB and DISK_GB, --allocations existing allocations), then runs wrk
+(one thread, loopback) for --seconds at each concurrency against:
+
+  read mix   GET /resource_providers and GET /allocation_candidates
+             (VCPU:1, MEMORY_MB:512, DISK_GB:10; no limit: one candidate
+             per provider), alternately on every connection
+  write      PUT /allocations/{new consumer} on a random provider (the
+             run's allocations are deleted after each level, so every
+             level starts from the same --allocations)
+
+and prints one table. A benchmark, not a test: nothing is asserted, and
+CI does not run it.
+
+usage: tests/bench/load.py [--backend mysql|postgresql|sqlite]
+          [--providers 200] [--allocations 1000] [--seconds 10]
+          [--clients 16,64,256] [--all-in-one] [--json out.json]
+
+Needs wrk (Debian package `wrk`: apt-get install -y wrk), the test
+virtualenv (tests/run sets it up) and a release build of keelson
+(KEELSON_BIN, else $CARGO_TARGET_DIR/release/keelson).
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
+
+import conftest  # noqa: E402  (shared helpers: processes, databases, ports)
+from conftest import (AllInOne, Proc, create_database, free_port, http, keelson_bin, new_uuid, wait_http,  # noqa: E402
+                      wait_port, write_conf)
+
+READ_LUA = r'''
+local paths = {"/resource_providers", "/allocation_candidates?resources=VCPU:1,MEMORY_MB:512,DISK_GB:10"}
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", paths[(n %% 2) + 1])
+end
+'''
+
+PUT_LUA = r'''
+-- New consumers numbered per run, so that the run's allocations can be
+-- removed afterwards and every concurrency level starts from the same fleet.
+math.randomseed(os.time() + %(run)d)
+local providers = {%(providers)s}
+local n = 0
+request = function()
+  n = n + 1
+  local rp = providers[math.random(1, #providers)]
+  local body = '{"allocations": {"' .. rp .. '": {"resources": {"VCPU": 1, "MEMORY_MB": 64}}}, ' ..
+    '"project_id": "load-project", "user_id": "load-user", "consumer_generation": null, "consumer_type": "INSTANCE"}'
+  return wrk.format("PUT", "/allocations/" .. string.format("%%08x-0000-4000-8000-%%012x", %(run)d, n), nil, body)
+end
+'''
+
+INVENTORY = {'VCPU': {'total': 1000000, 'max_unit': 64}, 'MEMORY_MB': {'total': 100000000, 'max_unit': 1000000},
+             'DISK_GB': {'total': 1000000, 'max_unit': 10000}}
+
+
+def wrk(url, seconds, connections, script):
+    args = ['wrk', '-t1', '-c%d' % connections, '-d%ds' % seconds, '--latency', '--timeout', '10s',
+            '-H', 'x-auth-token: admin', '-H', 'openstack-api-version: placement 1.39',
+            '-H', 'content-type: application/json', '-s', script, url + '/']
+    out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120).stdout
+
+    def ms(p):
+        m = re.search(r'\s%s%%\s+([\d.]+)(us|ms|s)\b' % p, out)
+        if not m:
+            return float('nan')
+        value, unit = float(m.group(1)), m.group(2)
+        return value / 1000 if unit == 'us' else value * 1000 if unit == 's' else value
+
+    rps = re.search(r'Requests/sec:\s+([\d.]+)', out)
+    total = re.search(r'(\d+) requests in', out)
+    non2xx = re.search(r'Non-2xx or 3xx responses: (\d+)', out)
+    sock = re.search(r'Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)', out)
+    return {'rps': float(rps.group(1)) if rps else 0.0, 'requests': int(total.group(1)) if total else 0,
+            'p50_ms': ms(50), 'p90_ms': ms(90), 'p99_ms': ms(99),
+            'non_2xx': int(non2xx.group(1)) if non2xx else 0,
+            'socket_errors': sum(int(x) for x in sock.groups()) if sock else 0, 'raw': out}
+
+
+def start_mesh(procs, url, workdir):
+    """db sync, inventory, candidates, one gateway; answers the gateway's
+    Placement URL."""
+    env = {'RUST_LOG': 'warn'}
+    inv, cand, p_port, o_port = free_port(), free_port(), free_port(), free_port()
+    conf = write_conf(os.path.join(workdir, 'keelson.conf'), {
+        'placement_database': {'connection': url},
+        'api': {'auth_strategy': 'noauth2'},
+        'orchestration': {'auth_strategy': 'noauth'},
+        'keelson': {'inventory_listen': '127.0.0.1:%d' % inv, 'candidates_listen': '127.0.0.1:%d' % cand,
+                    'inventory_endpoint': 'http://127.0.0.1:%d' % inv, 'candidates_endpoint': 'http://127.0.0.1:%d' % cand,
+                    'placement_listen': '127.0.0.1:%d' % p_port, 'orchestration_listen': '127.0.0.1:%d' % o_port,
+                    # No stack engine runs: the gateway's engine channel is
+                    # lazy and this benchmark never uses it.
+                    'engine_endpoints': 'http://127.0.0.1:%d' % free_port()},
+    })
+    sync = subprocess.run([keelson_bin(), '--config-file', conf, 'db', 'sync'], capture_output=True, text=True, cwd=workdir)
+    if sync.returncode != 0:
+        sys.exit('keelson db sync failed:\n' + sync.stdout + sync.stderr)
+    for command, port in (('inventory', inv), ('candidates', cand)):
+        p = Proc([keelson_bin(), '--config-file', conf, command], env=env, cwd=workdir)
+        procs.append(p)
+        wait_port(port, proc=p)
+    g = Proc([keelson_bin(), '--config-file', conf, 'gateway'], env=env, cwd=workdir)
+    procs.append(g)
+    base = 'http://127.0.0.1:%d' % p_port
+    wait_http(base + '/', proc=g)
+    return base
+
+
+def populate(base, providers, allocations):
+    rps = []
+    for i in range(providers):
+        status, _, rp = http('POST', base + '/resource_providers', {'name': 'load-cn-%04d' % i})
+        assert status == 200, (status, rp)
+        status, _, inv = http('PUT', base + '/resource_providers/%s/inventories' % rp['uuid'], {
+            'resource_provider_generation': rp['generation'], 'inventories': INVENTORY})
+        assert status == 200, (status, inv)
+        rps.append(rp['uuid'])
+
+    def claim(i):
+        rp = rps[i % len(rps)]
+        status, _, body = http('PUT', base + '/allocations/' + new_uuid(), {
+            'allocations': {rp: {'resources': {'VCPU': 2, 'MEMORY_MB': 2048, 'DISK_GB': 20}}},
+            'project_id': 'load-project', 'user_id': 'load-user', 'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+        return status
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(claim, range(allocations)))
+    bad = [s for s in statuses if s != 204]
+    if bad:
+        sys.exit('%d of %d set-up allocations failed: %s' % (len(bad), allocations, sorted(set(bad))))
+    return rps
+
+
+def remove_run(base, run, count):
+    """Deletes the allocations of one write run's consumers (bounded: the
+    numbers wrk can have used)."""
+    def delete(n):
+        return http('DELETE', base + '/allocations/%08x-0000-4000-8000-%012x' % (run, n))[0]
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(delete, range(1, count + 1)))
+    bad = [s for s in statuses if s not in (204, 404)]
+    if bad:
+        print('  warning: %d deletes answered %s' % (len(bad), sorted(set(bad))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--backend', default='mysql')
+    ap.add_argument('--providers', type=int, default=200)
+    ap.add_argument('--allocations', type=int, default=1000)
+    ap.add_argument('--seconds', type=int, default=10)
+    ap.add_argument('--clients', default='16,64,256')
+    ap.add_argument('--all-in-one', action='store_true', help='keelson all-in-one instead of separate processes')
+    ap.add_argument('--json')
+    args = ap.parse_args()
+    if not shutil.which('wrk'):
+        sys.exit('wrk is not installed: apt-get install -y wrk (Debian package wrk)')
+    levels = [int(c) for c in args.clients.split(',')]
+
+    procs = []
+    workdir = tempfile.mkdtemp(prefix='kb-load-')
+    try:
+        url = create_database(args.backend, 'load')
+        if args.all_in_one:
+            base = AllInOne(procs, url, env={'RUST_LOG': 'warn'}).url
+        else:
+            base = start_mesh(procs, url, workdir)
+        t = time.monotonic()
+        rps = populate(base, args.providers, args.allocations)
+        print('fleet: %d providers, %d allocations (%.1fs); %s on %s; %d CPUs; load average %s'
+              % (args.providers, args.allocations, time.monotonic() - t,
+                 'all-in-one' if args.all_in_one else 'inventory + candidates + gateway processes', args.backend,
+                 os.cpu_count(), ' '.join('%.2f' % x for x in os.getloadavg())))
+        read_lua = os.path.join(workdir, 'read.lua')
+        with open(read_lua, 'w') as f:
+            f.write(READ_LUA % {})
+        results = []
+        for name in ('read mix', 'write'):
+            for c in levels:
+                script = read_lua
+                if name == 'write':
+                    script = os.path.join(workdir, 'put-%d.lua' % c)
+                    with open(script, 'w') as f:
+                        f.write(PUT_LUA % {'run': c, 'providers': ', '.join('"%s"' % u for u in rps)})
+                r = wrk(base, args.seconds, c, script)
+                r.update({'workload': name, 'clients': c})
+                if name == 'write':
+                    remove_run(base, c, r['requests'] + c + 16)
+                results.append(r)
+                print('  %-9s %4d clients: %8.0f req/s  p50 %8.1f  p90 %8.1f  p99 %8.1f ms  non-2xx %d  socket errors %d'
+                      % (name, c, r['rps'], r['p50_ms'], r['p90_ms'], r['p99_ms'], r['non_2xx'], r['socket_errors']),
+                      flush=True)
+        print('\n| workload | clients | req/s | p50 | p90 | p99 | non-2xx / socket errors |')
+        print('|---|---:|---:|---:|---:|---:|---:|')
+        for r in results:
+            what = ('`GET /resource_providers` + `GET /allocation_candidates`' if r['workload'] == 'read mix'
+                    else '`PUT /allocations/{consumer}`')
+            print('| %s | %d | %.0f | %.1f ms | %.1f ms | %.1f ms | %d / %d |'
+                  % (what, r['clients'], r['rps'], r['p50_ms'], r['p90_ms'], r['p99_ms'], r['non_2xx'], r['socket_errors']))
+        print('load average after: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump({'meta': {'backend': args.backend, 'providers': args.providers, 'allocations': args.allocations,
+                                    'seconds': args.seconds, 'all_in_one': args.all_in_one, 'cpus': os.cpu_count()},
+                           'results': [{k: v for k, v in r.items() if k != 'raw'} for r in results]}, f, indent=2)
+    finally:
+        for p in procs:
+            p.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        if args.backend in ('mysql', 'postgresql'):
+            server = conftest.MYSQL if args.backend == 'mysql' else conftest.POSTGRES
+            subprocess.run([sys.executable, os.path.join(HERE, '..', 'lib', 'drop_dbs.py'), 'kt_%s_load' % conftest.RUN_ID, server])
+
+
+if __name__ == '__main__':
+    main()
