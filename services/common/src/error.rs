@@ -50,7 +50,10 @@ impl ApiError {
             }
         }
         let http_status = match status.code() {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => 503,
+            // Unknown without our detail is the transport's: the service
+            // went away mid-call (h2 reset, closed connection). The client
+            // may retry, as for a refused connection.
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled | tonic::Code::Unknown => 503,
             tonic::Code::InvalidArgument => 400,
             tonic::Code::NotFound => 404,
             tonic::Code::PermissionDenied => 403,
@@ -86,5 +89,10 @@ mod tests {
         let e = ApiError::from_status(&s, "placement.undefined_code");
         assert_eq!(e.http_status, 503);
         assert_eq!(e.code, "placement.undefined_code");
+        // What tonic reports when the service dies mid-call.
+        let s = tonic::Status::unknown("transport error");
+        assert_eq!(ApiError::from_status(&s, "placement.undefined_code").http_status, 503);
+        let s = tonic::Status::internal("bug");
+        assert_eq!(ApiError::from_status(&s, "placement.undefined_code").http_status, 500);
     }
 }
