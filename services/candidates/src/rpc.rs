@@ -57,7 +57,7 @@ pub fn request_from_pb(r: pb::GetAllocationCandidatesRequest) -> request::Reques
 #[derive(Default)]
 struct Table {
     names: Vec<String>,
-    index: std::collections::HashMap<String, u32>,
+    index: rustc_hash::FxHashMap<String, u32>,
 }
 
 impl Table {

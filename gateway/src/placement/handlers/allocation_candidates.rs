@@ -3,7 +3,6 @@
 //! texts), asks the candidates service, and shapes the answer for the
 //! request's microversion.
 
-use std::fmt::Write as _;
 
 use axum::response::IntoResponse as _;
 use http::StatusCode;
@@ -233,9 +232,32 @@ fn push_resources(out: &mut String, resources: &[pb::ClassAmount], classes: &[St
             out.push(',');
         }
         push_str(out, name(classes, r.resource_class));
-        let _ = write!(out, ":{}", r.amount);
+        out.push(':');
+        push_int(out, r.amount);
     }
     out.push('}');
+}
+
+/// Appends an integer without `write!`'s formatting machinery, which is
+/// several times slower for the ~100,000 integers of a large answer.
+fn push_int(out: &mut String, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push('-');
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
 }
 
 /// The name at `index` of one of the answer's tables.
@@ -313,7 +335,11 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> String {
                 out.push(',');
             }
             push_str(&mut out, &r.resource_class);
-            let _ = write!(out, ":{{\"capacity\":{},\"used\":{}}}", r.capacity, r.used);
+            out.push_str(":{\"capacity\":");
+            push_int(&mut out, r.capacity);
+            out.push_str(",\"used\":");
+            push_int(&mut out, r.used);
+            out.push('}');
         }
         out.push('}');
         if req.at_least(1, 17) {
@@ -344,6 +370,15 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers() {
+        for n in [0, 7, -7, 10, 1_048_576, i64::MAX, i64::MIN] {
+            let mut out = String::new();
+            push_int(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+    }
 
     #[test]
     fn json_strings() {

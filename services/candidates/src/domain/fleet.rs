@@ -1,7 +1,8 @@
 //! The part of the database one request needs, in memory: the store loads
 //! it in a few queries, the algorithm only reads it.
 
-use std::collections::{HashMap, HashSet};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 pub type ProviderId = i64;
 pub type ClassId = i64;
@@ -53,11 +54,11 @@ impl Inventory {
 /// 400 or an empty answer).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
-    pub classes: HashMap<String, ClassId>,
-    pub traits: HashMap<String, TraitId>,
-    pub aggregates: HashMap<String, AggregateId>,
+    pub classes: FxHashMap<String, ClassId>,
+    pub traits: FxHashMap<String, TraitId>,
+    pub aggregates: FxHashMap<String, AggregateId>,
     /// `in_tree` uuids found → the root of their tree.
-    pub in_tree_roots: HashMap<String, ProviderId>,
+    pub in_tree_roots: FxHashMap<String, ProviderId>,
 }
 
 /// The providers, inventories, traits and aggregates a request can touch.
@@ -66,23 +67,23 @@ pub struct Fleet {
     /// Whether any provider has a parent (nested trees exist at all).
     pub has_trees: bool,
     /// Every provider with `MISC_SHARES_VIA_AGGREGATE`.
-    pub sharing: HashSet<ProviderId>,
+    pub sharing: FxHashSet<ProviderId>,
     /// Inventories with their usage: of the requested classes, or of
     /// every class when the summaries show them all.
-    pub inventories: HashMap<(ProviderId, ClassId), Inventory>,
+    pub inventories: FxHashMap<(ProviderId, ClassId), Inventory>,
     /// Providers with an inventory of each requested class, ascending.
-    pub providers_by_class: HashMap<ClassId, Vec<ProviderId>>,
+    pub providers_by_class: FxHashMap<ClassId, Vec<ProviderId>>,
     /// The root of every provider loaded.
-    pub root_of: HashMap<ProviderId, ProviderId>,
+    pub root_of: FxHashMap<ProviderId, ProviderId>,
     /// Class names of the inventories loaded.
-    pub class_names: HashMap<ClassId, String>,
+    pub class_names: FxHashMap<ClassId, String>,
     /// The request's traits, by provider (other traits are not loaded).
-    pub traits: HashMap<ProviderId, HashSet<TraitId>>,
+    pub traits: FxHashMap<ProviderId, FxHashSet<TraitId>>,
     /// The request's aggregates, by provider (others are not loaded).
-    pub aggregates: HashMap<ProviderId, HashSet<AggregateId>>,
+    pub aggregates: FxHashMap<ProviderId, FxHashSet<AggregateId>>,
     /// For sharing providers: the roots of every tree that shares one of
     /// their aggregates (their own root included), ascending.
-    pub sharing_anchors: HashMap<ProviderId, Vec<ProviderId>>,
+    pub sharing_anchors: FxHashMap<ProviderId, Vec<ProviderId>>,
     /// Every root provider; loaded only for `root_required`.
     pub roots: Option<Vec<ProviderId>>,
     /// Every provider, ascending; loaded only for resourceless groups.
@@ -113,7 +114,7 @@ pub struct TreeProvider {
 }
 
 /// Every provider of the trees in play, by id.
-pub type Trees = HashMap<ProviderId, TreeProvider>;
+pub type Trees = FxHashMap<ProviderId, TreeProvider>;
 
 #[cfg(test)]
 mod tests {

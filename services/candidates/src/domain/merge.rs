@@ -15,7 +15,8 @@
 //! inflates other candidates' amounts; here every candidate's amounts add
 //! up to exactly what its groups asked.
 
-use std::collections::{HashMap, HashSet};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::fleet::{ClassId, Fleet, ProviderId, Trees};
 use super::search::{Found, GroupCandidate, Part};
@@ -49,7 +50,7 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
     }
     // Anchors in order of first appearance, each with one list per group.
     let mut order: Vec<ProviderId> = Vec::new();
-    let mut lists: HashMap<ProviderId, Vec<Vec<&GroupCandidate>>> = HashMap::new();
+    let mut lists: FxHashMap<ProviderId, Vec<Vec<&GroupCandidate>>> = FxHashMap::default();
     for (gi, g) in groups.iter().enumerate() {
         for c in &g.candidates {
             let entry = lists.entry(c.anchor).or_insert_with(|| {
@@ -69,7 +70,7 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
         .collect();
 
     let mut out = Vec::new();
-    let mut seen: HashSet<(Vec<Part>, Vec<Vec<ProviderId>>)> = HashSet::new();
+    let mut seen: FxHashSet<(Vec<Part>, Vec<Vec<ProviderId>>)> = FxHashSet::default();
     let cap = settings.max_candidates;
     let mut emit = |combo: Candidate| -> bool {
         let mut key_parts = combo.parts.clone();
@@ -117,9 +118,9 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
 /// providers of this anchor's candidates together must have room for the
 /// total, else no combination can fit and the (possibly huge) product is
 /// skipped. It never removes an anchor that has a valid combination.
-fn enough_overall_capacity(lists: &[Vec<&GroupCandidate>], shared: &HashMap<ClassId, i64>, fleet: &Fleet) -> bool {
+fn enough_overall_capacity(lists: &[Vec<&GroupCandidate>], shared: &FxHashMap<ClassId, i64>, fleet: &Fleet) -> bool {
     for (class, wanted) in shared {
-        let providers: HashSet<ProviderId> =
+        let providers: FxHashSet<ProviderId> =
             lists.iter().flatten().flat_map(|c| c.parts.iter()).filter(|p| p.class == *class).map(|p| p.provider).collect();
         let room: i64 = providers.iter().filter_map(|p| fleet.inventories.get(&(*p, *class))).map(|i| i.headroom()).sum();
         if room < *wanted {
@@ -141,7 +142,7 @@ struct AnchorProduct<'a> {
     cursor: Vec<usize>,
     depth: usize,
     /// Amount taken so far per (provider, class), with an undo log.
-    taken: HashMap<(ProviderId, ClassId), i64>,
+    taken: FxHashMap<(ProviderId, ClassId), i64>,
     undo: Vec<Vec<(ProviderId, ClassId)>>,
     /// Providers used by granular groups so far (isolate).
     granular_used: Vec<ProviderId>,
@@ -165,7 +166,7 @@ impl<'a> AnchorProduct<'a> {
             granular,
             cursor: vec![0; n],
             depth: 0,
-            taken: HashMap::new(),
+            taken: FxHashMap::default(),
             undo: Vec::with_capacity(n),
             granular_used: Vec::with_capacity(n),
             done: n == 0,

@@ -15,7 +15,9 @@ pub mod merge;
 pub mod request;
 pub mod search;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use rand::seq::SliceRandom as _;
 
@@ -76,7 +78,7 @@ impl Settings {
 /// `Ok(None)` is an empty answer.
 pub fn run(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet, trees: &Trees) -> Result<Option<Answer>> {
     let Some(found) = search::search(req, catalog, fleet)? else { return Ok(None) };
-    let index: HashMap<&str, usize> = req.groups.iter().enumerate().map(|(i, g)| (g.suffix.as_str(), i)).collect();
+    let index: FxHashMap<&str, usize> = req.groups.iter().enumerate().map(|(i, g)| (g.suffix.as_str(), i)).collect();
     let rules = MergeRules {
         isolate: req.group_policy == Some(GroupPolicy::Isolate),
         same_subtrees: req.same_subtrees.iter().map(|s| s.iter().filter_map(|x| index.get(x.as_str()).copied()).collect()).collect(),
@@ -105,7 +107,7 @@ pub struct Answer {
 pub fn finish(req: &Request, settings: &Settings, has_trees: bool, mut candidates: Vec<Candidate>, trees: &Trees) -> Answer {
     let root = |p: ProviderId| trees.get(&p).map(|t| t.root).unwrap_or(p);
     let only_used = !req.nested_aware && has_trees;
-    let mut used: HashSet<ProviderId> = HashSet::new();
+    let mut used: FxHashSet<ProviderId> = FxHashSet::default();
     if only_used {
         candidates.retain(|c| {
             let providers: BTreeSet<ProviderId> = c.parts.iter().map(|p| p.provider).collect();
@@ -126,7 +128,7 @@ pub fn finish(req: &Request, settings: &Settings, has_trees: bool, mut candidate
         _ if settings.randomize => candidates.shuffle(&mut rng),
         _ => {}
     }
-    let kept_roots: HashSet<ProviderId> = candidates.iter().flat_map(|c| c.parts.iter().map(|p| root(p.provider))).collect();
+    let kept_roots: FxHashSet<ProviderId> = candidates.iter().flat_map(|c| c.parts.iter().map(|p| root(p.provider))).collect();
     let mut summary_providers: Vec<ProviderId> =
         trees.iter().filter(|(id, t)| kept_roots.contains(&t.root) && (!only_used || used.contains(id))).map(|(id, _)| *id).collect();
     summary_providers.sort_unstable();
@@ -162,7 +164,7 @@ pub struct Outcome {
 }
 
 /// Names a candidate's providers and classes.
-pub fn name_candidate(c: &Candidate, suffixes: &[&str], trees: &Trees, class_names: &HashMap<ClassId, String>) -> NamedRequest {
+pub fn name_candidate(c: &Candidate, suffixes: &[&str], trees: &Trees, class_names: &FxHashMap<ClassId, String>) -> NamedRequest {
     let uuid = |p: ProviderId| trees.get(&p).map(|t| t.uuid.clone()).unwrap_or_default();
     let mut allocations: Vec<(ProviderId, Vec<(String, i64)>)> = Vec::new();
     for part in &c.parts {

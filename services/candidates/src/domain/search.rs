@@ -7,7 +7,9 @@
 //! request meets the same outcome: an unknown class or trait is a 400, but
 //! only if no earlier step already proved the answer empty.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::fleet::{AggregateId, Catalog, ClassId, Fleet, ProviderId, TraitId};
 use super::request::{Request, RequestGroup};
@@ -46,7 +48,7 @@ pub struct GroupCandidates {
 pub struct Found {
     pub groups: Vec<GroupCandidates>,
     /// Classes more than one group asks for, with the total asked.
-    pub shared_classes: HashMap<ClassId, i64>,
+    pub shared_classes: FxHashMap<ClassId, i64>,
 }
 
 /// Why a search ends with nothing before trying everything.
@@ -55,8 +57,8 @@ type Step<T> = Result<Option<T>>;
 /// Searches every group in order; `Ok(None)` is an empty answer.
 pub fn search(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Found> {
     let Some(anchors) = anchor_filter(req, cat, fleet)? else { return Ok(None) };
-    let mut seen: HashMap<ClassId, usize> = HashMap::new();
-    let mut totals: HashMap<ClassId, i64> = HashMap::new();
+    let mut seen: FxHashMap<ClassId, usize> = FxHashMap::default();
+    let mut totals: FxHashMap<ClassId, i64> = FxHashMap::default();
     let mut groups = Vec::with_capacity(req.groups.len());
     for group in &req.groups {
         let Some(resolved) = resolve(group, cat, fleet)? else { return Ok(None) };
@@ -79,13 +81,13 @@ pub fn search(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Found> {
 
 /// The roots allowed to anchor a candidate (`root_required`); `None` inside
 /// means no filter. An empty set of roots makes the answer empty.
-fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Option<HashSet<ProviderId>>> {
+fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Option<FxHashSet<ProviderId>>> {
     if req.root_required.is_empty() && req.root_forbidden.is_empty() {
         return Ok(Some(None));
     }
     let required = trait_ids(&req.root_required, cat)?;
     let forbidden = trait_ids(&req.root_forbidden, cat)?;
-    let roots: HashSet<ProviderId> = fleet
+    let roots: FxHashSet<ProviderId> = fleet
         .roots
         .iter()
         .flatten()
@@ -106,9 +108,9 @@ struct Resolved<'a> {
     required: Vec<Vec<TraitId>>,
     forbidden: Vec<TraitId>,
     /// Providers directly in every `member_of` set (None: no member_of).
-    in_aggregates: Option<HashSet<ProviderId>>,
+    in_aggregates: Option<FxHashSet<ProviderId>>,
     /// Providers directly in a forbidden aggregate (None: none asked).
-    in_forbidden_aggregates: Option<HashSet<ProviderId>>,
+    in_forbidden_aggregates: Option<FxHashSet<ProviderId>>,
     /// Per class (same order as `resources`): providers where the amount
     /// fits, ascending, restricted to the `in_tree` tree.
     with_resource: Vec<Vec<ProviderId>>,
@@ -135,7 +137,7 @@ fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Re
             }
             sets.push(ids);
         }
-        let members: HashSet<ProviderId> = fleet
+        let members: FxHashSet<ProviderId> = fleet
             .aggregates
             .iter()
             .filter(|(_, aggs)| sets.iter().all(|any| any.iter().any(|a| aggs.contains(a))))
@@ -176,12 +178,12 @@ fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Re
     }
     let forbidden_aggs: Vec<AggregateId> = group.forbidden_aggregates.iter().filter_map(|u| cat.aggregates.get(u).copied()).collect();
     let in_forbidden_aggregates = (!forbidden_aggs.is_empty()).then(|| {
-        fleet.aggregates.iter().filter(|(_, aggs)| forbidden_aggs.iter().any(|a| aggs.contains(a))).map(|(p, _)| *p).collect::<HashSet<_>>()
+        fleet.aggregates.iter().filter(|(_, aggs)| forbidden_aggs.iter().any(|a| aggs.contains(a))).map(|(p, _)| *p).collect::<FxHashSet<_>>()
     });
     Ok(Some(Resolved { group, resources, required, forbidden, in_aggregates, in_forbidden_aggregates, with_resource }))
 }
 
-fn anchor_allowed(anchors: Option<&HashSet<ProviderId>>, root: ProviderId) -> bool {
+fn anchor_allowed(anchors: Option<&FxHashSet<ProviderId>>, root: ProviderId) -> bool {
     anchors.is_none_or(|a| a.contains(&root))
 }
 
@@ -189,12 +191,12 @@ fn anchor_allowed(anchors: Option<&HashSet<ProviderId>>, root: ProviderId) -> bo
 /// from any provider of one tree or from a sharing provider in an aggregate
 /// with it; traits judged on the union of the providers used (upstream's
 /// `get_trees_matching_all` and `_alloc_candidates_multiple_providers`).
-fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&HashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
+fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
     // Per class: the amount and the (provider, anchor) pairs that may
     // serve it.
     type Servers = BTreeSet<(ProviderId, ProviderId)>;
     let mut per_class: Vec<(ClassId, i64, Servers)> = Vec::with_capacity(r.resources.len());
-    let mut common: Option<HashSet<ProviderId>> = None;
+    let mut common: Option<FxHashSet<ProviderId>> = None;
     for ((class, amount), providers) in r.resources.iter().zip(&r.with_resource) {
         let mut pairs: BTreeSet<(ProviderId, ProviderId)> = providers.iter().map(|p| (*p, fleet.root(*p))).collect();
         // in_tree keeps sharing providers of other trees out.
@@ -218,8 +220,8 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&HashSet<ProviderId
         if let Some(bad) = &r.in_forbidden_aggregates {
             pairs.retain(|(p, anchor)| !bad.contains(p) && !bad.contains(anchor));
         }
-        let here: HashSet<ProviderId> = pairs.iter().map(|(_, anchor)| *anchor).collect();
-        let both: HashSet<ProviderId> = match common {
+        let here: FxHashSet<ProviderId> = pairs.iter().map(|(_, anchor)| *anchor).collect();
+        let both: FxHashSet<ProviderId> = match common {
             None => here,
             Some(before) => before.intersection(&here).copied().collect(),
         };
@@ -300,7 +302,7 @@ fn traits_satisfied(providers: &[ProviderId], required: &[Vec<TraitId>], forbidd
 /// aggregates itself (upstream's `get_provider_ids_matching` and
 /// `_alloc_candidates_single_provider`). A sharing provider also serves
 /// every tree it shares an aggregate with.
-fn search_single_providers(r: &Resolved, fleet: &Fleet, anchors: Option<&HashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
+fn search_single_providers(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
     let matches_own = |p: &ProviderId| {
         r.required.iter().all(|any| any.iter().any(|t| fleet.has_trait(*p, *t)))
             && r.in_aggregates.as_ref().is_none_or(|m| m.contains(p))
@@ -309,7 +311,7 @@ fn search_single_providers(r: &Resolved, fleet: &Fleet, anchors: Option<&HashSet
     };
     let providers: Vec<ProviderId> = match r.with_resource.split_first() {
         Some((first, rest)) => {
-            let others: Vec<HashSet<ProviderId>> = rest.iter().map(|l| l.iter().copied().collect()).collect();
+            let others: Vec<FxHashSet<ProviderId>> = rest.iter().map(|l| l.iter().copied().collect()).collect();
             first.iter().copied().filter(|p| others.iter().all(|o| o.contains(p))).filter(matches_own).collect()
         }
         // A resourceless group (same_subtree): any provider matching its

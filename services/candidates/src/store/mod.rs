@@ -3,7 +3,9 @@
 //! algorithm on it. Nothing is cached across requests: every answer is
 //! computed from the database as it is.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use keelson_common::db::{in_list, Row, Tx, Value};
 use keelson_common::Db;
@@ -285,7 +287,7 @@ fn id_filter(col: &str, set: &BTreeSet<ProviderId>) -> (String, Vec<Value>) {
 
 /// Every provider of the given trees.
 async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> {
-    let mut trees = Trees::new();
+    let mut trees = Trees::default();
     if roots.is_empty() {
         return Ok(trees);
     }
@@ -310,15 +312,15 @@ async fn load_summaries(
     trees: &Trees,
     providers: &[ProviderId],
 ) -> Result<Vec<ProviderSummary>> {
-    let wanted: HashSet<ProviderId> = providers.iter().copied().collect();
-    let mut resources: HashMap<ProviderId, Vec<(String, i64, i64)>> = HashMap::new();
+    let wanted: FxHashSet<ProviderId> = providers.iter().copied().collect();
+    let mut resources: FxHashMap<ProviderId, Vec<(String, i64, i64)>> = FxHashMap::default();
     for ((provider, class), inv) in &fleet.inventories {
         if let (true, Some(name)) = (wanted.contains(provider), fleet.class_names.get(class)) {
             resources.entry(*provider).or_default().push((name.clone(), inv.capacity(), inv.used));
         }
     }
-    let mut traits: HashMap<ProviderId, Vec<TraitId>> = HashMap::new();
-    let mut trait_names: HashMap<TraitId, String> = HashMap::new();
+    let mut traits: FxHashMap<ProviderId, Vec<TraitId>> = FxHashMap::default();
+    let mut trait_names: FxHashMap<TraitId, String> = FxHashMap::default();
     if req.traits_in_summaries {
         // Trait ids first, their names once each: a fleet's providers share
         // a handful of traits.

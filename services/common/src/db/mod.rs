@@ -201,7 +201,7 @@ pub struct Row(pub Vec<Value>);
 
 impl Row {
     fn at(&self, i: usize) -> Result<&Value, DbError> {
-        self.0.get(i).ok_or(DbError::Decode { column: i, reason: "no such column".into() })
+        self.0.get(i).ok_or_else(|| DbError::Decode { column: i, reason: "no such column".into() })
     }
 
     pub fn is_null(&self, i: usize) -> bool {
@@ -512,11 +512,13 @@ impl Tx {
             }
             TxInner::MySql(tx) => {
                 let rows = bind_all!(sqlx::query(&sql), params).fetch_all(&mut **tx).await?;
-                rows.iter().map(decode_mysql).collect()
+                let kinds = column_kinds(&rows, mysql_kind);
+                rows.iter().map(|r| decode_mysql(r, &kinds)).collect()
             }
             TxInner::Postgres(tx) => {
                 let rows = bind_all!(sqlx::query(&sql), params).fetch_all(&mut **tx).await?;
-                rows.iter().map(decode_postgres).collect()
+                let kinds = column_kinds(&rows, postgres_kind);
+                rows.iter().map(|r| decode_postgres(r, &kinds)).collect()
             }
         }
     }
@@ -550,7 +552,8 @@ impl Tx {
             TxInner::Postgres(tx) => {
                 let sql = format!("{} RETURNING id", placeholders(Dialect::Postgres, sql));
                 let row = bind_all!(sqlx::query(&sql), params).fetch_one(&mut **tx).await?;
-                decode_postgres(&row)?.i64(0)
+                let rows = [row];
+                decode_postgres(&rows[0], &column_kinds(&rows, postgres_kind))?.i64(0)
             }
         }
     }
@@ -579,6 +582,87 @@ fn decode_err(column: usize, e: impl std::fmt::Display) -> DbError {
     DbError::Decode { column, reason: e.to_string() }
 }
 
+/// How a column's values become [`Value`]s, decided once per result set
+/// from the column's declared type (not per cell: that showed up as a fifth
+/// of a large read's CPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ColumnKind {
+    Int,
+    UnsignedInt,
+    Int2,
+    Int4,
+    Bool,
+    Float32,
+    Float64,
+    /// MySQL sums arrive as DECIMAL, sent as text by the binary protocol.
+    Decimal,
+    Time,
+    TimeTz,
+    Bytes,
+    Text,
+    /// PostgreSQL NUMERIC: refused (sums are cast to BIGINT).
+    Numeric,
+}
+
+/// Whether `haystack` contains `needle`, ignoring ASCII case.
+fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
+    haystack.as_bytes().windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+fn sqlite_kind(ty: &str) -> ColumnKind {
+    if contains_ignore_case(ty, "INT") || ty.eq_ignore_ascii_case("BOOLEAN") {
+        ColumnKind::Int
+    } else if ty.eq_ignore_ascii_case("REAL")
+        || contains_ignore_case(ty, "FLOAT")
+        || contains_ignore_case(ty, "DOUBLE")
+        || ty.eq_ignore_ascii_case("NUMERIC")
+    {
+        ColumnKind::Float64
+    } else if ty.eq_ignore_ascii_case("BLOB") {
+        ColumnKind::Bytes
+    } else {
+        ColumnKind::Text
+    }
+}
+
+fn mysql_kind(ty: &str) -> ColumnKind {
+    if contains_ignore_case(ty, "INT") || ty.eq_ignore_ascii_case("BOOLEAN") {
+        if contains_ignore_case(ty, "UNSIGNED") { ColumnKind::UnsignedInt } else { ColumnKind::Int }
+    } else if ty.eq_ignore_ascii_case("FLOAT") {
+        ColumnKind::Float32
+    } else if ty.eq_ignore_ascii_case("DOUBLE") {
+        ColumnKind::Float64
+    } else if ty.eq_ignore_ascii_case("DECIMAL") {
+        ColumnKind::Decimal
+    } else if ty.eq_ignore_ascii_case("DATETIME") || ty.eq_ignore_ascii_case("TIMESTAMP") {
+        ColumnKind::Time
+    } else if contains_ignore_case(ty, "BINARY") || contains_ignore_case(ty, "BLOB") {
+        ColumnKind::Bytes
+    } else {
+        ColumnKind::Text
+    }
+}
+
+fn postgres_kind(ty: &str) -> ColumnKind {
+    match ty.to_ascii_uppercase().as_str() {
+        "INT2" => ColumnKind::Int2,
+        "INT4" => ColumnKind::Int4,
+        "INT8" => ColumnKind::Int,
+        "BOOL" => ColumnKind::Bool,
+        "FLOAT4" => ColumnKind::Float32,
+        "FLOAT8" => ColumnKind::Float64,
+        "TIMESTAMP" => ColumnKind::Time,
+        "TIMESTAMPTZ" => ColumnKind::TimeTz,
+        "NUMERIC" => ColumnKind::Numeric,
+        _ => ColumnKind::Text,
+    }
+}
+
+/// The kinds of a result set's columns, from its first row.
+fn column_kinds<R: sqlx::Row>(rows: &[R], kind: fn(&str) -> ColumnKind) -> Vec<ColumnKind> {
+    rows.first().map(|r| r.columns().iter().map(|c| kind(c.type_info().name())).collect()).unwrap_or_default()
+}
+
 fn decode_sqlite(row: &sqlx::sqlite::SqliteRow) -> Result<Row, DbError> {
     let mut out = Vec::with_capacity(row.len());
     for i in 0..row.len() {
@@ -587,23 +671,22 @@ fn decode_sqlite(row: &sqlx::sqlite::SqliteRow) -> Result<Row, DbError> {
             out.push(Value::Null(Kind::Text));
             continue;
         }
-        let ty = raw.type_info().name().to_ascii_uppercase();
-        let v = if ty.contains("INT") || ty == "BOOLEAN" {
-            Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?)
-        } else if ty == "REAL" || ty.contains("FLOAT") || ty.contains("DOUBLE") || ty == "NUMERIC" {
-            Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?)
-        } else if ty == "BLOB" {
-            let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(|e| decode_err(i, e))?;
-            Value::Text(String::from_utf8_lossy(&bytes).into_owned())
-        } else {
-            Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?)
+        // SQLite is dynamically typed: each value carries its own type.
+        let v = match sqlite_kind(raw.type_info().name()) {
+            ColumnKind::Int => Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::Float64 => Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::Bytes => {
+                let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(|e| decode_err(i, e))?;
+                Value::Text(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
         };
         out.push(v);
     }
     Ok(Row(out))
 }
 
-fn decode_mysql(row: &sqlx::mysql::MySqlRow) -> Result<Row, DbError> {
+fn decode_mysql(row: &sqlx::mysql::MySqlRow, kinds: &[ColumnKind]) -> Result<Row, DbError> {
     let mut out = Vec::with_capacity(row.len());
     for i in 0..row.len() {
         let raw = row.try_get_raw(i)?;
@@ -611,39 +694,35 @@ fn decode_mysql(row: &sqlx::mysql::MySqlRow) -> Result<Row, DbError> {
             out.push(Value::Null(Kind::Text));
             continue;
         }
-        let ty = row.column(i).type_info().name().to_ascii_uppercase();
-        let v = if ty.contains("INT") || ty == "BOOLEAN" {
-            if ty.contains("UNSIGNED") {
+        let kind = kinds.get(i).copied().unwrap_or(ColumnKind::Text);
+        let v = match kind {
+            ColumnKind::UnsignedInt => {
                 let n = row.try_get_unchecked::<u64, _>(i).map_err(|e| decode_err(i, e))?;
                 Value::Int(i64::try_from(n).map_err(|e| decode_err(i, e))?)
-            } else {
-                Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?)
             }
-        } else if ty == "FLOAT" {
-            Value::Float(row.try_get_unchecked::<f32, _>(i).map_err(|e| decode_err(i, e))? as f64)
-        } else if ty == "DOUBLE" {
-            Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?)
-        } else if ty == "DECIMAL" {
-            // Sums arrive as DECIMAL; the binary protocol sends them as text.
-            let s = row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?;
-            match s.parse::<i64>() {
-                Ok(n) => Value::Int(n),
-                Err(_) => Value::Float(s.parse().map_err(|e| decode_err(i, e))?),
+            ColumnKind::Int => Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::Float32 => Value::Float(row.try_get_unchecked::<f32, _>(i).map_err(|e| decode_err(i, e))? as f64),
+            ColumnKind::Float64 => Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::Decimal => {
+                let s = row.try_get_unchecked::<&str, _>(i).map_err(|e| decode_err(i, e))?;
+                match s.parse::<i64>() {
+                    Ok(n) => Value::Int(n),
+                    Err(_) => Value::Float(s.parse().map_err(|e| decode_err(i, e))?),
+                }
             }
-        } else if ty == "DATETIME" || ty == "TIMESTAMP" {
-            Value::Time(row.try_get_unchecked::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?)
-        } else if ty.contains("BINARY") || ty.contains("BLOB") {
-            let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(|e| decode_err(i, e))?;
-            Value::Text(String::from_utf8_lossy(&bytes).into_owned())
-        } else {
-            Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?)
+            ColumnKind::Time => Value::Time(row.try_get_unchecked::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::Bytes => {
+                let bytes = row.try_get_unchecked::<&[u8], _>(i).map_err(|e| decode_err(i, e))?;
+                Value::Text(String::from_utf8_lossy(bytes).into_owned())
+            }
+            _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
         };
         out.push(v);
     }
     Ok(Row(out))
 }
 
-fn decode_postgres(row: &sqlx::postgres::PgRow) -> Result<Row, DbError> {
+fn decode_postgres(row: &sqlx::postgres::PgRow, kinds: &[ColumnKind]) -> Result<Row, DbError> {
     let mut out = Vec::with_capacity(row.len());
     for i in 0..row.len() {
         let raw = row.try_get_raw(i)?;
@@ -651,19 +730,19 @@ fn decode_postgres(row: &sqlx::postgres::PgRow) -> Result<Row, DbError> {
             out.push(Value::Null(Kind::Text));
             continue;
         }
-        let ty = row.column(i).type_info().name().to_ascii_uppercase();
-        let v = match ty.as_str() {
-            "INT2" => Value::Int(row.try_get::<i16, _>(i).map_err(|e| decode_err(i, e))?.into()),
-            "INT4" => Value::Int(row.try_get::<i32, _>(i).map_err(|e| decode_err(i, e))?.into()),
-            "INT8" => Value::Int(row.try_get::<i64, _>(i).map_err(|e| decode_err(i, e))?),
-            "BOOL" => Value::Int(row.try_get::<bool, _>(i).map_err(|e| decode_err(i, e))? as i64),
-            "FLOAT4" => Value::Float(row.try_get::<f32, _>(i).map_err(|e| decode_err(i, e))?.into()),
-            "FLOAT8" => Value::Float(row.try_get::<f64, _>(i).map_err(|e| decode_err(i, e))?),
-            "TIMESTAMP" => Value::Time(row.try_get::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
-            "TIMESTAMPTZ" => Value::Time(
+        let kind = kinds.get(i).copied().unwrap_or(ColumnKind::Text);
+        let v = match kind {
+            ColumnKind::Int2 => Value::Int(row.try_get::<i16, _>(i).map_err(|e| decode_err(i, e))?.into()),
+            ColumnKind::Int4 => Value::Int(row.try_get::<i32, _>(i).map_err(|e| decode_err(i, e))?.into()),
+            ColumnKind::Int => Value::Int(row.try_get::<i64, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::Bool => Value::Int(row.try_get::<bool, _>(i).map_err(|e| decode_err(i, e))? as i64),
+            ColumnKind::Float32 => Value::Float(row.try_get::<f32, _>(i).map_err(|e| decode_err(i, e))?.into()),
+            ColumnKind::Float64 => Value::Float(row.try_get::<f64, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::Time => Value::Time(row.try_get::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
+            ColumnKind::TimeTz => Value::Time(
                 row.try_get::<chrono::DateTime<chrono::Utc>, _>(i).map_err(|e| decode_err(i, e))?.naive_utc(),
             ),
-            "NUMERIC" => {
+            ColumnKind::Numeric => {
                 return Err(decode_err(i, "NUMERIC columns are not supported; cast sums to BIGINT"));
             }
             _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
