@@ -9,9 +9,6 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
