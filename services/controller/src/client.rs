@@ -316,6 +316,20 @@ async fn connect(addr: &str, tls: Option<&MeshTls>) -> Result<controller::Client
     Ok(bootstrap(reader.compat(), writer.compat_write()))
 }
 
+/// The two-party network of one connection (either side), buffered.
+pub(crate) fn network<R, W>(reader: R, writer: W, side: rpc_twoparty_capnp::Side) -> Box<twoparty::VatNetwork<futures::io::BufReader<R>>>
+where
+    R: futures::AsyncRead + Unpin + 'static,
+    W: futures::AsyncWrite + Unpin + 'static,
+{
+    Box::new(twoparty::VatNetwork::new(
+        futures::io::BufReader::new(reader),
+        futures::io::BufWriter::new(writer),
+        side,
+        Default::default(),
+    ))
+}
+
 /// Starts the RPC system of a new connection; answers the controller
 /// capability it offers.
 fn bootstrap<R, W>(reader: R, writer: W) -> controller::Client
@@ -323,13 +337,7 @@ where
     R: futures::AsyncRead + Unpin + 'static,
     W: futures::AsyncWrite + Unpin + 'static,
 {
-    let network = twoparty::VatNetwork::new(
-        futures::io::BufReader::new(reader),
-        futures::io::BufWriter::new(writer),
-        rpc_twoparty_capnp::Side::Client,
-        Default::default(),
-    );
-    let mut rpc = RpcSystem::new(Box::new(network), None);
+    let mut rpc = RpcSystem::new(network(reader, writer, rpc_twoparty_capnp::Side::Client), None);
     let client: controller::Client = rpc.bootstrap(rpc_twoparty_capnp::Side::Server);
     tokio::task::spawn_local(async move {
         let _ = rpc.await;

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use capnp::capability::Rc;
-use capnp_rpc::{rpc_twoparty_capnp, twoparty, RpcSystem};
+use capnp_rpc::{rpc_twoparty_capnp, RpcSystem};
 use keelson_capnp::controller_capnp::controller;
 use keelson_common::shutdown::Shutdown;
 use tokio::net::TcpListener;
@@ -223,11 +223,6 @@ where
     R: futures::AsyncRead + Unpin + 'static,
     W: futures::AsyncWrite + Unpin + 'static,
 {
-    let network = twoparty::VatNetwork::new(
-        futures::io::BufReader::new(reader),
-        futures::io::BufWriter::new(writer),
-        rpc_twoparty_capnp::Side::Server,
-        Default::default(),
-    );
-    RpcSystem::new(Box::new(network), Some(bootstrap.client)).await
+    let network = crate::client::network(reader, writer, rpc_twoparty_capnp::Side::Server);
+    RpcSystem::new(network, Some(bootstrap.client)).await
 }
