@@ -536,3 +536,116 @@ async fn service_registry() {
         t.finish().await;
     }
 }
+
+fn report(entity: &str, expected_required: i64, input: serde_json::Value) -> sync_points::Report {
+    sync_points::Report { entity_id: entity.into(), is_update: true, input, expected_required }
+}
+
+/// A fan-out's reports to single-predecessor points complete them all in
+/// one batch; a re-delivered report, a point gone or a point with other
+/// predecessors makes the batch refuse (the caller then reports one by
+/// one), and one by one each still counts once and fires once.
+#[tokio::test]
+async fn batched_reports_fire_each_single_predecessor_point_once() {
+    for t in backends(4).await {
+        let db = &t.db;
+        let sid = new_stack(db, "batch", "t1").await;
+        sync_points::create_all(db, &sid, "t1", &[("1".into(), true, 1), ("2".into(), true, 1), ("3".into(), true, 2)])
+            .await
+            .expect("create");
+        let batch = vec![report("1", 1, json!({"a": 1})), report("2", 1, json!({"a": 2}))];
+        let mut tx = db.begin().await.expect("begin");
+        let outcomes = sync_points::report_all_tx(&mut tx, "t1", "9:1", &batch).await.expect("report").expect("batched");
+        tx.commit().await.expect("commit");
+        assert_eq!(outcomes, vec![
+            MergeOutcome::Ready(json!({"9:1": {"a": 1}}).as_object().cloned().unwrap_or_default()),
+            MergeOutcome::Ready(json!({"9:1": {"a": 2}}).as_object().cloned().unwrap_or_default()),
+        ], "{}", t.name);
+        for e in ["1", "2"] {
+            let p = sync_points::get(db, e, "t1", true).await.expect("get").expect("present");
+            assert_eq!((p.satisfied, p.required), (1, 1), "{}", t.name);
+        }
+
+        // The same batch again (a re-delivery) does not apply as a whole;
+        // one by one, neither point counts or fires again.
+        let mut tx = db.begin().await.expect("begin");
+        assert_eq!(sync_points::report_all_tx(&mut tx, "t1", "9:1", &batch).await.expect("report"), None, "{}", t.name);
+        drop(tx);
+        let mut tx = db.begin().await.expect("begin");
+        for r in &batch {
+            assert_eq!(sync_points::report_tx(&mut tx, "t1", "9:1", r).await.expect("report"), MergeOutcome::Waiting, "{}", t.name);
+        }
+        tx.commit().await.expect("commit");
+        for e in ["1", "2"] {
+            assert_eq!(sync_points::get(db, e, "t1", true).await.expect("get").expect("present").satisfied, 1, "{}", t.name);
+        }
+
+        // A point with two predecessors (believed single by the reporter)
+        // waits for the second one, which gets both inputs.
+        let mut tx = db.begin().await.expect("begin");
+        assert_eq!(sync_points::report_tx(&mut tx, "t1", "7:1", &report("3", 1, json!(7))).await.expect("report"), MergeOutcome::Waiting);
+        let MergeOutcome::Ready(inputs) = sync_points::report_tx(&mut tx, "t1", "8:1", &report("3", 2, json!(8))).await.expect("report") else {
+            panic!("{}: the second predecessor completes the point", t.name)
+        };
+        tx.commit().await.expect("commit");
+        assert_eq!(serde_json::Value::Object(inputs), json!({"7:1": 7, "8:1": 8}), "{}", t.name);
+
+        // Points gone: the batch refuses, one by one they are Gone, and no
+        // input is left behind.
+        sync_points::delete_for_traversal(db, &sid, "t1").await.expect("delete");
+        let mut tx = db.begin().await.expect("begin");
+        assert_eq!(sync_points::report_all_tx(&mut tx, "t1", "9:1", &batch).await.expect("report"), None, "{}", t.name);
+        drop(tx);
+        let mut tx = db.begin().await.expect("begin");
+        for r in &batch {
+            assert_eq!(sync_points::report_tx(&mut tx, "t1", "9:1", r).await.expect("report"), MergeOutcome::Gone, "{}", t.name);
+        }
+        tx.commit().await.expect("commit");
+        let left = db.fetch_all("SELECT COUNT(*) FROM sync_point_input", &[]).await.expect("count");
+        assert_eq!(left[0].i64(0).expect("int"), 0, "{}: no orphan inputs", t.name);
+        t.finish().await;
+    }
+}
+
+/// What a check reads: the stack without its graph, the row and its data
+/// in one statement; nothing of the row for a stale traversal.
+#[tokio::test]
+async fn check_snapshot_reads_stack_row_and_data_together() {
+    for t in backends(4).await {
+        let db = &t.db;
+        let sid = new_stack(db, "snap", "t1").await;
+        stacks::set_current_deps(db, &sid, "t1", &json!({"edges": []})).await.expect("deps");
+        let r = resources::insert(db, &resource(&sid, "r")).await.expect("insert");
+        let bare = resources::insert(db, &resource(&sid, "bare")).await.expect("insert");
+        resources::data_set(db, r.id, "k1", "v1", false).await.expect("data");
+        resources::data_set(db, r.id, "k2", "v2", true).await.expect("data");
+
+        let snap = store::check_snapshot(db, &sid, "t1", r.id).await.expect("read").expect("stack");
+        assert_eq!(snap.stack.id, sid);
+        assert_eq!(snap.stack.current_deps, None, "{}: the graph is not read", t.name);
+        assert_eq!(snap.row.as_ref().map(|x| x.id), Some(r.id), "{}", t.name);
+        assert_eq!(snap.row.as_ref().map(|x| x.name.as_str()), Some("r"));
+        assert_eq!(snap.data.len(), 2, "{}", t.name);
+        assert_eq!((snap.data["k2"].value.as_str(), snap.data["k2"].redact), ("v2", true));
+
+        let snap = store::check_snapshot(db, &sid, "t1", bare.id).await.expect("read").expect("stack");
+        assert_eq!((snap.row.map(|x| x.id), snap.data.len()), (Some(bare.id), 0), "{}", t.name);
+        let snap = store::check_snapshot(db, &sid, "old", r.id).await.expect("read").expect("stack");
+        assert!(snap.row.is_none() && snap.data.is_empty(), "{}: stale traversal", t.name);
+        assert!(store::check_snapshot(db, "nope", "t1", r.id).await.expect("read").is_none());
+        assert_eq!(
+            stacks::current_deps(db, &sid, "t1").await.expect("deps"),
+            Some(json!({"edges": []})),
+            "{}", t.name
+        );
+        assert_eq!(stacks::current_deps(db, &sid, "old").await.expect("deps"), None);
+
+        // Data entries set in a transaction overwrite (unredacted) and add.
+        let mut tx = db.begin().await.expect("begin");
+        resources::data_set_many_tx(&mut tx, r.id, &[("k2".into(), "w2".into()), ("k3".into(), "w3".into())]).await.expect("set");
+        tx.commit().await.expect("commit");
+        let all = resources::data_get_all(db, r.id).await.expect("get");
+        assert_eq!((all["k2"].value.as_str(), all["k2"].redact, all["k3"].value.as_str()), ("w2", false, "w3"), "{}", t.name);
+        t.finish().await;
+    }
+}

@@ -2,11 +2,30 @@
 //! create_convergence, update_convergence, delete_convergence): one node of
 //! a traversal, acted on under the resource's row lock, then propagated to
 //! its successors through their sync points.
+//!
+//! A check talks to the database in few round trips, because on a chain
+//! of resources every one of them is on the critical path:
+//!
+//! 1. one read: the stack (without its graph, which is cached per
+//!    traversal), the resource row and the row's data, joined;
+//! 2. the first write takes the lock with the compare-and-swap on
+//!    (`engine_id` NULL, `atomic_key` as read) and writes the
+//!    ACTION_IN_PROGRESS state and its event in the same transaction; a
+//!    check that finds the row changed since its read (another engine
+//!    acted on it) reads again;
+//! 3. the plugin acts;
+//! 4. the last write (data, ACTION_COMPLETE, lock released, event, or the
+//!    row's removal after a delete) commits in one transaction with the
+//!    reports to the successors' sync points, still under the CAS on
+//!    (`engine_id`, `atomic_key`): the node completes and reports
+//!    atomically, and a check whose lock was stolen reports nothing.
+//!
+//! No write is read back: the writer knows what it wrote.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::stream::{self, StreamExt};
+use keelson_common::db;
 use serde_json::{json, Map, Value};
 
 use super::dispatch::CheckResourceMsg;
@@ -17,16 +36,22 @@ use crate::definition::{LiveContext, ResourceFacts, StackDefinition};
 use crate::resources::{
     ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision,
 };
-use crate::store::{self, action, status, MergeOutcome, ResourceChange, ResourceRow, StackRow};
+use crate::store::resources::ResourceDataEntry;
+use crate::store::sync_points::Report;
+use crate::store::{
+    self, action, status, MergeOutcome, NewEvent, ResourceChange, ResourceRow, StackRow,
+};
 use crate::EngineError;
 
-/// Sync-point merges of one report in flight at once (fan-out).
-const PROPAGATE_CONCURRENCY: usize = 16;
+/// Times a check reads the row again after finding it changed between
+/// its read and its first write (or after stealing a dead engine's lock).
+const LOCK_ATTEMPTS: usize = 3;
 
 /// How a node's work ended.
 enum Outcome {
-    /// Done: report to successors with this data.
-    Done(Box<ResourceRow>, Value),
+    /// Done: report to successors with this data; the node's last write
+    /// (if any) commits together with the reports.
+    Done(Box<ResourceRow>, Value, Option<LastWrite>),
     /// A replacement row took over; it is checked in the same traversal.
     Replaced(i64),
     /// Another live engine holds the lock: it will retrigger.
@@ -35,6 +60,70 @@ enum Outcome {
     Failed(String),
     /// Cancelled or superseded: continue in the latest traversal.
     Retrigger,
+    /// The row changed between this check's read and its first write, or
+    /// a dead engine's lock was just stolen: read it again.
+    Raced,
+}
+
+/// What a check read before acting.
+type Seen = store::CheckSnapshot;
+
+/// The last write of a node, committed with its reports.
+struct LastWrite {
+    id: i64,
+    /// The CAS guard: the holder (None: unlocked) and version the row
+    /// must still be at.
+    engine: Option<String>,
+    atomic_key: i64,
+    kind: LastKind,
+    /// Data entries the action set or changed.
+    data: Vec<(String, String)>,
+    event: Option<NewEvent>,
+}
+
+enum LastKind {
+    /// The change, the lock released.
+    Update(ResourceChange),
+    /// The row and its data removed (a cleanup node's delete).
+    Delete,
+}
+
+/// What committing a node's last write with its reports did.
+enum Committed {
+    Applied(Vec<MergeOutcome>),
+    /// The row was not at the expected holder and version.
+    CasLost,
+    /// The batched reports did not apply as a whole: go one by one.
+    Unbatchable,
+}
+
+/// The event of a resource state change.
+struct EventSpec<'a> {
+    action: &'a str,
+    status: &'a str,
+    reason: &'a str,
+    properties: Option<Value>,
+}
+
+impl<'a> EventSpec<'a> {
+    fn new(action: &'a str, status: &'a str, reason: &'a str, properties: Option<Value>) -> Self {
+        EventSpec {
+            action,
+            status,
+            reason,
+            properties,
+        }
+    }
+}
+
+/// Whether a lock may be taken.
+enum Lockable {
+    /// Unlocked as read: the first write takes it.
+    Free(ResourceRow),
+    /// A live engine (maybe this one) holds it.
+    Held,
+    /// A dead engine held it; it was just stolen (the row changed).
+    Stolen,
 }
 
 /// The plugin action a node runs.
@@ -64,6 +153,35 @@ fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
     }
 }
 
+/// What a plugin sees of a row, from the data read with it.
+fn state_from(row: &ResourceRow, data: &BTreeMap<String, ResourceDataEntry>) -> ResourceState {
+    ResourceState {
+        physical_id: row.physical_resource_id.clone(),
+        data: data
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
+        properties: match &row.properties_data {
+            Some(Value::Object(p)) => p.clone(),
+            _ => Map::new(),
+        },
+        metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
+    }
+}
+
+/// The data entries an action set that are not stored as they are now
+/// (entries are written unredacted, as the action left them).
+fn data_changes(
+    before: &BTreeMap<String, ResourceDataEntry>,
+    after: &BTreeMap<String, String>,
+) -> Vec<(String, String)> {
+    after
+        .iter()
+        .filter(|(k, v)| before.get(*k).is_none_or(|e| e.value != **v || e.redact))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 impl Engine {
     /// The worker entry point: never fails; errors are logged (the
     /// watchdog re-triggers a traversal that stopped on them).
@@ -86,47 +204,76 @@ impl Engine {
         self: &Arc<Self>,
         msg: &CheckResourceMsg,
     ) -> Result<(), EngineError> {
-        let Some(stack) = store::stacks::get(&self.db, &msg.stack_id).await? else {
-            return Ok(());
-        };
-        if stack.current_traversal != msg.traversal_id || stack.deleted_at.is_some() {
-            return Ok(());
-        }
-        if self.timed_out(&stack) {
-            self.mark_failed(&stack.id, &msg.traversal_id, "Timed out")
-                .await?;
-            return Ok(());
-        }
-        let Some(row) = store::resources::get(&self.db, msg.resource_id).await? else {
-            return Ok(());
-        };
-        let outcome = if msg.is_update {
-            self.check_update(&stack, row.clone(), msg).await?
-        } else {
-            self.check_cleanup(&stack, row.clone()).await?
-        };
-        match outcome {
-            Outcome::Done(row, data) => self.propagate(&stack, &row, msg.is_update, data).await,
-            Outcome::Replaced(new_id) => {
-                let next = CheckResourceMsg {
-                    resource_id: new_id,
-                    ..msg.clone()
-                };
-                self.dispatcher.dispatch(self, next).await;
-                Ok(())
+        for _ in 0..LOCK_ATTEMPTS {
+            let Some(seen) = self.read_seen(msg).await? else {
+                return Ok(());
+            };
+            let stack = &seen.stack;
+            if stack.current_traversal != msg.traversal_id || stack.deleted_at.is_some() {
+                return Ok(());
             }
-            Outcome::Locked => Ok(()),
-            Outcome::Failed(reason) => {
-                if !self
-                    .mark_failed(&stack.id, &msg.traversal_id, &reason)
-                    .await?
-                {
-                    self.retrigger(&stack.id, row.id, msg.is_update).await?;
+            if self.timed_out(stack) {
+                self.mark_failed(&stack.id, &msg.traversal_id, "Timed out")
+                    .await?;
+                return Ok(());
+            }
+            let Some(row) = seen.row.clone() else {
+                return Ok(());
+            };
+            let row_id = row.id;
+            let outcome = if msg.is_update {
+                self.check_update(stack, row, &seen.data, msg).await?
+            } else {
+                self.check_cleanup(stack, row, &seen.data).await?
+            };
+            match outcome {
+                Outcome::Raced => continue,
+                Outcome::Done(row, data, last) => {
+                    if self
+                        .propagate(stack, &row, msg.is_update, data, last)
+                        .await?
+                    {
+                        return Ok(());
+                    }
+                    // The row changed before the node's only write: the
+                    // check starts over from a fresh read.
+                    continue;
                 }
-                Ok(())
+                Outcome::Replaced(new_id) => {
+                    let next = CheckResourceMsg {
+                        resource_id: new_id,
+                        ..msg.clone()
+                    };
+                    self.dispatcher.dispatch(self, next).await;
+                    return Ok(());
+                }
+                Outcome::Locked => return Ok(()),
+                Outcome::Failed(reason) => {
+                    if !self
+                        .mark_failed(&stack.id, &msg.traversal_id, &reason)
+                        .await?
+                    {
+                        self.retrigger(&stack.id, row_id, msg.is_update).await?;
+                    }
+                    return Ok(());
+                }
+                Outcome::Retrigger => {
+                    return self.retrigger(&stack.id, row_id, msg.is_update).await
+                }
             }
-            Outcome::Retrigger => self.retrigger(&stack.id, row.id, msg.is_update).await,
         }
+        // The row kept changing under us: whoever changed it holds or held
+        // its lock and retriggers, as when a check finds it locked.
+        Ok(())
+    }
+
+    /// The stack, the row and the row's data, in one statement (the row
+    /// is not read for a stale traversal).
+    async fn read_seen(&self, msg: &CheckResourceMsg) -> Result<Option<Seen>, EngineError> {
+        Ok(
+            store::check_snapshot(&self.db, &msg.stack_id, &msg.traversal_id, msg.resource_id)
+                .await?,
+        )
     }
 
     fn timed_out(&self, stack: &StackRow) -> bool {
@@ -139,94 +286,166 @@ impl Engine {
         mins > 0 && elapsed.num_seconds() > mins * 60
     }
 
-    /// Takes the row's lock, stealing it from a dead engine. None: a live
-    /// engine holds it. Some(row as locked by us, its atomic_key).
-    async fn lock(self: &Arc<Self>, row: ResourceRow) -> Result<Option<ResourceRow>, EngineError> {
-        let mut row = row;
-        for _ in 0..3 {
-            if let Some(holder) = row.engine_id.clone() {
-                if holder == self.engine_id || self.dispatcher.is_alive(self, &holder).await {
-                    return Ok(None);
-                }
-                let act = if row.action == action::INIT {
-                    action::CREATE
-                } else {
-                    row.action.as_str()
-                };
-                let reason = format!("Worker went down during resource {act}");
-                let act = act.to_string();
-                if store::resources::steal_lock(
-                    &self.db,
-                    row.id,
-                    &holder,
-                    ResourceChange::state(&act, status::FAILED, reason.clone()),
-                )
-                .await?
-                {
-                    if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                        self.resource_event(&stolen, &act, status::FAILED, &reason, None)
-                            .await;
-                    }
-                }
-            } else if store::resources::acquire_lock(
-                &self.db,
-                row.id,
-                &self.engine_id,
-                row.atomic_key,
-            )
-            .await?
-            {
-                row.engine_id = Some(self.engine_id.clone());
-                row.atomic_key += 1;
-                return Ok(Some(row));
-            }
-            match store::resources::get(&self.db, row.id).await? {
-                Some(r) => row = r,
-                None => return Ok(None),
-            }
+    /// Whether the row's lock may be taken: a lock of a dead engine is
+    /// stolen (the resource marked FAILED "Worker went down during
+    /// resource ACTION"), and the row must then be read again.
+    async fn lockable(self: &Arc<Self>, row: ResourceRow) -> Result<Lockable, EngineError> {
+        let Some(holder) = row.engine_id.clone() else {
+            return Ok(Lockable::Free(row));
+        };
+        if holder == self.engine_id || self.dispatcher.is_alive(self, &holder).await {
+            return Ok(Lockable::Held);
         }
-        Ok(None)
-    }
-
-    /// Writes `change` on a row we hold, keeping the lock.
-    async fn write_locked(
-        &self,
-        row: &mut ResourceRow,
-        change: ResourceChange,
-    ) -> Result<(), EngineError> {
-        if !store::resources::update_cas(
+        let act = if row.action == action::INIT {
+            action::CREATE
+        } else {
+            row.action.as_str()
+        };
+        let reason = format!("Worker went down during resource {act}");
+        let act = act.to_string();
+        if store::resources::steal_lock(
             &self.db,
             row.id,
-            Some(&self.engine_id),
-            row.atomic_key,
-            change,
+            &holder,
+            ResourceChange::state(&act, status::FAILED, reason.clone()),
         )
         .await?
         {
-            return Err(EngineError::internal(format!(
-                "lost the lock of resource {}",
-                row.id
-            )));
+            if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
+                self.resource_event(&stolen, &act, status::FAILED, &reason, None)
+                    .await;
+            }
         }
-        if let Some(r) = store::resources::get(&self.db, row.id).await? {
-            *row = r;
-        }
-        Ok(())
+        Ok(Lockable::Stolen)
     }
 
-    /// ACTION_IN_PROGRESS "state changed" on a row we hold, and its event.
+    /// One write of `row` under the lock CAS, with the data entries and
+    /// the event it goes with, in one transaction (retried on deadlock).
+    /// A row unlocked as read is locked by the write itself (`hold`) or
+    /// written and left unlocked; a row this check holds keeps its lock
+    /// only with `hold`. The row is brought up to date in memory. Answers
+    /// false when a row unlocked as read is no longer at that version
+    /// (the check reads it again); losing a lock this check held is an
+    /// error (a live engine stole it).
+    async fn write_row(
+        &self,
+        row: &mut ResourceRow,
+        change: ResourceChange,
+        hold: bool,
+        data: &[(String, String)],
+        event: Option<EventSpec<'_>>,
+    ) -> Result<bool, EngineError> {
+        let now = db::now();
+        let change = ResourceChange {
+            engine_id: Some(hold.then(|| self.engine_id.clone())),
+            updated_at: Some(now),
+            ..change
+        };
+        let mut after = row.clone();
+        change.apply_to(&mut after, now);
+        let event = event.map(|e| {
+            super::events::resource_event_of(&after, e.action, e.status, e.reason, e.properties)
+        });
+        let expected = row.engine_id.clone();
+        let applied = db::retrying("resource write", || async {
+            let mut tx = self.db.begin().await?;
+            if !store::resources::update_cas_tx(
+                &mut tx,
+                row.id,
+                expected.as_deref(),
+                row.atomic_key,
+                change.clone(),
+            )
+            .await?
+            {
+                // Dropping the transaction rolls it back.
+                return Ok(false);
+            }
+            store::resources::data_set_many_tx(&mut tx, row.id, data).await?;
+            if let Some(e) = &event {
+                store::events::insert_tx(&mut tx, e).await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await?;
+        if !applied {
+            if expected.is_some() {
+                return Err(EngineError::internal(format!(
+                    "lost the lock of resource {}",
+                    row.id
+                )));
+            }
+            return Ok(false);
+        }
+        *row = after;
+        if event.is_some() {
+            self.events_written(&row.stack_id, 1).await;
+        }
+        Ok(true)
+    }
+
+    /// The last write of `row` (the lock released), to commit with the
+    /// node's reports; answers it and the row as it will be.
+    fn last_write(
+        &self,
+        row: &ResourceRow,
+        change: ResourceChange,
+        data: Vec<(String, String)>,
+        event: Option<EventSpec<'_>>,
+    ) -> (LastWrite, ResourceRow) {
+        let now = db::now();
+        let change = ResourceChange {
+            engine_id: Some(None),
+            updated_at: Some(now),
+            ..change
+        };
+        let mut after = row.clone();
+        change.apply_to(&mut after, now);
+        let event = event.map(|e| {
+            super::events::resource_event_of(&after, e.action, e.status, e.reason, e.properties)
+        });
+        let last = LastWrite {
+            id: row.id,
+            engine: row.engine_id.clone(),
+            atomic_key: row.atomic_key,
+            kind: LastKind::Update(change),
+            data,
+            event,
+        };
+        (last, after)
+    }
+
+    /// The removal of `row` (unlocked as read, or held by this check), to
+    /// commit with the node's reports.
+    fn last_delete(row: &ResourceRow) -> LastWrite {
+        LastWrite {
+            id: row.id,
+            engine: row.engine_id.clone(),
+            atomic_key: row.atomic_key,
+            kind: LastKind::Delete,
+            data: Vec::new(),
+            event: None,
+        }
+    }
+
+    /// ACTION_IN_PROGRESS "state changed" and its event, taking the lock
+    /// of a row unlocked as read. False: the row changed since the read.
     async fn begin(
         &self,
         row: &mut ResourceRow,
         act: &str,
         properties: Option<Value>,
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         let reason = "state changed";
-        self.write_locked(row, ResourceChange::state(act, status::IN_PROGRESS, reason))
-            .await?;
-        self.resource_event(row, act, status::IN_PROGRESS, reason, properties)
-            .await;
-        Ok(())
+        self.write_row(
+            row,
+            ResourceChange::state(act, status::IN_PROGRESS, reason),
+            true,
+            &[],
+            Some(EventSpec::new(act, status::IN_PROGRESS, reason, properties)),
+        )
+        .await
     }
 
     async fn state_of(&self, row: &ResourceRow) -> Result<ResourceState, EngineError> {
@@ -243,7 +462,8 @@ impl Engine {
     }
 
     /// Facts of the resources `name` requires: from the predecessors'
-    /// inputs, else from their stored rows (retriggers carry no input).
+    /// inputs, else from their stored rows (retriggers carry no input),
+    /// reading only the rows of the missing names.
     async fn gather_facts(
         &self,
         stack: &StackRow,
@@ -276,7 +496,7 @@ impl Engine {
         if missing.is_empty() {
             return Ok(facts);
         }
-        let rows = store::resources::list(&self.db, &stack.id).await?;
+        let rows = store::resources::list_named(&self.db, &stack.id, &missing).await?;
         for req in missing {
             let best = rows
                 .iter()
@@ -308,10 +528,13 @@ impl Engine {
         self: &Arc<Self>,
         stack: &StackRow,
         row: ResourceRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
         msg: &CheckResourceMsg,
     ) -> Result<Outcome, EngineError> {
-        let Some(mut row) = self.lock(row).await? else {
-            return Ok(Outcome::Locked);
+        let mut row = match self.lockable(row).await? {
+            Lockable::Free(row) => row,
+            Lockable::Held => return Ok(Outcome::Locked),
+            Lockable::Stolen => return Ok(Outcome::Raced),
         };
         let def = self
             .definitions
@@ -323,10 +546,10 @@ impl Engine {
             )
             .await?;
         let Some(defn) = def.resource(&row.name) else {
-            self.unlock(&row, ResourceChange::default()).await?;
-            return Ok(Outcome::Done(Box::new(row), Value::Null));
+            let (last, after) = self.last_write(&row, ResourceChange::default(), Vec::new(), None);
+            return Ok(Outcome::Done(Box::new(after), Value::Null, Some(last)));
         };
-        let graph = self.graph_of(stack);
+        let graph = self.graph_of(stack).await?;
         let key = graph_key(&graph, &row, true);
         let requires: Vec<i64> = graph
             .predecessors(key)
@@ -377,13 +600,22 @@ impl Engine {
         if row.action == action::INIT {
             if stack.action == action::ADOPT {
                 return self
-                    .run_adopt(stack, row, plugin, props, requires, defn.type_name.clone())
+                    .run_adopt(
+                        stack,
+                        row,
+                        data,
+                        plugin,
+                        props,
+                        requires,
+                        defn.type_name.clone(),
+                    )
                     .await;
             }
             return self
                 .run_action(
                     stack,
                     row,
+                    data,
                     plugin,
                     Act::Create,
                     props,
@@ -403,7 +635,7 @@ impl Engine {
             None => true,
         };
         if retyped && restricted.contains("replace") {
-            return self.restricted_failure(&row, "replace").await;
+            return self.restricted_failure(row, "replace").await;
         }
         // A failed, half-created, deleted or retyped resource is replaced
         // without UPDATE events (upstream needs_replace_failed).
@@ -422,10 +654,10 @@ impl Engine {
         };
         match decision {
             UpdateDecision::InPlace if restricted.contains("update") => {
-                return self.restricted_failure(&row, "update").await;
+                return self.restricted_failure(row, "update").await;
             }
             UpdateDecision::Replace if restricted.contains("replace") => {
-                return self.restricted_failure(&row, "replace").await;
+                return self.restricted_failure(row, "replace").await;
             }
             _ => {}
         }
@@ -438,18 +670,17 @@ impl Engine {
                     replaced_by: Some(None),
                     ..Default::default()
                 };
-                let row = self.unlock(&row, change).await?;
-                let state = self.state_of(&row).await?;
-                let facts = self.facts_of(plugin.as_ref(), &row, &state).await;
-                Ok(Outcome::Done(
-                    Box::new(row.clone()),
-                    node_data(&row, &facts),
-                ))
+                let (last, after) = self.last_write(&row, change, Vec::new(), None);
+                let state = state_from(&after, data);
+                let facts = self.facts_of(plugin.as_ref(), &after, &state).await;
+                let data = node_data(&after, &facts);
+                Ok(Outcome::Done(Box::new(after), data, Some(last)))
             }
             UpdateDecision::InPlace => {
                 self.run_action(
                     stack,
                     row,
+                    data,
                     plugin,
                     Act::Update,
                     props,
@@ -461,19 +692,26 @@ impl Engine {
             }
             UpdateDecision::Replace => {
                 if !broken {
-                    self.begin(&mut row, action::UPDATE, None).await?;
+                    if !self.begin(&mut row, action::UPDATE, None).await? {
+                        return Ok(Outcome::Raced);
+                    }
                     let reason = format!("The Resource {} requires replacement.", row.name);
-                    row = self
-                        .unlock(
-                            &row,
-                            ResourceChange::state(action::UPDATE, status::COMPLETE, reason.clone()),
-                        )
-                        .await?;
-                    self.resource_event(&row, action::UPDATE, status::COMPLETE, &reason, None)
-                        .await;
-                } else {
-                    row = self.unlock(&row, ResourceChange::default()).await?;
+                    self.write_row(
+                        &mut row,
+                        ResourceChange::state(action::UPDATE, status::COMPLETE, reason.clone()),
+                        false,
+                        &[],
+                        Some(EventSpec::new(
+                            action::UPDATE,
+                            status::COMPLETE,
+                            &reason,
+                            None,
+                        )),
+                    )
+                    .await?;
                 }
+                // The replacement's mark on the old row is itself the CAS
+                // on the row as read (or as this check left it).
                 match store::resources::make_replacement(
                     &self.db,
                     &row,
@@ -484,22 +722,11 @@ impl Engine {
                 .await?
                 {
                     Some(new) => Ok(Outcome::Replaced(new.id)),
+                    None if broken => Ok(Outcome::Raced),
                     None => Ok(Outcome::Locked),
                 }
             }
         }
-    }
-
-    /// Releases our lock with `change`; answers the row after it.
-    async fn unlock(
-        &self,
-        row: &ResourceRow,
-        change: ResourceChange,
-    ) -> Result<ResourceRow, EngineError> {
-        store::resources::release_lock(&self.db, row.id, &self.engine_id, change).await?;
-        Ok(store::resources::get(&self.db, row.id)
-            .await?
-            .unwrap_or_else(|| row.clone()))
     }
 
     /// The plugin a stored resource runs as: its written type mapped by
@@ -535,13 +762,27 @@ impl Engine {
     /// ResourceActionRestricted).
     async fn restricted_failure(
         &self,
-        row: &ResourceRow,
+        mut row: ResourceRow,
         what: &str,
     ) -> Result<Outcome, EngineError> {
         let message = format!("{what} is restricted for resource.");
-        let row = self.unlock(row, ResourceChange::default()).await?;
-        self.resource_event(&row, action::UPDATE, status::FAILED, &message, None)
-            .await;
+        if !self
+            .write_row(
+                &mut row,
+                ResourceChange::default(),
+                false,
+                &[],
+                Some(EventSpec::new(
+                    action::UPDATE,
+                    status::FAILED,
+                    &message,
+                    None,
+                )),
+            )
+            .await?
+        {
+            return Ok(Outcome::Raced);
+        }
         Ok(Outcome::Failed(format!(
             "Resource UPDATE failed: ResourceActionRestricted: resources.{}: {message}",
             row.name
@@ -551,18 +792,24 @@ impl Engine {
     /// Adopts an existing physical resource (stack ADOPT): the row holds
     /// what the adopt data gave for it (physical id, data, metadata); no
     /// plugin action runs (upstream `Resource.adopt` / `handle_adopt`).
+    #[allow(clippy::too_many_arguments)]
     async fn run_adopt(
         &self,
         stack: &StackRow,
         mut row: ResourceRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
         plugin: Arc<dyn ResourceType>,
         props: Properties,
         requires: Vec<i64>,
         written_type: String,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        self.begin(&mut row, action::ADOPT, Some(props_json.clone()))
-            .await?;
+        if !self
+            .begin(&mut row, action::ADOPT, Some(props_json.clone()))
+            .await?
+        {
+            return Ok(Outcome::Raced);
+        }
         if row
             .physical_resource_id
             .as_deref()
@@ -572,49 +819,50 @@ impl Engine {
                 "Exception: resources.{}: Resource ID was not provided.",
                 row.name
             );
-            let row = self
-                .unlock(
-                    &row,
-                    ResourceChange::state(action::ADOPT, status::FAILED, reason.clone()),
-                )
-                .await?;
-            self.resource_event(&row, action::ADOPT, status::FAILED, &reason, None)
-                .await;
+            self.write_row(
+                &mut row,
+                ResourceChange::state(action::ADOPT, status::FAILED, reason.clone()),
+                false,
+                &[],
+                Some(EventSpec::new(action::ADOPT, status::FAILED, &reason, None)),
+            )
+            .await?;
             return Ok(Outcome::Failed(format!("Resource ADOPT failed: {reason}")));
         }
-        let mut state = self.state_of(&row).await?;
+        let mut state = state_from(&row, data);
         state.properties = props;
         let facts = self.facts_of(plugin.as_ref(), &row, &state).await;
         let change = ResourceChange {
             resource_type: Some(written_type),
             ..Default::default()
         };
-        self.complete(
+        Ok(self.complete(
             stack,
             &row,
             action::ADOPT,
             change,
+            Vec::new(),
             props_json,
             facts,
             requires,
-        )
-        .await
+        ))
     }
 
     /// ACTION_COMPLETE "state changed" with what the action produced
-    /// (`change` adds to it), the lock released, the event; the node's
-    /// data for its successors.
+    /// (`change` adds to it), the lock released, the event: the node's
+    /// last write, and its data for its successors.
     #[allow(clippy::too_many_arguments)]
-    async fn complete(
+    fn complete(
         &self,
         stack: &StackRow,
         row: &ResourceRow,
         act: &str,
         change: ResourceChange,
+        data: Vec<(String, String)>,
         props_json: Value,
         facts: ResourceFacts,
         requires: Vec<i64>,
-    ) -> Result<Outcome, EngineError> {
+    ) -> Outcome {
         let change = ResourceChange {
             properties_data: Some(Some(props_json.clone())),
             attr_data: Some(Some(Value::Object(facts.attributes.clone()))),
@@ -628,47 +876,55 @@ impl Engine {
                 ..change
             }
         };
-        let row = self.unlock(row, change).await?;
-        self.resource_event(
-            &row,
-            act,
-            status::COMPLETE,
-            "state changed",
-            Some(props_json),
-        )
-        .await;
-        Ok(Outcome::Done(
-            Box::new(row.clone()),
-            node_data(&row, &facts),
-        ))
+        let (last, after) = self.last_write(
+            row,
+            change,
+            data,
+            Some(EventSpec::new(
+                act,
+                status::COMPLETE,
+                "state changed",
+                Some(props_json),
+            )),
+        );
+        let node = node_data(&after, &facts);
+        Outcome::Done(Box::new(after), node, Some(last))
     }
 
+    /// A failure found before the action (type, properties): FAILED and
+    /// its event, no IN_PROGRESS.
     async fn fail_before_action(
         &self,
         row: &mut ResourceRow,
         act: Act,
         reason: &str,
     ) -> Result<Outcome, EngineError> {
-        let failed = self
-            .unlock(
+        if !self
+            .write_row(
                 row,
                 ResourceChange::state(act.name(), status::FAILED, reason),
+                false,
+                &[],
+                Some(EventSpec::new(act.name(), status::FAILED, reason, None)),
             )
-            .await?;
-        self.resource_event(&failed, act.name(), status::FAILED, reason, None)
-            .await;
+            .await?
+        {
+            return Ok(Outcome::Raced);
+        }
         Ok(Outcome::Failed(format!(
             "Resource {} failed: {reason}",
             act.name()
         )))
     }
 
-    /// Runs create/update/delete of a locked row through its plugin.
+    /// Runs create/update/delete of a row through its plugin, under the
+    /// lock its IN_PROGRESS write takes.
     #[allow(clippy::too_many_arguments)]
     async fn run_action(
         &self,
         stack: &StackRow,
         mut row: ResourceRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
         plugin: Arc<dyn ResourceType>,
         act: Act,
         props: Properties,
@@ -677,9 +933,13 @@ impl Engine {
         written_type: Option<String>,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        self.begin(&mut row, act.name(), Some(props_json.clone()))
-            .await?;
-        let state = self.state_of(&row).await?;
+        if !self
+            .begin(&mut row, act.name(), Some(props_json.clone()))
+            .await?
+        {
+            return Ok(Outcome::Raced);
+        }
+        let state = state_from(&row, data);
         let mut ctx = ActionContext {
             stack_id: stack.id.clone(),
             stack_name: stack.name.clone(),
@@ -696,9 +956,7 @@ impl Engine {
             }
             Act::Delete => plugin.delete(&mut ctx).await,
         };
-        for (k, v) in &ctx.state.data {
-            store::resources::data_set(&self.db, row.id, k, v, false).await?;
-        }
+        let changed = data_changes(data, &ctx.state.data);
         let physical = Some(ctx.state.physical_id.clone());
         match result {
             Ok(()) => {
@@ -711,8 +969,16 @@ impl Engine {
                     physical_resource_id: physical,
                     ..Default::default()
                 };
-                self.complete(stack, &row, act.name(), change, props_json, facts, requires)
-                    .await
+                Ok(self.complete(
+                    stack,
+                    &row,
+                    act.name(),
+                    change,
+                    changed,
+                    props_json,
+                    facts,
+                    requires,
+                ))
             }
             Err(failure) => {
                 let reason = failure_reason(&row.name, &failure, act);
@@ -720,9 +986,14 @@ impl Engine {
                     physical_resource_id: physical,
                     ..ResourceChange::state(act.name(), status::FAILED, reason.clone())
                 };
-                let row = self.unlock(&row, change).await?;
-                self.resource_event(&row, act.name(), status::FAILED, &reason, None)
-                    .await;
+                self.write_row(
+                    &mut row,
+                    change,
+                    false,
+                    &changed,
+                    Some(EventSpec::new(act.name(), status::FAILED, &reason, None)),
+                )
+                .await?;
                 match failure {
                     ResourceFailure::Cancelled => Ok(Outcome::Retrigger),
                     ResourceFailure::Error { .. } => Ok(Outcome::Failed(format!(
@@ -740,27 +1011,23 @@ impl Engine {
         self: &Arc<Self>,
         stack: &StackRow,
         row: ResourceRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
     ) -> Result<Outcome, EngineError> {
         if row.current_template_id == Some(stack.raw_template_id) && row.replaced_by.is_none() {
-            return Ok(Outcome::Done(Box::new(row), Value::Null));
+            return Ok(Outcome::Done(Box::new(row), Value::Null, None));
         }
-        let Some(row) = self.lock(row).await? else {
-            return Ok(Outcome::Locked);
+        let row = match self.lockable(row).await? {
+            Lockable::Free(row) => row,
+            Lockable::Held => return Ok(Outcome::Locked),
+            Lockable::Stolen => return Ok(Outcome::Raced),
         };
         if row.action == action::INIT {
-            store::resources::release_lock(
-                &self.db,
-                row.id,
-                &self.engine_id,
-                ResourceChange::default(),
-            )
-            .await?;
-            store::resources::delete(&self.db, row.id).await?;
-            return Ok(Outcome::Done(Box::new(row), Value::Null));
+            let last = Self::last_delete(&row);
+            return Ok(Outcome::Done(Box::new(row), Value::Null, Some(last)));
         }
         let Some((_, plugin)) = self.plugin_of_row(stack, &row).await else {
-            store::resources::delete(&self.db, row.id).await?;
-            return Ok(Outcome::Done(Box::new(row), Value::Null));
+            let last = Self::last_delete(&row);
+            return Ok(Outcome::Done(Box::new(row), Value::Null, Some(last)));
         };
         let props = match &row.properties_data {
             Some(Value::Object(p)) => p.clone(),
@@ -770,6 +1037,7 @@ impl Engine {
             .run_action(
                 stack,
                 row.clone(),
+                data,
                 plugin,
                 Act::Delete,
                 props,
@@ -779,99 +1047,167 @@ impl Engine {
             )
             .await?
         {
-            Outcome::Done(done, _) => {
-                store::resources::delete(&self.db, done.id).await?;
-                Ok(Outcome::Done(done, Value::Null))
+            Outcome::Done(done, _, Some(mut last)) => {
+                // DELETE_COMPLETE is recorded (the event) and the row goes
+                // with its data, in the transaction that reports it.
+                last.kind = LastKind::Delete;
+                last.data.clear();
+                Ok(Outcome::Done(done, Value::Null, Some(last)))
             }
             other => Ok(other),
         }
     }
 
-    /// Reports a finished node to its successors (and the stack's sync
-    /// point for roots); the one merge that completes a successor fires it.
+    /// Commits a node's last write together with its reports to each
+    /// successor (and the stack's sync point for roots), then fires the
+    /// successors this report completed. Answers false, having written
+    /// nothing, when the node's only write found the row changed since
+    /// the check read it.
     async fn propagate(
         self: &Arc<Self>,
         stack: &StackRow,
         row: &ResourceRow,
         is_update: bool,
         data: Value,
-    ) -> Result<(), EngineError> {
-        let graph = self.graph_of(stack);
+        last: Option<LastWrite>,
+    ) -> Result<bool, EngineError> {
+        let graph = self.graph_of(stack).await?;
         let key: Node = graph_key(&graph, row, is_update);
         let label = node_label(key);
         let traversal = &stack.current_traversal;
-        let successors = graph.successors(key);
-        if successors.is_empty() {
-            return match store::sync_points::merge(
-                &self.db,
-                &stack.id,
-                traversal,
-                true,
-                &label,
-                &Value::Null,
-            )
-            .await?
-            {
-                MergeOutcome::Ready(_) => self.mark_complete(&stack.id, traversal).await,
-                MergeOutcome::Waiting => Ok(()),
-                MergeOutcome::Gone => self.retrigger(&stack.id, row.id, is_update).await,
-            };
-        }
-        // Cleanup successors first, update successors last (upstream).
-        // Each successor's sync point is its own row, so the merges (and
-        // the dispatch of the ones this report completes) of one group run
-        // concurrently: a fan-out of N does not wait N commits in series.
-        let mut ordered = successors;
-        ordered.sort_by_key(|n| (n.1, n.0));
-        let (cleanups, updates): (Vec<Node>, Vec<Node>) = ordered.into_iter().partition(|n| !n.1);
-        let mut gone = false;
-        for group in [cleanups, updates] {
-            let outcomes: Vec<Result<bool, EngineError>> = stream::iter(group)
-                .map(|next| {
-                    let input = if next.1 {
+        let mut successors = graph.successors(key);
+        // Cleanup successors first, update successors last (upstream);
+        // the order in which they are fired.
+        successors.sort_by_key(|n| (n.1, n.0));
+        let reports: Vec<Report> = if successors.is_empty() {
+            vec![Report {
+                entity_id: stack.id.clone(),
+                is_update: true,
+                input: Value::Null,
+                expected_required: graph.roots().len() as i64,
+            }]
+        } else {
+            successors
+                .iter()
+                .map(|n| Report {
+                    entity_id: n.0.to_string(),
+                    is_update: n.1,
+                    input: if n.1 {
                         data.clone()
                     } else {
                         json!({ "replacement": row.id })
-                    };
-                    let label = &label;
-                    async move {
-                        match store::sync_points::merge(
-                            &self.db,
-                            &next.0.to_string(),
-                            traversal,
-                            next.1,
-                            label,
-                            &input,
-                        )
-                        .await?
-                        {
-                            MergeOutcome::Ready(inputs) => {
-                                let msg = CheckResourceMsg {
-                                    stack_id: stack.id.clone(),
-                                    resource_id: next.0,
-                                    traversal_id: traversal.clone(),
-                                    is_update: next.1,
-                                    input: inputs,
-                                };
-                                self.dispatcher.dispatch(self, msg).await;
-                                Ok(false)
-                            }
-                            MergeOutcome::Waiting => Ok(false),
-                            MergeOutcome::Gone => Ok(true),
-                        }
-                    }
+                    },
+                    expected_required: graph.predecessors(*n).len() as i64,
                 })
-                .buffered(PROPAGATE_CONCURRENCY)
                 .collect()
-                .await;
-            for o in outcomes {
-                gone |= o?;
+        };
+        let outcomes = match self
+            .commit_reports(traversal, &label, &reports, last.as_ref())
+            .await?
+        {
+            Some(outcomes) => outcomes,
+            None => {
+                let held = last.as_ref().and_then(|l| l.engine.clone()).is_some();
+                if held {
+                    return Err(EngineError::internal(format!(
+                        "lost the lock of resource {}",
+                        row.id
+                    )));
+                }
+                return Ok(false);
             }
-            if gone {
-                return self.retrigger(&stack.id, row.id, is_update).await;
+        };
+        if last.as_ref().is_some_and(|l| l.event.is_some()) {
+            self.events_written(&stack.id, 1).await;
+        }
+        let mut gone = false;
+        let mut stack_ready = false;
+        let mut ready = Vec::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                MergeOutcome::Ready(inputs) => match successors.get(i) {
+                    Some(next) => ready.push(CheckResourceMsg {
+                        stack_id: stack.id.clone(),
+                        resource_id: next.0,
+                        traversal_id: traversal.clone(),
+                        is_update: next.1,
+                        input: inputs,
+                    }),
+                    None => stack_ready = true,
+                },
+                MergeOutcome::Waiting => {}
+                MergeOutcome::Gone => gone = true,
             }
         }
-        Ok(())
+        if ready.len() == 1 {
+            if let Some(msg) = ready.pop() {
+                self.dispatcher.dispatch_continuation(self, msg).await;
+            }
+        } else {
+            // A fan-out's successors go out at once, not one round trip
+            // after the other.
+            futures::future::join_all(
+                ready
+                    .into_iter()
+                    .map(|msg| self.dispatcher.dispatch(self, msg)),
+            )
+            .await;
+        }
+        if stack_ready {
+            self.mark_complete(&stack.id, traversal).await?;
+        }
+        if gone {
+            self.retrigger(&stack.id, row.id, is_update).await?;
+        }
+        Ok(true)
+    }
+
+    /// One transaction (retried on deadlock): the node's last write under
+    /// its CAS, then the reports, batched when they can be. None: the CAS
+    /// failed and nothing was written.
+    async fn commit_reports(
+        &self,
+        traversal: &str,
+        label: &str,
+        reports: &[Report],
+        last: Option<&LastWrite>,
+    ) -> Result<Option<Vec<MergeOutcome>>, EngineError> {
+        let mut one_by_one = false;
+        loop {
+            let committed = db::retrying("check completion", || async {
+                let mut tx = self.db.begin().await?;
+                if let Some(last) = last {
+                    if !apply_last_tx(&mut tx, last).await? {
+                        return Ok(Committed::CasLost);
+                    }
+                }
+                let outcomes = if one_by_one {
+                    let mut out = Vec::with_capacity(reports.len());
+                    for r in reports {
+                        out.push(
+                            store::sync_points::report_tx(&mut tx, traversal, label, r).await?,
+                        );
+                    }
+                    out
+                } else {
+                    match store::sync_points::report_all_tx(&mut tx, traversal, label, reports)
+                        .await?
+                    {
+                        Some(out) => out,
+                        // Dropping the transaction rolls the batch back.
+                        None => return Ok(Committed::Unbatchable),
+                    }
+                };
+                tx.commit().await?;
+                Ok(Committed::Applied(outcomes))
+            })
+            .await?;
+            match committed {
+                Committed::Applied(outcomes) => return Ok(Some(outcomes)),
+                Committed::CasLost => return Ok(None),
+                Committed::Unbatchable => one_by_one = true,
+            }
+        }
     }
 
     /// The traversal moved on while this node worked: check the resource
@@ -889,7 +1225,7 @@ impl Engine {
         if stack.current_traversal.is_empty() || stack.deleted_at.is_some() {
             return Ok(());
         }
-        let graph = self.graph_of(&stack);
+        let graph = self.graph_of(&stack).await?;
         let row = store::resources::get(&self.db, resource_id).await?;
         let mut key = (resource_id, is_update);
         if !graph.contains(key) {
@@ -924,6 +1260,37 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// A node's last write in the caller's transaction; false when the CAS
+/// failed (the caller drops the transaction).
+async fn apply_last_tx(tx: &mut db::Tx, last: &LastWrite) -> Result<bool, db::DbError> {
+    let applied = match &last.kind {
+        LastKind::Update(change) => {
+            let applied = store::resources::update_cas_tx(
+                tx,
+                last.id,
+                last.engine.as_deref(),
+                last.atomic_key,
+                change.clone(),
+            )
+            .await?;
+            if applied {
+                store::resources::data_set_many_tx(tx, last.id, &last.data).await?;
+            }
+            applied
+        }
+        LastKind::Delete => {
+            store::resources::delete_cas_tx(tx, last.id, last.engine.as_deref(), last.atomic_key)
+                .await?
+        }
+    };
+    if applied {
+        if let Some(e) = &last.event {
+            store::events::insert_tx(tx, e).await?;
+        }
+    }
+    Ok(applied)
 }
 
 /// What an update node sends to the nodes that need it.

@@ -25,6 +25,17 @@ pub trait Dispatcher: Send + Sync + 'static {
     /// Queues check_resource somewhere (possibly on `from` itself).
     fn dispatch<'a>(&'a self, from: &'a Arc<Engine>, msg: CheckResourceMsg) -> BoxFuture<'a, ()>;
 
+    /// Queues the one check a node's report completed: the continuation
+    /// of `from`'s own work (a chain's next link). By default anywhere,
+    /// as [`Dispatcher::dispatch`].
+    fn dispatch_continuation<'a>(
+        &'a self,
+        from: &'a Arc<Engine>,
+        msg: CheckResourceMsg,
+    ) -> BoxFuture<'a, ()> {
+        self.dispatch(from, msg)
+    }
+
     /// Cancels the running actions of a stack on every engine.
     fn cancel_all<'a>(&'a self, from: &'a Arc<Engine>, stack_id: &'a str) -> BoxFuture<'a, ()>;
 

@@ -17,6 +17,45 @@ const PURGE_CHECK_EVERY: u64 = (PURGE_BATCH / 2) as u64;
 
 static EVENTS_WRITTEN: AtomicU64 = AtomicU64::new(0);
 
+/// The event of a stack state change.
+pub(super) fn stack_event_of(
+    stack: &StackRow,
+    action: &str,
+    status: &str,
+    reason: &str,
+) -> NewEvent {
+    NewEvent {
+        stack_id: stack.id.clone(),
+        resource_name: stack.name.clone(),
+        physical_resource_id: Some(stack.id.clone()),
+        resource_action: action.to_string(),
+        resource_status: status.to_string(),
+        resource_status_reason: reason.to_string(),
+        resource_type: "OS::Heat::Stack".to_string(),
+        resource_properties: None,
+    }
+}
+
+/// The event of a resource state change, as the row is after it.
+pub(super) fn resource_event_of(
+    row: &ResourceRow,
+    action: &str,
+    status: &str,
+    reason: &str,
+    properties: Option<Value>,
+) -> NewEvent {
+    NewEvent {
+        stack_id: row.stack_id.clone(),
+        resource_name: row.name.clone(),
+        physical_resource_id: row.physical_resource_id.clone(),
+        resource_action: action.to_string(),
+        resource_status: status.to_string(),
+        resource_status_reason: reason.to_string(),
+        resource_type: row.resource_type.clone(),
+        resource_properties: properties.or_else(|| row.properties_data.clone()),
+    }
+}
+
 impl Engine {
     pub(super) async fn stack_event(
         &self,
@@ -25,17 +64,8 @@ impl Engine {
         status: &str,
         reason: &str,
     ) {
-        self.write_event(NewEvent {
-            stack_id: stack.id.clone(),
-            resource_name: stack.name.clone(),
-            physical_resource_id: Some(stack.id.clone()),
-            resource_action: action.to_string(),
-            resource_status: status.to_string(),
-            resource_status_reason: reason.to_string(),
-            resource_type: "OS::Heat::Stack".to_string(),
-            resource_properties: None,
-        })
-        .await;
+        self.write_event(stack_event_of(stack, action, status, reason))
+            .await;
     }
 
     pub(super) async fn resource_event(
@@ -46,17 +76,8 @@ impl Engine {
         reason: &str,
         properties: Option<Value>,
     ) {
-        self.write_event(NewEvent {
-            stack_id: row.stack_id.clone(),
-            resource_name: row.name.clone(),
-            physical_resource_id: row.physical_resource_id.clone(),
-            resource_action: action.to_string(),
-            resource_status: status.to_string(),
-            resource_status_reason: reason.to_string(),
-            resource_type: row.resource_type.clone(),
-            resource_properties: properties.or_else(|| row.properties_data.clone()),
-        })
-        .await;
+        self.write_event(resource_event_of(row, action, status, reason, properties))
+            .await;
     }
 
     /// Events are a record, not a control path: a failed write is logged.
@@ -66,14 +87,21 @@ impl Engine {
             tracing::warn!(error = %e, stack_id, "event not stored");
             return;
         }
+        self.events_written(&stack_id, 1).await;
+    }
+
+    /// Called after `n` events of the stack were stored (also by the
+    /// writers that store events in their own transactions): keeps the
+    /// stack under `max_events_per_stack`. Counting a stack's events on
+    /// every insert is O(events) per event; upstream (db api
+    /// event_create) counts and purges on average once per batch/2
+    /// inserts, and so does this engine.
+    pub(super) async fn events_written(&self, stack_id: &str, n: u64) {
         let keep = self.settings.max_events_per_stack;
-        // Counting a stack's events on every insert is O(events) per
-        // event; upstream (db api event_create) counts and purges on
-        // average once per batch/2 inserts, and so does this engine.
-        let nth = EVENTS_WRITTEN.fetch_add(1, Ordering::Relaxed);
-        if keep > 0 && nth % PURGE_CHECK_EVERY == 0 {
-            if let Err(e) =
-                store::events::purge_oldest(&self.db, &stack_id, keep, PURGE_BATCH).await
+        let first = EVENTS_WRITTEN.fetch_add(n, Ordering::Relaxed);
+        let crossed = (first..first + n).any(|i| i % PURGE_CHECK_EVERY == 0);
+        if keep > 0 && crossed {
+            if let Err(e) = store::events::purge_oldest(&self.db, stack_id, keep, PURGE_BATCH).await
             {
                 tracing::warn!(error = %e, stack_id, "event purge failed");
             }

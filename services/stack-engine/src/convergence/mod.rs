@@ -117,6 +117,18 @@ impl Engine {
         &self.db
     }
 
+    /// The parsed definition of one of the stack's stored templates
+    /// (cached per template id: templates are immutable).
+    pub async fn definition(
+        &self,
+        stack: &crate::store::StackRow,
+        template_id: i64,
+    ) -> Result<Arc<crate::definition::StackDefinition>, EngineError> {
+        self.definitions
+            .get(&self.db, stack, template_id, &self.settings.region_name)
+            .await
+    }
+
     /// The liveness probe answer (`EngineWorker.Listening`).
     pub fn is_listening(&self, engine_id: &str) -> bool {
         engine_id.is_empty() || engine_id == self.engine_id
@@ -137,6 +149,12 @@ impl Engine {
             };
             engine.check_resource(msg).await;
         });
+    }
+
+    /// Whether a check started now would run at once (a concurrency slot
+    /// is free).
+    pub fn has_idle_capacity(&self) -> bool {
+        self.permits.available_permits() > 0
     }
 
     /// Signals every running action of the stack on this engine to stop.

@@ -108,7 +108,9 @@ impl Engine {
             self.mark_complete(&stack.id, &traversal).await?;
             return Ok(true);
         }
-        for (resource_id, is_update) in leaves {
+        // Every leaf at once (no per-leaf sleep, no round trip after round
+        // trip), in the graph's order.
+        futures::future::join_all(leaves.into_iter().map(|(resource_id, is_update)| {
             let msg = CheckResourceMsg {
                 stack_id: stack.id.clone(),
                 resource_id,
@@ -116,8 +118,9 @@ impl Engine {
                 is_update,
                 input: Map::new(),
             };
-            self.dispatcher.dispatch(self, msg).await;
-        }
+            self.dispatcher.dispatch(self, msg)
+        }))
+        .await;
         Ok(true)
     }
 
@@ -134,33 +137,37 @@ impl Engine {
             .into_iter()
             .filter(|r| !(r.action == action::DELETE && r.status == status::COMPLETE))
             .collect();
+        let mut by_name: HashMap<&str, Vec<&ResourceRow>> = HashMap::new();
+        for r in &rows {
+            by_name.entry(r.name.as_str()).or_default().push(r);
+        }
         let mut chosen: BTreeMap<String, i64> = BTreeMap::new();
+        let mut missing: Vec<NewResource> = Vec::new();
         for defn in &def.resources {
-            let best = rows
-                .iter()
-                .filter(|r| r.name == defn.name)
+            let best = by_name
+                .get(defn.name.as_str())
+                .into_iter()
+                .flatten()
                 .max_by_key(|r| (score(r, template_id, stack.prev_raw_template_id), r.id));
-            let id = match best {
-                Some(r) => r.id,
-                None => {
-                    store::resources::insert(
-                        &self.db,
-                        &NewResource {
-                            stack_id: stack.id.clone(),
-                            root_stack_id: stack.id.clone(),
-                            name: defn.name.clone(),
-                            resource_type: defn.type_name.clone(),
-                            current_template_id: Some(template_id),
-                            action: action::INIT.to_string(),
-                            status: status::COMPLETE.to_string(),
-                            ..Default::default()
-                        },
-                    )
-                    .await?
-                    .id
+            match best {
+                Some(r) => {
+                    chosen.insert(defn.name.clone(), r.id);
                 }
-            };
-            chosen.insert(defn.name.clone(), id);
+                None => missing.push(NewResource {
+                    stack_id: stack.id.clone(),
+                    root_stack_id: stack.id.clone(),
+                    name: defn.name.clone(),
+                    resource_type: defn.type_name.clone(),
+                    current_template_id: Some(template_id),
+                    action: action::INIT.to_string(),
+                    status: status::COMPLETE.to_string(),
+                    ..Default::default()
+                }),
+            }
+        }
+        // A new stack's rows in one transaction, not one commit each.
+        for created in store::resources::insert_many(&self.db, &missing).await? {
+            chosen.insert(created.name, created.id);
         }
         let mut graph = TraversalGraph::default();
         for id in chosen.values() {
@@ -207,28 +214,40 @@ impl Engine {
         }
     }
 
-    /// The graph of the stack's current traversal.
-    pub(super) fn graph_of(&self, stack: &StackRow) -> Arc<TraversalGraph> {
+    /// The graph of the stack's current traversal: cached per traversal
+    /// (a traversal's graph never changes), else parsed from the stack row
+    /// when it was read with its `current_deps`, else read for that
+    /// traversal. An empty graph (not cached) when the stack moved on.
+    pub(super) async fn graph_of(
+        &self,
+        stack: &StackRow,
+    ) -> Result<Arc<TraversalGraph>, EngineError> {
         if let Some(g) = self
             .graphs
             .lock()
             .ok()
             .and_then(|m| m.get(&stack.current_traversal).cloned())
         {
-            return g;
+            return Ok(g);
         }
-        let g = Arc::new(
-            stack
-                .current_deps
-                .as_ref()
-                .map(TraversalGraph::from_json)
-                .unwrap_or_default(),
-        );
+        let parsed = match &stack.current_deps {
+            Some(deps) => Some(TraversalGraph::from_json(deps)),
+            None => store::stacks::current_deps(&self.db, &stack.id, &stack.current_traversal)
+                .await?
+                .map(|deps| TraversalGraph::from_json(&deps)),
+        };
+        let Some(g) = parsed else {
+            return Ok(Arc::new(TraversalGraph::default()));
+        };
+        let g = Arc::new(g);
         self.remember_graph(&stack.current_traversal, g.clone());
-        g
+        Ok(g)
     }
 
-    /// Every root reported: ACTION_COMPLETE, then purge.
+    /// Every root reported: ACTION_COMPLETE (DELETE_COMPLETE with the
+    /// soft delete), its event and the traversal's sync points gone, in
+    /// one transaction under the traversal CAS; then the replaced
+    /// template.
     pub(super) async fn mark_complete(
         &self,
         stack_id: &str,
@@ -241,24 +260,35 @@ impl Engine {
             return Ok(());
         }
         let reason = format!("Stack {} completed successfully", stack.action);
-        let mut change = StackStateChange::new(&stack.action, status::COMPLETE, reason.clone());
         let stale_template = stack
             .prev_raw_template_id
             .filter(|p| *p != stack.raw_template_id);
-        if stack.prev_raw_template_id.is_some() {
-            change.prev_raw_template_id = Some(None);
-        }
-        let applied = if stack.action == action::DELETE {
-            store::stacks::complete_delete(&self.db, stack_id, traversal, &reason).await?
-        } else {
-            store::stacks::set_state(&self.db, stack_id, traversal, change).await?
-        };
+        let event = super::events::stack_event_of(&stack, &stack.action, status::COMPLETE, &reason);
+        let applied = keelson_common::db::retrying("stack completion", || async {
+            let mut tx = self.db.begin().await?;
+            let applied = if stack.action == action::DELETE {
+                store::stacks::complete_delete_tx(&mut tx, stack_id, traversal, &reason).await?
+            } else {
+                let mut change =
+                    StackStateChange::new(&stack.action, status::COMPLETE, reason.clone());
+                if stack.prev_raw_template_id.is_some() {
+                    change.prev_raw_template_id = Some(None);
+                }
+                store::stacks::set_state_tx(&mut tx, stack_id, traversal, change).await?
+            };
+            if !applied {
+                return Ok(false);
+            }
+            store::events::insert_tx(&mut tx, &event).await?;
+            store::sync_points::delete_for_traversal_tx(&mut tx, stack_id, traversal).await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await?;
         if !applied {
             return Ok(());
         }
-        self.stack_event(&stack, &stack.action, status::COMPLETE, &reason)
-            .await;
-        store::sync_points::delete_for_traversal(&self.db, stack_id, traversal).await?;
+        self.events_written(stack_id, 1).await;
         if let Some(old) = stale_template {
             self.definitions.forget(old);
             if let Err(e) = store::templates::delete(&self.db, old).await {

@@ -183,6 +183,13 @@ impl WorkerClients {
 /// How long an unreachable engine is skipped.
 const DEAD_FOR: Duration = Duration::from_secs(30);
 
+/// The longest the live-engine list is reused for dispatch. Reading the
+/// `service` table on every check_resource cast was a database round
+/// trip per resource; engines register and heartbeat only every
+/// `periodic_interval` anyway, and an engine that died since the last
+/// read is skipped as unreachable on the first cast that fails.
+const LIVE_ENGINES_TTL: Duration = Duration::from_secs(1);
+
 /// Round-robin over the live engines of the service registry, self
 /// included (run locally, no gRPC); an unreachable engine is skipped for a
 /// while and the next one tried.
@@ -194,6 +201,9 @@ pub struct ClusterDispatcher {
     max_age: Duration,
     life_check: Duration,
     registry: Option<RegistryHandle>,
+    /// The other live engines as last read, and when.
+    live_cache: Mutex<Option<(Instant, Arc<Vec<store::ServiceRow>>)>>,
+    live_ttl: Duration,
 }
 
 impl ClusterDispatcher {
@@ -206,6 +216,8 @@ impl ClusterDispatcher {
             max_age: settings.periodic_interval * 3,
             life_check: settings.engine_life_check_timeout,
             registry: settings.controller_registry.clone(),
+            live_cache: Mutex::new(None),
+            live_ttl: LIVE_ENGINES_TTL.min(settings.periodic_interval),
         }
     }
 
@@ -222,6 +234,8 @@ impl ClusterDispatcher {
         }
     }
 
+    /// The other live engines with a worker endpoint, fresh from the
+    /// `service` table.
     async fn others(&self, from: &Engine) -> Vec<store::ServiceRow> {
         match store::services::live(&self.db, self.max_age).await {
             Ok(rows) => rows
@@ -234,12 +248,28 @@ impl ClusterDispatcher {
             }
         }
     }
+
+    /// [`Self::others`], reused for up to `live_ttl` (dispatch only).
+    async fn others_cached(&self, from: &Engine) -> Arc<Vec<store::ServiceRow>> {
+        if let Ok(cache) = self.live_cache.lock() {
+            if let Some((at, rows)) = cache.as_ref() {
+                if at.elapsed() < self.live_ttl {
+                    return rows.clone();
+                }
+            }
+        }
+        let rows = Arc::new(self.others(from).await);
+        if let Ok(mut cache) = self.live_cache.lock() {
+            *cache = Some((Instant::now(), rows.clone()));
+        }
+        rows
+    }
 }
 
 impl Dispatcher for ClusterDispatcher {
     fn dispatch<'a>(&'a self, from: &'a Arc<Engine>, msg: CheckResourceMsg) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let others = self.others(from).await;
+            let others = self.others_cached(from).await;
             let total = others.len() + 1;
             let start = self.next.fetch_add(1, Ordering::Relaxed);
             for step in 0..total {
@@ -269,6 +299,19 @@ impl Dispatcher for ClusterDispatcher {
             }
             from.spawn_check(msg);
         })
+    }
+
+    /// A chain's next link runs where the previous one ran while this
+    /// engine has a free check slot: handing it to another engine costs a
+    /// gRPC round trip and a wake-up there on every link of the chain,
+    /// and spreads nothing (a chain runs one link at a time). Wide
+    /// fan-outs still go round-robin through [`Dispatcher::dispatch`].
+    fn dispatch_continuation<'a>(&'a self, from: &'a Arc<Engine>, msg: CheckResourceMsg) -> BoxFuture<'a, ()> {
+        if from.has_idle_capacity() {
+            from.spawn_check(msg);
+            return Box::pin(async {});
+        }
+        self.dispatch(from, msg)
     }
 
     fn cancel_all<'a>(&'a self, from: &'a Arc<Engine>, stack_id: &'a str) -> BoxFuture<'a, ()> {

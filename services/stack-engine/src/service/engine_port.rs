@@ -56,7 +56,8 @@ pub struct ResolvedOutput {
 /// A stack definition (stored, or built from a request and validated)
 /// with what the views read from it.
 pub struct StackModel {
-    pub def: StackDefinition,
+    /// Shared with the engine's definition cache for stored stacks.
+    pub def: std::sync::Arc<StackDefinition>,
 }
 
 /// A definition built from a request and fully validated.
@@ -137,7 +138,7 @@ impl Orchestration {
         let environment = self.environment_of(&input)?;
         let def = StackDefinition::parse(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
         self.validate_resources(&def)?;
-        Ok(StackModel { def })
+        Ok(StackModel { def: std::sync::Arc::new(def) })
     }
 
     /// Every resource's type exists and its properties pass its schema
@@ -172,9 +173,19 @@ impl Orchestration {
         Ok(view)
     }
 
-    /// The stored definition of a stack.
+    /// The stored definition of a stack: the engine's parse of it
+    /// (cached per template, which never changes) when the regions agree,
+    /// so a status poll does not parse the whole template again.
     pub(super) async fn load_definition(&self, stack: &StackRow) -> Result<StackModel, EngineError> {
-        Ok(StackModel { def: model::load(&self.db, stack, &self.settings.region_name).await? })
+        if self.settings.region_name == self.engine.settings().region_name {
+            match self.engine.definition(stack, stack.raw_template_id).await {
+                Ok(def) => return Ok(StackModel { def }),
+                // A purged template shows as the empty one (model::load).
+                Err(e) if e.http_status == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(StackModel { def: std::sync::Arc::new(model::load(&self.db, stack, &self.settings.region_name).await?) })
     }
 
     pub(super) async fn engine_create(
@@ -266,8 +277,9 @@ impl Orchestration {
 
     /// Every output (or only `only`) resolved against the live resources.
     pub(super) async fn resolve_outputs(&self, stack: &StackRow, model: &StackModel, only: Option<&str>) -> Result<Vec<ResolvedOutput>, EngineError> {
-        let rows = super::records::resources(&self.db, &stack.id).await?;
-        // Only the resources the outputs refer to are read.
+        // Only the resources the outputs refer to are read; none at all
+        // when no output refers to one (every status poll of a stack
+        // without such outputs would otherwise read the whole stack).
         let referenced: std::collections::BTreeSet<String> = model
             .def
             .outputs
@@ -275,6 +287,11 @@ impl Orchestration {
             .filter(|o| only.is_none_or(|k| k == o.name))
             .flat_map(|o| o.value.referenced_resources())
             .collect();
+        let rows = if referenced.is_empty() {
+            Vec::new()
+        } else {
+            super::records::resources(&self.db, &stack.id).await?
+        };
         let live = LiveContext::load(&self.db, &self.registry, &model.def, views::best_rows(&rows).into_values(), Some(&referenced)).await?;
         Ok(live
             .outputs(&model.def)

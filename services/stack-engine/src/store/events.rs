@@ -2,7 +2,7 @@
 //! them (newest first by default, uuid markers, purged past a cap).
 
 use chrono::NaiveDateTime;
-use keelson_common::db::{self, Db, DbError, Row, Value};
+use keelson_common::db::{self, Db, DbError, Row, Tx, Value};
 use serde_json::Value as Json;
 
 use super::codec;
@@ -60,28 +60,36 @@ pub struct NewEvent {
 /// The resource type of stack-level events.
 pub const STACK_EVENT_TYPE: &str = "OS::Heat::Stack";
 
+const INSERT: &str = "INSERT INTO event (uuid, stack_id, resource_name, physical_resource_id, resource_action, resource_status, \
+     resource_status_reason, resource_type, resource_properties, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+fn insert_params(event: &NewEvent, uuid: &str) -> [Value; 10] {
+    [
+        uuid.into(),
+        event.stack_id.as_str().into(),
+        event.resource_name.as_str().into(),
+        event.physical_resource_id.clone().into(),
+        event.resource_action.as_str().into(),
+        event.resource_status.as_str().into(),
+        event.resource_status_reason.as_str().into(),
+        event.resource_type.as_str().into(),
+        codec::opt_json(event.resource_properties.as_ref()),
+        db::now().into(),
+    ]
+}
+
 /// Stores an event (uuid generated, `created_at` now); answers its uuid.
 pub async fn insert(db: &Db, event: &NewEvent) -> Result<String, DbError> {
     let uuid = uuid::Uuid::new_v4().to_string();
-    super::write_one(
-        db,
-        "event insert",
-        "INSERT INTO event (uuid, stack_id, resource_name, physical_resource_id, resource_action, resource_status, \
-         resource_status_reason, resource_type, resource_properties, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        &[
-            uuid.as_str().into(),
-            event.stack_id.as_str().into(),
-            event.resource_name.as_str().into(),
-            event.physical_resource_id.clone().into(),
-            event.resource_action.as_str().into(),
-            event.resource_status.as_str().into(),
-            event.resource_status_reason.as_str().into(),
-            event.resource_type.as_str().into(),
-            codec::opt_json(event.resource_properties.as_ref()),
-            db::now().into(),
-        ],
-    )
-    .await?;
+    super::write_one(db, "event insert", INSERT, &insert_params(event, &uuid)).await?;
+    Ok(uuid)
+}
+
+/// [`insert`] in the caller's transaction: the event commits with the
+/// state change it records.
+pub async fn insert_tx(tx: &mut Tx, event: &NewEvent) -> Result<String, DbError> {
+    let uuid = uuid::Uuid::new_v4().to_string();
+    tx.execute(INSERT, &insert_params(event, &uuid)).await?;
     Ok(uuid)
 }
 

@@ -33,6 +33,46 @@ pub use templates::RawTemplateRow;
 
 use keelson_common::db::{self, Db, DbError, Value};
 
+/// What check_resource reads before it acts: the stack (without its
+/// `current_deps`), and, while `traversal` is the stack's current one, the
+/// resource row and its data entries.
+pub struct CheckSnapshot {
+    pub stack: StackRow,
+    pub row: Option<ResourceRow>,
+    pub data: std::collections::BTreeMap<String, resources::ResourceDataEntry>,
+}
+
+/// Reads a [`CheckSnapshot`] in one statement (stack, row and data
+/// joined: one row per data entry), so a check starts after one round
+/// trip instead of three reads. None: no such stack.
+pub async fn check_snapshot(db: &Db, stack_id: &str, traversal: &str, resource_id: i64) -> Result<Option<CheckSnapshot>, DbError> {
+    let sql = format!(
+        "SELECT {}, {}, d.data_key, d.data_value, d.redact FROM stack s \
+         LEFT JOIN resource r ON r.id = ? AND s.current_traversal = ? \
+         LEFT JOIN resource_data d ON d.resource_id = r.id \
+         WHERE s.id = ?",
+        stacks::columns_without_deps("s"),
+        resources::columns("r"),
+    );
+    let rows = db.fetch_all(&sql, &[resource_id.into(), traversal.into(), stack_id.into()]).await?;
+    let Some(first) = rows.first() else { return Ok(None) };
+    let (s_end, r_end) = (stacks::COLUMN_COUNT, stacks::COLUMN_COUNT + resources::COLUMN_COUNT);
+    let part = |row: &db::Row, from: usize, to: usize| db::Row(row.0.get(from..to).map(<[Value]>::to_vec).unwrap_or_default());
+    let stack = stacks::from_row(&part(first, 0, s_end))?;
+    let row = if first.is_null(s_end) { None } else { Some(resources::from_row(&part(first, s_end, r_end))?) };
+    let mut data = std::collections::BTreeMap::new();
+    for r in &rows {
+        if r.is_null(r_end) {
+            continue;
+        }
+        data.insert(
+            r.string(r_end)?,
+            resources::ResourceDataEntry { value: r.opt_string(r_end + 1)?.unwrap_or_default(), redact: codec::read_bool(r, r_end + 2)? },
+        );
+    }
+    Ok(Some(CheckSnapshot { stack, row, data }))
+}
+
 /// Runs one write statement in its own transaction, retried on deadlock;
 /// answers the rows it changed.
 async fn write_one(db: &Db, what: &'static str, sql: &str, params: &[Value]) -> Result<u64, DbError> {

@@ -54,7 +54,15 @@ const COLUMNS: &str = "id, uuid, stack_id, root_stack_id, name, resource_type, p
      properties_data, attr_data, engine_id, atomic_key, requires, replaces, replaced_by, current_template_id, \
      action, status, status_reason, created_at, updated_at";
 
-fn from_row(row: &Row) -> Result<ResourceRow, DbError> {
+/// The number of columns [`from_row`] decodes.
+pub(super) const COLUMN_COUNT: usize = 21;
+
+/// [`COLUMNS`] qualified by a table alias, for joins.
+pub(super) fn columns(alias: &str) -> String {
+    COLUMNS.split(", ").map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
+}
+
+pub(super) fn from_row(row: &Row) -> Result<ResourceRow, DbError> {
     Ok(ResourceRow {
         id: row.i64(0)?,
         uuid: row.string(1)?,
@@ -220,6 +228,29 @@ pub async fn get(db: &Db, id: i64) -> Result<Option<ResourceRow>, DbError> {
     rows.first().map(from_row).transpose()
 }
 
+/// [`get`] in the caller's transaction.
+pub async fn get_tx(tx: &mut Tx, id: i64) -> Result<Option<ResourceRow>, DbError> {
+    let rows = tx.fetch_all(&format!("SELECT {COLUMNS} FROM resource WHERE id = ?"), &[id.into()]).await?;
+    rows.first().map(from_row).transpose()
+}
+
+/// The rows of the stack called by one of `names` (replaced ones
+/// included), by id: what a check reads of the resources it needs when
+/// its predecessors' inputs do not carry them, instead of the whole stack.
+pub async fn list_named(db: &Db, stack_id: &str, names: &[String]) -> Result<Vec<ResourceRow>, DbError> {
+    let mut out = Vec::new();
+    for chunk in names.chunks(500) {
+        let mut params: Vec<Value> = vec![stack_id.into()];
+        params.extend(chunk.iter().map(Value::from));
+        let sql = format!("SELECT {COLUMNS} FROM resource WHERE stack_id = ? AND name IN ({}) ORDER BY id", db::in_list(chunk.len()));
+        for r in &db.fetch_all(&sql, &params).await? {
+            out.push(from_row(r)?);
+        }
+    }
+    out.sort_by_key(|r| r.id);
+    Ok(out)
+}
+
 /// A resource by its uuid.
 pub async fn get_by_uuid(db: &Db, uuid: &str) -> Result<Option<ResourceRow>, DbError> {
     let rows = db.fetch_all(&format!("SELECT {COLUMNS} FROM resource WHERE uuid = ?"), &[uuid.into()]).await?;
@@ -287,6 +318,54 @@ impl ResourceChange {
             status_reason: Some(reason.into()),
             ..Default::default()
         }
+    }
+
+    /// Applies the change to an in-memory copy of the row as the UPDATE
+    /// applies it to the stored one (`atomic_key` advances, `updated_at`
+    /// as given, else `now`), so a writer that holds the row's lock need
+    /// not read it back.
+    pub fn apply_to(&self, row: &mut ResourceRow, now: NaiveDateTime) {
+        if let Some(v) = &self.action {
+            row.action = v.clone();
+        }
+        if let Some(v) = &self.status {
+            row.status = v.clone();
+        }
+        if let Some(v) = &self.status_reason {
+            row.status_reason = v.clone();
+        }
+        if let Some(v) = &self.resource_type {
+            row.resource_type = v.clone();
+        }
+        if let Some(v) = &self.physical_resource_id {
+            row.physical_resource_id = v.clone();
+        }
+        if let Some(v) = &self.rsrc_metadata {
+            row.rsrc_metadata = v.clone();
+        }
+        if let Some(v) = &self.properties_data {
+            row.properties_data = v.clone();
+        }
+        if let Some(v) = &self.attr_data {
+            row.attr_data = v.clone();
+        }
+        if let Some(v) = &self.requires {
+            row.requires = v.clone();
+        }
+        if let Some(v) = self.replaces {
+            row.replaces = v;
+        }
+        if let Some(v) = self.replaced_by {
+            row.replaced_by = v;
+        }
+        if let Some(v) = self.current_template_id {
+            row.current_template_id = v;
+        }
+        if let Some(v) = &self.engine_id {
+            row.engine_id = v.clone();
+        }
+        row.updated_at = Some(self.updated_at.unwrap_or(now));
+        row.atomic_key += 1;
     }
 
     fn assignments(self) -> Assignments {
@@ -364,6 +443,50 @@ pub async fn update_cas(
                 .await
         }
     }
+}
+
+/// [`update_cas`] in the caller's transaction (the writes a check groups
+/// with it commit or roll back together with the CAS).
+pub async fn update_cas_tx(
+    tx: &mut Tx,
+    id: i64,
+    expected_engine: Option<&str>,
+    expected_atomic_key: i64,
+    change: ResourceChange,
+) -> Result<bool, DbError> {
+    let set = change.assignments();
+    let mut params = set.params.clone();
+    params.push(id.into());
+    let guard = match expected_engine {
+        None => "engine_id IS NULL AND atomic_key = ?",
+        Some(engine) => {
+            params.push(engine.into());
+            "engine_id = ? AND atomic_key = ?"
+        }
+    };
+    params.push(expected_atomic_key.into());
+    let sql = format!("UPDATE resource SET {} WHERE id = ? AND {guard}", set.sql());
+    Ok(tx.execute(&sql, &params).await? > 0)
+}
+
+/// Removes a resource row and its data in the caller's transaction, only
+/// if it is still held by `expected_engine` (None: unlocked) at version
+/// `expected_atomic_key`: the delete is the CAS. Answers whether it was.
+pub async fn delete_cas_tx(tx: &mut Tx, id: i64, expected_engine: Option<&str>, expected_atomic_key: i64) -> Result<bool, DbError> {
+    let mut params: Vec<Value> = vec![id.into()];
+    let guard = match expected_engine {
+        None => "engine_id IS NULL AND atomic_key = ?",
+        Some(engine) => {
+            params.push(engine.into());
+            "engine_id = ? AND atomic_key = ?"
+        }
+    };
+    params.push(expected_atomic_key.into());
+    let n = tx.execute(&format!("DELETE FROM resource WHERE id = ? AND {guard}"), &params).await?;
+    if n > 0 {
+        tx.execute("DELETE FROM resource_data WHERE resource_id = ?", &[id.into()]).await?;
+    }
+    Ok(n > 0)
 }
 
 /// Takes the lock for `engine_id` if the row is unlocked and still at
@@ -517,6 +640,51 @@ pub async fn data_get_all(db: &Db, resource_id: i64) -> Result<BTreeMap<String, 
         );
     }
     Ok(out)
+}
+
+/// [`data_get_all`] in the caller's transaction.
+pub async fn data_get_all_tx(tx: &mut Tx, resource_id: i64) -> Result<BTreeMap<String, ResourceDataEntry>, DbError> {
+    let rows = tx
+        .fetch_all("SELECT data_key, data_value, redact FROM resource_data WHERE resource_id = ?", &[resource_id.into()])
+        .await?;
+    let mut out = BTreeMap::new();
+    for r in &rows {
+        out.insert(
+            r.string(0)?,
+            ResourceDataEntry { value: r.opt_string(1)?.unwrap_or_default(), redact: codec::read_bool(r, 2)? },
+        );
+    }
+    Ok(out)
+}
+
+/// Sets (inserts or overwrites) data entries of one resource, not
+/// redacted, in one statement in the caller's transaction (an upsert on
+/// the `(resource_id, data_key)` unique key).
+pub async fn data_set_many_tx(tx: &mut Tx, resource_id: i64, entries: &[(String, String)]) -> Result<(), DbError> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let now = db::now();
+    let mut sql = String::from("INSERT INTO resource_data (resource_id, data_key, data_value, redact, created_at, updated_at) VALUES ");
+    let mut params: Vec<Value> = Vec::with_capacity(entries.len() * 6);
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(?, ?, ?, 0, ?, ?)");
+        params.extend([resource_id.into(), key.as_str().into(), value.as_str().into(), now.into(), now.into()]);
+    }
+    sql.push_str(match tx.dialect {
+        db::Dialect::MySql => {
+            " ON DUPLICATE KEY UPDATE data_value = VALUES(data_value), redact = VALUES(redact), updated_at = VALUES(updated_at)"
+        }
+        db::Dialect::Sqlite | db::Dialect::Postgres => {
+            " ON CONFLICT (resource_id, data_key) DO UPDATE SET data_value = excluded.data_value, \
+             redact = excluded.redact, updated_at = excluded.updated_at"
+        }
+    });
+    tx.execute(&sql, &params).await?;
+    Ok(())
 }
 
 /// One data entry, if set.

@@ -52,7 +52,19 @@ const COLUMNS: &str = "id, name, raw_template_id, prev_raw_template_id, tenant, 
      parent_resource_name, timeout_mins, disable_rollback, nested_depth, stack_user_project_id, tags, params, \
      current_traversal, current_deps, action, status, status_reason, created_at, updated_at, deleted_at";
 
-fn from_row(row: &Row) -> Result<StackRow, DbError> {
+/// The number of columns [`from_row`] decodes.
+pub(super) const COLUMN_COUNT: usize = 23;
+
+/// [`COLUMNS_WITHOUT_DEPS`] qualified by a table alias, for joins.
+pub(super) fn columns_without_deps(alias: &str) -> String {
+    COLUMNS_WITHOUT_DEPS
+        .split(", ")
+        .map(|c| if c == "NULL" { c.to_string() } else { format!("{alias}.{c}") })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn from_row(row: &Row) -> Result<StackRow, DbError> {
     Ok(StackRow {
         id: row.string(0)?,
         name: row.string(1)?,
@@ -134,6 +146,32 @@ pub async fn insert(tx: &mut Tx, stack: &StackRow) -> Result<(), DbError> {
 pub async fn get(db: &Db, id: &str) -> Result<Option<StackRow>, DbError> {
     let rows = db.fetch_all(&format!("SELECT {COLUMNS} FROM stack WHERE id = ?"), &[id.into()]).await?;
     rows.first().map(from_row).transpose()
+}
+
+/// The columns of [`COLUMNS`] with `current_deps` read as NULL: the graph
+/// is O(resources) of JSON, and a check that already has its traversal's
+/// graph in memory need not read and parse it again.
+const COLUMNS_WITHOUT_DEPS: &str = "id, name, raw_template_id, prev_raw_template_id, tenant, username, user_id, owner_id, \
+     parent_resource_name, timeout_mins, disable_rollback, nested_depth, stack_user_project_id, tags, params, \
+     current_traversal, NULL, action, status, status_reason, created_at, updated_at, deleted_at";
+
+/// A stack by id in the caller's transaction, without `current_deps`
+/// (None in the answer; see [`current_deps`]).
+pub async fn get_without_deps_tx(tx: &mut Tx, id: &str) -> Result<Option<StackRow>, DbError> {
+    let rows = tx.fetch_all(&format!("SELECT {COLUMNS_WITHOUT_DEPS} FROM stack WHERE id = ?"), &[id.into()]).await?;
+    rows.first().map(from_row).transpose()
+}
+
+/// The dependency graph recorded for `traversal`, while it is still the
+/// stack's current one (None otherwise).
+pub async fn current_deps(db: &Db, id: &str, traversal: &str) -> Result<Option<Json>, DbError> {
+    let rows = db
+        .fetch_all("SELECT current_deps FROM stack WHERE id = ? AND current_traversal = ?", &[id.into(), traversal.into()])
+        .await?;
+    match rows.first() {
+        Some(r) => codec::read_opt_json(r, 0),
+        None => Ok(None),
+    }
 }
 
 /// The live (not deleted) stack called `name` in `tenant`.
@@ -240,6 +278,18 @@ impl StackStateChange {
 /// `current_traversal` is still `expected_traversal`. Answers whether it
 /// was applied (false: deleted, or a newer traversal took over).
 pub async fn set_state(db: &Db, id: &str, expected_traversal: &str, change: StackStateChange) -> Result<bool, DbError> {
+    let (sql, params) = set_state_sql(id, expected_traversal, change);
+    Ok(super::write_one(db, "stack state", &sql, &params).await? > 0)
+}
+
+/// [`set_state`] in the caller's transaction (the traversal CAS all the
+/// same: the transaction's other writes are meant to commit only with it).
+pub async fn set_state_tx(tx: &mut Tx, id: &str, expected_traversal: &str, change: StackStateChange) -> Result<bool, DbError> {
+    let (sql, params) = set_state_sql(id, expected_traversal, change);
+    Ok(tx.execute(&sql, &params).await? > 0)
+}
+
+fn set_state_sql(id: &str, expected_traversal: &str, change: StackStateChange) -> (String, Vec<Value>) {
     let mut set = Assignments::default();
     set.set("action", change.action.into());
     set.set("status", change.status.into());
@@ -273,7 +323,7 @@ pub async fn set_state(db: &Db, id: &str, expected_traversal: &str, change: Stac
     params.push(id.into());
     params.push(expected_traversal.into());
     let sql = format!("UPDATE stack SET {} WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?", set.sql());
-    Ok(super::write_one(db, "stack state", &sql, &params).await? > 0)
+    (sql, params)
 }
 
 /// Records the dependency graph of `traversal` (only while it is current).
@@ -305,13 +355,22 @@ pub async fn soft_delete(db: &Db, id: &str, traversal: &str) -> Result<bool, DbE
 /// (only while `traversal` is current), so nobody finds a DELETE_COMPLETE
 /// stack by name.
 pub async fn complete_delete(db: &Db, id: &str, traversal: &str, reason: &str) -> Result<bool, DbError> {
+    let (sql, params) = complete_delete_sql(id, traversal, reason);
+    Ok(super::write_one(db, "stack delete", sql, &params).await? > 0)
+}
+
+/// [`complete_delete`] in the caller's transaction.
+pub async fn complete_delete_tx(tx: &mut Tx, id: &str, traversal: &str, reason: &str) -> Result<bool, DbError> {
+    let (sql, params) = complete_delete_sql(id, traversal, reason);
+    Ok(tx.execute(sql, &params).await? > 0)
+}
+
+fn complete_delete_sql(id: &str, traversal: &str, reason: &str) -> (&'static str, Vec<Value>) {
     let now = db::now();
-    let n = super::write_one(
-        db,
-        "stack delete",
+    (
         "UPDATE stack SET action = ?, status = ?, status_reason = ?, updated_at = ?, deleted_at = ? \
          WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
-        &[
+        vec![
             super::action::DELETE.into(),
             super::status::COMPLETE.into(),
             reason.into(),
@@ -321,8 +380,6 @@ pub async fn complete_delete(db: &Db, id: &str, traversal: &str, reason: &str) -
             traversal.into(),
         ],
     )
-    .await?;
-    Ok(n > 0)
 }
 
 /// Removes a stack row for good, with its resources and their data, its
