@@ -34,6 +34,31 @@ pub struct StackDefinition {
     pub files: Map<String, Value>,
     pub resources: Vec<ResourceDefn>,
     pub outputs: Vec<OutputDefn>,
+    /// Template resources' plugins, built on first use.
+    template_plugins: TemplatePlugins,
+}
+
+/// Plugins built for this definition's template resources, by resource
+/// name and written type.
+#[derive(Default)]
+struct TemplatePlugins(Mutex<HashMap<String, Arc<dyn ResourceType>>>);
+
+impl TemplatePlugins {
+    fn get(&self, key: &str) -> Option<Arc<dyn ResourceType>> {
+        self.0.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    fn insert(&self, key: String, plugin: Arc<dyn ResourceType>) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(key, plugin);
+        }
+    }
+}
+
+impl std::fmt::Debug for TemplatePlugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TemplatePlugins")
+    }
 }
 
 impl StackDefinition {
@@ -57,6 +82,7 @@ impl StackDefinition {
             files: files.clone(),
             resources,
             outputs,
+            template_plugins: TemplatePlugins::default(),
         })
     }
 
@@ -85,18 +111,9 @@ impl StackDefinition {
     }
 
     /// The plugin type a resource runs as (environment type mappings
-    /// applied). Mappings to template files are nested stacks: not yet.
+    /// applied); a resource running a template file keeps its written type.
     pub fn effective_type(&self, defn: &ResourceDefn) -> Result<String, EngineError> {
-        match self
-            .environment
-            .resolve_type_for(&defn.name, &defn.type_name)
-        {
-            Some(RegistryTarget::Type(t)) => Ok(t),
-            Some(_) => Err(EngineError::not_supported(
-                "nested stacks are not supported yet",
-            )),
-            None => Ok(defn.type_name.clone()),
-        }
+        Ok(self.plugin_type_of(&defn.name, &defn.type_name))
     }
 
     /// The plugin type a resource named `name` written as `written_type`
@@ -107,6 +124,51 @@ impl StackDefinition {
             Some(RegistryTarget::Type(t)) => t,
             _ => written_type.to_string(),
         }
+    }
+
+    /// The template file resource `name` written as `written_type` runs,
+    /// when it is a template resource.
+    pub fn template_file_of(&self, name: &str, written_type: &str) -> Option<String> {
+        match self.environment.resolve_type_for(name, written_type) {
+            Some(RegistryTarget::TemplateFile(file)) => Some(file),
+            Some(RegistryTarget::Type(_)) => None,
+            None if keelson_hot::is_template_reference(written_type) => Some(written_type.to_string()),
+            None => None,
+        }
+    }
+
+    /// The plugin resource `name` (written as `written_type`) runs as: a
+    /// registered type, or a template resource built from its file (once
+    /// per definition).
+    pub fn plugin_for(
+        &self,
+        registry: &Registry,
+        name: &str,
+        written_type: &str,
+    ) -> Result<Arc<dyn ResourceType>, EngineError> {
+        let Some(file) = self.template_file_of(name, written_type) else {
+            let type_name = self.plugin_type_of(name, written_type);
+            return registry.get(&type_name).ok_or_else(|| {
+                EngineError::bad_request(
+                    "HTTPBadRequest",
+                    format!("The Resource Type ({type_name}) could not be found."),
+                )
+            });
+        };
+        let key = format!("{name}\u{0}{written_type}");
+        if let Some(plugin) = self.template_plugins.get(&key) {
+            return Ok(plugin);
+        }
+        let plugin: Arc<dyn ResourceType> = Arc::new(resources::TemplateResource::build(
+            written_type,
+            name,
+            &file,
+            &self.files,
+            &self.environment,
+            registry.host().clone(),
+        )?);
+        self.template_plugins.insert(key, plugin.clone());
+        Ok(plugin)
     }
 
     /// The actions the environment restricts for resource `name`.
@@ -132,13 +194,7 @@ impl StackDefinition {
         self.check_cycles()?;
         let unknown = LiveContext::placeholders(self);
         for defn in &self.resources {
-            let type_name = self.effective_type(defn)?;
-            let Some(plugin) = registry.get(&type_name) else {
-                return Err(EngineError::bad_request(
-                    "HTTPBadRequest",
-                    format!("The Resource Type ({type_name}) could not be found."),
-                ));
-            };
+            let plugin = self.plugin_for(registry, &defn.name, &defn.type_name)?;
             let given = defn.properties.resolve(&unknown)?;
             plugin.validate_properties(&defn.name, &given)?;
         }
@@ -320,8 +376,7 @@ impl LiveContext {
             {
                 continue;
             }
-            let Some(plugin) = registry.get(&def.plugin_type_of(&row.name, &row.resource_type))
-            else {
+            let Ok(plugin) = def.plugin_for(registry, &row.name, &row.resource_type) else {
                 continue;
             };
             let state = resource_state(db, row).await?;

@@ -64,6 +64,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         action_retry_limit: int("action_retry_limit", d.action_retry_limit.into()).max(0) as u32,
         client_retry_limit: int("client_retry_limit", d.client_retry_limit.into()).max(0) as u32,
         max_concurrent_checks: int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1) as usize,
+        max_nested_stack_depth: int("max_nested_stack_depth", d.max_nested_stack_depth),
         ..d
     };
     let s = ServiceSettings::default();

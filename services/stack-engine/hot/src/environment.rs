@@ -282,7 +282,7 @@ fn lookup_registry(registry: &Map<String, Value>, type_name: &str) -> Option<Reg
 }
 
 /// Heat treats a registry value as a template when it names a file.
-pub(crate) fn is_template_reference(target: &str) -> bool {
+pub fn is_template_reference(target: &str) -> bool {
     target.ends_with(".yaml") || target.ends_with(".template") || target.ends_with(".yml") || target.contains("://")
 }
 

@@ -26,7 +26,7 @@ mod template;
 mod versions;
 
 pub use document::parse_document;
-pub use environment::{Environment, RegistryTarget};
+pub use environment::{is_template_reference, Environment, RegistryTarget};
 pub use error::TemplateError;
 pub use parameters::{Constraint, ConstraintKind, ParamSchema, ParamType, ParamValues, PseudoParams};
 pub use snippet::{ResolveContext, Snippet};

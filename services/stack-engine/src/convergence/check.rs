@@ -557,23 +557,17 @@ impl Engine {
             .filter(|n| n.1)
             .map(|n| n.0)
             .collect();
-        let type_name = match def.effective_type(defn) {
-            Ok(t) => t,
+        let type_name = def.plugin_type_of(&defn.name, &defn.type_name);
+        let plugin = match def.plugin_for(&self.registry, &defn.name, &defn.type_name) {
+            Ok(p) => p,
+            Err(e) if e.type_name == "HTTPBadRequest" => {
+                return self.fail_before_action(&mut row, Act::Create, &e.message).await;
+            }
             Err(e) => {
                 return self
-                    .fail_before_action(
-                        &mut row,
-                        Act::Create,
-                        &format!("{}: {}", e.type_name, e.message),
-                    )
+                    .fail_before_action(&mut row, Act::Create, &format!("{}: {}", e.type_name, e.message))
                     .await
             }
-        };
-        let Some(plugin) = self.registry.get(&type_name) else {
-            let reason = format!("The Resource Type ({type_name}) could not be found.");
-            return self
-                .fail_before_action(&mut row, Act::Create, &reason)
-                .await;
         };
         let facts = self
             .gather_facts(stack, &def, &row.name, &msg.input)
@@ -738,7 +732,6 @@ impl Engine {
         row: &ResourceRow,
     ) -> Option<(String, Arc<dyn ResourceType>)> {
         let region = &self.settings.region_name;
-        let mut type_name = row.resource_type.clone();
         for template_id in row
             .current_template_id
             .into_iter()
@@ -749,12 +742,13 @@ impl Engine {
                 .get(&self.db, stack, template_id, region)
                 .await
             {
-                type_name = def.plugin_type_of(&row.name, &row.resource_type);
-                break;
+                let type_name = def.plugin_type_of(&row.name, &row.resource_type);
+                let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type).ok()?;
+                return Some((type_name, plugin));
             }
         }
-        let plugin = self.registry.get(&type_name)?;
-        Some((type_name, plugin))
+        let plugin = self.registry.get(&row.resource_type)?;
+        Some((row.resource_type.clone(), plugin))
     }
 
     /// An update the environment restricts: an UPDATE_FAILED event only

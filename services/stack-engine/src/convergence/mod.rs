@@ -17,6 +17,7 @@ mod check;
 mod dispatch;
 mod events;
 mod graph;
+mod host;
 mod operations;
 mod settings;
 mod traversal;
@@ -51,6 +52,10 @@ pub struct Engine {
     /// Per stack: the cancel signal every running task of it watches.
     cancels: Mutex<HashMap<String, watch::Sender<bool>>>,
     permits: Arc<Semaphore>,
+    /// Plugins waiting for a nested stack to settle, by stack id.
+    stack_waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// This engine, for plugin calls that need its `Arc` operations.
+    this: std::sync::Weak<Engine>,
 }
 
 impl Engine {
@@ -92,7 +97,7 @@ impl Engine {
         )
         .await?;
         let permits = Arc::new(Semaphore::new(settings.max_concurrent_checks.max(1)));
-        Ok(Arc::new(Engine {
+        let engine = Arc::new_cyclic(|this| Engine {
             db,
             registry,
             engine_id,
@@ -102,7 +107,12 @@ impl Engine {
             graphs: Mutex::new(HashMap::new()),
             cancels: Mutex::new(HashMap::new()),
             permits,
-        }))
+            stack_waiters: Mutex::new(HashMap::new()),
+            this: this.clone(),
+        });
+        let host: std::sync::Weak<dyn crate::resources::PluginHost> = Arc::downgrade(&engine) as _;
+        engine.registry.host().bind(host);
+        Ok(engine)
     }
 
     pub fn engine_id(&self) -> &str {
@@ -144,10 +154,10 @@ impl Engine {
     pub fn spawn_check(self: &Arc<Self>, msg: CheckResourceMsg) {
         let engine = self.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = engine.permits.clone().acquire_owned().await else {
+            let Ok(permit) = engine.permits.clone().acquire_owned().await else {
                 return;
             };
-            engine.check_resource(msg).await;
+            host::CHECK_SLOT.scope(std::cell::RefCell::new(Some(permit)), engine.check_resource(msg)).await;
         });
     }
 

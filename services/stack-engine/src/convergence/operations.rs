@@ -31,6 +31,11 @@ pub struct NewStack {
     /// `resource_id`, `resource_data`, `metadata`): the stack is ADOPTed,
     /// not created.
     pub adopt_stack_data: Option<Value>,
+    /// A nested stack's parent stack, the resource that owns it, and its
+    /// depth below the top-level stack.
+    pub owner_id: Option<String>,
+    pub parent_resource_name: Option<String>,
+    pub nested_depth: i64,
 }
 
 /// A new definition for an existing stack (update).
@@ -79,6 +84,9 @@ impl Engine {
             disable_rollback: new.disable_rollback,
             tags: new.tags.clone(),
             params: user_params(&new.environment),
+            owner_id: new.owner_id.clone(),
+            parent_resource_name: new.parent_resource_name.clone(),
+            nested_depth: new.nested_depth,
             action: action::INIT.to_string(),
             status: status::COMPLETE.to_string(),
             ..Default::default()

@@ -24,6 +24,8 @@ pub struct EngineSettings {
     pub client_retry_limit: u32,
     /// Concurrent check_resource tasks per engine.
     pub max_concurrent_checks: usize,
+    /// Heat `max_nested_stack_depth`.
+    pub max_nested_stack_depth: i64,
     /// The region pseudo parameter.
     pub region_name: String,
     /// Heat `convergence_engine`: always on here.
@@ -50,6 +52,7 @@ impl Default for EngineSettings {
             action_retry_limit: 5,
             client_retry_limit: 2,
             max_concurrent_checks: 64,
+            max_nested_stack_depth: 5,
             region_name: "RegionOne".to_string(),
             convergence_engine_enabled: true,
             controller_registry: None,

@@ -288,6 +288,7 @@ impl Engine {
         if !applied {
             return Ok(());
         }
+        self.stack_settled(stack_id);
         self.events_written(stack_id, 1).await;
         if let Some(old) = stale_template {
             self.definitions.forget(old);
@@ -316,6 +317,7 @@ impl Engine {
         if !store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
             return Ok(false);
         }
+        self.stack_settled(stack_id);
         self.stack_event(&stack, &stack.action, status::FAILED, reason)
             .await;
         let rolls_back = !stack.disable_rollback

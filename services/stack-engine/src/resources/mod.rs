@@ -20,11 +20,13 @@
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
 mod context;
+pub mod host;
 mod none;
 mod properties;
 mod random_string;
 mod registry;
 mod schema;
+mod template_resource;
 mod test_resource;
 mod value;
 
@@ -45,7 +47,9 @@ pub use schema::{
     show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
     ResourceSchema, SupportStatus, SUPPORT_STATUSES,
 };
+pub use template_resource::TemplateResource;
 pub use test_resource::TestResource;
+pub use host::{HostSlot, PluginHost};
 pub use value::ValueResource;
 
 /// What an update of a resource needs.

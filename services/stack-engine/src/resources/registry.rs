@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::schema::{show_attribute, ConstraintKind, PropertySchema, PropertyType, SUPPORT_STATUSES};
-use super::{NoneResource, RandomString, ResourceType, TestResource, ValueResource};
+use super::{HostSlot, NoneResource, RandomString, ResourceType, TestResource, ValueResource};
 use crate::EngineError;
 
 /// Upstream's registry order (plugin module load order) as `GET
@@ -54,6 +54,8 @@ const UPSTREAM_ORDER: &[&str] = &[
 /// Every resource type this engine implements, by type name.
 pub struct Registry {
     types: BTreeMap<&'static str, Arc<dyn ResourceType>>,
+    /// The engine the plugins that need one (nested stacks) call.
+    host: Arc<HostSlot>,
 }
 
 impl Default for Registry {
@@ -65,12 +67,18 @@ impl Default for Registry {
 impl Registry {
     /// The service-free built-in types.
     pub fn builtin() -> Registry {
-        let mut registry = Registry { types: BTreeMap::new() };
+        let mut registry = Registry { types: BTreeMap::new(), host: Arc::new(HostSlot::default()) };
         registry.register(Arc::new(NoneResource::new()));
         registry.register(Arc::new(TestResource::new()));
         registry.register(Arc::new(RandomString::new()));
         registry.register(Arc::new(ValueResource::new()));
         registry
+    }
+
+    /// The engine slot plugins of this registry call; the engine binds
+    /// itself when it starts.
+    pub fn host(&self) -> &Arc<HostSlot> {
+        &self.host
     }
 
     /// Adds (or replaces) a type under its `type_name()`.

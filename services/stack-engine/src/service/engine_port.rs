@@ -89,7 +89,7 @@ impl StackModel {
     /// The plugin a stored resource of this stack runs as (its written
     /// type mapped by the environment).
     pub fn plugin_of(&self, registry: &crate::resources::Registry, row: &ResourceRow) -> Option<std::sync::Arc<dyn crate::resources::ResourceType>> {
-        registry.get(&self.def.plugin_type_of(&row.name, &row.resource_type))
+        self.def.plugin_for(registry, &row.name, &row.resource_type).ok()
     }
 
     pub fn immutable_parameters_modified(&self, new: &StackModel) -> Vec<String> {
@@ -213,6 +213,7 @@ impl Orchestration {
                 disable_rollback: settings.disable_rollback,
                 tags: settings.tags,
                 adopt_stack_data,
+                ..Default::default()
             })
             .await?;
         Ok(created.id)
@@ -398,7 +399,7 @@ impl Orchestration {
                 continue;
             };
             let new_type = model::plugin_type(&new.def, defn);
-            let decision = match self.registry.get(&new_type) {
+            let decision = match new.def.plugin_for(&self.registry, &defn.name, &defn.type_name).ok() {
                 // Another plugin: replaced (upstream compares classes).
                 _ if current_model.def.plugin_type_of(&row.name, &row.resource_type) != new_type => UpdateDecision::Replace,
                 // A failed or never created resource is replaced, as upstream.

@@ -64,7 +64,7 @@ pub fn resolved_properties(def: &StackDefinition, registry: &Registry, ctx: &Liv
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    match registry.get(&plugin_type(def, defn)) {
+    match def.plugin_for(registry, &defn.name, &defn.type_name).ok() {
         Some(plugin) => plugin.validate_properties(&defn.name, &given).unwrap_or_else(|_| plain(given)),
         None => plain(given),
     }
@@ -84,7 +84,7 @@ impl AttributeCheck {
             .resources
             .iter()
             .map(|defn| {
-                let names = registry.get(&plugin_type(def, defn)).and_then(|plugin| {
+                let names = def.plugin_for(registry, &defn.name, &defn.type_name).ok().and_then(|plugin| {
                     (!plugin.accepts_any_attribute())
                         .then(|| plugin.schema().attributes.iter().map(|a| a.name.to_string()).collect::<Vec<_>>())
                 });

@@ -1,0 +1,295 @@
+//! The engine as plugins see it ([`PluginHost`]): nested stacks created,
+//! updated and deleted through the same operations the API uses, and
+//! waited for without holding a concurrency slot.
+//!
+//! A waiting parent is woken in-process when the child's traversal
+//! settles on this engine, and polls the child's row otherwise (the child
+//! may run on other engines).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+use tokio::sync::{watch, Notify};
+
+use super::operations::{NewDefinition, NewStack};
+use super::Engine;
+use crate::definition::{resource_facts, resource_state, LiveContext, StackDefinition};
+use crate::resources::host::{NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec, PluginHost};
+use crate::resources::{short_id, ResourceFailure};
+use crate::store::{self, action, status, ResourceRow, StackRow};
+use crate::EngineError;
+
+tokio::task_local! {
+    /// The concurrency slot of the check_resource running on this task:
+    /// given back while its plugin waits for a nested stack, whose own
+    /// resources need slots (a parent holding one while its children
+    /// queue for them could deadlock a full engine).
+    pub(super) static CHECK_SLOT: std::cell::RefCell<Option<tokio::sync::OwnedSemaphorePermit>>;
+}
+
+fn release_check_slot() {
+    let _ = CHECK_SLOT.try_with(|slot| slot.borrow_mut().take());
+}
+
+fn failure(e: EngineError) -> ResourceFailure {
+    ResourceFailure::error(e.type_name, e.message)
+}
+
+/// Polling bounds while waiting for a child on another engine.
+const POLL_FIRST: Duration = Duration::from_millis(20);
+const POLL_MAX: Duration = Duration::from_secs(1);
+
+impl Engine {
+    /// This engine as the `Arc` its operations take.
+    fn arc(&self) -> Result<Arc<Engine>, EngineError> {
+        self.this.upgrade().ok_or_else(|| EngineError::internal("the engine is shutting down"))
+    }
+
+    /// Wakes the plugins waiting on stack `stack_id` (its traversal
+    /// settled on this engine).
+    pub(super) fn stack_settled(&self, stack_id: &str) {
+        if let Ok(map) = self.stack_waiters.lock() {
+            if let Some(n) = map.get(stack_id) {
+                n.notify_waiters();
+            }
+        }
+    }
+
+    fn waiter(&self, stack_id: &str) -> Arc<Notify> {
+        match self.stack_waiters.lock() {
+            Ok(mut map) => map.entry(stack_id.to_string()).or_default().clone(),
+            Err(_) => Arc::new(Notify::new()),
+        }
+    }
+
+    fn forget_waiter(&self, stack_id: &str, notify: &Arc<Notify>) {
+        if let Ok(mut map) = self.stack_waiters.lock() {
+            // Two references: the map's and the caller's (no other waiter).
+            if map.get(stack_id).is_some_and(|n| Arc::ptr_eq(n, notify) && Arc::strong_count(n) <= 2) {
+                map.remove(stack_id);
+            }
+        }
+    }
+
+    async fn create_nested_stack(&self, parent: &NestedParent, spec: NestedStackSpec) -> Result<NestedStackRef, EngineError> {
+        let owner = self.live_parent(&parent.stack_id).await?;
+        let depth = owner.nested_depth + 1;
+        if depth > self.settings.max_nested_stack_depth {
+            return Err(EngineError::bad_request(
+                "RecursionDepthExceeded",
+                format!("Recursion depth exceeds {}.", self.settings.max_nested_stack_depth),
+            ));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let name = format!("{}-{}-{}", owner.name, parent.resource_name, short_id(&uuid::Uuid::new_v4()));
+        let child = StackRow {
+            id: id.clone(),
+            name: name.clone(),
+            tenant: owner.tenant.clone(),
+            ..Default::default()
+        };
+        let def = StackDefinition::parse(
+            &spec.template,
+            &spec.files,
+            &spec.environment,
+            &crate::definition::pseudo_params(&child, &self.settings.region_name),
+        )?;
+        def.validate(&self.registry)?;
+        let new = NewStack {
+            id: id.clone(),
+            name: name.clone(),
+            tenant: owner.tenant.clone(),
+            username: owner.username.clone(),
+            user_id: owner.user_id.clone(),
+            template: spec.template,
+            files: spec.files,
+            environment: spec.environment,
+            timeout_mins: spec.timeout_mins.or(owner.timeout_mins),
+            // The parent decides about rollback (upstream nested stacks
+            // never roll back on their own).
+            disable_rollback: true,
+            tags: None,
+            adopt_stack_data: None,
+            owner_id: Some(owner.id.clone()),
+            parent_resource_name: Some(parent.resource_name.clone()),
+            nested_depth: depth,
+        };
+        self.arc()?.create_stack(new).await?;
+        Ok(NestedStackRef { arn: format!("arn:openstack:heat::{}:stacks/{}/{}", owner.tenant, name, id), id })
+    }
+
+    async fn live_parent(&self, stack_id: &str) -> Result<StackRow, EngineError> {
+        match store::stacks::get(&self.db, stack_id).await? {
+            Some(s) if s.deleted_at.is_none() => Ok(s),
+            _ => Err(EngineError::stack_not_found(stack_id)),
+        }
+    }
+
+    /// The outcome of stack `id` once settled; None while in progress.
+    async fn settled_state(&self, id: &str) -> Result<Option<NestedOutcome>, EngineError> {
+        let Some(row) = store::stacks::get(&self.db, id).await? else {
+            return Ok(Some(NestedOutcome {
+                action: action::DELETE.into(),
+                status: status::COMPLETE.into(),
+                status_reason: String::new(),
+            }));
+        };
+        if row.deleted_at.is_some() {
+            return Ok(Some(NestedOutcome {
+                action: action::DELETE.into(),
+                status: status::COMPLETE.into(),
+                status_reason: row.status_reason,
+            }));
+        }
+        if row.status == status::IN_PROGRESS {
+            return Ok(None);
+        }
+        Ok(Some(NestedOutcome { action: row.action, status: row.status, status_reason: row.status_reason }))
+    }
+
+    async fn wait_for_stack(&self, id: &str, mut cancel: watch::Receiver<bool>) -> Result<NestedOutcome, ResourceFailure> {
+        release_check_slot();
+        let notify = self.waiter(id);
+        let mut pause = POLL_FIRST;
+        let result = loop {
+            // Registered before the read: a settle between the read and
+            // the wait still wakes us.
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.settled_state(id).await {
+                Ok(Some(outcome)) => break Ok(outcome),
+                Ok(None) => {}
+                Err(e) => break Err(failure(e)),
+            }
+            if *cancel.borrow_and_update() {
+                break Err(ResourceFailure::Cancelled);
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(pause) => pause = (pause * 2).min(POLL_MAX),
+                changed = cancel.changed() => {
+                    if changed.is_ok() && *cancel.borrow() {
+                        break Err(ResourceFailure::Cancelled);
+                    }
+                    if changed.is_err() {
+                        // Nobody can cancel any more: keep waiting on the stack.
+                        cancel = watch::channel(false).1;
+                    }
+                }
+            }
+        };
+        self.forget_waiter(id, &notify);
+        result
+    }
+
+    /// The live row per resource name of stack `id`.
+    async fn live_rows(&self, id: &str) -> Result<Vec<ResourceRow>, EngineError> {
+        let rows = store::resources::list(&self.db, id).await?;
+        let mut by_name: BTreeMap<String, ResourceRow> = BTreeMap::new();
+        for row in rows {
+            let better = by_name
+                .get(&row.name)
+                .is_none_or(|have| (row.replaced_by.is_none(), row.id) > (have.replaced_by.is_none(), have.id));
+            if better {
+                by_name.insert(row.name.clone(), row);
+            }
+        }
+        Ok(by_name.into_values().collect())
+    }
+
+    async fn stack_outputs(&self, id: &str) -> Result<Map<String, Value>, EngineError> {
+        let stack = self.live_parent(id).await?;
+        let def = self.definition(&stack, stack.raw_template_id).await?;
+        let rows = self.live_rows(id).await?;
+        let ctx = LiveContext::load(&self.db, &self.registry, &def, rows.iter(), None).await?;
+        Ok(ctx
+            .outputs(&def)
+            .into_iter()
+            .filter_map(|(name, _, value)| value.ok().map(|v| (name, v)))
+            .collect())
+    }
+
+    async fn stack_members(&self, id: &str, attributes: &[String]) -> Result<Vec<NestedMember>, EngineError> {
+        let stack = self.live_parent(id).await?;
+        let def = self.definition(&stack, stack.raw_template_id).await?;
+        let mut members = Vec::new();
+        for row in self.live_rows(id).await? {
+            if row.action == action::INIT || (row.action == action::DELETE && row.status == status::COMPLETE) {
+                continue;
+            }
+            let Ok(plugin) = def.plugin_for(&self.registry, &row.name, &row.resource_type) else {
+                continue;
+            };
+            let state = resource_state(&self.db, &row).await?;
+            let facts = resource_facts(plugin.as_ref(), &row.name, &state).await;
+            let mut values = Map::new();
+            for name in attributes {
+                values.insert(name.clone(), facts.attributes.get(name).cloned().unwrap_or(Value::Null));
+            }
+            members.push(NestedMember { name: row.name.clone(), reference: facts.reference_id, attributes: values });
+        }
+        Ok(members)
+    }
+}
+
+impl PluginHost for Engine {
+    fn create_nested<'a>(
+        &'a self,
+        parent: &'a NestedParent,
+        spec: NestedStackSpec,
+    ) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
+        Box::pin(async move { self.create_nested_stack(parent, spec).await.map_err(failure) })
+    }
+
+    fn update_nested<'a>(&'a self, child_id: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let new = NewDefinition {
+                template: spec.template,
+                files: spec.files,
+                environment: spec.environment,
+                timeout_mins: spec.timeout_mins,
+                disable_rollback: true,
+                tags: None,
+            };
+            match self.arc() {
+                Ok(engine) => engine.update_stack(child_id, new).await.map_err(failure),
+                Err(e) => Err(failure(e)),
+            }
+        })
+    }
+
+    fn delete_nested<'a>(&'a self, child_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let engine = self.arc().map_err(failure)?;
+            match engine.delete_stack(child_id).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.type_name == "EntityNotFound" || e.http_status == 404 => Ok(()),
+                Err(e) => Err(failure(e)),
+            }
+        })
+    }
+
+    fn wait_nested<'a>(
+        &'a self,
+        child_id: &'a str,
+        cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
+        Box::pin(self.wait_for_stack(child_id, cancel))
+    }
+
+    fn nested_outputs<'a>(&'a self, child_id: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
+        Box::pin(self.stack_outputs(child_id))
+    }
+
+    fn nested_resources<'a>(
+        &'a self,
+        child_id: &'a str,
+        attributes: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
+        Box::pin(self.stack_members(child_id, attributes))
+    }
+}

@@ -1,0 +1,334 @@
+//! Template resources (upstream `template_resource.py` over
+//! `stack_resource.py`): a resource whose type is a template file (a key of
+//! `files`, written as the type or mapped to by `resource_registry`) runs
+//! as a nested stack. Its properties are the nested template's parameters,
+//! its attributes the nested outputs; create, update and delete act on
+//! the child stack through the [`PluginHost`] and wait for it.
+//!
+//! The nested outputs are read once the child completes and kept in the
+//! resource's data, so resolving an attribute is a lookup, as it is for
+//! every other type.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::future::BoxFuture;
+use keelson_hot::{Environment, ParamType, Template};
+use serde_json::{Map, Value};
+
+use super::host::{HostSlot, NestedOutcome, NestedParent, NestedStackSpec, PluginHost};
+use super::schema::{AttributeSchema, PropertySchema, PropertyType, ResourceSchema, SupportStatus};
+use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use crate::EngineError;
+
+/// resource_data keys.
+pub(crate) const OUTPUTS_KEY: &str = "nested_outputs";
+pub(crate) const REFERENCE_KEY: &str = "nested_reference";
+
+/// Names for schemas built from user templates: the schema types hold
+/// `&'static str`, so each distinct name is kept once for the process.
+pub(crate) fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| Mutex::new(HashSet::new()));
+    let Ok(mut set) = names.lock() else {
+        return Box::leak(name.to_string().into_boxed_str());
+    };
+    if let Some(existing) = set.get(name) {
+        return existing;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
+fn property_type(param: ParamType) -> PropertyType {
+    match param {
+        ParamType::String => PropertyType::String,
+        ParamType::Number => PropertyType::Number,
+        ParamType::CommaDelimitedList => PropertyType::List,
+        ParamType::Json => PropertyType::Map,
+        ParamType::Boolean => PropertyType::Boolean,
+    }
+}
+
+/// One template file acting as a resource type, for one stack definition.
+pub struct TemplateResource {
+    type_name: &'static str,
+    template: Value,
+    files: Map<String, Value>,
+    /// The child's environment without its parameters.
+    child_environment: Value,
+    schema: ResourceSchema,
+    host: Arc<HostSlot>,
+}
+
+impl TemplateResource {
+    /// The type `type_name` of resource `resource_name`, running the
+    /// template `template_name` of `files`; `parent_env` is the parent
+    /// stack's environment.
+    pub fn build(
+        type_name: &str,
+        resource_name: &str,
+        template_name: &str,
+        files: &Map<String, Value>,
+        parent_env: &Environment,
+        host: Arc<HostSlot>,
+    ) -> Result<TemplateResource, EngineError> {
+        let text = files.get(template_name).and_then(Value::as_str).ok_or_else(|| {
+            EngineError::validation(format!("Could not fetch remote template \"{template_name}\": Invalid URL scheme"))
+        })?;
+        let template = keelson_hot::parse_document(text).map_err(EngineError::from)?;
+        let parsed = Template::parse(&template).map_err(|e| {
+            EngineError::validation(format!("Failed to parse template of {resource_name} ({template_name}): {}", e.message))
+        })?;
+        let properties = parsed
+            .param_schemata()
+            .iter()
+            .map(|p| {
+                let mut schema = PropertySchema::new(intern(&p.name), property_type(p.param_type), "").update_allowed();
+                if p.default.is_none() {
+                    schema = schema.required();
+                }
+                schema
+            })
+            .collect();
+        let mut attributes: Vec<AttributeSchema> = outputs_of(&template)
+            .into_iter()
+            .map(|name| AttributeSchema::new(intern(&name), "", None))
+            .collect();
+        if !attributes.iter().any(|a| a.name == "OS::stack_id") {
+            attributes.push(AttributeSchema::new("OS::stack_id", "", None));
+        }
+        attributes.push(super::show_attribute());
+        Ok(TemplateResource {
+            type_name: intern(type_name),
+            template,
+            files: files.clone(),
+            child_environment: child_environment(parent_env, resource_name, type_name, template_name),
+            schema: ResourceSchema {
+                properties,
+                attributes,
+                support_status: SupportStatus::supported("2014.1"),
+                description: "",
+            },
+            host,
+        })
+    }
+
+    fn spec(&self, properties: &Properties, timeout_mins: Option<i64>) -> NestedStackSpec {
+        let mut environment = self.child_environment.clone();
+        let parameters: Map<String, Value> = properties
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Value::Object(env) = &mut environment {
+            env.insert("parameters".into(), Value::Object(parameters));
+        }
+        NestedStackSpec { template: self.template.clone(), files: self.files.clone(), environment, timeout_mins }
+    }
+}
+
+/// The output names of a template document.
+fn outputs_of(template: &Value) -> Vec<String> {
+    template
+        .get("outputs")
+        .or_else(|| template.get("Outputs"))
+        .and_then(Value::as_object)
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Upstream `get_child_environment`: the parent's environment (registry,
+/// parameter_defaults, event sinks) for the child, with the registry's
+/// per-resource section of this resource as the child's `resources`, and
+/// without the mapping that led here (no infinite recursion).
+fn child_environment(parent: &Environment, resource_name: &str, type_name: &str, template_name: &str) -> Value {
+    let mut env = parent.to_value();
+    let Value::Object(map) = &mut env else {
+        return env;
+    };
+    map.remove("parameters");
+    if let Some(Value::Object(registry)) = map.get_mut("resource_registry") {
+        let own = registry
+            .get("resources")
+            .and_then(|r| r.get(resource_name))
+            .and_then(Value::as_object)
+            .map(|section| {
+                section
+                    .iter()
+                    .filter(|(_, v)| v.is_object())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Map<String, Value>>()
+            })
+            .unwrap_or_default();
+        registry.insert("resources".into(), Value::Object(own));
+        if registry.get(type_name).and_then(Value::as_str) == Some(template_name) {
+            registry.remove(type_name);
+        }
+    }
+    env
+}
+
+/// The status reason of a failed child, as upstream words it.
+pub(crate) fn nested_failure(outcome: &NestedOutcome) -> ResourceFailure {
+    ResourceFailure::error(
+        "resources",
+        format!("{} {}: {}", outcome.action, outcome.status, outcome.status_reason)
+            .trim_end_matches(": ")
+            .to_string(),
+    )
+}
+
+/// Waits for the child and keeps its outputs and reference in `state`.
+pub(crate) async fn settle(
+    host: &dyn PluginHost,
+    ctx: &mut ActionContext,
+    child_id: &str,
+) -> Result<(), ResourceFailure> {
+    let outcome = host.wait_nested(child_id, ctx.cancel.clone()).await?;
+    if !outcome.is_complete() {
+        return Err(nested_failure(&outcome));
+    }
+    remember_outputs(host, &mut ctx.state, child_id).await;
+    Ok(())
+}
+
+pub(crate) async fn remember_outputs(host: &dyn PluginHost, state: &mut ResourceState, child_id: &str) {
+    if let Ok(outputs) = host.nested_outputs(child_id).await {
+        if let Some(reference) = outputs.get("OS::stack_id") {
+            let text = match reference {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            state.data.insert(REFERENCE_KEY.into(), text);
+        }
+        state.data.insert(OUTPUTS_KEY.into(), Value::Object(outputs).to_string());
+    }
+}
+
+pub(crate) fn stored_outputs(state: &ResourceState) -> Map<String, Value> {
+    state
+        .data
+        .get(OUTPUTS_KEY)
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|v| match v {
+            Value::Object(m) => Some(m),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Creates the child stack for `ctx` and waits for it.
+pub(crate) async fn create_child(
+    host: &dyn PluginHost,
+    ctx: &mut ActionContext,
+    spec: NestedStackSpec,
+) -> Result<(), ResourceFailure> {
+    let parent = NestedParent { stack_id: ctx.stack_id.clone(), resource_name: ctx.resource_name.clone() };
+    let child = host.create_nested(&parent, spec).await?;
+    ctx.state.physical_id = Some(child.id.clone());
+    ctx.state.data.insert(REFERENCE_KEY.into(), child.arn);
+    settle(host, ctx, &child.id).await
+}
+
+/// Updates the child stack of `ctx` (creates it when there is none) and
+/// waits for it.
+pub(crate) async fn update_child(
+    host: &dyn PluginHost,
+    ctx: &mut ActionContext,
+    spec: NestedStackSpec,
+) -> Result<(), ResourceFailure> {
+    let Some(child_id) = ctx.state.physical_id.clone() else {
+        return create_child(host, ctx, spec).await;
+    };
+    host.update_nested(&child_id, spec).await?;
+    settle(host, ctx, &child_id).await
+}
+
+/// Deletes the child stack of `ctx` and waits until it is gone.
+pub(crate) async fn delete_child(host: &dyn PluginHost, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
+    let Some(child_id) = ctx.state.physical_id.clone() else {
+        return Ok(());
+    };
+    host.delete_nested(&child_id).await?;
+    let outcome = host.wait_nested(&child_id, ctx.cancel.clone()).await?;
+    if outcome.action == "DELETE" && !outcome.is_complete() {
+        return Err(nested_failure(&outcome));
+    }
+    Ok(())
+}
+
+/// `get_resource` of a nested-stack resource: the child's `OS::stack_id`
+/// output when it has one, else its ARN.
+pub(crate) fn nested_reference(state: &ResourceState) -> Value {
+    match state.data.get(REFERENCE_KEY) {
+        Some(r) => Value::String(r.clone()),
+        None => state.physical_id.clone().map(Value::String).unwrap_or(Value::Null),
+    }
+}
+
+impl ResourceType for TemplateResource {
+    fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    /// Every property maps to a parameter of the child, which the child's
+    /// update takes in place; only a change of type (another template)
+    /// replaces, and that the engine decides.
+    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
+        if old == new {
+            UpdateDecision::Unchanged
+        } else {
+            UpdateDecision::InPlace
+        }
+    }
+
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let host = self.host.get();
+            let spec = self.spec(&ctx.properties, None);
+            create_child(host.as_ref(), ctx, spec).await
+        })
+    }
+
+    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let host = self.host.get();
+            let spec = self.spec(&ctx.properties, None);
+            update_child(host.as_ref(), ctx, spec).await
+        })
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let host = self.host.get();
+            delete_child(host.as_ref(), ctx).await
+        })
+    }
+
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async move {
+            if name == "OS::stack_id" {
+                let outputs = stored_outputs(state);
+                return Ok(outputs
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)));
+            }
+            Ok(stored_outputs(state).get(name).cloned().unwrap_or(Value::Null))
+        })
+    }
+
+    fn reference_id(&self, state: &ResourceState) -> Value {
+        nested_reference(state)
+    }
+
+    fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        Some(Box::pin(async { Ok(()) }))
+    }
+}
