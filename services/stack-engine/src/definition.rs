@@ -330,6 +330,13 @@ pub async fn resource_facts(
             .unwrap_or(Value::Null);
         attributes.insert(a.name.to_string(), v);
     }
+    // Groups also pass their members on, for the attributes whose names
+    // are not in any schema (`resource.<n>.<attr>`, a member attribute).
+    if plugin.accepts_any_attribute() {
+        if let Ok(members @ Value::Array(_)) = plugin.attribute(state, resources::MEMBERS_FACT).await {
+            attributes.insert(resources::MEMBERS_FACT.to_string(), members);
+        }
+    }
     ResourceFacts {
         reference_id: plugin.reference_id(state),
         attributes,
@@ -406,6 +413,47 @@ impl LiveContext {
     }
 }
 
+/// Walks `value` along `path` (map keys, list indexes); Null when a step
+/// does not exist.
+fn follow_path(mut value: Value, path: &[Value]) -> Value {
+    for step in path {
+        value = match (&value, step) {
+            (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
+            (Value::Array(items), Value::Number(n)) => {
+                n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
+            }
+            (Value::Array(items), Value::String(s)) => {
+                s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        };
+    }
+    value
+}
+
+/// A group's attribute that no schema names: `resource.<n>` (member n's
+/// reference), `resource.<n>.<attr>` (its attribute), or any member
+/// attribute name (the list of every member's value), `path` applied as
+/// upstream does (per member for the list).
+fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value {
+    let attr_of = |m: &Value, name: &str| m.get("attrs").and_then(|a| a.get(name)).cloned().unwrap_or(Value::Null);
+    if let Some(rest) = attribute.strip_prefix("resource.") {
+        let (index, attr) = match rest.split_once('.') {
+            Some((i, a)) => (i, Some(a)),
+            None => (rest, None),
+        };
+        let Some(member) = members.iter().find(|m| m.get("name").and_then(Value::as_str) == Some(index)) else {
+            return Value::Null;
+        };
+        let value = match attr {
+            Some(a) => attr_of(member, a),
+            None => member.get("ref").cloned().unwrap_or(Value::Null),
+        };
+        return follow_path(value, path);
+    }
+    Value::Array(members.iter().map(|m| follow_path(attr_of(m, attribute), path)).collect())
+}
+
 impl ResolveContext for LiveContext {
     fn param(&self, name: &str) -> Option<Value> {
         self.params.get(name).cloned()
@@ -424,12 +472,14 @@ impl ResolveContext for LiveContext {
         attribute: &str,
         path: &[Value],
     ) -> Result<Value, TemplateError> {
-        let mut value = self
-            .facts
-            .get(resource)
-            .and_then(|f| f.attributes.get(attribute))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let facts = self.facts.get(resource);
+        let mut value = match facts.and_then(|f| f.attributes.get(attribute)) {
+            Some(v) => v.clone(),
+            None => match facts.and_then(|f| f.attributes.get(resources::MEMBERS_FACT)) {
+                Some(Value::Array(members)) => return Ok(member_attribute(members, attribute, path)),
+                _ => Value::Null,
+            },
+        };
         for step in path {
             value = match (&value, step) {
                 (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),

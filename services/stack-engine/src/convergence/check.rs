@@ -154,6 +154,26 @@ fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
 }
 
 /// What a plugin sees of a row, from the data read with it.
+/// The resource's `update_policy` handed to the plugins that act on it
+/// (groups batch by it) under a key no template property can have.
+fn with_update_policy(
+    plugin: &dyn ResourceType,
+    defn: &keelson_hot::ResourceDefn,
+    ctx: &LiveContext,
+    mut given: Value,
+) -> Result<Value, EngineError> {
+    if !plugin.takes_update_policy() {
+        return Ok(given);
+    }
+    if let (Some(policy), Value::Object(map)) = (&defn.update_policy, &mut given) {
+        let policy = policy.resolve(ctx)?;
+        if !policy.is_null() {
+            map.insert(crate::resources::UPDATE_POLICY_KEY.into(), policy);
+        }
+    }
+    Ok(given)
+}
+
 fn state_from(row: &ResourceRow, data: &BTreeMap<String, ResourceDataEntry>) -> ResourceState {
     ResourceState {
         physical_id: row.physical_resource_id.clone(),
@@ -577,6 +597,7 @@ impl Engine {
             .properties
             .resolve(&ctx)
             .map_err(EngineError::from)
+            .and_then(|given| with_update_policy(plugin.as_ref(), defn, &ctx, given))
             .and_then(|given| plugin.validate_properties(&row.name, &given));
         let act = if row.action == action::INIT {
             Act::Create
@@ -644,7 +665,12 @@ impl Engine {
         let decision = if broken {
             UpdateDecision::Replace
         } else {
-            plugin.update_decision(&old_props, &props)
+            match plugin.update_decision(&old_props, &props) {
+                // Same properties, another definition behind them (a
+                // template resource's file changed): updated in place.
+                UpdateDecision::Unchanged if plugin.definition_changed(&state_from(&row, data)) => UpdateDecision::InPlace,
+                decision => decision,
+            }
         };
         match decision {
             UpdateDecision::InPlace if restricted.contains("update") => {

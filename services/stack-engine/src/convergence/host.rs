@@ -226,10 +226,11 @@ impl Engine {
             };
             let state = resource_state(&self.db, &row).await?;
             let facts = resource_facts(plugin.as_ref(), &row.name, &state).await;
-            let mut values = Map::new();
-            for name in attributes {
-                values.insert(name.clone(), facts.attributes.get(name).cloned().unwrap_or(Value::Null));
-            }
+            let values = if attributes.is_empty() {
+                facts.attributes
+            } else {
+                attributes.iter().map(|n| (n.clone(), facts.attributes.get(n).cloned().unwrap_or(Value::Null))).collect()
+            };
             members.push(NestedMember { name: row.name.clone(), reference: facts.reference_id, attributes: values });
         }
         Ok(members)
@@ -283,6 +284,18 @@ impl PluginHost for Engine {
 
     fn nested_outputs<'a>(&'a self, child_id: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
         Box::pin(self.stack_outputs(child_id))
+    }
+
+    fn parent_documents<'a>(&'a self, stack_id: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
+        Box::pin(async move {
+            let stack = self.live_parent(stack_id).await?;
+            let def = self.definition(&stack, stack.raw_template_id).await?;
+            let mut env = def.environment.to_value();
+            if let Value::Object(m) = &mut env {
+                m.remove("parameters");
+            }
+            Ok((def.files.clone(), env))
+        })
     }
 
     fn nested_resources<'a>(

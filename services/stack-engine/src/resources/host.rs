@@ -78,13 +78,18 @@ pub trait PluginHost: Send + Sync {
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>>;
 
+    /// The files and the environment (without parameters) of stack
+    /// `stack_id`: what a nested stack it owns inherits.
+    fn parent_documents<'a>(&'a self, stack_id: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>>;
+
     /// The nested stack's outputs, resolved (an output that fails to
     /// resolve is left out).
     fn nested_outputs<'a>(&'a self, child_id: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>>;
 
     /// The reference (`get_resource`) and the attributes of the live
-    /// resources of nested stack `child_id`, by resource name; `names`
-    /// limits the answer when given.
+    /// resources of nested stack `child_id`; `attributes` names the
+    /// attributes to resolve, every attribute of each member's type when
+    /// empty.
     fn nested_resources<'a>(
         &'a self,
         child_id: &'a str,
@@ -150,6 +155,9 @@ impl PluginHost for NoHost {
     }
     fn nested_outputs<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
         Box::pin(async { Ok(Map::new()) })
+    }
+    fn parent_documents<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
+        Box::pin(async { Ok((Map::new(), Value::Object(Map::new()))) })
     }
     fn nested_resources<'a>(&'a self, _: &'a str, _: &'a [String]) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
         Box::pin(async { Ok(Vec::new()) })

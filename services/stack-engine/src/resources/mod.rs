@@ -25,7 +25,9 @@ mod none;
 mod properties;
 mod random_string;
 mod registry;
+mod resource_group;
 mod schema;
+mod stack_resource;
 mod template_resource;
 mod test_resource;
 mod value;
@@ -43,14 +45,20 @@ pub use none::NoneResource;
 pub use properties::{validate_properties, Properties};
 pub use random_string::RandomString;
 pub use registry::Registry;
+pub use resource_group::{ResourceGroup, MEMBERS_FACT};
 pub use schema::{
     show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
     ResourceSchema, SupportStatus, SUPPORT_STATUSES,
 };
 pub use template_resource::TemplateResource;
+pub use stack_resource::StackResource;
 pub use test_resource::TestResource;
 pub use host::{HostSlot, PluginHost};
 pub use value::ValueResource;
+
+/// Where a resource's `update_policy` rides in the properties of plugins
+/// that [`ResourceType::takes_update_policy`].
+pub const UPDATE_POLICY_KEY: &str = "__update_policy__";
 
 /// What an update of a resource needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +171,19 @@ pub trait ResourceType: Send + Sync + 'static {
     /// that is not update_allowed -> Replace; otherwise InPlace.
     fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
         default_update_decision(self.schema(), old, new)
+    }
+
+    /// Whether the plugin reads the resource's `update_policy` (passed in
+    /// its properties under [`UPDATE_POLICY_KEY`]).
+    fn takes_update_policy(&self) -> bool {
+        false
+    }
+
+    /// Whether what the resource runs changed although its properties
+    /// did not (a template resource's nested template): the engine then
+    /// updates it in place.
+    fn definition_changed(&self, _state: &ResourceState) -> bool {
+        false
     }
 
     /// Creates the resource; sets `ctx.state.physical_id` / `data`.

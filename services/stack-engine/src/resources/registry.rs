@@ -72,6 +72,8 @@ impl Registry {
         registry.register(Arc::new(TestResource::new()));
         registry.register(Arc::new(RandomString::new()));
         registry.register(Arc::new(ValueResource::new()));
+        registry.register(Arc::new(super::ResourceGroup::new(registry.host.clone())));
+        registry.register(Arc::new(super::StackResource::new(registry.host.clone())));
         registry
     }
 

@@ -24,6 +24,17 @@ use crate::EngineError;
 /// resource_data keys.
 pub(crate) const OUTPUTS_KEY: &str = "nested_outputs";
 pub(crate) const REFERENCE_KEY: &str = "nested_reference";
+pub(crate) const DIGEST_KEY: &str = "nested_template_digest";
+
+/// A stable fingerprint of a nested stack's documents (what a change of
+/// the template file or of the inherited environment shows up as).
+pub(crate) fn digest_of(template: &Value, environment: &Value) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    template.to_string().hash(&mut h);
+    environment.to_string().hash(&mut h);
+    format!("{:016x}", h.finish())
+}
 
 /// Names for schemas built from user templates: the schema types hold
 /// `&'static str`, so each distinct name is kept once for the process.
@@ -113,6 +124,10 @@ impl TemplateResource {
             },
             host,
         })
+    }
+
+    fn digest(&self) -> String {
+        digest_of(&self.template, &self.child_environment)
     }
 
     fn spec(&self, properties: &Properties, timeout_mins: Option<i64>) -> NestedStackSpec {
@@ -288,10 +303,15 @@ impl ResourceType for TemplateResource {
         }
     }
 
+    fn definition_changed(&self, state: &ResourceState) -> bool {
+        state.data.get(DIGEST_KEY).is_some_and(|d| *d != self.digest())
+    }
+
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let host = self.host.get();
             let spec = self.spec(&ctx.properties, None);
+            ctx.state.data.insert(DIGEST_KEY.into(), self.digest());
             create_child(host.as_ref(), ctx, spec).await
         })
     }
@@ -300,6 +320,7 @@ impl ResourceType for TemplateResource {
         Box::pin(async move {
             let host = self.host.get();
             let spec = self.spec(&ctx.properties, None);
+            ctx.state.data.insert(DIGEST_KEY.into(), self.digest());
             update_child(host.as_ref(), ctx, spec).await
         })
     }

@@ -36,6 +36,12 @@ impl StackResources {
     }
 }
 
+/// The child stack resource `row` runs (its physical id is the child's id).
+fn nested_of(children: &[StackRow], row: &ResourceRow) -> Option<StackRow> {
+    let id = row.physical_resource_id.as_deref()?;
+    children.iter().find(|c| c.id == id).cloned()
+}
+
 impl Orchestration {
     /// `GET .../resources` (`nested_depth`, `with_detail`, filters).
     pub async fn list_resources(&self, caller: &Caller, stack: &StackRef, query: &QueryParams) -> Reply {
@@ -71,6 +77,7 @@ impl Orchestration {
     async fn append_resources(&self, stack: &StackRow, filters: &ResourceFilters, with_detail: bool, out: &mut Vec<Value>) -> Result<(), EngineError> {
         let resources = StackResources::load(self, stack).await?;
         let loaded = if with_detail { Some(self.load_definition(stack).await?) } else { None };
+        let children = records::child_stacks(&self.db, &stack.id).await?;
         for (row, required_by) in resources.live() {
             if !filters.matches(row) {
                 continue;
@@ -82,7 +89,8 @@ impl Orchestration {
                 }
                 None => None,
             };
-            out.push(views::resource(stack, row, ResourceDetails { required_by, detail }));
+            let nested = nested_of(&children, row);
+            out.push(views::resource(stack, row, ResourceDetails { required_by, detail, nested }));
         }
         Ok(())
     }
@@ -97,10 +105,15 @@ impl Orchestration {
         let loaded = self.load_definition(&record).await?;
         let with_attr = query.all("with_attr");
         let attributes = self.resource_attributes(&loaded, row, &with_attr).await?;
+        let children = records::child_stacks(&self.db, &record.id).await?;
         let doc = views::resource(
             &record,
             row,
-            ResourceDetails { required_by, detail: Some((loaded.resource_description(resource_name), attributes)) },
+            ResourceDetails {
+                required_by,
+                detail: Some((loaded.resource_description(resource_name), attributes)),
+                nested: nested_of(&children, row),
+            },
         );
         Ok(json!({ "resource": doc }))
     }

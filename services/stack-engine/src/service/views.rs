@@ -115,6 +115,8 @@ pub struct ResourceDetails {
     pub required_by: Vec<String>,
     /// `with_detail` / show: description and attributes.
     pub detail: Option<(String, Map<String, Value>)>,
+    /// The nested stack the resource runs, if any (its `nested` link).
+    pub nested: Option<StackRow>,
 }
 
 /// A resource in `GET .../resources[/{name}]`.
@@ -129,10 +131,11 @@ pub fn resource(stack: &StackRow, row: &ResourceRow, details: ResourceDetails) -
     doc.insert("resource_status".into(), json!(format!("{}_{}", row.action, row.status)));
     doc.insert("resource_status_reason".into(), json!(row.status_reason));
     doc.insert("resource_type".into(), json!(row.resource_type));
-    doc.insert(
-        "links".into(),
-        json!([link(identity.resource_href(&row.name), "self"), link(identity.stack_href(), "stack")]),
-    );
+    let mut links = vec![link(identity.resource_href(&row.name), "self"), link(identity.stack_href(), "stack")];
+    if let Some(child) = &details.nested {
+        links.push(link(identity_of(child).stack_href(), "nested"));
+    }
+    doc.insert("links".into(), Value::Array(links));
     doc.insert("required_by".into(), json!(details.required_by));
     if let Some(parent) = &stack.parent_resource_name {
         doc.insert("parent_resource".into(), json!(parent));

@@ -1,0 +1,450 @@
+//! OS::Heat::ResourceGroup (upstream `resource_group.py`): `count` copies
+//! of `resource_def` named "0", "1", … in a nested stack, `index_var`
+//! replaced by each member's index. Names listed by `removal_policies` are
+//! removed and never reused; scaling down removes the highest indexes.
+//! `batch_create` and `rolling_update` walk the nested stack to its target
+//! in batches (one nested update per batch, `pause_time` between).
+//!
+//! After every action the members' references and attributes are kept in
+//! the resource's data, so the group's attributes (`refs`, `refs_map`,
+//! `attributes`, `resource.<n>[.<attr>]`, any member attribute as a list)
+//! resolve without reading the nested stack.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+
+use super::host::{HostSlot, NestedStackSpec, PluginHost};
+use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
+use super::template_resource::{create_child, delete_child, nested_reference, update_child};
+use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use crate::EngineError;
+
+/// resource_data keys.
+const MEMBERS_KEY: &str = "group_members";
+const REMOVED_KEY: &str = "removed_rsrc_list";
+
+/// The fact key under which a group's members travel to the resources
+/// that use it (read by the definition's attribute resolution).
+pub const MEMBERS_FACT: &str = "__group_members__";
+
+pub struct ResourceGroup {
+    schema: ResourceSchema,
+    host: Arc<HostSlot>,
+}
+
+impl ResourceGroup {
+    pub const TYPE: &'static str = "OS::Heat::ResourceGroup";
+
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        let resource_list = PropertySchema::new(
+            "resource_list",
+            T::List,
+            "List of resources to be removed when doing an update which requires removal of specific resources.",
+        )
+        .default_value(json!([]));
+        ResourceGroup {
+            schema: ResourceSchema {
+                properties: vec![
+                    PropertySchema::new("count", T::Integer, "The number of resources to create.")
+                        .default_value(1)
+                        .constraint(Constraint::range(Some(0), None))
+                        .update_allowed(),
+                    PropertySchema::new(
+                        "index_var",
+                        T::String,
+                        "A variable that this resource will use to replace with the current index of a given resource in the group.",
+                    )
+                    .default_value("%index%")
+                    .constraint(Constraint::length(Some(3), None)),
+                    PropertySchema::new(
+                        "resource_def",
+                        T::Map,
+                        "Resource definition for the resources in the group. The value of this property is the definition of a resource just as if it had been declared in the template itself.",
+                    )
+                    .required()
+                    .update_allowed()
+                    .map_of(vec![
+                        PropertySchema::new("type", T::String, "The type of the resources in the group.").required(),
+                        PropertySchema::new("properties", T::Map, "Property values for the resources in the group."),
+                        PropertySchema::new("metadata", T::Map, "Supplied metadata for the resources in the group."),
+                    ]),
+                    PropertySchema::new("removal_policies", T::List, "Policies for removal of resources on update.")
+                        .default_value(json!([]))
+                        .update_allowed()
+                        .list_of(
+                            PropertySchema::new(
+                                "*",
+                                T::Map,
+                                "Policy to be processed when doing an update which requires removal of specific resources.",
+                            )
+                            .map_of(vec![resource_list]),
+                        ),
+                    PropertySchema::new(
+                        "removal_policies_mode",
+                        T::String,
+                        "How to handle changes to removal_policies on update. The default \"append\" mode appends to the internal list, \"update\" replaces it on update.",
+                    )
+                    .default_value("append")
+                    .constraint(Constraint::allowed_values(["append", "update"]))
+                    .update_allowed(),
+                ],
+                attributes: vec![
+                    AttributeSchema::new(
+                        "refs",
+                        "A list of resource IDs for the resources in the group.",
+                        Some("list"),
+                    ),
+                    AttributeSchema::new(
+                        "refs_map",
+                        "A map of resource names to IDs for the resources in the group.",
+                        Some("map"),
+                    ),
+                    AttributeSchema::new(
+                        "attributes",
+                        "A map of resource names to the specified attribute of each individual resource. Requires heat_template_version: 2014-10-16.",
+                        Some("map"),
+                    ),
+                    AttributeSchema::new("removed_rsrc_list", "A list of removed resource names.", Some("list")),
+                    super::show_attribute(),
+                ],
+                support_status: SupportStatus::supported("2014.1"),
+                description: "Creates one or more identically configured nested resources.",
+            },
+            host,
+        }
+    }
+}
+
+/// Member names of a group of `count` with `removed` names excluded: the
+/// lowest unused indexes (upstream `_resource_names`).
+fn member_names(count: i64, removed: &BTreeSet<String>) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut i: u64 = 0;
+    while (names.len() as i64) < count {
+        let name = i.to_string();
+        if !removed.contains(&name) {
+            names.push(name);
+        }
+        i += 1;
+    }
+    names
+}
+
+/// `value` with every occurrence of `var` in its strings replaced by
+/// `index` (upstream `_handle_repl_val`).
+fn substitute(value: &Value, var: &str, index: &str) -> Value {
+    match value {
+        Value::String(s) => Value::String(s.replace(var, index)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, var, index)).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), substitute(v, var, index))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// One member's definition in the nested template.
+fn member_definition(properties: &Properties, name: &str) -> Value {
+    let def = properties.get("resource_def").cloned().unwrap_or(Value::Null);
+    let var = properties.get("index_var").and_then(Value::as_str).unwrap_or("%index%");
+    let mut out = Map::new();
+    out.insert("type".into(), def.get("type").cloned().unwrap_or(Value::Null));
+    if let Some(p) = def.get("properties").filter(|p| !p.is_null()) {
+        out.insert("properties".into(), substitute(p, var, name));
+    }
+    if let Some(m) = def.get("metadata").filter(|m| !m.is_null()) {
+        out.insert("metadata".into(), substitute(m, var, name));
+    }
+    Value::Object(out)
+}
+
+/// The nested template holding `names`, each defined by `props` (or, for
+/// names in `old_names`, by `old` when given: a rolling update's members
+/// not yet in the batch).
+fn group_template(names: &[String], props: &Properties, keep_old: Option<(&Properties, &BTreeSet<String>)>) -> Value {
+    let mut resources = Map::new();
+    for name in names {
+        let defn = match keep_old {
+            Some((old, pending)) if pending.contains(name) => member_definition(old, name),
+            _ => member_definition(props, name),
+        };
+        resources.insert(name.clone(), defn);
+    }
+    json!({"heat_template_version": "2015-04-30", "resources": resources})
+}
+
+fn removed_of(state: &ResourceState) -> BTreeSet<String> {
+    state
+        .data
+        .get(REMOVED_KEY)
+        .and_then(|t| serde_json::from_str::<Vec<String>>(t).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+/// Names (or references) the removal policies list.
+fn policy_targets(props: &Properties) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(Value::Array(policies)) = props.get("removal_policies") {
+        for p in policies {
+            if let Some(Value::Array(list)) = p.get("resource_list") {
+                for item in list {
+                    out.push(match item {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The stored members: `[{name, ref, attrs}]` in index order.
+fn stored_members(state: &ResourceState) -> Vec<Value> {
+    state
+        .data
+        .get(MEMBERS_KEY)
+        .and_then(|t| serde_json::from_str::<Vec<Value>>(t).ok())
+        .unwrap_or_default()
+}
+
+fn index_key(name: &str) -> (u64, String) {
+    (name.parse::<u64>().unwrap_or(u64::MAX), name.to_string())
+}
+
+/// The update policy of the group (`batch_create` / `rolling_update`),
+/// passed to the plugin as the hidden `update_policy` property.
+#[derive(Debug, Clone, Copy)]
+struct Batching {
+    max_batch_size: usize,
+    min_in_service: usize,
+    pause: Duration,
+}
+
+fn batching(props: &Properties, key: &str) -> Option<Batching> {
+    let policy = props.get(super::UPDATE_POLICY_KEY)?.get(key)?;
+    let int = |k: &str, d: i64| policy.get(k).and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok())).unwrap_or(d);
+    let pause = policy
+        .get("pause_time")
+        .and_then(|v| v.as_f64().or_else(|| v.as_str()?.parse().ok()))
+        .unwrap_or(0.0);
+    Some(Batching {
+        max_batch_size: int("max_batch_size", 1).max(1) as usize,
+        min_in_service: int("min_in_service", 0).max(0) as usize,
+        pause: Duration::from_secs_f64(pause.max(0.0)),
+    })
+}
+
+impl ResourceGroup {
+    async fn spec(&self, host: &dyn PluginHost, ctx: &ActionContext, template: Value) -> Result<NestedStackSpec, ResourceFailure> {
+        let (files, environment) = host
+            .parent_documents(&ctx.stack_id)
+            .await
+            .map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        Ok(NestedStackSpec { template, files, environment, timeout_mins: None })
+    }
+
+    /// Reads the members' references and attributes into the data.
+    async fn remember_members(&self, host: &dyn PluginHost, ctx: &mut ActionContext) {
+        let Some(child) = ctx.state.physical_id.clone() else { return };
+        let Ok(mut members) = host.nested_resources(&child, &[]).await else { return };
+        members.sort_by_key(|m| index_key(&m.name));
+        let list: Vec<Value> = members
+            .into_iter()
+            .map(|m| json!({"name": m.name, "ref": m.reference, "attrs": m.attributes}))
+            .collect();
+        ctx.state.data.insert(MEMBERS_KEY.into(), Value::Array(list).to_string());
+    }
+
+    /// Walks the nested stack to `names` (all on `props`), in batches when
+    /// a policy asks for it.
+    async fn converge(
+        &self,
+        ctx: &mut ActionContext,
+        old: Option<&Properties>,
+        policy: Option<Batching>,
+        names: Vec<String>,
+    ) -> Result<(), ResourceFailure> {
+        let host = self.host.get();
+        let props = ctx.properties.clone();
+        let steps: Vec<Value> = match (policy, old) {
+            // batch_create: grow by max_batch_size.
+            (Some(b), None) => {
+                let mut steps = Vec::new();
+                let mut upto = 0;
+                while upto < names.len() {
+                    upto = (upto + b.max_batch_size).min(names.len());
+                    steps.push(group_template(&names[..upto], &props, None));
+                }
+                steps
+            }
+            // rolling_update: members whose definition changes move to it
+            // a batch at a time (batch size limited so min_in_service stay).
+            (Some(b), Some(old_props)) if member_definition(old_props, "0") != member_definition(&props, "0") => {
+                let existing: Vec<String> = stored_members(&ctx.state)
+                    .iter()
+                    .filter_map(|m| m.get("name").and_then(Value::as_str).map(str::to_string))
+                    .filter(|n| names.contains(n))
+                    .collect();
+                let in_service_room = existing.len().saturating_sub(b.min_in_service).max(1);
+                let size = b.max_batch_size.min(in_service_room).max(1);
+                let mut pending: BTreeSet<String> = existing.iter().cloned().collect();
+                let mut order = existing.clone();
+                order.sort_by_key(|n| std::cmp::Reverse(index_key(n)));
+                let mut steps = Vec::new();
+                for chunk in order.chunks(size) {
+                    for n in chunk {
+                        pending.remove(n);
+                    }
+                    steps.push(group_template(&names, &props, Some((old_props, &pending))));
+                }
+                if steps.is_empty() {
+                    steps.push(group_template(&names, &props, None));
+                }
+                steps
+            }
+            _ => vec![group_template(&names, &props, None)],
+        };
+        let pause = policy.map(|b| b.pause).unwrap_or_default();
+        let count = steps.len();
+        for (i, template) in steps.into_iter().enumerate() {
+            let spec = self.spec(host.as_ref(), ctx, template).await?;
+            let result = if ctx.state.physical_id.is_none() {
+                create_child(host.as_ref(), ctx, spec).await
+            } else {
+                update_child(host.as_ref(), ctx, spec).await
+            };
+            if let Err(e) = result {
+                self.remember_members(host.as_ref(), ctx).await;
+                return Err(e);
+            }
+            if i + 1 < count && !pause.is_zero() {
+                ctx.sleep(pause.as_secs_f64()).await?;
+            }
+        }
+        self.remember_members(host.as_ref(), ctx).await;
+        Ok(())
+    }
+}
+
+impl ResourceType for ResourceGroup {
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn takes_update_policy(&self) -> bool {
+        true
+    }
+
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        // The engine's update policy rides along under a hidden key.
+        let mut given = given.clone();
+        let policy = given.as_object_mut().and_then(|m| m.remove(super::UPDATE_POLICY_KEY));
+        let mut props = super::validate_properties(&self.schema, resource_name, &given)?;
+        if let Some(p) = policy {
+            props.insert(super::UPDATE_POLICY_KEY.into(), p);
+        }
+        Ok(props)
+    }
+
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
+            let names = member_names(count, &BTreeSet::new());
+            ctx.state.data.insert(REMOVED_KEY.into(), "[]".into());
+            let policy = batching(&ctx.properties, "batch_create");
+            self.converge(ctx, None, policy, names).await
+        })
+    }
+
+    fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let mut removed = if ctx.properties.get("removal_policies_mode").and_then(Value::as_str) == Some("update") {
+                BTreeSet::new()
+            } else {
+                removed_of(&ctx.state)
+            };
+            // A policy entry names a member or gives its reference.
+            let members = stored_members(&ctx.state);
+            for target in policy_targets(&ctx.properties) {
+                let by_ref = members.iter().find(|m| m.get("ref").and_then(Value::as_str) == Some(target.as_str()));
+                let name = match by_ref.and_then(|m| m.get("name")).and_then(Value::as_str) {
+                    Some(n) => n.to_string(),
+                    None => target,
+                };
+                removed.insert(name);
+            }
+            let removed_list: Vec<&String> = removed.iter().collect();
+            ctx.state.data.insert(REMOVED_KEY.into(), json!(removed_list).to_string());
+            let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
+            let names = member_names(count, &removed);
+            let policy = batching(&ctx.properties, "rolling_update");
+            self.converge(ctx, Some(old), policy, names).await
+        })
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let host = self.host.get();
+            delete_child(host.as_ref(), ctx).await
+        })
+    }
+
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async move { Ok(group_attribute(state, name).unwrap_or(Value::Null)) })
+    }
+
+    fn accepts_any_attribute(&self) -> bool {
+        true
+    }
+
+    fn reference_id(&self, state: &ResourceState) -> Value {
+        nested_reference(state)
+    }
+
+    fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        Some(Box::pin(async { Ok(()) }))
+    }
+}
+
+/// The group's own attributes from its stored members.
+fn group_attribute(state: &ResourceState, name: &str) -> Option<Value> {
+    let members = stored_members(state);
+    let refs = || members.iter().map(|m| m.get("ref").cloned().unwrap_or(Value::Null));
+    Some(match name {
+        "refs" => Value::Array(refs().collect()),
+        "refs_map" => Value::Object(
+            members
+                .iter()
+                .map(|m| (m.get("name").and_then(Value::as_str).unwrap_or_default().to_string(), m.get("ref").cloned().unwrap_or(Value::Null)))
+                .collect(),
+        ),
+        "removed_rsrc_list" => json!(removed_of(state).into_iter().collect::<Vec<_>>()),
+        // {attribute: {member: value}}: `get_attr: [g, attributes, a]`
+        // navigates to the member map of `a`.
+        "attributes" => {
+            let mut by_attr: Map<String, Value> = Map::new();
+            for m in &members {
+                let member = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                if let Some(Value::Object(attrs)) = m.get("attrs") {
+                    for (a, v) in attrs {
+                        if let Value::Object(map) = by_attr.entry(a.clone()).or_insert_with(|| Value::Object(Map::new())) {
+                            map.insert(member.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+            Value::Object(by_attr)
+        }
+        MEMBERS_FACT => Value::Array(members),
+        _ => return None,
+    })
+}
