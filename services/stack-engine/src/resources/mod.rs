@@ -21,6 +21,7 @@
 
 mod context;
 mod none;
+pub mod placement;
 mod properties;
 mod random_string;
 mod registry;
