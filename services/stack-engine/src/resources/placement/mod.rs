@@ -89,25 +89,42 @@ async fn with_generation<F, Fut>(
     client: &PlacementClient,
     uuid: &str,
     generation: Option<u32>,
-    mut write: F,
+    write: F,
 ) -> Result<u32, ResourceFailure>
 where
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = client::Result<u32>>,
 {
+    let reread = || async { client.get_provider(uuid).await.map(|rp| rp.generation) };
+    generation_loop(ctx, generation, reread, write).await
+}
+
+/// [`with_generation`]'s loop, with the read of the generation given.
+async fn generation_loop<R, RFut, W, WFut>(
+    ctx: &ActionContext,
+    generation: Option<u32>,
+    mut reread: R,
+    mut write: W,
+) -> Result<u32, ResourceFailure>
+where
+    R: FnMut() -> RFut,
+    RFut: Future<Output = client::Result<u32>>,
+    W: FnMut(u32) -> WFut,
+    WFut: Future<Output = client::Result<u32>>,
+{
     let mut generation = match generation {
         Some(g) => g,
-        None => call(ctx, || client.get_provider(uuid)).await?.generation,
+        None => call(ctx, &mut reread).await?,
     };
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match call(ctx, || write(generation)).await {
+        match retrying(ctx, || write(generation)).await? {
             Ok(g) => return Ok(g),
-            Err(ResourceFailure::Error { type_name, .. }) if type_name == client::CONCURRENT_UPDATE && attempt < ATTEMPTS => {
-                generation = call(ctx, || client.get_provider(uuid)).await?.generation;
+            Err(e) if e.is_concurrent_update() && attempt < ATTEMPTS => {
+                generation = call(ctx, &mut reread).await?;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(failure(e)),
         }
     }
 }
@@ -173,11 +190,59 @@ fn generation_value(data: &std::collections::BTreeMap<String, String>) -> Value 
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+
     use serde_json::json;
     use tonic::transport::Endpoint;
 
-    use super::super::Registry;
-    use super::PlacementClient;
+    use super::super::context::test_context;
+    use super::super::{Properties, Registry, ResourceFailure};
+    use super::client::CONCURRENT_UPDATE;
+    use super::{generation_loop, PlacementClient, PlacementError};
+
+    fn err(http_status: u16, code: &str) -> PlacementError {
+        PlacementError { http_status, code: code.into(), detail: format!("{http_status} {code}") }
+    }
+
+    #[tokio::test]
+    async fn a_lost_generation_race_is_reread_and_written_again() {
+        let (ctx, _tx) = test_context(Properties::new());
+        // The provider is at 7 when the stale write (at 5) is refused.
+        let seen = RefCell::new(Vec::new());
+        let g = generation_loop(
+            &ctx,
+            Some(5),
+            || async { Ok(7) },
+            |g| {
+                seen.borrow_mut().push(g);
+                async move { if g == 5 { Err(err(409, CONCURRENT_UPDATE)) } else { Ok(g + 1) } }
+            },
+        )
+        .await;
+        assert_eq!(g, Ok(8));
+        assert_eq!(*seen.borrow(), [5, 7]);
+    }
+
+    #[tokio::test]
+    async fn other_conflicts_fail_at_once_with_placements_code() {
+        let (ctx, _tx) = test_context(Properties::new());
+        let writes = RefCell::new(0);
+        let g = generation_loop(
+            &ctx,
+            None,
+            || async { Ok(3) },
+            |_| {
+                *writes.borrow_mut() += 1;
+                async { Err(err(409, "placement.inventory.inuse")) }
+            },
+        )
+        .await;
+        assert_eq!(g, Err(ResourceFailure::error("placement.inventory.inuse", "409 placement.inventory.inuse")));
+        assert_eq!(*writes.borrow(), 1);
+        // A race that never ends gives up after the attempts.
+        let g = generation_loop(&ctx, Some(1), || async { Ok(1) }, |_| async { Err(err(409, CONCURRENT_UPDATE)) }).await;
+        assert_eq!(g, Err(ResourceFailure::error(CONCURRENT_UPDATE, "409 placement.concurrent_update")));
+    }
 
     #[tokio::test]
     async fn the_types_are_offered_only_with_an_inventory_service() {
