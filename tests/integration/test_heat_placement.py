@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from conftest import AllInOne, BACKENDS, create_database, http
-from heat import Heat
+from heat import Heat, Mesh
 
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
 pytestmark = pytest.mark.skipif(not os.path.exists(OPENSTACK), reason='python-openstackclient is not installed')
@@ -118,14 +118,18 @@ class Cli:
         return path
 
 
-def orchestration_url(aio):
-    # all-in-one takes a free port for Orchestration in harness mode; read it from its log.
+def logged_address(aio, prefix):
+    # all-in-one takes free ports in harness mode; read them from its log.
     for _ in range(100):
         for line in aio.proc.output().splitlines():
-            if 'Orchestration API on http://' in line:
-                return line.split('Orchestration API on ')[1].split()[0]
+            if prefix in line:
+                return line.split(prefix)[1].split()[0]
         time.sleep(0.1)
     raise AssertionError(aio.proc.output())
+
+
+def orchestration_url(aio):
+    return logged_address(aio, 'Orchestration API on ')
 
 
 @pytest.fixture(params=BACKENDS)
@@ -271,3 +275,31 @@ def test_placement_properties_are_validated(mesh):
     assert doc['properties']['inventories']['update_allowed'] is True
     assert doc['properties']['uuid']['update_allowed'] is False
     assert set(doc['attributes']) == {'uuid', 'generation', 'show'}
+
+
+def test_separate_engines_offer_placement_types_only_with_an_inventory_endpoint(procs):
+    """`keelson engine` processes: without `[keelson] inventory_endpoint`
+    no OS::Placement::* types; with it, a provider made through them."""
+    aio = AllInOne(procs, create_database('sqlite', 'hpl_sep'))
+    inventory = logged_address(aio, 'inventory gRPC on ')
+    plain = Mesh(procs, create_database('sqlite', 'hpo_plain'), engines=1)
+    status, _, types = plain.heat.call('GET', '/resource_types')
+    assert status == 200 and not [t for t in types['resource_types'] if t.startswith('OS::Placement::')]
+    mesh = Mesh(procs, create_database('sqlite', 'hpo_inv'), engines=1,
+                extra={'keelson': {'inventory_endpoint': 'http://%s' % inventory}})
+    heat = mesh.heat
+    status, _, types = heat.call('GET', '/resource_types')
+    assert status == 200 and 'OS::Placement::ResourceProvider' in types['resource_types']
+    template = {'heat_template_version': '2018-08-31', 'resources': {'rp': {
+        'type': 'OS::Placement::ResourceProvider',
+        'properties': {'inventories': {'VCPU': {'total': 8}}, 'traits': ['CUSTOM_SEPARATE']}}}}
+    ident = heat.create('separate', template)
+    heat.wait(ident, 'CREATE_COMPLETE')
+    rp = heat.resources('separate', ident)['rp']['physical_resource_id']
+    status, _, doc = http('GET', '%s/resource_providers/%s' % (aio.url, rp))
+    assert status == 200 and doc['name'].startswith('separate-rp-')
+    assert inventories(aio.url, rp)['inventories']['VCPU']['total'] == 8
+    heat.delete('separate', ident)
+    heat.wait(ident, 'GONE')
+    status, _, _ = http('GET', '%s/resource_providers/%s' % (aio.url, rp))
+    assert status == 404
