@@ -3,8 +3,9 @@
 //!
 //! - [`keelson_hot`] (its own crate): the template language.
 //! - [`resources`]: the resource type plugins (OS::Heat::None,
-//!   TestResource, RandomString, Value), their property schemas and the
-//!   in-place-or-replace decision.
+//!   TestResource, RandomString, Value; with an inventory endpoint also
+//!   OS::Placement::ResourceProvider and Allocation), their property
+//!   schemas and the in-place-or-replace decision.
 //! - [`store`]: the convergence data model (stack, raw_template, resource,
 //!   resource_data, sync_point, event, service) and its conditional writes
 //!   (traversal CAS, resource lock CAS, sync-point merge).
@@ -43,6 +44,10 @@ pub const SERVICE_NAMES: &[&str] = &["keelson.orchestration.v1.Orchestration", "
 pub struct Settings {
     pub engine: EngineSettings,
     pub service: ServiceSettings,
+    /// The inventory service (`[keelson] inventory_endpoint` when the
+    /// configuration sets it): with it the engine offers the
+    /// OS::Placement::* resource types; without it, only service-free ones.
+    pub inventory_endpoint: Option<String>,
 }
 
 /// The engine's settings from `[orchestration]` (Heat's option names) and
@@ -79,7 +84,11 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         revision: env!("CARGO_PKG_VERSION").to_string(),
         ..s
     };
-    Settings { engine, service }
+    // Only an explicit endpoint: the option's default names a local
+    // inventory service that a stand-alone engine usually does not have.
+    let inventory_endpoint =
+        config.is_set("keelson", "inventory_endpoint").then(|| config.get_str("keelson", "inventory_endpoint")).flatten();
+    Settings { engine, service, inventory_endpoint }
 }
 
 /// Why an engine stopped.
@@ -95,7 +104,18 @@ pub enum ServeError {
 /// its heartbeat and watchdog, and serves `Orchestration` and
 /// `EngineWorker` on `listener` until `shutdown`.
 pub async fn serve(db: Db, settings: Settings, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), ServeError> {
-    let registry = Arc::new(resources::Registry::builtin());
+    let registry = Arc::new(match &settings.inventory_endpoint {
+        Some(url) => {
+            // Lazy: the engine may start before the inventory service; a
+            // call made meanwhile fails as unavailable and is retried.
+            let channel = keelson_common::grpc::endpoint(url, settings.engine.tls.as_deref())?
+                .connect_timeout(std::time::Duration::from_secs(5))
+                .tcp_nodelay(true)
+                .connect_lazy();
+            resources::Registry::with_placement(resources::placement::PlacementClient::new(channel))
+        }
+        None => resources::Registry::builtin(),
+    });
     let engine = convergence::Engine::start(db.clone(), registry.clone(), settings.engine).await?;
     let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));
     let worker = rpc::worker::WorkerService::new(engine.clone());

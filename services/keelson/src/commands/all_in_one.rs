@@ -47,6 +47,8 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let orchestration = keelson_gateway::server::orchestration_app(&config, vec![engine_channel], metrics)?;
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
     engine_settings.engine.tls = tls.clone();
+    // The engine's OS::Placement::* resources use this process's inventory.
+    engine_settings.inventory_endpoint = Some(format!("http://{inv_addr}"));
     let ctl_addr = ctl_listener.local_addr()?;
     let registration = super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
     let (synced_tx, _synced) = tokio::sync::watch::channel(false);

@@ -61,6 +61,10 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, endpoint);
     let tls = settings::mesh_tls(&config)?;
     engine_settings.engine.tls = tls.clone();
+    match &engine_settings.inventory_endpoint {
+        Some(url) => tracing::info!(target: "keelson", "OS::Placement::* resources through the inventory service at {url}"),
+        None => tracing::info!(target: "keelson", "no [keelson] inventory_endpoint: no OS::Placement::* resources"),
+    }
     let shutdown = on_signal();
     let registration = register_with_controller(controller_addresses(&config)?, &mut engine_settings, shutdown.clone());
     let listener = GrpcListener { tcp: listener, tls };

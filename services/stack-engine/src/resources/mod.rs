@@ -22,6 +22,7 @@
 mod context;
 pub mod host;
 mod none;
+pub mod placement;
 mod properties;
 mod random_string;
 mod registry;

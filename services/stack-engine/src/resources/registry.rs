@@ -83,6 +83,18 @@ impl Registry {
         &self.host
     }
 
+    /// The built-in types plus OS::Placement::ResourceProvider and
+    /// OS::Placement::Allocation, whose actions call the inventory service
+    /// through `client` (only engines that know an inventory endpoint
+    /// offer them).
+    pub fn with_placement(client: super::placement::PlacementClient) -> Registry {
+        let mut registry = Self::builtin();
+        let client = Arc::new(client);
+        registry.register(Arc::new(super::placement::ResourceProvider::new(client.clone())));
+        registry.register(Arc::new(super::placement::Allocation::new(client)));
+        registry
+    }
+
     /// Adds (or replaces) a type under its `type_name()`.
     pub fn register(&mut self, rt: Arc<dyn ResourceType>) {
         self.types.insert(rt.type_name(), rt);
