@@ -9,7 +9,9 @@ ratio Heat/keelson.
 
 Shapes: chain (r_i depends on r_{i-1}), fanout (r0, then N-1 resources
 depending on r0) and fanin (r0 -> N-2 middles -> one sink: a wide
-fan-out/fan-in).
+fan-out/fan-in), and group: one OS::Heat::ResourceGroup of N TestResources
+(a nested stack) created, scaled down to N/2 with a stack update, then
+deleted (the `scale_s` column).
 
 keelson: two `keelson engine` processes and a `keelson gateway` on a fresh
 MariaDB database. Heat: openstack-heat 27.0.1 from PyPI started by
@@ -39,6 +41,11 @@ REF = os.path.join(SHARED, 'reference', 'heat')
 
 
 def template(shape, n):
+    if shape == 'group':
+        return {'heat_template_version': '2021-04-16', 'resources': {'group': {
+            'type': 'OS::Heat::ResourceGroup',
+            'properties': {'count': n, 'resource_def': {
+                'type': 'OS::Heat::TestResource', 'properties': {'value': 'v%index%'}}}}}}
     res = {}
     for i in range(n):
         r = {'type': 'OS::Heat::TestResource', 'properties': {'value': 'v%d' % i}}
@@ -103,11 +110,20 @@ def run_one(heat, shape, n, timeout):
     st = wait(heat, sid, ('CREATE_COMPLETE',), t0, timeout)
     create = time.monotonic() - t0
     assert st['stack_status'] == 'CREATE_COMPLETE'
+    scale = None
+    if shape == 'group':
+        t0 = time.monotonic()
+        heat.update(name, sid, template(shape, n // 2))
+        wait(heat, sid, ('UPDATE_COMPLETE',), t0, timeout)
+        scale = time.monotonic() - t0
     t0 = time.monotonic()
     heat.delete(name, sid)
     wait(heat, sid, ('GONE',), t0, timeout)
     delete = time.monotonic() - t0
-    return {'create_s': round(create, 2), 'create_accepted_s': round(accepted, 2), 'delete_s': round(delete, 2)}
+    out = {'create_s': round(create, 2), 'create_accepted_s': round(accepted, 2), 'delete_s': round(delete, 2)}
+    if scale is not None:
+        out['scale_s'] = round(scale, 2)
+    return out
 
 
 class Started(list):
@@ -190,9 +206,12 @@ def main():
             if mine:
                 ratios[k] = {'create_x': round(ref['create_s'] / mine['create_s'], 1),
                              'delete_x': round(ref['delete_s'] / mine['delete_s'], 1)}
+                if 'scale_s' in ref and 'scale_s' in mine:
+                    ratios[k]['scale_x'] = round(ref['scale_s'] / mine['scale_s'], 1)
         result['ratio'] = ratios
         for k, r in ratios.items():
-            print('ratio   %-13s create %5.1fx  delete %5.1fx' % (k, r['create_x'], r['delete_x']))
+            print('ratio   %-13s create %5.1fx  delete %5.1fx%s' % (
+                k, r['create_x'], r['delete_x'], '  scale %5.1fx' % r['scale_x'] if 'scale_x' in r else ''))
     if a.json:
         with open(a.json, 'w') as f:
             json.dump(result, f, indent=1)

@@ -126,6 +126,17 @@ impl StackDefinition {
         }
     }
 
+    /// What decides whether a resource keeps its plugin across an update:
+    /// the plugin type, or the template file a template resource runs
+    /// (two type names mapped to one file are one plugin, as upstream
+    /// compares classes).
+    pub fn plugin_identity(&self, name: &str, written_type: &str) -> String {
+        match self.template_file_of(name, written_type) {
+            Some(file) => format!("template:{file}"),
+            None => self.plugin_type_of(name, written_type),
+        }
+    }
+
     /// The template file resource `name` written as `written_type` runs,
     /// when it is a template resource.
     pub fn template_file_of(&self, name: &str, written_type: &str) -> Option<String> {
@@ -330,9 +341,10 @@ pub async fn resource_facts(
             .unwrap_or(Value::Null);
         attributes.insert(a.name.to_string(), v);
     }
-    // Groups also pass their members on, for the attributes whose names
-    // are not in any schema (`resource.<n>.<attr>`, a member attribute).
-    if plugin.accepts_any_attribute() {
+    // Nested-stack resources also pass their members on, for the
+    // attributes whose names are in no schema (`resource.<n>.<attr>`, a
+    // group member's attribute).
+    if plugin.runs_nested_stack() {
         if let Ok(members @ Value::Array(_)) = plugin.attribute(state, resources::MEMBERS_FACT).await {
             attributes.insert(resources::MEMBERS_FACT.to_string(), members);
         }
@@ -438,18 +450,23 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
 fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value {
     let attr_of = |m: &Value, name: &str| m.get("attrs").and_then(|a| a.get(name)).cloned().unwrap_or(Value::Null);
     if let Some(rest) = attribute.strip_prefix("resource.") {
-        let (index, attr) = match rest.split_once('.') {
-            Some((i, a)) => (i, Some(a)),
-            None => (rest, None),
+        // Upstream `get_nested_attrs`: the member, then its attribute
+        // (from the key or the path's first step), then the rest of the
+        // path; the member's reference when no attribute is named.
+        let (index, attr, rest_path) = match rest.split_once('.') {
+            Some((i, a)) => (i, Some(a.to_string()), path),
+            None => match path.split_first() {
+                Some((Value::String(a), tail)) => (rest, Some(a.clone()), tail),
+                _ => (rest, None, path),
+            },
         };
         let Some(member) = members.iter().find(|m| m.get("name").and_then(Value::as_str) == Some(index)) else {
             return Value::Null;
         };
-        let value = match attr {
-            Some(a) => attr_of(member, a),
+        return match attr {
+            Some(a) => follow_path(attr_of(member, &a), rest_path),
             None => member.get("ref").cloned().unwrap_or(Value::Null),
         };
-        return follow_path(value, path);
     }
     Value::Array(members.iter().map(|m| follow_path(attr_of(m, attribute), path)).collect())
 }

@@ -146,6 +146,11 @@ impl Act {
 
 fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
     match failure {
+        // A nested stack's failure already names its resource path:
+        // upstream joins the paths (`resources.parent.resources.child`).
+        ResourceFailure::Error { type_name, message } if message.starts_with("resources.") => {
+            format!("{type_name}: resources.{name}.{message}")
+        }
         ResourceFailure::Error { type_name, message } => {
             format!("{type_name}: resources.{name}: {message}")
         }
@@ -577,7 +582,7 @@ impl Engine {
             .filter(|n| n.1)
             .map(|n| n.0)
             .collect();
-        let type_name = def.plugin_type_of(&defn.name, &defn.type_name);
+        let type_name = def.plugin_identity(&defn.name, &defn.type_name);
         let plugin = match def.plugin_for(&self.registry, &defn.name, &defn.type_name) {
             Ok(p) => p,
             Err(e) if e.type_name == "HTTPBadRequest" => {
@@ -665,12 +670,7 @@ impl Engine {
         let decision = if broken {
             UpdateDecision::Replace
         } else {
-            match plugin.update_decision(&old_props, &props) {
-                // Same properties, another definition behind them (a
-                // template resource's file changed): updated in place.
-                UpdateDecision::Unchanged if plugin.definition_changed(&state_from(&row, data)) => UpdateDecision::InPlace,
-                decision => decision,
-            }
+            plugin.update_decision(&old_props, &props)
         };
         match decision {
             UpdateDecision::InPlace if restricted.contains("update") => {
@@ -768,7 +768,7 @@ impl Engine {
                 .get(&self.db, stack, template_id, region)
                 .await
             {
-                let type_name = def.plugin_type_of(&row.name, &row.resource_type);
+                let type_name = def.plugin_identity(&row.name, &row.resource_type);
                 let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type).ok()?;
                 return Some((type_name, plugin));
             }

@@ -248,11 +248,17 @@ impl PluginHost for Engine {
 
     fn update_nested<'a>(&'a self, child_id: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
+            // A nested stack keeps the timeout it was created with (its
+            // parent's) unless the update names one.
+            let timeout_mins = match spec.timeout_mins {
+                Some(t) => Some(t),
+                None => self.live_parent(child_id).await.map_err(failure)?.timeout_mins,
+            };
             let new = NewDefinition {
                 template: spec.template,
                 files: spec.files,
                 environment: spec.environment,
-                timeout_mins: spec.timeout_mins,
+                timeout_mins,
                 disable_rollback: true,
                 tags: None,
             };

@@ -26,6 +26,7 @@ pub mod placement;
 mod properties;
 mod random_string;
 mod registry;
+mod resource_chain;
 mod resource_group;
 mod schema;
 mod stack_resource;
@@ -46,7 +47,8 @@ pub use none::NoneResource;
 pub use properties::{validate_properties, Properties};
 pub use random_string::RandomString;
 pub use registry::Registry;
-pub use resource_group::{ResourceGroup, MEMBERS_FACT};
+pub use resource_chain::ResourceChain;
+pub use resource_group::ResourceGroup;
 pub use schema::{
     show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
     ResourceSchema, SupportStatus, SUPPORT_STATUSES,
@@ -56,6 +58,11 @@ pub use stack_resource::StackResource;
 pub use test_resource::TestResource;
 pub use host::{HostSlot, PluginHost};
 pub use value::ValueResource;
+
+/// The fact under which a nested-stack resource's members (name,
+/// reference, attributes) travel to the resources that use it, read by the
+/// definition's attribute resolution for names no schema has.
+pub const MEMBERS_FACT: &str = "__nested_members__";
 
 /// Where a resource's `update_policy` rides in the properties of plugins
 /// that [`ResourceType::takes_update_policy`].
@@ -174,16 +181,16 @@ pub trait ResourceType: Send + Sync + 'static {
         default_update_decision(self.schema(), old, new)
     }
 
-    /// Whether the plugin reads the resource's `update_policy` (passed in
-    /// its properties under [`UPDATE_POLICY_KEY`]).
-    fn takes_update_policy(&self) -> bool {
+    /// Whether the resource runs a nested stack whose resources its
+    /// `resource.<name>[.<attr>]` attributes reach (template resources,
+    /// groups, OS::Heat::Stack).
+    fn runs_nested_stack(&self) -> bool {
         false
     }
 
-    /// Whether what the resource runs changed although its properties
-    /// did not (a template resource's nested template): the engine then
-    /// updates it in place.
-    fn definition_changed(&self, _state: &ResourceState) -> bool {
+    /// Whether the plugin reads the resource's `update_policy` (passed in
+    /// its properties under [`UPDATE_POLICY_KEY`]).
+    fn takes_update_policy(&self) -> bool {
         false
     }
 

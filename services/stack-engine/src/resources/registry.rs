@@ -74,6 +74,7 @@ impl Registry {
         registry.register(Arc::new(ValueResource::new()));
         registry.register(Arc::new(super::ResourceGroup::new(registry.host.clone())));
         registry.register(Arc::new(super::StackResource::new(registry.host.clone())));
+        registry.register(Arc::new(super::ResourceChain::new(registry.host.clone())));
         registry
     }
 

@@ -19,17 +19,13 @@ use serde_json::{json, Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{create_child, delete_child, nested_reference, update_child};
+use super::template_resource::{create_child, delete_child, nested_reference, stored_members, update_child};
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
 use crate::EngineError;
 
 /// resource_data keys.
-const MEMBERS_KEY: &str = "group_members";
 const REMOVED_KEY: &str = "removed_rsrc_list";
 
-/// The fact key under which a group's members travel to the resources
-/// that use it (read by the definition's attribute resolution).
-pub const MEMBERS_FACT: &str = "__group_members__";
 
 pub struct ResourceGroup {
     schema: ResourceSchema,
@@ -203,15 +199,6 @@ fn policy_targets(props: &Properties) -> Vec<String> {
     out
 }
 
-/// The stored members: `[{name, ref, attrs}]` in index order.
-fn stored_members(state: &ResourceState) -> Vec<Value> {
-    state
-        .data
-        .get(MEMBERS_KEY)
-        .and_then(|t| serde_json::from_str::<Vec<Value>>(t).ok())
-        .unwrap_or_default()
-}
-
 fn index_key(name: &str) -> (u64, String) {
     (name.parse::<u64>().unwrap_or(u64::MAX), name.to_string())
 }
@@ -246,18 +233,6 @@ impl ResourceGroup {
             .await
             .map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
         Ok(NestedStackSpec { template, files, environment, timeout_mins: None })
-    }
-
-    /// Reads the members' references and attributes into the data.
-    async fn remember_members(&self, host: &dyn PluginHost, ctx: &mut ActionContext) {
-        let Some(child) = ctx.state.physical_id.clone() else { return };
-        let Ok(mut members) = host.nested_resources(&child, &[]).await else { return };
-        members.sort_by_key(|m| index_key(&m.name));
-        let list: Vec<Value> = members
-            .into_iter()
-            .map(|m| json!({"name": m.name, "ref": m.reference, "attrs": m.attributes}))
-            .collect();
-        ctx.state.data.insert(MEMBERS_KEY.into(), Value::Array(list).to_string());
     }
 
     /// Walks the nested stack to `names` (all on `props`), in batches when
@@ -319,14 +294,12 @@ impl ResourceGroup {
                 update_child(host.as_ref(), ctx, spec).await
             };
             if let Err(e) = result {
-                self.remember_members(host.as_ref(), ctx).await;
                 return Err(e);
             }
             if i + 1 < count && !pause.is_zero() {
                 ctx.sleep(pause.as_secs_f64()).await?;
             }
         }
-        self.remember_members(host.as_ref(), ctx).await;
         Ok(())
     }
 }
@@ -344,6 +317,10 @@ impl ResourceType for ResourceGroup {
         true
     }
 
+    fn runs_nested_stack(&self) -> bool {
+        true
+    }
+
     fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
         // The engine's update policy rides along under a hidden key.
         let mut given = given.clone();
@@ -353,6 +330,12 @@ impl ResourceType for ResourceGroup {
             props.insert(super::UPDATE_POLICY_KEY.into(), p);
         }
         Ok(props)
+    }
+
+    /// The nested stack is always updated (upstream
+    /// `StackResource._needs_update`); its resources decide for themselves.
+    fn update_decision(&self, _old: &Properties, _new: &Properties) -> super::UpdateDecision {
+        super::UpdateDecision::InPlace
     }
 
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
@@ -416,7 +399,7 @@ impl ResourceType for ResourceGroup {
 }
 
 /// The group's own attributes from its stored members.
-fn group_attribute(state: &ResourceState, name: &str) -> Option<Value> {
+pub(crate) fn group_attribute(state: &ResourceState, name: &str) -> Option<Value> {
     let members = stored_members(state);
     let refs = || members.iter().map(|m| m.get("ref").cloned().unwrap_or(Value::Null));
     Some(match name {
@@ -444,7 +427,7 @@ fn group_attribute(state: &ResourceState, name: &str) -> Option<Value> {
             }
             Value::Object(by_attr)
         }
-        MEMBERS_FACT => Value::Array(members),
+        super::MEMBERS_FACT => Value::Array(members),
         _ => return None,
     })
 }

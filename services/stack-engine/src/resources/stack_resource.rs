@@ -73,6 +73,12 @@ impl ResourceType for StackResource {
         &self.schema
     }
 
+    /// The nested stack is always updated (upstream
+    /// `StackResource._needs_update`); its resources decide for themselves.
+    fn update_decision(&self, _old: &Properties, _new: &Properties) -> super::UpdateDecision {
+        super::UpdateDecision::InPlace
+    }
+
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let spec = self.spec(ctx).await?;
@@ -96,9 +102,14 @@ impl ResourceType for StackResource {
         })
     }
 
+    fn runs_nested_stack(&self) -> bool {
+        true
+    }
+
     fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
         Box::pin(async move {
             Ok(match name {
+                super::MEMBERS_FACT => Value::Array(super::template_resource::stored_members(state)),
                 "outputs" => Value::Object(stored_outputs(state)),
                 "stack_name" => state
                     .data

@@ -24,17 +24,8 @@ use crate::EngineError;
 /// resource_data keys.
 pub(crate) const OUTPUTS_KEY: &str = "nested_outputs";
 pub(crate) const REFERENCE_KEY: &str = "nested_reference";
-pub(crate) const DIGEST_KEY: &str = "nested_template_digest";
+pub(crate) const MEMBERS_KEY: &str = "nested_members";
 
-/// A stable fingerprint of a nested stack's documents (what a change of
-/// the template file or of the inherited environment shows up as).
-pub(crate) fn digest_of(template: &Value, environment: &Value) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    template.to_string().hash(&mut h);
-    environment.to_string().hash(&mut h);
-    format!("{:016x}", h.finish())
-}
 
 /// Names for schemas built from user templates: the schema types hold
 /// `&'static str`, so each distinct name is kept once for the process.
@@ -126,10 +117,6 @@ impl TemplateResource {
         })
     }
 
-    fn digest(&self) -> String {
-        digest_of(&self.template, &self.child_environment)
-    }
-
     fn spec(&self, properties: &Properties, timeout_mins: Option<i64>) -> NestedStackSpec {
         let mut environment = self.child_environment.clone();
         let parameters: Map<String, Value> = properties
@@ -185,14 +172,20 @@ fn child_environment(parent: &Environment, resource_name: &str, type_name: &str,
     env
 }
 
-/// The status reason of a failed child, as upstream words it.
+/// A failed child as its parent resource's failure: the child's reason
+/// without its "Resource CREATE failed: " lead, split into the exception
+/// name and the message (which names the failed resource's path).
 pub(crate) fn nested_failure(outcome: &NestedOutcome) -> ResourceFailure {
-    ResourceFailure::error(
-        "resources",
-        format!("{} {}: {}", outcome.action, outcome.status, outcome.status_reason)
-            .trim_end_matches(": ")
-            .to_string(),
-    )
+    let reason = outcome.status_reason.as_str();
+    let inner = reason
+        .strip_prefix("Resource ")
+        .and_then(|r| r.split_once(" failed: "))
+        .map(|(_, rest)| rest)
+        .unwrap_or(reason);
+    match inner.split_once(": ") {
+        Some((type_name, message)) if !type_name.contains(' ') => ResourceFailure::error(type_name, message),
+        _ => ResourceFailure::error("Error", format!("{} {}: {}", outcome.action, outcome.status, inner)),
+    }
 }
 
 /// Waits for the child and keeps its outputs and reference in `state`.
@@ -202,11 +195,33 @@ pub(crate) async fn settle(
     child_id: &str,
 ) -> Result<(), ResourceFailure> {
     let outcome = host.wait_nested(child_id, ctx.cancel.clone()).await?;
+    remember_members(host, &mut ctx.state, child_id).await;
     if !outcome.is_complete() {
         return Err(nested_failure(&outcome));
     }
     remember_outputs(host, &mut ctx.state, child_id).await;
     Ok(())
+}
+
+/// Keeps the child's live resources (name, reference, attributes) in the
+/// data, ordered by name as numbers first (group members "0", "1", …).
+pub(crate) async fn remember_members(host: &dyn PluginHost, state: &mut ResourceState, child_id: &str) {
+    let Ok(mut members) = host.nested_resources(child_id, &[]).await else { return };
+    members.sort_by_key(|m| (m.name.parse::<u64>().unwrap_or(u64::MAX), m.name.clone()));
+    let list: Vec<Value> = members
+        .into_iter()
+        .map(|m| serde_json::json!({"name": m.name, "ref": m.reference, "attrs": m.attributes}))
+        .collect();
+    state.data.insert(MEMBERS_KEY.into(), Value::Array(list).to_string());
+}
+
+/// The members kept by [`remember_members`].
+pub(crate) fn stored_members(state: &ResourceState) -> Vec<Value> {
+    state
+        .data
+        .get(MEMBERS_KEY)
+        .and_then(|t| serde_json::from_str::<Vec<Value>>(t).ok())
+        .unwrap_or_default()
 }
 
 pub(crate) async fn remember_outputs(host: &dyn PluginHost, state: &mut ResourceState, child_id: &str) {
@@ -292,26 +307,17 @@ impl ResourceType for TemplateResource {
         &self.schema
     }
 
-    /// Every property maps to a parameter of the child, which the child's
-    /// update takes in place; only a change of type (another template)
-    /// replaces, and that the engine decides.
-    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
-        if old == new {
-            UpdateDecision::Unchanged
-        } else {
-            UpdateDecision::InPlace
-        }
-    }
-
-    fn definition_changed(&self, state: &ResourceState) -> bool {
-        state.data.get(DIGEST_KEY).is_some_and(|d| *d != self.digest())
+    /// Always an update of the child, whatever changed (upstream
+    /// `StackResource._needs_update`): the nested resources decide for
+    /// themselves, and a changed file or environment reaches them.
+    fn update_decision(&self, _old: &Properties, _new: &Properties) -> UpdateDecision {
+        UpdateDecision::InPlace
     }
 
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let host = self.host.get();
             let spec = self.spec(&ctx.properties, None);
-            ctx.state.data.insert(DIGEST_KEY.into(), self.digest());
             create_child(host.as_ref(), ctx, spec).await
         })
     }
@@ -320,7 +326,6 @@ impl ResourceType for TemplateResource {
         Box::pin(async move {
             let host = self.host.get();
             let spec = self.spec(&ctx.properties, None);
-            ctx.state.data.insert(DIGEST_KEY.into(), self.digest());
             update_child(host.as_ref(), ctx, spec).await
         })
     }
@@ -332,8 +337,15 @@ impl ResourceType for TemplateResource {
         })
     }
 
+    fn runs_nested_stack(&self) -> bool {
+        true
+    }
+
     fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
         Box::pin(async move {
+            if name == super::MEMBERS_FACT {
+                return Ok(Value::Array(stored_members(state)));
+            }
             if name == "OS::stack_id" {
                 let outputs = stored_outputs(state);
                 return Ok(outputs

@@ -398,10 +398,10 @@ impl Orchestration {
                 push("added", preview);
                 continue;
             };
-            let new_type = model::plugin_type(&new.def, defn);
+            let new_type = new.def.plugin_identity(&defn.name, &defn.type_name);
             let decision = match new.def.plugin_for(&self.registry, &defn.name, &defn.type_name).ok() {
                 // Another plugin: replaced (upstream compares classes).
-                _ if current_model.def.plugin_type_of(&row.name, &row.resource_type) != new_type => UpdateDecision::Replace,
+                _ if current_model.def.plugin_identity(&row.name, &row.resource_type) != new_type => UpdateDecision::Replace,
                 // A failed or never created resource is replaced, as upstream.
                 _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
                 Some(plugin) => {

@@ -85,8 +85,13 @@ impl AttributeCheck {
             .iter()
             .map(|defn| {
                 let names = def.plugin_for(registry, &defn.name, &defn.type_name).ok().and_then(|plugin| {
-                    (!plugin.accepts_any_attribute())
-                        .then(|| plugin.schema().attributes.iter().map(|a| a.name.to_string()).collect::<Vec<_>>())
+                    (!plugin.accepts_any_attribute()).then(|| {
+                        let mut names: Vec<String> = plugin.schema().attributes.iter().map(|a| a.name.to_string()).collect();
+                        if plugin.runs_nested_stack() {
+                            names.push(crate::resources::MEMBERS_FACT.to_string());
+                        }
+                        names
+                    })
                 });
                 (defn.name.clone(), names)
             })
@@ -106,7 +111,10 @@ impl ResolveContext for AttributeCheck {
 
     fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError> {
         if let Some(Some(names)) = self.known.get(resource) {
-            if !names.iter().any(|n| n == attribute) {
+            // `resource.<name>[.<attr>]` reaches into a nested stack's
+            // resources (template resources, groups).
+            let nested = attribute.starts_with("resource.") && names.iter().any(|n| n == crate::resources::MEMBERS_FACT);
+            if !nested && !names.iter().any(|n| n == attribute) {
                 return Err(TemplateError::validation_failed(format!(
                     "The Referenced Attribute ({resource} {attribute}) is incorrect."
                 )));

@@ -1,0 +1,127 @@
+//! OS::Heat::ResourceChain (upstream `resource_chain.py`): the types of
+//! `resources` as members "0", "1", … of a nested stack, each depending on
+//! the one before unless `concurrent`, all with `resource_properties`.
+//! Attributes as a group's (`refs`, `refs_map`, `attributes`,
+//! `resource.<n>[.<attr>]`).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+
+use super::host::{HostSlot, NestedStackSpec};
+use super::resource_group::group_attribute;
+use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
+use super::template_resource::{create_child, delete_child, nested_reference, update_child};
+use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use crate::EngineError;
+
+pub struct ResourceChain {
+    schema: ResourceSchema,
+    host: Arc<HostSlot>,
+}
+
+impl ResourceChain {
+    pub const TYPE: &'static str = "OS::Heat::ResourceChain";
+
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        ResourceChain {
+            schema: ResourceSchema {
+                properties: vec![
+                    PropertySchema::new("resources", T::List, "The list of resource types to create. This list may contain type names or aliases defined in the resource registry. Specific template names are not supported.")
+                        .required()
+                        .update_allowed()
+                        .list_of(PropertySchema::new("*", T::String, "")),
+                    PropertySchema::new("concurrent", T::Boolean, "If true, the resources in the chain will be created concurrently. If false or omitted, each resource will be treated as having a dependency on the previous resource in the list.")
+                        .default_value(false),
+                    PropertySchema::new("resource_properties", T::Map, "Properties to pass to each resource being created in the chain.")
+                        .update_allowed(),
+                ],
+                attributes: vec![
+                    AttributeSchema::new("refs", "A list of resource IDs for the resources in the chain.", Some("list")),
+                    AttributeSchema::new("attributes", "A map of resource names to the specified attribute of each individual resource.", Some("map")),
+                    super::show_attribute(),
+                ],
+                support_status: SupportStatus::supported("6.0.0"),
+                description: "Creates one or more resources with the same configuration.",
+            },
+            host,
+        }
+    }
+
+    async fn spec(&self, ctx: &ActionContext) -> Result<NestedStackSpec, ResourceFailure> {
+        let types = ctx.properties.get("resources").and_then(Value::as_array).cloned().unwrap_or_default();
+        let concurrent = ctx.properties.get("concurrent").and_then(Value::as_bool).unwrap_or(false);
+        let props = ctx.properties.get("resource_properties").filter(|p| !p.is_null()).cloned();
+        let mut resources = Map::new();
+        for (i, t) in types.iter().enumerate() {
+            let mut defn = Map::new();
+            defn.insert("type".into(), t.clone());
+            if let Some(p) = &props {
+                defn.insert("properties".into(), p.clone());
+            }
+            if i > 0 && !concurrent {
+                defn.insert("depends_on".into(), json!((i - 1).to_string()));
+            }
+            resources.insert(i.to_string(), Value::Object(defn));
+        }
+        let host = self.host.get();
+        let (files, environment) =
+            host.parent_documents(&ctx.stack_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        Ok(NestedStackSpec {
+            template: json!({"heat_template_version": "2015-04-30", "resources": resources}),
+            files,
+            environment,
+            timeout_mins: None,
+        })
+    }
+}
+
+impl ResourceType for ResourceChain {
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    /// The nested stack is always updated; its resources decide.
+    fn update_decision(&self, _old: &Properties, _new: &Properties) -> UpdateDecision {
+        UpdateDecision::InPlace
+    }
+
+    fn runs_nested_stack(&self) -> bool {
+        true
+    }
+
+    fn accepts_any_attribute(&self) -> bool {
+        true
+    }
+
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let spec = self.spec(ctx).await?;
+            create_child(self.host.get().as_ref(), ctx, spec).await
+        })
+    }
+
+    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let spec = self.spec(ctx).await?;
+            update_child(self.host.get().as_ref(), ctx, spec).await
+        })
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move { delete_child(self.host.get().as_ref(), ctx).await })
+    }
+
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async move { Ok(group_attribute(state, name).unwrap_or(Value::Null)) })
+    }
+
+    fn reference_id(&self, state: &ResourceState) -> Value {
+        nested_reference(state)
+    }
+}
