@@ -578,4 +578,19 @@ mod tests {
             StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap();
         assert!(d.resources.is_empty());
     }
+
+    #[test]
+    fn nested_members_answer_resource_paths_and_member_lists() {
+        let members = vec![
+            json!({"name": "0", "ref": "a", "attrs": {"value": "x", "m": {"k": 1}}}),
+            json!({"name": "1", "ref": "b", "attrs": {"value": "y", "m": {"k": 2}}}),
+        ];
+        assert_eq!(member_attribute(&members, "resource.0", &[]), json!("a"));
+        assert_eq!(member_attribute(&members, "resource.1.value", &[]), json!("y"));
+        assert_eq!(member_attribute(&members, "resource.1", &[json!("m"), json!("k")]), json!(2));
+        assert_eq!(member_attribute(&members, "resource.9", &[]), Value::Null);
+        assert_eq!(member_attribute(&members, "value", &[]), json!(["x", "y"]));
+        assert_eq!(member_attribute(&members, "m", &[json!("k")]), json!([1, 2]));
+    }
+
 }

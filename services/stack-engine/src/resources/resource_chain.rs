@@ -66,8 +66,7 @@ impl ResourceChain {
             resources.insert(i.to_string(), Value::Object(defn));
         }
         let host = self.host.get();
-        let (files, environment) =
-            host.parent_documents(&ctx.stack_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let (files, environment) = super::template_resource::documents_of(host.as_ref(), ctx).await?;
         Ok(NestedStackSpec {
             template: json!({"heat_template_version": "2015-04-30", "resources": resources}),
             files,

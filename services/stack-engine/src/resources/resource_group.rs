@@ -228,10 +228,7 @@ fn batching(props: &Properties, key: &str) -> Option<Batching> {
 
 impl ResourceGroup {
     async fn spec(&self, host: &dyn PluginHost, ctx: &ActionContext, template: Value) -> Result<NestedStackSpec, ResourceFailure> {
-        let (files, environment) = host
-            .parent_documents(&ctx.stack_id)
-            .await
-            .map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let (files, environment) = super::template_resource::documents_of(host, ctx).await?;
         Ok(NestedStackSpec { template, files, environment, timeout_mins: None })
     }
 
@@ -430,4 +427,61 @@ pub(crate) fn group_attribute(state: &ResourceState, name: &str) -> Option<Value
         super::MEMBERS_FACT => Value::Array(members),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_skip_removed_and_keep_lowest_indexes() {
+        assert_eq!(member_names(3, &BTreeSet::new()), vec!["0", "1", "2"]);
+        let removed: BTreeSet<String> = ["1".to_string()].into_iter().collect();
+        assert_eq!(member_names(3, &removed), vec!["0", "2", "3"]);
+        assert!(member_names(0, &removed).is_empty());
+    }
+
+    #[test]
+    fn index_var_is_replaced_in_nested_strings() {
+        let mut props = Properties::new();
+        props.insert(
+            "resource_def".into(),
+            json!({"type": "OS::Heat::TestResource", "properties": {"value": "v-%index%", "list": ["%index%", 1]}}),
+        );
+        props.insert("index_var".into(), json!("%index%"));
+        let defn = member_definition(&props, "7");
+        assert_eq!(defn["properties"], json!({"value": "v-7", "list": ["7", 1]}));
+        assert_eq!(defn["type"], json!("OS::Heat::TestResource"));
+        assert!(defn.get("metadata").is_none());
+    }
+
+    #[test]
+    fn rolling_template_keeps_pending_members_on_the_old_definition() {
+        let def = |v: &str| {
+            let mut p = Properties::new();
+            p.insert("resource_def".into(), json!({"type": "T", "properties": {"value": v}}));
+            p
+        };
+        let names: Vec<String> = vec!["0".into(), "1".into()];
+        let pending: BTreeSet<String> = ["1".to_string()].into_iter().collect();
+        let t = group_template(&names, &def("new"), Some((&def("old"), &pending)));
+        assert_eq!(t["resources"]["0"]["properties"]["value"], json!("new"));
+        assert_eq!(t["resources"]["1"]["properties"]["value"], json!("old"));
+    }
+
+    #[test]
+    fn attributes_come_from_the_stored_members() {
+        let mut state = ResourceState::default();
+        state.data.insert(
+            super::super::template_resource::MEMBERS_KEY.into(),
+            json!([{"name": "0", "ref": "a", "attrs": {"output": "x"}}, {"name": "1", "ref": "b", "attrs": {"output": "y"}}])
+                .to_string(),
+        );
+        state.data.insert(REMOVED_KEY.into(), json!(["2"]).to_string());
+        assert_eq!(group_attribute(&state, "refs"), Some(json!(["a", "b"])));
+        assert_eq!(group_attribute(&state, "refs_map"), Some(json!({"0": "a", "1": "b"})));
+        assert_eq!(group_attribute(&state, "attributes"), Some(json!({"output": {"0": "x", "1": "y"}})));
+        assert_eq!(group_attribute(&state, "removed_rsrc_list"), Some(json!(["2"])));
+        assert_eq!(group_attribute(&state, "other"), None);
+    }
 }

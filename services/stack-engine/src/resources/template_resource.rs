@@ -249,6 +249,23 @@ pub(crate) fn stored_outputs(state: &ResourceState) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// The files and environment a nested stack of `ctx`'s resource inherits:
+/// the parent stack's current ones (during an update, the new ones).
+/// Files the child already has and the parent no longer gives are kept:
+/// members not yet moved to a new definition still run their old file.
+pub(crate) async fn documents_of(host: &dyn PluginHost, ctx: &ActionContext) -> Result<(Map<String, Value>, Value), ResourceFailure> {
+    let (mut files, environment) =
+        host.parent_documents(&ctx.stack_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+    if let Some(child) = &ctx.state.physical_id {
+        if let Ok((old_files, _)) = host.parent_documents(child).await {
+            for (name, text) in old_files {
+                files.entry(name).or_insert(text);
+            }
+        }
+    }
+    Ok((files, environment))
+}
+
 /// Creates the child stack for `ctx` and waits for it.
 pub(crate) async fn create_child(
     host: &dyn PluginHost,
@@ -341,6 +358,13 @@ impl ResourceType for TemplateResource {
         true
     }
 
+    /// The outputs are the attributes, but a reference to an output the
+    /// new file no longer has is not an error (upstream lets a stack whose
+    /// nested template dropped an output update; the value is null).
+    fn accepts_any_attribute(&self) -> bool {
+        true
+    }
+
     fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
         Box::pin(async move {
             if name == super::MEMBERS_FACT {
@@ -363,5 +387,60 @@ impl ResourceType for TemplateResource {
 
     fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
         Some(Box::pin(async { Ok(()) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn outcome(reason: &str) -> NestedOutcome {
+        NestedOutcome { action: "CREATE".into(), status: "FAILED".into(), status_reason: reason.into() }
+    }
+
+    #[test]
+    fn a_failed_child_keeps_its_exception_and_path() {
+        let f = nested_failure(&outcome("Resource CREATE failed: ValueError: resources.oops: Test Resource failed oops"));
+        assert_eq!(f, ResourceFailure::error("ValueError", "resources.oops: Test Resource failed oops"));
+        let f = nested_failure(&outcome("Timed out"));
+        assert_eq!(f, ResourceFailure::error("Error", "CREATE FAILED: Timed out"));
+    }
+
+    #[test]
+    fn the_child_environment_drops_the_mapping_that_led_to_it() {
+        let parent = Environment::from_value(&json!({
+            "parameters": {"p": 1},
+            "parameter_defaults": {"d": 2},
+            "resource_registry": {
+                "My::Type": "nested.yaml",
+                "Other::Type": "OS::Heat::None",
+                "resources": {"r": {"inner": {"hooks": "pre-create"}}}
+            }
+        }))
+        .unwrap();
+        let env = child_environment(&parent, "r", "My::Type", "nested.yaml");
+        assert!(env.get("parameters").is_none());
+        assert_eq!(env["parameter_defaults"], json!({"d": 2}));
+        assert!(env["resource_registry"].get("My::Type").is_none());
+        assert_eq!(env["resource_registry"]["Other::Type"], json!("OS::Heat::None"));
+        assert_eq!(env["resource_registry"]["resources"], json!({"inner": {"hooks": "pre-create"}}));
+    }
+
+    #[test]
+    fn properties_are_the_nested_parameters() {
+        let mut files = Map::new();
+        files.insert(
+            "nested.yaml".into(),
+            json!("heat_template_version: 2015-04-30\nparameters:\n  length:\n    type: number\n  salt:\n    type: string\n    default: x\noutputs:\n  value:\n    value: 1\n"),
+        );
+        let env = Environment::from_value(&json!({})).unwrap();
+        let t = TemplateResource::build("nested.yaml", "r", "nested.yaml", &files, &env, Arc::new(HostSlot::default())).unwrap();
+        let length = t.schema().property("length").unwrap();
+        assert!(length.required && length.update_allowed);
+        assert!(!t.schema().property("salt").unwrap().required);
+        assert!(t.schema().has_attribute("value") && t.schema().has_attribute("OS::stack_id"));
+        let missing = TemplateResource::build("gone.yaml", "r", "gone.yaml", &files, &env, Arc::new(HostSlot::default()));
+        assert!(missing.is_err());
     }
 }
