@@ -299,6 +299,13 @@ impl Orchestration for FakeEngine {
         self.record("list_services", &req, Recorded { caller: req.get_ref().caller.clone().unwrap_or_default(), ..Default::default() });
         reply(json!({"services": []}))
     }
+
+    async fn presigned_signal(&self, req: GrpcRequest<pb::PresignedSignalRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        let rec = Recorded { query: r.query, body_json: r.body_json, extra: format!("{} {}", r.method, r.path), ..Default::default() };
+        self.record("presigned_signal", &req, rec);
+        reply(json!(null))
+    }
 }
 
 /// Starts the fake engine on a loopback port; its gRPC URL.

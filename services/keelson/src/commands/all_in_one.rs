@@ -47,6 +47,10 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let orchestration = keelson_gateway::server::orchestration_app(&config, vec![engine_channel], metrics)?;
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
     engine_settings.engine.tls = tls.clone();
+    // Instances signal the Orchestration API this process serves.
+    if !config.is_set("orchestration", "public_endpoint") {
+        engine_settings.engine.signals.orchestration_url = format!("http://{}", o_listener.local_addr()?);
+    }
     let ctl_addr = ctl_listener.local_addr()?;
     let registration = super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
     let (synced_tx, _synced) = tokio::sync::watch::channel(false);

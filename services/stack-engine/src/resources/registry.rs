@@ -72,6 +72,13 @@ impl Registry {
         registry.register(Arc::new(TestResource::new()));
         registry.register(Arc::new(RandomString::new()));
         registry.register(Arc::new(ValueResource::new()));
+        let host = registry.host().clone();
+        registry.register(Arc::new(super::WaitConditionHandle::heat(host.clone())));
+        registry.register(Arc::new(super::WaitConditionHandle::update_handle(host.clone())));
+        registry.register(Arc::new(super::WaitCondition::new(host.clone())));
+        registry.register(Arc::new(super::SoftwareConfig::new(host.clone())));
+        registry.register(Arc::new(super::SoftwareDeployment::new(host.clone())));
+        registry.register(Arc::new(super::DeployedServer::new(host)));
         registry
     }
 
@@ -402,7 +409,11 @@ mod tests {
         let registry = Registry::builtin();
         assert_eq!(
             registry.list_view(&[]).unwrap(),
-            json!({"resource_types": ["OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::TestResource", "OS::Heat::Value"]})
+            json!({"resource_types": [
+                "OS::Heat::DeployedServer", "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::SoftwareConfig",
+                "OS::Heat::SoftwareDeployment", "OS::Heat::TestResource", "OS::Heat::Value",
+                "OS::Heat::WaitCondition", "OS::Heat::WaitConditionHandle", "OS::Heat::UpdateWaitConditionHandle"
+            ]})
         );
         assert_eq!(
             registry.list_view(&q(&[("name", "OS::Heat::R.*")])).unwrap(),

@@ -297,6 +297,13 @@ impl OrchestrationRpc for OrchestrationApi {
         let r = request.into_inner();
         reply(self.service.list_services(&caller(r.caller)).await)
     }
+
+    async fn presigned_signal(&self, request: Request<pb::PresignedSignalRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let details = signal_body(&r.body_json)?;
+        let pairs: Vec<(String, String)> = r.query.into_iter().flat_map(|p| p.values.into_iter().map(move |v| (p.key.clone(), v))).collect();
+        reply(self.service.presigned_signal(&r.method, &r.path, &pairs, details).await)
+    }
 }
 
 #[cfg(test)]
