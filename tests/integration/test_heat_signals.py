@@ -338,3 +338,56 @@ def test_software_deployment_failed_by_exit_status(heat, procs):
     assert dep['attributes']['deploy_stderr'] == 'no space left on world\n'
     assert dep['attributes']['deploy_stdout'] == 'about to fail\n'
     assert dep['attributes']['deploy_status_code'] == 3
+
+
+def test_software_configs_and_deployments_api(heat):
+    """The software_configs / software_deployments REST resources, and a
+    server's derived configs at metadata/{server_id}."""
+    status, _, doc = heat.call('POST', '/software_configs', {
+        'name': 'cfg-b', 'group': 'script', 'config': 'echo hi',
+        'inputs': [{'name': 'x'}], 'outputs': [{'name': 'y', 'error_output': True}], 'options': {'o': 1}})
+    assert status == 200, doc
+    cfg = doc['software_config']
+    assert (cfg['name'], cfg['group'], cfg['config'], cfg['options']) == ('cfg-b', 'script', 'echo hi', {'o': 1})
+    assert cfg['inputs'] == [{'name': 'x'}] and cfg['creation_time']
+    status, _, doc = heat.call('POST', '/software_configs', {'name': 'cfg-a', 'config': 'true'})
+    cfg_a = doc['software_config']
+    assert cfg_a['group'] == 'Heat::Ungrouped'
+    status, _, doc = heat.call('GET', '/software_configs/%s' % cfg['id'])
+    assert status == 200 and doc['software_config'] == cfg
+    status, _, doc = heat.call('GET', '/software_configs')
+    listed = [c for c in doc['software_configs'] if c['id'] in (cfg['id'], cfg_a['id'])]
+    assert listed and set(listed[0]) == {'id', 'name', 'group', 'creation_time'}
+    status, _, doc = heat.call('GET', '/software_configs/nope')
+    assert status == 404 and doc['error']['type'] == 'NotFound', doc
+    status, _, doc = heat.call('POST', '/software_configs', {'inputs': 'x'})
+    assert status == 400, doc
+
+    server = str(uuid.uuid4())
+    ids = []
+    for c in (cfg, cfg_a):
+        status, _, doc = heat.call('POST', '/software_deployments', {
+            'config_id': c['id'], 'server_id': server, 'input_values': {'x': 1},
+            'action': 'CREATE', 'status': 'IN_PROGRESS', 'status_reason': 'Deploy data available'})
+        assert status == 200, doc
+        ids.append(doc['software_deployment']['id'])
+        assert doc['software_deployment']['status'] == 'IN_PROGRESS'
+    status, _, doc = heat.call('GET', '/software_deployments?server_id=%s' % server)
+    assert sorted(d['id'] for d in doc['software_deployments']) == sorted(ids)
+    status, _, doc = heat.call('GET', '/software_deployments/metadata/%s' % server)
+    assert [m['name'] for m in doc['metadata']] == ['cfg-a', 'cfg-b']
+    status, _, doc = heat.call('PUT', '/software_deployments/%s' % ids[0],
+                               {'status': 'COMPLETE', 'output_values': {'y': None}})
+    assert status == 200 and doc['software_deployment']['status'] == 'COMPLETE', doc
+    assert doc['software_deployment']['action'] == 'CREATE'
+    status, _, doc = heat.call('POST', '/software_deployments', {'config_id': 'nope', 'server_id': server})
+    assert status == 404, doc
+    for i in ids:
+        status, _, _ = heat.call('DELETE', '/software_deployments/%s' % i)
+        assert status == 204
+    status, _, doc = heat.call('GET', '/software_deployments/%s' % ids[0])
+    assert status == 404, doc
+    status, _, _ = heat.call('DELETE', '/software_configs/%s' % cfg['id'])
+    assert status == 204
+    status, _, _ = heat.call('DELETE', '/software_configs/%s' % cfg['id'])
+    assert status == 404

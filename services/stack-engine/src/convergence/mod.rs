@@ -21,7 +21,7 @@ mod host;
 mod operations;
 mod settings;
 mod signals;
-mod software;
+pub mod software;
 mod traversal;
 mod watchdog;
 
