@@ -299,6 +299,73 @@ impl Orchestration for FakeEngine {
         self.record("list_services", &req, Recorded { caller: req.get_ref().caller.clone().unwrap_or_default(), ..Default::default() });
         reply(json!({"services": []}))
     }
+
+    async fn presigned_signal(&self, req: GrpcRequest<pb::PresignedSignalRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        let rec = Recorded { query: r.query, body_json: r.body_json, extra: format!("{} {}", r.method, r.path), ..Default::default() };
+        self.record("presigned_signal", &req, rec);
+        reply(json!(null))
+    }
+
+    async fn list_software_configs(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("list_software_configs", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn create_software_config(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("create_software_config", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn show_software_config(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("show_software_config", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn delete_software_config(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("delete_software_config", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn list_software_deployments(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("list_software_deployments", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn create_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("create_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn show_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("show_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn update_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("update_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn delete_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("delete_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
+
+    async fn software_deployment_metadata(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record("software_deployment_metadata", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        reply(json!({}))
+    }
 }
 
 /// Starts the fake engine on a loopback port; its gRPC URL.

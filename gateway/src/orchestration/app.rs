@@ -124,6 +124,23 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
         Negotiated::NotFound => return fault::route_not_found(),
         Negotiated::V1(rest) => rest,
     };
+    // Pre-signed signal URLs carry their own credential: no authentication.
+    if super::presigned::matches(rest) {
+        let limit = dispatch.max_json_body_size;
+        let read_limit = limit.saturating_mul(READ_LIMIT_FACTOR).max(limit.saturating_add(1));
+        let bytes = match axum::body::to_bytes(Body::new(body), read_limit).await {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                let mut resp = body::too_large(read_limit, limit).into_response();
+                resp.extensions_mut().insert(RouteLabel("/{kind}/{arn}"));
+                return resp;
+            }
+        };
+        let query = parts.uri.query().unwrap_or("");
+        let mut resp = super::presigned::handle(&dispatch.engines, &parts.method, rest, query, &parts.headers, &bytes, limit).await;
+        resp.extensions_mut().insert(RouteLabel("/{kind}/{arn}"));
+        return resp;
+    }
     let mut caller = match dispatch.auth.authenticate(&parts.method, parts.uri.path(), &parts.headers).await {
         Ok(caller) => caller,
         Err(refused) => return refused,

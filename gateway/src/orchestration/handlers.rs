@@ -154,6 +154,39 @@ async fn lookup(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
     Ok(fault::found(&location))
 }
 
+/// The software_configs / software_deployments routes: one rpc each,
+/// 204 for deletes, the engine's document otherwise.
+async fn software(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
+    use Action::*;
+    let action = call.matched.action;
+    let id = [call.param("config_id"), call.param("deployment_id"), call.param("server_id")].into_iter().find(|p| !p.is_empty()).unwrap_or_default();
+    let body_json = match action {
+        CreateSoftwareConfig | CreateSoftwareDeployment | UpdateSoftwareDeployment => call.required_body()?,
+        _ => String::new(),
+    };
+    let req = pb::SoftwareRequest { caller: call.caller(), id, body_json, query: call.query_params() };
+    let reply = match action {
+        ListSoftwareConfigs => rpc!(client, list_software_configs, req),
+        CreateSoftwareConfig => rpc!(client, create_software_config, req),
+        ShowSoftwareConfig => rpc!(client, show_software_config, req),
+        DeleteSoftwareConfig => {
+            rpc!(client, delete_software_config, req);
+            return Ok(no_content());
+        }
+        ListSoftwareDeployments => rpc!(client, list_software_deployments, req),
+        SoftwareDeploymentMetadata => rpc!(client, software_deployment_metadata, req),
+        CreateSoftwareDeployment => rpc!(client, create_software_deployment, req),
+        ShowSoftwareDeployment => rpc!(client, show_software_deployment, req),
+        UpdateSoftwareDeployment => rpc!(client, update_software_deployment, req),
+        DeleteSoftwareDeployment => {
+            rpc!(client, delete_software_deployment, req);
+            return Ok(no_content());
+        }
+        _ => return Err(Fault::new(500, "HTTPInternalServerError", "")),
+    };
+    Ok(document(&reply.body_json, call.base))
+}
+
 /// Runs the engine operation of a matched route.
 pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Fault> {
     use Action::*;
@@ -293,6 +326,9 @@ pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Faul
         }
         BuildInfo => document(&rpc!(client, build_info, pb::CallerOnly { caller: call.caller() }).body_json, base),
         ListServices => document(&rpc!(client, list_services, pb::CallerOnly { caller: call.caller() }).body_json, base),
+        ListSoftwareConfigs | CreateSoftwareConfig | ShowSoftwareConfig | DeleteSoftwareConfig | ListSoftwareDeployments
+        | SoftwareDeploymentMetadata | CreateSoftwareDeployment | ShowSoftwareDeployment | UpdateSoftwareDeployment
+        | DeleteSoftwareDeployment => return software(client, &call).await,
         // Answered before dispatch (no engine call, no project check).
         Reject => fault::reject(call.matched.allow.as_deref().unwrap_or("")),
         Options => fault::options(call.matched.allow.as_deref().unwrap_or("")),

@@ -15,6 +15,7 @@ pub mod body;
 pub mod engines;
 pub mod fault;
 pub mod handlers;
+pub mod presigned;
 pub mod routes;
 pub mod urls;
 

@@ -50,6 +50,16 @@ pub enum Action {
     StackAction,
     BuildInfo,
     ListServices,
+    ListSoftwareConfigs,
+    CreateSoftwareConfig,
+    ShowSoftwareConfig,
+    DeleteSoftwareConfig,
+    ListSoftwareDeployments,
+    SoftwareDeploymentMetadata,
+    CreateSoftwareDeployment,
+    ShowSoftwareDeployment,
+    UpdateSoftwareDeployment,
+    DeleteSoftwareDeployment,
     /// 405 with `Allow`.
     Reject,
     /// 204 with `Allow`.
@@ -159,8 +169,7 @@ impl<'a> Group<'a> {
 
 impl RouteTable {
     /// heat-api v1's routes (`heat/api/openstack/v1/__init__.py`), without
-    /// snapshots and software configs/deployments (not in the engine's
-    /// contract yet).
+    /// snapshots (not in the engine's contract yet).
     pub fn heat_v1() -> Self {
         use Action::*;
         let mut routes = Vec::new();
@@ -219,6 +228,24 @@ impl RouteTable {
         let mut info = Group::new(&mut routes);
         info.add("/{tenant_id}/build_info", &[Method::GET], BuildInfo);
         info.finish();
+
+        let mut configs = Group::new(&mut routes);
+        configs
+            .add("/{tenant_id}/software_configs", &[Method::GET], ListSoftwareConfigs)
+            .add("/{tenant_id}/software_configs", &[Method::POST], CreateSoftwareConfig)
+            .add("/{tenant_id}/software_configs/{config_id}", &[Method::GET], ShowSoftwareConfig)
+            .add("/{tenant_id}/software_configs/{config_id}", &[Method::DELETE], DeleteSoftwareConfig);
+        configs.finish();
+
+        let mut deployments = Group::new(&mut routes);
+        deployments
+            .add("/{tenant_id}/software_deployments", &[Method::GET], ListSoftwareDeployments)
+            .add("/{tenant_id}/software_deployments/metadata/{server_id}", &[Method::GET], SoftwareDeploymentMetadata)
+            .add("/{tenant_id}/software_deployments", &[Method::POST], CreateSoftwareDeployment)
+            .add("/{tenant_id}/software_deployments/{deployment_id}", &[Method::GET], ShowSoftwareDeployment)
+            .add("/{tenant_id}/software_deployments/{deployment_id}", &[Method::PUT], UpdateSoftwareDeployment)
+            .add("/{tenant_id}/software_deployments/{deployment_id}", &[Method::DELETE], DeleteSoftwareDeployment);
+        deployments.finish();
 
         // Upstream declares services with a bare submapper: no 405/OPTIONS.
         routes.push(Route {
@@ -302,6 +329,17 @@ mod tests {
         assert_eq!(find(Method::GET, "/admin/stacks/detail").unwrap().action, Action::ListStacksDetail);
         let m = find(Method::DELETE, "/admin/stacks/arn:openstack:heat::admin:stacks/s/1/resources").unwrap();
         assert_eq!((m.action, m.param("stack_name")), (Action::Lookup, "arn:openstack:heat::admin:stacks/s/1/resources"));
+    }
+
+    #[test]
+    fn software_routes() {
+        let m = find(Method::GET, "/admin/software_deployments/metadata/srv").unwrap();
+        assert_eq!((m.action, m.param("server_id")), (Action::SoftwareDeploymentMetadata, "srv"));
+        let m = find(Method::PUT, "/admin/software_deployments/d1").unwrap();
+        assert_eq!((m.action, m.param("deployment_id")), (Action::UpdateSoftwareDeployment, "d1"));
+        assert_eq!(find(Method::DELETE, "/admin/software_configs/c1").unwrap().action, Action::DeleteSoftwareConfig);
+        let m = find(Method::PUT, "/admin/software_configs/c1").unwrap();
+        assert_eq!((m.action, m.allow.as_deref()), (Action::Reject, Some("GET,DELETE")));
     }
 
     #[test]

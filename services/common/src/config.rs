@@ -101,6 +101,19 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("orchestration", "action_retry_limit", "int", Some("5")),
     ("orchestration", "client_retry_limit", "int", Some("2")),
     ("orchestration", "max_concurrent_checks", "int", Some("64")),
+    // Signals and software deployments (Heat's names where Heat has them):
+    // the public URLs embedded in what instances receive (default: the
+    // gateway's own Orchestration endpoint), the pre-signed URLs' lifetime
+    // in seconds (0: no expiry) and key (default: generated, stored in the
+    // database), the default transports.
+    ("orchestration", "heat_waitcondition_server_url", "str", None),
+    ("orchestration", "heat_metadata_server_url", "str", None),
+    ("orchestration", "public_endpoint", "str", None),
+    ("orchestration", "signal_url_lifetime", "int", Some("86400")),
+    ("orchestration", "signal_signing_key", "str", None),
+    ("orchestration", "default_deployment_signal_transport", "str", Some("CFN_SIGNAL")),
+    ("orchestration", "default_software_config_transport", "str", Some("POLL_SERVER_HEAT")),
+    ("clients_heat", "url", "str", None),
     ("database", "connection", "str", None),
     // keystoneauth's password plugin options, which keystonemiddleware
     // registers only at run time (auth_type = password).

@@ -70,6 +70,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         client_retry_limit: int("client_retry_limit", d.client_retry_limit.into()).max(0) as u32,
         max_concurrent_checks: int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1) as usize,
         max_nested_stack_depth: int("max_nested_stack_depth", d.max_nested_stack_depth),
+        signals: signal_settings(config),
         ..d
     };
     let s = ServiceSettings::default();
@@ -89,6 +90,33 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
     let inventory_endpoint =
         config.is_set("keelson", "inventory_endpoint").then(|| config.get_str("keelson", "inventory_endpoint")).flatten();
     Settings { engine, service, inventory_endpoint }
+}
+
+/// `[orchestration] public_endpoint` (else `http://` + `[keelson]
+/// orchestration_listen`, a wildcard address read as loopback) and the
+/// signal options; `all-in-one` replaces the default with the address it
+/// bound.
+fn signal_settings(config: &Config) -> convergence::SignalSettings {
+    let text = |group: &str, name: &str| config.get_str(group, name).filter(|v| !v.trim().is_empty());
+    let listen = text("keelson", "orchestration_listen").unwrap_or_else(|| "127.0.0.1:8004".into()).replace("0.0.0.0", "127.0.0.1");
+    let public = text("orchestration", "public_endpoint").unwrap_or_else(|| format!("http://{listen}"));
+    let mut s = convergence::SignalSettings::with_defaults(public.trim_end_matches('/'));
+    s.heat_url = text("clients_heat", "url");
+    s.waitcondition_server_url = text("orchestration", "heat_waitcondition_server_url");
+    s.metadata_server_url = text("orchestration", "heat_metadata_server_url");
+    s.url_lifetime = match config.get_int("orchestration", "signal_url_lifetime") {
+        Some(n) if n <= 0 => None,
+        Some(n) => Some(std::time::Duration::from_secs(n as u64)),
+        None => Some(std::time::Duration::from_secs(86_400)),
+    };
+    s.signing_key = text("orchestration", "signal_signing_key");
+    if let Some(t) = text("orchestration", "default_deployment_signal_transport") {
+        s.default_deployment_signal_transport = t;
+    }
+    if let Some(t) = text("orchestration", "default_software_config_transport") {
+        s.default_software_config_transport = t;
+    }
+    s
 }
 
 /// Why an engine stopped.

@@ -49,6 +49,10 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     engine_settings.engine.tls = tls.clone();
     // The engine's OS::Placement::* resources use this process's inventory.
     engine_settings.inventory_endpoint = Some(format!("http://{inv_addr}"));
+    // Instances signal the Orchestration API this process serves.
+    if !config.is_set("orchestration", "public_endpoint") {
+        engine_settings.engine.signals.orchestration_url = format!("http://{}", o_listener.local_addr()?);
+    }
     let ctl_addr = ctl_listener.local_addr()?;
     let registration = super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
     let (synced_tx, _synced) = tokio::sync::watch::channel(false);

@@ -960,6 +960,7 @@ impl Engine {
             return Ok(Outcome::Raced);
         }
         let state = state_from(&row, data);
+        let metadata_before = state.metadata.clone();
         let mut ctx = ActionContext {
             stack_id: stack.id.clone(),
             stack_name: stack.name.clone(),
@@ -987,6 +988,10 @@ impl Engine {
                 let change = ResourceChange {
                     resource_type: written_type,
                     physical_resource_id: physical,
+                    // Only what the plugin changed (a server's transport
+                    // settings): other metadata is written by signals and
+                    // deployments under the row's CAS, never overwritten here.
+                    rsrc_metadata: (ctx.state.metadata != metadata_before).then(|| Some(ctx.state.metadata.clone())),
                     ..Default::default()
                 };
                 Ok(self.complete(

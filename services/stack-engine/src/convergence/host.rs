@@ -18,6 +18,7 @@ use super::operations::{NewDefinition, NewStack};
 use super::Engine;
 use crate::definition::{resource_facts, resource_state, LiveContext, StackDefinition};
 use crate::resources::host::{NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec, PluginHost};
+use crate::resources::host::{DeploymentSpec, DeploymentState, MetadataMerge, NewSoftwareConfig, PeerResource, SignalUrls};
 use crate::resources::{short_id, ResourceFailure};
 use crate::store::{self, action, status, ResourceRow, StackRow};
 use crate::EngineError;
@@ -310,5 +311,65 @@ impl PluginHost for Engine {
         attributes: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
         Box::pin(self.stack_members(child_id, attributes))
+    }
+
+    // ---- signals and software deployments (convergence/signals.rs,
+    // convergence/software.rs).
+
+    fn resource_by_refid<'a>(&'a self, stack_id: &'a str, refid: &'a str) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
+        Box::pin(async move { self.peer_by_refid(stack_id, refid).await.map_err(failure) })
+    }
+
+    fn resource_metadata(&self, resource_id: i64) -> BoxFuture<'_, Result<Value, ResourceFailure>> {
+        Box::pin(async move { self.metadata_of(resource_id).await.map_err(failure) })
+    }
+
+    fn merge_metadata<'a>(&'a self, resource_id: i64, merge: MetadataMerge<'a>) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
+        Box::pin(self.merge_metadata_of(resource_id, merge))
+    }
+
+    fn signal_urls<'a>(&'a self, stack_id: &'a str, resource_name: &'a str) -> BoxFuture<'a, Result<SignalUrls, ResourceFailure>> {
+        Box::pin(async move { self.signal_urls_of(stack_id, resource_name).await.map_err(failure) })
+    }
+
+    fn release_check_slot(&self) {
+        release_check_slot();
+    }
+
+    fn set_physical_id<'a>(&'a self, stack_id: &'a str, resource_name: &'a str, physical_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            store::software::set_locked_physical_id(&self.db, stack_id, resource_name, &self.engine_id, physical_id)
+                .await
+                .map(|_| ())
+                .map_err(|e| failure(e.into()))
+        })
+    }
+
+    fn create_software_config<'a>(&'a self, stack_id: &'a str, new: NewSoftwareConfig) -> BoxFuture<'a, Result<String, ResourceFailure>> {
+        Box::pin(async move { self.create_config_for(stack_id, new).await.map_err(failure) })
+    }
+
+    fn software_config<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Value>, EngineError>> {
+        Box::pin(self.config_doc(id))
+    }
+
+    fn delete_software_config<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move { self.delete_config_row(id).await.map_err(failure) })
+    }
+
+    fn write_deployment<'a>(&'a self, stack_id: &'a str, spec: DeploymentSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move { self.write_deployment_row(stack_id, spec).await.map_err(failure) })
+    }
+
+    fn deployment<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<DeploymentState>, EngineError>> {
+        Box::pin(self.deployment_state_of(id))
+    }
+
+    fn delete_deployment<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move { self.delete_deployment_row(id).await.map_err(failure) })
+    }
+
+    fn signal_deployment<'a>(&'a self, id: &'a str, details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+        Box::pin(async move { self.signal_deployment_row(id, details).await.map_err(failure) })
     }
 }

@@ -20,6 +20,8 @@ mod graph;
 mod host;
 mod operations;
 mod settings;
+mod signals;
+pub mod software;
 mod traversal;
 mod watchdog;
 
@@ -37,6 +39,7 @@ pub use dispatch::{CheckResourceMsg, Dispatcher, QueueDispatcher};
 pub use graph::{Node, TraversalGraph};
 pub use operations::{NewDefinition, NewStack, StackOperation};
 pub use settings::EngineSettings;
+pub use signals::{quote as url_quote, PresignedKind, ResourceArn, SignalSettings};
 pub use watchdog::WatchdogReport;
 
 /// One engine process: acts on resources for any stack, keeps the cancel
@@ -56,6 +59,8 @@ pub struct Engine {
     stack_waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
     /// This engine, for plugin calls that need its `Arc` operations.
     this: std::sync::Weak<Engine>,
+    /// The key of pre-signed signal URLs, read once.
+    signals_key: signals::KeyCell,
 }
 
 impl Engine {
@@ -109,6 +114,7 @@ impl Engine {
             permits,
             stack_waiters: Mutex::new(HashMap::new()),
             this: this.clone(),
+            signals_key: signals::KeyCell::default(),
         });
         let host: std::sync::Weak<dyn crate::resources::PluginHost> = Arc::downgrade(&engine) as _;
         engine.registry.host().bind(host);

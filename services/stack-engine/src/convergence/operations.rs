@@ -398,16 +398,15 @@ impl Engine {
         Err(EngineError::action_in_progress(stack_id, action::ROLLBACK))
     }
 
+    /// Checks a signal now and handles it in the background
+    /// (`signals.rs`).
     pub async fn signal_resource(
         self: &Arc<Self>,
-        _stack_id: &str,
+        stack_id: &str,
         resource_name: &str,
-        _details: Value,
+        details: Value,
     ) -> Result<(), EngineError> {
-        Err(EngineError::bad_request(
-            "ResourceActionNotSupported",
-            format!("Signal resource during {resource_name} is not supported."),
-        ))
+        self.signal_async(stack_id, resource_name, details).await
     }
 
     /// Marks a resource CHECK_FAILED (or back to CHECK_COMPLETE).

@@ -37,6 +37,8 @@ pub struct EngineSettings {
     /// The mesh's mutual TLS identity for calls to other engines (None:
     /// plaintext).
     pub tls: Option<std::sync::Arc<keelson_common::tls::MeshTls>>,
+    /// Where instances signal and poll, and how URLs are pre-signed.
+    pub signals: super::signals::SignalSettings,
 }
 
 impl Default for EngineSettings {
@@ -57,6 +59,7 @@ impl Default for EngineSettings {
             convergence_engine_enabled: true,
             controller_registry: None,
             tls: None,
+            signals: super::signals::SignalSettings::with_defaults("http://127.0.0.1:8004"),
         }
     }
 }

@@ -95,6 +95,154 @@ pub trait PluginHost: Send + Sync {
         child_id: &'a str,
         attributes: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>>;
+
+    // ---- signals (wait conditions) and software deployments. Defaulted so
+    // that hosts without them (unit tests' NoHost) need not say so.
+
+    /// The live resource of stack `stack_id` whose reference
+    /// (`get_resource`) is `refid` (upstream `stack.resource_by_refid`).
+    fn resource_by_refid<'a>(&'a self, _stack_id: &'a str, _refid: &'a str) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
+
+    /// The stored metadata of resource row `resource_id` (Null when none).
+    fn resource_metadata(&self, _resource_id: i64) -> BoxFuture<'_, Result<Value, ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
+
+    /// Replaces the metadata of row `resource_id` with `merge(current)`,
+    /// a compare-and-swap on the row's `atomic_key` (unlocked rows only),
+    /// retried with a fresh read when it loses; answers what was written.
+    fn merge_metadata<'a>(&'a self, _resource_id: i64, _merge: MetadataMerge<'a>) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
+
+    /// Where resource `resource_name` of stack `stack_id` is signalled.
+    fn signal_urls<'a>(&'a self, _stack_id: &'a str, _resource_name: &'a str) -> BoxFuture<'a, Result<SignalUrls, ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
+
+    /// Records the physical id of resource `resource_name` (locked by the
+    /// running action) before the action ends (upstream `resource_id_set`).
+    fn set_physical_id<'a>(&'a self, _stack_id: &'a str, _resource_name: &'a str, _physical_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Gives back the concurrency slot of the running check before a long
+    /// wait on something outside the engine (a signal, an agent).
+    fn release_check_slot(&self) {}
+
+    /// Stores a software config for stack `stack_id`'s tenant; answers
+    /// its id. `config` is `{config, inputs, outputs, options}`.
+    fn create_software_config<'a>(&'a self, _stack_id: &'a str, _new: NewSoftwareConfig) -> BoxFuture<'a, Result<String, ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
+
+    /// A software config as the API shows it (`{id, name, group, config,
+    /// inputs, outputs, options, creation_time}`); None when absent.
+    fn software_config<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<Option<Value>, EngineError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Deletes a software config; Ok when it is gone already.
+    fn delete_software_config<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Creates (no `id` yet stored) or updates a software deployment and
+    /// publishes the server's deployments in its metadata.
+    fn write_deployment<'a>(&'a self, _stack_id: &'a str, _spec: DeploymentSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
+
+    /// A software deployment's status and outputs; None when absent.
+    fn deployment<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<Option<DeploymentState>, EngineError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Deletes a software deployment (and republishes its server's
+    /// metadata); Ok when it is gone already.
+    fn delete_deployment<'a>(&'a self, _id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Upstream `signal_software_deployment`: records an agent's outputs
+    /// on deployment `id` (IN_PROGRESS only); answers the event text.
+    fn signal_deployment<'a>(&'a self, _id: &'a str, _details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
+}
+
+fn unsupported() -> ResourceFailure {
+    ResourceFailure::error("RuntimeError", "this engine does not provide signals or software deployments")
+}
+
+/// A metadata transformation for [`PluginHost::merge_metadata`]; called
+/// again on a fresh read each time the write loses a race.
+pub type MetadataMerge<'a> = Box<dyn FnMut(&Value) -> Result<Value, ResourceFailure> + Send + 'a>;
+
+/// Another resource of the same stack.
+#[derive(Debug, Clone, Default)]
+pub struct PeerResource {
+    pub id: i64,
+    pub name: String,
+    pub resource_type: String,
+    pub physical_id: Option<String>,
+    pub metadata: Value,
+}
+
+/// The URLs a resource is signalled (and its metadata read) at.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SignalUrls {
+    /// `<api>/v1/<tenant>/stacks/<name>/<id>/resources/<res>`: append
+    /// `/signal` (HEAT_SIGNAL, TOKEN_SIGNAL) or `/metadata`.
+    pub resource_url: String,
+    /// Pre-signed `PUT <waitcondition server>/<arn>?...` (CFN_SIGNAL for
+    /// wait condition handles); usable with no token.
+    pub waitcondition_url: String,
+    /// Pre-signed `POST <metadata server>/v1/signal/<arn>?...` (CFN_SIGNAL
+    /// for deployments).
+    pub signal_url: String,
+    /// The stack's tenant (project).
+    pub tenant: String,
+    /// `<stack name>/<stack id>` (upstream `stack_path()`).
+    pub stack_path: String,
+    pub region_name: String,
+    /// `[orchestration] default_deployment_signal_transport`.
+    pub default_deployment_transport: String,
+    /// `[orchestration] default_software_config_transport`.
+    pub default_config_transport: String,
+}
+
+/// A software config to store.
+#[derive(Debug, Clone, Default)]
+pub struct NewSoftwareConfig {
+    pub name: Option<String>,
+    pub group: Option<String>,
+    /// `{config, inputs, outputs, options}`.
+    pub config: Value,
+}
+
+/// A software deployment to create or update.
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentSpec {
+    pub id: String,
+    pub config_id: String,
+    pub server_id: String,
+    pub input_values: Value,
+    pub action: String,
+    pub status: String,
+    pub status_reason: String,
+}
+
+/// What a deployment resource polls.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeploymentState {
+    pub config_id: String,
+    pub server_id: String,
+    pub status: String,
+    pub status_reason: String,
+    pub output_values: Map<String, Value>,
 }
 
 /// One live resource of a nested stack as group attributes see it.

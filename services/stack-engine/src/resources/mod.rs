@@ -20,6 +20,7 @@
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
 mod context;
+mod deployed_server;
 pub mod host;
 mod none;
 pub mod placement;
@@ -29,10 +30,13 @@ mod registry;
 mod resource_chain;
 mod resource_group;
 mod schema;
+mod software_config;
+mod software_deployment;
 mod stack_resource;
 mod template_resource;
 mod test_resource;
 mod value;
+mod wait_condition;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -58,6 +62,10 @@ pub use stack_resource::StackResource;
 pub use test_resource::TestResource;
 pub use host::{HostSlot, PluginHost};
 pub use value::ValueResource;
+pub use deployed_server::DeployedServer;
+pub use software_config::SoftwareConfig;
+pub use software_deployment::SoftwareDeployment;
+pub use wait_condition::{WaitCondition, WaitConditionHandle};
 
 /// The fact under which a nested-stack resource's members (name,
 /// reference, attributes) travel to the resources that use it, read by the
@@ -224,6 +232,14 @@ pub trait ResourceType: Send + Sync + 'static {
         false
     }
 
+    /// Upstream `handle_signal`: acts on a signal's `details` for a
+    /// resource that exists (not INIT); answers the text of the event's
+    /// "Signal: …" reason, or None for the generic one. Only called when
+    /// [`ResourceType::handles_signal`] is true.
+    fn handle_signal<'a>(&'a self, _target: &'a SignalTarget, _details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+        Box::pin(async { Err(ResourceFailure::error("ResourceActionNotSupported", "signal is not supported for resource.")) })
+    }
+
     /// Upstream `handle_check`; None when the type has none (CHECK then
     /// reports the resource as "not fully supported").
     fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
@@ -267,4 +283,15 @@ pub fn changed_properties(old: &Properties, new: &Properties) -> Vec<String> {
         }
     }
     names
+}
+
+/// The resource a signal is for, as the engine read it when the signal
+/// arrived.
+#[derive(Debug, Clone, Default)]
+pub struct SignalTarget {
+    pub stack_id: String,
+    /// The resource row's id (metadata writes are CAS'd on it).
+    pub resource_id: i64,
+    pub resource_name: String,
+    pub state: ResourceState,
 }

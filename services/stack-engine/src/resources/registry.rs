@@ -75,6 +75,13 @@ impl Registry {
         registry.register(Arc::new(super::ResourceGroup::new(registry.host.clone())));
         registry.register(Arc::new(super::StackResource::new(registry.host.clone())));
         registry.register(Arc::new(super::ResourceChain::new(registry.host.clone())));
+        let host = registry.host().clone();
+        registry.register(Arc::new(super::WaitConditionHandle::heat(host.clone())));
+        registry.register(Arc::new(super::WaitConditionHandle::update_handle(host.clone())));
+        registry.register(Arc::new(super::WaitCondition::new(host.clone())));
+        registry.register(Arc::new(super::SoftwareConfig::new(host.clone())));
+        registry.register(Arc::new(super::SoftwareDeployment::new(host.clone())));
+        registry.register(Arc::new(super::DeployedServer::new(host)));
         registry
     }
 
@@ -417,11 +424,16 @@ mod tests {
         let registry = Registry::builtin();
         assert_eq!(
             registry.list_view(&[]).unwrap(),
-            json!({"resource_types": ["OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::TestResource", "OS::Heat::Value"]})
+            json!({"resource_types": [
+                "OS::Heat::DeployedServer", "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack",
+                "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup", "OS::Heat::SoftwareConfig",
+                "OS::Heat::SoftwareDeployment", "OS::Heat::TestResource", "OS::Heat::Value",
+                "OS::Heat::WaitCondition", "OS::Heat::WaitConditionHandle", "OS::Heat::UpdateWaitConditionHandle"
+            ]})
         );
         assert_eq!(
             registry.list_view(&q(&[("name", "OS::Heat::R.*")])).unwrap(),
-            json!({"resource_types": ["OS::Heat::RandomString"]})
+            json!({"resource_types": ["OS::Heat::RandomString", "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup"]})
         );
         // re.match: anchored at the start, not a substring search
         assert_eq!(registry.list_view(&q(&[("name", "Value")])).unwrap(), json!({"resource_types": []}));

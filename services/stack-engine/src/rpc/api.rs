@@ -297,6 +297,73 @@ impl OrchestrationRpc for OrchestrationApi {
         let r = request.into_inner();
         reply(self.service.list_services(&caller(r.caller)).await)
     }
+
+    async fn presigned_signal(&self, request: Request<pb::PresignedSignalRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let details = signal_body(&r.body_json)?;
+        let pairs: Vec<(String, String)> = r.query.into_iter().flat_map(|p| p.values.into_iter().map(move |v| (p.key.clone(), v))).collect();
+        reply(self.service.presigned_signal(&r.method, &r.path, &pairs, details).await)
+    }
+
+    async fn list_software_configs(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = Value::Null;
+        reply(self.service.list_software_configs(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn create_software_config(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = body(&r.body_json)?;
+        reply(self.service.create_software_config(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn show_software_config(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = Value::Null;
+        reply(self.service.show_software_config(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn delete_software_config(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = Value::Null;
+        reply(self.service.delete_software_config(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn list_software_deployments(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = Value::Null;
+        reply(self.service.list_software_deployments(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn create_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = body(&r.body_json)?;
+        reply(self.service.create_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn show_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = Value::Null;
+        reply(self.service.show_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn update_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = body(&r.body_json)?;
+        reply(self.service.update_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn delete_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = Value::Null;
+        reply(self.service.delete_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
+
+    async fn software_deployment_metadata(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = Value::Null;
+        reply(self.service.software_deployment_metadata(&caller(r.caller), &r.id, &body, &query(r.query)).await)
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ mod model;
 mod params;
 mod records;
 mod resources;
+mod software;
 mod stacks;
 mod views;
 

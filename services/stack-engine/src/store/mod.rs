@@ -20,6 +20,7 @@ pub mod events;
 pub mod resources;
 pub mod schema;
 pub mod services;
+pub mod software;
 pub mod stacks;
 pub mod sync_points;
 pub mod templates;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use keelson_common::db::{Db, DbError, Dialect};
 
 /// The schema version [`sync`] records in `orchestration_schema`.
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 /// Portable column types, rendered per dialect by [`column_type`].
 #[derive(Clone, Copy)]
@@ -212,7 +212,69 @@ fn tables() -> Vec<Table> {
             uniques: &[("uq_service_engine_id", &["engine_id"])],
             indexes: &[],
         },
+        // Version 2: software configs and deployments (Heat's columns;
+        // `config` holds {config, inputs, outputs, options}), and the
+        // engine's secret for pre-signed signal URLs.
+        Table {
+            name: "software_config",
+            columns: vec![
+                c("id", Str(36)),
+                n("name", Str(255)),
+                n("group", Str(255)),
+                n("config", Text),
+                c("tenant", Str(64)),
+                n("created_at", Time),
+                n("updated_at", Time),
+            ],
+            primary_key: &["id"],
+            uniques: &[],
+            indexes: &[("ix_software_config_tenant", &["tenant"])],
+        },
+        Table {
+            name: "software_deployment",
+            columns: vec![
+                c("id", Str(36)),
+                c("config_id", Str(36)),
+                // Heat's is 36 wide; any server id the API accepts must fit.
+                c("server_id", Str(255)),
+                n("input_values", Text),
+                n("output_values", Text),
+                c("tenant", Str(64)),
+                n("stack_user_project_id", Str(64)),
+                n("action", Str(255)),
+                n("status", Str(255)),
+                n("status_reason", Text),
+                n("created_at", Time),
+                n("updated_at", Time),
+            ],
+            primary_key: &["id"],
+            uniques: &[],
+            indexes: &[
+                ("ix_software_deployment_tenant", &["tenant"]),
+                ("ix_software_deployment_server_id", &["server_id"]),
+            ],
+        },
+        Table {
+            name: "signing_key",
+            columns: vec![c("name", Str(64)), c("secret", Str(255)), n("created_at", Time)],
+            primary_key: &["name"],
+            uniques: &[],
+            indexes: &[],
+        },
     ]
+}
+
+/// A column name as the dialect needs it written: Heat's `group` column
+/// is a reserved word everywhere.
+pub fn ident(d: Dialect, name: &str) -> String {
+    if name.eq_ignore_ascii_case("group") {
+        match d {
+            Dialect::MySql => format!("`{name}`"),
+            _ => format!("\"{name}\""),
+        }
+    } else {
+        name.to_string()
+    }
 }
 
 fn column_type(d: Dialect, ty: Ty) -> String {
@@ -238,7 +300,7 @@ fn create_table_sql(d: Dialect, t: &Table) -> String {
         .columns
         .iter()
         .map(|col| {
-            let mut s = format!("{} {}", col.name, column_type(d, col.ty));
+            let mut s = format!("{} {}", ident(d, col.name), column_type(d, col.ty));
             if !col.nullable && !matches!(col.ty, Ty::Serial) {
                 s.push_str(" NOT NULL");
             }

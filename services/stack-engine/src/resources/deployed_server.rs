@@ -1,0 +1,128 @@
+//! OS::Heat::DeployedServer (upstream `deployed_server.py`): a server
+//! keelson does not boot (no Nova), which software deployments target.
+//! Its metadata carries the agent's collector settings
+//! (`os-collect-config`) and, once deployments exist, `deployments`;
+//! agents poll it at `GET …/resources/<server>/metadata`
+//! (POLL_SERVER_HEAT).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+
+use super::host::HostSlot;
+use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
+use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use crate::EngineError;
+
+pub const CONFIG_TRANSPORTS: [&str; 4] = ["POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL", "ZAQAR_MESSAGE"];
+
+pub struct DeployedServer {
+    schema: ResourceSchema,
+    host: Arc<HostSlot>,
+}
+
+impl DeployedServer {
+    pub const TYPE: &'static str = "OS::Heat::DeployedServer";
+
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        DeployedServer {
+            schema: ResourceSchema {
+                properties: vec![
+                    PropertySchema::new("name", T::String, "Server name.").update_allowed(),
+                    PropertySchema::new("metadata", T::Map, "Arbitrary key/value metadata to store for this server. Both keys and values must be 255 characters or less. Non-string values will be serialized to JSON (and the serialized string must be 255 characters or less).").update_allowed(),
+                    PropertySchema::new("software_config_transport", T::String, "How the server should receive the metadata required for software configuration. POLL_SERVER_CFN will allow calls to the cfn API action DescribeStackResource authenticated with the provided keypair. POLL_SERVER_HEAT will allow calls to the Heat API resource-show using the provided keystone credentials. POLL_TEMP_URL will create and populate a Swift TempURL with metadata for polling. ZAQAR_MESSAGE will create a dedicated zaqar queue and post the metadata for polling.")
+                        .constraint(Constraint::allowed_values(CONFIG_TRANSPORTS))
+                        .update_allowed(),
+                    PropertySchema::new("deployment_swift_data", T::Map, "Swift container and object to use for storing deployment data for the server resource. The parameter is a map value with the keys \"container\" and \"object\", and the values are the corresponding container and object names. The software_config_transport parameter must be set to POLL_TEMP_URL for swift to be used. If not specified, and software_config_transport is set to POLL_TEMP_URL, a container will be automatically created from the resource name, and the object name will be a generated uuid.")
+                        .update_allowed(),
+                ],
+                attributes: vec![
+                    AttributeSchema::new("networks", "The networks of the server.", Some("map")),
+                    AttributeSchema::new("name", "Name of the server.", Some("string")),
+                    AttributeSchema::new("os_collect_config", "The os-collect-config configuration for the server's local agent to be configured to connect to Heat to retrieve deployment data.", Some("map")),
+                ],
+                support_status: SupportStatus::supported("8.0.0"),
+                description: "A resource for managing servers that are already deployed.\n\nA DeployedServer resource manages resources for servers that have been\ndeployed externally from OpenStack. These servers can be associated with\nSoftwareDeployments for further orchestration via Heat.",
+            },
+            host,
+        }
+    }
+
+    /// The collector settings for the transport, in the server's metadata.
+    async fn publish_transport(&self, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
+        let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+        let transport = ctx
+            .properties
+            .get("software_config_transport")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| urls.default_config_transport.clone());
+        let collect = match transport.as_str() {
+            "POLL_SERVER_HEAT" => json!({
+                "heat": {
+                    "auth_url": Value::Null,
+                    "user_id": ctx.state.physical_id,
+                    "password": ctx.state.data.get("password"),
+                    "project_id": urls.tenant,
+                    "stack_id": urls.stack_path,
+                    "resource_name": ctx.resource_name,
+                    "region_name": urls.region_name,
+                    // keelson: where the agent polls (no Keystone catalog needed).
+                    "metadata_url": format!("{}/metadata", urls.resource_url),
+                },
+                "collectors": ["heat"],
+            }),
+            // The other transports need the CFN API, Swift or Zaqar: the
+            // metadata is still readable through the Heat API.
+            _ => json!({"collectors": []}),
+        };
+        let mut md: Map<String, Value> = ctx.state.metadata.as_object().cloned().unwrap_or_default();
+        md.insert("os-collect-config".into(), collect);
+        md.entry("deployments").or_insert_with(|| json!([]));
+        ctx.state.metadata = Value::Object(md);
+        Ok(())
+    }
+}
+
+impl ResourceType for DeployedServer {
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            ctx.state.physical_id = Some(uuid::Uuid::new_v4().to_string());
+            ctx.state.data.insert("password".into(), uuid::Uuid::new_v4().simple().to_string());
+            self.publish_transport(ctx).await
+        })
+    }
+
+    fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            if old.get("software_config_transport") != ctx.properties.get("software_config_transport") {
+                self.publish_transport(ctx).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async move {
+            Ok(match name {
+                "networks" => json!({}),
+                "name" => state.properties.get("name").cloned().unwrap_or(Value::Null),
+                "os_collect_config" => state.metadata.get("os-collect-config").cloned().unwrap_or_else(|| json!({})),
+                _ => return Err(super::invalid_attribute("", name)),
+            })
+        })
+    }
+}

@@ -1,0 +1,268 @@
+//! OS::Heat::SoftwareDeployment (upstream `software_deployment.py`): on
+//! each action listed in `actions`, a *derived* config (the config with
+//! its inputs' values and the `deploy_*` inputs telling the agent where
+//! and how to signal) and a software_deployment row IN_PROGRESS, published
+//! in the server's metadata; the resource then waits, without holding a
+//! check slot, until the agent's signal moves the row to COMPLETE or
+//! FAILED. NO_SIGNAL completes at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+
+use super::host::{DeploymentSpec, HostSlot, NewSoftwareConfig};
+use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
+use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, SignalTarget};
+use crate::EngineError;
+
+pub const SIGNAL_TRANSPORTS: [&str; 5] = ["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "NO_SIGNAL", "ZAQAR_SIGNAL"];
+const ACTIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"];
+
+const POLL_FIRST: Duration = Duration::from_millis(100);
+const POLL_MAX: Duration = Duration::from_secs(1);
+
+pub struct SoftwareDeployment {
+    schema: ResourceSchema,
+    host: Arc<HostSlot>,
+}
+
+fn input(name: &str, description: &str, value: Value) -> Value {
+    json!({"name": name, "description": description, "type": "String", "value": value})
+}
+
+impl SoftwareDeployment {
+    pub const TYPE: &'static str = "OS::Heat::SoftwareDeployment";
+
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        SoftwareDeployment {
+            schema: ResourceSchema {
+                properties: vec![
+                    PropertySchema::new("config", T::String, "ID of software configuration resource to execute when applying to the server.").update_allowed(),
+                    PropertySchema::new("server", T::String, "ID of resource to apply configuration to. Normally this should be a Nova server ID.").required(),
+                    PropertySchema::new("input_values", T::Map, "Input values to apply to the software configuration on this server.").update_allowed(),
+                    PropertySchema::new("actions", T::List, "Which lifecycle actions of the deployment resource will result in this deployment being triggered.")
+                        .default_value(json!(["CREATE", "UPDATE"]))
+                        .constraint(Constraint::allowed_values(ACTIONS))
+                        .update_allowed(),
+                    PropertySchema::new("signal_transport", T::String, "How the server should signal to heat with the deployment output values. CFN_SIGNAL will allow an HTTP POST to a CFN keypair signed URL. TEMP_URL_SIGNAL will create a Swift TempURL to be signaled via HTTP PUT. HEAT_SIGNAL will allow calls to the Heat API resource-signal using the provided keystone credentials. ZAQAR_SIGNAL will create a dedicated zaqar queue to be signaled using the provided keystone credentials. NO_SIGNAL will result in the resource going to the COMPLETE state without waiting for any signal.")
+                        .constraint(Constraint::allowed_values(SIGNAL_TRANSPORTS)),
+                    PropertySchema::new("name", T::String, "Name of the derived config associated with this deployment. This is used to apply a sort order to the list of configurations currently deployed to a server.").update_allowed(),
+                ],
+                attributes: vec![
+                    AttributeSchema::new("deploy_stdout", "Captured stdout from the configuration execution.", Some("string")),
+                    AttributeSchema::new("deploy_stderr", "Captured stderr from the configuration execution.", Some("string")),
+                    AttributeSchema::new("deploy_status_code", "Returned status code from the configuration execution.", Some("string")),
+                ],
+                support_status: SupportStatus::supported("2014.1"),
+                description: "This resource associates a server with some configuration.\n\nThe configuration is to be deployed to that server.",
+            },
+            host,
+        }
+    }
+
+    fn actions(props: &Properties) -> Vec<String> {
+        match props.get("actions") {
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            _ => vec!["CREATE".into(), "UPDATE".into()],
+        }
+    }
+
+    /// Upstream `_handle_action`: derived config + deployment row, then
+    /// the wait for the agent's signal.
+    async fn run(&self, ctx: &mut ActionContext, action: &str) -> Result<(), ResourceFailure> {
+        if !Self::actions(&ctx.properties).iter().any(|a| a == action) {
+            return Ok(());
+        }
+        let host = self.host.get();
+        let config_id = ctx.properties.get("config").and_then(Value::as_str).unwrap_or_default().to_string();
+        let config = if config_id.is_empty() {
+            json!({})
+        } else {
+            match host.software_config(&config_id).await {
+                Ok(Some(c)) => c,
+                Ok(None) => return Err(ResourceFailure::error("NotFound", format!("Software config with id {config_id} not found"))),
+                Err(e) => return Err(ResourceFailure::error(e.type_name, e.message)),
+            }
+        };
+        let urls = host.signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+        let transport = ctx
+            .properties
+            .get("signal_transport")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| urls.default_deployment_transport.clone());
+        if transport == "TEMP_URL_SIGNAL" || transport == "ZAQAR_SIGNAL" {
+            let service = if transport == "TEMP_URL_SIGNAL" { "object-store" } else { "messaging" };
+            return Err(ResourceFailure::error(
+                "EndpointNotFound",
+                format!("{transport} needs the {service} service, which is not in this cloud's catalog."),
+            ));
+        }
+        let server = ctx.properties.get("server").and_then(Value::as_str).unwrap_or_default().to_string();
+
+        // The derived inputs: declared inputs with their values, undeclared
+        // values as String inputs, then the deploy_* inputs.
+        let mut values: Map<String, Value> = ctx.properties.get("input_values").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut inputs: Vec<Value> = Vec::new();
+        for declared in config.get("inputs").and_then(Value::as_array).cloned().unwrap_or_default() {
+            let mut declared = declared.as_object().cloned().unwrap_or_default();
+            let name = declared.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let value = values.remove(&name).unwrap_or_else(|| declared.get("default").cloned().unwrap_or(Value::Null));
+            declared.insert("value".into(), value);
+            inputs.push(Value::Object(declared));
+        }
+        for (k, v) in values {
+            inputs.push(json!({"name": k, "type": "String", "value": v}));
+        }
+        inputs.push(input("deploy_server_id", "ID of the server being deployed to", json!(server)));
+        inputs.push(input("deploy_action", "Name of the current action being deployed", json!(action)));
+        inputs.push(input("deploy_stack_id", "ID of the stack this deployment belongs to", json!(urls.stack_path)));
+        inputs.push(input("deploy_resource_name", "Name of this deployment resource in the stack", json!(ctx.resource_name)));
+        inputs.push(input("deploy_signal_transport", "How the server should signal to heat with the deployment output values.", json!(transport)));
+        match transport.as_str() {
+            "CFN_SIGNAL" => {
+                inputs.push(input("deploy_signal_id", "ID of signal to use for signaling output values", json!(urls.signal_url)));
+                inputs.push(input("deploy_signal_verb", "HTTP verb to use for signaling output values", json!("POST")));
+            }
+            "HEAT_SIGNAL" => {
+                // keelson has no stack-domain users: the agent posts to the
+                // resource's signal endpoint (any token under noauth).
+                inputs.push(input("deploy_auth_url", "URL for API authentication", Value::Null));
+                inputs.push(input("deploy_username", "Username for API authentication", Value::Null));
+                inputs.push(input("deploy_user_id", "User ID for API authentication", json!(ctx.state.physical_id)));
+                inputs.push(input("deploy_password", "Password for API authentication", Value::Null));
+                inputs.push(input("deploy_project_id", "ID of project for API authentication", json!(urls.tenant)));
+                inputs.push(input("deploy_region_name", "Region name for API authentication", json!(urls.region_name)));
+                inputs.push(input("deploy_signal_id", "URL to signal output values to (keelson)", json!(format!("{}/signal", urls.resource_url))));
+                inputs.push(input("deploy_signal_verb", "HTTP verb to use for signaling output values", json!("POST")));
+            }
+            _ => {}
+        }
+        let name = ctx
+            .properties
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| config.get("name").and_then(Value::as_str).map(str::to_string));
+        let derived = NewSoftwareConfig {
+            name,
+            group: Some(config.get("group").and_then(Value::as_str).unwrap_or("Heat::Ungrouped").to_string()),
+            config: json!({
+                "config": config.get("config").cloned().unwrap_or(Value::Null),
+                "inputs": inputs,
+                "outputs": config.get("outputs").cloned().unwrap_or_else(|| json!([])),
+                "options": config.get("options").cloned().unwrap_or_else(|| json!({})),
+            }),
+        };
+        let derived_id = host.create_software_config(&ctx.stack_id, derived).await?;
+        let previous = match &ctx.state.physical_id {
+            Some(id) => host.deployment(id).await.ok().flatten().map(|d| d.config_id),
+            None => None,
+        };
+        let id = match &ctx.state.physical_id {
+            Some(id) => id.clone(),
+            None => {
+                let id = uuid::Uuid::new_v4().to_string();
+                // Stored now: the agent's signal may come before the action ends.
+                host.set_physical_id(&ctx.stack_id, &ctx.resource_name, &id).await?;
+                ctx.state.physical_id = Some(id.clone());
+                id
+            }
+        };
+        let no_signal = transport == "NO_SIGNAL";
+        let spec = DeploymentSpec {
+            id: id.clone(),
+            config_id: derived_id,
+            server_id: server,
+            input_values: ctx.properties.get("input_values").cloned().unwrap_or_else(|| json!({})),
+            action: action.to_string(),
+            status: if no_signal { "COMPLETE" } else { "IN_PROGRESS" }.to_string(),
+            status_reason: if no_signal { "Not waiting for outputs signal" } else { "Deploy data available" }.to_string(),
+        };
+        host.write_deployment(&ctx.stack_id, spec).await?;
+        if let Some(old) = previous {
+            host.delete_software_config(&old).await?;
+        }
+        if no_signal {
+            return Ok(());
+        }
+        // The agent may take long: give the slot back while it works.
+        host.release_check_slot();
+        let mut pause = POLL_FIRST;
+        loop {
+            let state = host.deployment(&id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+            match state {
+                Some(s) if s.status == "COMPLETE" => return Ok(()),
+                Some(s) if s.status == "FAILED" => {
+                    return Err(ResourceFailure::error("Error", format!("Deployment to server failed: {}", s.status_reason)));
+                }
+                Some(_) => {}
+                None => return Err(ResourceFailure::error("NotFound", format!("Deployment with id {id} not found"))),
+            }
+            ctx.sleep(pause.as_secs_f64()).await?;
+            pause = (pause * 2).min(POLL_MAX);
+        }
+    }
+}
+
+impl ResourceType for SoftwareDeployment {
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(self.run(ctx, "CREATE"))
+    }
+
+    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(self.run(ctx, "UPDATE"))
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+            let host = self.host.get();
+            if Self::actions(&ctx.properties).iter().any(|a| a == "DELETE") {
+                self.run(ctx, "DELETE").await?;
+            }
+            if let Ok(Some(d)) = host.deployment(&id).await {
+                host.delete_deployment(&id).await?;
+                host.delete_software_config(&d.config_id).await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Config outputs are attributes too: any name resolves (null until
+    /// the agent reports it).
+    fn accepts_any_attribute(&self) -> bool {
+        true
+    }
+
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async move {
+            let Some(id) = &state.physical_id else { return Ok(Value::Null) };
+            let Some(d) = self.host.get().deployment(id).await? else { return Ok(Value::Null) };
+            Ok(d.output_values.get(name).cloned().unwrap_or(Value::Null))
+        })
+    }
+
+    fn handles_signal(&self) -> bool {
+        true
+    }
+
+    fn handle_signal<'a>(&'a self, target: &'a SignalTarget, details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+        Box::pin(async move {
+            let Some(id) = &target.state.physical_id else {
+                return Err(ResourceFailure::error("ValueError", "deployment_id must be specified"));
+            };
+            self.host.get().signal_deployment(id, details).await
+        })
+    }
+}
