@@ -12,7 +12,7 @@ use keelson_common::Db;
 
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;
-use crate::domain::{self, Outcome, ProviderSummary, Settings};
+use crate::domain::{self, Outcome, Settings, Summary};
 use crate::error::{Error, Result};
 
 /// The trait marking providers that share their inventory with the trees
@@ -57,17 +57,16 @@ impl Store {
             tx.commit().await?;
             return Ok(Outcome::default());
         };
-        let summaries = load_summaries(&mut tx, req, &fleet, &trees, &answer.summary_providers).await?;
+        let (summaries, trait_names) = load_summaries(&mut tx, req, &fleet, &trees, &answer.summary_providers).await?;
         tx.commit().await?;
 
-        let suffixes: Vec<&str> = req.groups.iter().map(|g| g.suffix.as_str()).collect();
         Ok(Outcome {
-            allocation_requests: answer
-                .candidates
-                .iter()
-                .map(|c| domain::name_candidate(c, &suffixes, &trees, &fleet.class_names))
-                .collect(),
-            provider_summaries: summaries,
+            suffixes: req.groups.iter().map(|g| g.suffix.clone()).collect(),
+            candidates: answer.candidates,
+            summaries,
+            trees,
+            class_names: fleet.class_names,
+            trait_names,
         })
     }
 }
@@ -311,12 +310,16 @@ async fn load_summaries(
     fleet: &Fleet,
     trees: &Trees,
     providers: &[ProviderId],
-) -> Result<Vec<ProviderSummary>> {
+) -> Result<(Vec<Summary>, FxHashMap<TraitId, String>)> {
     let wanted: FxHashSet<ProviderId> = providers.iter().copied().collect();
-    let mut resources: FxHashMap<ProviderId, Vec<(String, i64, i64)>> = FxHashMap::default();
+    // Summaries list classes by name: rank the few class ids once.
+    let mut by_name: Vec<(&str, ClassId)> = fleet.class_names.iter().map(|(id, name)| (name.as_str(), *id)).collect();
+    by_name.sort_unstable();
+    let rank: FxHashMap<ClassId, usize> = by_name.iter().enumerate().map(|(i, (_, id))| (*id, i)).collect();
+    let mut resources: FxHashMap<ProviderId, Vec<(usize, ClassId, i64, i64)>> = FxHashMap::default();
     for ((provider, class), inv) in &fleet.inventories {
-        if let (true, Some(name)) = (wanted.contains(provider), fleet.class_names.get(class)) {
-            resources.entry(*provider).or_default().push((name.clone(), inv.capacity(), inv.used));
+        if let (true, Some(r)) = (wanted.contains(provider), rank.get(class)) {
+            resources.entry(*provider).or_default().push((*r, *class, inv.capacity(), inv.used));
         }
     }
     let mut traits: FxHashMap<ProviderId, Vec<TraitId>> = FxHashMap::default();
@@ -353,23 +356,23 @@ async fn load_summaries(
             }
         }
     }
-    let uuid = |p: ProviderId| trees.get(&p).map(|t| t.uuid.clone()).unwrap_or_default();
-    Ok(providers
+    let summaries = providers
         .iter()
         .filter_map(|p| trees.get(p).map(|t| (p, t)))
         .map(|(p, t)| {
             let mut res = resources.remove(p).unwrap_or_default();
-            res.sort();
+            res.sort_unstable();
             // In trait id order, as upstream lists them.
             let mut tr = traits.remove(p).unwrap_or_default();
             tr.sort_unstable();
-            ProviderSummary {
-                uuid: t.uuid.clone(),
-                parent_uuid: t.parent.map(uuid),
-                root_uuid: uuid(t.root),
-                resources: res,
-                traits: tr.iter().filter_map(|t| trait_names.get(t).cloned()).collect(),
+            Summary {
+                provider: *p,
+                parent: t.parent,
+                root: t.root,
+                resources: res.into_iter().map(|(_, class, capacity, used)| (class, capacity, used)).collect(),
+                traits: tr,
             }
         })
-        .collect())
+        .collect();
+    Ok((summaries, trait_names))
 }
