@@ -312,7 +312,28 @@ impl RowRef<'_> {
         matches!(self.value(i), Ok(Value::Null(_)) | Err(_))
     }
 
+    /// MySQL's signed integer columns straight from the wire value: the
+    /// bulk of every large read, worth a path without a second column
+    /// lookup (`None`: another kind or NULL, take the general path).
+    fn mysql_int(&self, i: usize) -> Option<Result<i64, DbError>> {
+        let RawRow::MySql(r) = self.row else { return None };
+        if self.kinds.get(i) != Some(&ColumnKind::Int) {
+            return None;
+        }
+        let raw = match r.try_get_raw(i) {
+            Ok(raw) => raw,
+            Err(e) => return Some(Err(e.into())),
+        };
+        if raw.is_null() {
+            return None;
+        }
+        Some(<i64 as sqlx::Decode<'_, sqlx::MySql>>::decode(raw).map_err(|e| decode_err(i, e)))
+    }
+
     pub fn i64(&self, i: usize) -> Result<i64, DbError> {
+        if let Some(v) = self.mysql_int(i) {
+            return v;
+        }
         match self.value(i)? {
             Value::Int(v) => Ok(v),
             other => Row(vec![other]).i64(0).map_err(|e| at_column(e, i)),
@@ -320,6 +341,9 @@ impl RowRef<'_> {
     }
 
     pub fn opt_i64(&self, i: usize) -> Result<Option<i64>, DbError> {
+        if let Some(v) = self.mysql_int(i) {
+            return v.map(Some);
+        }
         match self.value(i)? {
             Value::Int(v) => Ok(Some(v)),
             Value::Null(_) => Ok(None),
