@@ -6,7 +6,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument as _;
 
 use crate::domain::request::{self, GroupPolicy, RequestGroup};
-use crate::domain::Outcome;
+use crate::domain::{self, Outcome};
 use crate::store::Store;
 
 pub struct AllocationCandidatesRpc {
@@ -53,72 +53,98 @@ pub fn request_from_pb(r: pb::GetAllocationCandidatesRequest) -> request::Reques
     }
 }
 
-/// Each distinct name once, in order of first use, with its index.
-#[derive(Default)]
-struct Table {
+/// Each distinct id once, in order of first use, with its index in the
+/// answer's table of names.
+struct Table<K, F> {
     names: Vec<String>,
-    index: rustc_hash::FxHashMap<String, u32>,
+    index: rustc_hash::FxHashMap<K, u32>,
+    name: F,
 }
 
-impl Table {
-    fn index_of(&mut self, name: String) -> u32 {
-        if let Some(i) = self.index.get(&name) {
+impl<K: std::hash::Hash + Eq + Copy, F: Fn(K) -> String> Table<K, F> {
+    fn new(name: F) -> Self {
+        Table { names: Vec::new(), index: rustc_hash::FxHashMap::default(), name }
+    }
+
+    fn index_of(&mut self, id: K) -> u32 {
+        if let Some(i) = self.index.get(&id) {
             return *i;
         }
+        // A table never holds 2^32 names (an answer that large could not be
+        // sent); saturate rather than wrap if it ever did.
         let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
-        self.names.push(name.clone());
-        self.index.insert(name, i);
+        self.names.push((self.name)(id));
+        self.index.insert(id, i);
         i
     }
 }
 
+/// The answer as tables and packed columns (see the proto): providers,
+/// classes and traits named once each.
 pub fn outcome_to_pb(o: Outcome) -> pb::GetAllocationCandidatesResponse {
-    let mut providers = Table::default();
-    let mut classes = Table::default();
-    let group_suffixes: Vec<String> =
-        o.allocation_requests.first().map(|a| a.mappings.iter().map(|(suffix, _)| suffix.clone()).collect()).unwrap_or_default();
-    let allocation_requests = o
-        .allocation_requests
-        .into_iter()
-        .map(|a| pb::AllocationRequest {
-            allocations: a
-                .allocations
-                .into_iter()
-                .map(|(provider_uuid, resources)| pb::ProviderAllocation {
-                    provider: providers.index_of(provider_uuid),
-                    resources: resources
-                        .into_iter()
-                        .map(|(class, amount)| pb::ClassAmount { resource_class: classes.index_of(class), amount })
-                        .collect(),
-                })
-                .collect(),
-            mappings: a
-                .mappings
-                .into_iter()
-                .map(|(_, uuids)| pb::GroupProviders { providers: uuids.into_iter().map(|u| providers.index_of(u)).collect() })
-                .collect(),
-        })
-        .collect();
+    let mut providers = Table::new(|p: domain::fleet::ProviderId| o.uuid(p).to_string());
+    let mut classes = Table::new(|c: domain::fleet::ClassId| o.class_name(c).to_string());
+    let mut traits = Table::new(|t: domain::fleet::TraitId| o.trait_names.get(&t).cloned().unwrap_or_default());
+    let n = o.candidates.len();
+    let mut ar = pb::AllocationRequests {
+        allocation_counts: Vec::with_capacity(n),
+        providers: Vec::with_capacity(3 * n),
+        class_counts: Vec::with_capacity(3 * n),
+        classes: Vec::with_capacity(4 * n),
+        amounts: Vec::with_capacity(4 * n),
+        mapping_counts: Vec::with_capacity(o.suffixes.len() * n),
+        mapping_providers: Vec::with_capacity(o.suffixes.len() * n),
+    };
+    // A candidate's providers in order of first use (its allocations are
+    // grouped by provider in that order, as upstream shows them).
+    let mut order: Vec<domain::fleet::ProviderId> = Vec::new();
+    for c in &o.candidates {
+        order.clear();
+        for part in &c.parts {
+            if !order.contains(&part.provider) {
+                order.push(part.provider);
+            }
+        }
+        ar.allocation_counts.push(order.len() as u32);
+        for p in &order {
+            ar.providers.push(providers.index_of(*p));
+            let mut count = 0u32;
+            for part in c.parts.iter().filter(|part| part.provider == *p) {
+                ar.classes.push(classes.index_of(part.class));
+                ar.amounts.push(part.amount);
+                count += 1;
+            }
+            ar.class_counts.push(count);
+        }
+        // Exactly one entry per suffix, so that readers stay aligned.
+        for i in 0..o.suffixes.len() {
+            let m = c.mappings.get(i).map(Vec::as_slice).unwrap_or(&[]);
+            ar.mapping_counts.push(m.len() as u32);
+            ar.mapping_providers.extend(m.iter().map(|p| providers.index_of(*p)));
+        }
+    }
+    let mut ps = pb::ProviderSummaries::default();
+    for s in &o.summaries {
+        ps.providers.push(providers.index_of(s.provider));
+        ps.parents.push(s.parent.map(|p| providers.index_of(p) + 1).unwrap_or(0));
+        ps.roots.push(providers.index_of(s.root));
+        ps.resource_counts.push(s.resources.len() as u32);
+        for (class, capacity, used) in &s.resources {
+            ps.resource_classes.push(classes.index_of(*class));
+            ps.capacities.push(*capacity);
+            ps.used.push(*used);
+        }
+        ps.trait_counts.push(s.traits.len() as u32);
+        ps.traits.extend(s.traits.iter().map(|t| traits.index_of(*t)));
+    }
     pb::GetAllocationCandidatesResponse {
-        allocation_requests,
-        provider_summaries: o
-            .provider_summaries
-            .into_iter()
-            .map(|s| pb::ProviderSummary {
-                uuid: s.uuid,
-                parent_provider_uuid: s.parent_uuid,
-                root_provider_uuid: s.root_uuid,
-                resources: s
-                    .resources
-                    .into_iter()
-                    .map(|(resource_class, capacity, used)| pb::ResourceUsage { resource_class, capacity, used })
-                    .collect(),
-                traits: s.traits,
-            })
-            .collect(),
         provider_uuids: providers.names,
         resource_classes: classes.names,
-        group_suffixes,
+        // The suffixes only mean something when candidates map them.
+        group_suffixes: if n == 0 { Vec::new() } else { o.suffixes.clone() },
+        trait_names: traits.names,
+        allocation_requests: Some(ar),
+        provider_summaries: Some(ps),
     }
 }
 
@@ -135,4 +161,62 @@ impl pb::allocation_candidates_server::AllocationCandidates for AllocationCandid
         let outcome = self.store.allocation_candidates(&request).instrument(span).await?;
         Ok(Response::new(outcome_to_pb(outcome)))
     }
+}
+
+/// Reads a gRPC answer back into names, as a client does (the tests check
+/// that the columns say exactly what the domain answered).
+#[cfg(test)]
+pub fn pb_to_named(r: &pb::GetAllocationCandidatesResponse) -> crate::domain::NamedOutcome {
+    use crate::domain::{NamedOutcome, NamedRequest, ProviderSummary};
+    let name = |table: &[String], i: u32| table[i as usize].clone();
+    let mut out = NamedOutcome::default();
+    let ar = r.allocation_requests.clone().unwrap_or_default();
+    let (mut p, mut c, mut m) = (0usize, 0usize, 0usize);
+    let mut mp = 0usize;
+    for count in &ar.allocation_counts {
+        let mut allocations = Vec::new();
+        for _ in 0..*count {
+            let provider = name(&r.provider_uuids, ar.providers[p]);
+            let mut resources = Vec::new();
+            for _ in 0..ar.class_counts[p] {
+                resources.push((name(&r.resource_classes, ar.classes[c]), ar.amounts[c]));
+                c += 1;
+            }
+            p += 1;
+            allocations.push((provider, resources));
+        }
+        let mut mappings = Vec::new();
+        for suffix in &r.group_suffixes {
+            let mut providers = Vec::new();
+            for _ in 0..ar.mapping_counts[m] {
+                providers.push(name(&r.provider_uuids, ar.mapping_providers[mp]));
+                mp += 1;
+            }
+            m += 1;
+            mappings.push((suffix.clone(), providers));
+        }
+        out.allocation_requests.push(NamedRequest { allocations, mappings });
+    }
+    let ps = r.provider_summaries.clone().unwrap_or_default();
+    let (mut res, mut tr) = (0usize, 0usize);
+    for (i, provider) in ps.providers.iter().enumerate() {
+        let mut resources = Vec::new();
+        for _ in 0..ps.resource_counts[i] {
+            resources.push((name(&r.resource_classes, ps.resource_classes[res]), ps.capacities[res], ps.used[res]));
+            res += 1;
+        }
+        let mut traits = Vec::new();
+        for _ in 0..ps.trait_counts.get(i).copied().unwrap_or(0) {
+            traits.push(name(&r.trait_names, ps.traits[tr]));
+            tr += 1;
+        }
+        out.provider_summaries.push(ProviderSummary {
+            uuid: name(&r.provider_uuids, *provider),
+            parent_uuid: (ps.parents[i] > 0).then(|| name(&r.provider_uuids, ps.parents[i] - 1)),
+            root_uuid: name(&r.provider_uuids, ps.roots[i]),
+            resources,
+            traits,
+        });
+    }
+    out
 }

@@ -199,7 +199,7 @@ async fn list(req: Req) -> HandlerResult {
     request_wide(&req, &mut request)?;
     request.groups = request_groups(&req)?;
     let answer = req.state.clients.candidates.clone().get_allocation_candidates(request).await?.into_inner();
-    let mut out = (StatusCode::OK, view(&req, &answer)).into_response();
+    let mut out = (StatusCode::OK, view(&req, &answer)?).into_response();
     out.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     Ok(cache_headers(&req, out, None))
 }
@@ -224,20 +224,6 @@ fn push_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Appends `{"CLASS": amount, ...}`.
-fn push_resources(out: &mut String, resources: &[pb::ClassAmount], classes: &[String]) {
-    out.push('{');
-    for (i, r) in resources.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        push_str(out, name(classes, r.resource_class));
-        out.push(':');
-        push_int(out, r.amount);
-    }
-    out.push('}');
-}
-
 /// Appends an integer without `write!`'s formatting machinery, which is
 /// several times slower for the ~100,000 integers of a large answer.
 fn push_int(out: &mut String, n: i64) {
@@ -255,116 +241,215 @@ fn push_int(out: &mut String, n: i64) {
     if n < 0 {
         out.push('-');
     }
-    for &d in &digits[at..] {
-        out.push(char::from(d));
+    // ASCII digits always; the fallback cannot happen.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
+}
+
+/// The service's answer did not hold together (a column ran short or an
+/// index fell outside its table): a 500, never a wrong answer.
+fn malformed(what: &str) -> PlacementError {
+    tracing::error!(what, "malformed allocation candidates answer from the candidates service");
+    ApiError::new(500, "", format!("malformed answer from the candidates service: {what}")).into()
+}
+
+/// Reads one packed column of the answer in order.
+struct Column<'a, T> {
+    values: &'a [T],
+    at: usize,
+    what: &'static str,
+}
+
+impl<'a, T: Copy> Column<'a, T> {
+    fn new(values: &'a [T], what: &'static str) -> Self {
+        Column { values, at: 0, what }
+    }
+
+    fn next(&mut self) -> Result<T, PlacementError> {
+        let v = self.values.get(self.at).copied().ok_or_else(|| malformed(self.what))?;
+        self.at += 1;
+        Ok(v)
     }
 }
 
-/// The name at `index` of one of the answer's tables.
-fn name(table: &[String], index: u32) -> &str {
-    usize::try_from(index).ok().and_then(|i| table.get(i)).map(String::as_str).unwrap_or("")
+/// A table's names as JSON strings (quotes included), rendered once each:
+/// a large answer names the same providers and classes thousands of times.
+fn quoted(table: &[String]) -> Vec<String> {
+    table
+        .iter()
+        .map(|s| {
+            let mut q = String::with_capacity(s.len() + 2);
+            push_str(&mut q, s);
+            q
+        })
+        .collect()
+}
+
+/// The entry at `index` of a quoted table.
+fn entry<'a>(table: &'a [String], index: u32, what: &str) -> Result<&'a str, PlacementError> {
+    usize::try_from(index).ok().and_then(|i| table.get(i)).map(String::as_str).ok_or_else(|| malformed(what))
 }
 
 /// The answer as the request's microversion shows it, written straight to
-/// JSON text: answers for big fleets run to megabytes, and building a
-/// `serde_json::Value` tree first would double the work.
-fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> String {
-    let uuids = &answer.provider_uuids;
-    let classes = &answer.resource_classes;
-    let mut out = String::with_capacity(256 * (answer.allocation_requests.len() + answer.provider_summaries.len()) + 64);
+/// JSON text from the answer's tables and columns: answers for big fleets
+/// run to megabytes, and building a `serde_json::Value` tree (or per-request
+/// messages) first would double the work.
+fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<String, PlacementError> {
+    let uuids = quoted(&answer.provider_uuids);
+    let classes = quoted(&answer.resource_classes);
+    let suffixes = quoted(&answer.group_suffixes);
+    let trait_names = quoted(&answer.trait_names);
+    let empty_requests = pb::AllocationRequests::default();
+    let ar = answer.allocation_requests.as_ref().unwrap_or(&empty_requests);
+    let empty_summaries = pb::ProviderSummaries::default();
+    let ps = answer.provider_summaries.as_ref().unwrap_or(&empty_summaries);
+    let (old_list_form, mappings, traits, tree) = (!req.at_least(1, 12), req.at_least(1, 34), req.at_least(1, 17), req.at_least(1, 29));
+
+    let mut out = String::with_capacity(
+        24 * (ar.providers.len() + ar.classes.len() + ar.mapping_providers.len() + ps.providers.len() + ps.resource_classes.len())
+            + 48 * (ar.providers.len() + ar.mapping_providers.len() + 3 * ps.providers.len())
+            + 64,
+    );
+    let mut providers = Column::new(&ar.providers, "providers");
+    let mut class_counts = Column::new(&ar.class_counts, "class counts");
+    let mut class_ids = Column::new(&ar.classes, "classes");
+    let mut amounts = Column::new(&ar.amounts, "amounts");
+    let mut mapping_counts = Column::new(&ar.mapping_counts, "mapping counts");
+    let mut mapping_providers = Column::new(&ar.mapping_providers, "mapping providers");
+    // `{"CLASS":amount,...}` of the next allocation.
+    let mut push_resources = |out: &mut String| -> Result<(), PlacementError> {
+        out.push('{');
+        for j in 0..class_counts.next()? {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str(entry(&classes, class_ids.next()?, "class")?);
+            out.push(':');
+            push_int(out, amounts.next()?);
+        }
+        out.push('}');
+        Ok(())
+    };
     out.push_str("{\"allocation_requests\":[");
-    for (i, a) in answer.allocation_requests.iter().enumerate() {
+    for (i, count) in ar.allocation_counts.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        if !req.at_least(1, 12) {
+        if old_list_form {
             out.push_str("{\"allocations\":[");
-            for (j, p) in a.allocations.iter().enumerate() {
+            for j in 0..*count {
                 if j > 0 {
                     out.push(',');
                 }
                 out.push_str("{\"resource_provider\":{\"uuid\":");
-                push_str(&mut out, name(uuids, p.provider));
+                out.push_str(entry(&uuids, providers.next()?, "provider")?);
                 out.push_str("},\"resources\":");
-                push_resources(&mut out, &p.resources, classes);
+                push_resources(&mut out)?;
                 out.push('}');
             }
             out.push_str("]}");
-            continue;
-        }
-        out.push_str("{\"allocations\":{");
-        for (j, p) in a.allocations.iter().enumerate() {
-            if j > 0 {
-                out.push(',');
-            }
-            push_str(&mut out, name(uuids, p.provider));
-            out.push_str(":{\"resources\":");
-            push_resources(&mut out, &p.resources, classes);
-            out.push('}');
-        }
-        out.push('}');
-        if req.at_least(1, 34) {
-            out.push_str(",\"mappings\":{");
-            for (j, (suffix, m)) in answer.group_suffixes.iter().zip(&a.mappings).enumerate() {
+        } else {
+            out.push_str("{\"allocations\":{");
+            for j in 0..*count {
                 if j > 0 {
                     out.push(',');
                 }
-                push_str(&mut out, suffix);
+                out.push_str(entry(&uuids, providers.next()?, "provider")?);
+                out.push_str(":{\"resources\":");
+                push_resources(&mut out)?;
+                out.push('}');
+            }
+            out.push('}');
+        }
+        // Every request maps every suffix, shown or not: keep the columns
+        // aligned.
+        if mappings {
+            out.push_str(",\"mappings\":{");
+        }
+        for (j, suffix) in suffixes.iter().enumerate() {
+            if mappings {
+                if j > 0 {
+                    out.push(',');
+                }
+                out.push_str(suffix);
                 out.push_str(":[");
-                for (k, p) in m.providers.iter().enumerate() {
+            }
+            for k in 0..mapping_counts.next()? {
+                let p = entry(&uuids, mapping_providers.next()?, "mapped provider")?;
+                if mappings {
                     if k > 0 {
                         out.push(',');
                     }
-                    push_str(&mut out, name(uuids, *p));
+                    out.push_str(p);
                 }
+            }
+            if mappings {
                 out.push(']');
             }
+        }
+        if mappings {
             out.push('}');
         }
-        out.push('}');
+        if !old_list_form {
+            out.push('}');
+        }
     }
     out.push_str("],\"provider_summaries\":{");
-    for (i, s) in answer.provider_summaries.iter().enumerate() {
+    let mut parents = Column::new(&ps.parents, "parents");
+    let mut roots = Column::new(&ps.roots, "roots");
+    let mut resource_counts = Column::new(&ps.resource_counts, "resource counts");
+    let mut resource_classes = Column::new(&ps.resource_classes, "summary classes");
+    let mut capacities = Column::new(&ps.capacities, "capacities");
+    let mut used = Column::new(&ps.used, "used");
+    let mut trait_counts = Column::new(&ps.trait_counts, "trait counts");
+    let mut trait_ids = Column::new(&ps.traits, "traits");
+    for (i, provider) in ps.providers.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        push_str(&mut out, &s.uuid);
+        out.push_str(entry(&uuids, *provider, "summary provider")?);
         out.push_str(":{\"resources\":{");
-        for (j, r) in s.resources.iter().enumerate() {
+        for j in 0..resource_counts.next()? {
             if j > 0 {
                 out.push(',');
             }
-            push_str(&mut out, &r.resource_class);
+            out.push_str(entry(&classes, resource_classes.next()?, "summary class")?);
             out.push_str(":{\"capacity\":");
-            push_int(&mut out, r.capacity);
+            push_int(&mut out, capacities.next()?);
             out.push_str(",\"used\":");
-            push_int(&mut out, r.used);
+            push_int(&mut out, used.next()?);
             out.push('}');
         }
         out.push('}');
-        if req.at_least(1, 17) {
+        let trait_count = trait_counts.next()?;
+        if traits {
             out.push_str(",\"traits\":[");
-            for (j, t) in s.traits.iter().enumerate() {
+        }
+        for j in 0..trait_count {
+            let t = entry(&trait_names, trait_ids.next()?, "trait")?;
+            if traits {
                 if j > 0 {
                     out.push(',');
                 }
-                push_str(&mut out, t);
+                out.push_str(t);
             }
+        }
+        if traits {
             out.push(']');
         }
-        if req.at_least(1, 29) {
+        let (parent, root) = (parents.next()?, roots.next()?);
+        if tree {
             out.push_str(",\"parent_provider_uuid\":");
-            match &s.parent_provider_uuid {
-                Some(u) => push_str(&mut out, u),
+            match parent.checked_sub(1) {
+                Some(p) => out.push_str(entry(&uuids, p, "parent")?),
                 None => out.push_str("null"),
             }
             out.push_str(",\"root_provider_uuid\":");
-            push_str(&mut out, &s.root_provider_uuid);
+            out.push_str(entry(&uuids, root, "root")?);
         }
         out.push('}');
     }
     out.push_str("}}");
-    out
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -70,14 +70,10 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
         .collect();
 
     let mut out = Vec::new();
-    let mut seen: FxHashSet<(Vec<Part>, Vec<Vec<ProviderId>>)> = FxHashSet::default();
+    let mut seen = Distinct::default();
     let cap = settings.max_candidates;
     let mut emit = |combo: Candidate| -> bool {
-        let mut key_parts = combo.parts.clone();
-        key_parts.sort_unstable();
-        if seen.insert((key_parts, combo.mappings.clone())) {
-            out.push(combo);
-        }
+        seen.push_new(&mut out, combo);
         cap.is_none_or(|max| out.len() < max)
     };
     match settings.strategy {
@@ -112,6 +108,52 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
         }
     }
     out
+}
+
+/// Keeps candidates distinct by (parts in any order, mappings): each is
+/// found by a hash and confirmed against the candidate kept, so no copy of
+/// every candidate is made just to recognise duplicates (those copies were
+/// a fifth of the merge's work on big answers).
+#[derive(Default)]
+struct Distinct {
+    /// The first kept candidate with each hash.
+    first: FxHashMap<u64, usize>,
+    /// Further kept candidates whose hash an earlier one already had
+    /// (distinct candidates with equal 64-bit hashes: practically never).
+    more: Vec<(u64, usize)>,
+    sorted: Vec<Part>,
+    other: Vec<Part>,
+}
+
+impl Distinct {
+    /// Appends `combo` to `out` unless an equal candidate is already there.
+    fn push_new(&mut self, out: &mut Vec<Candidate>, combo: Candidate) {
+        use std::hash::{Hash as _, Hasher as _};
+        self.sorted.clear();
+        self.sorted.extend_from_slice(&combo.parts);
+        self.sorted.sort_unstable();
+        let mut hasher = rustc_hash::FxHasher::default();
+        self.sorted.hash(&mut hasher);
+        combo.mappings.hash(&mut hasher);
+        let hash = hasher.finish();
+        let Some(&first) = self.first.get(&hash) else {
+            self.first.insert(hash, out.len());
+            out.push(combo);
+            return;
+        };
+        let (sorted, other) = (&self.sorted, &mut self.other);
+        let mut equal = |kept: &Candidate| {
+            other.clear();
+            other.extend_from_slice(&kept.parts);
+            other.sort_unstable();
+            other == sorted && kept.mappings == combo.mappings
+        };
+        let duplicate = out.get(first).is_some_and(&mut equal) || self.more.iter().any(|(h, i)| *h == hash && out.get(*i).is_some_and(&mut equal));
+        if !duplicate {
+            self.more.push((hash, out.len()));
+            out.push(combo);
+        }
+    }
 }
 
 /// The bug 2160721 pre-check: for each class several groups ask for, the

@@ -21,7 +21,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use rand::seq::SliceRandom as _;
 
-use fleet::{Catalog, ClassId, Fleet, ProviderId, Trees};
+use fleet::{Catalog, ClassId, Fleet, ProviderId, TraitId, Trees};
 use merge::{Candidate, MergeRules};
 use request::{GroupPolicy, Request};
 
@@ -135,6 +135,65 @@ pub fn finish(req: &Request, settings: &Settings, has_trees: bool, mut candidate
     Answer { candidates, summary_providers }
 }
 
+/// What the summaries say about one provider, by id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub provider: ProviderId,
+    pub parent: Option<ProviderId>,
+    pub root: ProviderId,
+    /// (class, capacity, used), in class name order.
+    pub resources: Vec<(ClassId, i64, i64)>,
+    /// Ascending ids (upstream's order: older traits first).
+    pub traits: Vec<TraitId>,
+}
+
+/// The whole answer, with ids: big answers repeat the same few providers and
+/// classes thousands of times, so the rpc layer names each once (building
+/// strings per candidate was a tenth of a large request's work).
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The request's group suffixes, in request order (what each
+    /// candidate's mappings are aligned with).
+    pub suffixes: Vec<String>,
+    pub candidates: Vec<Candidate>,
+    pub summaries: Vec<Summary>,
+    /// Every provider the candidates and summaries name, with its uuid.
+    pub trees: Trees,
+    pub class_names: FxHashMap<ClassId, String>,
+    pub trait_names: FxHashMap<TraitId, String>,
+}
+
+impl Outcome {
+    /// A provider's uuid ("" for one not loaded, which cannot happen: every
+    /// provider of a candidate or summary belongs to a tree in play).
+    pub fn uuid(&self, p: ProviderId) -> &str {
+        self.trees.get(&p).map(|t| t.uuid.as_str()).unwrap_or("")
+    }
+
+    pub fn class_name(&self, c: ClassId) -> &str {
+        self.class_names.get(&c).map(String::as_str).unwrap_or("")
+    }
+
+    /// The answer with every id replaced by its name.
+    pub fn named(&self) -> NamedOutcome {
+        let suffixes: Vec<&str> = self.suffixes.iter().map(String::as_str).collect();
+        NamedOutcome {
+            allocation_requests: self.candidates.iter().map(|c| name_candidate(c, &suffixes, &self.trees, &self.class_names)).collect(),
+            provider_summaries: self
+                .summaries
+                .iter()
+                .map(|s| ProviderSummary {
+                    uuid: self.uuid(s.provider).to_string(),
+                    parent_uuid: s.parent.map(|p| self.uuid(p).to_string()),
+                    root_uuid: self.uuid(s.root).to_string(),
+                    resources: s.resources.iter().map(|(c, capacity, used)| (self.class_name(*c).to_string(), *capacity, *used)).collect(),
+                    traits: s.traits.iter().filter_map(|t| self.trait_names.get(t).cloned()).collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// An allocation request as the API shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamedRequest {
@@ -144,7 +203,7 @@ pub struct NamedRequest {
     pub mappings: Vec<(String, Vec<String>)>,
 }
 
-/// What the summaries say about one provider.
+/// What the summaries say about one provider, by name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderSummary {
     pub uuid: String,
@@ -156,9 +215,9 @@ pub struct ProviderSummary {
     pub traits: Vec<String>,
 }
 
-/// The whole answer.
+/// The whole answer, by name (what the API shows; the tests read it).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Outcome {
+pub struct NamedOutcome {
     pub allocation_requests: Vec<NamedRequest>,
     pub provider_summaries: Vec<ProviderSummary>,
 }

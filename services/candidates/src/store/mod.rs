@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use keelson_common::db::{in_list, Row, Tx, Value};
+use keelson_common::db::{in_list, RowRef, Tx, Value};
 use keelson_common::Db;
 
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;
-use crate::domain::{self, Outcome, ProviderSummary, Settings};
+use crate::domain::{self, Outcome, Settings, Summary};
 use crate::error::{Error, Result};
 
 /// The trait marking providers that share their inventory with the trees
@@ -57,17 +57,16 @@ impl Store {
             tx.commit().await?;
             return Ok(Outcome::default());
         };
-        let summaries = load_summaries(&mut tx, req, &fleet, &trees, &answer.summary_providers).await?;
+        let (summaries, trait_names) = load_summaries(&mut tx, req, &fleet, &trees, &answer.summary_providers).await?;
         tx.commit().await?;
 
-        let suffixes: Vec<&str> = req.groups.iter().map(|g| g.suffix.as_str()).collect();
         Ok(Outcome {
-            allocation_requests: answer
-                .candidates
-                .iter()
-                .map(|c| domain::name_candidate(c, &suffixes, &trees, &fleet.class_names))
-                .collect(),
-            provider_summaries: summaries,
+            suffixes: req.groups.iter().map(|g| g.suffix.clone()).collect(),
+            candidates: answer.candidates,
+            summaries,
+            trees,
+            class_names: fleet.class_names,
+            trait_names,
         })
     }
 }
@@ -140,7 +139,7 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<Catalog> {
     Ok(cat)
 }
 
-fn inventory_from(r: &Row, first: usize) -> Result<Inventory> {
+fn inventory_from(r: &RowRef, first: usize) -> Result<Inventory> {
     Ok(Inventory {
         total: r.i64(first)?,
         reserved: r.i64(first + 1)?,
@@ -189,24 +188,28 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
                     i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio \
              FROM inventories i JOIN resource_providers rp ON rp.id = i.resource_provider_id WHERE {filter}"
         );
-        for r in tx.fetch_all(&sql, &params).await? {
+        tx.for_each_row(&sql, &params, |r| -> Result<()> {
             let (provider, class) = (r.i64(0)?, r.i64(2)?);
-            fleet.inventories.insert((provider, class), inventory_from(&r, 3)?);
+            fleet.inventories.insert((provider, class), inventory_from(r, 3)?);
             if requested.contains(&class) {
                 fleet.root_of.insert(provider, r.opt_i64(1)?.unwrap_or(provider));
                 fleet.providers_by_class.entry(class).or_default().push(provider);
             }
-        }
+            Ok(())
+        })
+        .await?;
         let sql = format!(
             "SELECT resource_provider_id, resource_class_id, SUM(used) FROM allocations \
              WHERE {} GROUP BY resource_provider_id, resource_class_id",
             filter.replace("i.resource_class_id", "resource_class_id")
         );
-        for r in tx.fetch_all(&sql, &params).await? {
+        tx.for_each_row(&sql, &params, |r| -> Result<()> {
             if let Some(inv) = fleet.inventories.get_mut(&(r.i64(0)?, r.i64(1)?)) {
                 inv.used = r.opt_i64(2)?.unwrap_or(0);
             }
-        }
+            Ok(())
+        })
+        .await?;
         for providers in fleet.providers_by_class.values_mut() {
             providers.sort_unstable();
         }
@@ -220,9 +223,11 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
     if !trait_ids.is_empty() {
         let sql =
             format!("SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})", in_list(trait_ids.len()));
-        for r in tx.fetch_all(&sql, &ids(trait_ids.iter().copied())).await? {
+        tx.for_each_row(&sql, &ids(trait_ids.iter().copied()), |r| -> Result<()> {
             fleet.traits.entry(r.i64(0)?).or_default().insert(r.i64(1)?);
-        }
+            Ok(())
+        })
+        .await?;
     }
 
     let agg_ids: BTreeSet<i64> = cat.aggregates.values().copied().collect();
@@ -231,19 +236,23 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
             "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE aggregate_id IN ({})",
             in_list(agg_ids.len())
         );
-        for r in tx.fetch_all(&sql, &ids(agg_ids.iter().copied())).await? {
+        tx.for_each_row(&sql, &ids(agg_ids.iter().copied()), |r| -> Result<()> {
             fleet.aggregates.entry(r.i64(0)?).or_default().insert(r.i64(1)?);
-        }
+            Ok(())
+        })
+        .await?;
     }
 
     let resourceless = req.groups.iter().any(|g| g.resources.is_empty());
     if resourceless {
         let mut all = Vec::new();
-        for r in tx.fetch_all("SELECT id, root_provider_id FROM resource_providers", &[]).await? {
+        tx.for_each_row("SELECT id, root_provider_id FROM resource_providers", &[], |r| -> Result<()> {
             let id = r.i64(0)?;
             fleet.root_of.insert(id, r.opt_i64(1)?.unwrap_or(id));
             all.push(id);
-        }
+            Ok(())
+        })
+        .await?;
         all.sort_unstable();
         fleet.all_providers = Some(all);
     }
@@ -264,9 +273,11 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
              WHERE sa.resource_provider_id IN ({})",
             in_list(chunk.len())
         );
-        for r in tx.fetch_all(&sql, &ids(chunk.iter().copied())).await? {
+        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
             fleet.sharing_anchors.entry(r.i64(0)?).or_default().push(r.i64(1)?);
-        }
+            Ok(())
+        })
+        .await?;
     }
     for anchors in fleet.sharing_anchors.values_mut() {
         anchors.sort_unstable();
@@ -293,13 +304,15 @@ async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> 
     }
     let (filter, params) = id_filter("root_provider_id", roots);
     let sql = format!("SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE {filter}");
-    for r in tx.fetch_all(&sql, &params).await? {
+    tx.for_each_row(&sql, &params, |r| -> Result<()> {
         let id = r.i64(0)?;
         let root = r.opt_i64(3)?.unwrap_or(id);
         if roots.contains(&root) {
             trees.insert(id, TreeProvider { uuid: r.string(1)?, parent: r.opt_i64(2)?, root });
         }
-    }
+        Ok(())
+    })
+    .await?;
     Ok(trees)
 }
 
@@ -311,12 +324,16 @@ async fn load_summaries(
     fleet: &Fleet,
     trees: &Trees,
     providers: &[ProviderId],
-) -> Result<Vec<ProviderSummary>> {
+) -> Result<(Vec<Summary>, FxHashMap<TraitId, String>)> {
     let wanted: FxHashSet<ProviderId> = providers.iter().copied().collect();
-    let mut resources: FxHashMap<ProviderId, Vec<(String, i64, i64)>> = FxHashMap::default();
+    // Summaries list classes by name: rank the few class ids once.
+    let mut by_name: Vec<(&str, ClassId)> = fleet.class_names.iter().map(|(id, name)| (name.as_str(), *id)).collect();
+    by_name.sort_unstable();
+    let rank: FxHashMap<ClassId, usize> = by_name.iter().enumerate().map(|(i, (_, id))| (*id, i)).collect();
+    let mut resources: FxHashMap<ProviderId, Vec<(usize, ClassId, i64, i64)>> = FxHashMap::default();
     for ((provider, class), inv) in &fleet.inventories {
-        if let (true, Some(name)) = (wanted.contains(provider), fleet.class_names.get(class)) {
-            resources.entry(*provider).or_default().push((name.clone(), inv.capacity(), inv.used));
+        if let (true, Some(r)) = (wanted.contains(provider), rank.get(class)) {
+            resources.entry(*provider).or_default().push((*r, *class, inv.capacity(), inv.used));
         }
     }
     let mut traits: FxHashMap<ProviderId, Vec<TraitId>> = FxHashMap::default();
@@ -337,14 +354,16 @@ async fn load_summaries(
         };
         let params = if roots.len() > MAX_IN_LIST { Vec::new() } else { ids(roots.iter().copied()) };
         let mut used: BTreeSet<TraitId> = BTreeSet::new();
-        for r in tx.fetch_all(&sql, &params).await? {
+        tx.for_each_row(&sql, &params, |r| -> Result<()> {
             let provider = r.i64(0)?;
             if wanted.contains(&provider) {
                 let t = r.i64(1)?;
                 used.insert(t);
                 traits.entry(provider).or_default().push(t);
             }
-        }
+            Ok(())
+        })
+        .await?;
         let used: Vec<TraitId> = used.into_iter().collect();
         for chunk in used.chunks(MAX_IN_LIST) {
             let sql = format!("SELECT id, name FROM traits WHERE id IN ({})", in_list(chunk.len()));
@@ -353,23 +372,23 @@ async fn load_summaries(
             }
         }
     }
-    let uuid = |p: ProviderId| trees.get(&p).map(|t| t.uuid.clone()).unwrap_or_default();
-    Ok(providers
+    let summaries = providers
         .iter()
         .filter_map(|p| trees.get(p).map(|t| (p, t)))
         .map(|(p, t)| {
             let mut res = resources.remove(p).unwrap_or_default();
-            res.sort();
+            res.sort_unstable();
             // In trait id order, as upstream lists them.
             let mut tr = traits.remove(p).unwrap_or_default();
             tr.sort_unstable();
-            ProviderSummary {
-                uuid: t.uuid.clone(),
-                parent_uuid: t.parent.map(uuid),
-                root_uuid: uuid(t.root),
-                resources: res,
-                traits: tr.iter().filter_map(|t| trait_names.get(t).cloned()).collect(),
+            Summary {
+                provider: *p,
+                parent: t.parent,
+                root: t.root,
+                resources: res.into_iter().map(|(_, class, capacity, used)| (class, capacity, used)).collect(),
+                traits: tr,
             }
         })
-        .collect())
+        .collect();
+    Ok((summaries, trait_names))
 }

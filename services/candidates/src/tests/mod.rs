@@ -10,7 +10,7 @@ use keelson_common::db::{schema, seed, DatabaseUrl, PoolSettings, Value};
 use keelson_common::Db;
 
 use crate::domain::request::{GroupPolicy, Request, RequestGroup};
-use crate::domain::{Outcome, Settings, Strategy};
+use crate::domain::{NamedOutcome, Settings, Strategy};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -123,13 +123,18 @@ impl World {
         .await;
     }
 
-    pub async fn ask(&self, settings: Settings, req: &Request) -> Result<Outcome> {
-        Store::new(self.db.clone(), settings).allocation_candidates(req).await
+    /// The answer by name, after a round trip through the gRPC answer's
+    /// encoding (which must lose nothing).
+    pub async fn ask(&self, settings: Settings, req: &Request) -> Result<NamedOutcome> {
+        let o = Store::new(self.db.clone(), settings).allocation_candidates(req).await?;
+        let named = o.named();
+        assert_eq!(crate::rpc::pb_to_named(&crate::rpc::outcome_to_pb(o)), named, "the gRPC answer differs");
+        Ok(named)
     }
 
     /// Each candidate as `provider:CLASS=n,...|suffix=providers;...`,
     /// sorted, with provider names.
-    pub fn shapes(&self, o: &Outcome) -> Vec<String> {
+    pub fn shapes(&self, o: &NamedOutcome) -> Vec<String> {
         let mut out: Vec<String> = o
             .allocation_requests
             .iter()
@@ -154,7 +159,7 @@ impl World {
     }
 
     /// The names of the summarised providers, sorted.
-    pub fn summarised(&self, o: &Outcome) -> Vec<String> {
+    pub fn summarised(&self, o: &NamedOutcome) -> Vec<String> {
         let mut names: Vec<String> = o.provider_summaries.iter().map(|s| self.names[&s.uuid].clone()).collect();
         names.sort();
         names

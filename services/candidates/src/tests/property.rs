@@ -312,7 +312,7 @@ fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
     out
 }
 
-fn answer_shapes(w: &World, o: &crate::domain::Outcome) -> Vec<Shape> {
+fn answer_shapes(w: &World, o: &crate::domain::NamedOutcome) -> Vec<Shape> {
     let class = |c: &str| -> &'static str { CLASSES.iter().copied().find(|x| *x == c).expect("class") };
     o.allocation_requests
         .iter()

@@ -331,7 +331,7 @@ fn wide_request(groups: usize, policy: GroupPolicy, limit: Option<usize>) -> cra
 }
 
 /// Which computes the answer allocates from.
-fn computes(w: &World, o: &crate::domain::Outcome) -> BTreeSet<String> {
+fn computes(w: &World, o: &crate::domain::NamedOutcome) -> BTreeSet<String> {
     o.allocation_requests.iter().flat_map(|a| a.allocations.iter().map(|(u, _)| w.names[u].clone())).filter(|n| !n.contains(':')).collect()
 }
 

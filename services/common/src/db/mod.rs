@@ -263,6 +263,121 @@ impl Row {
     }
 }
 
+/// One row of a result set as it is read ([`Tx::for_each_row`]): columns
+/// are decoded on access, with the same rules as [`Row`], and nothing is
+/// copied for the columns not asked for.
+pub struct RowRef<'r> {
+    row: RawRow<'r>,
+    kinds: &'r [ColumnKind],
+}
+
+enum RawRow<'r> {
+    Sqlite(&'r sqlx::sqlite::SqliteRow),
+    MySql(&'r sqlx::mysql::MySqlRow),
+    Postgres(&'r sqlx::postgres::PgRow),
+}
+
+impl RowRef<'_> {
+    fn value(&self, i: usize) -> Result<Value, DbError> {
+        match self.row {
+            RawRow::Sqlite(r) => {
+                if i >= r.len() {
+                    return Err(DbError::Decode { column: i, reason: "no such column".into() });
+                }
+                sqlite_value(r, i)
+            }
+            RawRow::MySql(r) => {
+                if i >= r.len() {
+                    return Err(DbError::Decode { column: i, reason: "no such column".into() });
+                }
+                mysql_value(r, i, self.kinds.get(i).copied().unwrap_or(ColumnKind::Text))
+            }
+            RawRow::Postgres(r) => {
+                if i >= r.len() {
+                    return Err(DbError::Decode { column: i, reason: "no such column".into() });
+                }
+                postgres_value(r, i, self.kinds.get(i).copied().unwrap_or(ColumnKind::Text))
+            }
+        }
+    }
+
+    /// The column through a one-value [`Row`], so that every conversion
+    /// rule is [`Row`]'s (only integers and floats are read this way in
+    /// bulk, and they cost no allocation).
+    fn one(&self, i: usize) -> Result<Row, DbError> {
+        Ok(Row(vec![self.value(i)?]))
+    }
+
+    pub fn is_null(&self, i: usize) -> bool {
+        matches!(self.value(i), Ok(Value::Null(_)) | Err(_))
+    }
+
+    /// MySQL's signed integer columns straight from the wire value: the
+    /// bulk of every large read, worth a path without a second column
+    /// lookup (`None`: another kind or NULL, take the general path).
+    fn mysql_int(&self, i: usize) -> Option<Result<i64, DbError>> {
+        let RawRow::MySql(r) = self.row else { return None };
+        if self.kinds.get(i) != Some(&ColumnKind::Int) {
+            return None;
+        }
+        let raw = match r.try_get_raw(i) {
+            Ok(raw) => raw,
+            Err(e) => return Some(Err(e.into())),
+        };
+        if raw.is_null() {
+            return None;
+        }
+        Some(<i64 as sqlx::Decode<'_, sqlx::MySql>>::decode(raw).map_err(|e| decode_err(i, e)))
+    }
+
+    pub fn i64(&self, i: usize) -> Result<i64, DbError> {
+        if let Some(v) = self.mysql_int(i) {
+            return v;
+        }
+        match self.value(i)? {
+            Value::Int(v) => Ok(v),
+            other => Row(vec![other]).i64(0).map_err(|e| at_column(e, i)),
+        }
+    }
+
+    pub fn opt_i64(&self, i: usize) -> Result<Option<i64>, DbError> {
+        if let Some(v) = self.mysql_int(i) {
+            return v.map(Some);
+        }
+        match self.value(i)? {
+            Value::Int(v) => Ok(Some(v)),
+            Value::Null(_) => Ok(None),
+            other => Row(vec![other]).i64(0).map(Some).map_err(|e| at_column(e, i)),
+        }
+    }
+
+    pub fn f64(&self, i: usize) -> Result<f64, DbError> {
+        match self.value(i)? {
+            Value::Float(v) => Ok(v),
+            other => Row(vec![other]).f64(0).map_err(|e| at_column(e, i)),
+        }
+    }
+
+    pub fn string(&self, i: usize) -> Result<String, DbError> {
+        match self.value(i)? {
+            Value::Text(t) => Ok(t),
+            other => Row(vec![other]).string(0).map_err(|e| at_column(e, i)),
+        }
+    }
+
+    pub fn opt_string(&self, i: usize) -> Result<Option<String>, DbError> {
+        self.one(i)?.opt_string(0).map_err(|e| at_column(e, i))
+    }
+}
+
+/// A decoding error of a one-value row, placed at the real column.
+fn at_column(e: DbError, column: usize) -> DbError {
+    match e {
+        DbError::Decode { reason, .. } => DbError::Decode { column, reason },
+        other => other,
+    }
+}
+
 /// Parses the text forms SQLite holds: ours and SQLAlchemy's.
 pub fn parse_sql_time(t: &str) -> Option<NaiveDateTime> {
     ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
@@ -523,6 +638,51 @@ impl Tx {
         }
     }
 
+    /// Reads a result set row by row, handing each to `f` as it arrives:
+    /// for large reads, nothing is collected and no row is copied into
+    /// [`Value`]s first (that was most of a large read's decoding work).
+    pub async fn for_each_row<E: From<DbError>>(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        mut f: impl FnMut(&RowRef<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use tokio_stream::StreamExt as _;
+        let sql = placeholders(self.dialect, sql);
+        // Column kinds are the result set's, decided at its first row.
+        let mut kinds: Vec<ColumnKind> = Vec::new();
+        match &mut self.inner {
+            TxInner::Sqlite(tx) => {
+                let mut rows = bind_all!(sqlx::query(&sql), params).fetch(&mut **tx);
+                while let Some(row) = rows.next().await {
+                    let row = row.map_err(DbError::from)?;
+                    f(&RowRef { row: RawRow::Sqlite(&row), kinds: &kinds })?;
+                }
+            }
+            TxInner::MySql(tx) => {
+                let mut rows = bind_all!(sqlx::query(&sql), params).fetch(&mut **tx);
+                while let Some(row) = rows.next().await {
+                    let row = row.map_err(DbError::from)?;
+                    if kinds.is_empty() {
+                        kinds = column_kinds(std::slice::from_ref(&row), mysql_kind);
+                    }
+                    f(&RowRef { row: RawRow::MySql(&row), kinds: &kinds })?;
+                }
+            }
+            TxInner::Postgres(tx) => {
+                let mut rows = bind_all!(sqlx::query(&sql), params).fetch(&mut **tx);
+                while let Some(row) = rows.next().await {
+                    let row = row.map_err(DbError::from)?;
+                    if kinds.is_empty() {
+                        kinds = column_kinds(std::slice::from_ref(&row), postgres_kind);
+                    }
+                    f(&RowRef { row: RawRow::Postgres(&row), kinds: &kinds })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub async fn fetch_optional(&mut self, sql: &str, params: &[Value]) -> Result<Option<Row>, DbError> {
         Ok(self.fetch_all(sql, params).await?.into_iter().next())
     }
@@ -666,90 +826,94 @@ fn column_kinds<R: sqlx::Row>(rows: &[R], kind: fn(&str) -> ColumnKind) -> Vec<C
 fn decode_sqlite(row: &sqlx::sqlite::SqliteRow) -> Result<Row, DbError> {
     let mut out = Vec::with_capacity(row.len());
     for i in 0..row.len() {
-        let raw = row.try_get_raw(i)?;
-        if raw.is_null() {
-            out.push(Value::Null(Kind::Text));
-            continue;
-        }
-        // SQLite is dynamically typed: each value carries its own type.
-        let v = match sqlite_kind(raw.type_info().name()) {
-            ColumnKind::Int => Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::Float64 => Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::Bytes => {
-                let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(|e| decode_err(i, e))?;
-                Value::Text(String::from_utf8_lossy(&bytes).into_owned())
-            }
-            _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
-        };
-        out.push(v);
+        out.push(sqlite_value(row, i)?);
     }
     Ok(Row(out))
+}
+
+fn sqlite_value(row: &sqlx::sqlite::SqliteRow, i: usize) -> Result<Value, DbError> {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
+        return Ok(Value::Null(Kind::Text));
+    }
+    // SQLite is dynamically typed: each value carries its own type.
+    Ok(match sqlite_kind(raw.type_info().name()) {
+        ColumnKind::Int => Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::Float64 => Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::Bytes => {
+            let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(|e| decode_err(i, e))?;
+            Value::Text(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
+    })
 }
 
 fn decode_mysql(row: &sqlx::mysql::MySqlRow, kinds: &[ColumnKind]) -> Result<Row, DbError> {
     let mut out = Vec::with_capacity(row.len());
     for i in 0..row.len() {
-        let raw = row.try_get_raw(i)?;
-        if raw.is_null() {
-            out.push(Value::Null(Kind::Text));
-            continue;
-        }
-        let kind = kinds.get(i).copied().unwrap_or(ColumnKind::Text);
-        let v = match kind {
-            ColumnKind::UnsignedInt => {
-                let n = row.try_get_unchecked::<u64, _>(i).map_err(|e| decode_err(i, e))?;
-                Value::Int(i64::try_from(n).map_err(|e| decode_err(i, e))?)
-            }
-            ColumnKind::Int => Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::Float32 => Value::Float(row.try_get_unchecked::<f32, _>(i).map_err(|e| decode_err(i, e))? as f64),
-            ColumnKind::Float64 => Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::Decimal => {
-                let s = row.try_get_unchecked::<&str, _>(i).map_err(|e| decode_err(i, e))?;
-                match s.parse::<i64>() {
-                    Ok(n) => Value::Int(n),
-                    Err(_) => Value::Float(s.parse().map_err(|e| decode_err(i, e))?),
-                }
-            }
-            ColumnKind::Time => Value::Time(row.try_get_unchecked::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::Bytes => {
-                let bytes = row.try_get_unchecked::<&[u8], _>(i).map_err(|e| decode_err(i, e))?;
-                Value::Text(String::from_utf8_lossy(bytes).into_owned())
-            }
-            _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
-        };
-        out.push(v);
+        out.push(mysql_value(row, i, kinds.get(i).copied().unwrap_or(ColumnKind::Text))?);
     }
     Ok(Row(out))
+}
+
+fn mysql_value(row: &sqlx::mysql::MySqlRow, i: usize, kind: ColumnKind) -> Result<Value, DbError> {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
+        return Ok(Value::Null(Kind::Text));
+    }
+    Ok(match kind {
+        ColumnKind::UnsignedInt => {
+            let n = row.try_get_unchecked::<u64, _>(i).map_err(|e| decode_err(i, e))?;
+            Value::Int(i64::try_from(n).map_err(|e| decode_err(i, e))?)
+        }
+        ColumnKind::Int => Value::Int(row.try_get_unchecked::<i64, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::Float32 => Value::Float(row.try_get_unchecked::<f32, _>(i).map_err(|e| decode_err(i, e))? as f64),
+        ColumnKind::Float64 => Value::Float(row.try_get_unchecked::<f64, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::Decimal => {
+            let s = row.try_get_unchecked::<&str, _>(i).map_err(|e| decode_err(i, e))?;
+            match s.parse::<i64>() {
+                Ok(n) => Value::Int(n),
+                Err(_) => Value::Float(s.parse().map_err(|e| decode_err(i, e))?),
+            }
+        }
+        ColumnKind::Time => Value::Time(row.try_get_unchecked::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::Bytes => {
+            let bytes = row.try_get_unchecked::<&[u8], _>(i).map_err(|e| decode_err(i, e))?;
+            Value::Text(String::from_utf8_lossy(bytes).into_owned())
+        }
+        _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
+    })
 }
 
 fn decode_postgres(row: &sqlx::postgres::PgRow, kinds: &[ColumnKind]) -> Result<Row, DbError> {
     let mut out = Vec::with_capacity(row.len());
     for i in 0..row.len() {
-        let raw = row.try_get_raw(i)?;
-        if raw.is_null() {
-            out.push(Value::Null(Kind::Text));
-            continue;
-        }
-        let kind = kinds.get(i).copied().unwrap_or(ColumnKind::Text);
-        let v = match kind {
-            ColumnKind::Int2 => Value::Int(row.try_get::<i16, _>(i).map_err(|e| decode_err(i, e))?.into()),
-            ColumnKind::Int4 => Value::Int(row.try_get::<i32, _>(i).map_err(|e| decode_err(i, e))?.into()),
-            ColumnKind::Int => Value::Int(row.try_get::<i64, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::Bool => Value::Int(row.try_get::<bool, _>(i).map_err(|e| decode_err(i, e))? as i64),
-            ColumnKind::Float32 => Value::Float(row.try_get::<f32, _>(i).map_err(|e| decode_err(i, e))?.into()),
-            ColumnKind::Float64 => Value::Float(row.try_get::<f64, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::Time => Value::Time(row.try_get::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
-            ColumnKind::TimeTz => Value::Time(
-                row.try_get::<chrono::DateTime<chrono::Utc>, _>(i).map_err(|e| decode_err(i, e))?.naive_utc(),
-            ),
-            ColumnKind::Numeric => {
-                return Err(decode_err(i, "NUMERIC columns are not supported; cast sums to BIGINT"));
-            }
-            _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
-        };
-        out.push(v);
+        out.push(postgres_value(row, i, kinds.get(i).copied().unwrap_or(ColumnKind::Text))?);
     }
     Ok(Row(out))
+}
+
+fn postgres_value(row: &sqlx::postgres::PgRow, i: usize, kind: ColumnKind) -> Result<Value, DbError> {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
+        return Ok(Value::Null(Kind::Text));
+    }
+    Ok(match kind {
+        ColumnKind::Int2 => Value::Int(row.try_get::<i16, _>(i).map_err(|e| decode_err(i, e))?.into()),
+        ColumnKind::Int4 => Value::Int(row.try_get::<i32, _>(i).map_err(|e| decode_err(i, e))?.into()),
+        ColumnKind::Int => Value::Int(row.try_get::<i64, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::Bool => Value::Int(row.try_get::<bool, _>(i).map_err(|e| decode_err(i, e))? as i64),
+        ColumnKind::Float32 => Value::Float(row.try_get::<f32, _>(i).map_err(|e| decode_err(i, e))?.into()),
+        ColumnKind::Float64 => Value::Float(row.try_get::<f64, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::Time => Value::Time(row.try_get::<NaiveDateTime, _>(i).map_err(|e| decode_err(i, e))?),
+        ColumnKind::TimeTz => {
+            Value::Time(row.try_get::<chrono::DateTime<chrono::Utc>, _>(i).map_err(|e| decode_err(i, e))?.naive_utc())
+        }
+        ColumnKind::Numeric => {
+            return Err(decode_err(i, "NUMERIC columns are not supported; cast sums to BIGINT"));
+        }
+        _ => Value::Text(row.try_get_unchecked::<String, _>(i).map_err(|e| decode_err(i, e))?),
+    })
 }
 
 #[cfg(test)]
