@@ -84,7 +84,10 @@ class Heat:
                 return st
             if 'GONE' in statuses and last == 'DELETE_COMPLETE':
                 return st
-            if not last.endswith('IN_PROGRESS') and last not in statuses:
+            # A stack that rolls back is CREATE/UPDATE_FAILED for a moment
+            # before its ROLLBACK traversal starts (as upstream's).
+            rolling_back = any(s.startswith('ROLLBACK_') for s in statuses) and last in ('CREATE_FAILED', 'UPDATE_FAILED')
+            if not last.endswith('IN_PROGRESS') and last not in statuses and not rolling_back:
                 raise AssertionError('stack %s ended %s: %s' % (ident, last, st.get('stack_status_reason')))
             time.sleep(interval)
         raise AssertionError('stack %s still %s after %ss' % (ident, last, timeout))
