@@ -51,6 +51,14 @@ pub fn apply_all_in_one_defaults(config: &mut Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where harness-mode listeners that the configuration does not name
+/// bind: a free port on a loopback address other than the harness's own
+/// 127.0.0.1. The harness picks a free 127.0.0.1 port for each instance
+/// before starting it; were the internal listeners of another instance on
+/// 127.0.0.1:0 too, the kernel could hand one of them that port in between
+/// and the instance would find its REST port taken.
+pub const HARNESS_INTERNAL_LISTEN: &str = "127.0.0.2:0";
+
 /// Whether the process was started by Placement tooling that picks the
 /// REST port (the conformance harness runs several instances at once).
 pub fn harness_mode() -> bool {
@@ -77,7 +85,7 @@ pub fn listen(config: &Config, option: &str, all_in_one: bool) -> anyhow::Result
         return parse_addr(&v, &format!("[keelson] {option}"));
     }
     if all_in_one && harness_mode() && option != "placement_listen" {
-        return parse_addr("127.0.0.1:0", option);
+        return parse_addr(HARNESS_INTERNAL_LISTEN, option);
     }
     let default = config.get_str("keelson", option).unwrap_or_default();
     let addr = if all_in_one { default.replace("0.0.0.0", "127.0.0.1") } else { default };

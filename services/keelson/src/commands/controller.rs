@@ -30,14 +30,14 @@ use crate::settings;
 pub const ENGINE_SERVICE: &str = "stack-engine";
 
 /// Where the controller's RPC listens: `[controller] listen`; in
-/// all-in-one, when unset, 127.0.0.1:7001, or a free port in harness mode
-/// (PLACEMENT_PORT set), like the other listeners.
+/// all-in-one, when unset, 127.0.0.1:7001, or in harness mode (PLACEMENT_PORT
+/// set) a free port on `HARNESS_INTERNAL_LISTEN`, like the other listeners.
 pub fn listen(config: &Config, all_in_one: bool) -> anyhow::Result<SocketAddr> {
     use std::net::ToSocketAddrs as _;
     let value = if config.is_set("controller", "listen") || !all_in_one {
         config.get_str("controller", "listen").unwrap_or_else(|| "127.0.0.1:7001".into())
     } else if settings::harness_mode() {
-        "127.0.0.1:0".into()
+        settings::HARNESS_INTERNAL_LISTEN.into()
     } else {
         "127.0.0.1:7001".into()
     };
