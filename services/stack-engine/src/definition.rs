@@ -34,6 +34,12 @@ pub struct StackDefinition {
     pub files: Map<String, Value>,
     pub resources: Vec<ResourceDefn>,
     pub outputs: Vec<OutputDefn>,
+    /// A nested stack's definition: `resource_facade` reads its parent
+    /// resource.
+    pub nested: bool,
+    /// Whether the template calls `resource_facade` at all (the parent
+    /// resource is read only then).
+    pub uses_resource_facade: bool,
     /// Template resources' plugins, built on first use.
     template_plugins: TemplatePlugins,
 }
@@ -70,11 +76,37 @@ impl StackDefinition {
         environment: &Value,
         pseudo: &PseudoParams,
     ) -> Result<StackDefinition, EngineError> {
+        Self::parse_with(template, files, environment, pseudo, false)
+    }
+
+    /// As [`StackDefinition::parse`], parameters without a value being
+    /// null (see `Template::validate_parameters_allow_missing`).
+    pub fn parse_allow_missing(
+        template: &Value,
+        files: &Map<String, Value>,
+        environment: &Value,
+        pseudo: &PseudoParams,
+    ) -> Result<StackDefinition, EngineError> {
+        Self::parse_with(template, files, environment, pseudo, true)
+    }
+
+    fn parse_with(
+        template: &Value,
+        files: &Map<String, Value>,
+        environment: &Value,
+        pseudo: &PseudoParams,
+        allow_missing: bool,
+    ) -> Result<StackDefinition, EngineError> {
         let parsed = Template::parse(template)?;
         let environment = Environment::from_value(environment)?;
-        let params = parsed.validate_parameters(&environment, &Map::new(), pseudo)?;
+        let params = if allow_missing {
+            parsed.validate_parameters_allow_missing(&environment, &Map::new(), pseudo)?
+        } else {
+            parsed.validate_parameters(&environment, &Map::new(), pseudo)?
+        };
         let resources = parsed.resources(&params)?;
         let outputs = parsed.outputs(&params)?;
+        let text = template.to_string();
         Ok(StackDefinition {
             template: parsed,
             environment,
@@ -82,8 +114,16 @@ impl StackDefinition {
             files: files.clone(),
             resources,
             outputs,
+            nested: false,
+            uses_resource_facade: text.contains("\"resource_facade\"") || text.contains("\"Fn::ResourceFacade\""),
             template_plugins: TemplatePlugins::default(),
         })
+    }
+
+    /// This definition as a nested stack's (see [`StackDefinition::nested`]).
+    pub fn into_nested(mut self, nested: bool) -> StackDefinition {
+        self.nested = nested;
+        self
     }
 
     /// The stored definition `template_id` of `stack`.
@@ -98,12 +138,13 @@ impl StackDefinition {
             .ok_or_else(|| {
                 EngineError::entity_not_found("RawTemplate", &template_id.to_string())
             })?;
-        StackDefinition::parse(
+        Ok(StackDefinition::parse(
             &raw.template,
             &raw.files,
             &raw.environment,
             &pseudo_params(stack, region),
-        )
+        )?
+        .into_nested(stack.owner_id.is_some()))
     }
 
     pub fn resource(&self, name: &str) -> Option<&ResourceDefn> {
@@ -201,15 +242,89 @@ impl StackDefinition {
     /// Full API validation: references, cycles, types, properties (with
     /// get_resource/get_attr unknown).
     pub fn validate(&self, registry: &Registry) -> Result<(), EngineError> {
+        self.validate_at_depth(registry, 0)
+    }
+
+    fn validate_at_depth(&self, registry: &Registry, depth: usize) -> Result<(), EngineError> {
         self.template.check_references(&self.params)?;
         self.check_cycles()?;
         let unknown = LiveContext::placeholders(self);
         for defn in &self.resources {
             let plugin = self.plugin_for(registry, &defn.name, &defn.type_name)?;
+            if let Some(facade) = self.facade_of(registry, &defn.name, &defn.type_name)? {
+                check_against_facade(&defn.type_name, facade.schema(), plugin.schema())?;
+            }
             let given = defn.properties.resolve(&unknown)?;
-            plugin.validate_properties(&defn.name, &given)?;
+            let properties = plugin.validate_properties(&defn.name, &given)?;
+            // Deeper than this the creation itself refuses (the engine's
+            // max_nested_stack_depth); validation stops descending.
+            if depth < MAX_VALIDATION_DEPTH {
+                self.validate_nested(registry, &defn.name, plugin.as_ref(), &properties, depth)?;
+            }
         }
         Ok(())
+    }
+
+    /// Upstream `StackResource.validate_nested_stack`: the nested stack a
+    /// resource would run is validated too, its errors under the path
+    /// `resources.<name><<template>>`.
+    fn validate_nested(
+        &self,
+        registry: &Registry,
+        name: &str,
+        plugin: &dyn ResourceType,
+        properties: &resources::Properties,
+        depth: usize,
+    ) -> Result<(), EngineError> {
+        let mut environment = self.environment.to_value();
+        if let Value::Object(env) = &mut environment {
+            env.remove("parameters");
+        }
+        let Some(spec) = plugin.nested_stack_spec(properties, &self.files, &environment) else {
+            return Ok(());
+        };
+        let param = |n: &str| self.params.get(n).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let pseudo = PseudoParams {
+            stack_id: String::new(),
+            stack_name: format!("{}-{name}", param("OS::stack_name")),
+            project_id: param("OS::project_id"),
+            region: param("OS::region"),
+        };
+        let nested = StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo)
+            .map(|d| d.into_nested(true))
+            .and_then(|d| d.validate_at_depth(registry, depth + 1));
+        nested.map_err(|e| nested_validation_error(e, &format!("resources.{name}<{}>", plugin.nested_stack_label())))
+    }
+
+    /// The type a template resource stands in for (upstream looks the
+    /// type up again, ignoring the mapping that led to the template): the
+    /// global mapping when the resource's own section chose the template,
+    /// else the built-in type of that name. None for other resources.
+    fn facade_of(&self, registry: &Registry, name: &str, written_type: &str) -> Result<Option<Arc<dyn ResourceType>>, EngineError> {
+        let Some(file) = self.template_file_of(name, written_type) else {
+            return Ok(None);
+        };
+        let next = if self.environment.resolve_type_only_for(name, written_type).is_some() {
+            self.environment.resolve_type(written_type)
+        } else {
+            None
+        };
+        match next {
+            Some(RegistryTarget::TemplateFile(facade_file)) if facade_file != file => {
+                let facade = resources::TemplateResource::build(
+                    written_type,
+                    name,
+                    &facade_file,
+                    &self.files,
+                    &self.environment,
+                    registry.host().clone(),
+                )?;
+                Ok(Some(Arc::new(facade)))
+            }
+            Some(RegistryTarget::TemplateFile(_)) => Ok(None),
+            Some(RegistryTarget::Type(t)) => Ok(registry.get(&t)),
+            None => Ok(registry.get(written_type)),
+        }
     }
 
     /// Heat's CircularDependencyException text.
@@ -361,6 +476,9 @@ pub struct LiveContext {
     params: ParamValues,
     files: Map<String, Value>,
     facts: BTreeMap<String, ResourceFacts>,
+    /// What `resource_facade` answers (`metadata`, `deletion_policy`,
+    /// `update_policy` of the parent resource); None outside nested stacks.
+    facade: Option<Map<String, Value>>,
 }
 
 impl LiveContext {
@@ -369,11 +487,19 @@ impl LiveContext {
             params: def.params.clone(),
             files: def.files.clone(),
             facts,
+            // Unknown until read (`with_facade`), as other live values.
+            facade: def.nested.then(Map::new),
         }
     }
 
     pub fn placeholders(def: &StackDefinition) -> LiveContext {
         LiveContext::new(def, BTreeMap::new())
+    }
+
+    /// The parent resource's facade, read by the caller.
+    pub fn with_facade(mut self, facade: Map<String, Value>) -> LiveContext {
+        self.facade = Some(facade);
+        self
     }
 
     /// A context over stored resources: `rows` (one per resource name),
@@ -476,6 +602,13 @@ impl ResolveContext for LiveContext {
         self.params.get(name).cloned()
     }
 
+    fn resource_facade(&self, key: &str) -> Result<Value, TemplateError> {
+        match &self.facade {
+            Some(facade) => Ok(facade.get(key).cloned().unwrap_or(Value::Null)),
+            None => Err(TemplateError::validation_failed("resource_facade is only valid in nested stacks (provider templates)")),
+        }
+    }
+
     fn get_resource(&self, name: &str) -> Result<Value, TemplateError> {
         Ok(match self.facts.get(name) {
             Some(f) if !f.reference_id.is_null() => f.reference_id.clone(),
@@ -534,6 +667,76 @@ impl ResolveContext for LiveContext {
     }
 }
 
+/// How deep validation descends into nested stacks.
+const MAX_VALIDATION_DEPTH: usize = 5;
+
+/// A nested stack's validation error seen from its parent: upstream's
+/// `StackValidationFailed(error, path=[resources, name<template>])`, the
+/// inner error's kind kept, its path appended to the outer one. Upstream
+/// validates a nested stack's property values only as its resources'
+/// checks read them, so a property error there names the resource only
+/// (`resources.r: : Value 'x' is not an integer`).
+fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
+    let property_error = e.message.strip_prefix("Property error: ").and_then(|rest| {
+        let (path, message) = rest.split_once(": ")?;
+        let resource = path.strip_prefix("resources.")?.split_once(".properties")?.0;
+        Some(format!("resources.{resource}: : {message}"))
+    });
+    let inner = property_error.unwrap_or_else(|| e.message.clone());
+    let message = match inner.split_once(": ") {
+        Some((kind, rest)) if rest.starts_with("resources.") && !kind.contains(' ') && !kind.starts_with("resources.") => {
+            format!("{kind}: {outer}.{rest}")
+        }
+        _ if inner.starts_with("resources.") => format!("{outer}.{inner}"),
+        _ => format!("{outer}: {inner}"),
+    };
+    EngineError { message, ..e }
+}
+
+/// Upstream `StackResource._validate_against_facade`: a provider
+/// template must take every property the facade requires (with a matching
+/// type), require none the facade lacks, and offer every attribute of it.
+fn check_against_facade(type_name: &str, facade: &resources::ResourceSchema, provider: &resources::ResourceSchema) -> Result<(), EngineError> {
+    use resources::PropertyType;
+    // A template parameter is a Number where the facade's property is an
+    // Integer (upstream `allowed_param_prop_type`).
+    let as_parameter = |t: PropertyType| if t == PropertyType::Integer { PropertyType::Number } else { t };
+    for fs in &facade.properties {
+        match provider.property(fs.name) {
+            None if fs.required => {
+                return Err(EngineError::validation(format!(
+                    "Required property {} for facade {type_name} missing in provider",
+                    fs.name
+                )))
+            }
+            Some(ps) if as_parameter(fs.kind) != ps.kind => {
+                return Err(EngineError::validation(format!(
+                    "Property {} type mismatch between facade {type_name} ({}) and provider ({})",
+                    fs.name,
+                    fs.kind.as_str(),
+                    ps.kind.as_str()
+                )))
+            }
+            _ => {}
+        }
+    }
+    for ps in &provider.properties {
+        if ps.required && facade.property(ps.name).is_none() {
+            return Err(EngineError::validation(format!(
+                "Provider requires property {} unknown in facade {type_name}",
+                ps.name
+            )));
+        }
+    }
+    let facade_attributes = facade.attributes.iter().map(|a| a.name).chain(std::iter::once("show"));
+    for attr in facade_attributes {
+        if !provider.attributes.iter().any(|a| a.name == attr) {
+            return Err(EngineError::validation(format!("Attribute {attr} for facade {type_name} missing in provider")));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,6 +761,51 @@ mod tests {
             d.requires("b").into_iter().collect::<Vec<_>>(),
             vec!["a".to_string()]
         );
+        d.validate(&Registry::builtin()).unwrap();
+    }
+
+    #[test]
+    fn validation_descends_into_nested_stacks_that_would_exist() {
+        let provider = "heat_template_version: 2013-05-23\nresources:\n  random:\n    type: OS::Heat::RandomString\n    properties:\n      length: BAD\n";
+        let files: Map<String, Value> = [("provider.yaml".to_string(), json!(provider))].into_iter().collect();
+        let env = json!({"resource_registry": {"My::RS": "provider.yaml"}});
+        let group = |count: i64| {
+            json!({"heat_template_version": "2013-05-23", "resources": {"g": {"type": "OS::Heat::ResourceGroup",
+                "properties": {"count": count, "resource_def": {"type": "My::RS"}}}}})
+        };
+        // No member: nothing of the member's template is validated.
+        let empty = StackDefinition::parse(&group(0), &files, &env, &pseudo()).unwrap();
+        empty.validate(&Registry::builtin()).unwrap();
+        let two = StackDefinition::parse(&group(2), &files, &env, &pseudo()).unwrap();
+        let e = two.validate(&Registry::builtin()).unwrap_err();
+        assert_eq!(e.type_name, "StackValidationFailed");
+        assert_eq!(
+            e.message,
+            "resources.g<nested_stack>.resources.0<provider.yaml>.resources.random: : Value 'BAD' is not an integer"
+        );
+    }
+
+    #[test]
+    fn a_provider_must_match_the_facade_it_stands_for() {
+        let facade = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\noutputs:\n  here: {value: noop}\n";
+        let concrete = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\n";
+        let files: Map<String, Value> =
+            [("facade.yaml".to_string(), json!(facade)), ("concrete.yaml".to_string(), json!(concrete))].into_iter().collect();
+        let env = json!({"resource_registry": {"OS::Thingy": "facade.yaml", "resources": {"it": {"OS::Thingy": "concrete.yaml"}}}});
+        let t = json!({"heat_template_version": "2015-10-15", "resources": {"it": {"type": "OS::Thingy", "properties": {"one": "a", "two": "b"}}}});
+        let d = StackDefinition::parse(&t, &files, &env, &pseudo()).unwrap();
+        let e = d.validate(&Registry::builtin()).unwrap_err();
+        assert_eq!(e.message, "Attribute here for facade OS::Thingy missing in provider");
+    }
+
+    #[test]
+    fn validation_alone_needs_no_parameter_values() {
+        let t = json!({"heat_template_version": "2016-10-14", "parameters": {"n": {"type": "number"}},
+            "resources": {"g": {"type": "OS::Heat::ResourceGroup", "properties": {"count": {"get_param": "n"},
+                "resource_def": {"type": "OS::Heat::RandomString"}}}}});
+        let e = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap_err();
+        assert_eq!(e.message, "The Parameter (n) was not provided.");
+        let d = StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         d.validate(&Registry::builtin()).unwrap();
     }
 

@@ -160,12 +160,17 @@ impl Environment {
     /// Registry lookup for one resource: `resources: {name: {type: target}}`
     /// first, then the global mappings.
     pub fn resolve_type_for(&self, resource_name: &str, type_name: &str) -> Option<RegistryTarget> {
+        self.resolve_type_only_for(resource_name, type_name).or_else(|| self.resolve_type(type_name))
+    }
+
+    /// The mapping of `type_name` in resource `resource_name`'s own
+    /// `resources` section only.
+    pub fn resolve_type_only_for(&self, resource_name: &str, type_name: &str) -> Option<RegistryTarget> {
         self.resource_registry
             .get("resources")
             .and_then(|r| r.get(resource_name))
             .and_then(Value::as_object)
             .and_then(|specific| lookup_registry(specific, type_name))
-            .or_else(|| self.resolve_type(type_name))
     }
 
     /// The actions (`update`, `replace`) the environment restricts for

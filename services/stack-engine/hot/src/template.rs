@@ -289,6 +289,29 @@ impl Template {
     /// Request params (strings from heatclient, or JSON) > env.parameters >
     /// env.parameter_defaults > the schema default.
     pub fn validate_parameters(&self, env: &Environment, user: &Map<String, Value>, pseudo: &PseudoParams) -> Result<ParamValues, TemplateError> {
+        self.parameter_values(env, user, pseudo, false)
+    }
+
+    /// As [`Template::validate_parameters`], but a parameter given no value
+    /// is null rather than an error: `POST /validate`, and a nested stack
+    /// validated before its parent's unknown values exist (upstream
+    /// validates values only when it creates).
+    pub fn validate_parameters_allow_missing(
+        &self,
+        env: &Environment,
+        user: &Map<String, Value>,
+        pseudo: &PseudoParams,
+    ) -> Result<ParamValues, TemplateError> {
+        self.parameter_values(env, user, pseudo, true)
+    }
+
+    fn parameter_values(
+        &self,
+        env: &Environment,
+        user: &Map<String, Value>,
+        pseudo: &PseudoParams,
+        allow_missing: bool,
+    ) -> Result<ParamValues, TemplateError> {
         self.check_unknown(env, user)?;
         let mut values = ParamValues::default();
         for schema in &self.params {
@@ -296,6 +319,13 @@ impl Template {
             let raw = given
                 .or_else(|| env.parameter_defaults.get(&schema.name))
                 .or(schema.default.as_ref());
+            let raw = match raw {
+                Some(Value::Null) | None if allow_missing => {
+                    values.insert(schema, Value::Null, None);
+                    continue;
+                }
+                raw => raw,
+            };
             let Some(raw) = raw else {
                 return Err(TemplateError::new(
                     "UserParameterMissing",

@@ -121,7 +121,7 @@ enum Lockable {
     /// Unlocked as read: the first write takes it.
     Free(ResourceRow),
     /// A live engine (maybe this one) holds it.
-    Held,
+    Held(ResourceRow),
     /// A dead engine held it; it was just stolen (the row changed).
     Stolen,
 }
@@ -132,6 +132,9 @@ enum Act {
     Create,
     Update,
     Delete,
+    /// Stack ADOPT of a resource that runs a nested stack: its plugin
+    /// creates the child, which adopts the nested resources.
+    AdoptNested,
 }
 
 impl Act {
@@ -140,6 +143,7 @@ impl Act {
             Act::Create => action::CREATE,
             Act::Update => action::UPDATE,
             Act::Delete => action::DELETE,
+            Act::AdoptNested => action::ADOPT,
         }
     }
 }
@@ -319,7 +323,7 @@ impl Engine {
             return Ok(Lockable::Free(row));
         };
         if holder == self.engine_id || self.dispatcher.is_alive(self, &holder).await {
-            return Ok(Lockable::Held);
+            return Ok(Lockable::Held(row));
         }
         let act = if row.action == action::INIT {
             action::CREATE
@@ -463,9 +467,16 @@ impl Engine {
         properties: Option<Value>,
     ) -> Result<bool, EngineError> {
         let reason = "state changed";
+        // A resource being created starts with its template metadata (set
+        // on the row by the caller).
+        let creating = act == action::CREATE || act == action::ADOPT;
+        let change = ResourceChange {
+            rsrc_metadata: (creating && row.rsrc_metadata.is_some()).then(|| row.rsrc_metadata.clone()),
+            ..ResourceChange::state(act, status::IN_PROGRESS, reason)
+        };
         self.write_row(
             row,
-            ResourceChange::state(act, status::IN_PROGRESS, reason),
+            change,
             true,
             &[],
             Some(EventSpec::new(act, status::IN_PROGRESS, reason, properties)),
@@ -558,7 +569,10 @@ impl Engine {
     ) -> Result<Outcome, EngineError> {
         let mut row = match self.lockable(row).await? {
             Lockable::Free(row) => row,
-            Lockable::Held => return Ok(Outcome::Locked),
+            Lockable::Held(row) => {
+                self.preempt_nested_update(stack, &row).await;
+                return Ok(Outcome::Locked);
+            }
             Lockable::Stolen => return Ok(Outcome::Raced),
         };
         let def = self
@@ -597,7 +611,10 @@ impl Engine {
         let facts = self
             .gather_facts(stack, &def, &row.name, &msg.input)
             .await?;
-        let ctx = LiveContext::new(&def, facts);
+        let mut ctx = LiveContext::new(&def, facts);
+        if def.nested && def.uses_resource_facade {
+            ctx = ctx.with_facade(self.resource_facade(stack).await?);
+        }
         let props = defn
             .properties
             .resolve(&ctx)
@@ -618,6 +635,20 @@ impl Engine {
         };
         let written = Some(defn.type_name.clone());
         if row.action == action::INIT {
+            // The template's metadata is the new resource's stored
+            // metadata (upstream `metadata_get` of an INIT resource),
+            // written as the action begins: a nested stack's
+            // `resource_facade` reads it while its parent creates it.
+            if row.rsrc_metadata.as_ref().is_none_or(Value::is_null) {
+                if let Some(m) = &defn.metadata {
+                    row.rsrc_metadata = m.resolve(&ctx).ok().filter(|m| !m.is_null());
+                }
+            }
+            if stack.action == action::ADOPT && plugin.runs_nested_stack() {
+                return self
+                    .run_action(stack, row, data, plugin, Act::AdoptNested, props, requires, None, written)
+                    .await;
+            }
             if stack.action == action::ADOPT {
                 return self
                     .run_adopt(
@@ -809,6 +840,70 @@ impl Engine {
         )))
     }
 
+    /// Upstream `handle_preempt` of a nested-stack resource: a resource an
+    /// older traversal still holds, waiting for its nested stack, would
+    /// keep this traversal waiting as long; the nested stack's update is
+    /// cancelled (without rollback) so that the older action ends and this
+    /// traversal can take the resource over.
+    async fn preempt_nested_update(&self, stack: &StackRow, row: &ResourceRow) {
+        // Held for this very template: nothing older to preempt.
+        if row.current_template_id == Some(stack.raw_template_id) {
+            return;
+        }
+        let Some(child_id) = row.physical_resource_id.as_deref().filter(|id| !id.is_empty()) else {
+            return;
+        };
+        let runs_nested = matches!(self.plugin_of_row(stack, row).await, Some((_, p)) if p.runs_nested_stack());
+        if !runs_nested {
+            return;
+        }
+        let Some(this) = self.this.upgrade() else { return };
+        match this.cancel_update(child_id, false).await {
+            Ok(()) => tracing::info!(stack_id = stack.id, resource = row.name, child_id, "preempted the nested stack's update"),
+            // Not in progress (any more): nothing to preempt.
+            Err(e) => tracing::debug!(error = %e, child_id, "nested stack not preempted"),
+        }
+    }
+
+    /// What `resource_facade` answers in nested stack `stack`: its parent
+    /// resource's stored metadata and its definition's deletion and update
+    /// policies (upstream `ResourceFacade`).
+    async fn resource_facade(&self, stack: &StackRow) -> Result<Map<String, Value>, EngineError> {
+        let mut facade = Map::new();
+        let (Some(owner_id), Some(resource_name)) = (&stack.owner_id, &stack.parent_resource_name) else {
+            return Ok(facade);
+        };
+        let Some(parent) = store::stacks::get(&self.db, owner_id).await? else {
+            return Ok(facade);
+        };
+        let rows = store::resources::list(&self.db, owner_id).await?;
+        let live = rows
+            .iter()
+            .filter(|r| &r.name == resource_name && r.replaced_by.is_none())
+            .max_by_key(|r| r.id);
+        let metadata = live.and_then(|r| r.rsrc_metadata.clone()).filter(|m| !m.is_null()).unwrap_or_else(|| json!({}));
+        facade.insert("metadata".into(), metadata);
+        let def = self.definition(&parent, parent.raw_template_id).await?;
+        if let Some(defn) = def.resource(resource_name) {
+            facade.insert("deletion_policy".into(), Value::String(defn.deletion_policy.clone()));
+            let unknown = LiveContext::placeholders(&def);
+            let policy = defn.update_policy.as_ref().and_then(|p| p.resolve(&unknown).ok()).unwrap_or_else(|| json!({}));
+            facade.insert("update_policy".into(), policy);
+        }
+        Ok(facade)
+    }
+
+    /// The adopt data of a nested-stack resource's children, which
+    /// `prepare_adoption` kept in the row's data: taken out of the data
+    /// (the child stack holds it from now on).
+    async fn take_nested_adopt_data(&self, row: &ResourceRow, state: &mut ResourceState) -> Result<Option<Value>, EngineError> {
+        let Some(text) = state.data.remove(super::operations::NESTED_ADOPT_KEY) else {
+            return Ok(None);
+        };
+        store::resources::data_delete(&self.db, row.id, super::operations::NESTED_ADOPT_KEY).await?;
+        Ok(serde_json::from_str(&text).ok())
+    }
+
     /// Adopts an existing physical resource (stack ADOPT): the row holds
     /// what the adopt data gave for it (physical id, data, metadata); no
     /// plugin action runs (upstream `Resource.adopt` / `handle_adopt`).
@@ -959,7 +1054,15 @@ impl Engine {
         {
             return Ok(Outcome::Raced);
         }
-        let state = state_from(&row, data);
+        let mut state = state_from(&row, data);
+        let adopt = match act {
+            Act::AdoptNested => {
+                // The child is a new stack whatever id the adopt data gave.
+                state.physical_id = None;
+                self.take_nested_adopt_data(&row, &mut state).await?
+            }
+            _ => None,
+        };
         let metadata_before = state.metadata.clone();
         let mut ctx = ActionContext {
             stack_id: stack.id.clone(),
@@ -968,9 +1071,10 @@ impl Engine {
             properties: props.clone(),
             state,
             cancel: self.cancel_receiver(&stack.id),
+            adopt,
         };
         let result = match act {
-            Act::Create => plugin.create(&mut ctx).await,
+            Act::Create | Act::AdoptNested => plugin.create(&mut ctx).await,
             Act::Update => {
                 let old = old_props.unwrap_or_default();
                 plugin.update(&mut ctx, &old).await
@@ -1043,7 +1147,10 @@ impl Engine {
         }
         let row = match self.lockable(row).await? {
             Lockable::Free(row) => row,
-            Lockable::Held => return Ok(Outcome::Locked),
+            Lockable::Held(row) => {
+                self.preempt_nested_update(stack, &row).await;
+                return Ok(Outcome::Locked);
+            }
             Lockable::Stolen => return Ok(Outcome::Raced),
         };
         if row.action == action::INIT {

@@ -97,7 +97,8 @@ impl Engine {
             &spec.files,
             &spec.environment,
             &crate::definition::pseudo_params(&child, &self.settings.region_name),
-        )?;
+        )?
+        .into_nested(true);
         def.validate(&self.registry)?;
         let new = NewStack {
             id: id.clone(),
@@ -113,7 +114,7 @@ impl Engine {
             // never roll back on their own).
             disable_rollback: true,
             tags: None,
-            adopt_stack_data: None,
+            adopt_stack_data: spec.adopt,
             owner_id: Some(owner.id.clone()),
             parent_resource_name: Some(parent.resource_name.clone()),
             nested_depth: depth,
@@ -291,6 +292,19 @@ impl PluginHost for Engine {
 
     fn nested_outputs<'a>(&'a self, child_id: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
         Box::pin(self.stack_outputs(child_id))
+    }
+
+    fn check_nested<'a>(&'a self, child_id: &'a str, cancel: watch::Receiver<bool>) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let engine = self.arc().map_err(failure)?;
+            engine.stack_action(child_id, super::StackOperation::Check).await.map_err(failure)?;
+            let outcome = self.wait_for_stack(child_id, cancel).await?;
+            if outcome.is_complete() {
+                Ok(())
+            } else {
+                Err(crate::resources::template_resource::nested_failure(&outcome))
+            }
+        })
     }
 
     fn parent_documents<'a>(&'a self, stack_id: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {

@@ -4,13 +4,17 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::traversal::StackChanges;
 use super::Engine;
 use crate::definition::{empty_template, StackDefinition};
 use crate::store::{self, action, status, ResourceChange, StackRow};
 use crate::EngineError;
+
+/// Resource data key holding, during a stack ADOPT, the adopt data of a
+/// nested-stack resource's own resources.
+pub(super) const NESTED_ADOPT_KEY: &str = "adopt_nested_resources";
 
 /// A stack to create (already validated by the service layer).
 #[derive(Debug, Clone, Default)]
@@ -156,6 +160,12 @@ impl Engine {
                 },
             )
             .await?;
+            // A nested stack's resources (template resources, groups):
+            // kept for the resource's ADOPT, which hands them to its child.
+            if let Some(nested @ Value::Object(_)) = data.get("resources") {
+                let text = json!({ "resources": nested }).to_string();
+                store::resources::data_set(&self.db, row.id, NESTED_ADOPT_KEY, &text, false).await?;
+            }
             if let Some(Value::Object(entries)) = data.get("resource_data") {
                 for (key, value) in entries {
                     let text = match value {
@@ -225,10 +235,12 @@ impl Engine {
                     Some(t) => stack.current_traversal = t,
                     None => continue,
                 }
-                // Delete also stops the actions running (upstream
-                // stop_all_workers before the DELETE traversal).
-                self.dispatcher.cancel_all(self, &stack.id).await;
             }
+            // Delete also stops the actions running (upstream
+            // stop_all_workers before the DELETE traversal): those of a
+            // stopped traversal too, such as a preempted nested stack's,
+            // which would otherwise hold their resources until they end.
+            self.dispatcher.cancel_all(self, &stack.id).await;
             if self
                 .converge_stack(
                     &stack,
@@ -248,8 +260,13 @@ impl Engine {
     /// Forgets the stack without touching its physical resources
     /// (upstream `Stack.delete(abandon=True)`): the traversal CAS ends
     /// whatever traversal runs (its later writes fail), running actions
-    /// are cancelled, then every row of the stack is purged.
-    pub async fn abandon_stack(self: &Arc<Self>, stack_id: &str) -> Result<(), EngineError> {
+    /// are cancelled, then every row of the stack is purged. Its nested
+    /// stacks are abandoned with it (their resources are left alone too).
+    pub fn abandon_stack<'a>(self: &'a Arc<Self>, stack_id: &'a str) -> futures::future::BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(self.abandon_stack_tree(stack_id))
+    }
+
+    async fn abandon_stack_tree(self: &Arc<Self>, stack_id: &str) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
         let reason = format!("Stack {} completed successfully", action::DELETE);
         let change = store::StackStateChange {
@@ -260,6 +277,13 @@ impl Engine {
             return Err(EngineError::action_in_progress(&stack.name, &stack.action));
         }
         self.dispatcher.cancel_all(self, stack_id).await;
+        for child in store::stacks::children(&self.db, stack_id).await? {
+            match self.abandon_stack(&child.id).await {
+                // Gone meanwhile: nothing left to forget.
+                Err(e) if e.type_name == "EntityNotFound" => {}
+                other => other?,
+            }
+        }
         store::stacks::delete_for_purge(&self.db, stack_id).await?;
         Ok(())
     }
@@ -308,49 +332,142 @@ impl Engine {
         act: &str,
     ) -> Result<(), EngineError> {
         let rows = store::resources::list(&self.db, stack_id).await?;
-        let mut unsupported = false;
         let stack = self.live_stack(stack_id).await?;
-        for row in rows.iter().filter(|r| r.action != action::INIT) {
-            if act == action::CHECK {
-                if let Some((_, p)) = self.plugin_of_row(&stack, row).await {
-                    let mut ctx = crate::resources::ActionContext {
-                        stack_id: stack_id.to_string(),
-                        stack_name: String::new(),
-                        resource_name: row.name.clone(),
-                        properties: Map::new(),
-                        state: Default::default(),
-                        cancel: self.cancel_receiver(stack_id),
-                    };
-                    if p.check(&mut ctx).is_none() {
-                        unsupported = true;
-                    }
-                }
+        let (unsupported, failure) = if act == action::CHECK {
+            self.check_resources(&stack, &rows).await?
+        } else {
+            // Suspend and resume: the built-in types have nothing to do.
+            for row in rows.iter().filter(|r| r.action != action::INIT) {
+                self.resource_event(row, act, status::IN_PROGRESS, "state changed", None).await;
+                store::resources::update_cas(
+                    &self.db,
+                    row.id,
+                    None,
+                    row.atomic_key,
+                    ResourceChange::state(act, status::COMPLETE, "state changed"),
+                )
+                .await?;
+                self.resource_event(row, act, status::COMPLETE, "state changed", None).await;
             }
-            self.resource_event(row, act, status::IN_PROGRESS, "state changed", None)
-                .await;
-            store::resources::update_cas(
-                &self.db,
-                row.id,
-                None,
-                row.atomic_key,
-                ResourceChange::state(act, status::COMPLETE, "state changed"),
-            )
-            .await?;
-            self.resource_event(row, act, status::COMPLETE, "state changed", None)
-                .await;
-        }
+            (false, None)
+        };
         let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
             return Ok(());
         };
-        let mut reason = format!("Stack {act} completed successfully");
+        let (state, mut reason) = match failure {
+            Some(f) => (status::FAILED, format!("Resource {act} failed: {f}")),
+            None => (status::COMPLETE, format!("Stack {act} completed successfully")),
+        };
         if unsupported {
             reason.push_str(". 'CHECK' not fully supported (see resources)");
         }
-        let change = store::StackStateChange::new(act, status::COMPLETE, reason.clone());
+        let change = store::StackStateChange::new(act, state, reason.clone());
         if store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
-            self.stack_event(&stack, act, status::COMPLETE, &reason)
-                .await;
+            self.stack_event(&stack, act, state, &reason).await;
         }
+        Ok(())
+    }
+
+    /// Upstream `Stack.check`: each live resource's check runs after those
+    /// it depends on; a failed one stops those that depend on it (they
+    /// keep their state). Answers whether some type has no check, and the
+    /// first failure.
+    async fn check_resources(&self, stack: &StackRow, rows: &[store::ResourceRow]) -> Result<(bool, Option<String>), EngineError> {
+        use std::collections::BTreeSet;
+        let live: Vec<&store::ResourceRow> =
+            rows.iter().filter(|r| r.replaced_by.is_none() && !(r.action == action::DELETE && r.status == status::COMPLETE)).collect();
+        // What each resource needs first: the current definition's
+        // dependencies (never-created rows have no stored ones), and those
+        // it was last acted on with.
+        let def = self.definition(stack, stack.raw_template_id).await?;
+        let name_of: std::collections::BTreeMap<i64, &str> = rows.iter().map(|r| (r.id, r.name.as_str())).collect();
+        let needs = |r: &store::ResourceRow| -> BTreeSet<String> {
+            let mut names = def.requires(&r.name);
+            names.extend(r.requires.iter().filter_map(|id| name_of.get(id)).map(|n| n.to_string()));
+            names.retain(|n| n != &r.name && live.iter().any(|l| &l.name == n));
+            names
+        };
+        let mut done: BTreeSet<String> = BTreeSet::new();
+        let mut stopped: BTreeSet<String> = BTreeSet::new();
+        let (mut unsupported, mut failure) = (false, None);
+        while done.len() < live.len() {
+            let pending: Vec<&store::ResourceRow> = live.iter().copied().filter(|r| !done.contains(&r.name)).collect();
+            let ready: Vec<&store::ResourceRow> = pending.iter().copied().filter(|r| needs(r).iter().all(|n| done.contains(n))).collect();
+            // A dependency cycle cannot be stored; guard anyway.
+            let ready = if ready.is_empty() { pending } else { ready };
+            for row in ready {
+                done.insert(row.name.clone());
+                if needs(row).iter().any(|n| stopped.contains(n)) {
+                    stopped.insert(row.name.clone());
+                    continue;
+                }
+                match self.check_one(stack, row).await? {
+                    CheckResult::Passed | CheckResult::Skipped => {}
+                    CheckResult::Unsupported => unsupported = true,
+                    CheckResult::Failed(reason) => {
+                        stopped.insert(row.name.clone());
+                        failure.get_or_insert(reason);
+                    }
+                }
+            }
+        }
+        Ok((unsupported, failure))
+    }
+
+    async fn check_one(&self, stack: &StackRow, row: &store::ResourceRow) -> Result<CheckResult, EngineError> {
+        let plugin = self.plugin_of_row(stack, row).await.map(|(_, p)| p);
+        let type_name = row.resource_type.clone();
+        let mut ctx = crate::resources::ActionContext {
+            stack_id: stack.id.clone(),
+            stack_name: stack.name.clone(),
+            resource_name: row.name.clone(),
+            properties: match &row.properties_data {
+                Some(Value::Object(p)) => p.clone(),
+                _ => Map::new(),
+            },
+            state: crate::definition::resource_state(&self.db, row).await?,
+            cancel: self.cancel_receiver(&stack.id),
+            adopt: None,
+        };
+        let Some(check) = plugin.as_ref().and_then(|p| p.check(&mut ctx)) else {
+            if row.action == action::INIT {
+                // Never created: nothing to check, nothing to record.
+                return Ok(CheckResult::Skipped);
+            }
+            let reason = format!("{} not supported for {type_name}", action::CHECK);
+            self.write_check_state(row, status::COMPLETE, &reason).await?;
+            return Ok(CheckResult::Unsupported);
+        };
+        if row.action == action::INIT {
+            let reason = format!("Can not check {}, resource not created yet.", row.name);
+            self.write_check_state(row, status::FAILED, &reason).await?;
+            return Ok(CheckResult::Failed(format!("Exception: resources.{}: Resource {} not created yet.", row.name, row.name)));
+        }
+        self.resource_event(row, action::CHECK, status::IN_PROGRESS, "state changed", None).await;
+        match check.await {
+            Ok(()) => {
+                self.write_check_state(row, status::COMPLETE, "state changed").await?;
+                Ok(CheckResult::Passed)
+            }
+            Err(f) => {
+                let reason = match &f {
+                    crate::resources::ResourceFailure::Error { type_name, message } => {
+                        format!("{type_name}: resources.{}: {message}", row.name)
+                    }
+                    crate::resources::ResourceFailure::Cancelled => format!("Exception: resources.{}: cancelled", row.name),
+                };
+                self.write_check_state(row, status::FAILED, &reason).await?;
+                Ok(CheckResult::Failed(reason))
+            }
+        }
+    }
+
+    async fn write_check_state(&self, row: &store::ResourceRow, state: &str, reason: &str) -> Result<(), EngineError> {
+        // Re-read: the check may have run long, and a signal may have
+        // changed the row meanwhile (the CAS is on the fresh version).
+        let atomic_key = store::resources::get(&self.db, row.id).await?.map(|r| r.atomic_key).unwrap_or(row.atomic_key);
+        store::resources::update_cas(&self.db, row.id, None, atomic_key, ResourceChange::state(action::CHECK, state, reason)).await?;
+        self.resource_event(row, action::CHECK, state, reason, None).await;
         Ok(())
     }
 
@@ -454,4 +571,14 @@ impl Engine {
             .await;
         Ok(())
     }
+}
+
+/// How one resource's CHECK ended.
+enum CheckResult {
+    Passed,
+    /// The type has no check: COMPLETE, "not supported".
+    Unsupported,
+    /// Never created and nothing to check: left as it is.
+    Skipped,
+    Failed(String),
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -21,6 +22,10 @@ pub struct ActionContext {
     pub state: ResourceState,
     /// Turns true when the engine cancels this action.
     pub cancel: watch::Receiver<bool>,
+    /// Stack ADOPT of a resource that runs a nested stack: the adopt data
+    /// of its nested resources (`{"resources": {...}}`), which the nested
+    /// stack adopts instead of creating them.
+    pub adopt: Option<Value>,
 }
 
 impl ActionContext {
@@ -129,6 +134,7 @@ pub(crate) fn test_context(props: Properties) -> (ActionContext, watch::Sender<b
         properties: props,
         state: ResourceState::default(),
         cancel: rx,
+        adopt: None,
     };
     (ctx, tx)
 }

@@ -22,6 +22,9 @@ pub struct NestedStackSpec {
     /// properties) in `parameters`.
     pub environment: Value,
     pub timeout_mins: Option<i64>,
+    /// Adopt the child's resources from this data (its `resources` by
+    /// name) instead of creating them: the child runs an ADOPT.
+    pub adopt: Option<Value>,
 }
 
 /// Which resource of which stack owns a nested stack.
@@ -77,6 +80,12 @@ pub trait PluginHost: Send + Sync {
         child_id: &'a str,
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>>;
+
+    /// Runs a CHECK of nested stack `child_id` and waits for it; Ok when
+    /// every resource of it passed (upstream `StackResource.handle_check`).
+    fn check_nested<'a>(&'a self, _child_id: &'a str, _cancel: watch::Receiver<bool>) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Err(unsupported()) })
+    }
 
     /// The files and the environment (without parameters) of stack
     /// `stack_id`: what a nested stack it owns inherits.

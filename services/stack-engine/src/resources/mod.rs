@@ -33,7 +33,7 @@ mod schema;
 mod software_config;
 mod software_deployment;
 mod stack_resource;
-mod template_resource;
+pub(crate) mod template_resource;
 mod test_resource;
 mod value;
 mod wait_condition;
@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use futures::future::BoxFuture;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::EngineError;
 
@@ -194,6 +194,26 @@ pub trait ResourceType: Send + Sync + 'static {
     /// groups, OS::Heat::Stack).
     fn runs_nested_stack(&self) -> bool {
         false
+    }
+
+    /// The nested stack the resource would run with `properties`, where
+    /// it can be told without running anything (validation and update
+    /// previews descend into it); `parent_files` and `parent_environment`
+    /// (without parameters) are the parent stack's documents. The name in
+    /// the error path is `nested_stack_label`.
+    fn nested_stack_spec(
+        &self,
+        _properties: &Properties,
+        _parent_files: &Map<String, Value>,
+        _parent_environment: &Value,
+    ) -> Option<host::NestedStackSpec> {
+        None
+    }
+
+    /// How validation errors name the nested stack: upstream's
+    /// `template_url` (the file of a template resource).
+    fn nested_stack_label(&self) -> String {
+        "nested_stack".to_string()
     }
 
     /// Whether the plugin reads the resource's `update_policy` (passed in

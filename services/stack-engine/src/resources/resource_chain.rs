@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::host::{HostSlot, NestedStackSpec};
 use super::resource_group::group_attribute;
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{create_child, delete_child, nested_reference, update_child};
+use super::template_resource::{check_child, create_child, delete_child, nested_reference, update_child};
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
 use crate::EngineError;
 
@@ -72,6 +72,7 @@ impl ResourceChain {
             files,
             environment,
             timeout_mins: None,
+            adopt: None,
         })
     }
 }
@@ -92,6 +93,10 @@ impl ResourceType for ResourceChain {
 
     fn runs_nested_stack(&self) -> bool {
         true
+    }
+
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
     }
 
     fn accepts_any_attribute(&self) -> bool {

@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{create_child, delete_child, nested_reference, stored_members, update_child};
+use super::template_resource::{check_child, create_child, delete_child, nested_reference, stored_members, update_child};
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
 use crate::EngineError;
 
@@ -229,7 +229,7 @@ fn batching(props: &Properties, key: &str) -> Option<Batching> {
 impl ResourceGroup {
     async fn spec(&self, host: &dyn PluginHost, ctx: &ActionContext, template: Value) -> Result<NestedStackSpec, ResourceFailure> {
         let (files, environment) = super::template_resource::documents_of(host, ctx).await?;
-        Ok(NestedStackSpec { template, files, environment, timeout_mins: None })
+        Ok(NestedStackSpec { template, files, environment, timeout_mins: None, adopt: None })
     }
 
     /// Walks the nested stack to `names` (all on `props`), in batches when
@@ -335,6 +335,21 @@ impl ResourceType for ResourceGroup {
         super::UpdateDecision::InPlace
     }
 
+    /// The members a create would make (upstream validates them only
+    /// when there are any: `count: 0` disables a group whatever its
+    /// definition holds).
+    fn nested_stack_spec(&self, properties: &Properties, files: &Map<String, Value>, environment: &Value) -> Option<NestedStackSpec> {
+        let count = properties.get("count").and_then(Value::as_i64).unwrap_or(1);
+        let names = member_names(count, &BTreeSet::new());
+        Some(NestedStackSpec {
+            template: group_template(&names, properties, None),
+            files: files.clone(),
+            environment: environment.clone(),
+            timeout_mins: None,
+            adopt: None,
+        })
+    }
+
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
@@ -390,8 +405,8 @@ impl ResourceType for ResourceGroup {
         nested_reference(state)
     }
 
-    fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async { Ok(()) }))
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{create_child, delete_child, stored_outputs, update_child};
+use super::template_resource::{check_child, create_child, delete_child, stored_outputs, update_child};
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
 use crate::EngineError;
 
@@ -60,7 +60,7 @@ impl StackResource {
         let timeout_mins = ctx.properties.get("timeout").and_then(Value::as_i64);
         let mut environment = Map::new();
         environment.insert("parameters".into(), parameters);
-        Ok(NestedStackSpec { template, files: Map::new(), environment: Value::Object(environment), timeout_mins })
+        Ok(NestedStackSpec { template, files: Map::new(), environment: Value::Object(environment), timeout_mins, adopt: None })
     }
 }
 
@@ -104,6 +104,10 @@ impl ResourceType for StackResource {
 
     fn runs_nested_stack(&self) -> bool {
         true
+    }
+
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
     }
 
     fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {

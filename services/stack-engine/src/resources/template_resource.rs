@@ -62,6 +62,8 @@ pub struct TemplateResource {
     child_environment: Value,
     schema: ResourceSchema,
     host: Arc<HostSlot>,
+    /// The file it runs (upstream's `template_url`).
+    template_name: String,
 }
 
 impl TemplateResource {
@@ -88,7 +90,9 @@ impl TemplateResource {
             .iter()
             .map(|p| {
                 let mut schema = PropertySchema::new(intern(&p.name), property_type(p.param_type), "").update_allowed();
-                if p.default.is_none() {
+                // A parameter_defaults entry the child inherits is a default
+                // too (upstream builds the schema with param_defaults).
+                if p.default.is_none() && !parent_env.parameter_defaults.contains_key(&p.name) {
                     schema = schema.required();
                 }
                 schema
@@ -114,6 +118,7 @@ impl TemplateResource {
                 description: "",
             },
             host,
+            template_name: template_name.to_string(),
         })
     }
 
@@ -127,7 +132,7 @@ impl TemplateResource {
         if let Value::Object(env) = &mut environment {
             env.insert("parameters".into(), Value::Object(parameters));
         }
-        NestedStackSpec { template: self.template.clone(), files: self.files.clone(), environment, timeout_mins }
+        NestedStackSpec { template: self.template.clone(), files: self.files.clone(), environment, timeout_mins, adopt: None }
     }
 }
 
@@ -273,6 +278,7 @@ pub(crate) async fn create_child(
     spec: NestedStackSpec,
 ) -> Result<(), ResourceFailure> {
     let parent = NestedParent { stack_id: ctx.stack_id.clone(), resource_name: ctx.resource_name.clone() };
+    let spec = NestedStackSpec { adopt: ctx.adopt.take(), ..spec };
     let child = host.create_nested(&parent, spec).await?;
     ctx.state.physical_id = Some(child.id.clone());
     ctx.state.data.insert(REFERENCE_KEY.into(), child.arn);
@@ -304,6 +310,15 @@ pub(crate) async fn delete_child(host: &dyn PluginHost, ctx: &mut ActionContext)
         return Err(nested_failure(&outcome));
     }
     Ok(())
+}
+
+/// Checks the child stack of `ctx` (none yet: the resource was never
+/// created).
+pub(crate) async fn check_child(host: &dyn PluginHost, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
+    let Some(child_id) = ctx.state.physical_id.clone() else {
+        return Err(ResourceFailure::error("Error", format!("Cannot check {}, stack not created", ctx.resource_name)));
+    };
+    host.check_nested(&child_id, ctx.cancel.clone()).await
 }
 
 /// `get_resource` of a nested-stack resource: the child's `OS::stack_id`
@@ -358,6 +373,14 @@ impl ResourceType for TemplateResource {
         true
     }
 
+    fn nested_stack_spec(&self, properties: &Properties, _files: &Map<String, Value>, _env: &Value) -> Option<NestedStackSpec> {
+        Some(self.spec(properties, None))
+    }
+
+    fn nested_stack_label(&self) -> String {
+        self.template_name.clone()
+    }
+
     /// The outputs are the attributes, but a reference to an output the
     /// new file no longer has is not an error (upstream lets a stack whose
     /// nested template dropped an output update; the value is null).
@@ -385,8 +408,8 @@ impl ResourceType for TemplateResource {
         nested_reference(state)
     }
 
-    fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async { Ok(()) }))
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
     }
 }
 

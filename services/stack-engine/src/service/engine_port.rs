@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::identity::StackIdentity;
 use super::model::{self, AttributeCheck, StackDefinition};
-use super::records::{ResourceRow, StackRow};
+use super::records::{self, ResourceRow, StackRow};
 use super::resources::StackResources;
 use super::views::{self, ResourcePreview};
 use super::{Caller, Orchestration};
@@ -168,7 +168,9 @@ impl Orchestration {
         let template = keelson_hot::Template::parse(&input.template)?;
         let env = keelson_hot::Environment::from_value(&environment)?;
         let view = template.validate_view(&env, &Map::new())?;
-        let def = StackDefinition::parse(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
+        // Validation needs no parameter values (upstream validates them
+        // only when a stack is created).
+        let def = StackDefinition::parse_allow_missing(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
         self.validate_resources(&def)?;
         Ok(view)
     }
@@ -376,58 +378,129 @@ impl Orchestration {
 
     /// `resource_changes` of an update preview: each resource of the new
     /// definition is added, replaced, updated or unchanged; live ones it
-    /// drops are deleted.
-    pub(super) async fn resource_changes(&self, current: &StackRow, new: &PreparedStack) -> Result<Value, EngineError> {
-        let resources = StackResources::load(self, current).await?;
-        let current_model = self.load_definition(current).await?;
-        let identity = views::identity_of(current);
-        let live_rows = resources.live();
-        let live_values = LiveContext::load(&self.db, &self.registry, &new.def, views::best_rows(&resources.rows).into_values(), None).await?;
+    /// drops are deleted. With `show_nested`, the changes inside nested
+    /// stacks are listed too, each with its `parent_resource`.
+    pub(super) async fn resource_changes(&self, current: &StackRow, new: &PreparedStack, show_nested: bool) -> Result<Value, EngineError> {
         let mut changes: Map<String, Value> = Map::new();
         for key in ["added", "deleted", "replaced", "updated", "unchanged"] {
             changes.insert(key.to_string(), json!([]));
         }
-        let mut push = |key: &str, doc: Value| {
-            if let Some(Value::Array(list)) = changes.get_mut(key) {
-                list.push(doc);
-            }
-        };
-        for defn in &new.def.resources {
-            let preview = self.preview_of(&new.def, &live_values, &identity, defn);
-            let Some((row, required_by)) = live_rows.iter().find(|(r, _)| r.name == defn.name) else {
-                push("added", preview);
-                continue;
-            };
-            let new_type = new.def.plugin_identity(&defn.name, &defn.type_name);
-            let decision = match new.def.plugin_for(&self.registry, &defn.name, &defn.type_name).ok() {
-                // Another plugin: replaced (upstream compares classes).
-                _ if current_model.def.plugin_identity(&row.name, &row.resource_type) != new_type => UpdateDecision::Replace,
-                // A failed or never created resource is replaced, as upstream.
-                _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
-                Some(plugin) => {
-                    let old = match &row.properties_data {
-                        Some(Value::Object(p)) => p.clone(),
-                        _ => Map::new(),
-                    };
-                    plugin.update_decision(&old, &model::resolved_properties(&new.def, &self.registry, &live_values, defn))
-                }
-                None => UpdateDecision::Replace,
-            };
-            match decision {
-                UpdateDecision::Replace => push("replaced", preview),
-                UpdateDecision::Unchanged => push("unchanged", preview),
-                UpdateDecision::InPlace => {
-                    let attributes = self.resource_attributes(&current_model, row, &[]).await?;
-                    push("updated", self.existing_preview(&identity, row, required_by.clone(), new.resource_description(&defn.name), attributes));
-                }
-            }
-        }
-        for (row, required_by) in &live_rows {
-            if !new.has_resource(&row.name) {
-                push("deleted", self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()));
-            }
-        }
+        self.collect_changes(current, &new.def, None, show_nested, &mut changes).await?;
         Ok(Value::Object(changes))
+    }
+
+    fn collect_changes<'a>(
+        &'a self,
+        current: &'a StackRow,
+        new_def: &'a StackDefinition,
+        parent: Option<&'a str>,
+        show_nested: bool,
+        changes: &'a mut Map<String, Value>,
+    ) -> futures::future::BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(async move {
+            let resources = StackResources::load(self, current).await?;
+            let current_model = self.load_definition(current).await?;
+            let children = if show_nested { records::child_stacks(&self.db, &current.id).await? } else { Vec::new() };
+            let child_of = |row: &ResourceRow| {
+                let id = row.physical_resource_id.as_deref()?;
+                children.iter().find(|c| c.id == id)
+            };
+            let identity = views::identity_of(current);
+            let live_rows = resources.live();
+            let live_values = LiveContext::load(&self.db, &self.registry, new_def, views::best_rows(&resources.rows).into_values(), None).await?;
+            for defn in &new_def.resources {
+                let preview = self.preview_of(new_def, &live_values, &identity, defn);
+                let Some((row, required_by)) = live_rows.iter().find(|(r, _)| r.name == defn.name) else {
+                    push_change(changes, "added", preview, parent);
+                    continue;
+                };
+                let new_type = new_def.plugin_identity(&defn.name, &defn.type_name);
+                let plugin = new_def.plugin_for(&self.registry, &defn.name, &defn.type_name).ok();
+                let properties = model::resolved_properties(new_def, &self.registry, &live_values, defn);
+                let decision = match &plugin {
+                    // Another plugin: replaced (upstream compares classes).
+                    _ if current_model.def.plugin_identity(&row.name, &row.resource_type) != new_type => UpdateDecision::Replace,
+                    // A failed or never created resource is replaced, as upstream.
+                    _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
+                    Some(plugin) => {
+                        let old = match &row.properties_data {
+                            Some(Value::Object(p)) => p.clone(),
+                            _ => Map::new(),
+                        };
+                        plugin.update_decision(&old, &properties)
+                    }
+                    None => UpdateDecision::Replace,
+                };
+                match decision {
+                    UpdateDecision::Replace => {
+                        push_change(changes, "replaced", preview, parent);
+                        if let Some(child) = child_of(row) {
+                            self.collect_deleted(child, &row.name, changes).await?;
+                        }
+                    }
+                    UpdateDecision::Unchanged => push_change(changes, "unchanged", preview, parent),
+                    UpdateDecision::InPlace => {
+                        let attributes = self.resource_attributes(&current_model, row, &[]).await?;
+                        let doc = self.existing_preview(&identity, row, required_by.clone(), defn.description.clone().unwrap_or_default(), attributes);
+                        push_change(changes, "updated", doc, parent);
+                        let nested = child_of(row).zip(plugin.as_ref().and_then(|p| self.nested_definition(new_def, p.as_ref(), &properties)));
+                        if let Some((child, child_def)) = nested {
+                            let child_def = child_def?;
+                            self.collect_changes(child, &child_def, Some(&row.name), show_nested, changes).await?;
+                        }
+                    }
+                }
+            }
+            for (row, required_by) in &live_rows {
+                if new_def.resource(&row.name).is_none() {
+                    push_change(changes, "deleted", self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()), parent);
+                    if let Some(child) = child_of(row) {
+                        self.collect_deleted(child, &row.name, changes).await?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The definition the nested stack of a resource of `def` moves to
+    /// with `properties` (parameters without values are null until then).
+    fn nested_definition(
+        &self,
+        def: &StackDefinition,
+        plugin: &dyn crate::resources::ResourceType,
+        properties: &Map<String, Value>,
+    ) -> Option<Result<StackDefinition, EngineError>> {
+        let mut environment = def.environment.to_value();
+        if let Value::Object(env) = &mut environment {
+            env.remove("parameters");
+        }
+        let spec = plugin.nested_stack_spec(properties, &def.files, &environment)?;
+        let pseudo = keelson_hot::PseudoParams { region: self.settings.region_name.clone(), ..Default::default() };
+        Some(StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo).map(|d| d.into_nested(true)))
+    }
+
+    /// Every live resource of nested stack `stack` (and of its own nested
+    /// stacks) as deleted, under `parent`.
+    fn collect_deleted<'a>(
+        &'a self,
+        stack: &'a StackRow,
+        parent: &'a str,
+        changes: &'a mut Map<String, Value>,
+    ) -> futures::future::BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(async move {
+            let resources = StackResources::load(self, stack).await?;
+            let children = records::child_stacks(&self.db, &stack.id).await?;
+            let identity = views::identity_of(stack);
+            for (row, required_by) in resources.live() {
+                push_change(changes, "deleted", self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()), Some(parent));
+                let child = row.physical_resource_id.as_deref().and_then(|id| children.iter().find(|c| c.id == id));
+                if let Some(child) = child {
+                    self.collect_deleted(child, &row.name, changes).await?;
+                }
+            }
+            Ok(())
+        })
     }
 
     fn existing_preview(
@@ -476,5 +549,16 @@ fn python_class_name(type_name: &str) -> String {
         "OS::Heat::None" => "NoneResource".to_string(),
         "OS::Heat::Value" => "Value".to_string(),
         other => other.rsplit("::").next().unwrap_or(other).to_string(),
+    }
+}
+
+/// Adds a resource preview to one section of `resource_changes`; a nested
+/// stack's resources name the resource that runs it.
+fn push_change(changes: &mut Map<String, Value>, section: &str, mut doc: Value, parent: Option<&str>) {
+    if let (Some(parent), Value::Object(d)) = (parent, &mut doc) {
+        d.insert("parent_resource".into(), json!(parent));
+    }
+    if let Some(Value::Array(list)) = changes.get_mut(section) {
+        list.push(doc);
     }
 }

@@ -451,11 +451,11 @@ impl Orchestration {
 
     /// `PUT|PATCH .../preview`: what an update would do, per resource.
     pub async fn preview_update(&self, caller: &Caller, stack: &StackRef, body: &Value, patch: bool, query: &QueryParams) -> Reply {
-        let _show_nested = query.bool_or("show_nested", false)?;
+        let show_nested = query.bool_or("show_nested", false)?;
         let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
         let current = self.find_stack(caller, stack, false).await?;
         let prepared = self.updated_definition(&current, &request, patch).await?;
-        let changes = self.resource_changes(&current, &prepared).await?;
+        let changes = self.resource_changes(&current, &prepared, show_nested).await?;
         Ok(json!({ "resource_changes": changes }))
     }
 
@@ -494,12 +494,24 @@ impl Orchestration {
         }
     }
 
-    async fn abandon_document(&self, stack: &StackRow) -> Reply {
+    /// Upstream `Stack.prepare_abandon`: a resource that runs a nested
+    /// stack is represented by that stack's own document.
+    fn abandon_document<'a>(&'a self, stack: &'a StackRow) -> futures::future::BoxFuture<'a, Reply> {
+        Box::pin(self.abandon_document_of(stack))
+    }
+
+    async fn abandon_document_of(&self, stack: &StackRow) -> Reply {
         let stored = self.raw_template_of(stack).await?;
         let rows = records::resources(&self.db, &stack.id).await?;
+        let children = records::child_stacks(&self.db, &stack.id).await?;
         let live = views::best_rows(&rows);
         let mut resources = Map::new();
         for (name, row) in &live {
+            let child = row.physical_resource_id.as_deref().and_then(|id| children.iter().find(|c| c.id == id));
+            if let Some(child) = child {
+                resources.insert(name.clone(), self.abandon_document(child).await?);
+                continue;
+            }
             let data = records::resource_data(&self.db, row.id).await?;
             resources.insert(
                 name.clone(),
