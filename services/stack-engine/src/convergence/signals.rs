@@ -23,7 +23,7 @@ use tokio::sync::OnceCell;
 
 use super::Engine;
 use crate::resources::host::{MetadataMerge, PeerResource, SignalUrls};
-use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
+use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget, NO_ACTION_REQUIRED};
 use crate::store::{self, action, ResourceChange, ResourceRow, StackRow};
 use crate::EngineError;
 
@@ -324,6 +324,8 @@ impl Engine {
                     resource_type: row.resource_type.clone(),
                     physical_id: row.physical_resource_id.clone(),
                     metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
+                    status: row.status.clone(),
+                    properties: state.properties,
                 }));
             }
         }
@@ -407,6 +409,12 @@ impl Engine {
                     None => signal_details_text(details),
                 };
                 self.resource_event(row, "SIGNAL", &row.status, &reason, None).await;
+                Ok(())
+            }
+            // Upstream leaves no event for a signal with nothing to do
+            // (a scaling group in cooldown or already at its bound).
+            Err(ResourceFailure::Error { type_name, message }) if type_name == NO_ACTION_REQUIRED => {
+                tracing::info!(resource = row.name, "signal {}: {message}", row.name);
                 Ok(())
             }
             Err(ResourceFailure::Error { type_name, message }) => {

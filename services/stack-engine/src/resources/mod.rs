@@ -29,6 +29,7 @@ mod random_string;
 mod registry;
 mod resource_chain;
 mod resource_group;
+mod scaling;
 mod schema;
 mod software_config;
 mod software_deployment;
@@ -53,6 +54,7 @@ pub use random_string::RandomString;
 pub use registry::Registry;
 pub use resource_chain::ResourceChain;
 pub use resource_group::ResourceGroup;
+pub use scaling::NO_ACTION_REQUIRED;
 pub use schema::{
     show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
     ResourceSchema, SupportStatus, SUPPORT_STATUSES,
