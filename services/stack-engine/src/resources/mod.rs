@@ -19,6 +19,7 @@
 //! - [`ResourceType::reference_id`] returns Null before the resource has a
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
+mod autoscaling_group;
 mod context;
 mod deployed_server;
 pub mod host;
@@ -30,6 +31,7 @@ mod registry;
 mod resource_chain;
 mod resource_group;
 mod scaling;
+mod scaling_policy;
 mod schema;
 mod software_config;
 mod software_deployment;
@@ -47,6 +49,7 @@ use serde_json::Value;
 
 use crate::EngineError;
 
+pub use autoscaling_group::AutoScalingGroup;
 pub use context::{physical_resource_name, short_id, ActionContext};
 pub use none::NoneResource;
 pub use properties::{validate_properties, Properties};
@@ -55,6 +58,7 @@ pub use registry::Registry;
 pub use resource_chain::ResourceChain;
 pub use resource_group::ResourceGroup;
 pub use scaling::NO_ACTION_REQUIRED;
+pub use scaling_policy::ScalingPolicy;
 pub use schema::{
     show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
     ResourceSchema, SupportStatus, SUPPORT_STATUSES,
