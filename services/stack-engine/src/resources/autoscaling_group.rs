@@ -417,7 +417,145 @@ impl ResourceType for AutoScalingGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::host::{MetadataMerge, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
     use chrono::NaiveDate;
+    use std::sync::Mutex;
+
+    /// A nested stack held in memory: an update makes the template's
+    /// resources the members (new ones created now), a metadata merge
+    /// applies to one stored document.
+    #[derive(Default)]
+    struct FakeHost {
+        members: Mutex<Vec<NestedMember>>,
+        template: Mutex<Value>,
+        metadata: Mutex<Value>,
+        updates: Mutex<usize>,
+    }
+
+    impl FakeHost {
+        fn with_members(names: &[&str]) -> Arc<FakeHost> {
+            let host = FakeHost::default();
+            let mut resources = Map::new();
+            for (i, n) in names.iter().enumerate() {
+                host.members.lock().unwrap().push(member(n, i as u32, false, n));
+                resources.insert(n.to_string(), json!({"type": "OS::Heat::None"}));
+            }
+            *host.template.lock().unwrap() = json!({"resources": resources});
+            Arc::new(host)
+        }
+
+        fn names(&self) -> Vec<String> {
+            ordered(self.members.lock().unwrap().clone()).into_iter().map(|m| m.name).collect()
+        }
+    }
+
+    impl PluginHost for FakeHost {
+        fn create_nested<'a>(&'a self, _: &'a NestedParent, _: NestedStackSpec) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
+            Box::pin(async { Ok(NestedStackRef { id: "child".into(), arn: "arn".into() }) })
+        }
+        fn update_nested<'a>(&'a self, _: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async move {
+                *self.updates.lock().unwrap() += 1;
+                let wanted: Vec<String> = spec.template["resources"].as_object().unwrap().keys().cloned().collect();
+                let mut members = self.members.lock().unwrap();
+                members.retain(|m| wanted.contains(&m.name));
+                for name in &wanted {
+                    if !members.iter().any(|m| &m.name == name) {
+                        members.push(member(name, 50, false, name));
+                    }
+                }
+                *self.template.lock().unwrap() = spec.template;
+                Ok(())
+            })
+        }
+        fn delete_nested<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn wait_nested<'a>(&'a self, _: &'a str, _: watch::Receiver<bool>) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
+            Box::pin(async { Ok(NestedOutcome { action: "UPDATE".into(), status: "COMPLETE".into(), status_reason: String::new() }) })
+        }
+        fn parent_documents<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
+            Box::pin(async { Ok((Map::new(), json!({}))) })
+        }
+        fn nested_outputs<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
+            Box::pin(async { Ok(Map::new()) })
+        }
+        fn nested_resources<'a>(&'a self, _: &'a str, _: &'a [String]) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
+            Box::pin(async { Ok(self.members.lock().unwrap().clone()) })
+        }
+        fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+            Box::pin(async { Ok(self.template.lock().unwrap().clone()) })
+        }
+        fn merge_metadata<'a>(&'a self, _: i64, mut merge: MetadataMerge<'a>) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
+            Box::pin(async move {
+                let merged = merge(&self.metadata.lock().unwrap().clone())?;
+                *self.metadata.lock().unwrap() = merged.clone();
+                Ok(merged)
+            })
+        }
+    }
+
+    fn group_on(host: &Arc<FakeHost>) -> AutoScalingGroup {
+        let slot = Arc::new(HostSlot::default());
+        let weak: std::sync::Weak<dyn PluginHost> = Arc::downgrade(host) as std::sync::Weak<dyn PluginHost>;
+        slot.bind(weak);
+        AutoScalingGroup::new(slot)
+    }
+
+    fn peer(cooldown: i64) -> PeerResource {
+        let props = json!({"resource": {"type": "OS::Heat::None"}, "min_size": 1, "max_size": 3, "cooldown": cooldown});
+        PeerResource {
+            id: 7,
+            name: "g".into(),
+            resource_type: AutoScalingGroup::TYPE.into(),
+            physical_id: Some("child".into()),
+            status: "COMPLETE".into(),
+            properties: props.as_object().unwrap().clone(),
+            ..Default::default()
+        }
+    }
+
+    fn change(by: f64) -> Adjustment {
+        Adjustment { adjustment: by, kind: AdjustmentType::ChangeInCapacity, kind_text: "change_in_capacity".into(), min_step: None, cooldown: None }
+    }
+
+    #[tokio::test]
+    async fn a_signal_resizes_within_bounds_and_starts_the_cooldown() {
+        let host = FakeHost::with_members(&["a", "b", "c"]);
+        let g = group_on(&host);
+        // Already at max_size: nothing to do, nothing written.
+        let e = g.adjust("sid", &peer(60), &change(1.0)).await.unwrap_err();
+        assert!(matches!(&e, ResourceFailure::Error { type_name, .. } if type_name == scaling::NO_ACTION_REQUIRED), "{e}");
+        assert_eq!(*host.metadata.lock().unwrap(), Value::Null);
+        // Scaling down drops the oldest member.
+        g.adjust("sid", &peer(60), &change(-1.0)).await.unwrap();
+        assert_eq!(host.names(), vec!["b", "c"]);
+        let md = host.metadata.lock().unwrap().clone();
+        assert_eq!(md["scaling_in_progress"], json!(false));
+        assert_eq!(md["cooldown_end"].as_object().unwrap().values().next(), Some(&json!("change_in_capacity : -1")));
+        // The cooldown holds the next one back.
+        let e = g.adjust("sid", &peer(60), &change(-1.0)).await.unwrap_err();
+        assert!(e.to_string().contains("due to cooldown, cooldown 60"), "{e}");
+        assert_eq!(*host.updates.lock().unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_busy_group_is_not_scaled() {
+        let host = FakeHost::with_members(&["a", "b"]);
+        let g = group_on(&host);
+        let mut busy = peer(0);
+        busy.status = "IN_PROGRESS".into();
+        assert!(g.adjust("sid", &busy, &change(1.0)).await.is_err());
+        *host.metadata.lock().unwrap() = json!({"scaling_in_progress": true});
+        let e = g.adjust("sid", &peer(0), &change(1.0)).await.unwrap_err();
+        assert!(e.to_string().contains("due to scaling activity"), "{e}");
+        // Growing adds a new member named by a short id.
+        *host.metadata.lock().unwrap() = json!({});
+        g.adjust("sid", &peer(0), &change(1.0)).await.unwrap();
+        let names = host.names();
+        assert_eq!(names.len(), 3);
+        assert_eq!(names[2].len(), 12);
+    }
 
     fn member(name: &str, secs: u32, failed: bool, value: &str) -> NestedMember {
         let at = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap().and_hms_opt(10, 0, secs).unwrap();
