@@ -278,7 +278,7 @@ impl AutoScalingGroup {
             Ok(members) => Self::healthy_size(&members),
             Err(_) => 0,
         };
-        let reason = format!("{} : {size}", AdjustmentType::ExactCapacity.cfn_name());
+        let reason = format!("{} : {size}", AdjustmentType::Exact.cfn_name());
         let cooldown = number(&ctx.properties, "cooldown");
         ctx.state.metadata = scaling::finish_scaling(&ctx.state.metadata, cooldown, &reason, true, now());
     }
@@ -306,7 +306,7 @@ impl AutoScalingGroup {
         let capacity = Self::healthy_size(&Self::members(host.as_ref(), Some(&child_id)).await?);
         let wanted = desired(&ctx.properties).unwrap_or(capacity);
         let (min, max) = (int(&ctx.properties, "min_size").unwrap_or(0), int(&ctx.properties, "max_size").unwrap_or(0));
-        let capacity = scaling::new_capacity(capacity, wanted as f64, AdjustmentType::ExactCapacity, None, min, max);
+        let capacity = scaling::new_capacity(capacity, wanted as f64, AdjustmentType::Exact, None, min, max);
         Self::resize(host.as_ref(), &scope, &ctx.properties, capacity).await?;
         self.finish_action(host.as_ref(), ctx).await;
         Ok(())
@@ -516,7 +516,7 @@ mod tests {
     }
 
     fn change(by: f64) -> Adjustment {
-        Adjustment { adjustment: by, kind: AdjustmentType::ChangeInCapacity, kind_text: "change_in_capacity".into(), min_step: None, cooldown: None }
+        Adjustment { adjustment: by, kind: AdjustmentType::Change, kind_text: "change_in_capacity".into(), min_step: None, cooldown: None }
     }
 
     #[tokio::test]

@@ -14,9 +14,9 @@ use super::ResourceFailure;
 /// CloudFormation ones the group uses internally).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdjustmentType {
-    ChangeInCapacity,
-    ExactCapacity,
-    PercentChangeInCapacity,
+    Change,
+    Exact,
+    PercentChange,
 }
 
 impl AdjustmentType {
@@ -25,9 +25,9 @@ impl AdjustmentType {
 
     pub fn parse(text: &str) -> Option<AdjustmentType> {
         match text {
-            "change_in_capacity" | "ChangeInCapacity" => Some(AdjustmentType::ChangeInCapacity),
-            "exact_capacity" | "ExactCapacity" => Some(AdjustmentType::ExactCapacity),
-            "percent_change_in_capacity" | "PercentChangeInCapacity" => Some(AdjustmentType::PercentChangeInCapacity),
+            "change_in_capacity" | "ChangeInCapacity" => Some(AdjustmentType::Change),
+            "exact_capacity" | "ExactCapacity" => Some(AdjustmentType::Exact),
+            "percent_change_in_capacity" | "PercentChangeInCapacity" => Some(AdjustmentType::PercentChange),
             _ => None,
         }
     }
@@ -35,9 +35,9 @@ impl AdjustmentType {
     /// The CloudFormation name, as cooldown reasons record it.
     pub fn cfn_name(self) -> &'static str {
         match self {
-            AdjustmentType::ChangeInCapacity => "ChangeInCapacity",
-            AdjustmentType::ExactCapacity => "ExactCapacity",
-            AdjustmentType::PercentChangeInCapacity => "PercentChangeInCapacity",
+            AdjustmentType::Change => "ChangeInCapacity",
+            AdjustmentType::Exact => "ExactCapacity",
+            AdjustmentType::PercentChange => "PercentChangeInCapacity",
         }
     }
 }
@@ -55,9 +55,9 @@ pub fn new_capacity(
     maximum: i64,
 ) -> i64 {
     let wanted = match kind {
-        AdjustmentType::ChangeInCapacity => current + adjustment as i64,
-        AdjustmentType::ExactCapacity => adjustment as i64,
-        AdjustmentType::PercentChangeInCapacity => {
+        AdjustmentType::Change => current + adjustment as i64,
+        AdjustmentType::Exact => adjustment as i64,
+        AdjustmentType::PercentChange => {
             let delta = current as f64 * adjustment / 100.0;
             // Below one member the change rounds away from zero, above it
             // towards zero.
@@ -267,18 +267,18 @@ mod tests {
     #[test]
     fn capacities_follow_the_adjustment_and_stay_in_bounds() {
         use AdjustmentType::*;
-        assert_eq!(new_capacity(3, 1.0, ChangeInCapacity, None, 2, 5), 4);
-        assert_eq!(new_capacity(5, 1.0, ChangeInCapacity, None, 2, 5), 5);
-        assert_eq!(new_capacity(2, -1.0, ChangeInCapacity, None, 2, 5), 2);
-        assert_eq!(new_capacity(3, 9.0, ExactCapacity, None, 0, 5), 5);
+        assert_eq!(new_capacity(3, 1.0, Change, None, 2, 5), 4);
+        assert_eq!(new_capacity(5, 1.0, Change, None, 2, 5), 5);
+        assert_eq!(new_capacity(2, -1.0, Change, None, 2, 5), 2);
+        assert_eq!(new_capacity(3, 9.0, Exact, None, 0, 5), 5);
         // 10% of 3 is 0.3: rounds up to one member; 50% of 4 is exactly 2.
-        assert_eq!(new_capacity(3, 10.0, PercentChangeInCapacity, None, 0, 10), 4);
-        assert_eq!(new_capacity(3, -10.0, PercentChangeInCapacity, None, 0, 10), 2);
-        assert_eq!(new_capacity(4, 50.0, PercentChangeInCapacity, None, 0, 10), 6);
+        assert_eq!(new_capacity(3, 10.0, PercentChange, None, 0, 10), 4);
+        assert_eq!(new_capacity(3, -10.0, PercentChange, None, 0, 10), 2);
+        assert_eq!(new_capacity(4, 50.0, PercentChange, None, 0, 10), 6);
         // 150% of 3 is 4.5: down to 4; a step of 5 raises it.
-        assert_eq!(new_capacity(3, 150.0, PercentChangeInCapacity, None, 0, 20), 7);
-        assert_eq!(new_capacity(3, 150.0, PercentChangeInCapacity, Some(5), 0, 20), 8);
-        assert_eq!(AdjustmentType::parse("percent_change_in_capacity"), Some(PercentChangeInCapacity));
+        assert_eq!(new_capacity(3, 150.0, PercentChange, None, 0, 20), 7);
+        assert_eq!(new_capacity(3, 150.0, PercentChange, Some(5), 0, 20), 8);
+        assert_eq!(AdjustmentType::parse("percent_change_in_capacity"), Some(PercentChange));
         assert_eq!(AdjustmentType::parse("bogus"), None);
     }
 

@@ -194,7 +194,7 @@ mod tests {
             .validate_properties("p", &json!({"auto_scaling_group_id": "g", "scaling_adjustment": -1, "adjustment_type": "change_in_capacity", "cooldown": 5}))
             .unwrap();
         let a = ScalingPolicy::adjustment(&props).unwrap();
-        assert_eq!(a.kind, AdjustmentType::ChangeInCapacity);
+        assert_eq!(a.kind, AdjustmentType::Change);
         assert_eq!((a.adjustment, a.min_step, a.cooldown), (-1.0, None, Some(5.0)));
         assert_eq!(a.kind_text, "change_in_capacity");
     }
