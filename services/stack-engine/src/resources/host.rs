@@ -211,6 +211,9 @@ pub struct SignalUrls {
     /// Pre-signed `POST <metadata server>/v1/signal/<arn>?...` (CFN_SIGNAL
     /// for deployments).
     pub signal_url: String,
+    /// `signal_url` that never expires (upstream's `never_expire`): what
+    /// a scaling policy gives alarms, which keep using it.
+    pub alarm_url: String,
     /// The stack's tenant (project).
     pub tenant: String,
     /// `<stack name>/<stack id>` (upstream `stack_path()`).

@@ -129,7 +129,7 @@ impl ResourceType for ScalingPolicy {
             // fresh id stands in for it.
             ctx.state.physical_id = Some(uuid::Uuid::new_v4().simple().to_string());
             let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
-            ctx.state.data.insert(ALARM_URL_KEY.into(), urls.signal_url);
+            ctx.state.data.insert(ALARM_URL_KEY.into(), urls.alarm_url);
             ctx.state.data.insert(SIGNAL_URL_KEY.into(), format!("{}/signal", urls.resource_url));
             Ok(())
         })
