@@ -254,6 +254,56 @@ def test_update_wait_condition_handle_url_and_expiry(procs):
     assert status == 403 and doc['error']['type'] == 'RequestExpired', doc
 
 
+def group_size(heat, stack, sid):
+    """(members, scaling_in_progress) of the scaling group `g`."""
+    child = resource(heat, stack, sid, 'g')['physical_resource_id']
+    status, _, doc = heat.call('GET', '/stacks/%s/resources' % child)
+    assert status == 200, doc
+    _, _, md = heat.call('GET', '/stacks/%s/%s/resources/g/metadata' % (stack, sid))
+    return len(doc['resources']), md['metadata'].get('scaling_in_progress')
+
+
+def test_scaling_policy_alarm_url(procs):
+    """An alarm posts to a ScalingPolicy's pre-signed alarm_url with no
+    token: the group grows by one member per signal up to max_size; a
+    signal with nothing to do leaves no event; the URL does not expire
+    (upstream's never_expire), a tampered one is refused."""
+    heat = start(procs, BACKENDS[0], extra={'orchestration': {'signal_url_lifetime': '3'}})
+    n = name('asg')
+    tmpl = {
+        'heat_template_version': '2018-08-31',
+        'resources': {
+            'g': {'type': 'OS::Heat::AutoScalingGroup',
+                  'properties': {'min_size': 1, 'max_size': 2, 'resource': {'type': 'OS::Heat::None'}}},
+            'up': {'type': 'OS::Heat::ScalingPolicy',
+                   'properties': {'auto_scaling_group_id': {'get_resource': 'g'},
+                                  'adjustment_type': 'change_in_capacity', 'scaling_adjustment': 1}},
+        },
+        'outputs': {'alarm': {'value': {'get_attr': ['up', 'alarm_url']}},
+                    'size': {'value': {'get_attr': ['g', 'current_size']}}},
+    }
+    sid = heat.create(n, tmpl)
+    st = heat.wait(sid, ('CREATE_COMPLETE', 'CREATE_FAILED'), timeout=60)
+    assert st['stack_status'] == 'CREATE_COMPLETE', st
+    url = heat.output(n, sid, 'alarm')
+    assert '/v1/signal/arn%3Aopenstack%3Aheat%3A%3Aadmin%3Astacks%2F' in url and 'Expires=' not in url, url
+    assert group_size(heat, n, sid) == (1, False)
+    status, doc = curl_put(tamper(url, path=lambda p: p.replace('up', 'g')), {}, method='POST')
+    assert status == 403, doc
+    time.sleep(4)  # longer than signal_url_lifetime
+    status, doc = curl_put(url, {'previous': 'ok', 'current': 'alarm', 'reason': 'cpu'}, method='POST')
+    assert status == 200, doc
+    assert group_size(heat, n, sid) == (2, False)
+    assert heat.output(n, sid, 'size') == 2
+    status, doc = curl_put(url, {}, method='POST')
+    assert status == 200, doc
+    assert group_size(heat, n, sid) == (2, False)
+    signals = [e['resource_status_reason'] for e in heat.events(n, sid, 'up') if e['resource_status'].startswith('SIGNAL')]
+    assert signals == ['alarm state changed from ok to alarm (cpu)'], signals
+    heat.delete(n, sid)
+    heat.wait(sid, 'GONE')
+
+
 SCRIPT_OK = '''#!/bin/sh
 echo "hello $greeting from $deploy_server_id ($deploy_action)"
 '''

@@ -233,7 +233,13 @@ impl Engine {
             } else {
                 attributes.iter().map(|n| (n.clone(), facts.attributes.get(n).cloned().unwrap_or(Value::Null))).collect()
             };
-            members.push(NestedMember { name: row.name.clone(), reference: facts.reference_id, attributes: values });
+            members.push(NestedMember {
+                name: row.name.clone(),
+                reference: facts.reference_id,
+                attributes: values,
+                created_at: row.created_at,
+                failed: row.status == status::FAILED,
+            });
         }
         Ok(members)
     }
@@ -325,6 +331,14 @@ impl PluginHost for Engine {
         attributes: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
         Box::pin(self.stack_members(child_id, attributes))
+    }
+
+    fn nested_template<'a>(&'a self, child_id: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async move {
+            let stack = self.live_parent(child_id).await?;
+            let def = self.definition(&stack, stack.raw_template_id).await?;
+            Ok(def.template.to_value().clone())
+        })
     }
 
     // ---- signals and software deployments (convergence/signals.rs,

@@ -23,7 +23,7 @@ use tokio::sync::OnceCell;
 
 use super::Engine;
 use crate::resources::host::{MetadataMerge, PeerResource, SignalUrls};
-use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
+use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget, NO_ACTION_REQUIRED};
 use crate::store::{self, action, ResourceChange, ResourceRow, StackRow};
 use crate::EngineError;
 
@@ -242,10 +242,11 @@ impl Engine {
         Ok(rows.into_iter().filter(|r| r.name == name).max_by_key(|r| (r.replaced_by.is_none(), r.id)))
     }
 
-    /// A pre-signed URL for the resource: `kind`'s path, signed.
-    async fn presigned_url(&self, base: &str, kind: PresignedKind, arn: &ResourceArn) -> Result<String, EngineError> {
+    /// A pre-signed URL for the resource: `kind`'s path, signed; valid for
+    /// `[orchestration] signal_url_lifetime` unless `never_expires`.
+    async fn presigned_url(&self, base: &str, kind: PresignedKind, arn: &ResourceArn, never_expires: bool) -> Result<String, EngineError> {
         let mut query: Vec<(String, String)> = Vec::new();
-        if let Some(life) = self.settings.signals.url_lifetime {
+        if let Some(life) = self.settings.signals.url_lifetime.filter(|_| !never_expires) {
             let expires = chrono::Utc::now().timestamp() + life.as_secs() as i64;
             query.push(("Expires".into(), expires.to_string()));
         }
@@ -276,8 +277,9 @@ impl Engine {
         };
         Ok(SignalUrls {
             resource_url: format!("{}/stacks/{}/{}/resources/{}", s.api_base(&stack.tenant), stack.name, stack.id, quote(resource_name)),
-            waitcondition_url: self.presigned_url(&wc_base, PresignedKind::WaitCondition, &arn).await?,
-            signal_url: self.presigned_url(&format!("{md_base}/v1/signal"), PresignedKind::Signal, &arn).await?,
+            waitcondition_url: self.presigned_url(&wc_base, PresignedKind::WaitCondition, &arn, false).await?,
+            signal_url: self.presigned_url(&format!("{md_base}/v1/signal"), PresignedKind::Signal, &arn, false).await?,
+            alarm_url: self.presigned_url(&format!("{md_base}/v1/signal"), PresignedKind::Signal, &arn, true).await?,
             tenant: stack.tenant.clone(),
             stack_path: format!("{}/{}", stack.name, stack.id),
             region_name: self.settings.region_name.clone(),
@@ -324,6 +326,8 @@ impl Engine {
                     resource_type: row.resource_type.clone(),
                     physical_id: row.physical_resource_id.clone(),
                     metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
+                    status: row.status.clone(),
+                    properties: state.properties,
                 }));
             }
         }
@@ -407,6 +411,12 @@ impl Engine {
                     None => signal_details_text(details),
                 };
                 self.resource_event(row, "SIGNAL", &row.status, &reason, None).await;
+                Ok(())
+            }
+            // Upstream leaves no event for a signal with nothing to do
+            // (a scaling group in cooldown or already at its bound).
+            Err(ResourceFailure::Error { type_name, message }) if type_name == NO_ACTION_REQUIRED => {
+                tracing::info!(resource = row.name, "signal {}: {message}", row.name);
                 Ok(())
             }
             Err(ResourceFailure::Error { type_name, message }) => {

@@ -105,6 +105,10 @@ pub trait PluginHost: Send + Sync {
         attributes: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>>;
 
+    /// The template document nested stack `child_id` currently runs
+    /// (scaling groups keep their members' definitions from it).
+    fn nested_template<'a>(&'a self, child_id: &'a str) -> BoxFuture<'a, Result<Value, EngineError>>;
+
     // ---- signals (wait conditions) and software deployments. Defaulted so
     // that hosts without them (unit tests' NoHost) need not say so.
 
@@ -198,6 +202,10 @@ pub struct PeerResource {
     pub resource_type: String,
     pub physical_id: Option<String>,
     pub metadata: Value,
+    /// `COMPLETE`, `IN_PROGRESS` or `FAILED` (of its last action).
+    pub status: String,
+    /// The properties it was last created or updated with.
+    pub properties: super::Properties,
 }
 
 /// The URLs a resource is signalled (and its metadata read) at.
@@ -212,6 +220,9 @@ pub struct SignalUrls {
     /// Pre-signed `POST <metadata server>/v1/signal/<arn>?...` (CFN_SIGNAL
     /// for deployments).
     pub signal_url: String,
+    /// `signal_url` that never expires (upstream's `never_expire`): what
+    /// a scaling policy gives alarms, which keep using it.
+    pub alarm_url: String,
     /// The stack's tenant (project).
     pub tenant: String,
     /// `<stack name>/<stack id>` (upstream `stack_path()`).
@@ -262,6 +273,10 @@ pub struct NestedMember {
     pub reference: Value,
     /// The requested attributes, resolved (Null when unknown).
     pub attributes: Map<String, Value>,
+    /// When the member's row was made: scaling groups order by it.
+    pub created_at: Option<chrono::NaiveDateTime>,
+    /// Whether its last action failed (scaling groups leave it out).
+    pub failed: bool,
 }
 
 /// The engine a registry's plugins talk to, bound once the engine exists
@@ -318,5 +333,8 @@ impl PluginHost for NoHost {
     }
     fn nested_resources<'a>(&'a self, _: &'a str, _: &'a [String]) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+    fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async { Ok(Value::Null) })
     }
 }

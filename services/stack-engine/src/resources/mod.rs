@@ -19,6 +19,7 @@
 //! - [`ResourceType::reference_id`] returns Null before the resource has a
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
+mod autoscaling_group;
 mod context;
 mod deployed_server;
 pub mod host;
@@ -29,6 +30,8 @@ mod random_string;
 mod registry;
 mod resource_chain;
 mod resource_group;
+mod scaling;
+mod scaling_policy;
 mod schema;
 mod software_config;
 mod software_deployment;
@@ -46,6 +49,7 @@ use serde_json::{Map, Value};
 
 use crate::EngineError;
 
+pub use autoscaling_group::AutoScalingGroup;
 pub use context::{physical_resource_name, short_id, ActionContext};
 pub use none::NoneResource;
 pub use properties::{validate_properties, Properties};
@@ -53,6 +57,8 @@ pub use random_string::RandomString;
 pub use registry::Registry;
 pub use resource_chain::ResourceChain;
 pub use resource_group::ResourceGroup;
+pub use scaling::NO_ACTION_REQUIRED;
+pub use scaling_policy::ScalingPolicy;
 pub use schema::{
     show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
     ResourceSchema, SupportStatus, SUPPORT_STATUSES,

@@ -81,7 +81,10 @@ impl Registry {
         registry.register(Arc::new(super::WaitCondition::new(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::new(host.clone())));
         registry.register(Arc::new(super::SoftwareDeployment::new(host.clone())));
-        registry.register(Arc::new(super::DeployedServer::new(host)));
+        registry.register(Arc::new(super::DeployedServer::new(host.clone())));
+        let scaling_group = Arc::new(super::AutoScalingGroup::new(host.clone()));
+        registry.register(scaling_group.clone());
+        registry.register(Arc::new(super::ScalingPolicy::new(host, scaling_group)));
         registry
     }
 
@@ -425,8 +428,8 @@ mod tests {
         assert_eq!(
             registry.list_view(&[]).unwrap(),
             json!({"resource_types": [
-                "OS::Heat::DeployedServer", "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack",
-                "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup", "OS::Heat::SoftwareConfig",
+                "OS::Heat::AutoScalingGroup", "OS::Heat::DeployedServer", "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack",
+                "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup", "OS::Heat::ScalingPolicy", "OS::Heat::SoftwareConfig",
                 "OS::Heat::SoftwareDeployment", "OS::Heat::TestResource", "OS::Heat::Value",
                 "OS::Heat::WaitCondition", "OS::Heat::WaitConditionHandle", "OS::Heat::UpdateWaitConditionHandle"
             ]})

@@ -66,14 +66,8 @@ impl ResourceChain {
             resources.insert(i.to_string(), Value::Object(defn));
         }
         let host = self.host.get();
-        let (files, environment) = super::template_resource::documents_of(host.as_ref(), ctx).await?;
-        Ok(NestedStackSpec {
-            template: json!({"heat_template_version": "2015-04-30", "resources": resources}),
-            files,
-            environment,
-            timeout_mins: None,
-            adopt: None,
-        })
+        let template = json!({"heat_template_version": "2015-04-30", "resources": resources});
+        super::template_resource::group_spec(host.as_ref(), &ctx.stack_id, ctx.state.physical_id.as_deref(), template).await
     }
 }
 

@@ -228,8 +228,7 @@ fn batching(props: &Properties, key: &str) -> Option<Batching> {
 
 impl ResourceGroup {
     async fn spec(&self, host: &dyn PluginHost, ctx: &ActionContext, template: Value) -> Result<NestedStackSpec, ResourceFailure> {
-        let (files, environment) = super::template_resource::documents_of(host, ctx).await?;
-        Ok(NestedStackSpec { template, files, environment, timeout_mins: None, adopt: None })
+        super::template_resource::group_spec(host, &ctx.stack_id, ctx.state.physical_id.as_deref(), template).await
     }
 
     /// Walks the nested stack to `names` (all on `props`), in batches when
@@ -410,18 +409,30 @@ impl ResourceType for ResourceGroup {
     }
 }
 
+/// `refs` (the members' references in order) and `refs_map` (name to
+/// reference) of members kept as `{name, ref, attrs}`; None for other
+/// names.
+pub(crate) fn member_refs(members: &[Value], name: &str) -> Option<Value> {
+    let reference = |m: &Value| m.get("ref").cloned().unwrap_or(Value::Null);
+    match name {
+        "refs" => Some(Value::Array(members.iter().map(reference).collect())),
+        "refs_map" => Some(Value::Object(
+            members
+                .iter()
+                .map(|m| (m.get("name").and_then(Value::as_str).unwrap_or_default().to_string(), reference(m)))
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
 /// The group's own attributes from its stored members.
 pub(crate) fn group_attribute(state: &ResourceState, name: &str) -> Option<Value> {
     let members = stored_members(state);
-    let refs = || members.iter().map(|m| m.get("ref").cloned().unwrap_or(Value::Null));
+    if let Some(refs) = member_refs(&members, name) {
+        return Some(refs);
+    }
     Some(match name {
-        "refs" => Value::Array(refs().collect()),
-        "refs_map" => Value::Object(
-            members
-                .iter()
-                .map(|m| (m.get("name").and_then(Value::as_str).unwrap_or_default().to_string(), m.get("ref").cloned().unwrap_or(Value::Null)))
-                .collect(),
-        ),
         "removed_rsrc_list" => json!(removed_of(state).into_iter().collect::<Vec<_>>()),
         // {attribute: {member: value}}: `get_attr: [g, attributes, a]`
         // navigates to the member map of `a`.

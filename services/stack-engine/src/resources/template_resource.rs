@@ -254,14 +254,19 @@ pub(crate) fn stored_outputs(state: &ResourceState) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-/// The files and environment a nested stack of `ctx`'s resource inherits:
-/// the parent stack's current ones (during an update, the new ones).
-/// Files the child already has and the parent no longer gives are kept:
-/// members not yet moved to a new definition still run their old file.
-pub(crate) async fn documents_of(host: &dyn PluginHost, ctx: &ActionContext) -> Result<(Map<String, Value>, Value), ResourceFailure> {
+/// The files and environment the nested stack `child_id` of a resource of
+/// stack `stack_id` inherits: the parent stack's current ones (during an
+/// update, the new ones). Files the child already has and the parent no
+/// longer gives are kept: members not yet moved to a new definition still
+/// run their old file.
+pub(crate) async fn documents_for(
+    host: &dyn PluginHost,
+    stack_id: &str,
+    child_id: Option<&str>,
+) -> Result<(Map<String, Value>, Value), ResourceFailure> {
     let (mut files, environment) =
-        host.parent_documents(&ctx.stack_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
-    if let Some(child) = &ctx.state.physical_id {
+        host.parent_documents(stack_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+    if let Some(child) = child_id {
         if let Ok((old_files, _)) = host.parent_documents(child).await {
             for (name, text) in old_files {
                 files.entry(name).or_insert(text);
@@ -269,6 +274,18 @@ pub(crate) async fn documents_of(host: &dyn PluginHost, ctx: &ActionContext) -> 
         }
     }
     Ok((files, environment))
+}
+
+/// The spec of a group's nested stack running `template`, with the
+/// documents [`documents_for`] gives; `child_id` is None before it exists.
+pub(crate) async fn group_spec(
+    host: &dyn PluginHost,
+    stack_id: &str,
+    child_id: Option<&str>,
+    template: Value,
+) -> Result<NestedStackSpec, ResourceFailure> {
+    let (files, environment) = documents_for(host, stack_id, child_id).await?;
+    Ok(NestedStackSpec { template, files, environment, timeout_mins: None, adopt: None })
 }
 
 /// Creates the child stack for `ctx` and waits for it.

@@ -1,0 +1,603 @@
+//! OS::Heat::AutoScalingGroup (upstream `autoscaling_group.py` over the
+//! AWS group and InstanceGroup): copies of the `resource` definition in a
+//! nested stack, named by fresh short ids, between `min_size` and
+//! `max_size` of them. Create starts with `desired_capacity` (else
+//! `min_size`) members; an update first rolls a changed definition out in
+//! the batches `rolling_updates` allows, then resizes to
+//! `desired_capacity`; OS::Heat::ScalingPolicy signals resize it through
+//! [`AutoScalingGroup::adjust`].
+//!
+//! Members are ordered as upstream orders them (failed first, then by
+//! creation time, then name): scaling down removes the oldest, and
+//! `resource.<i>` is the i-th healthy member. The group's metadata keeps
+//! upstream's `cooldown_end` and `scaling_in_progress`.
+//!
+//! A signal resizes the nested stack while the group's own row stays
+//! untouched, so the attributes read the nested stack's live members
+//! rather than what the last action kept.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+use tokio::sync::watch;
+
+use super::host::{HostSlot, NestedMember, PeerResource, PluginHost};
+use super::resource_group::member_refs;
+use super::scaling::{self, AdjustmentType};
+use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
+use super::template_resource::{check_child, create_child, delete_child, group_spec, nested_failure};
+use super::{short_id, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use crate::EngineError;
+
+pub struct AutoScalingGroup {
+    schema: ResourceSchema,
+    host: Arc<HostSlot>,
+}
+
+/// What a scaling policy asks of a group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adjustment {
+    pub adjustment: f64,
+    pub kind: AdjustmentType,
+    /// The policy's `adjustment_type` as written (cooldown reasons show it).
+    pub kind_text: String,
+    pub min_step: Option<i64>,
+    /// The policy's cooldown; the group's when None.
+    pub cooldown: Option<f64>,
+}
+
+/// The nested stack a resize acts on, and what cancels the wait for it.
+struct Scope<'a> {
+    stack_id: &'a str,
+    child_id: &'a str,
+    cancel: watch::Receiver<bool>,
+}
+
+fn int(props: &Properties, key: &str) -> Option<i64> {
+    props.get(key).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
+}
+
+fn number(props: &Properties, key: &str) -> Option<f64> {
+    props.get(key).and_then(Value::as_f64)
+}
+
+fn member_definition(props: &Properties) -> Value {
+    props.get("resource").cloned().unwrap_or(Value::Null)
+}
+
+/// Upstream's "size" of a group: desired_capacity when set and not 0.
+fn desired(props: &Properties) -> Option<i64> {
+    int(props, "desired_capacity").filter(|d| *d != 0)
+}
+
+fn new_member_name() -> String {
+    short_id(&uuid::Uuid::new_v4())
+}
+
+fn now() -> chrono::NaiveDateTime {
+    chrono::Utc::now().naive_utc()
+}
+
+/// `members` in upstream's order: failed first, then oldest first.
+fn ordered(mut members: Vec<NestedMember>) -> Vec<NestedMember> {
+    members.sort_by(|a, b| (!a.failed, a.created_at, &a.name).cmp(&(!b.failed, b.created_at, &b.name)));
+    members
+}
+
+/// The healthy members as attributes see them: `{name, ref, attrs}`.
+fn member_values(members: &[NestedMember]) -> Vec<Value> {
+    members
+        .iter()
+        .filter(|m| !m.failed)
+        .map(|m| json!({"name": m.name, "ref": m.reference, "attrs": m.attributes}))
+        .collect()
+}
+
+/// The group's attribute `name` over its healthy members, in order.
+/// `outputs` and `outputs_list` are keyed by member attribute, so that
+/// `get_attr: [group, outputs_list, <attr>]` follows its path to the list.
+fn group_attribute(members: &[Value], name: &str) -> Option<Value> {
+    if let Some(refs) = member_refs(members, name) {
+        return Some(refs);
+    }
+    let by_attribute = |shape: fn(Vec<(String, Value)>) -> Value| {
+        let mut names: Vec<String> = Vec::new();
+        for m in members {
+            if let Some(Value::Object(attrs)) = m.get("attrs") {
+                for a in attrs.keys() {
+                    if !names.contains(a) {
+                        names.push(a.clone());
+                    }
+                }
+            }
+        }
+        let view: Map<String, Value> = names
+            .into_iter()
+            .map(|a| {
+                let values = members
+                    .iter()
+                    .map(|m| {
+                        let member = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                        (member, m.get("attrs").and_then(|v| v.get(&a)).cloned().unwrap_or(Value::Null))
+                    })
+                    .collect();
+                (a, shape(values))
+            })
+            .collect();
+        Value::Object(view)
+    };
+    Some(match name {
+        "current_size" => json!(members.len()),
+        "outputs" => by_attribute(|values| Value::Object(values.into_iter().collect())),
+        "outputs_list" => by_attribute(|values| Value::Array(values.into_iter().map(|(_, v)| v).collect())),
+        // `resource.<i>` counts members by position (upstream
+        // `use_indices`): the members go on named by their index.
+        super::MEMBERS_FACT => Value::Array(
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let mut m = m.clone();
+                    if let Value::Object(o) = &mut m {
+                        o.insert("name".into(), json!(i.to_string()));
+                    }
+                    m
+                })
+                .collect(),
+        ),
+        _ => return None,
+    })
+}
+
+impl AutoScalingGroup {
+    pub const TYPE: &'static str = "OS::Heat::AutoScalingGroup";
+
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        let size = |name: &'static str, description: &'static str| {
+            PropertySchema::new(name, T::Integer, description)
+                .required()
+                .update_allowed()
+                .constraint(Constraint::range(Some(0), None))
+        };
+        AutoScalingGroup {
+            schema: ResourceSchema {
+                properties: vec![
+                    PropertySchema::new(
+                        "resource",
+                        T::Map,
+                        "The HOT definition of each member, as the resource would be written in a template.",
+                    )
+                    .required()
+                    .update_allowed(),
+                    size("max_size", "The largest number of members."),
+                    size("min_size", "The smallest number of members."),
+                    PropertySchema::new("cooldown", T::Integer, "Seconds after a scaling during which no other scaling starts.")
+                        .update_allowed(),
+                    PropertySchema::new("desired_capacity", T::Integer, "The number of members to start with (and to resize to on update).")
+                        .update_allowed(),
+                    PropertySchema::new("rolling_updates", T::Map, "How a changed member definition is rolled out.")
+                        .update_allowed()
+                        .default_value(json!({"min_in_service": 0, "max_batch_size": 1, "pause_time": 0}))
+                        .map_of(vec![
+                            PropertySchema::new("min_in_service", T::Integer, "Members that stay in service during the roll-out.")
+                                .default_value(0)
+                                .constraint(Constraint::range(Some(0), None)),
+                            PropertySchema::new("max_batch_size", T::Integer, "Members replaced at once.")
+                                .default_value(1)
+                                .constraint(Constraint::range(Some(1), None)),
+                            PropertySchema::new("pause_time", T::Number, "Seconds to wait between batches.")
+                                .default_value(0)
+                                .constraint(Constraint::range(Some(0), None)),
+                        ]),
+                ],
+                attributes: vec![
+                    AttributeSchema::new("outputs", "Each member's value of the attribute named next, by member name.", Some("map")),
+                    AttributeSchema::new("outputs_list", "Each member's value of the attribute named next, in member order.", Some("list")),
+                    AttributeSchema::new("current_size", "The number of members.", Some("integer")),
+                    AttributeSchema::new("refs", "The members' references, in member order.", Some("list")),
+                    AttributeSchema::new("refs_map", "The members' references by member name.", Some("map")),
+                    super::show_attribute(),
+                ],
+                support_status: SupportStatus::supported("2014.1"),
+                description: "A group of identical resources, resized by scaling policies within its bounds.",
+            },
+            host,
+        }
+    }
+
+    /// The members of nested stack `child_id` (failed ones included), in
+    /// upstream's order.
+    async fn members(host: &dyn PluginHost, child_id: Option<&str>) -> Result<Vec<NestedMember>, ResourceFailure> {
+        let Some(child) = child_id else { return Ok(Vec::new()) };
+        let members = host.nested_resources(child, &[]).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        Ok(ordered(members))
+    }
+
+    fn healthy_size(members: &[NestedMember]) -> i64 {
+        members.iter().filter(|m| !m.failed).count() as i64
+    }
+
+    /// Each member (failed first, then oldest first) with the definition
+    /// the nested stack runs it with (upstream `get_member_definitions`).
+    async fn current_definitions(host: &dyn PluginHost, child_id: &str) -> Result<Vec<(String, Value)>, ResourceFailure> {
+        let members = Self::members(host, Some(child_id)).await?;
+        let template = host.nested_template(child_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let definitions = template.get("resources").and_then(Value::as_object).cloned().unwrap_or_default();
+        Ok(members
+            .into_iter()
+            .filter_map(|m| definitions.get(&m.name).map(|d| (m.name, d.clone())))
+            .collect())
+    }
+
+    /// Moves the nested stack to `members` and waits for it.
+    async fn push(host: &dyn PluginHost, scope: &Scope<'_>, members: &[(String, Value)]) -> Result<(), ResourceFailure> {
+        let spec = group_spec(host, scope.stack_id, Some(scope.child_id), scaling::group_template(members)).await?;
+        host.update_nested(scope.child_id, spec).await?;
+        let outcome = host.wait_nested(scope.child_id, scope.cancel.clone()).await?;
+        if !outcome.is_complete() {
+            return Err(nested_failure(&outcome));
+        }
+        Ok(())
+    }
+
+    /// Upstream `resize`: `capacity` members, the oldest dropped first,
+    /// new ones on the current definition.
+    async fn resize(host: &dyn PluginHost, scope: &Scope<'_>, props: &Properties, capacity: i64) -> Result<(), ResourceFailure> {
+        let old = Self::current_definitions(host, scope.child_id).await?;
+        let members = scaling::member_definitions(&old, &member_definition(props), capacity.max(0) as usize, 0, new_member_name);
+        Self::push(host, scope, &members).await
+    }
+
+    /// Upstream `_replace`: the new definition rolled out in batches that
+    /// keep `min_in_service` members up, `pause_time` between batches.
+    async fn roll_out(host: &dyn PluginHost, scope: &Scope<'_>, ctx: &ActionContext) -> Result<(), ResourceFailure> {
+        let props = &ctx.properties;
+        let policy = props.get("rolling_updates").cloned().unwrap_or(Value::Null);
+        let policy_int = |k: &str, d: i64| policy.get(k).and_then(Value::as_i64).unwrap_or(d).max(0) as usize;
+        let pause = policy.get("pause_time").and_then(Value::as_f64).unwrap_or(0.0).max(0.0);
+        let capacity = Self::members(host, Some(scope.child_id)).await?.len();
+        let target = desired(props).map(|d| d.max(0) as usize).unwrap_or(capacity).min(capacity);
+        let batches = scaling::rolling_batches(target, capacity, policy_int("max_batch_size", 1), policy_int("min_in_service", 0));
+        let definition = member_definition(props);
+        for (i, (size, batch)) in batches.iter().enumerate() {
+            let old = Self::current_definitions(host, scope.child_id).await?;
+            let members = scaling::member_definitions(&old, &definition, *size, *batch, new_member_name);
+            Self::push(host, scope, &members).await?;
+            if i + 1 < batches.len() && pause > 0.0 {
+                ctx.sleep(pause).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream `_finished_scaling` after an action: the cooldown starts
+    /// and the group is no longer scaling (written with the action's row).
+    async fn finish_action(&self, host: &dyn PluginHost, ctx: &mut ActionContext) {
+        let size = match Self::members(host, ctx.state.physical_id.as_deref()).await {
+            Ok(members) => Self::healthy_size(&members),
+            Err(_) => 0,
+        };
+        let reason = format!("{} : {size}", AdjustmentType::Exact.cfn_name());
+        let cooldown = number(&ctx.properties, "cooldown");
+        ctx.state.metadata = scaling::finish_scaling(&ctx.state.metadata, cooldown, &reason, true, now());
+    }
+
+    async fn create_group(&self, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
+        let host = self.host.get();
+        let size = desired(&ctx.properties).or_else(|| int(&ctx.properties, "min_size")).unwrap_or(0).max(0) as usize;
+        let members = scaling::member_definitions(&[], &member_definition(&ctx.properties), size, 0, new_member_name);
+        let spec = group_spec(host.as_ref(), &ctx.stack_id, None, scaling::group_template(&members)).await?;
+        create_child(host.as_ref(), ctx, spec).await?;
+        self.finish_action(host.as_ref(), ctx).await;
+        Ok(())
+    }
+
+    async fn update_group(&self, ctx: &mut ActionContext, old: &Properties) -> Result<(), ResourceFailure> {
+        let Some(child_id) = ctx.state.physical_id.clone() else {
+            return self.create_group(ctx).await;
+        };
+        let host = self.host.get();
+        let scope = Scope { stack_id: &ctx.stack_id, child_id: &child_id, cancel: ctx.cancel.clone() };
+        if member_definition(old) != member_definition(&ctx.properties) {
+            Self::roll_out(host.as_ref(), &scope, ctx).await?;
+        }
+        // Resized whether or not a scaling runs (as upstream).
+        let capacity = Self::healthy_size(&Self::members(host.as_ref(), Some(&child_id)).await?);
+        let wanted = desired(&ctx.properties).unwrap_or(capacity);
+        let (min, max) = (int(&ctx.properties, "min_size").unwrap_or(0), int(&ctx.properties, "max_size").unwrap_or(0));
+        let capacity = scaling::new_capacity(capacity, wanted as f64, AdjustmentType::Exact, None, min, max);
+        Self::resize(host.as_ref(), &scope, &ctx.properties, capacity).await?;
+        self.finish_action(host.as_ref(), ctx).await;
+        Ok(())
+    }
+
+    /// Upstream `adjust`, for a scaling policy's signal: the group `group`
+    /// (as its stack stores it) resized by `adjustment` unless it is busy,
+    /// in cooldown or already at its bound (then [`scaling::no_action_required`]).
+    /// The cooldown and `scaling_in_progress` are written to the group's
+    /// metadata under its row's compare-and-swap, so one scaling runs at a time.
+    pub async fn adjust(&self, stack_id: &str, group: &PeerResource, adjustment: &Adjustment) -> Result<(), ResourceFailure> {
+        if group.status != crate::store::status::COMPLETE {
+            return Err(scaling::no_action_required(&group.name, "group is not COMPLETE"));
+        }
+        let Some(child_id) = group.physical_id.as_deref() else {
+            return Err(scaling::no_action_required(&group.name, "group has no members stack"));
+        };
+        let host = self.host.get();
+        let props = &group.properties;
+        let capacity = Self::healthy_size(&Self::members(host.as_ref(), Some(child_id)).await?);
+        let (min, max) = (int(props, "min_size").unwrap_or(0), int(props, "max_size").unwrap_or(0));
+        let target = scaling::new_capacity(capacity, adjustment.adjustment, adjustment.kind, adjustment.min_step, min, max);
+        if target == capacity {
+            return Err(scaling::no_action_required(&group.name, "no change in capacity"));
+        }
+        let cooldown = adjustment.cooldown.or_else(|| number(props, "cooldown"));
+        let name = group.name.clone();
+        host.merge_metadata(group.id, Box::new(move |md: &Value| scaling::begin_scaling(&name, md, cooldown, now()))).await?;
+        // Nobody cancels a signal's resize: the sender lives as long as the wait.
+        let (_keep, cancel) = watch::channel(false);
+        let scope = Scope { stack_id, child_id, cancel };
+        let result = Self::resize(host.as_ref(), &scope, props, target).await;
+        let reason = format!("{} : {}", adjustment.kind_text, scaling::py_number(adjustment.adjustment));
+        let size_changed = result.is_ok();
+        let finish = Box::new(move |md: &Value| Ok(scaling::finish_scaling(md, cooldown, &reason, size_changed, now())));
+        if let Err(e) = host.merge_metadata(group.id, finish).await {
+            tracing::warn!(group = group.name, error = %e, "scaling finished but the group's metadata was not updated");
+        }
+        result
+    }
+}
+
+impl ResourceType for AutoScalingGroup {
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
+        let (Some(min), Some(max)) = (int(props, "min_size"), int(props, "max_size")) else {
+            return Ok(());
+        };
+        if max < min {
+            return Err(EngineError::validation("MinSize can not be greater than MaxSize"));
+        }
+        if let Some(d) = props.get("desired_capacity").and_then(Value::as_i64) {
+            if d < min || d > max {
+                return Err(EngineError::validation("DesiredCapacity must be between MinSize and MaxSize"));
+            }
+        }
+        Ok(())
+    }
+
+    fn runs_nested_stack(&self) -> bool {
+        true
+    }
+
+    /// The nested stack is always updated (upstream
+    /// `StackResource._needs_update`); its members decide for themselves.
+    fn update_decision(&self, _old: &Properties, _new: &Properties) -> UpdateDecision {
+        UpdateDecision::InPlace
+    }
+
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(self.create_group(ctx))
+    }
+
+    fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(self.update_group(ctx, old))
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move {
+            let host = self.host.get();
+            delete_child(host.as_ref(), ctx).await
+        })
+    }
+
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(async move {
+            let host = self.host.get();
+            let members = match &state.physical_id {
+                Some(child) => ordered(host.nested_resources(child, &[]).await?),
+                None => Vec::new(),
+            };
+            Ok(group_attribute(&member_values(&members), name).unwrap_or(Value::Null))
+        })
+    }
+
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::host::{MetadataMerge, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
+    use chrono::NaiveDate;
+    use std::sync::Mutex;
+
+    /// A nested stack held in memory: an update makes the template's
+    /// resources the members (new ones created now), a metadata merge
+    /// applies to one stored document.
+    #[derive(Default)]
+    struct FakeHost {
+        members: Mutex<Vec<NestedMember>>,
+        template: Mutex<Value>,
+        metadata: Mutex<Value>,
+        updates: Mutex<usize>,
+    }
+
+    impl FakeHost {
+        fn with_members(names: &[&str]) -> Arc<FakeHost> {
+            let host = FakeHost::default();
+            let mut resources = Map::new();
+            for (i, n) in names.iter().enumerate() {
+                host.members.lock().unwrap().push(member(n, i as u32, false, n));
+                resources.insert(n.to_string(), json!({"type": "OS::Heat::None"}));
+            }
+            *host.template.lock().unwrap() = json!({"resources": resources});
+            Arc::new(host)
+        }
+
+        fn names(&self) -> Vec<String> {
+            ordered(self.members.lock().unwrap().clone()).into_iter().map(|m| m.name).collect()
+        }
+    }
+
+    impl PluginHost for FakeHost {
+        fn create_nested<'a>(&'a self, _: &'a NestedParent, _: NestedStackSpec) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
+            Box::pin(async { Ok(NestedStackRef { id: "child".into(), arn: "arn".into() }) })
+        }
+        fn update_nested<'a>(&'a self, _: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async move {
+                *self.updates.lock().unwrap() += 1;
+                let wanted: Vec<String> = spec.template["resources"].as_object().unwrap().keys().cloned().collect();
+                let mut members = self.members.lock().unwrap();
+                members.retain(|m| wanted.contains(&m.name));
+                for name in &wanted {
+                    if !members.iter().any(|m| &m.name == name) {
+                        members.push(member(name, 50, false, name));
+                    }
+                }
+                *self.template.lock().unwrap() = spec.template;
+                Ok(())
+            })
+        }
+        fn delete_nested<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn wait_nested<'a>(&'a self, _: &'a str, _: watch::Receiver<bool>) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
+            Box::pin(async { Ok(NestedOutcome { action: "UPDATE".into(), status: "COMPLETE".into(), status_reason: String::new() }) })
+        }
+        fn parent_documents<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
+            Box::pin(async { Ok((Map::new(), json!({}))) })
+        }
+        fn nested_outputs<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
+            Box::pin(async { Ok(Map::new()) })
+        }
+        fn nested_resources<'a>(&'a self, _: &'a str, _: &'a [String]) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
+            Box::pin(async { Ok(self.members.lock().unwrap().clone()) })
+        }
+        fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+            Box::pin(async { Ok(self.template.lock().unwrap().clone()) })
+        }
+        fn merge_metadata<'a>(&'a self, _: i64, mut merge: MetadataMerge<'a>) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
+            Box::pin(async move {
+                let merged = merge(&self.metadata.lock().unwrap().clone())?;
+                *self.metadata.lock().unwrap() = merged.clone();
+                Ok(merged)
+            })
+        }
+    }
+
+    fn group_on(host: &Arc<FakeHost>) -> AutoScalingGroup {
+        let slot = Arc::new(HostSlot::default());
+        let weak: std::sync::Weak<dyn PluginHost> = Arc::downgrade(host) as std::sync::Weak<dyn PluginHost>;
+        slot.bind(weak);
+        AutoScalingGroup::new(slot)
+    }
+
+    fn peer(cooldown: i64) -> PeerResource {
+        let props = json!({"resource": {"type": "OS::Heat::None"}, "min_size": 1, "max_size": 3, "cooldown": cooldown});
+        PeerResource {
+            id: 7,
+            name: "g".into(),
+            resource_type: AutoScalingGroup::TYPE.into(),
+            physical_id: Some("child".into()),
+            status: "COMPLETE".into(),
+            properties: props.as_object().unwrap().clone(),
+            ..Default::default()
+        }
+    }
+
+    fn change(by: f64) -> Adjustment {
+        Adjustment { adjustment: by, kind: AdjustmentType::Change, kind_text: "change_in_capacity".into(), min_step: None, cooldown: None }
+    }
+
+    #[tokio::test]
+    async fn a_signal_resizes_within_bounds_and_starts_the_cooldown() {
+        let host = FakeHost::with_members(&["a", "b", "c"]);
+        let g = group_on(&host);
+        // Already at max_size: nothing to do, nothing written.
+        let e = g.adjust("sid", &peer(60), &change(1.0)).await.unwrap_err();
+        assert!(matches!(&e, ResourceFailure::Error { type_name, .. } if type_name == scaling::NO_ACTION_REQUIRED), "{e}");
+        assert_eq!(*host.metadata.lock().unwrap(), Value::Null);
+        // Scaling down drops the oldest member.
+        g.adjust("sid", &peer(60), &change(-1.0)).await.unwrap();
+        assert_eq!(host.names(), vec!["b", "c"]);
+        let md = host.metadata.lock().unwrap().clone();
+        assert_eq!(md["scaling_in_progress"], json!(false));
+        assert_eq!(md["cooldown_end"].as_object().unwrap().values().next(), Some(&json!("change_in_capacity : -1")));
+        // The cooldown holds the next one back.
+        let e = g.adjust("sid", &peer(60), &change(-1.0)).await.unwrap_err();
+        assert!(e.to_string().contains("due to cooldown, cooldown 60"), "{e}");
+        assert_eq!(*host.updates.lock().unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_busy_group_is_not_scaled() {
+        let host = FakeHost::with_members(&["a", "b"]);
+        let g = group_on(&host);
+        let mut busy = peer(0);
+        busy.status = "IN_PROGRESS".into();
+        assert!(g.adjust("sid", &busy, &change(1.0)).await.is_err());
+        *host.metadata.lock().unwrap() = json!({"scaling_in_progress": true});
+        let e = g.adjust("sid", &peer(0), &change(1.0)).await.unwrap_err();
+        assert!(e.to_string().contains("due to scaling activity"), "{e}");
+        // Growing adds a new member named by a short id.
+        *host.metadata.lock().unwrap() = json!({});
+        g.adjust("sid", &peer(0), &change(1.0)).await.unwrap();
+        let names = host.names();
+        assert_eq!(names.len(), 3);
+        assert_eq!(names[2].len(), 12);
+    }
+
+    fn member(name: &str, secs: u32, failed: bool, value: &str) -> NestedMember {
+        let at = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap().and_hms_opt(10, 0, secs).unwrap();
+        let mut attributes = Map::new();
+        attributes.insert("value".into(), json!(value));
+        NestedMember { name: name.into(), reference: json!(format!("ref-{name}")), attributes, created_at: Some(at), failed }
+    }
+
+    #[test]
+    fn members_are_ordered_failed_first_then_oldest() {
+        let members = ordered(vec![member("b", 5, false, "x"), member("a", 5, false, "y"), member("z", 9, true, "f"), member("c", 1, false, "w")]);
+        let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, vec!["z", "c", "a", "b"]);
+        assert_eq!(AutoScalingGroup::healthy_size(&members), 3);
+    }
+
+    #[test]
+    fn attributes_index_the_healthy_members_in_order() {
+        let members = member_values(&ordered(vec![member("new", 9, false, "n"), member("old", 1, false, "o"), member("bad", 5, true, "f")]));
+        assert_eq!(group_attribute(&members, "current_size"), Some(json!(2)));
+        assert_eq!(group_attribute(&members, "refs"), Some(json!(["ref-old", "ref-new"])));
+        assert_eq!(group_attribute(&members, "refs_map"), Some(json!({"old": "ref-old", "new": "ref-new"})));
+        assert_eq!(group_attribute(&members, "outputs_list"), Some(json!({"value": ["o", "n"]})));
+        assert_eq!(group_attribute(&members, "outputs"), Some(json!({"value": {"old": "o", "new": "n"}})));
+        let fact = group_attribute(&members, super::super::MEMBERS_FACT).unwrap();
+        assert_eq!(fact[1]["name"], json!("1"));
+        assert_eq!(fact[1]["attrs"]["value"], json!("n"));
+        assert_eq!(group_attribute(&members, "other"), None);
+    }
+
+    #[test]
+    fn sizes_are_validated_against_each_other() {
+        let g = AutoScalingGroup::new(Arc::new(HostSlot::default()));
+        let props = |min: i64, max: i64, desired: Option<i64>| {
+            json!({"resource": {"type": "OS::Heat::None"}, "min_size": min, "max_size": max, "desired_capacity": desired})
+        };
+        assert!(g.validate_properties("g", &props(1, 3, Some(2))).is_ok());
+        let e = g.validate_properties("g", &props(3, 1, None)).unwrap_err();
+        assert_eq!(e.message, "MinSize can not be greater than MaxSize");
+        let e = g.validate_properties("g", &props(1, 3, Some(5))).unwrap_err();
+        assert_eq!(e.message, "DesiredCapacity must be between MinSize and MaxSize");
+        let p = g.validate_properties("g", &props(0, 0, None)).unwrap();
+        assert_eq!(p["rolling_updates"], json!({"min_in_service": 0, "max_batch_size": 1, "pause_time": 0}));
+    }
+}
