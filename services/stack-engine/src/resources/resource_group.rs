@@ -28,12 +28,58 @@ const REMOVED_KEY: &str = "removed_rsrc_list";
 
 
 pub struct ResourceGroup {
+    type_name: &'static str,
+    members: Members,
     schema: ResourceSchema,
     host: Arc<HostSlot>,
 }
 
+/// Where a group's members come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Members {
+    /// OS::Heat::ResourceGroup: `count` copies of `resource_def` named
+    /// "0", "1", … (removal policies skip names).
+    Counted,
+    /// OS::Heat::SoftwareDeploymentGroup (upstream `sd.SoftwareDeploymentGroup`):
+    /// one OS::Heat::SoftwareDeployment per entry of `servers`, named by
+    /// its key, deploying the group's config to the entry's server.
+    PerServer,
+}
+
 impl ResourceGroup {
     pub const TYPE: &'static str = "OS::Heat::ResourceGroup";
+    pub const SOFTWARE_DEPLOYMENT_GROUP: &'static str = "OS::Heat::SoftwareDeploymentGroup";
+
+    /// OS::Heat::SoftwareDeploymentGroup: the deployment's properties but
+    /// `server`, and `servers` (name to server id).
+    pub fn software_deployment_group(host: Arc<HostSlot>) -> Self {
+        let deployment = super::SoftwareDeployment::new(host.clone());
+        let mut properties = vec![PropertySchema::new(
+            "servers",
+            T::Map,
+            "A map of names and server IDs to apply configuration to. The name is arbitrary and is used as the Heat resource name for the corresponding deployment.",
+        )
+        .required()
+        .update_allowed()];
+        properties.extend(deployment.schema().properties.iter().filter(|p| p.name != "server").cloned());
+        let per_server = |name: &'static str, what: &'static str| AttributeSchema::new(name, what, Some("map"));
+        ResourceGroup {
+            type_name: Self::SOFTWARE_DEPLOYMENT_GROUP,
+            members: Members::PerServer,
+            schema: ResourceSchema {
+                properties,
+                attributes: vec![
+                    per_server("deploy_stdouts", "A map of server names and the stdout captured from the configuration execution on each."),
+                    per_server("deploy_stderrs", "A map of server names and the stderr captured from the configuration execution on each."),
+                    per_server("deploy_status_codes", "A map of server names and the status code returned by the configuration execution on each."),
+                    super::show_attribute(),
+                ],
+                support_status: SupportStatus::supported("5.0.0"),
+                description: "Associates a group of servers with some configuration: one software deployment per server.",
+            },
+            host,
+        }
+    }
 
     pub fn new(host: Arc<HostSlot>) -> Self {
         let resource_list = PropertySchema::new(
@@ -43,6 +89,8 @@ impl ResourceGroup {
         )
         .default_value(json!([]));
         ResourceGroup {
+            type_name: Self::TYPE,
+            members: Members::Counted,
             schema: ResourceSchema {
                 properties: vec![
                     PropertySchema::new("count", T::Integer, "The number of resources to create.")
@@ -142,7 +190,32 @@ fn substitute(value: &Value, var: &str, index: &str) -> Value {
 }
 
 /// One member's definition in the nested template.
-fn member_definition(properties: &Properties, name: &str) -> Value {
+fn member_definition(members: Members, properties: &Properties, name: &str) -> Value {
+    match members {
+        Members::Counted => counted_member_definition(properties, name),
+        Members::PerServer => deployment_definition(properties, name),
+    }
+}
+
+/// A SoftwareDeploymentGroup member: the group's deployment properties
+/// (those given) and the entry's server.
+fn deployment_definition(properties: &Properties, name: &str) -> Value {
+    let mut props: Map<String, Value> = ["config", "input_values", "actions", "signal_transport", "name"]
+        .into_iter()
+        .filter_map(|k| properties.get(k).filter(|v| !v.is_null()).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    let server = properties.get("servers").and_then(|s| s.get(name)).cloned().unwrap_or(Value::Null);
+    props.insert("server".into(), server);
+    json!({"type": super::SoftwareDeployment::TYPE, "properties": props})
+}
+
+/// The names of a SoftwareDeploymentGroup's members: its servers' keys.
+fn server_names(properties: &Properties) -> Vec<String> {
+    properties.get("servers").and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// A ResourceGroup member: `resource_def` with `index_var` replaced.
+fn counted_member_definition(properties: &Properties, name: &str) -> Value {
     let def = properties.get("resource_def").cloned().unwrap_or(Value::Null);
     let var = properties.get("index_var").and_then(Value::as_str).unwrap_or("%index%");
     let mut out = Map::new();
@@ -159,12 +232,12 @@ fn member_definition(properties: &Properties, name: &str) -> Value {
 /// The nested template holding `names`, each defined by `props` (or, for
 /// names in `old_names`, by `old` when given: a rolling update's members
 /// not yet in the batch).
-fn group_template(names: &[String], props: &Properties, keep_old: Option<(&Properties, &BTreeSet<String>)>) -> Value {
+fn group_template(members: Members, names: &[String], props: &Properties, keep_old: Option<(&Properties, &BTreeSet<String>)>) -> Value {
     let mut resources = Map::new();
     for name in names {
         let defn = match keep_old {
-            Some((old, pending)) if pending.contains(name) => member_definition(old, name),
-            _ => member_definition(props, name),
+            Some((old, pending)) if pending.contains(name) => member_definition(members, old, name),
+            _ => member_definition(members, props, name),
         };
         resources.insert(name.clone(), defn);
     }
@@ -249,13 +322,15 @@ impl ResourceGroup {
                 let mut upto = 0;
                 while upto < names.len() {
                     upto = (upto + b.max_batch_size).min(names.len());
-                    steps.push(group_template(&names[..upto], &props, None));
+                    steps.push(group_template(self.members, &names[..upto], &props, None));
                 }
                 steps
             }
             // rolling_update: members whose definition changes move to it
             // a batch at a time (batch size limited so min_in_service stay).
-            (Some(b), Some(old_props)) if member_definition(old_props, "0") != member_definition(&props, "0") => {
+            (Some(b), Some(old_props))
+                if names.iter().any(|n| member_definition(self.members, old_props, n) != member_definition(self.members, &props, n)) =>
+            {
                 let existing: Vec<String> = stored_members(&ctx.state)
                     .iter()
                     .filter_map(|m| m.get("name").and_then(Value::as_str).map(str::to_string))
@@ -271,14 +346,14 @@ impl ResourceGroup {
                     for n in chunk {
                         pending.remove(n);
                     }
-                    steps.push(group_template(&names, &props, Some((old_props, &pending))));
+                    steps.push(group_template(self.members, &names, &props, Some((old_props, &pending))));
                 }
                 if steps.is_empty() {
-                    steps.push(group_template(&names, &props, None));
+                    steps.push(group_template(self.members, &names, &props, None));
                 }
                 steps
             }
-            _ => vec![group_template(&names, &props, None)],
+            _ => vec![group_template(self.members, &names, &props, None)],
         };
         let pause = policy.map(|b| b.pause).unwrap_or_default();
         let count = steps.len();
@@ -302,7 +377,7 @@ impl ResourceGroup {
 
 impl ResourceType for ResourceGroup {
     fn type_name(&self) -> &'static str {
-        Self::TYPE
+        self.type_name
     }
 
     fn schema(&self) -> &ResourceSchema {
@@ -338,10 +413,12 @@ impl ResourceType for ResourceGroup {
     /// when there are any: `count: 0` disables a group whatever its
     /// definition holds).
     fn nested_stack_spec(&self, properties: &Properties, files: &Map<String, Value>, environment: &Value) -> Option<NestedStackSpec> {
-        let count = properties.get("count").and_then(Value::as_i64).unwrap_or(1);
-        let names = member_names(count, &BTreeSet::new());
+        let names = match self.members {
+            Members::Counted => member_names(properties.get("count").and_then(Value::as_i64).unwrap_or(1), &BTreeSet::new()),
+            Members::PerServer => server_names(properties),
+        };
         Some(NestedStackSpec {
-            template: group_template(&names, properties, None),
+            template: group_template(self.members, &names, properties, None),
             files: files.clone(),
             environment: environment.clone(),
             timeout_mins: None,
@@ -351,6 +428,10 @@ impl ResourceType for ResourceGroup {
 
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
+            if self.members == Members::PerServer {
+                let names = server_names(&ctx.properties);
+                return self.converge(ctx, None, None, names).await;
+            }
             let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
             let names = member_names(count, &BTreeSet::new());
             ctx.state.data.insert(REMOVED_KEY.into(), "[]".into());
@@ -361,6 +442,11 @@ impl ResourceType for ResourceGroup {
 
     fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
+            if self.members == Members::PerServer {
+                let names = server_names(&ctx.properties);
+                let policy = batching(&ctx.properties, "rolling_update");
+                return self.converge(ctx, Some(old), policy, names).await;
+            }
             let mut removed = if ctx.properties.get("removal_policies_mode").and_then(Value::as_str) == Some("update") {
                 BTreeSet::new()
             } else {
@@ -393,7 +479,25 @@ impl ResourceType for ResourceGroup {
     }
 
     fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move { Ok(group_attribute(state, name).unwrap_or(Value::Null)) })
+        Box::pin(async move {
+            let per_member = match (self.members, name) {
+                (Members::PerServer, "deploy_stdouts") => Some("deploy_stdout"),
+                (Members::PerServer, "deploy_stderrs") => Some("deploy_stderr"),
+                (Members::PerServer, "deploy_status_codes") => Some("deploy_status_code"),
+                _ => None,
+            };
+            if let Some(attr) = per_member {
+                let by_name = stored_members(state)
+                    .iter()
+                    .map(|m| {
+                        let name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                        (name, m.get("attrs").and_then(|a| a.get(attr)).cloned().unwrap_or(Value::Null))
+                    })
+                    .collect();
+                return Ok(Value::Object(by_name));
+            }
+            Ok(group_attribute(state, name).unwrap_or(Value::Null))
+        })
     }
 
     fn accepts_any_attribute(&self) -> bool {
@@ -468,6 +572,20 @@ mod tests {
     }
 
     #[test]
+    fn a_deployment_group_deploys_its_config_to_each_server() {
+        let props: Properties = json!({"servers": {"b": "srv-b", "a": "srv-a"}, "config": "cfg", "input_values": {"foo": 1}, "name": null})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        // In the order the map gives them, as upstream iterates its dict.
+        assert_eq!(server_names(&props), vec!["b".to_string(), "a".to_string()]);
+        assert_eq!(
+            member_definition(Members::PerServer, &props, "b"),
+            json!({"type": "OS::Heat::SoftwareDeployment", "properties": {"config": "cfg", "input_values": {"foo": 1}, "server": "srv-b"}})
+        );
+    }
+
+    #[test]
     fn index_var_is_replaced_in_nested_strings() {
         let mut props = Properties::new();
         props.insert(
@@ -475,7 +593,7 @@ mod tests {
             json!({"type": "OS::Heat::TestResource", "properties": {"value": "v-%index%", "list": ["%index%", 1]}}),
         );
         props.insert("index_var".into(), json!("%index%"));
-        let defn = member_definition(&props, "7");
+        let defn = member_definition(Members::Counted, &props, "7");
         assert_eq!(defn["properties"], json!({"value": "v-7", "list": ["7", 1]}));
         assert_eq!(defn["type"], json!("OS::Heat::TestResource"));
         assert!(defn.get("metadata").is_none());
@@ -490,7 +608,7 @@ mod tests {
         };
         let names: Vec<String> = vec!["0".into(), "1".into()];
         let pending: BTreeSet<String> = ["1".to_string()].into_iter().collect();
-        let t = group_template(&names, &def("new"), Some((&def("old"), &pending)));
+        let t = group_template(Members::Counted, &names, &def("new"), Some((&def("old"), &pending)));
         assert_eq!(t["resources"]["0"]["properties"]["value"], json!("new"));
         assert_eq!(t["resources"]["1"]["properties"]["value"], json!("old"));
     }

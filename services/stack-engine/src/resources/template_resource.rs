@@ -297,6 +297,10 @@ pub(crate) async fn create_child(
     let parent = NestedParent { stack_id: ctx.stack_id.clone(), resource_name: ctx.resource_name.clone() };
     let spec = NestedStackSpec { adopt: ctx.adopt.take(), ..spec };
     let child = host.create_nested(&parent, spec).await?;
+    // Recorded now, not only when the action ends: while the child runs,
+    // the resource links to it (`nested`), as upstream's resource_id_set.
+    // Best effort: the action's last write records it anyway.
+    let _ = host.set_physical_id(&ctx.stack_id, &ctx.resource_name, &child.id).await;
     ctx.state.physical_id = Some(child.id.clone());
     ctx.state.data.insert(REFERENCE_KEY.into(), child.arn);
     settle(host, ctx, &child.id).await
