@@ -42,6 +42,11 @@ pub enum Command {
         #[command(subcommand)]
         command: DbCommand,
     },
+    /// Orchestration database maintenance (heat-manage).
+    StackDb {
+        #[command(subcommand)]
+        command: StackDbCommand,
+    },
     /// Upgrade readiness checks (placement-status).
     Status {
         #[command(subcommand)]
@@ -124,6 +129,31 @@ pub enum DbCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum StackDbCommand {
+    /// Remove for good the stacks deleted more than AGE units ago, with
+    /// their resources, events and templates (heat-manage purge_deleted).
+    #[command(name = "purge-deleted", alias = "purge_deleted")]
+    PurgeDeleted {
+        /// How long ago, in GRANULARITY units.
+        #[arg(default_value_t = 90)]
+        age: u64,
+        #[arg(short = 'g', long, value_enum, default_value_t = Granularity::Days)]
+        granularity: Granularity,
+        /// Only this project's stacks.
+        #[arg(short = 'p', long = "project-id")]
+        project_id: Option<String>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Granularity {
+    Days,
+    Hours,
+    Minutes,
+    Seconds,
+}
+
+#[derive(Subcommand, Debug)]
 pub enum StatusCommand {
     Upgrade {
         #[command(subcommand)]
@@ -147,6 +177,7 @@ impl Command {
             Command::Candidates => "candidates",
             Command::Engine => "engine",
             Command::Db { .. } => "db",
+            Command::StackDb { .. } => "stack-db",
             Command::Status { .. } => "status",
             Command::Controller => "controller",
             Command::Ctl(_) => "ctl",

@@ -6,6 +6,7 @@ mod ctl;
 mod db;
 mod engine;
 mod services;
+mod stack_db;
 mod status;
 
 use std::process::ExitCode;
@@ -34,6 +35,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Candidates => services::candidates(config).await,
         Command::Engine => engine::run(config).await,
         Command::Db { command } => db::run(config, command).await,
+        Command::StackDb { command } => stack_db::run(config, command).await,
         Command::Status { command } => status::run(config, command).await,
         Command::Controller => controller::run(config).await,
         Command::Ctl(args) => ctl::run(config, args).await,

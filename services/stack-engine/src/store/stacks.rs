@@ -382,6 +382,24 @@ fn complete_delete_sql(id: &str, traversal: &str, reason: &str) -> (&'static str
     )
 }
 
+/// Purges the stacks soft-deleted more than `age_seconds` ago (of
+/// `tenant` only when given); answers how many went.
+pub async fn purge_deleted(db: &Db, age_seconds: i64, tenant: Option<&str>) -> Result<u64, DbError> {
+    let age = chrono::TimeDelta::try_seconds(age_seconds).unwrap_or(chrono::TimeDelta::MAX);
+    let cutoff = db::now().checked_sub_signed(age).unwrap_or(NaiveDateTime::MIN);
+    let rows = match tenant {
+        Some(t) => db.fetch_all("SELECT id, deleted_at FROM stack WHERE deleted_at IS NOT NULL AND tenant = ?", &[t.into()]).await?,
+        None => db.fetch_all("SELECT id, deleted_at FROM stack WHERE deleted_at IS NOT NULL", &[]).await?,
+    };
+    let mut purged = 0;
+    for row in rows {
+        if row.opt_time(1)?.is_some_and(|at| at < cutoff) && delete_for_purge(db, &row.string(0)?).await? {
+            purged += 1;
+        }
+    }
+    Ok(purged)
+}
+
 /// Removes a stack row for good, with its resources and their data, its
 /// events, its sync points and its templates (Heat's `purge_deleted`).
 /// Answers whether the stack row existed.
