@@ -114,6 +114,14 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("orchestration", "default_deployment_signal_transport", "str", Some("CFN_SIGNAL")),
     ("orchestration", "default_software_config_transport", "str", Some("POLL_SERVER_HEAT")),
     ("clients_heat", "url", "str", None),
+    // Heat's notifications (oslo.messaging's options): off unless `driver`
+    // is messagingv2 or messaging; the broker from `transport_url` here or
+    // in [DEFAULT].
+    ("oslo_messaging_notifications", "driver", "list", None),
+    ("oslo_messaging_notifications", "transport_url", "str", None),
+    ("oslo_messaging_notifications", "topics", "list", Some("notifications")),
+    ("DEFAULT", "transport_url", "str", None),
+    ("DEFAULT", "control_exchange", "str", Some("heat")),
     ("database", "connection", "str", None),
     // keystoneauth's password plugin options, which keystonemiddleware
     // registers only at run time (auth_type = password).

@@ -2,6 +2,7 @@
 //! access and Placement's schema, typed API errors that survive the gRPC
 //! hop, request-context propagation and logging.
 
+pub mod amqp;
 pub mod config;
 pub mod context;
 pub mod db;

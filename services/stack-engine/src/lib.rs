@@ -20,6 +20,7 @@
 pub mod convergence;
 pub mod definition;
 pub mod error;
+pub mod notifications;
 pub mod resources;
 pub mod rpc;
 pub mod service;
@@ -59,6 +60,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
     let int = |name: &str, default: i64| config.get_int("orchestration", name).unwrap_or(default);
     let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
     let d = EngineSettings::default();
+    let notifications = notifications::NotificationSettings::from_config(config, &host);
     let engine = EngineSettings {
         worker_endpoint,
         host,
@@ -71,6 +73,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         max_concurrent_checks: int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1) as usize,
         max_nested_stack_depth: int("max_nested_stack_depth", d.max_nested_stack_depth),
         signals: signal_settings(config),
+        notifications,
         ..d
     };
     let s = ServiceSettings::default();

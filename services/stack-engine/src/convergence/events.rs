@@ -66,6 +66,7 @@ impl Engine {
     ) {
         self.write_event(stack_event_of(stack, action, status, reason))
             .await;
+        self.notifier.stack_state(stack, action, status, reason);
     }
 
     pub(super) async fn resource_event(

@@ -300,6 +300,21 @@ impl PluginHost for Engine {
         Box::pin(self.stack_outputs(child_id))
     }
 
+    fn notify<'a>(&'a self, stack_id: &'a str, event_type: &'a str, error: bool, extra: Map<String, Value>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if !self.notifier.is_enabled() {
+                return;
+            }
+            let Ok(Some(stack)) = store::stacks::get(&self.db, stack_id).await else { return };
+            let mut body = crate::notifications::stack_body(&stack, &stack.action, &stack.status, &stack.status_reason);
+            if let Value::Object(b) = &mut body {
+                b.extend(extra);
+            }
+            let priority = if error { crate::notifications::Priority::Error } else { crate::notifications::Priority::Info };
+            self.notifier.notify(event_type, priority, body);
+        })
+    }
+
     fn check_nested<'a>(&'a self, child_id: &'a str, cancel: watch::Receiver<bool>) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let engine = self.arc().map_err(failure)?;

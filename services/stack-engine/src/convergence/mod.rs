@@ -61,6 +61,8 @@ pub struct Engine {
     this: std::sync::Weak<Engine>,
     /// The key of pre-signed signal URLs, read once.
     signals_key: signals::KeyCell,
+    /// Heat's notifications (a no-op when they are off).
+    notifier: crate::notifications::Notifier,
 }
 
 impl Engine {
@@ -102,6 +104,10 @@ impl Engine {
         )
         .await?;
         let permits = Arc::new(Semaphore::new(settings.max_concurrent_checks.max(1)));
+        let notifier = match &settings.notifications {
+            Some(n) => crate::notifications::Notifier::start(n.clone()),
+            None => crate::notifications::Notifier::default(),
+        };
         let engine = Arc::new_cyclic(|this| Engine {
             db,
             registry,
@@ -115,6 +121,7 @@ impl Engine {
             stack_waiters: Mutex::new(HashMap::new()),
             this: this.clone(),
             signals_key: signals::KeyCell::default(),
+            notifier,
         });
         let host: std::sync::Weak<dyn crate::resources::PluginHost> = Arc::downgrade(&engine) as _;
         engine.registry.host().bind(host);

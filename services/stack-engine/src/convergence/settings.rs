@@ -39,6 +39,8 @@ pub struct EngineSettings {
     pub tls: Option<std::sync::Arc<keelson_common::tls::MeshTls>>,
     /// Where instances signal and poll, and how URLs are pre-signed.
     pub signals: super::signals::SignalSettings,
+    /// Heat's notifications to a message broker (None: off).
+    pub notifications: Option<crate::notifications::NotificationSettings>,
 }
 
 impl Default for EngineSettings {
@@ -60,6 +62,7 @@ impl Default for EngineSettings {
             controller_registry: None,
             tls: None,
             signals: super::signals::SignalSettings::with_defaults("http://127.0.0.1:8004"),
+            notifications: None,
         }
     }
 }

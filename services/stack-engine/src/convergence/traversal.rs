@@ -290,6 +290,7 @@ impl Engine {
         }
         self.stack_settled(stack_id);
         self.events_written(stack_id, 1).await;
+        self.notifier.stack_state(&stack, &stack.action, status::COMPLETE, &reason);
         if let Some(old) = stale_template {
             self.definitions.forget(old);
             if let Err(e) = store::templates::delete(&self.db, old).await {

@@ -333,12 +333,26 @@ impl AutoScalingGroup {
             return Err(scaling::no_action_required(&group.name, "no change in capacity"));
         }
         let cooldown = adjustment.cooldown.or_else(|| number(props, "cooldown"));
+        let notice = |capacity: i64, message: String| {
+            let mut m = serde_json::Map::new();
+            m.insert("adjustment_type".into(), Value::String(adjustment.kind_text.clone()));
+            m.insert("adjustment".into(), serde_json::json!(adjustment.adjustment));
+            m.insert("capacity".into(), serde_json::json!(capacity));
+            m.insert("groupname".into(), Value::String(group.name.clone()));
+            m.insert("message".into(), Value::String(message));
+            m
+        };
+        host.notify(stack_id, "autoscaling.start", false, notice(capacity as i64, format!("Start resizing the group {}", group.name))).await;
         let name = group.name.clone();
         host.merge_metadata(group.id, Box::new(move |md: &Value| scaling::begin_scaling(&name, md, cooldown, now()))).await?;
         // Nobody cancels a signal's resize: the sender lives as long as the wait.
         let (_keep, cancel) = watch::channel(false);
         let scope = Scope { stack_id, child_id, cancel };
         let result = Self::resize(host.as_ref(), &scope, props, target).await;
+        match &result {
+            Ok(()) => host.notify(stack_id, "autoscaling.end", false, notice(target as i64, format!("End resizing the group {}", group.name))).await,
+            Err(e) => host.notify(stack_id, "autoscaling.error", true, notice(capacity as i64, e.to_string())).await,
+        }
         let reason = format!("{} : {}", adjustment.kind_text, scaling::py_number(adjustment.adjustment));
         let size_changed = result.is_ok();
         let finish = Box::new(move |md: &Value| Ok(scaling::finish_scaling(md, cooldown, &reason, size_changed, now())));

@@ -141,6 +141,14 @@ pub trait PluginHost: Send + Sync {
         Box::pin(async { Ok(()) })
     }
 
+    /// Sends notification `event_type` (without the `orchestration.`
+    /// prefix) about stack `stack_id`: its state with `extra` added
+    /// (upstream's scaling group notifications). Nothing when notifications
+    /// are off.
+    fn notify<'a>(&'a self, _stack_id: &'a str, _event_type: &'a str, _error: bool, _extra: Map<String, Value>) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
     /// Gives back the concurrency slot of the running check before a long
     /// wait on something outside the engine (a signal, an agent).
     fn release_check_slot(&self) {}
