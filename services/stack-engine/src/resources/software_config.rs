@@ -49,9 +49,9 @@ impl SoftwareConfig {
     pub fn structured(host: Arc<HostSlot>) -> Self {
         let mut config = Self::new(host);
         config.kind = ConfigKind::Structured;
-        for p in config.schema.properties.iter_mut().filter(|p| p.name == "config") {
-            *p = PropertySchema::new("config", T::Map, "The configuration as a data structure, stored and delivered as JSON.");
-        }
+        // Upstream declares the map-typed `config` after the inherited ones.
+        config.schema.properties.retain(|p| p.name != "config");
+        config.schema.properties.push(PropertySchema::new("config", T::Map, "The configuration as a data structure, stored and delivered as JSON."));
         config.schema.description = "Like OS::Heat::SoftwareConfig, but the config is a map rather than a string.\n\nMeant for configuration tools whose input is YAML or JSON data; the config is\nstored and returned by the software_configs API as structured data.";
         config
     }
@@ -250,6 +250,8 @@ mod tests {
         let host = Arc::new(HostSlot::default());
         let structured = SoftwareConfig::structured(host.clone());
         assert_eq!(structured.type_name(), "OS::Heat::StructuredConfig");
+        let names: Vec<&str> = structured.schema().properties.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["group", "options", "inputs", "outputs", "config"]);
         let (group, doc) = structured.stored_config(&NoHost, &props(json!({"group": "ansible", "config": {"a": [1]}}))).await.unwrap();
         assert_eq!(group.as_deref(), Some("ansible"));
         assert_eq!(doc, json!({"config": {"a": [1]}, "inputs": [], "outputs": [], "options": {}}));
