@@ -33,6 +33,7 @@ mod resource_group;
 mod scaling;
 mod scaling_policy;
 mod schema;
+mod config_formats;
 mod software_config;
 mod software_deployment;
 mod stack_resource;

@@ -80,8 +80,13 @@ impl Registry {
         registry.register(Arc::new(super::WaitConditionHandle::update_handle(host.clone())));
         registry.register(Arc::new(super::WaitCondition::new(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::new(host.clone())));
+        registry.register(Arc::new(super::SoftwareConfig::structured(host.clone())));
+        registry.register(Arc::new(super::SoftwareConfig::cloud_config(host.clone())));
+        registry.register(Arc::new(super::SoftwareConfig::multipart_mime(host.clone())));
         registry.register(Arc::new(super::SoftwareDeployment::new(host.clone())));
+        registry.register(Arc::new(super::SoftwareDeployment::structured(host.clone())));
         registry.register(Arc::new(super::ResourceGroup::software_deployment_group(host.clone())));
+        registry.register(Arc::new(super::ResourceGroup::structured_deployment_group(host.clone())));
         registry.register(Arc::new(super::DeployedServer::new(host.clone())));
         let scaling_group = Arc::new(super::AutoScalingGroup::new(host.clone()));
         registry.register(scaling_group.clone());
@@ -429,9 +434,11 @@ mod tests {
         assert_eq!(
             registry.list_view(&[]).unwrap(),
             json!({"resource_types": [
-                "OS::Heat::AutoScalingGroup", "OS::Heat::DeployedServer", "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack",
-                "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup", "OS::Heat::ScalingPolicy", "OS::Heat::SoftwareConfig",
-                "OS::Heat::SoftwareDeployment", "OS::Heat::SoftwareDeploymentGroup", "OS::Heat::TestResource", "OS::Heat::Value",
+                "OS::Heat::AutoScalingGroup", "OS::Heat::CloudConfig", "OS::Heat::DeployedServer", "OS::Heat::MultipartMime",
+                "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack", "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup",
+                "OS::Heat::ScalingPolicy", "OS::Heat::SoftwareConfig", "OS::Heat::SoftwareDeployment", "OS::Heat::SoftwareDeploymentGroup",
+                "OS::Heat::StructuredConfig", "OS::Heat::StructuredDeployment", "OS::Heat::StructuredDeploymentGroup",
+                "OS::Heat::TestResource", "OS::Heat::Value",
                 "OS::Heat::WaitCondition", "OS::Heat::WaitConditionHandle", "OS::Heat::UpdateWaitConditionHandle"
             ]})
         );
@@ -444,7 +451,9 @@ mod tests {
         assert_eq!(registry.list_view(&q(&[("name", "(")])).unwrap(), json!({"resource_types": []}));
         assert_eq!(
             registry.list_view(&q(&[("version", "5.0.0")])).unwrap(),
-            json!({"resource_types": ["OS::Heat::None", "OS::Heat::SoftwareDeploymentGroup", "OS::Heat::TestResource"]})
+            json!({"resource_types": [
+                "OS::Heat::None", "OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup", "OS::Heat::TestResource"
+            ]})
         );
         assert_eq!(registry.list_view(&q(&[("support_status", "DEPRECATED")])).unwrap(), json!({"resource_types": []}));
         let e = registry.list_view(&q(&[("support_status", "BOGUS")])).unwrap_err();

@@ -40,20 +40,36 @@ enum Members {
     /// OS::Heat::ResourceGroup: `count` copies of `resource_def` named
     /// "0", "1", … (removal policies skip names).
     Counted,
-    /// OS::Heat::SoftwareDeploymentGroup (upstream `sd.SoftwareDeploymentGroup`):
-    /// one OS::Heat::SoftwareDeployment per entry of `servers`, named by
-    /// its key, deploying the group's config to the entry's server.
-    PerServer,
+    /// OS::Heat::SoftwareDeploymentGroup (upstream `sd.SoftwareDeploymentGroup`)
+    /// and StructuredDeploymentGroup: one deployment of the given type per
+    /// entry of `servers`, named by its key, deploying the group's config
+    /// to the entry's server.
+    PerServer(&'static str),
 }
 
 impl ResourceGroup {
     pub const TYPE: &'static str = "OS::Heat::ResourceGroup";
     pub const SOFTWARE_DEPLOYMENT_GROUP: &'static str = "OS::Heat::SoftwareDeploymentGroup";
+    pub const STRUCTURED_DEPLOYMENT_GROUP: &'static str = "OS::Heat::StructuredDeploymentGroup";
 
     /// OS::Heat::SoftwareDeploymentGroup: the deployment's properties but
     /// `server`, and `servers` (name to server id).
     pub fn software_deployment_group(host: Arc<HostSlot>) -> Self {
-        let deployment = super::SoftwareDeployment::new(host.clone());
+        Self::deployment_group(host, false)
+    }
+
+    /// OS::Heat::StructuredDeploymentGroup: as SoftwareDeploymentGroup,
+    /// with StructuredDeployment members.
+    pub fn structured_deployment_group(host: Arc<HostSlot>) -> Self {
+        Self::deployment_group(host, true)
+    }
+
+    fn deployment_group(host: Arc<HostSlot>, structured: bool) -> Self {
+        let deployment = if structured {
+            super::SoftwareDeployment::structured(host.clone())
+        } else {
+            super::SoftwareDeployment::new(host.clone())
+        };
         let mut properties = vec![PropertySchema::new(
             "servers",
             T::Map,
@@ -64,8 +80,8 @@ impl ResourceGroup {
         properties.extend(deployment.schema().properties.iter().filter(|p| p.name != "server").cloned());
         let per_server = |name: &'static str, what: &'static str| AttributeSchema::new(name, what, Some("map"));
         ResourceGroup {
-            type_name: Self::SOFTWARE_DEPLOYMENT_GROUP,
-            members: Members::PerServer,
+            type_name: if structured { Self::STRUCTURED_DEPLOYMENT_GROUP } else { Self::SOFTWARE_DEPLOYMENT_GROUP },
+            members: Members::PerServer(deployment.type_name()),
             schema: ResourceSchema {
                 properties,
                 attributes: vec![
@@ -193,20 +209,21 @@ fn substitute(value: &Value, var: &str, index: &str) -> Value {
 fn member_definition(members: Members, properties: &Properties, name: &str) -> Value {
     match members {
         Members::Counted => counted_member_definition(properties, name),
-        Members::PerServer => deployment_definition(properties, name),
+        Members::PerServer(member_type) => deployment_definition(member_type, properties, name),
     }
 }
 
-/// A SoftwareDeploymentGroup member: the group's deployment properties
-/// (those given) and the entry's server.
-fn deployment_definition(properties: &Properties, name: &str) -> Value {
-    let mut props: Map<String, Value> = ["config", "input_values", "actions", "signal_transport", "name"]
+/// A deployment group's member: the group's deployment properties (those
+/// given) and the entry's server.
+fn deployment_definition(member_type: &str, properties: &Properties, name: &str) -> Value {
+    let passed = ["config", "input_values", "actions", "signal_transport", "name", "input_key", "input_values_validate"];
+    let mut props: Map<String, Value> = passed
         .into_iter()
         .filter_map(|k| properties.get(k).filter(|v| !v.is_null()).map(|v| (k.to_string(), v.clone())))
         .collect();
     let server = properties.get("servers").and_then(|s| s.get(name)).cloned().unwrap_or(Value::Null);
     props.insert("server".into(), server);
-    json!({"type": super::SoftwareDeployment::TYPE, "properties": props})
+    json!({"type": member_type, "properties": props})
 }
 
 /// The names of a SoftwareDeploymentGroup's members: its servers' keys.
@@ -415,7 +432,7 @@ impl ResourceType for ResourceGroup {
     fn nested_stack_spec(&self, properties: &Properties, files: &Map<String, Value>, environment: &Value) -> Option<NestedStackSpec> {
         let names = match self.members {
             Members::Counted => member_names(properties.get("count").and_then(Value::as_i64).unwrap_or(1), &BTreeSet::new()),
-            Members::PerServer => server_names(properties),
+            Members::PerServer(_) => server_names(properties),
         };
         Some(NestedStackSpec {
             template: group_template(self.members, &names, properties, None),
@@ -428,7 +445,7 @@ impl ResourceType for ResourceGroup {
 
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
-            if self.members == Members::PerServer {
+            if matches!(self.members, Members::PerServer(_)) {
                 let names = server_names(&ctx.properties);
                 return self.converge(ctx, None, None, names).await;
             }
@@ -442,7 +459,7 @@ impl ResourceType for ResourceGroup {
 
     fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
-            if self.members == Members::PerServer {
+            if matches!(self.members, Members::PerServer(_)) {
                 let names = server_names(&ctx.properties);
                 let policy = batching(&ctx.properties, "rolling_update");
                 return self.converge(ctx, Some(old), policy, names).await;
@@ -481,9 +498,9 @@ impl ResourceType for ResourceGroup {
     fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
         Box::pin(async move {
             let per_member = match (self.members, name) {
-                (Members::PerServer, "deploy_stdouts") => Some("deploy_stdout"),
-                (Members::PerServer, "deploy_stderrs") => Some("deploy_stderr"),
-                (Members::PerServer, "deploy_status_codes") => Some("deploy_status_code"),
+                (Members::PerServer(_), "deploy_stdouts") => Some("deploy_stdout"),
+                (Members::PerServer(_), "deploy_stderrs") => Some("deploy_stderr"),
+                (Members::PerServer(_), "deploy_status_codes") => Some("deploy_status_code"),
                 _ => None,
             };
             if let Some(attr) = per_member {
@@ -580,8 +597,24 @@ mod tests {
         // In the order the map gives them, as upstream iterates its dict.
         assert_eq!(server_names(&props), vec!["b".to_string(), "a".to_string()]);
         assert_eq!(
-            member_definition(Members::PerServer, &props, "b"),
+            member_definition(Members::PerServer("OS::Heat::SoftwareDeployment"), &props, "b"),
             json!({"type": "OS::Heat::SoftwareDeployment", "properties": {"config": "cfg", "input_values": {"foo": 1}, "server": "srv-b"}})
+        );
+    }
+
+    #[test]
+    fn a_structured_group_passes_its_substitution_settings_to_each_member() {
+        let group = ResourceGroup::structured_deployment_group(Arc::new(HostSlot::default()));
+        assert_eq!(group.type_name, "OS::Heat::StructuredDeploymentGroup");
+        assert!(group.schema.properties.iter().any(|p| p.name == "input_key"));
+        assert!(!group.schema.properties.iter().any(|p| p.name == "server"));
+        let props: Properties = json!({"servers": {"a": "srv-a"}, "config": "cfg", "input_key": "get_input", "input_values_validate": "STRICT"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            member_definition(group.members, &props, "a"),
+            json!({"type": "OS::Heat::StructuredDeployment", "properties": {"config": "cfg", "input_key": "get_input", "input_values_validate": "STRICT", "server": "srv-a"}})
         );
     }
 

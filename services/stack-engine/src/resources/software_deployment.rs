@@ -5,6 +5,10 @@
 //! in the server's metadata; the resource then waits, without holding a
 //! check slot, until the agent's signal moves the row to COMPLETE or
 //! FAILED. NO_SIGNAL completes at once.
+//!
+//! OS::Heat::StructuredDeployment (upstream `structured_config.py`) is the
+//! same resource whose derived config is the (structured) config with each
+//! `{<input_key>: <name>}` replaced by that input's value.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +28,7 @@ const POLL_FIRST: Duration = Duration::from_millis(100);
 const POLL_MAX: Duration = Duration::from_secs(1);
 
 pub struct SoftwareDeployment {
+    structured: bool,
     schema: ResourceSchema,
     host: Arc<HostSlot>,
 }
@@ -34,6 +39,17 @@ fn input(name: &str, description: &str, value: Value) -> Value {
 
 impl SoftwareDeployment {
     pub const TYPE: &'static str = "OS::Heat::SoftwareDeployment";
+    pub const STRUCTURED: &'static str = "OS::Heat::StructuredDeployment";
+
+    /// OS::Heat::StructuredDeployment: `input_key` and
+    /// `input_values_validate` decide the substitution of inputs.
+    pub fn structured(host: Arc<HostSlot>) -> Self {
+        let mut deployment = Self::new(host);
+        deployment.structured = true;
+        deployment.schema.properties.extend(structured_properties());
+        deployment.schema.description = "Like OS::Heat::SoftwareDeployment, but the inputs' values are substituted into the config.\n\nFor configuration tools without a notion of inputs (such as the metadata cfn-init\nreads): each {get_input: <name>} in the config of an OS::Heat::StructuredConfig is\nreplaced by that input's value; input_key names another function to replace when\nget_input itself must reach the server.";
+        deployment
+    }
 
     pub fn new(host: Arc<HostSlot>) -> Self {
         SoftwareDeployment {
@@ -58,7 +74,16 @@ impl SoftwareDeployment {
                 support_status: SupportStatus::supported("2014.1"),
                 description: "This resource associates a server with some configuration.\n\nThe configuration is to be deployed to that server.",
             },
+            structured: false,
             host,
+        }
+    }
+
+    pub fn type_name_of(structured: bool) -> &'static str {
+        if structured {
+            Self::STRUCTURED
+        } else {
+            Self::TYPE
         }
     }
 
@@ -78,7 +103,7 @@ impl SoftwareDeployment {
         let host = self.host.get();
         let config_id = ctx.properties.get("config").and_then(Value::as_str).unwrap_or_default().to_string();
         let config = if config_id.is_empty() {
-            json!({})
+            json!({"config": if self.structured { json!({}) } else { Value::Null }})
         } else {
             match host.software_config(&config_id).await {
                 Ok(Some(c)) => c,
@@ -146,11 +171,22 @@ impl SoftwareDeployment {
             .and_then(Value::as_str)
             .map(str::to_string)
             .or_else(|| config.get("name").and_then(Value::as_str).map(str::to_string));
+        let mut derived_config = config.get("config").cloned().unwrap_or(Value::Null);
+        if self.structured {
+            let values: Map<String, Value> = inputs
+                .iter()
+                .filter_map(|i| Some((i.get("name")?.as_str()?.to_string(), i.get("value").cloned().unwrap_or(Value::Null))))
+                .collect();
+            let key = ctx.properties.get("input_key").and_then(Value::as_str).unwrap_or("get_input");
+            let strict = ctx.properties.get("input_values_validate").and_then(Value::as_str) == Some("STRICT");
+            derived_config = substitute_inputs(&derived_config, key, &values, strict)
+                .map_err(|name| ResourceFailure::error("UserParameterMissing", format!("The Parameter ({name}) was not provided.")))?;
+        }
         let derived = NewSoftwareConfig {
             name,
             group: Some(config.get("group").and_then(Value::as_str).unwrap_or("Heat::Ungrouped").to_string()),
             config: json!({
-                "config": config.get("config").cloned().unwrap_or(Value::Null),
+                "config": derived_config,
                 "inputs": inputs,
                 "outputs": config.get("outputs").cloned().unwrap_or_else(|| json!([])),
                 "options": config.get("options").cloned().unwrap_or_else(|| json!({})),
@@ -207,9 +243,43 @@ impl SoftwareDeployment {
     }
 }
 
+/// StructuredDeployment's own properties (its group's too).
+pub fn structured_properties() -> Vec<PropertySchema> {
+    vec![
+        PropertySchema::new("input_key", T::String, "The function name whose occurrences in the config are replaced by input values.").default_value("get_input"),
+        PropertySchema::new("input_values_validate", T::String, "STRICT fails the deployment when the config asks for an input that has no value; LAX substitutes null.")
+            .default_value("LAX")
+            .constraint(Constraint::allowed_values(["LAX", "STRICT"])),
+    ]
+}
+
+/// `config` with every single-entry map `{key: "<name>"}` replaced by the
+/// value of input `name` (null when there is none, or `Err(name)` when
+/// `strict`).
+pub fn substitute_inputs(config: &Value, key: &str, values: &Map<String, Value>, strict: bool) -> Result<Value, String> {
+    Ok(match config {
+        Value::Object(m) => {
+            if let (1, Some(Value::String(name))) = (m.len(), m.get(key)) {
+                return match values.get(name) {
+                    Some(v) => Ok(v.clone()),
+                    None if strict => Err(name.clone()),
+                    None => Ok(Value::Null),
+                };
+            }
+            let mut out = Map::new();
+            for (k, v) in m {
+                out.insert(k.clone(), substitute_inputs(v, key, values, strict)?);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute_inputs(v, key, values, strict)).collect::<Result<_, _>>()?),
+        other => other.clone(),
+    })
+}
+
 impl ResourceType for SoftwareDeployment {
     fn type_name(&self) -> &'static str {
-        Self::TYPE
+        Self::type_name_of(self.structured)
     }
 
     fn schema(&self) -> &ResourceSchema {
@@ -264,5 +334,35 @@ impl ResourceType for SoftwareDeployment {
             };
             self.host.get().signal_deployment(id, details).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values() -> Map<String, Value> {
+        json!({"port": 8080, "deploy_server_id": "srv"}).as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn inputs_are_substituted_throughout_the_structure() {
+        let config = json!({"listen": {"get_input": "port"}, "hosts": [{"get_input": "deploy_server_id"}, "x"], "keep": {"get_input": 1}});
+        assert_eq!(
+            substitute_inputs(&config, "get_input", &values(), false),
+            Ok(json!({"listen": 8080, "hosts": ["srv", "x"], "keep": {"get_input": 1}}))
+        );
+        // A map with more than the function key is data, walked into.
+        let config = json!({"get_input": "port", "other": {"get_input": "port"}});
+        assert_eq!(substitute_inputs(&config, "get_input", &values(), false), Ok(json!({"get_input": "port", "other": 8080})));
+    }
+
+    #[test]
+    fn input_key_names_the_function_and_strict_requires_values() {
+        let config = json!({"a": {"get_input": "port"}, "b": {"my_input": "port"}});
+        assert_eq!(substitute_inputs(&config, "my_input", &values(), false), Ok(json!({"a": {"get_input": "port"}, "b": 8080})));
+        let missing = json!([{"get_input": "nope"}]);
+        assert_eq!(substitute_inputs(&missing, "get_input", &values(), false), Ok(json!([null])));
+        assert_eq!(substitute_inputs(&missing, "get_input", &values(), true), Err("nope".to_string()));
     }
 }
