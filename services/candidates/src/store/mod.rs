@@ -42,32 +42,51 @@ impl Store {
         let mut tx = self.db.begin_read().await?;
         let (catalog, basics) = load_catalog(&mut tx, req).await?;
         let fleet = load_fleet(&mut tx, req, &catalog, basics).await?;
-        let trees = Arc::new(load_trees(&mut tx, &roots_in_play(&fleet)).await?);
-
-        // The search and the product are CPU work, possibly long on wide
-        // trees: keep them off the async workers.
+        let roots = roots_in_play(&fleet);
         let settings = self.settings.clone();
         let request = req.clone();
-        let in_play = trees.clone();
-        let algorithm = tokio::task::spawn_blocking(move || {
-            let answer = domain::run(&request, &settings, &catalog, &fleet, &in_play);
-            (answer, fleet)
-        });
-        // Meanwhile, read the traits the summaries may show (those of every
-        // provider in play: the summarised ones are among them), so that the
-        // database works while the algorithm does.
-        let traits = if req.traits_in_summaries { Some(load_traits(&mut tx, &trees).await) } else { None };
-        let (answer, fleet) = algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
-        // The algorithm's own error (a 400) comes first.
-        let Some(answer) = answer? else {
-            tx.end_read();
-            return Ok(Outcome::default());
+
+        // The search and the product are CPU work, possibly long on wide
+        // trees: keep them off the async workers. Without same_subtree they
+        // need no trees, so they run while this task reads the trees and
+        // the traits the summaries may show (those of every provider in
+        // play: the summarised ones are among them): the database and the
+        // algorithm work at the same time.
+        let (candidates, fleet, trees, traits) = if req.same_subtrees.is_empty() {
+            let algorithm = tokio::task::spawn_blocking(move || {
+                let candidates = domain::generate(&request, &settings, &catalog, &fleet, &Trees::default());
+                (candidates, fleet)
+            });
+            let trees = load_trees(&mut tx, &roots).await;
+            let traits = match (&trees, req.traits_in_summaries) {
+                (Ok(trees), true) => Some(load_traits(&mut tx, trees).await),
+                _ => None,
+            };
+            let (candidates, fleet) = algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            // The algorithm's own error (a 400) comes first.
+            let candidates = candidates?;
+            (candidates, fleet, trees?, traits.transpose()?)
+        } else {
+            let trees = Arc::new(load_trees(&mut tx, &roots).await?);
+            let in_play = trees.clone();
+            let algorithm = tokio::task::spawn_blocking(move || {
+                let candidates = domain::generate(&request, &settings, &catalog, &fleet, &in_play);
+                (candidates, fleet)
+            });
+            let traits = if req.traits_in_summaries { Some(load_traits(&mut tx, &trees).await) } else { None };
+            let (candidates, fleet) = algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            let candidates = candidates?;
+            // The algorithm's handle is gone: this is the only one left.
+            let trees = Arc::try_unwrap(trees).unwrap_or_else(|shared| (*shared).clone());
+            (candidates, fleet, trees, traits.transpose()?)
         };
-        let traits = traits.transpose()?;
         // The answer is read: no need to wait for the transaction's end.
         tx.end_read();
-        // The algorithm's handle is gone: this is the only one left.
-        let trees = Arc::try_unwrap(trees).unwrap_or_else(|shared| (*shared).clone());
+        let Some(candidates) = candidates else { return Ok(Outcome::default()) };
+        let answer = domain::finish(req, &self.settings, fleet.has_trees, candidates, &trees);
+        if answer.candidates.is_empty() {
+            return Ok(Outcome::default());
+        }
         let (summaries, trait_names) = summaries(&fleet, &trees, &answer.summary_providers, traits);
 
         Ok(Outcome {
@@ -324,22 +343,41 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
     // Anchors only matter for sharing providers that can serve something.
     let mut sharing: Vec<ProviderId> = fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
     sharing.sort_unstable();
-    // Without DISTINCT: the database's duplicate removal (a temporary
-    // table) cost more than the few duplicates, removed below anyway.
+    // The providers sharing an aggregate with each sharing provider, then
+    // their roots: most are known already (a provider with a requested
+    // class), the others are read. Joining the providers in SQL (and
+    // DISTINCT) cost the database several times this read.
+    let mut members: Vec<(ProviderId, ProviderId)> = Vec::new();
     for chunk in sharing.chunks(MAX_IN_LIST) {
         let sql = format!(
-            "SELECT sa.resource_provider_id, COALESCE(rp.root_provider_id, rp.id) \
+            "SELECT sa.resource_provider_id, oa.resource_provider_id \
              FROM resource_provider_aggregates sa \
              JOIN resource_provider_aggregates oa ON oa.aggregate_id = sa.aggregate_id \
-             JOIN resource_providers rp ON rp.id = oa.resource_provider_id \
              WHERE sa.resource_provider_id IN ({})",
             in_list(chunk.len())
         );
         tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
-            fleet.sharing_anchors.entry(r.i64(0)?).or_default().push(r.i64(1)?);
+            members.push((r.i64(0)?, r.i64(1)?));
             Ok(())
         })
         .await?;
+    }
+    let unknown: Vec<ProviderId> =
+        members.iter().map(|(_, m)| *m).filter(|m| !fleet.root_of.contains_key(m)).collect::<BTreeSet<_>>().into_iter().collect();
+    let mut member_roots: FxHashMap<ProviderId, ProviderId> = FxHashMap::default();
+    for chunk in unknown.chunks(MAX_IN_LIST) {
+        let sql = format!("SELECT id, root_provider_id FROM resource_providers WHERE id IN ({})", in_list(chunk.len()));
+        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
+            let id = r.i64(0)?;
+            member_roots.insert(id, r.opt_i64(1)?.unwrap_or(id));
+            Ok(())
+        })
+        .await?;
+    }
+    for (sharing, member) in members {
+        if let Some(root) = fleet.root_of.get(&member).or_else(|| member_roots.get(&member)) {
+            fleet.sharing_anchors.entry(sharing).or_default().push(*root);
+        }
     }
     for anchors in fleet.sharing_anchors.values_mut() {
         anchors.sort_unstable();
