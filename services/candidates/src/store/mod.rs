@@ -423,6 +423,10 @@ async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> 
 /// fleet's providers share a handful of traits: each name once).
 async fn load_traits(tx: &mut Tx, trees: &Trees) -> Result<(Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>)> {
     let roots: BTreeSet<ProviderId> = trees.values().map(|t| t.root).collect();
+    // Nothing in play (an empty `IN ()` is not SQL).
+    if roots.is_empty() {
+        return Ok(Default::default());
+    }
     let (associations, params) = if roots.len() > MAX_IN_LIST {
         ("resource_provider_traits rpt".to_string(), Vec::new())
     } else {
