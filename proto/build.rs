@@ -16,6 +16,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("keelson_descriptor.bin"))
+        // Every service reads and writes messages as one slice (see codec.rs).
+        .codec_path("crate::codec::SliceCodec")
         .compile_protos(&protos, &[".", &include.display().to_string()])?;
     for p in protos {
         println!("cargo:rerun-if-changed={p}");

@@ -2,6 +2,8 @@
 //! this crate. Every service re-exports what it serves from here so that
 //! clients and servers can never drift apart.
 
+pub mod codec;
+
 pub mod common {
     pub mod v1 {
         tonic::include_proto!("keelson.common.v1");

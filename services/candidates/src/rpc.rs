@@ -53,25 +53,76 @@ pub fn request_from_pb(r: pb::GetAllocationCandidatesRequest) -> request::Reques
     }
 }
 
+/// Table positions by id: a vector over the ids' range when they are dense
+/// enough (database ids mostly are), a hash map for the others. A large
+/// answer looks up a provider hundreds of thousands of times.
+struct IdIndex {
+    min: i64,
+    /// `u32::MAX`: not in the table yet.
+    slots: Vec<u32>,
+    others: rustc_hash::FxHashMap<i64, u32>,
+}
+
+impl IdIndex {
+    /// For the ids `ids` (the ones expected; others still work).
+    fn over(ids: impl Iterator<Item = i64>) -> Self {
+        let (mut min, mut max, mut count) = (i64::MAX, i64::MIN, 0u64);
+        for id in ids {
+            min = min.min(id);
+            max = max.max(id);
+            count += 1;
+        }
+        let span = u64::try_from(max.saturating_sub(min)).ok().and_then(|s| s.checked_add(1));
+        let slots = match span {
+            // At most a few empty slots per id.
+            Some(span) if count > 0 && span <= 4 * count + 1024 => vec![u32::MAX; span as usize],
+            _ => Vec::new(),
+        };
+        IdIndex { min, slots, others: rustc_hash::FxHashMap::default() }
+    }
+
+    fn slot(&self, id: i64) -> Option<usize> {
+        let at = usize::try_from(id.checked_sub(self.min)?).ok()?;
+        (at < self.slots.len()).then_some(at)
+    }
+
+    fn get(&self, id: i64) -> Option<u32> {
+        match self.slot(id) {
+            Some(at) => Some(self.slots[at]).filter(|i| *i != u32::MAX),
+            None => self.others.get(&id).copied(),
+        }
+    }
+
+    fn insert(&mut self, id: i64, i: u32) {
+        match self.slot(id) {
+            Some(at) => self.slots[at] = i,
+            None => {
+                self.others.insert(id, i);
+            }
+        }
+    }
+}
+
 /// Each distinct id once, in order of first use, with its index in the
 /// answer's table of names.
-struct Table<K, F> {
+struct Table<F> {
     names: Vec<String>,
-    index: rustc_hash::FxHashMap<K, u32>,
+    index: IdIndex,
     name: F,
 }
 
-impl<K: std::hash::Hash + Eq + Copy, F: Fn(K) -> String> Table<K, F> {
-    fn new(name: F) -> Self {
-        Table { names: Vec::new(), index: rustc_hash::FxHashMap::default(), name }
+impl<F: Fn(i64) -> String> Table<F> {
+    fn new(ids: impl Iterator<Item = i64>, name: F) -> Self {
+        Table { names: Vec::new(), index: IdIndex::over(ids), name }
     }
 
-    fn index_of(&mut self, id: K) -> u32 {
-        if let Some(i) = self.index.get(&id) {
-            return *i;
+    fn index_of(&mut self, id: i64) -> u32 {
+        if let Some(i) = self.index.get(id) {
+            return i;
         }
         // A table never holds 2^32 names (an answer that large could not be
-        // sent); saturate rather than wrap if it ever did.
+        // sent); saturate rather than wrap if it ever did (u32::MAX is then
+        // never remembered, only named again).
         let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
         self.names.push((self.name)(id));
         self.index.insert(id, i);
@@ -81,10 +132,11 @@ impl<K: std::hash::Hash + Eq + Copy, F: Fn(K) -> String> Table<K, F> {
 
 /// The answer as tables and packed columns (see the proto): providers,
 /// classes and traits named once each.
-pub fn outcome_to_pb(o: Outcome) -> pb::GetAllocationCandidatesResponse {
-    let mut providers = Table::new(|p: domain::fleet::ProviderId| o.uuid(p).to_string());
-    let mut classes = Table::new(|c: domain::fleet::ClassId| o.class_name(c).to_string());
-    let mut traits = Table::new(|t: domain::fleet::TraitId| o.trait_names.get(&t).cloned().unwrap_or_default());
+pub fn outcome_to_pb(o: &Outcome) -> pb::GetAllocationCandidatesResponse {
+    let mut providers = Table::new(o.trees.keys().copied(), |p: domain::fleet::ProviderId| o.uuid(p).to_string());
+    let mut classes = Table::new(o.class_names.keys().copied(), |c: domain::fleet::ClassId| o.class_name(c).to_string());
+    let mut traits =
+        Table::new(o.trait_names.keys().copied(), |t: domain::fleet::TraitId| o.trait_names.get(&t).cloned().unwrap_or_default());
     let n = o.candidates.len();
     let mut ar = pb::AllocationRequests {
         allocation_counts: Vec::with_capacity(n),
@@ -159,7 +211,13 @@ impl pb::allocation_candidates_server::AllocationCandidates for AllocationCandid
             tracing::debug_span!("rpc", method = "GetAllocationCandidates", request_id = %ctx.request_id, trace_id = %ctx.trace_id());
         let request = request_from_pb(req.into_inner());
         let outcome = self.store.allocation_candidates(&request).instrument(span).await?;
-        Ok(Response::new(outcome_to_pb(outcome)))
+        let answer = outcome_to_pb(&outcome);
+        // A large outcome is tens of thousands of small allocations: free
+        // them on a blocking thread while the answer is sent, not before.
+        if outcome.candidates.len() > 1000 {
+            tokio::task::spawn_blocking(move || drop(outcome));
+        }
+        Ok(Response::new(answer))
     }
 }
 

@@ -224,9 +224,25 @@ fn push_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The JSON text being written, as bytes: everything written is either
+/// ASCII punctuation, digits or whole strings, so it stays UTF-8 without a
+/// check per piece (checking each integer's digits was a tenth of the
+/// rendering), and the response body takes the bytes as they are.
+struct Out(Vec<u8>);
+
+impl Out {
+    fn push(&mut self, b: u8) {
+        self.0.push(b);
+    }
+
+    fn push_str(&mut self, s: &str) {
+        self.0.extend_from_slice(s.as_bytes());
+    }
+}
+
 /// Appends an integer without `write!`'s formatting machinery, which is
 /// several times slower for the ~100,000 integers of a large answer.
-fn push_int(out: &mut String, n: i64) {
+fn push_int(out: &mut Out, n: i64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n.unsigned_abs();
@@ -239,10 +255,9 @@ fn push_int(out: &mut String, n: i64) {
         }
     }
     if n < 0 {
-        out.push('-');
+        out.push(b'-');
     }
-    // ASCII digits always; the fallback cannot happen.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
+    out.0.extend_from_slice(&digits[at..]);
 }
 
 /// The service's answer did not hold together (a column ran short or an
@@ -293,7 +308,7 @@ fn entry<'a>(table: &'a [String], index: u32, what: &str) -> Result<&'a str, Pla
 /// JSON text from the answer's tables and columns: answers for big fleets
 /// run to megabytes, and building a `serde_json::Value` tree (or per-request
 /// messages) first would double the work.
-fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<String, PlacementError> {
+fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u8>, PlacementError> {
     let uuids = quoted(&answer.provider_uuids);
     let classes = quoted(&answer.resource_classes);
     let suffixes = quoted(&answer.group_suffixes);
@@ -304,11 +319,11 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Strin
     let ps = answer.provider_summaries.as_ref().unwrap_or(&empty_summaries);
     let (old_list_form, mappings, traits, tree) = (!req.at_least(1, 12), req.at_least(1, 34), req.at_least(1, 17), req.at_least(1, 29));
 
-    let mut out = String::with_capacity(
+    let mut out = Out(Vec::with_capacity(
         24 * (ar.providers.len() + ar.classes.len() + ar.mapping_providers.len() + ps.providers.len() + ps.resource_classes.len())
             + 48 * (ar.providers.len() + ar.mapping_providers.len() + 3 * ps.providers.len())
             + 64,
-    );
+    ));
     let mut providers = Column::new(&ar.providers, "providers");
     let mut class_counts = Column::new(&ar.class_counts, "class counts");
     let mut class_ids = Column::new(&ar.classes, "classes");
@@ -316,49 +331,49 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Strin
     let mut mapping_counts = Column::new(&ar.mapping_counts, "mapping counts");
     let mut mapping_providers = Column::new(&ar.mapping_providers, "mapping providers");
     // `{"CLASS":amount,...}` of the next allocation.
-    let mut push_resources = |out: &mut String| -> Result<(), PlacementError> {
-        out.push('{');
+    let mut push_resources = |out: &mut Out| -> Result<(), PlacementError> {
+        out.push(b'{');
         for j in 0..class_counts.next()? {
             if j > 0 {
-                out.push(',');
+                out.push(b',');
             }
             out.push_str(entry(&classes, class_ids.next()?, "class")?);
-            out.push(':');
+            out.push(b':');
             push_int(out, amounts.next()?);
         }
-        out.push('}');
+        out.push(b'}');
         Ok(())
     };
     out.push_str("{\"allocation_requests\":[");
     for (i, count) in ar.allocation_counts.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
         if old_list_form {
             out.push_str("{\"allocations\":[");
             for j in 0..*count {
                 if j > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 out.push_str("{\"resource_provider\":{\"uuid\":");
                 out.push_str(entry(&uuids, providers.next()?, "provider")?);
                 out.push_str("},\"resources\":");
                 push_resources(&mut out)?;
-                out.push('}');
+                out.push(b'}');
             }
             out.push_str("]}");
         } else {
             out.push_str("{\"allocations\":{");
             for j in 0..*count {
                 if j > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 out.push_str(entry(&uuids, providers.next()?, "provider")?);
                 out.push_str(":{\"resources\":");
                 push_resources(&mut out)?;
-                out.push('}');
+                out.push(b'}');
             }
-            out.push('}');
+            out.push(b'}');
         }
         // Every request maps every suffix, shown or not: keep the columns
         // aligned.
@@ -368,7 +383,7 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Strin
         for (j, suffix) in suffixes.iter().enumerate() {
             if mappings {
                 if j > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 out.push_str(suffix);
                 out.push_str(":[");
@@ -377,20 +392,20 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Strin
                 let p = entry(&uuids, mapping_providers.next()?, "mapped provider")?;
                 if mappings {
                     if k > 0 {
-                        out.push(',');
+                        out.push(b',');
                     }
                     out.push_str(p);
                 }
             }
             if mappings {
-                out.push(']');
+                out.push(b']');
             }
         }
         if mappings {
-            out.push('}');
+            out.push(b'}');
         }
         if !old_list_form {
-            out.push('}');
+            out.push(b'}');
         }
     }
     out.push_str("],\"provider_summaries\":{");
@@ -404,22 +419,22 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Strin
     let mut trait_ids = Column::new(&ps.traits, "traits");
     for (i, provider) in ps.providers.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
         out.push_str(entry(&uuids, *provider, "summary provider")?);
         out.push_str(":{\"resources\":{");
         for j in 0..resource_counts.next()? {
             if j > 0 {
-                out.push(',');
+                out.push(b',');
             }
             out.push_str(entry(&classes, resource_classes.next()?, "summary class")?);
             out.push_str(":{\"capacity\":");
             push_int(&mut out, capacities.next()?);
             out.push_str(",\"used\":");
             push_int(&mut out, used.next()?);
-            out.push('}');
+            out.push(b'}');
         }
-        out.push('}');
+        out.push(b'}');
         let trait_count = trait_counts.next()?;
         if traits {
             out.push_str(",\"traits\":[");
@@ -428,13 +443,13 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Strin
             let t = entry(&trait_names, trait_ids.next()?, "trait")?;
             if traits {
                 if j > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 out.push_str(t);
             }
         }
         if traits {
-            out.push(']');
+            out.push(b']');
         }
         let (parent, root) = (parents.next()?, roots.next()?);
         if tree {
@@ -446,10 +461,10 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Strin
             out.push_str(",\"root_provider_uuid\":");
             out.push_str(entry(&uuids, root, "root")?);
         }
-        out.push('}');
+        out.push(b'}');
     }
     out.push_str("}}");
-    Ok(out)
+    Ok(out.0)
 }
 
 #[cfg(test)]
@@ -459,9 +474,9 @@ mod tests {
     #[test]
     fn integers() {
         for n in [0, 7, -7, 10, 1_048_576, i64::MAX, i64::MIN] {
-            let mut out = String::new();
+            let mut out = Out(Vec::new());
             push_int(&mut out, n);
-            assert_eq!(out, n.to_string());
+            assert_eq!(out.0, n.to_string().into_bytes());
         }
     }
 

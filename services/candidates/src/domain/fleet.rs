@@ -77,8 +77,9 @@ pub struct Fleet {
     pub root_of: FxHashMap<ProviderId, ProviderId>,
     /// Class names of the inventories loaded.
     pub class_names: FxHashMap<ClassId, String>,
-    /// The request's traits, by provider (other traits are not loaded).
-    pub traits: FxHashMap<ProviderId, FxHashSet<TraitId>>,
+    /// The request's traits, as (provider, trait) pairs (other traits are
+    /// not loaded; one set of pairs rather than a set per provider).
+    pub traits: FxHashSet<(ProviderId, TraitId)>,
     /// The request's aggregates, by provider (others are not loaded).
     pub aggregates: FxHashMap<ProviderId, FxHashSet<AggregateId>>,
     /// For sharing providers: the roots of every tree that shares one of
@@ -96,7 +97,7 @@ impl Fleet {
     }
 
     pub fn has_trait(&self, provider: ProviderId, t: TraitId) -> bool {
-        self.traits.get(&provider).is_some_and(|ts| ts.contains(&t))
+        self.traits.contains(&(provider, t))
     }
 
     pub fn in_aggregate(&self, provider: ProviderId, a: AggregateId) -> bool {

@@ -16,7 +16,7 @@
 //! up to exactly what its groups asked.
 
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use super::fleet::{ClassId, Fleet, ProviderId, Trees};
 use super::search::{Found, GroupCandidate, Part};
@@ -48,25 +48,42 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
     if n == 0 {
         return Vec::new();
     }
-    // Anchors in order of first appearance, each with one list per group.
+    // Anchors in order of first appearance; every group's candidates of one
+    // anchor made one contiguous run (a stable sort keeps their order), so
+    // no anchor needs lists of its own.
     let mut order: Vec<ProviderId> = Vec::new();
-    let mut lists: FxHashMap<ProviderId, Vec<Vec<&GroupCandidate>>> = FxHashMap::default();
+    let mut position: FxHashMap<ProviderId, usize> = FxHashMap::default();
+    let total: usize = groups.iter().map(|g| g.candidates.len()).sum();
+    let mut entries: Vec<(usize, usize, &GroupCandidate)> = Vec::with_capacity(total);
     for (gi, g) in groups.iter().enumerate() {
         for c in &g.candidates {
-            let entry = lists.entry(c.anchor).or_insert_with(|| {
+            let at = *position.entry(c.anchor).or_insert_with(|| {
                 order.push(c.anchor);
-                vec![Vec::new(); n]
+                order.len() - 1
             });
-            entry[gi].push(c);
+            entries.push((at, gi, c));
         }
     }
+    entries.sort_by_key(|(at, gi, _)| (*at, *gi));
+    let cands: Vec<&GroupCandidate> = entries.iter().map(|(_, _, c)| *c).collect();
+    // runs[a * n + g]: where anchor a's candidates for group g lie in `cands`.
+    let mut runs: Vec<(usize, usize)> = vec![(0, 0); order.len() * n];
+    for (i, (at, gi, _)) in entries.iter().enumerate() {
+        let run = &mut runs[at * n + gi];
+        if run.1 == run.0 {
+            *run = (i, i + 1);
+        } else {
+            run.1 = i + 1;
+        }
+    }
+    drop(entries);
     let granular: Vec<bool> = groups.iter().map(|g| g.use_same_provider).collect();
-    let mut generators: Vec<AnchorProduct> = order
+    let anchors: Vec<(ProviderId, &[(usize, usize)])> = order
         .iter()
-        .filter_map(|anchor| lists.remove(anchor).map(|l| (*anchor, l)))
-        .filter(|(_, l)| l.iter().all(|c| !c.is_empty()))
-        .filter(|(_, l)| enough_overall_capacity(l, &found.shared_classes, fleet))
-        .map(|(anchor, l)| AnchorProduct::new(anchor, l, fleet, rules, &granular))
+        .zip(runs.chunks_exact(n))
+        .filter(|(_, r)| r.iter().all(|(start, end)| end > start))
+        .filter(|(_, r)| enough_overall_capacity(&cands, r, &found.shared_classes, fleet))
+        .map(|(anchor, r)| (*anchor, r))
         .collect();
 
     let mut out = Vec::new();
@@ -78,8 +95,11 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
     };
     match settings.strategy {
         Strategy::DepthFirst => {
-            'anchors: for g in &mut generators {
-                while let Some(c) = g.next_candidate() {
+            // One working state, reset for each anchor in turn.
+            let mut product = AnchorProduct::new(&cands, fleet, rules, &granular);
+            'anchors: for (anchor, r) in &anchors {
+                product.start(*anchor, r);
+                while let Some(c) = product.next_candidate() {
                     if !emit(c) {
                         break 'anchors;
                     }
@@ -88,6 +108,14 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
         }
         Strategy::BreadthFirst => {
             // One candidate from each anchor in turn.
+            let mut generators: Vec<AnchorProduct> = anchors
+                .iter()
+                .map(|(anchor, r)| {
+                    let mut p = AnchorProduct::new(&cands, fleet, rules, &granular);
+                    p.start(*anchor, r);
+                    p
+                })
+                .collect();
             let mut active: Vec<&mut AnchorProduct> = generators.iter_mut().collect();
             'rounds: while !active.is_empty() {
                 let mut i = 0;
@@ -160,10 +188,15 @@ impl Distinct {
 /// providers of this anchor's candidates together must have room for the
 /// total, else no combination can fit and the (possibly huge) product is
 /// skipped. It never removes an anchor that has a valid combination.
-fn enough_overall_capacity(lists: &[Vec<&GroupCandidate>], shared: &FxHashMap<ClassId, i64>, fleet: &Fleet) -> bool {
+fn enough_overall_capacity(cands: &[&GroupCandidate], runs: &[(usize, usize)], shared: &FxHashMap<ClassId, i64>, fleet: &Fleet) -> bool {
+    let mut providers: Vec<ProviderId> = Vec::new();
     for (class, wanted) in shared {
-        let providers: FxHashSet<ProviderId> =
-            lists.iter().flatten().flat_map(|c| c.parts.iter()).filter(|p| p.class == *class).map(|p| p.provider).collect();
+        providers.clear();
+        for (start, end) in runs {
+            providers.extend(cands[*start..*end].iter().flat_map(|c| c.parts.iter()).filter(|p| p.class == *class).map(|p| p.provider));
+        }
+        providers.sort_unstable();
+        providers.dedup();
         let room: i64 = providers.iter().filter_map(|p| fleet.inventories.get(&(*p, *class))).map(|i| i.headroom()).sum();
         if room < *wanted {
             return false;
@@ -172,47 +205,59 @@ fn enough_overall_capacity(lists: &[Vec<&GroupCandidate>], shared: &FxHashMap<Cl
     true
 }
 
-/// The product of one anchor's per-group lists, built depth first with
-/// pruning, yielding only valid combinations, in product order.
+/// The product of one anchor's per-group candidates, built depth first with
+/// pruning, yielding only valid combinations, in product order. Its working
+/// state is a few short vectors, reused from one anchor to the next.
 struct AnchorProduct<'a> {
     anchor: ProviderId,
-    lists: Vec<Vec<&'a GroupCandidate>>,
+    /// Every group candidate, by anchor and group (see `merge`).
+    cands: &'a [&'a GroupCandidate],
+    /// This anchor's run in `cands` for each group.
+    runs: &'a [(usize, usize)],
     fleet: &'a Fleet,
     rules: &'a MergeRules<'a>,
     granular: &'a [bool],
-    /// Next index to try at each depth.
+    /// Next index (into `cands`) to try at each depth.
     cursor: Vec<usize>,
     depth: usize,
-    /// Amount taken so far per (provider, class), with an undo log.
-    taken: FxHashMap<(ProviderId, ClassId), i64>,
-    undo: Vec<Vec<(ProviderId, ClassId)>>,
+    /// Amount taken so far per (provider, class): a combination touches a
+    /// handful, so a short list beats a map.
+    taken: Vec<(ProviderId, ClassId, i64)>,
     /// Providers used by granular groups so far (isolate).
     granular_used: Vec<ProviderId>,
+    chosen: Vec<&'a GroupCandidate>,
     done: bool,
 }
 
 impl<'a> AnchorProduct<'a> {
-    fn new(
-        anchor: ProviderId,
-        lists: Vec<Vec<&'a GroupCandidate>>,
-        fleet: &'a Fleet,
-        rules: &'a MergeRules<'a>,
-        granular: &'a [bool],
-    ) -> Self {
-        let n = lists.len();
+    fn new(cands: &'a [&'a GroupCandidate], fleet: &'a Fleet, rules: &'a MergeRules<'a>, granular: &'a [bool]) -> Self {
+        let n = granular.len();
         AnchorProduct {
-            anchor,
-            lists,
+            anchor: 0,
+            cands,
+            runs: &[],
             fleet,
             rules,
             granular,
-            cursor: vec![0; n],
+            cursor: Vec::with_capacity(n),
             depth: 0,
-            taken: FxHashMap::default(),
-            undo: Vec::with_capacity(n),
+            taken: Vec::new(),
             granular_used: Vec::with_capacity(n),
-            done: n == 0,
+            chosen: Vec::with_capacity(n),
+            done: true,
         }
+    }
+
+    /// Starts over with another anchor and its runs (one per group).
+    fn start(&mut self, anchor: ProviderId, runs: &'a [(usize, usize)]) {
+        self.anchor = anchor;
+        self.runs = runs;
+        self.cursor.clear();
+        self.cursor.extend(runs.iter().map(|(start, _)| *start));
+        self.depth = 0;
+        self.taken.clear();
+        self.granular_used.clear();
+        self.done = runs.is_empty();
     }
 
     /// Adds `c` at the current depth unless it breaks capacity or isolate.
@@ -222,34 +267,33 @@ impl<'a> AnchorProduct<'a> {
             return false;
         }
         for part in &c.parts {
-            let total = self.taken.get(&(part.provider, part.class)).copied().unwrap_or(0) + part.amount;
+            let before = self.taken.iter().find(|(p, class, _)| *p == part.provider && *class == part.class).map_or(0, |t| t.2);
             match self.fleet.inventories.get(&(part.provider, part.class)) {
-                Some(inv) if inv.fits_total(total) => {}
+                Some(inv) if inv.fits_total(before + part.amount) => {}
                 _ => return false,
             }
         }
-        let mut log = Vec::with_capacity(c.parts.len());
         for part in &c.parts {
-            *self.taken.entry((part.provider, part.class)).or_insert(0) += part.amount;
-            log.push((part.provider, part.class));
+            match self.taken.iter_mut().find(|(p, class, _)| *p == part.provider && *class == part.class) {
+                Some(t) => t.2 += part.amount,
+                None => self.taken.push((part.provider, part.class, part.amount)),
+            }
         }
-        self.undo.push(log);
         if self.rules.isolate && self.granular[d] {
             self.granular_used.extend(c.providers.iter().copied());
         }
         true
     }
 
+    /// Takes back the candidate at the current depth (what `try_push` added).
     fn pop(&mut self) {
         let d = self.depth;
-        let c = self.lists[d][self.cursor[d]];
-        if let Some(log) = self.undo.pop() {
-            for (key, part) in log.iter().zip(&c.parts) {
-                if let Some(v) = self.taken.get_mut(key) {
-                    *v -= part.amount;
-                    if *v == 0 {
-                        self.taken.remove(key);
-                    }
+        let c = self.cands[self.cursor[d]];
+        for part in &c.parts {
+            if let Some(i) = self.taken.iter().position(|(p, class, _)| *p == part.provider && *class == part.class) {
+                self.taken[i].2 -= part.amount;
+                if self.taken[i].2 == 0 {
+                    self.taken.swap_remove(i);
                 }
             }
         }
@@ -260,21 +304,21 @@ impl<'a> AnchorProduct<'a> {
     }
 
     fn next_candidate(&mut self) -> Option<Candidate> {
-        let n = self.lists.len();
+        let n = self.runs.len();
         while !self.done {
             let d = self.depth;
-            if self.cursor[d] >= self.lists[d].len() {
+            if self.cursor[d] >= self.runs[d].1 {
                 if d == 0 {
                     self.done = true;
                     break;
                 }
-                self.cursor[d] = 0;
+                self.cursor[d] = self.runs[d].0;
                 self.depth -= 1;
                 self.pop();
                 self.cursor[self.depth] += 1;
                 continue;
             }
-            let c = self.lists[d][self.cursor[d]];
+            let c = self.cands[self.cursor[d]];
             if !self.try_push(c) {
                 self.cursor[d] += 1;
                 continue;
@@ -283,9 +327,10 @@ impl<'a> AnchorProduct<'a> {
                 self.depth += 1;
                 continue;
             }
-            let chosen: Vec<&GroupCandidate> = (0..n).map(|i| self.lists[i][self.cursor[i]]).collect();
-            let valid = self.same_subtrees_hold(&chosen);
-            let out = valid.then(|| consolidate(self.anchor, &chosen));
+            self.chosen.clear();
+            self.chosen.extend(self.cursor.iter().map(|i| self.cands[*i]));
+            let valid = self.same_subtrees_hold(&self.chosen);
+            let out = valid.then(|| consolidate(self.anchor, &self.chosen));
             self.pop();
             self.cursor[d] += 1;
             if out.is_some() {
@@ -328,7 +373,7 @@ fn descends_from(p: ProviderId, top: ProviderId, trees: &Trees) -> bool {
 /// One allocation request from one candidate per group: amounts of the
 /// same (provider, class) added, mappings per group.
 fn consolidate(anchor: ProviderId, chosen: &[&GroupCandidate]) -> Candidate {
-    let mut parts: Vec<Part> = Vec::new();
+    let mut parts: Vec<Part> = Vec::with_capacity(chosen.iter().map(|c| c.parts.len()).sum());
     for c in chosen {
         for part in &c.parts {
             match parts.iter_mut().find(|p| p.provider == part.provider && p.class == part.class) {

@@ -77,6 +77,15 @@ impl Settings {
 /// The whole algorithm on the loaded data: search, merge, finish.
 /// `Ok(None)` is an empty answer.
 pub fn run(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet, trees: &Trees) -> Result<Option<Answer>> {
+    let Some(candidates) = generate(req, settings, catalog, fleet, trees)? else { return Ok(None) };
+    let answer = finish(req, settings, fleet.has_trees, candidates, trees);
+    Ok((!answer.candidates.is_empty()).then_some(answer))
+}
+
+/// Search and merge: every candidate, before [`finish`] (`Ok(None)`: an
+/// empty answer). Only same_subtree reads `trees`, so a request without it
+/// can generate before the trees are loaded.
+pub fn generate(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet, trees: &Trees) -> Result<Option<Vec<Candidate>>> {
     let Some(found) = search::search(req, catalog, fleet)? else { return Ok(None) };
     let index: FxHashMap<&str, usize> = req.groups.iter().enumerate().map(|(i, g)| (g.suffix.as_str(), i)).collect();
     let rules = MergeRules {
@@ -85,11 +94,7 @@ pub fn run(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet,
         trees,
     };
     let candidates = merge::merge(&found, fleet, &rules, settings);
-    if candidates.is_empty() {
-        return Ok(None);
-    }
-    let answer = finish(req, settings, fleet.has_trees, candidates, trees);
-    Ok((!answer.candidates.is_empty()).then_some(answer))
+    Ok((!candidates.is_empty()).then_some(candidates))
 }
 
 /// The candidates kept and the providers their summaries describe.

@@ -7,8 +7,6 @@
 //! request meets the same outcome: an unknown class or trait is a 400, but
 //! only if no earlier step already proved the answer empty.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::fleet::{AggregateId, Catalog, ClassId, Fleet, ProviderId, TraitId};
@@ -193,23 +191,27 @@ fn anchor_allowed(anchors: Option<&FxHashSet<ProviderId>>, root: ProviderId) -> 
 /// `get_trees_matching_all` and `_alloc_candidates_multiple_providers`).
 fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
     // Per class: the amount and the (provider, anchor) pairs that may
-    // serve it.
-    type Servers = BTreeSet<(ProviderId, ProviderId)>;
+    // serve it, ascending and distinct (sorted vectors: a fleet's worth of
+    // pairs in ordered sets cost more than the rest of the search).
+    type Servers = Vec<(ProviderId, ProviderId)>;
     let mut per_class: Vec<(ClassId, i64, Servers)> = Vec::with_capacity(r.resources.len());
-    let mut common: Option<FxHashSet<ProviderId>> = None;
+    let mut common: Option<Vec<ProviderId>> = None;
+    let mut here: Vec<ProviderId> = Vec::new();
     for ((class, amount), providers) in r.resources.iter().zip(&r.with_resource) {
-        let mut pairs: BTreeSet<(ProviderId, ProviderId)> = providers.iter().map(|p| (*p, fleet.root(*p))).collect();
+        let mut pairs: Servers = providers.iter().map(|p| (*p, fleet.root(*p))).collect();
         // in_tree keeps sharing providers of other trees out.
         if r.group.in_tree.is_none() {
             for p in providers {
                 let shared = fleet.sharing.contains(p) && r.in_aggregates.as_ref().is_none_or(|m| m.contains(p));
                 if shared {
                     for anchor in fleet.sharing_anchors.get(p).into_iter().flatten() {
-                        pairs.insert((*p, *anchor));
+                        pairs.push((*p, *anchor));
                     }
                 }
             }
         }
+        pairs.sort_unstable();
+        pairs.dedup();
         if let Some(allowed) = anchors {
             pairs.retain(|(_, anchor)| allowed.contains(anchor));
         }
@@ -220,10 +222,16 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
         if let Some(bad) = &r.in_forbidden_aggregates {
             pairs.retain(|(p, anchor)| !bad.contains(p) && !bad.contains(anchor));
         }
-        let here: FxHashSet<ProviderId> = pairs.iter().map(|(_, anchor)| *anchor).collect();
-        let both: FxHashSet<ProviderId> = match common {
-            None => here,
-            Some(before) => before.intersection(&here).copied().collect(),
+        here.clear();
+        here.extend(pairs.iter().map(|(_, anchor)| *anchor));
+        here.sort_unstable();
+        here.dedup();
+        let both = match common.take() {
+            None => here.clone(),
+            Some(mut before) => {
+                before.retain(|a| here.binary_search(a).is_ok());
+                before
+            }
         };
         if both.is_empty() {
             return None;
@@ -234,17 +242,22 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
     let common = common.unwrap_or_default();
     // Upstream builds each tree's product with the classes in id order.
     per_class.sort_by_key(|(class, _, _)| *class);
-    let mut by_anchor: BTreeMap<ProviderId, Vec<Vec<ProviderId>>> = BTreeMap::new();
+    // (anchor, class index, provider) for every pair under a common anchor,
+    // sorted: each anchor's lists, each list's providers ascending.
+    let mut servers: Vec<(ProviderId, usize, ProviderId)> = Vec::with_capacity(per_class.iter().map(|(_, _, p)| p.len()).sum());
     for (i, (_, _, pairs)) in per_class.iter().enumerate() {
-        for (p, anchor) in pairs {
-            if common.contains(anchor) {
-                by_anchor.entry(*anchor).or_insert_with(|| vec![Vec::new(); per_class.len()])[i].push(*p);
-            }
-        }
+        servers.extend(pairs.iter().filter(|(_, anchor)| common.binary_search(anchor).is_ok()).map(|(p, anchor)| (*anchor, i, *p)));
     }
+    servers.sort_unstable();
+    let n = per_class.len();
     let mut out = Vec::new();
-    for (anchor, lists) in by_anchor {
-        if lists.iter().any(Vec::is_empty) {
+    let mut lists: Vec<&[(ProviderId, usize, ProviderId)]> = Vec::with_capacity(n);
+    for group in servers.chunk_by(|a, b| a.0 == b.0) {
+        let anchor = group[0].0;
+        lists.clear();
+        lists.extend(group.chunk_by(|a, b| a.1 == b.1));
+        // A class without a server under this anchor: no candidate here.
+        if lists.len() != n {
             continue;
         }
         for_each_product(&lists, |choice| {
@@ -262,14 +275,15 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
     Some(out)
 }
 
-/// Calls `f` with every combination of one item per list, the last list
-/// varying fastest (`itertools.product` order).
-fn for_each_product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId])) {
-    if lists.is_empty() {
+/// Calls `f` with every combination of one provider per list (each list a
+/// run of (anchor, class index, provider)), the last list varying fastest
+/// (`itertools.product` order).
+fn for_each_product(lists: &[&[(ProviderId, usize, ProviderId)]], mut f: impl FnMut(&[ProviderId])) {
+    if lists.is_empty() || lists.iter().any(|l| l.is_empty()) {
         return;
     }
     let mut idx = vec![0usize; lists.len()];
-    let mut choice: Vec<ProviderId> = lists.iter().map(|l| l[0]).collect();
+    let mut choice: Vec<ProviderId> = lists.iter().map(|l| l[0].2).collect();
     loop {
         f(&choice);
         let mut level = lists.len();
@@ -280,11 +294,11 @@ fn for_each_product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId]))
             level -= 1;
             idx[level] += 1;
             if idx[level] < lists[level].len() {
-                choice[level] = lists[level][idx[level]];
+                choice[level] = lists[level][idx[level]].2;
                 break;
             }
             idx[level] = 0;
-            choice[level] = lists[level][0];
+            choice[level] = lists[level][0].2;
         }
     }
 }

@@ -4,10 +4,11 @@
 //! computed from the database as it is.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use keelson_common::db::{in_list, RowRef, Tx, Value};
+use keelson_common::db::{in_list, Dialect, RowRef, Tx, Value};
 use keelson_common::Db;
 
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
@@ -39,26 +40,54 @@ impl Store {
     pub async fn allocation_candidates(&self, req: &Request) -> Result<Outcome> {
         req.validate()?;
         let mut tx = self.db.begin_read().await?;
-        let catalog = load_catalog(&mut tx, req).await?;
-        let fleet = load_fleet(&mut tx, req, &catalog).await?;
-        let trees = load_trees(&mut tx, &roots_in_play(&fleet)).await?;
-
-        // The search and the product are CPU work, possibly long on wide
-        // trees: keep them off the async workers.
+        let (catalog, basics) = load_catalog(&mut tx, req).await?;
+        let fleet = load_fleet(&mut tx, req, &catalog, basics).await?;
+        let roots = roots_in_play(&fleet);
         let settings = self.settings.clone();
         let request = req.clone();
-        let (answer, fleet, trees) = tokio::task::spawn_blocking(move || {
-            let answer = domain::run(&request, &settings, &catalog, &fleet, &trees);
-            (answer, fleet, trees)
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
-        let Some(answer) = answer? else {
-            tx.commit().await?;
-            return Ok(Outcome::default());
+
+        // The search and the product are CPU work, possibly long on wide
+        // trees: keep them off the async workers. Without same_subtree they
+        // need no trees, so they run while this task reads the trees and
+        // the traits the summaries may show (those of every provider in
+        // play: the summarised ones are among them): the database and the
+        // algorithm work at the same time.
+        let (candidates, fleet, trees, traits) = if req.same_subtrees.is_empty() {
+            let algorithm = tokio::task::spawn_blocking(move || {
+                let candidates = domain::generate(&request, &settings, &catalog, &fleet, &Trees::default());
+                (candidates, fleet)
+            });
+            let trees = load_trees(&mut tx, &roots).await;
+            let traits = match (&trees, req.traits_in_summaries) {
+                (Ok(trees), true) => Some(load_traits(&mut tx, trees).await),
+                _ => None,
+            };
+            let (candidates, fleet) = algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            // The algorithm's own error (a 400) comes first.
+            let candidates = candidates?;
+            (candidates, fleet, trees?, traits.transpose()?)
+        } else {
+            let trees = Arc::new(load_trees(&mut tx, &roots).await?);
+            let in_play = trees.clone();
+            let algorithm = tokio::task::spawn_blocking(move || {
+                let candidates = domain::generate(&request, &settings, &catalog, &fleet, &in_play);
+                (candidates, fleet)
+            });
+            let traits = if req.traits_in_summaries { Some(load_traits(&mut tx, &trees).await) } else { None };
+            let (candidates, fleet) = algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            let candidates = candidates?;
+            // The algorithm's handle is gone: this is the only one left.
+            let trees = Arc::try_unwrap(trees).unwrap_or_else(|shared| (*shared).clone());
+            (candidates, fleet, trees, traits.transpose()?)
         };
-        let (summaries, trait_names) = load_summaries(&mut tx, req, &fleet, &trees, &answer.summary_providers).await?;
-        tx.commit().await?;
+        // The answer is read: no need to wait for the transaction's end.
+        tx.end_read();
+        let Some(candidates) = candidates else { return Ok(Outcome::default()) };
+        let answer = domain::finish(req, &self.settings, fleet.has_trees, candidates, &trees);
+        if answer.candidates.is_empty() {
+            return Ok(Outcome::default());
+        }
+        let (summaries, trait_names) = summaries(&fleet, &trees, &answer.summary_providers, traits);
 
         Ok(Outcome {
             suffixes: req.groups.iter().map(|g| g.suffix.clone()).collect(),
@@ -87,44 +116,97 @@ fn texts<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<Value> {
     values.into_iter().map(|s| Value::Text(s.to_string())).collect()
 }
 
-/// Resolves the request's names; MariaDB compares names without case, so
-/// only exact matches count.
-async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<Catalog> {
+/// What the first read learns besides the catalog.
+#[derive(Default)]
+struct Basics {
+    /// Whether any provider has a parent.
+    has_trees: bool,
+    /// Every provider with `MISC_SHARES_VIA_AGGREGATE`.
+    sharing: FxHashSet<ProviderId>,
+    /// Every class, when the summaries show them all.
+    all_class_names: Option<FxHashMap<ClassId, String>>,
+}
+
+/// Resolves the request's names (MariaDB compares names without case, so
+/// only exact matches count) and reads whether trees exist, the sharing
+/// providers and, when the summaries show every class, every class: one
+/// statement whose first column says what each row is, since each round
+/// trip to the database costs more than these small reads.
+async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
     let mut cat = Catalog::default();
+    let mut basics = Basics::default();
     let classes: BTreeSet<&str> = req.requested_classes();
-    if !classes.is_empty() {
-        let sql = format!("SELECT id, name FROM resource_classes WHERE name IN ({})", in_list(classes.len()));
-        for r in tx.fetch_all(&sql, &texts(classes.iter().copied())).await? {
-            let name = r.string(1)?;
-            if classes.contains(name.as_str()) {
-                cat.classes.insert(name, r.i64(0)?);
-            }
-        }
-    }
     let mut traits: BTreeSet<&str> = BTreeSet::from([SHARING_TRAIT]);
     for g in &req.groups {
         traits.extend(g.required.iter().flatten().map(String::as_str));
         traits.extend(g.forbidden.iter().map(String::as_str));
     }
     traits.extend(req.root_required.iter().chain(&req.root_forbidden).map(String::as_str));
-    let sql = format!("SELECT id, name FROM traits WHERE name IN ({})", in_list(traits.len()));
-    for r in tx.fetch_all(&sql, &texts(traits.iter().copied())).await? {
-        let name = r.string(1)?;
-        if traits.contains(name.as_str()) {
-            cat.traits.insert(name, r.i64(0)?);
-        }
-    }
     let aggs: BTreeSet<&str> =
         req.groups.iter().flat_map(|g| g.member_of.iter().flatten().chain(&g.forbidden_aggregates)).map(String::as_str).collect();
-    if !aggs.is_empty() {
-        let sql = format!("SELECT id, uuid FROM placement_aggregates WHERE uuid IN ({})", in_list(aggs.len()));
-        for r in tx.fetch_all(&sql, &texts(aggs.iter().copied())).await? {
-            let uuid = r.string(1)?;
-            if aggs.contains(uuid.as_str()) {
-                cat.aggregates.insert(uuid, r.i64(0)?);
-            }
-        }
+
+    const TRAIT: i64 = 0;
+    const CLASS: i64 = 1;
+    const AGGREGATE: i64 = 2;
+    const SHARING: i64 = 3;
+    const HAS_TREES: i64 = 4;
+    let mut sql = format!("SELECT {TRAIT}, id, name FROM traits WHERE name IN ({})", in_list(traits.len()));
+    let mut params = texts(traits.iter().copied());
+    if req.all_classes_in_summaries {
+        sql.push_str(&format!(" UNION ALL SELECT {CLASS}, id, name FROM resource_classes"));
+    } else if !classes.is_empty() {
+        sql.push_str(&format!(" UNION ALL SELECT {CLASS}, id, name FROM resource_classes WHERE name IN ({})", in_list(classes.len())));
+        params.extend(texts(classes.iter().copied()));
     }
+    if !aggs.is_empty() {
+        sql.push_str(&format!(" UNION ALL SELECT {AGGREGATE}, id, uuid FROM placement_aggregates WHERE uuid IN ({})", in_list(aggs.len())));
+        params.extend(texts(aggs.iter().copied()));
+    }
+    sql.push_str(&format!(
+        " UNION ALL SELECT {SHARING}, rpt.resource_provider_id, t.name FROM resource_provider_traits rpt \
+         JOIN traits t ON t.id = rpt.trait_id WHERE t.name = ?"
+    ));
+    params.extend(texts([SHARING_TRAIT]));
+    sql.push_str(&format!(
+        " UNION ALL SELECT {HAS_TREES}, CASE WHEN EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id IS NOT NULL) \
+         THEN 1 ELSE 0 END, NULL"
+    ));
+    let mut all_classes: FxHashMap<ClassId, String> = FxHashMap::default();
+    tx.for_each_row(&sql, &params, |r| -> Result<()> {
+        match r.i64(0)? {
+            TRAIT => {
+                let name = r.string(2)?;
+                if traits.contains(name.as_str()) {
+                    cat.traits.insert(name, r.i64(1)?);
+                }
+            }
+            CLASS => {
+                let (id, name) = (r.i64(1)?, r.string(2)?);
+                if classes.contains(name.as_str()) {
+                    cat.classes.insert(name.clone(), id);
+                }
+                all_classes.insert(id, name);
+            }
+            AGGREGATE => {
+                let uuid = r.string(2)?;
+                if aggs.contains(uuid.as_str()) {
+                    cat.aggregates.insert(uuid, r.i64(1)?);
+                }
+            }
+            SHARING => {
+                if r.string(2)? == SHARING_TRAIT {
+                    basics.sharing.insert(r.i64(1)?);
+                }
+            }
+            _ => basics.has_trees = r.i64(1)? != 0,
+        }
+        Ok(())
+    })
+    .await?;
+    if req.all_classes_in_summaries {
+        basics.all_class_names = Some(all_classes);
+    }
+
     let trees: BTreeSet<&str> = req.groups.iter().filter_map(|g| g.in_tree.as_deref()).collect();
     if !trees.is_empty() {
         let sql = format!("SELECT id, uuid, root_provider_id FROM resource_providers WHERE uuid IN ({})", in_list(trees.len()));
@@ -136,7 +218,7 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<Catalog> {
             }
         }
     }
-    Ok(cat)
+    Ok((cat, basics))
 }
 
 fn inventory_from(r: &RowRef, first: usize) -> Result<Inventory> {
@@ -155,26 +237,15 @@ fn inventory_from(r: &RowRef, first: usize) -> Result<Inventory> {
 /// touch (only the request's traits and aggregates; the request's classes,
 /// or every class when the summaries show them all, so that the summaries
 /// need no second read).
-async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> {
-    let mut fleet = Fleet {
-        has_trees: !tx.fetch_all("SELECT id FROM resource_providers WHERE parent_provider_id IS NOT NULL LIMIT 1", &[]).await?.is_empty(),
-        ..Fleet::default()
-    };
-    if let Some(sharing) = cat.traits.get(SHARING_TRAIT) {
-        for r in tx.fetch_all("SELECT resource_provider_id FROM resource_provider_traits WHERE trait_id = ?", &[(*sharing).into()]).await? {
-            fleet.sharing.insert(r.i64(0)?);
-        }
-    }
+async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -> Result<Fleet> {
+    let mut fleet = Fleet { has_trees: basics.has_trees, sharing: basics.sharing, ..Fleet::default() };
 
     let requested: BTreeSet<ClassId> = cat.classes.values().copied().collect();
     let all_classes = req.all_classes_in_summaries;
-    if all_classes {
-        for r in tx.fetch_all("SELECT id, name FROM resource_classes", &[]).await? {
-            fleet.class_names.insert(r.i64(0)?, r.string(1)?);
-        }
-    } else {
-        fleet.class_names = cat.classes.iter().map(|(n, id)| (*id, n.clone())).collect();
-    }
+    fleet.class_names = match basics.all_class_names {
+        Some(names) => names,
+        None => cat.classes.iter().map(|(n, id)| (*id, n.clone())).collect(),
+    };
     if all_classes || !requested.is_empty() {
         // Inventories and usage in two plain reads: joining a grouped
         // subquery costs more than the join in memory.
@@ -183,10 +254,15 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
         } else {
             (format!("i.resource_class_id IN ({})", in_list(requested.len())), ids(requested.iter().copied()))
         };
+        // MariaDB otherwise walks the providers and finds each one's
+        // inventories through the unique index (two index descents per row,
+        // twice the time of the whole read); inventories in table order,
+        // each provider by its primary key, is the plan that fits.
+        let join = if tx.dialect == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
         let sql = format!(
             "SELECT i.resource_provider_id, rp.root_provider_id, i.resource_class_id, \
                     i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio \
-             FROM inventories i JOIN resource_providers rp ON rp.id = i.resource_provider_id WHERE {filter}"
+             FROM inventories i {join} resource_providers rp ON rp.id = i.resource_provider_id WHERE {filter}"
         );
         tx.for_each_row(&sql, &params, |r| -> Result<()> {
             let (provider, class) = (r.i64(0)?, r.i64(2)?);
@@ -198,8 +274,11 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
             Ok(())
         })
         .await?;
+        // MySQL sums integers as DECIMAL, which arrives as text: ask for an
+        // integer (the sum of integers is one), read like any other.
+        let sum = if tx.dialect == Dialect::MySql { "CAST(SUM(used) AS SIGNED)" } else { "SUM(used)" };
         let sql = format!(
-            "SELECT resource_provider_id, resource_class_id, SUM(used) FROM allocations \
+            "SELECT resource_provider_id, resource_class_id, {sum} FROM allocations \
              WHERE {} GROUP BY resource_provider_id, resource_class_id",
             filter.replace("i.resource_class_id", "resource_class_id")
         );
@@ -224,7 +303,7 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
         let sql =
             format!("SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})", in_list(trait_ids.len()));
         tx.for_each_row(&sql, &ids(trait_ids.iter().copied()), |r| -> Result<()> {
-            fleet.traits.entry(r.i64(0)?).or_default().insert(r.i64(1)?);
+            fleet.traits.insert((r.i64(0)?, r.i64(1)?));
             Ok(())
         })
         .await?;
@@ -264,20 +343,41 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog) -> Result<Fleet> 
     // Anchors only matter for sharing providers that can serve something.
     let mut sharing: Vec<ProviderId> = fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
     sharing.sort_unstable();
+    // The providers sharing an aggregate with each sharing provider, then
+    // their roots: most are known already (a provider with a requested
+    // class), the others are read. Joining the providers in SQL (and
+    // DISTINCT) cost the database several times this read.
+    let mut members: Vec<(ProviderId, ProviderId)> = Vec::new();
     for chunk in sharing.chunks(MAX_IN_LIST) {
         let sql = format!(
-            "SELECT DISTINCT sa.resource_provider_id, COALESCE(rp.root_provider_id, rp.id) \
+            "SELECT sa.resource_provider_id, oa.resource_provider_id \
              FROM resource_provider_aggregates sa \
              JOIN resource_provider_aggregates oa ON oa.aggregate_id = sa.aggregate_id \
-             JOIN resource_providers rp ON rp.id = oa.resource_provider_id \
              WHERE sa.resource_provider_id IN ({})",
             in_list(chunk.len())
         );
         tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
-            fleet.sharing_anchors.entry(r.i64(0)?).or_default().push(r.i64(1)?);
+            members.push((r.i64(0)?, r.i64(1)?));
             Ok(())
         })
         .await?;
+    }
+    let unknown: Vec<ProviderId> =
+        members.iter().map(|(_, m)| *m).filter(|m| !fleet.root_of.contains_key(m)).collect::<BTreeSet<_>>().into_iter().collect();
+    let mut member_roots: FxHashMap<ProviderId, ProviderId> = FxHashMap::default();
+    for chunk in unknown.chunks(MAX_IN_LIST) {
+        let sql = format!("SELECT id, root_provider_id FROM resource_providers WHERE id IN ({})", in_list(chunk.len()));
+        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
+            let id = r.i64(0)?;
+            member_roots.insert(id, r.opt_i64(1)?.unwrap_or(id));
+            Ok(())
+        })
+        .await?;
+    }
+    for (sharing, member) in members {
+        if let Some(root) = fleet.root_of.get(&member).or_else(|| member_roots.get(&member)) {
+            fleet.sharing_anchors.entry(sharing).or_default().push(*root);
+        }
     }
     for anchors in fleet.sharing_anchors.values_mut() {
         anchors.sort_unstable();
@@ -302,6 +402,8 @@ async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> 
     if roots.is_empty() {
         return Ok(trees);
     }
+    // At least one provider per root.
+    trees.reserve(roots.len());
     let (filter, params) = id_filter("root_provider_id", roots);
     let sql = format!("SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE {filter}");
     tx.for_each_row(&sql, &params, |r| -> Result<()> {
@@ -316,79 +418,107 @@ async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> 
     Ok(trees)
 }
 
+/// Every provider in play's traits as sorted (provider, trait) pairs, and
+/// in the same statement the names of the traits those providers have (a
+/// fleet's providers share a handful of traits: each name once).
+async fn load_traits(tx: &mut Tx, trees: &Trees) -> Result<(Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>)> {
+    let roots: BTreeSet<ProviderId> = trees.values().map(|t| t.root).collect();
+    // Nothing in play (an empty `IN ()` is not SQL).
+    if roots.is_empty() {
+        return Ok(Default::default());
+    }
+    let (associations, params) = if roots.len() > MAX_IN_LIST {
+        ("resource_provider_traits rpt".to_string(), Vec::new())
+    } else {
+        (
+            format!(
+                "resource_provider_traits rpt JOIN resource_providers rp ON rp.id = rpt.resource_provider_id \
+                 WHERE rp.root_provider_id IN ({})",
+                in_list(roots.len())
+            ),
+            ids(roots.iter().copied()),
+        )
+    };
+    let sql = format!(
+        "SELECT 0, rpt.resource_provider_id, rpt.trait_id, NULL FROM {associations} \
+         UNION ALL SELECT 1, t.id, 0, t.name FROM traits t WHERE t.id IN (SELECT rpt.trait_id FROM {associations})"
+    );
+    let params: Vec<Value> = params.iter().chain(&params).cloned().collect();
+    let mut traits: Vec<(ProviderId, TraitId)> = Vec::new();
+    let mut trait_names: FxHashMap<TraitId, String> = FxHashMap::default();
+    tx.for_each_row(&sql, &params, |r| -> Result<()> {
+        if r.i64(0)? == 0 {
+            let provider = r.i64(1)?;
+            if trees.contains_key(&provider) {
+                traits.push((provider, r.i64(2)?));
+            }
+        } else {
+            trait_names.insert(r.i64(1)?, r.string(3)?);
+        }
+        Ok(())
+    })
+    .await?;
+    // In trait id order per provider, as upstream lists them.
+    traits.sort_unstable();
+    Ok((traits, trait_names))
+}
+
 /// Capacity, usage and traits of the providers the answer summarises
-/// (capacity and usage are already loaded with the fleet).
-async fn load_summaries(
-    tx: &mut Tx,
-    req: &Request,
+/// (ascending ids): capacity and usage loaded with the fleet, traits (when
+/// the summaries show them) by [`load_traits`].
+fn summaries(
     fleet: &Fleet,
     trees: &Trees,
     providers: &[ProviderId],
-) -> Result<(Vec<Summary>, FxHashMap<TraitId, String>)> {
-    let wanted: FxHashSet<ProviderId> = providers.iter().copied().collect();
+    traits: Option<(Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>)>,
+) -> (Vec<Summary>, FxHashMap<TraitId, String>) {
     // Summaries list classes by name: rank the few class ids once.
     let mut by_name: Vec<(&str, ClassId)> = fleet.class_names.iter().map(|(id, name)| (name.as_str(), *id)).collect();
     by_name.sort_unstable();
     let rank: FxHashMap<ClassId, usize> = by_name.iter().enumerate().map(|(i, (_, id))| (*id, i)).collect();
-    let mut resources: FxHashMap<ProviderId, Vec<(usize, ClassId, i64, i64)>> = FxHashMap::default();
+    // Each summarised provider's inventories as one run, in class name
+    // order: a counting sort by the provider's place in `providers` (then
+    // each short run sorted), since a sort of every inventory of a large
+    // fleet cost more than the rest of the summaries.
+    let mut placed: Vec<(usize, usize, ClassId, i64, i64)> = Vec::with_capacity(fleet.inventories.len());
     for ((provider, class), inv) in &fleet.inventories {
-        if let (true, Some(r)) = (wanted.contains(provider), rank.get(class)) {
-            resources.entry(*provider).or_default().push((*r, *class, inv.capacity(), inv.used));
+        if let (Ok(at), Some(r)) = (providers.binary_search(provider), rank.get(class)) {
+            placed.push((at, *r, *class, inv.capacity(), inv.used));
         }
     }
-    let mut traits: FxHashMap<ProviderId, Vec<TraitId>> = FxHashMap::default();
-    let mut trait_names: FxHashMap<TraitId, String> = FxHashMap::default();
-    if req.traits_in_summaries {
-        // Trait ids first, their names once each: a fleet's providers share
-        // a handful of traits.
-        let roots: BTreeSet<ProviderId> = providers.iter().filter_map(|p| trees.get(p)).map(|t| t.root).collect();
-        let sql = if roots.len() > MAX_IN_LIST {
-            "SELECT resource_provider_id, trait_id FROM resource_provider_traits".to_string()
-        } else {
-            format!(
-                "SELECT rpt.resource_provider_id, rpt.trait_id FROM resource_provider_traits rpt \
-                 JOIN resource_providers rp ON rp.id = rpt.resource_provider_id \
-                 WHERE rp.root_provider_id IN ({})",
-                in_list(roots.len())
-            )
-        };
-        let params = if roots.len() > MAX_IN_LIST { Vec::new() } else { ids(roots.iter().copied()) };
-        let mut used: BTreeSet<TraitId> = BTreeSet::new();
-        tx.for_each_row(&sql, &params, |r| -> Result<()> {
-            let provider = r.i64(0)?;
-            if wanted.contains(&provider) {
-                let t = r.i64(1)?;
-                used.insert(t);
-                traits.entry(provider).or_default().push(t);
-            }
-            Ok(())
-        })
-        .await?;
-        let used: Vec<TraitId> = used.into_iter().collect();
-        for chunk in used.chunks(MAX_IN_LIST) {
-            let sql = format!("SELECT id, name FROM traits WHERE id IN ({})", in_list(chunk.len()));
-            for r in tx.fetch_all(&sql, &ids(chunk.iter().copied())).await? {
-                trait_names.insert(r.i64(0)?, r.string(1)?);
-            }
-        }
+    let mut starts = vec![0usize; providers.len() + 1];
+    for (at, ..) in &placed {
+        starts[at + 1] += 1;
     }
-    let summaries = providers
-        .iter()
-        .filter_map(|p| trees.get(p).map(|t| (p, t)))
-        .map(|(p, t)| {
-            let mut res = resources.remove(p).unwrap_or_default();
-            res.sort_unstable();
-            // In trait id order, as upstream lists them.
-            let mut tr = traits.remove(p).unwrap_or_default();
-            tr.sort_unstable();
-            Summary {
-                provider: *p,
-                parent: t.parent,
-                root: t.root,
-                resources: res.into_iter().map(|(_, class, capacity, used)| (class, capacity, used)).collect(),
-                traits: tr,
-            }
-        })
-        .collect();
-    Ok((summaries, trait_names))
+    for i in 0..providers.len() {
+        starts[i + 1] += starts[i];
+    }
+    let mut resources: Vec<(usize, usize, ClassId, i64, i64)> = vec![(0, 0, 0, 0, 0); placed.len()];
+    let mut next = starts.clone();
+    for entry in placed {
+        resources[next[entry.0]] = entry;
+        next[entry.0] += 1;
+    }
+    for w in starts.windows(2) {
+        resources[w[0]..w[1]].sort_unstable();
+    }
+    let (traits, trait_names) = traits.unwrap_or_default();
+    let mut trait_at = 0;
+    let mut summaries = Vec::with_capacity(providers.len());
+    // `providers` is ascending, like the sorted traits: walk them together.
+    for (at, p) in providers.iter().enumerate() {
+        let trait_start = trait_at;
+        while trait_at < traits.len() && traits[trait_at].0 <= *p {
+            trait_at += 1;
+        }
+        let Some(t) = trees.get(p) else { continue };
+        summaries.push(Summary {
+            provider: *p,
+            parent: t.parent,
+            root: t.root,
+            resources: resources[starts[at]..starts[at + 1]].iter().map(|(_, _, class, capacity, used)| (*class, *capacity, *used)).collect(),
+            traits: traits[trait_start..trait_at].iter().filter(|t| t.0 == *p).map(|(_, t)| *t).collect(),
+        });
+    }
+    (summaries, trait_names)
 }

@@ -128,7 +128,7 @@ impl World {
     pub async fn ask(&self, settings: Settings, req: &Request) -> Result<NamedOutcome> {
         let o = Store::new(self.db.clone(), settings).allocation_candidates(req).await?;
         let named = o.named();
-        assert_eq!(crate::rpc::pb_to_named(&crate::rpc::outcome_to_pb(o)), named, "the gRPC answer differs");
+        assert_eq!(crate::rpc::pb_to_named(&crate::rpc::outcome_to_pb(&o)), named, "the gRPC answer differs");
         Ok(named)
     }
 
