@@ -9,7 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
         "keelson/common/v1/error.proto",
         "keelson/placement/v1/placement.proto",
-        "keelson/candidates/v1/candidates.proto",
+        "keelson/candidates/v2/candidates.proto",
         "keelson/orchestration/v1/orchestration.proto",
     ];
     let include = protoc_bin_vendored::include_path()?;

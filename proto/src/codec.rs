@@ -93,7 +93,7 @@ fn decode_error(e: prost::DecodeError) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::candidates::v1 as pb;
+    use crate::candidates::v2 as pb;
 
     #[test]
     fn round_trip() {

@@ -17,8 +17,8 @@ pub mod placement {
 }
 
 pub mod candidates {
-    pub mod v1 {
-        tonic::include_proto!("keelson.candidates.v1");
+    pub mod v2 {
+        tonic::include_proto!("keelson.candidates.v2");
     }
 }
 

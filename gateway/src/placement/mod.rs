@@ -41,7 +41,7 @@ pub struct Clients {
     pub allocations: pb::allocations_client::AllocationsClient<Intercepted>,
     pub usages: pb::usages_client::UsagesClient<Intercepted>,
     /// The candidates service (its own channel).
-    pub candidates: keelson_proto::candidates::v1::allocation_candidates_client::AllocationCandidatesClient<Intercepted>,
+    pub candidates: keelson_proto::candidates::v2::allocation_candidates_client::AllocationCandidatesClient<Intercepted>,
 }
 
 impl Clients {
@@ -56,7 +56,7 @@ impl Clients {
             allocations: pb::allocations_client::AllocationsClient::new(svc()),
             usages: pb::usages_client::UsagesClient::new(svc()),
             // Answers for big fleets exceed tonic's 4 MiB default.
-            candidates: keelson_proto::candidates::v1::allocation_candidates_client::AllocationCandidatesClient::new(
+            candidates: keelson_proto::candidates::v2::allocation_candidates_client::AllocationCandidatesClient::new(
                 tonic::service::interceptor::InterceptedService::new(candidates, f),
             )
             .max_decoding_message_size(usize::MAX),

@@ -1,6 +1,6 @@
 //! The allocation-candidates service: upstream Placement's algorithm
 //! (`GET /allocation_candidates`) over the shared Placement schema, behind
-//! the `keelson.candidates.v1` gRPC API.
+//! the `keelson.candidates.v2` gRPC API.
 //!
 //! - [`domain`]: the request model and its rules, and the algorithm, free
 //!   of I/O;
@@ -27,7 +27,7 @@ use keelson_common::shutdown::Shutdown;
 use keelson_common::grpc::GrpcListener;
 
 /// The fully qualified names of the services this crate serves.
-pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v1.AllocationCandidates"];
+pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v2.AllocationCandidates"];
 
 /// Reads the four algorithm options from configuration.
 pub fn settings_from_config(config: &keelson_common::Config) -> Settings {

@@ -1,7 +1,7 @@
-//! `keelson.candidates.v1.AllocationCandidates`: a thin translation between
+//! `keelson.candidates.v2.AllocationCandidates`: a thin translation between
 //! the protobuf messages and [`crate::store::Store`].
 
-use keelson_proto::candidates::v1 as pb;
+use keelson_proto::candidates::v2 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument as _;
 

@@ -54,6 +54,10 @@ impl ApiError {
             // went away mid-call (h2 reset, closed connection). The client
             // may retry, as for a refused connection.
             tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled | tonic::Code::Unknown => 503,
+            // The peer lacks the method: another release of it, as while a
+            // rolling upgrade replaces the services; retrying gets a
+            // matching one soon.
+            tonic::Code::Unimplemented => 503,
             tonic::Code::InvalidArgument => 400,
             tonic::Code::NotFound => 404,
             tonic::Code::PermissionDenied => 403,
