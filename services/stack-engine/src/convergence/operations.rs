@@ -381,12 +381,20 @@ impl Engine {
         // it was last acted on with.
         let def = self.definition(stack, stack.raw_template_id).await?;
         let name_of: std::collections::BTreeMap<i64, &str> = rows.iter().map(|r| (r.id, r.name.as_str())).collect();
-        let needs = |r: &store::ResourceRow| -> BTreeSet<String> {
-            let mut names = def.requires(&r.name);
-            names.extend(r.requires.iter().filter_map(|id| name_of.get(id)).map(|n| n.to_string()));
-            names.retain(|n| n != &r.name && live.iter().any(|l| &l.name == n));
-            names
-        };
+        // Computed once per resource: the walk below asks again on every
+        // round, and a long chain has as many rounds as resources.
+        let live_names: BTreeSet<&str> = live.iter().map(|r| r.name.as_str()).collect();
+        let needs_of: std::collections::BTreeMap<i64, BTreeSet<String>> = live
+            .iter()
+            .map(|r| {
+                let mut names = def.requires(&r.name);
+                names.extend(r.requires.iter().filter_map(|id| name_of.get(id)).map(|n| n.to_string()));
+                names.retain(|n| n != &r.name && live_names.contains(n.as_str()));
+                (r.id, names)
+            })
+            .collect();
+        let no_needs = BTreeSet::new();
+        let needs = |r: &store::ResourceRow| needs_of.get(&r.id).unwrap_or(&no_needs);
         let mut done: BTreeSet<String> = BTreeSet::new();
         let mut stopped: BTreeSet<String> = BTreeSet::new();
         let (mut unsupported, mut failure) = (false, None);
