@@ -28,15 +28,17 @@ reference creates, with its column rules: explicit ids, root and parent
 ids, timestamps; custom traits through the API), which takes seconds where
 the REST API would take minutes.
 
-Requests are sent one at a time (latency, not throughput); each server gets
-up to --requests requests within --seconds (the Python reference at least
-3).  The output gives, per scenario, the candidate count (checked equal on
+Requests are sent one at a time (latency, not throughput), interleaved:
+rounds of --keelson-per-round requests to keelson and one to the reference,
+until the reference has answered --requests times or --seconds are up (at
+least 3 rounds), so that both see the same machine.  The output gives, per scenario, the candidate count (checked equal on
 both servers), median and p99 latency, the ratio python/keelson of the
 medians, and keelson's peak RSS (VmHWM of its process).
 
 usage: tests/bench/candidates.py [--backend mysql|postgresql|sqlite]
           [--keelson-bin PATH] [--scenarios flat,numa,wide] [--requests 30]
-          [--seconds 40] [--wide-cap 1000] [--json out.json]
+          [--seconds 40] [--keelson-per-round 5] [--wide-cap 1000]
+          [--json out.json]
 
 --keelson-bin defaults to $KEELSON_BIN (a release build for real numbers).
 """
@@ -305,18 +307,36 @@ def get(base, query):
     return took, len(body['allocation_requests']), len(body['provider_summaries'])
 
 
-def measure(base, query, max_requests, seconds, min_requests):
-    get(base, query)  # warm-up (connections, caches of the process)
-    times, counts = [], set()
-    deadline = time.monotonic() + seconds
-    while len(times) < max_requests and (len(times) < min_requests or time.monotonic() < deadline):
-        took, n, summaries = get(base, query)
-        times.append(took)
-        counts.add((n, summaries))
-    times.sort()
+def summary(times, counts):
+    times = sorted(times)
     p99 = times[min(len(times) - 1, max(0, int(round(0.99 * len(times))) - 1))]
     return {'n': len(times), 'median_ms': statistics.median(times) * 1000, 'p99_ms': p99 * 1000,
             'answers': sorted(counts)}
+
+
+def measure_side_by_side(keelson, python, query, max_requests, seconds, min_requests, per_round):
+    """Rounds of `per_round` requests to keelson and one to the reference,
+    until the reference has answered `max_requests` times or the time is up
+    (at least `min_requests`). Interleaving puts both servers under the
+    same conditions (the database's background work after the load, the
+    rest of the machine); measured one after the other, keelson's short
+    burst ran right after the load while the reference had the quieter
+    machine."""
+    get(keelson, query)  # warm-up (connections, caches of the process)
+    get(python, query)
+    runs = {keelson: ([], set()), python: ([], set())}
+
+    def one(base):
+        took, n, summaries = get(base, query)
+        runs[base][0].append(took)
+        runs[base][1].add((n, summaries))
+
+    deadline = time.monotonic() + seconds
+    while len(runs[python][0]) < max_requests and (len(runs[python][0]) < min_requests or time.monotonic() < deadline):
+        for _ in range(per_round):
+            one(keelson)
+        one(python)
+    return summary(*runs[keelson]), summary(*runs[python])
 
 
 def peak_rss_mib(pid):
@@ -371,8 +391,7 @@ def run_scenario(key, args):
         loaded = time.monotonic() - started
         print('%s: %d providers written in %.1fs; GET /allocation_candidates?%s' % (title, providers, loaded, query),
               flush=True)
-        k = measure(ks, query, args.requests, args.seconds, 3)
-        p = measure(py, query, args.requests, args.seconds, 3)
+        k, p = measure_side_by_side(ks, py, query, args.requests, args.seconds, 3, args.keelson_per_round)
         rss = peak_rss_mib(ks_server.proc.p.pid)
         py_rss = peak_rss_mib(py_proc.p.pid)
         result = {'title': title, 'providers': providers, 'query': query, 'keelson': k, 'python': p,
@@ -398,7 +417,9 @@ def main():
     ap.add_argument('--keelson-bin', default=os.environ.get('KEELSON_BIN'))
     ap.add_argument('--scenarios', default='flat,numa,wide')
     ap.add_argument('--requests', type=int, default=30, help='most requests per server and scenario')
-    ap.add_argument('--seconds', type=float, default=40, help='time budget per server and scenario')
+    ap.add_argument('--seconds', type=float, default=40, help='time budget per scenario')
+    ap.add_argument('--keelson-per-round', type=int, default=5,
+                    help='keelson requests per reference request (the two are interleaved)')
     ap.add_argument('--wide-cap', type=int, default=1000, help='max_allocation_candidates for the wide tree')
     ap.add_argument('--json')
     args = ap.parse_args()
