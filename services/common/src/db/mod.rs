@@ -552,13 +552,17 @@ impl Db {
         Ok(Tx { inner, dialect: self.dialect, _writer: guard })
     }
 
-    /// Opens a transaction that only reads (a consistent snapshot where the
-    /// backend gives one). On SQLite it does not queue behind writers.
+    /// Opens a transaction that only reads, on one consistent snapshot:
+    /// InnoDB's default (repeatable read) and SQLite's give one; PostgreSQL's
+    /// default (read committed) would let each statement see later commits,
+    /// so a multi-statement read asks for repeatable read there (read-only,
+    /// it can never fail to serialize). On SQLite it does not queue behind
+    /// writers.
     pub async fn begin_read(&self) -> Result<Tx, DbError> {
         let inner = match &self.pool {
             Pool::Sqlite(p) => TxInner::Sqlite(p.begin().await?),
             Pool::MySql(p) => TxInner::MySql(p.begin().await?),
-            Pool::Postgres(p) => TxInner::Postgres(p.begin().await?),
+            Pool::Postgres(p) => TxInner::Postgres(p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?),
         };
         Ok(Tx { inner, dialect: self.dialect, _writer: None })
     }
