@@ -1,7 +1,6 @@
 """Shared fixtures: the keelson binary, free ports, databases per test on
 each configured backend, and processes that are always cleaned up."""
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -162,6 +161,20 @@ class AllInOne:
         self.proc = Proc([keelson_bin(), 'all-in-one'], env=e, cwd=self.dir)
         procs.append(self.proc)
         wait_http(self.url + '/', proc=self.proc)
+
+    def logged_address(self, prefix):
+        """The address the log line starting with `prefix` names: in
+        harness mode all-in-one takes free ports for its other listeners
+        and logs them."""
+        for _ in range(100):
+            for line in self.proc.output().splitlines():
+                if prefix in line:
+                    return line.split(prefix)[1].split()[0]
+            time.sleep(0.1)
+        raise AssertionError(self.proc.output())
+
+    def orchestration_url(self):
+        return self.logged_address('Orchestration API on ')
 
 
 def http(method, url, body=None, headers=None, version='1.39', token='admin'):

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 import pytest
@@ -73,17 +72,7 @@ class Cli:
 @pytest.fixture
 def cli(procs):
     aio = AllInOne(procs, create_database('sqlite', 'cli'))
-    # all-in-one takes a free port for Orchestration in harness mode; read it from its log.
-    url = None
-    for _ in range(100):
-        for line in aio.proc.output().splitlines():
-            if 'Orchestration API on http://' in line:
-                url = line.split('Orchestration API on ')[1].split()[0]
-        if url:
-            break
-        time.sleep(0.1)
-    assert url, aio.proc.output()
-    return Cli(url)
+    return Cli(aio.orchestration_url())
 
 
 def test_openstack_stack_lifecycle(cli):

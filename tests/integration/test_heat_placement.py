@@ -118,27 +118,13 @@ class Cli:
         return path
 
 
-def logged_address(aio, prefix):
-    # all-in-one takes free ports in harness mode; read them from its log.
-    for _ in range(100):
-        for line in aio.proc.output().splitlines():
-            if prefix in line:
-                return line.split(prefix)[1].split()[0]
-        time.sleep(0.1)
-    raise AssertionError(aio.proc.output())
-
-
-def orchestration_url(aio):
-    return logged_address(aio, 'Orchestration API on ')
-
-
 @pytest.fixture(params=BACKENDS)
 def mesh(request, procs):
     tag = uuid.uuid4().hex[:8]
     placement_db = create_database(request.param, 'hpl_%s' % tag)
     orchestration_db = create_database(request.param, 'hpo_%s' % tag)
     aio = AllInOne(procs, placement_db, extra={'database': {'connection': orchestration_db}})
-    url = orchestration_url(aio)
+    url = aio.orchestration_url()
     return aio, Heat(url, project=PROJECT), Cli(url, aio.url)
 
 
@@ -281,7 +267,7 @@ def test_separate_engines_offer_placement_types_only_with_an_inventory_endpoint(
     """`keelson engine` processes: without `[keelson] inventory_endpoint`
     no OS::Placement::* types; with it, a provider made through them."""
     aio = AllInOne(procs, create_database('sqlite', 'hpl_sep'))
-    inventory = logged_address(aio, 'inventory gRPC on ')
+    inventory = aio.logged_address('inventory gRPC on ')
     plain = Mesh(procs, create_database('sqlite', 'hpo_plain'), engines=1)
     status, _, types = plain.heat.call('GET', '/resource_types')
     assert status == 200 and not [t for t in types['resource_types'] if t.startswith('OS::Placement::')]

@@ -31,15 +31,7 @@ AGENT = os.path.join(ROOT, 'tests', 'lib', 'heat_agent.py')
 
 def start(procs, backend, extra=None):
     aio = AllInOne(procs, create_database(backend, 'sig_%s' % uuid.uuid4().hex[:8]), extra=extra)
-    url = None
-    for _ in range(100):
-        for line in aio.proc.output().splitlines():
-            if 'Orchestration API on http://' in line:
-                url = line.split('Orchestration API on ')[1].split()[0]
-        if url:
-            break
-        time.sleep(0.1)
-    assert url, aio.proc.output()
+    url = aio.orchestration_url()
     # noauth: the curl_cli carries only a token, so the caller is the
     # default project (admin); the stacks live there too.
     return Heat(url, project='admin')
