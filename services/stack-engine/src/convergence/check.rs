@@ -163,24 +163,13 @@ fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
 }
 
 /// What a plugin sees of a row, from the data read with it.
-/// The resource's `update_policy` handed to the plugins that act on it
-/// (groups batch by it) under a key no template property can have.
-fn with_update_policy(
-    plugin: &dyn ResourceType,
-    defn: &keelson_hot::ResourceDefn,
-    ctx: &LiveContext,
-    mut given: Value,
-) -> Result<Value, EngineError> {
-    if !plugin.takes_update_policy() {
-        return Ok(given);
+/// The resource's `update_policy`, resolved, for the plugins that act on
+/// it (groups batch by it).
+fn update_policy_of(plugin: &dyn ResourceType, defn: &keelson_hot::ResourceDefn, ctx: &LiveContext) -> Result<Option<Value>, EngineError> {
+    match &defn.update_policy {
+        Some(policy) if plugin.takes_update_policy() => Ok(Some(policy.resolve(ctx)?).filter(|p| !p.is_null())),
+        _ => Ok(None),
     }
-    if let (Some(policy), Value::Object(map)) = (&defn.update_policy, &mut given) {
-        let policy = policy.resolve(ctx)?;
-        if !policy.is_null() {
-            map.insert(crate::resources::UPDATE_POLICY_KEY.into(), policy);
-        }
-    }
-    Ok(given)
 }
 
 fn state_from(row: &ResourceRow, data: &BTreeMap<String, ResourceDataEntry>) -> ResourceState {
@@ -615,19 +604,17 @@ impl Engine {
         if def.nested && def.uses_resource_facade {
             ctx = ctx.with_facade(self.resource_facade(stack).await?);
         }
-        let props = defn
-            .properties
-            .resolve(&ctx)
-            .map_err(EngineError::from)
-            .and_then(|given| with_update_policy(plugin.as_ref(), defn, &ctx, given))
-            .and_then(|given| plugin.validate_properties(&row.name, &given));
+        let inputs = defn.properties.resolve(&ctx).map_err(EngineError::from).and_then(|given| {
+            let policy = update_policy_of(plugin.as_ref(), defn, &ctx)?;
+            Ok((plugin.validate_properties(&row.name, &given)?, policy))
+        });
         let act = if row.action == action::INIT {
             Act::Create
         } else {
             Act::Update
         };
-        let props = match props {
-            Ok(p) => p,
+        let (props, update_policy) = match inputs {
+            Ok(inputs) => inputs,
             Err(e) => {
                 let reason = format!("{}: resources.{}: {}", e.type_name, row.name, e.message);
                 return self.fail_before_action(&mut row, act, &reason).await;
@@ -646,7 +633,7 @@ impl Engine {
             }
             if stack.action == action::ADOPT && plugin.runs_nested_stack() {
                 return self
-                    .run_action(stack, row, data, plugin, Act::AdoptNested, props, requires, None, written)
+                    .run_action(stack, row, data, plugin, Act::AdoptNested, (props, update_policy), requires, None, written)
                     .await;
             }
             if stack.action == action::ADOPT {
@@ -669,7 +656,7 @@ impl Engine {
                     data,
                     plugin,
                     Act::Create,
-                    props,
+                    (props, update_policy),
                     requires,
                     None,
                     written,
@@ -734,7 +721,7 @@ impl Engine {
                     data,
                     plugin,
                     Act::Update,
-                    props,
+                    (props, update_policy),
                     requires,
                     Some(old_props),
                     written,
@@ -1033,7 +1020,8 @@ impl Engine {
     }
 
     /// Runs create/update/delete of a row through its plugin, under the
-    /// lock its IN_PROGRESS write takes.
+    /// lock its IN_PROGRESS write takes, with its properties and its
+    /// resolved update policy.
     #[allow(clippy::too_many_arguments)]
     async fn run_action(
         &self,
@@ -1042,7 +1030,7 @@ impl Engine {
         data: &BTreeMap<String, ResourceDataEntry>,
         plugin: Arc<dyn ResourceType>,
         act: Act,
-        props: Properties,
+        (props, update_policy): (Properties, Option<Value>),
         requires: Vec<i64>,
         old_props: Option<Properties>,
         written_type: Option<String>,
@@ -1072,6 +1060,7 @@ impl Engine {
             state,
             cancel: self.cancel_receiver(&stack.id),
             adopt,
+            update_policy,
         };
         let result = match act {
             Act::Create | Act::AdoptNested => plugin.create(&mut ctx).await,
@@ -1172,7 +1161,7 @@ impl Engine {
                 data,
                 plugin,
                 Act::Delete,
-                props,
+                (props, None),
                 row.requires.clone(),
                 None,
                 None,

@@ -436,6 +436,7 @@ impl Engine {
             state: crate::definition::resource_state(&self.db, row).await?,
             cancel: self.cancel_receiver(&stack.id),
             adopt: None,
+            update_policy: None,
         };
         let Some(check) = plugin.as_ref().and_then(|p| p.check(&mut ctx)) else {
             if row.action == action::INIT {

@@ -26,6 +26,11 @@ pub struct ActionContext {
     /// of its nested resources (`{"resources": {...}}`), which the nested
     /// stack adopts instead of creating them.
     pub adopt: Option<Value>,
+    /// The resource's `update_policy` section, resolved, for the plugins
+    /// that [`ResourceType::takes_update_policy`] (groups batch by it).
+    ///
+    /// [`ResourceType::takes_update_policy`]: super::ResourceType::takes_update_policy
+    pub update_policy: Option<Value>,
 }
 
 impl ActionContext {
@@ -135,6 +140,7 @@ pub(crate) fn test_context(props: Properties) -> (ActionContext, watch::Sender<b
         state: ResourceState::default(),
         cancel: rx,
         adopt: None,
+        update_policy: None,
     };
     (ctx, tx)
 }

@@ -79,10 +79,6 @@ pub use wait_condition::{WaitCondition, WaitConditionHandle};
 /// definition's attribute resolution for names no schema has.
 pub const MEMBERS_FACT: &str = "__nested_members__";
 
-/// Where a resource's `update_policy` rides in the properties of plugins
-/// that [`ResourceType::takes_update_policy`].
-pub const UPDATE_POLICY_KEY: &str = "__update_policy__";
-
 /// What an update of a resource needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpdateDecision {
@@ -223,8 +219,9 @@ pub trait ResourceType: Send + Sync + 'static {
         "nested_stack".to_string()
     }
 
-    /// Whether the plugin reads the resource's `update_policy` (passed in
-    /// its properties under [`UPDATE_POLICY_KEY`]).
+    /// Whether the plugin reads the resource's `update_policy` (resolved
+    /// into [`ActionContext::update_policy`]; left unresolved for the
+    /// others, as upstream resolves it only where a plugin reads it).
     fn takes_update_policy(&self) -> bool {
         false
     }

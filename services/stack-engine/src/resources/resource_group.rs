@@ -294,7 +294,7 @@ fn index_key(name: &str) -> (u64, String) {
 }
 
 /// The update policy of the group (`batch_create` / `rolling_update`),
-/// passed to the plugin as the hidden `update_policy` property.
+/// from [`ActionContext::update_policy`].
 #[derive(Debug, Clone, Copy)]
 struct Batching {
     max_batch_size: usize,
@@ -302,8 +302,8 @@ struct Batching {
     pause: Duration,
 }
 
-fn batching(props: &Properties, key: &str) -> Option<Batching> {
-    let policy = props.get(super::UPDATE_POLICY_KEY)?.get(key)?;
+fn batching(ctx: &ActionContext, key: &str) -> Option<Batching> {
+    let policy = ctx.update_policy.as_ref()?.get(key)?;
     let int = |k: &str, d: i64| policy.get(k).and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok())).unwrap_or(d);
     let pause = policy
         .get("pause_time")
@@ -409,17 +409,6 @@ impl ResourceType for ResourceGroup {
         true
     }
 
-    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
-        // The engine's update policy rides along under a hidden key.
-        let mut given = given.clone();
-        let policy = given.as_object_mut().and_then(|m| m.remove(super::UPDATE_POLICY_KEY));
-        let mut props = super::validate_properties(&self.schema, resource_name, &given)?;
-        if let Some(p) = policy {
-            props.insert(super::UPDATE_POLICY_KEY.into(), p);
-        }
-        Ok(props)
-    }
-
     /// The nested stack is always updated (upstream
     /// `StackResource._needs_update`); its resources decide for themselves.
     fn update_decision(&self, _old: &Properties, _new: &Properties) -> super::UpdateDecision {
@@ -452,7 +441,7 @@ impl ResourceType for ResourceGroup {
             let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
             let names = member_names(count, &BTreeSet::new());
             ctx.state.data.insert(REMOVED_KEY.into(), "[]".into());
-            let policy = batching(&ctx.properties, "batch_create");
+            let policy = batching(ctx, "batch_create");
             self.converge(ctx, None, policy, names).await
         })
     }
@@ -461,7 +450,7 @@ impl ResourceType for ResourceGroup {
         Box::pin(async move {
             if matches!(self.members, Members::PerServer(_)) {
                 let names = server_names(&ctx.properties);
-                let policy = batching(&ctx.properties, "rolling_update");
+                let policy = batching(ctx, "rolling_update");
                 return self.converge(ctx, Some(old), policy, names).await;
             }
             let mut removed = if ctx.properties.get("removal_policies_mode").and_then(Value::as_str) == Some("update") {
@@ -483,7 +472,7 @@ impl ResourceType for ResourceGroup {
             ctx.state.data.insert(REMOVED_KEY.into(), json!(removed_list).to_string());
             let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
             let names = member_names(count, &removed);
-            let policy = batching(&ctx.properties, "rolling_update");
+            let policy = batching(ctx, "rolling_update");
             self.converge(ctx, Some(old), policy, names).await
         })
     }
