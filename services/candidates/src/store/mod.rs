@@ -436,16 +436,18 @@ async fn load_traits(tx: &mut Tx, trees: &Trees) -> Result<(Vec<(ProviderId, Tra
     if roots.is_empty() {
         return Ok(Default::default());
     }
-    let sql = if roots.len() > MAX_IN_LIST {
-        "SELECT resource_provider_id, trait_id FROM resource_provider_traits".to_string()
+    let (sql, params) = if roots.len() > MAX_IN_LIST {
+        ("SELECT resource_provider_id, trait_id FROM resource_provider_traits".to_string(), Vec::new())
     } else {
-        format!(
-            "SELECT rpt.resource_provider_id, rpt.trait_id FROM resource_provider_traits rpt \
-             JOIN resource_providers rp ON rp.id = rpt.resource_provider_id WHERE rp.root_provider_id IN ({})",
-            in_list(roots.len())
+        (
+            format!(
+                "SELECT rpt.resource_provider_id, rpt.trait_id FROM resource_provider_traits rpt \
+                 JOIN resource_providers rp ON rp.id = rpt.resource_provider_id WHERE rp.root_provider_id IN ({})",
+                in_list(roots.len())
+            ),
+            ids(roots.iter().copied()),
         )
     };
-    let params = if roots.len() > MAX_IN_LIST { Vec::new() } else { ids(roots.iter().copied()) };
     let mut traits: Vec<(ProviderId, TraitId)> = Vec::new();
     tx.for_each_row(&sql, &params, |r| -> Result<()> {
         let provider = r.i64(0)?;

@@ -162,7 +162,6 @@ fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
     }
 }
 
-/// What a plugin sees of a row, from the data read with it.
 /// The resource's `update_policy`, resolved, for the plugins that act on
 /// it (groups batch by it).
 fn update_policy_of(plugin: &dyn ResourceType, defn: &keelson_hot::ResourceDefn, ctx: &LiveContext) -> Result<Option<Value>, EngineError> {
@@ -172,6 +171,7 @@ fn update_policy_of(plugin: &dyn ResourceType, defn: &keelson_hot::ResourceDefn,
     }
 }
 
+/// What a plugin sees of a row, from the data read with it.
 fn state_from(row: &ResourceRow, data: &BTreeMap<String, ResourceDataEntry>) -> ResourceState {
     ResourceState {
         physical_id: row.physical_resource_id.clone(),
