@@ -183,4 +183,13 @@ impl Command {
             Command::Ctl(_) => "ctl",
         }
     }
+
+    /// Whether the subcommand serves until it is stopped (rather than
+    /// running one operator command).
+    pub fn is_long_running(&self) -> bool {
+        matches!(
+            self,
+            Command::AllInOne | Command::Gateway | Command::Inventory | Command::Candidates | Command::Engine | Command::Controller
+        )
+    }
 }

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod memory;
 mod settings;
 
 use std::process::ExitCode;

@@ -25,6 +25,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     for unknown in &config.unknown {
         tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
     }
+    if cli.command.is_long_running() {
+        crate::memory::spawn_trimmer();
+    }
     let outcome = match cli.command {
         Command::AllInOne => {
             crate::settings::apply_all_in_one_defaults(&mut config)?;
