@@ -24,7 +24,7 @@ def keelson_bin():
     env = os.environ.get('KEELSON_BIN')
     if env:
         return env
-    target = os.environ.get('CARGO_TARGET_DIR', os.path.expanduser('~/.cache/keelson-target'))
+    target = os.environ.get('CARGO_TARGET_DIR', os.path.join(ROOT, 'target'))
     for candidate in (os.path.join(target, 'release', 'keelson'), os.path.join(ROOT, 'target', 'release', 'keelson'),
                       os.path.join(ROOT, 'target', 'debug', 'keelson')):
         if os.path.exists(candidate):
