@@ -72,6 +72,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         client_retry_limit: int("client_retry_limit", d.client_retry_limit.into()).max(0) as u32,
         max_concurrent_checks: int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1) as usize,
         max_nested_stack_depth: int("max_nested_stack_depth", d.max_nested_stack_depth),
+        max_resources_per_stack: int("max_resources_per_stack", d.max_resources_per_stack),
         signals: signal_settings(config),
         notifications,
         ..d

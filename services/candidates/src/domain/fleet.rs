@@ -25,7 +25,8 @@ impl Inventory {
     /// `int((total - reserved) * allocation_ratio)`, truncated as Python's
     /// `int()` does.
     pub fn capacity(&self) -> i64 {
-        ((self.total - self.reserved) as f64 * self.allocation_ratio) as i64
+        // `as` saturates a product past i64 (allocation_ratio goes to 3.4e38).
+        (self.total.saturating_sub(self.reserved) as f64 * self.allocation_ratio) as i64
     }
 
     /// Whether one allocation of `amount` fits on its own.
@@ -45,7 +46,7 @@ impl Inventory {
 
     /// The most any combination of groups can take from this record.
     pub fn headroom(&self) -> i64 {
-        (self.capacity() - self.used).min(self.max_unit).max(0)
+        self.capacity().saturating_sub(self.used).min(self.max_unit).max(0)
     }
 }
 

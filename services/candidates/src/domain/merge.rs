@@ -269,13 +269,13 @@ impl<'a> AnchorProduct<'a> {
         for part in &c.parts {
             let before = self.taken.iter().find(|(p, class, _)| *p == part.provider && *class == part.class).map_or(0, |t| t.2);
             match self.fleet.inventories.get(&(part.provider, part.class)) {
-                Some(inv) if inv.fits_total(before + part.amount) => {}
+                Some(inv) if inv.fits_total(before.saturating_add(part.amount)) => {}
                 _ => return false,
             }
         }
         for part in &c.parts {
             match self.taken.iter_mut().find(|(p, class, _)| *p == part.provider && *class == part.class) {
-                Some(t) => t.2 += part.amount,
+                Some(t) => t.2 = t.2.saturating_add(part.amount),
                 None => self.taken.push((part.provider, part.class, part.amount)),
             }
         }
@@ -377,7 +377,7 @@ fn consolidate(anchor: ProviderId, chosen: &[&GroupCandidate]) -> Candidate {
     for c in chosen {
         for part in &c.parts {
             match parts.iter_mut().find(|p| p.provider == part.provider && p.class == part.class) {
-                Some(existing) => existing.amount += part.amount,
+                Some(existing) => existing.amount = existing.amount.saturating_add(part.amount),
                 None => parts.push(*part),
             }
         }

@@ -62,7 +62,9 @@ pub fn search(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Found> {
         let Some(resolved) = resolve(group, cat, fleet)? else { return Ok(None) };
         for (class, amount) in &resolved.resources {
             *seen.entry(*class).or_default() += 1;
-            *totals.entry(*class).or_default() += amount;
+            // Amounts are any i64 a request names: added without wrapping.
+            let total = totals.entry(*class).or_default();
+            *total = total.saturating_add(*amount);
         }
         let tree_search = !group.use_same_provider && (!fleet.sharing.is_empty() || fleet.has_trees);
         let candidates = if tree_search {

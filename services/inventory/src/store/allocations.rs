@@ -440,7 +440,7 @@ async fn check_capacity(
         let key = (state.id, rc_id);
         let asked_all = {
             let sum = asked.entry(key).or_insert(0);
-            *sum += p.used;
+            *sum = sum.saturating_add(p.used);
             *sum
         };
         if p.used == 0 {
@@ -461,9 +461,9 @@ async fn check_capacity(
                 "Unable to create allocation for '{rc}' on resource provider '{rp}'. The requested amount would violate inventory constraints."
             )));
         }
-        let capacity = (inv.total - inv.reserved) as f64 * inv.allocation_ratio;
-        let needed = (inv.used + p.used) as f64;
-        let needed_all = inv.used + asked_all;
+        let capacity = inv.total.saturating_sub(inv.reserved) as f64 * inv.allocation_ratio;
+        let needed = inv.used.saturating_add(p.used) as f64;
+        let needed_all = inv.used.saturating_add(asked_all);
         if capacity < needed || capacity < needed_all as f64 {
             // Over capacity: allowed only when no worse than before.
             match previous_usage.get(&key) {

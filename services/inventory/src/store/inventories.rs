@@ -51,7 +51,8 @@ impl InventoryRecord {
     /// What can be allocated, as Placement validates inventories: the
     /// overcommitted free amount truncated towards zero.
     pub fn capacity(&self) -> i64 {
-        ((self.total - self.reserved) as f64 * self.allocation_ratio) as i64
+        // `as` saturates a product past i64 (allocation_ratio goes to 3.4e38).
+        (self.total.saturating_sub(self.reserved) as f64 * self.allocation_ratio) as i64
     }
 
     pub fn last_modified(&self) -> Option<chrono::NaiveDateTime> {

@@ -301,7 +301,8 @@ impl Engine {
             return false;
         };
         let elapsed = keelson_common::db::now() - started;
-        mins > 0 && elapsed.num_seconds() > mins * 60
+        // A tenant's timeout_mins may be any integer.
+        mins > 0 && elapsed.num_seconds() > mins.saturating_mul(60)
     }
 
     /// Whether the row's lock may be taken: a lock of a dead engine is
@@ -1061,6 +1062,7 @@ impl Engine {
             cancel: self.cancel_receiver(&stack.id),
             adopt,
             update_policy,
+            timeout_mins: stack.timeout_mins,
         };
         let result = match act {
             Act::Create | Act::AdoptNested => plugin.create(&mut ctx).await,

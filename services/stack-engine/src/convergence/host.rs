@@ -17,7 +17,9 @@ use tokio::sync::{watch, Notify};
 use super::operations::{NewDefinition, NewStack};
 use super::Engine;
 use crate::definition::{resource_facts, resource_state, LiveContext, StackDefinition};
-use crate::resources::host::{NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec, PluginHost};
+use crate::resources::host::{
+    template_resource_count, NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec, PluginHost,
+};
 use crate::resources::host::{DeploymentSpec, DeploymentState, MetadataMerge, NewSoftwareConfig, PeerResource, SignalUrls};
 use crate::resources::{short_id, ResourceFailure};
 use crate::store::{self, action, status, ResourceRow, StackRow};
@@ -84,6 +86,8 @@ impl Engine {
                 format!("Recursion depth exceeds {}.", self.settings.max_nested_stack_depth),
             ));
         }
+        let resources = u64::try_from(template_resource_count(&spec.template)).unwrap_or(u64::MAX);
+        self.check_tree_size(&owner.id, None, resources).await?;
         let id = uuid::Uuid::new_v4().to_string();
         let name = format!("{}-{}-{}", owner.name, parent.resource_name, short_id(&uuid::Uuid::new_v4()));
         let child = StackRow {
@@ -121,6 +125,46 @@ impl Engine {
         };
         self.arc()?.create_stack(new).await?;
         Ok(NestedStackRef { arn: format!("arn:openstack:heat::{}:stacks/{}/{}", owner.tenant, name, id), id })
+    }
+
+    /// Upstream `_validate_nested_resources`: the root's whole tree, with
+    /// `resources` more (less child `child_id`'s live ones, which they
+    /// replace), must stay within `max_resources_per_stack`.
+    async fn check_tree_size(&self, stack_id: &str, child_id: Option<&str>, resources: u64) -> Result<(), EngineError> {
+        let Ok(limit) = u64::try_from(self.settings.max_resources_per_stack) else {
+            return Ok(());
+        };
+        let mut root = self.live_parent(stack_id).await?;
+        // Owners are at most max_nested_stack_depth levels up.
+        for _ in 0..=self.settings.max_nested_stack_depth.max(0) {
+            let Some(owner) = root.owner_id.clone() else { break };
+            match store::stacks::get(&self.db, &owner).await? {
+                Some(s) => root = s,
+                None => break,
+            }
+        }
+        let mut level = vec![root.id.clone()];
+        let mut tree = Vec::new();
+        for _ in 0..=self.settings.max_nested_stack_depth.max(0) {
+            if level.is_empty() {
+                break;
+            }
+            let mut next = Vec::new();
+            for id in &level {
+                next.extend(store::stacks::children(&self.db, id).await?.into_iter().map(|c| c.id));
+            }
+            tree.append(&mut level);
+            level = next;
+        }
+        let in_tree = store::resources::count_in_stacks(&self.db, &tree).await?;
+        let replaced = match child_id {
+            Some(id) => u64::try_from(self.live_rows(id).await?.len()).unwrap_or(u64::MAX),
+            None => 0,
+        };
+        if in_tree.saturating_add(resources).saturating_sub(replaced) > limit {
+            return Err(crate::resources::host::resource_limit_exceeded());
+        }
+        Ok(())
     }
 
     async fn live_parent(&self, stack_id: &str) -> Result<StackRow, EngineError> {
@@ -254,8 +298,19 @@ impl PluginHost for Engine {
         Box::pin(async move { self.create_nested_stack(parent, spec).await.map_err(failure) })
     }
 
+    fn check_nested_size<'a>(
+        &'a self,
+        stack_id: &'a str,
+        child_id: Option<&'a str>,
+        resources: u64,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async move { self.check_tree_size(stack_id, child_id, resources).await.map_err(failure) })
+    }
+
     fn update_nested<'a>(&'a self, child_id: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
+            let resources = u64::try_from(template_resource_count(&spec.template)).unwrap_or(u64::MAX);
+            self.check_tree_size(child_id, Some(child_id), resources).await.map_err(failure)?;
             // A nested stack keeps the timeout it was created with (its
             // parent's) unless the update names one.
             let timeout_mins = match spec.timeout_mins {

@@ -437,6 +437,7 @@ impl Engine {
             cancel: self.cancel_receiver(&stack.id),
             adopt: None,
             update_policy: None,
+            timeout_mins: stack.timeout_mins,
         };
         let Some(check) = plugin.as_ref().and_then(|p| p.check(&mut ctx)) else {
             if row.action == action::INIT {

@@ -26,6 +26,9 @@ pub struct EngineSettings {
     pub max_concurrent_checks: usize,
     /// Heat `max_nested_stack_depth`.
     pub max_nested_stack_depth: i64,
+    /// Heat `max_resources_per_stack`: resources in a root stack's whole
+    /// tree (negative: no limit), checked again as nested stacks are made.
+    pub max_resources_per_stack: i64,
     /// The region pseudo parameter.
     pub region_name: String,
     /// Heat `convergence_engine`: always on here.
@@ -57,6 +60,7 @@ impl Default for EngineSettings {
             client_retry_limit: 2,
             max_concurrent_checks: 64,
             max_nested_stack_depth: 5,
+            max_resources_per_stack: 1000,
             region_name: "RegionOne".to_string(),
             convergence_engine_enabled: true,
             controller_registry: None,

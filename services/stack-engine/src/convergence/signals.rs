@@ -247,7 +247,8 @@ impl Engine {
     async fn presigned_url(&self, base: &str, kind: PresignedKind, arn: &ResourceArn, never_expires: bool) -> Result<String, EngineError> {
         let mut query: Vec<(String, String)> = Vec::new();
         if let Some(life) = self.settings.signals.url_lifetime.filter(|_| !never_expires) {
-            let expires = chrono::Utc::now().timestamp() + life.as_secs() as i64;
+            let life = i64::try_from(life.as_secs()).unwrap_or(i64::MAX);
+            let expires = chrono::Utc::now().timestamp().saturating_add(life);
             query.push(("Expires".into(), expires.to_string()));
         }
         let path = format!("/{}/{}", kind.segment(), arn.text());

@@ -58,6 +58,13 @@ fn int(props: &Properties, key: &str) -> Option<i64> {
     props.get(key).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
 }
 
+/// The members a new group starts with: `desired_capacity`, else
+/// `min_size` (validated Integers; never below 0).
+fn initial_size(props: &Properties) -> usize {
+    let size = desired(props).or_else(|| int(props, "min_size")).unwrap_or(0);
+    usize::try_from(size).unwrap_or_default()
+}
+
 fn number(props: &Properties, key: &str) -> Option<f64> {
     props.get(key).and_then(Value::as_f64)
 }
@@ -244,8 +251,10 @@ impl AutoScalingGroup {
     /// Upstream `resize`: `capacity` members, the oldest dropped first,
     /// new ones on the current definition.
     async fn resize(host: &dyn PluginHost, scope: &Scope<'_>, props: &Properties, capacity: i64) -> Result<(), ResourceFailure> {
+        let capacity = usize::try_from(capacity).unwrap_or_default();
+        host.check_nested_size(scope.stack_id, Some(scope.child_id), u64::try_from(capacity).unwrap_or(u64::MAX)).await?;
         let old = Self::current_definitions(host, scope.child_id).await?;
-        let members = scaling::member_definitions(&old, &member_definition(props), capacity.max(0) as usize, 0, new_member_name);
+        let members = scaling::member_definitions(&old, &member_definition(props), capacity, 0, new_member_name);
         Self::push(host, scope, &members).await
     }
 
@@ -285,7 +294,8 @@ impl AutoScalingGroup {
 
     async fn create_group(&self, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
         let host = self.host.get();
-        let size = desired(&ctx.properties).or_else(|| int(&ctx.properties, "min_size")).unwrap_or(0).max(0) as usize;
+        let size = initial_size(&ctx.properties);
+        host.check_nested_size(&ctx.stack_id, None, u64::try_from(size).unwrap_or(u64::MAX)).await?;
         let members = scaling::member_definitions(&[], &member_definition(&ctx.properties), size, 0, new_member_name);
         let spec = group_spec(host.as_ref(), &ctx.stack_id, None, scaling::group_template(&members)).await?;
         create_child(host.as_ref(), ctx, spec).await?;
@@ -389,6 +399,10 @@ impl ResourceType for AutoScalingGroup {
 
     fn runs_nested_stack(&self) -> bool {
         true
+    }
+
+    fn nested_resource_count(&self, properties: &Properties) -> Option<u64> {
+        Some(u64::try_from(initial_size(properties)).unwrap_or(u64::MAX))
     }
 
     /// The nested stack is always updated (upstream

@@ -31,11 +31,14 @@ pub struct ActionContext {
     ///
     /// [`ResourceType::takes_update_policy`]: super::ResourceType::takes_update_policy
     pub update_policy: Option<Value>,
+    /// The stack's `timeout_mins` (None: no timeout of its own).
+    pub timeout_mins: Option<i64>,
 }
 
 impl ActionContext {
-    /// Sleeps `secs` seconds, or forever when negative; returns
-    /// [`ResourceFailure::Cancelled`] as soon as `cancel` turns true.
+    /// Sleeps `secs` seconds, or forever when negative, NaN, or longer
+    /// than the clock can reach; returns [`ResourceFailure::Cancelled`] as
+    /// soon as `cancel` turns true.
     pub async fn sleep(&self, secs: f64) -> Result<(), ResourceFailure> {
         let mut cancel = self.cancel.clone();
         if *cancel.borrow_and_update() {
@@ -47,11 +50,7 @@ impl ActionContext {
         if secs == 0.0 {
             return Ok(());
         }
-        let deadline = if secs < 0.0 || !secs.is_finite() {
-            None
-        } else {
-            Some(tokio::time::Instant::now() + Duration::from_secs_f64(secs))
-        };
+        let deadline = deadline_after(secs);
         let mut cancel_open = true;
         loop {
             let sleep_until = async {
@@ -91,6 +90,17 @@ impl ActionContext {
     pub fn is_cancelled(&self) -> bool {
         *self.cancel.borrow()
     }
+}
+
+/// The instant `secs` (a template's number) from now; None, a wait that
+/// never ends by itself, when `secs` is negative, NaN, infinite or past
+/// what a `Duration` or the clock holds (a template's 1e20 must not panic).
+pub fn deadline_after(secs: f64) -> Option<tokio::time::Instant> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    let wait = Duration::try_from_secs_f64(secs).ok()?;
+    tokio::time::Instant::now().checked_add(wait)
 }
 
 /// Heat's short id: the 60 random "time" bits of a v4 UUID, base32
@@ -141,6 +151,7 @@ pub(crate) fn test_context(props: Properties) -> (ActionContext, watch::Sender<b
         cancel: rx,
         adopt: None,
         update_policy: None,
+        timeout_mins: None,
     };
     (ctx, tx)
 }
@@ -186,6 +197,20 @@ mod tests {
         assert!(!waiter.is_finished());
         tx.send(true).unwrap();
         assert_eq!(waiter.await.unwrap(), Err(ResourceFailure::Cancelled));
+    }
+
+    #[tokio::test]
+    async fn sleeps_past_the_clock_wait_until_cancelled() {
+        for secs in [1e20, f64::MAX, f64::INFINITY, f64::NAN, -1e300] {
+            assert_eq!(deadline_after(secs), None, "{secs}");
+            let (ctx, tx) = context(Properties::new());
+            let waiter = tokio::spawn(async move { ctx.sleep(secs).await });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(!waiter.is_finished(), "{secs}");
+            tx.send(true).unwrap();
+            assert_eq!(waiter.await.unwrap(), Err(ResourceFailure::Cancelled));
+        }
+        assert!(deadline_after(1.5).is_some());
     }
 
     #[tokio::test]

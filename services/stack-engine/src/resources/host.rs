@@ -27,6 +27,22 @@ pub struct NestedStackSpec {
     pub adopt: Option<Value>,
 }
 
+/// The resources a template defines at its top level (HOT `resources`,
+/// CFN `Resources`): what upstream counts against `max_resources_per_stack`.
+pub fn template_resource_count(template: &Value) -> usize {
+    template
+        .get("resources")
+        .or_else(|| template.get("Resources"))
+        .and_then(Value::as_object)
+        .map_or(0, |r| r.len())
+}
+
+/// Upstream `RequestLimitExceeded(StackResourceLimitExceeded.msg_fmt)`:
+/// a root stack's tree past `max_resources_per_stack`.
+pub fn resource_limit_exceeded() -> EngineError {
+    EngineError::bad_request("RequestLimitExceeded", "Request limit exceeded: Maximum resources per stack exceeded.")
+}
+
 /// Which resource of which stack owns a nested stack.
 #[derive(Debug, Clone)]
 pub struct NestedParent {
@@ -67,6 +83,20 @@ pub trait PluginHost: Send + Sync {
 
     /// Starts an UPDATE of nested stack `child_id` to `spec`.
     fn update_nested<'a>(&'a self, child_id: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Refuses a nested stack of `resources` resources under stack
+    /// `stack_id` (replacing child `child_id`'s, when given) that would
+    /// take the root's tree past `max_resources_per_stack`. Creating and
+    /// updating a nested stack check it themselves; a plugin asks first
+    /// when building the template would already cost (a group's members).
+    fn check_nested_size<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _child_id: Option<&'a str>,
+        _resources: u64,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// Starts the DELETE of nested stack `child_id`; Ok when it is gone
     /// already.

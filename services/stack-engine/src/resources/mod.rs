@@ -53,7 +53,7 @@ use crate::EngineError;
 pub use autoscaling_group::AutoScalingGroup;
 pub use context::{physical_resource_name, short_id, ActionContext};
 pub use none::NoneResource;
-pub use properties::{validate_properties, Properties};
+pub use properties::{validate_properties, validate_update_policy, Properties};
 pub use random_string::RandomString;
 pub use registry::Registry;
 pub use resource_chain::ResourceChain;
@@ -217,6 +217,20 @@ pub trait ResourceType: Send + Sync + 'static {
     /// `template_url` (the file of a template resource).
     fn nested_stack_label(&self) -> String {
         "nested_stack".to_string()
+    }
+
+    /// The fewest resources the nested stack of `properties` holds, told
+    /// without building its template (a group's `count`), so the
+    /// resource limit refuses a group of 10^5 before 10^5 member
+    /// definitions exist. None when the plugin runs no nested stack.
+    fn nested_resource_count(&self, _properties: &Properties) -> Option<u64> {
+        None
+    }
+
+    /// Upstream `update_policy_schema`: the keys of the `update_policy`
+    /// the plugin reads, with their types and constraints.
+    fn update_policy_schema(&self) -> &[PropertySchema] {
+        &[]
     }
 
     /// Whether the plugin reads the resource's `update_policy` (resolved

@@ -52,8 +52,33 @@ pub fn validate_properties(
     validate_map(&schema.properties, data).map_err(|f| property_error(resource_name, &f.path, &f.message))
 }
 
+/// Validates a resource's resolved `update_policy` section against the
+/// plugin's policy schema (upstream `Properties(..., section=UPDATE_POLICY)`),
+/// e.g. `Property error: resources.g.update_policy.batch_create.pause_time:
+/// -1 is out of range (min: 0, max: None)`.
+pub fn validate_update_policy(
+    schemas: &[PropertySchema],
+    resource_name: &str,
+    given: &Value,
+) -> Result<Properties, EngineError> {
+    let empty = Map::new();
+    let data = match given {
+        Value::Null => &empty,
+        Value::Object(m) => m,
+        other => {
+            let message = format!("\"{}\" is not a map", py_str(other));
+            return Err(section_error(resource_name, "update_policy", &[], &message));
+        }
+    };
+    validate_map(schemas, data).map_err(|f| section_error(resource_name, "update_policy", &f.path, &f.message))
+}
+
 fn property_error(resource_name: &str, path: &[String], message: &str) -> EngineError {
-    let mut full = vec!["resources".to_string(), resource_name.to_string(), "properties".to_string()];
+    section_error(resource_name, "properties", path, message)
+}
+
+fn section_error(resource_name: &str, section: &str, path: &[String], message: &str) -> EngineError {
+    let mut full = vec!["resources".to_string(), resource_name.to_string(), section.to_string()];
     full.extend(path.iter().cloned());
     EngineError::validation(format!("Property error: {}: {}", format_path(&full), message))
 }
@@ -161,21 +186,38 @@ fn coerce_string(value: &Value) -> Result<Value, Failure> {
     }
 }
 
+/// An Integer property holds a 64-bit signed integer: Python's `int()`
+/// has no bound, but every integer the engine computes with does, so a
+/// value past it is refused in the range constraint's words rather than
+/// saturated or wrapped (a `count` of 2**63 must not become anything else).
+fn integer_out_of_range(value: &str) -> Failure {
+    Failure::new(format!("{value} is out of range (min: {}, max: {})", i64::MIN, i64::MAX))
+}
+
 fn coerce_integer(value: &Value) -> Result<Value, Failure> {
     match value {
         Value::Number(n) => {
-            if n.is_i64() || n.is_u64() {
-                Ok(value.clone())
+            if n.is_i64() {
+                return Ok(value.clone());
+            }
+            if n.is_u64() {
+                return Err(integer_out_of_range(&n.to_string()));
+            }
+            // int(1.7) == 1; documents hold no NaN or infinity.
+            let f = n.as_f64().unwrap_or(0.0).trunc();
+            // -2**63 is exact in f64; 2**63 is the first value past i64.
+            if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f) {
+                Ok(Value::from(f as i64))
             } else {
-                // int(1.7) == 1
-                let f = n.as_f64().unwrap_or(0.0);
-                Ok(Value::from(f.trunc() as i64))
+                Err(integer_out_of_range(&py_str(value)))
             }
         }
         Value::Bool(b) => Ok(Value::from(i64::from(*b))),
-        Value::String(s) => {
-            parse_py_int(s).map(Value::from).ok_or_else(|| Failure::new(format!("Value '{s}' is not an integer")))
-        }
+        Value::String(s) => match parse_py_int(s) {
+            Some(i) => Ok(Value::from(i)),
+            None if is_py_int_literal(s) => Err(integer_out_of_range(s.trim())),
+            None => Err(Failure::new(format!("Value '{s}' is not an integer"))),
+        },
         Value::Array(_) => Err(Failure::new(int_type_error("list"))),
         Value::Object(_) => Err(Failure::new(int_type_error("dict"))),
         Value::Null => Ok(Value::from(0)),
@@ -187,20 +229,23 @@ fn int_type_error(type_name: &str) -> String {
 }
 
 /// Python `int(str)`: surrounding whitespace, a sign, digits with single
-/// underscores between them.
+/// underscores between them; None too when the integer is past i64.
 fn parse_py_int(s: &str) -> Option<i64> {
+    if !is_py_int_literal(s) {
+        return None;
+    }
     let t = s.trim();
-    let (sign, digits) = match t.strip_prefix('-') {
-        Some(rest) => (-1, rest),
-        None => (1, t.strip_prefix('+').unwrap_or(t)),
-    };
-    if digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') || digits.contains("__") {
-        return None;
-    }
-    if !digits.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        return None;
-    }
-    digits.replace('_', "").parse::<i64>().ok().map(|v| sign * v)
+    let unsigned = t.strip_prefix('+').unwrap_or(t);
+    // Parsed with its sign, so -2**63 is representable.
+    unsigned.replace('_', "").parse::<i64>().ok()
+}
+
+/// Whether Python's `int()` accepts `s` (whatever its magnitude).
+fn is_py_int_literal(s: &str) -> bool {
+    let t = s.trim();
+    let digits = t.strip_prefix('-').or_else(|| t.strip_prefix('+')).unwrap_or(t);
+    !(digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') || digits.contains("__"))
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '_')
 }
 
 /// Upstream `Schema.str_to_num`: numbers (and booleans) unchanged, strings
@@ -452,6 +497,39 @@ mod tests {
         assert_eq!(e.type_name, "StackValidationFailed");
         assert_eq!(e.http_status, 400);
         e.message
+    }
+
+    #[test]
+    fn integers_past_64_bits_are_refused_not_saturated() {
+        let s = schema(vec![PropertySchema::new("n", PropertyType::Integer, "")]);
+        let range = "is out of range (min: -9223372036854775808, max: 9223372036854775807)";
+        let text: Value = serde_json::from_str("{\"n\": 18446744073709551616}").unwrap();
+        let at = |v: &str| format!("Property error: resources.r.properties.n: {v} {range}");
+        assert_eq!(err(&s, text), at("1.8446744073709552e+19"));
+        assert_eq!(err(&s, json!({"n": 9_223_372_036_854_775_808u64})), at("9223372036854775808"));
+        assert_eq!(err(&s, json!({"n": "9223372036854775808"})), at("9223372036854775808"));
+        assert_eq!(err(&s, json!({"n": 1e20})), at("1e+20"));
+        let ok = |v: Value| validate_properties(&s, "r", &json!({"n": v})).unwrap()["n"].clone();
+        assert_eq!(ok(json!(i64::MIN)), json!(i64::MIN));
+        assert_eq!(ok(json!("-9223372036854775808")), json!(i64::MIN));
+        assert_eq!(ok(json!(-9.223_372_036_854_776e18)), json!(i64::MIN));
+        assert_eq!(ok(json!(1.7)), json!(1));
+        assert_eq!(
+            err(&s, json!({"n": "1_0__0"})),
+            "Property error: resources.r.properties.n: Value '1_0__0' is not an integer"
+        );
+    }
+
+    #[test]
+    fn update_policies_are_validated_under_their_section() {
+        let pause = PropertySchema::new("pause_time", PropertyType::Number, "").constraint(Constraint::range(Some(0), None));
+        let s = vec![PropertySchema::new("batch", PropertyType::Map, "").map_of(vec![pause])];
+        let e = validate_update_policy(&s, "g", &json!({"batch": {"pause_time": -1}})).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Property error: resources.g.update_policy.batch.pause_time: -1 is out of range (min: 0, max: None)"
+        );
+        assert!(validate_update_policy(&s, "g", &json!({"batch": {"pause_time": 1e20}})).is_ok());
     }
 
     #[test]

@@ -89,6 +89,11 @@ impl ResourceType for ResourceChain {
         true
     }
 
+    fn nested_resource_count(&self, properties: &Properties) -> Option<u64> {
+        let types = properties.get("resources").and_then(Value::as_array).map_or(0, Vec::len);
+        Some(u64::try_from(types).unwrap_or(u64::MAX))
+    }
+
     fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
         Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
     }

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
@@ -31,7 +30,41 @@ pub struct ResourceGroup {
     type_name: &'static str,
     members: Members,
     schema: ResourceSchema,
+    update_policy: Vec<PropertySchema>,
     host: Arc<HostSlot>,
+}
+
+/// Upstream's `stack_action_timeout` default: the action timeout of a
+/// stack without `timeout_mins`, which a group's pauses must fit in.
+const DEFAULT_ACTION_TIMEOUT_SECS: f64 = 3600.0;
+
+/// Upstream `update_policy_schema` of the groups: `batch_create` and
+/// `rolling_update`, their sizes Integers, `pause_time` a Number, none
+/// below its minimum.
+fn update_policy_schema() -> Vec<PropertySchema> {
+    let max_batch_size = |what| {
+        PropertySchema::new("max_batch_size", T::Integer, what).default_value(1).constraint(Constraint::range(Some(1), None))
+    };
+    let pause_time = |what| {
+        PropertySchema::new("pause_time", T::Number, what).default_value(0).constraint(Constraint::range(Some(0), None))
+    };
+    vec![
+        PropertySchema::new("batch_create", T::Map, "Map value for batch create.").map_of(vec![
+            max_batch_size("The maximum number of resources to create at once."),
+            pause_time("The number of seconds to wait between batches."),
+        ]),
+        PropertySchema::new("rolling_update", T::Map, "Map value for rolling update.").map_of(vec![
+            PropertySchema::new(
+                "min_in_service",
+                T::Integer,
+                "The minimum number of resources in service while rolling updates are being executed.",
+            )
+            .default_value(0)
+            .constraint(Constraint::range(Some(0), None)),
+            max_batch_size("The maximum number of resources to replace at once."),
+            pause_time("The number of seconds to wait between batches of updates."),
+        ]),
+    ]
 }
 
 /// Where a group's members come from.
@@ -82,6 +115,7 @@ impl ResourceGroup {
         ResourceGroup {
             type_name: if structured { Self::STRUCTURED_DEPLOYMENT_GROUP } else { Self::SOFTWARE_DEPLOYMENT_GROUP },
             members: Members::PerServer(deployment.type_name()),
+            update_policy: update_policy_schema(),
             schema: ResourceSchema {
                 properties,
                 attributes: vec![
@@ -107,6 +141,7 @@ impl ResourceGroup {
         ResourceGroup {
             type_name: Self::TYPE,
             members: Members::Counted,
+            update_policy: update_policy_schema(),
             schema: ResourceSchema {
                 properties: vec![
                     PropertySchema::new("count", T::Integer, "The number of resources to create.")
@@ -299,24 +334,59 @@ fn index_key(name: &str) -> (u64, String) {
 struct Batching {
     max_batch_size: usize,
     min_in_service: usize,
-    pause: Duration,
+    /// Seconds between batches: finite, not negative (validated).
+    pause_secs: f64,
 }
 
-fn batching(ctx: &ActionContext, key: &str) -> Option<Batching> {
-    let policy = ctx.update_policy.as_ref()?.get(key)?;
-    let int = |k: &str, d: i64| policy.get(k).and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok())).unwrap_or(d);
-    let pause = policy
-        .get("pause_time")
-        .and_then(|v| v.as_f64().or_else(|| v.as_str()?.parse().ok()))
-        .unwrap_or(0.0);
-    Some(Batching {
-        max_batch_size: int("max_batch_size", 1).max(1) as usize,
-        min_in_service: int("min_in_service", 0).max(0) as usize,
-        pause: Duration::from_secs_f64(pause.max(0.0)),
-    })
+/// The policy under `key`, validated by the policy schema (a refusal is
+/// the resource's failure, with upstream's text).
+fn batching(ctx: &ActionContext, schema: &[PropertySchema], key: &str) -> Result<Option<Batching>, ResourceFailure> {
+    let Some(given) = ctx.update_policy.as_ref() else {
+        return Ok(None);
+    };
+    let policy = super::validate_update_policy(schema, &ctx.resource_name, given)
+        .map_err(|e| ResourceFailure::error(e.type_name.clone(), e.message))?;
+    let Some(policy) = policy.get(key).and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    // Validated Integers fit i64; usize is at least as wide here.
+    let size = |k: &str, d: i64| usize::try_from(policy.get(k).and_then(Value::as_i64).unwrap_or(d)).unwrap_or(usize::MAX);
+    Ok(Some(Batching {
+        max_batch_size: size("max_batch_size", 1).max(1),
+        min_in_service: size("min_in_service", 0),
+        pause_secs: policy.get("pause_time").and_then(Value::as_f64).unwrap_or(0.0),
+    }))
+}
+
+/// Upstream `_update_timeout`: the pauses between `batches` batches must
+/// end before the stack's action timeout does.
+fn check_pauses_fit(policy: Batching, batches: usize, timeout_mins: Option<i64>) -> Result<(), ResourceFailure> {
+    let timeout_secs = match timeout_mins {
+        Some(mins) if mins > 0 => mins as f64 * 60.0,
+        _ => DEFAULT_ACTION_TIMEOUT_SECS,
+    };
+    let total = policy.pause_secs * batches.saturating_sub(1) as f64;
+    if total >= timeout_secs {
+        return Err(ResourceFailure::error("ValueError", "The current update policy will result in stack update timeout."));
+    }
+    Ok(())
+}
+
+/// The validated `count` (an Integer, at least 0; 1 by default).
+fn count_of(properties: &Properties) -> i64 {
+    properties.get("count").and_then(Value::as_i64).unwrap_or(1)
 }
 
 impl ResourceGroup {
+    /// The resource limit, asked before `count` member names and
+    /// definitions are built (a count resolved only now, from another
+    /// resource, was not counted when the stack was validated).
+    async fn check_size(&self, ctx: &ActionContext, count: i64) -> Result<(), ResourceFailure> {
+        let host = self.host.get();
+        let members = u64::try_from(count).unwrap_or_default();
+        host.check_nested_size(&ctx.stack_id, ctx.state.physical_id.as_deref(), members).await
+    }
+
     async fn spec(&self, host: &dyn PluginHost, ctx: &ActionContext, template: Value) -> Result<NestedStackSpec, ResourceFailure> {
         super::template_resource::group_spec(host, &ctx.stack_id, ctx.state.physical_id.as_deref(), template).await
     }
@@ -372,7 +442,10 @@ impl ResourceGroup {
             }
             _ => vec![group_template(self.members, &names, &props, None)],
         };
-        let pause = policy.map(|b| b.pause).unwrap_or_default();
+        if let Some(b) = policy {
+            check_pauses_fit(b, steps.len(), ctx.timeout_mins)?;
+        }
+        let pause = policy.map(|b| b.pause_secs).unwrap_or_default();
         let count = steps.len();
         for (i, template) in steps.into_iter().enumerate() {
             let spec = self.spec(host.as_ref(), ctx, template).await?;
@@ -384,8 +457,8 @@ impl ResourceGroup {
             if let Err(e) = result {
                 return Err(e);
             }
-            if i + 1 < count && !pause.is_zero() {
-                ctx.sleep(pause.as_secs_f64()).await?;
+            if i + 1 < count && pause > 0.0 {
+                ctx.sleep(pause).await?;
             }
         }
         Ok(())
@@ -405,6 +478,17 @@ impl ResourceType for ResourceGroup {
         true
     }
 
+    fn update_policy_schema(&self) -> &[PropertySchema] {
+        &self.update_policy
+    }
+
+    fn nested_resource_count(&self, properties: &Properties) -> Option<u64> {
+        Some(match self.members {
+            Members::Counted => u64::try_from(count_of(properties)).unwrap_or_default(),
+            Members::PerServer(_) => u64::try_from(server_names(properties).len()).unwrap_or(u64::MAX),
+        })
+    }
+
     fn runs_nested_stack(&self) -> bool {
         true
     }
@@ -420,7 +504,7 @@ impl ResourceType for ResourceGroup {
     /// definition holds).
     fn nested_stack_spec(&self, properties: &Properties, files: &Map<String, Value>, environment: &Value) -> Option<NestedStackSpec> {
         let names = match self.members {
-            Members::Counted => member_names(properties.get("count").and_then(Value::as_i64).unwrap_or(1), &BTreeSet::new()),
+            Members::Counted => member_names(count_of(properties), &BTreeSet::new()),
             Members::PerServer(_) => server_names(properties),
         };
         Some(NestedStackSpec {
@@ -438,10 +522,11 @@ impl ResourceType for ResourceGroup {
                 let names = server_names(&ctx.properties);
                 return self.converge(ctx, None, None, names).await;
             }
-            let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
+            let count = count_of(&ctx.properties);
+            self.check_size(ctx, count).await?;
             let names = member_names(count, &BTreeSet::new());
             ctx.state.data.insert(REMOVED_KEY.into(), "[]".into());
-            let policy = batching(ctx, "batch_create");
+            let policy = batching(ctx, &self.update_policy, "batch_create")?;
             self.converge(ctx, None, policy, names).await
         })
     }
@@ -450,7 +535,7 @@ impl ResourceType for ResourceGroup {
         Box::pin(async move {
             if matches!(self.members, Members::PerServer(_)) {
                 let names = server_names(&ctx.properties);
-                let policy = batching(ctx, "rolling_update");
+                let policy = batching(ctx, &self.update_policy, "rolling_update")?;
                 return self.converge(ctx, Some(old), policy, names).await;
             }
             let mut removed = if ctx.properties.get("removal_policies_mode").and_then(Value::as_str) == Some("update") {
@@ -470,9 +555,10 @@ impl ResourceType for ResourceGroup {
             }
             let removed_list: Vec<&String> = removed.iter().collect();
             ctx.state.data.insert(REMOVED_KEY.into(), json!(removed_list).to_string());
-            let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
+            let count = count_of(&ctx.properties);
+            self.check_size(ctx, count).await?;
             let names = member_names(count, &removed);
-            let policy = batching(ctx, "rolling_update");
+            let policy = batching(ctx, &self.update_policy, "rolling_update")?;
             self.converge(ctx, Some(old), policy, names).await
         })
     }
@@ -568,6 +654,18 @@ pub(crate) fn group_attribute(state: &ResourceState, name: &str) -> Option<Value
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pauses_must_end_within_the_stacks_timeout() {
+        let policy = |pause_secs| Batching { max_batch_size: 1, min_in_service: 0, pause_secs };
+        let refused = Err(ResourceFailure::error("ValueError", "The current update policy will result in stack update timeout."));
+        assert_eq!(check_pauses_fit(policy(1e20), 2, None), refused);
+        assert_eq!(check_pauses_fit(policy(1e20), 1, None), Ok(()));
+        assert_eq!(check_pauses_fit(policy(1799.0), 3, None), Ok(()));
+        assert_eq!(check_pauses_fit(policy(1800.0), 3, None), refused);
+        assert_eq!(check_pauses_fit(policy(60.0), 3, Some(1)), refused);
+        assert_eq!(check_pauses_fit(policy(60.0), 3, Some(i64::MAX)), Ok(()));
+    }
 
     #[test]
     fn names_skip_removed_and_keep_lowest_indexes() {

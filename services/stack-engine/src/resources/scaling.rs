@@ -55,7 +55,8 @@ pub fn new_capacity(
     maximum: i64,
 ) -> i64 {
     let wanted = match kind {
-        AdjustmentType::Change => current + adjustment as i64,
+        // `as` saturates a huge adjustment; the sum must not wrap.
+        AdjustmentType::Change => current.saturating_add(adjustment as i64),
         AdjustmentType::Exact => adjustment as i64,
         AdjustmentType::PercentChange => {
             let delta = current as f64 * adjustment / 100.0;
@@ -68,10 +69,10 @@ pub fn new_capacity(
             } else {
                 delta.ceil()
             } as i64;
-            if let Some(step) = min_step.filter(|s| *s > rounded.abs()) {
-                rounded = if rounded > 0 { step } else { -step };
+            if let Some(step) = min_step.filter(|s| s.unsigned_abs() > rounded.unsigned_abs()) {
+                rounded = if rounded > 0 { step } else { step.saturating_neg() };
             }
-            current + rounded
+            current.saturating_add(rounded)
         }
     };
     if wanted > maximum {
@@ -165,7 +166,9 @@ pub fn finish_scaling(metadata: &Value, cooldown: Option<f64>, reason: &str, siz
     };
     if size_changed {
         let seconds = sanitize_cooldown(cooldown);
-        let mut end = isoformat(now + Duration::microseconds((seconds * 1_000_000.0) as i64));
+        // A cooldown past the calendar ends at its last instant.
+        let until = now.checked_add_signed(Duration::microseconds((seconds * 1_000_000.0) as i64));
+        let mut end = isoformat(until.unwrap_or(NaiveDateTime::MAX));
         if let Some(existing) = first_key(&md, "cooldown_end") {
             if existing > end.as_str() {
                 end = existing.to_string();

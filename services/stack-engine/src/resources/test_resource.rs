@@ -138,8 +138,40 @@ fn wait_secs(props: &Properties, action: Action) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Upstream measures a wait as `datetime.timedelta(seconds=secs)`, which
+/// refuses more than 999999999 days; a negative (or NaN) wait is never
+/// measured and is infinite. The refusal is upstream's OverflowError.
+fn check_wait_range(secs: f64) -> Result<(), ResourceFailure> {
+    match wait_overflow(secs) {
+        Some(message) => Err(ResourceFailure::error("OverflowError", message)),
+        None => Ok(()),
+    }
+}
+
+/// The OverflowError text of a wait past a timedelta, if it is one.
+fn wait_overflow(secs: f64) -> Option<String> {
+    const TIMEDELTA_MAX_DAYS: f64 = 999_999_999.0;
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    if secs.is_infinite() {
+        return Some("cannot convert float infinity to integer".into());
+    }
+    let days = (secs / 86_400.0).floor();
+    if days <= TIMEDELTA_MAX_DAYS {
+        return None;
+    }
+    // Past a C int, CPython fails converting the day count itself.
+    Some(if days > f64::from(i32::MAX) {
+        "Python int too large to convert to C int".to_string()
+    } else {
+        format!("days={days:.0}; must have magnitude <= 999999999")
+    })
+}
+
 /// Waits, then fails when `fail` is set (never on delete).
 async fn wait_then_maybe_fail(ctx: &ActionContext, secs: f64, action: Action) -> Result<(), ResourceFailure> {
+    check_wait_range(secs)?;
     ctx.sleep(secs).await?;
     if flag(&ctx.properties, "fail") && !matches!(action, Action::Delete) {
         return Err(ResourceFailure::error("ValueError", format!("Test Resource failed {}", ctx.resource_name)));
@@ -223,9 +255,17 @@ impl ResourceType for TestResource {
             if name != "output" {
                 return Err(super::invalid_attribute("", name));
             }
+            // Upstream sleeps `attr_wait_secs` (a negative one not at
+            // all); one past the clock's reach is refused like an
+            // action's wait rather than held forever.
             let secs = number(&state.properties, "attr_wait_secs").unwrap_or(0.0);
-            if secs > 0.0 && secs.is_finite() {
-                tokio::time::sleep(std::time::Duration::from_secs_f64(secs)).await;
+            if secs > 0.0 {
+                if let Some(message) = wait_overflow(secs) {
+                    return Err(EngineError::bad_request("OverflowError", message));
+                }
+                if let Some(deadline) = super::context::deadline_after(secs) {
+                    tokio::time::sleep_until(deadline).await;
+                }
             }
             Ok(state.data.get("value").cloned().map(Value::String).unwrap_or(Value::Null))
         })
@@ -357,6 +397,38 @@ mod tests {
         assert!(!task.is_finished());
         tx.send(true).unwrap();
         assert_eq!(task.await.unwrap(), Err(ResourceFailure::Cancelled));
+    }
+
+    #[test]
+    fn waits_past_a_timedelta_are_upstreams_overflow_error() {
+        assert_eq!(check_wait_range(86_399_999_999_999.0), Ok(()));
+        assert_eq!(check_wait_range(-1e300), Ok(()));
+        assert_eq!(check_wait_range(f64::NAN), Ok(()));
+        assert_eq!(
+            check_wait_range(86_400_000_000_000.0),
+            Err(ResourceFailure::error("OverflowError", "days=1000000000; must have magnitude <= 999999999"))
+        );
+        assert_eq!(
+            check_wait_range(1e20),
+            Err(ResourceFailure::error("OverflowError", "Python int too large to convert to C int"))
+        );
+        assert_eq!(
+            check_wait_range(f64::INFINITY),
+            Err(ResourceFailure::error("OverflowError", "cannot convert float infinity to integer"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_huge_wait_fails_the_action_instead_of_panicking() {
+        let rt = TestResource::new();
+        for p in [json!({"wait_secs": 1e20}), json!({"action_wait_secs": {"create": 1e20}})] {
+            let (mut ctx, _tx) = test_context(props(p));
+            let e = rt.create(&mut ctx).await.unwrap_err();
+            assert_eq!(e, ResourceFailure::error("OverflowError", "Python int too large to convert to C int"));
+        }
+        let state = ResourceState { properties: props(json!({"attr_wait_secs": 1e20})), ..Default::default() };
+        let e = rt.attribute(&state, "output").await.unwrap_err();
+        assert_eq!(e.type_name, "OverflowError");
     }
 
     #[tokio::test]

@@ -422,7 +422,8 @@ impl WaitCondition {
         let timeout = ctx.properties.get("timeout").and_then(Value::as_f64).unwrap_or(1.0);
         let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
         let started = Instant::now();
-        let limit = Duration::from_secs_f64(timeout.max(0.0));
+        // Validated to 1..43200; a conversion that cannot panic all the same.
+        let limit = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::MAX);
         let host = self.host.get();
         // The signal comes from outside: do not hold a slot other
         // stacks' resources could use meanwhile.

@@ -150,7 +150,16 @@ impl Orchestration {
             python_class_name(&type_name)
         };
         def.template.check_references_with(&def.params, &class_name)?;
+        // Before the validation descends: it would build every member of
+        // a group the limit refuses anyway.
+        super::limits::check_tree_size(
+            def,
+            &self.registry,
+            self.settings.max_resources_per_stack,
+            self.settings.max_nested_stack_depth,
+        )?;
         def.validate(&self.registry)?;
+        self.validate_update_policies(def)?;
         let checking = AttributeCheck::new(def, &self.registry);
         for output in &def.outputs {
             if let Err(e) = output.value.resolve(&checking) {
@@ -158,6 +167,23 @@ impl Orchestration {
                     return Err(EngineError::validation(format!("outputs.{}.value.get_attr: : {}", output.name, e.message)));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Upstream `Resource.validate` checks the `update_policy` of a plugin
+    /// that reads one against its schema (numbers are numbers, none below
+    /// its minimum); the nested stacks' groups are checked when they run.
+    fn validate_update_policies(&self, def: &StackDefinition) -> Result<(), EngineError> {
+        let unknown = crate::definition::LiveContext::placeholders(def);
+        for defn in &def.resources {
+            let Some(policy) = &defn.update_policy else { continue };
+            let plugin = def.plugin_for(&self.registry, &defn.name, &defn.type_name)?;
+            let schema = plugin.update_policy_schema();
+            if schema.is_empty() {
+                continue;
+            }
+            crate::resources::validate_update_policy(schema, &defn.name, &policy.resolve(&unknown)?)?;
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ mod engine_port;
 mod events;
 mod identity;
 mod instantiation;
+mod limits;
 mod model;
 mod params;
 mod records;

@@ -195,13 +195,9 @@ impl Orchestration {
         if self.settings.max_resources_per_stack < 0 {
             return Ok(());
         }
-        let count = template
-            .get("resources")
-            .or_else(|| template.get("Resources"))
-            .and_then(Value::as_object)
-            .map_or(0, |r| r.len());
-        if count as i64 > self.settings.max_resources_per_stack {
-            return Err(request_limit("Maximum resources per stack exceeded."));
+        let count = crate::resources::host::template_resource_count(template);
+        if i64::try_from(count).unwrap_or(i64::MAX) > self.settings.max_resources_per_stack {
+            return Err(super::limits::resource_limit_exceeded());
         }
         Ok(())
     }

@@ -734,3 +734,18 @@ pub async fn data_delete(db: &Db, resource_id: i64, key: &str) -> Result<bool, D
     let sql = "DELETE FROM resource_data WHERE resource_id = ? AND data_key = ?";
     Ok(super::write_one(db, "resource data delete", sql, &[resource_id.into(), key.into()]).await? > 0)
 }
+
+/// How many rows (replaced ones included, as upstream counts a tree) the
+/// stacks `stack_ids` hold together.
+pub async fn count_in_stacks(db: &Db, stack_ids: &[String]) -> Result<u64, DbError> {
+    let mut total: u64 = 0;
+    for chunk in stack_ids.chunks(500) {
+        let params: Vec<Value> = chunk.iter().map(|id| id.as_str().into()).collect();
+        let rows = db
+            .fetch_all(&format!("SELECT COUNT(*) FROM resource WHERE stack_id IN ({})", db::in_list(chunk.len())), &params)
+            .await?;
+        let n = rows.first().map(|r| r.i64(0)).transpose()?.unwrap_or_default();
+        total = total.saturating_add(u64::try_from(n).unwrap_or_default());
+    }
+    Ok(total)
+}
