@@ -103,7 +103,10 @@ pub fn orchestration_app(config: &Config, engines: Vec<Channel>, metrics: Metric
     };
     let auth = match strategy.as_str() {
         "noauth" => OrchestrationAuth::NoAuth,
-        _ => OrchestrationAuth::Keystone(Arc::new(TokenValidator::new(KeystoneSettings::from_config(config)?))),
+        _ => OrchestrationAuth::keystone(
+            TokenValidator::new(KeystoneSettings::from_config(config)?),
+            crate::orchestration::OrchestrationPolicy::from_config(config)?,
+        ),
     };
     let max_json_body_size = config
         .get_int("orchestration", "max_json_body_size")

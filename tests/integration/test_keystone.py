@@ -9,21 +9,14 @@ machine at all; anything that goes wrong after that fails."""
 import datetime
 import json
 import os
-import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from conftest import (AllInOne, ROOT, SHARED, Proc, create_database, free_port, http, ref_placement_venv, wait_http,
-                      write_conf)
+from conftest import AllInOne, SHARED, Proc, create_database, free_port, http, ref_placement_venv, wait_http, write_conf
+from keystone import ADMIN_PASSWORD, PASSWORD, start_keystone
 
-KEYSTONE_VENV = os.environ.get('KEELSON_KEYSTONE_VENV', os.path.join(
-    os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')), 'keelson-keystone-venv'))
-ADMIN_PASSWORD = 'keystone-admin-secret'
-PASSWORD = 'user-secret'
 # The 401 keystonemiddleware's auth_token answers for a missing or bad token.
 KSM_401 = {'error': {'code': 401, 'title': 'Unauthorized',
                      'message': 'The request you have made requires authentication.'}}
@@ -31,115 +24,6 @@ CACHE_TIME = 2
 # Run the tests against upstream Placement with keystonemiddleware instead
 # (see placement()).
 REFERENCE = os.environ.get('KEELSON_KEYSTONE_REFERENCE') == '1'
-
-
-class Keystone:
-    """One Keystone on a free loopback port, with the users the tests use."""
-
-    def __init__(self, procs):
-        self.dir = tempfile.mkdtemp(prefix='kt-keystone-')
-        self.port = free_port()
-        self.url = 'http://127.0.0.1:%d' % self.port
-        self.tokens = {}
-        conf = write_conf(os.path.join(self.dir, 'keystone.conf'), {
-            'DEFAULT': {'use_stderr': 'true'},
-            'database': {'connection': 'sqlite:///%s/keystone.db' % self.dir},
-            'token': {'provider': 'fernet'},
-            'fernet_tokens': {'key_repository': os.path.join(self.dir, 'fernet-keys')},
-            'fernet_receipts': {'key_repository': os.path.join(self.dir, 'fernet-keys')},
-            'credential': {'key_repository': os.path.join(self.dir, 'credential-keys')},
-            # bcrypt's cheapest cost: the tests create users, not secrets.
-            'identity': {'password_hash_rounds': '4'},
-            # An in-process cache: without one every authenticated call
-            # costs Keystone some 200 SQL queries. It drops cached token
-            # validations when a token is revoked.
-            'cache': {'enabled': 'true', 'backend': 'dogpile.cache.memory'},
-        })
-        self.proc = Proc([os.path.join(KEYSTONE_VENV, 'bin', 'python'), os.path.join(ROOT, 'tests', 'lib', 'keystone_serve.py'),
-                          conf, str(self.port), ADMIN_PASSWORD], cwd=self.dir)
-        procs.append(self.proc)
-        # db_sync, key setup, bootstrap and the application's start.
-        wait_http(self.url + '/v3', timeout=240, proc=self.proc)
-        self.admin_token = self.fresh('admin', ADMIN_PASSWORD, project='admin')
-        self.roles = {r['name']: r['id'] for r in self.call('GET', '/v3/roles')['roles']}
-        for name in ('service', 'member', 'reader', 'admin'):
-            assert name in self.roles, 'keystone-manage bootstrap creates the %s role' % name
-        self.projects = {'admin': self.lookup('projects', 'admin')}
-        for name in ('service', 'demo', 'other'):
-            self.projects[name] = self.call('POST', '/v3/projects', {'project': {'name': name, 'domain_id': 'default'}})['project']['id']
-        self.users = {'admin': self.lookup('users', 'admin')}
-        # The placement service user: the service role in the service
-        # project, as a deployment gives it (Keystone lets that role
-        # validate tokens).
-        self.add_user('placement', project='service', roles=['service'])
-        self.add_user('member', project='demo', roles=['member'])
-        self.add_user('reader', project='demo', roles=['reader'])
-        self.call('PUT', '/v3/system/users/%s/roles/%s' % (self.users['reader'], self.roles['reader']))
-        self.call('PUT', '/v3/domains/default/users/%s/roles/%s' % (self.users['admin'], self.roles['admin']))
-        # Placement in the catalog, where access rules look for it.
-        service = self.call('POST', '/v3/services', {'service': {'type': 'placement', 'name': 'placement'}})['service']['id']
-        self.call('POST', '/v3/endpoints', {'endpoint': {
-            'service_id': service, 'interface': 'public', 'url': 'http://127.0.0.1:8778', 'region_id': 'RegionOne'}})
-
-    def request(self, method, path, body=None, token=None, headers=None):
-        h = {'accept': 'application/json'}
-        if token:
-            h['x-auth-token'] = token
-        h.update(headers or {})
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            h['content-type'] = 'application/json'
-        req = urllib.request.Request(self.url + path, data=data, headers=h, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                raw = r.read()
-                return r.status, r.headers, (json.loads(raw) if raw else None)
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers, e.read().decode()
-
-    def call(self, method, path, body=None):
-        """An admin call that must succeed."""
-        status, _, answer = self.request(method, path, body, token=self.admin_token)
-        assert status < 300, (method, path, status, answer)
-        return answer
-
-    def lookup(self, kind, name):
-        return self.call('GET', '/v3/%s?name=%s' % (kind, name))[kind][0]['id']
-
-    def add_user(self, name, project, roles):
-        self.users[name] = self.call('POST', '/v3/users', {'user': {
-            'name': name, 'password': PASSWORD, 'domain_id': 'default', 'default_project_id': self.projects[project]}})['user']['id']
-        for role in roles:
-            self.call('PUT', '/v3/projects/%s/users/%s/roles/%s' % (self.projects[project], self.users[name], self.roles[role]))
-
-    def token(self, user, password=PASSWORD, project=None, system=False, domain=None, body=False):
-        """A token of `user` (the same one for the same arguments: issuing
-        costs Keystone a password check; tests that revoke use fresh())."""
-        key = (user, project, system, domain, body)
-        if key not in self.tokens:
-            self.tokens[key] = self.fresh(user, password, project, system, domain, body)
-        return self.tokens[key]
-
-    def fresh(self, user, password=PASSWORD, project=None, system=False, domain=None, body=False):
-        auth = {'identity': {'methods': ['password'], 'password': {'user': {
-            'name': user, 'domain': {'id': 'default'}, 'password': password}}}}
-        if project:
-            auth['scope'] = {'project': {'name': project, 'domain': {'id': 'default'}}}
-        elif system:
-            auth['scope'] = {'system': {'all': True}}
-        elif domain:
-            auth['scope'] = {'domain': {'id': domain}}
-        return self.issue(auth, body)
-
-    def issue(self, auth, body=False):
-        status, headers, answer = self.request('POST', '/v3/auth/tokens?nocatalog', {'auth': auth})
-        assert status == 201, answer
-        return (headers['X-Subject-Token'], answer['token']) if body else headers['X-Subject-Token']
-
-    def revoke(self, token):
-        status, _, answer = self.request('DELETE', '/v3/auth/tokens', token=self.admin_token, headers={'x-subject-token': token})
-        assert status == 204, answer
 
 
 @pytest.fixture(scope='module')
@@ -152,11 +36,7 @@ def module_procs():
 
 @pytest.fixture(scope='module')
 def keystone(module_procs):
-    setup = subprocess.run([os.path.join(ROOT, 'tests', 'lib', 'keystone_venv.sh')], capture_output=True, text=True,
-                           env=dict(os.environ, KEELSON_KEYSTONE_VENV=KEYSTONE_VENV))
-    if setup.returncode != 0:
-        pytest.skip('PyPI keystone cannot be installed here:\n' + setup.stderr[-2000:])
-    return Keystone(module_procs)
+    return start_keystone(module_procs)
 
 
 class Reference:

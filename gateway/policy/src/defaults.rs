@@ -94,6 +94,19 @@ impl From<WireRule> for RuleDefault {
 /// of openstack-placement 16.0.0.
 const PLACEMENT_POLICIES: &str = include_str!("../data/placement-policies.json");
 
+/// Heat's registered defaults, extracted from `heat.policies.list_rules()`
+/// of openstack-heat 27.0.1 by `tools/gen_heat_policies.py`.
+const HEAT_POLICIES: &str = include_str!("../data/heat-policies.json");
+
+/// The resource types keelson adds that Heat's own list would name had it
+/// the plugins: they write Placement's data for any project, which
+/// Placement itself allows to admins only, so they are admin-level types as
+/// upstream makes OS::Nova::Flavor or the quotas.
+pub const KEELSON_ADMIN_RESOURCE_TYPES: &[&str] = &[
+    "OS::Placement::ResourceProvider",
+    "OS::Placement::Allocation",
+];
+
 /// Parses a rules document shaped like `placement-policies.json`
 /// (`{"rules": [{name, check_str, scope_types, deprecated_rule}, ...]}`).
 pub fn parse_rule_defaults(json: &str) -> Result<Vec<RuleDefault>, PolicyError> {
@@ -113,6 +126,18 @@ pub fn try_placement_defaults() -> Result<Vec<RuleDefault>, PolicyError> {
 /// closed with `NotRegistered` instead of panicking.
 pub fn placement_defaults() -> Vec<RuleDefault> {
     try_placement_defaults().unwrap_or_default()
+}
+
+/// Heat's 100 default rules in registration order, then keelson's
+/// `resource_types:<type>` rules (`rule:project_admin`, project scope, as
+/// Heat's admin-level types).
+pub fn try_heat_defaults() -> Result<Vec<RuleDefault>, PolicyError> {
+    let mut rules = parse_rule_defaults(HEAT_POLICIES)?;
+    rules.extend(KEELSON_ADMIN_RESOURCE_TYPES.iter().map(|t| {
+        RuleDefault::new(format!("resource_types:{t}"), "rule:project_admin")
+            .with_scope_types(["project"])
+    }));
+    Ok(rules)
 }
 
 #[cfg(test)]
@@ -142,5 +167,30 @@ mod tests {
             .find(|r| r.name == "project_reader_api")
             .expect("reader");
         assert!(reader.scope_types.is_empty());
+    }
+
+    #[test]
+    fn heat_data_parses() {
+        let rules = try_heat_defaults().expect("embedded data parses");
+        assert_eq!(rules.len(), 100 + KEELSON_ADMIN_RESOURCE_TYPES.len());
+        let find = |name: &str| rules.iter().find(|r| r.name == name).expect(name).clone();
+        assert_eq!(find("stacks:global_index").check_str, "rule:deny_everybody");
+        let create = find("stacks:create");
+        assert_eq!(
+            create.check_str,
+            "role:member and project_id:%(project_id)s"
+        );
+        assert_eq!(create.scope_types, vec!["project".to_owned()]);
+        assert_eq!(
+            create.deprecated_rule.map(|d| d.check_str),
+            Some("rule:deny_stack_user".to_owned())
+        );
+        assert_eq!(
+            find("resource_types:OS::Nova::Flavor").check_str,
+            "rule:project_admin"
+        );
+        let allocation = find("resource_types:OS::Placement::Allocation");
+        assert_eq!(allocation.check_str, "rule:project_admin");
+        assert_eq!(allocation.scope_types, vec!["project".to_owned()]);
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::checks::{Check, RuleResolver};
 use crate::credentials::{Credentials, Target, TokenScope};
-use crate::defaults::{try_placement_defaults, RuleDefault};
+use crate::defaults::{try_heat_defaults, try_placement_defaults, RuleDefault};
 use crate::error::{Denied, PolicyError};
 use crate::parser::parse_rule;
 use crate::policy_file::PolicyFile;
@@ -28,6 +28,11 @@ pub struct EnforcerConfig {
     /// `policy_default_rule`: what `rule:X` falls back to when X is unknown,
     /// if a rule of that name exists.
     pub default_rule: Option<String>,
+    /// A fallback given as a check rather than a rule name (oslo's
+    /// `default_rule` when a service passes a check object, as Heat passes
+    /// `!` to its API enforcer and `@` to its resource-type enforcer).
+    /// When set it wins over `default_rule`.
+    pub default_check: Option<Check>,
 }
 
 impl Default for EnforcerConfig {
@@ -36,6 +41,7 @@ impl Default for EnforcerConfig {
             enforce_scope: true,
             enforce_new_defaults: true,
             default_rule: Some("default".to_owned()),
+            default_check: None,
         }
     }
 }
@@ -117,19 +123,45 @@ impl Enforcer {
             enforce_new_defaults,
             ..EnforcerConfig::default()
         };
-        let mut note = None;
-        let overrides = match policy_file {
-            Some(path) if path.exists() => PolicyFile::load(path)?,
-            Some(path) => {
-                note = Some(format!(
-                    "The policy file {} could not be found.",
-                    path.display()
-                ));
-                PolicyFile::empty()
-            }
-            None => PolicyFile::empty(),
-        };
+        let (overrides, note) = overrides_from(policy_file)?;
         let mut enforcer = Self::placement(config, overrides)?;
+        enforcer.warnings.extend(note);
+        Ok(enforcer)
+    }
+
+    /// Heat's enforcer for `purpose`, with Heat's defaults (and keelson's
+    /// resource-type rules) under the operator's overrides. Heat builds two
+    /// with different fallbacks for rules nobody defined: the API's denies
+    /// (`!`), the resource types' allows (`@`, a type without a rule is
+    /// usable by everyone).
+    pub fn heat(
+        purpose: HeatEnforcer,
+        enforce_new_defaults: bool,
+        enforce_scope: bool,
+        overrides: PolicyFile,
+    ) -> Result<Self, PolicyError> {
+        let config = EnforcerConfig {
+            enforce_scope,
+            enforce_new_defaults,
+            default_rule: None,
+            default_check: Some(match purpose {
+                HeatEnforcer::Api => Check::False,
+                HeatEnforcer::ResourceTypes => Check::True,
+            }),
+        };
+        Self::new(config, try_heat_defaults()?, overrides)
+    }
+
+    /// [`Enforcer::heat`] from `[oslo_policy]` settings, reading the policy
+    /// file as [`Enforcer::placement_from_options`] does.
+    pub fn heat_from_options(
+        purpose: HeatEnforcer,
+        policy_file: Option<&Path>,
+        enforce_new_defaults: bool,
+        enforce_scope: bool,
+    ) -> Result<Self, PolicyError> {
+        let (overrides, note) = overrides_from(policy_file)?;
+        let mut enforcer = Self::heat(purpose, enforce_new_defaults, enforce_scope, overrides)?;
         enforcer.warnings.extend(note);
         Ok(enforcer)
     }
@@ -264,11 +296,38 @@ impl Enforcer {
     }
 }
 
+/// Which of Heat's two enforcers (`heat/common/policy.py`): the API's
+/// `Enforcer` or the engine's `ResourceEnforcer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeatEnforcer {
+    Api,
+    ResourceTypes,
+}
+
+/// The overrides of a located policy file: none (with a note to log) when
+/// the file does not exist, as oslo.policy behaves.
+fn overrides_from(policy_file: Option<&Path>) -> Result<(PolicyFile, Option<String>), PolicyError> {
+    Ok(match policy_file {
+        Some(path) if path.exists() => (PolicyFile::load(path)?, None),
+        Some(path) => (
+            PolicyFile::empty(),
+            Some(format!(
+                "The policy file {} could not be found.",
+                path.display()
+            )),
+        ),
+        None => (PolicyFile::empty(), None),
+    })
+}
+
 /// `rule:NAME` lookup with oslo's `Rules.__missing__` fallback to the
 /// default rule.
 impl RuleResolver for Enforcer {
     fn resolve(&self, name: &str) -> Option<&Check> {
         self.rules.get(name).or_else(|| {
+            if let Some(check) = &self.config.default_check {
+                return Some(check);
+            }
             self.config
                 .default_rule
                 .as_deref()
@@ -550,6 +609,7 @@ mod tests {
         let no_fallback = enforcer(
             EnforcerConfig {
                 default_rule: None,
+                default_check: None,
                 ..EnforcerConfig::default()
             },
             "default: role:admin\nuses_missing: rule:nowhere\n",
@@ -602,5 +662,57 @@ mod tests {
             Err(PolicyError::PolicyFileShape(_))
         ));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn heat_api_denies_unknown_rules_and_resource_types_allow_them() {
+        let member = project_creds(&["member", "reader"], "p1");
+        let admin = project_creds(&["admin", "member", "reader"], "p1");
+        let own: Target = json!({"project_id": "p1"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let other: Target = json!({"project_id": "p2"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let api = Enforcer::heat(HeatEnforcer::Api, true, true, PolicyFile::empty()).expect("heat");
+        assert_eq!(api.authorize("stacks:create", &own, &member), Ok(()));
+        assert!(api.authorize("stacks:create", &other, &member).is_err());
+        assert!(api.authorize("stacks:global_index", &own, &admin).is_err());
+        // `!` for a rule the file references but nobody defined.
+        assert!(!api.enforce("nothing:here", &own, &admin));
+        let file = PolicyFile::parse(
+            r#"{"stacks:global_index": "rule:project_admin", "stacks:index": "rule:missing"}"#,
+        )
+        .expect("file");
+        let opened = Enforcer::heat(HeatEnforcer::Api, true, true, file).expect("heat");
+        assert_eq!(
+            opened.authorize("stacks:global_index", &own, &admin),
+            Ok(())
+        );
+        assert!(opened.authorize("stacks:index", &own, &admin).is_err());
+
+        let types = Enforcer::heat(HeatEnforcer::ResourceTypes, true, true, PolicyFile::empty())
+            .expect("heat");
+        let allocation = "resource_types:OS::Placement::Allocation";
+        assert_eq!(types.authorize(allocation, &Target::new(), &admin), Ok(()));
+        assert_eq!(
+            types.authorize(allocation, &Target::new(), &member),
+            Err(Denied::NotAuthorized {
+                rule: allocation.into()
+            })
+        );
+        assert!(types.enforce("resource_types:OS::Heat::None", &Target::new(), &member));
+        // Legacy defaults (enforce_new_defaults = False) add the old
+        // `deny_stack_user`: a member of another project's path still fails
+        // the new rule but passes the old one.
+        let legacy =
+            Enforcer::heat(HeatEnforcer::Api, false, true, PolicyFile::empty()).expect("heat");
+        assert_eq!(legacy.authorize("stacks:create", &other, &member), Ok(()));
+        let stack_user = project_creds(&["heat_stack_user"], "p1");
+        assert!(legacy
+            .authorize("stacks:create", &own, &stack_user)
+            .is_err());
     }
 }

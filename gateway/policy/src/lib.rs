@@ -1,6 +1,7 @@
 //! An engine for the oslo.policy rule language, answering as oslo.policy
-//! 6.0.1 does, so the gateway can authorize Placement API calls with the
-//! same defaults, overrides and options as the Python service.
+//! 6.0.1 does, so the gateway can authorize Placement and Orchestration API
+//! calls (and the stack engine Heat's resource types) with the same
+//! defaults, overrides and options as the Python services.
 //!
 //! ```
 //! use keelson_policy::{ContextValues, Credentials, Enforcer, EnforcerConfig, PolicyFile};
@@ -24,6 +25,7 @@ mod credentials;
 mod defaults;
 mod enforcer;
 mod error;
+mod options;
 mod parser;
 mod policy_file;
 mod python;
@@ -31,9 +33,11 @@ mod python;
 pub use checks::{Check, NoRules, RuleResolver, MAX_RULE_DEPTH};
 pub use credentials::{ContextValues, Credentials, Target, TokenScope};
 pub use defaults::{
-    parse_rule_defaults, placement_defaults, try_placement_defaults, DeprecatedRule, RuleDefault,
+    parse_rule_defaults, placement_defaults, try_heat_defaults, try_placement_defaults,
+    DeprecatedRule, RuleDefault, KEELSON_ADMIN_RESOURCE_TYPES,
 };
-pub use enforcer::{Enforcer, EnforcerConfig};
+pub use enforcer::{Enforcer, EnforcerConfig, HeatEnforcer};
 pub use error::{Denied, PolicyError};
+pub use options::OsloPolicyOptions;
 pub use parser::{parse_list_rule, parse_rule, Parsed};
 pub use policy_file::PolicyFile;

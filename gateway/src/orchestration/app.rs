@@ -2,7 +2,7 @@
 //! (proxy headers, request id + trace context + access log + metrics,
 //! CORS, panic → 500) around heat-api's own pipeline, in its order:
 //! version negotiation, authentication, routing, body deserialization,
-//! the project check, the engine call.
+//! the project check, the route's policy rules, the engine call.
 
 use std::sync::Arc;
 
@@ -14,9 +14,10 @@ use tonic::transport::Channel;
 
 use super::auth::{self, OrchestrationAuth};
 use super::body;
-use super::fault::{self, Fault};
 use super::engines::Engines;
+use super::fault::{self, Fault};
 use super::handlers::{self, Call};
+use super::policy::rules_for;
 use super::routes::{Action, RouteTable};
 use super::urls;
 use crate::layers::{self, cors::CorsSettings, request_log::LogState, request_log::RouteLabel};
@@ -52,11 +53,15 @@ pub fn app(engines: Vec<Channel>, settings: Settings, log: LogState) -> axum::Ro
     });
     let render_500: layers::fault::RenderInternal = internal_error;
     // axum applies the last `.layer` outermost: listed here innermost first.
-    let mut app = axum::Router::new().fallback(handle).with_state(dispatch).layer(from_fn_with_state(render_500, layers::fault::layer));
+    let mut app = axum::Router::new()
+        .fallback(handle)
+        .with_state(dispatch)
+        .layer(from_fn_with_state(render_500, layers::fault::layer));
     if let Some(cors) = settings.cors {
         app = app.layer(from_fn_with_state(cors, layers::cors::layer));
     }
-    app.layer(from_fn_with_state(log, layers::request_log::layer)).layer(axum::middleware::from_fn(layers::forwarded::layer))
+    app.layer(from_fn_with_state(log, layers::request_log::layer))
+        .layer(axum::middleware::from_fn(layers::forwarded::layer))
 }
 
 fn internal_error(_request_id: &str) -> Response {
@@ -91,9 +96,14 @@ fn negotiate(path: &str) -> Negotiated<'_> {
     if major.is_empty() {
         return Negotiated::NotFound;
     }
-    let after = version[major.len()..].strip_prefix('.').unwrap_or(&version[major.len()..]);
+    let after = version[major.len()..]
+        .strip_prefix('.')
+        .unwrap_or(&version[major.len()..]);
     let minor: String = after.chars().take_while(char::is_ascii_digit).collect();
-    let (major, minor) = (major.parse::<u64>().unwrap_or(0), minor.parse::<u64>().unwrap_or(0));
+    let (major, minor) = (
+        major.parse::<u64>().unwrap_or(0),
+        minor.parse::<u64>().unwrap_or(0),
+    );
     if major == 1 && minor == 0 {
         Negotiated::V1(rest)
     } else {
@@ -110,7 +120,10 @@ fn versions(base: &str) -> Response {
     }]});
     let mut resp = Response::new(Body::from(body.to_string()));
     *resp.status_mut() = http::StatusCode::MULTIPLE_CHOICES;
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -127,7 +140,9 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
     // Pre-signed signal URLs carry their own credential: no authentication.
     if super::presigned::matches(rest) {
         let limit = dispatch.max_json_body_size;
-        let read_limit = limit.saturating_mul(READ_LIMIT_FACTOR).max(limit.saturating_add(1));
+        let read_limit = limit
+            .saturating_mul(READ_LIMIT_FACTOR)
+            .max(limit.saturating_add(1));
         let bytes = match axum::body::to_bytes(Body::new(body), read_limit).await {
             Ok(bytes) => bytes,
             Err(_) => {
@@ -137,12 +152,25 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
             }
         };
         let query = parts.uri.query().unwrap_or("");
-        let mut resp = super::presigned::handle(&dispatch.engines, &parts.method, rest, query, &parts.headers, &bytes, limit).await;
+        let mut resp = super::presigned::handle(
+            &dispatch.engines,
+            &parts.method,
+            rest,
+            query,
+            &parts.headers,
+            &bytes,
+            limit,
+        )
+        .await;
         resp.extensions_mut().insert(RouteLabel("/{kind}/{arn}"));
         return resp;
     }
-    let mut caller = match dispatch.auth.authenticate(&parts.method, parts.uri.path(), &parts.headers).await {
-        Ok(caller) => caller,
+    let (mut caller, credentials) = match dispatch
+        .auth
+        .authenticate(&parts.method, parts.uri.path(), &parts.headers)
+        .await
+    {
+        Ok(authenticated) => (authenticated.caller, authenticated.credentials),
         Err(refused) => return refused,
     };
     let Some(matched) = dispatch.routes.find(&parts.method, rest) else {
@@ -153,28 +181,38 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
         Action::Options => fault::options(matched.allow.as_deref().unwrap_or("")),
         _ => {
             let limit = dispatch.max_json_body_size;
-            let read_limit = limit.saturating_mul(READ_LIMIT_FACTOR).max(limit.saturating_add(1));
+            let read_limit = limit
+                .saturating_mul(READ_LIMIT_FACTOR)
+                .max(limit.saturating_add(1));
             let result = match axum::body::to_bytes(Body::new(body), read_limit).await {
                 Ok(bytes) => body::decode(&parts.headers, &bytes, limit),
                 Err(_) => {
-                    let declared = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse().ok());
+                    let declared = parts
+                        .headers
+                        .get(http::header::CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok()?.trim().parse().ok());
                     Err(body::too_large(declared.unwrap_or(read_limit), limit))
                 }
             };
-            let outcome = match result {
-                Ok(doc) => match auth::check_project(&mut caller, matched.param("tenant_id")) {
-                    Ok(()) => {
-                        let call = Call {
-                            caller,
-                            matched: &matched,
-                            query: urls::query_pairs(parts.uri.query().unwrap_or("")),
-                            body: doc,
-                            base: &base,
-                        };
-                        handlers::dispatch(&dispatch.engines, call).await
-                    }
-                    Err(f) => Err(f),
-                },
+            let query = urls::query_pairs(parts.uri.query().unwrap_or(""));
+            let authorized = result.and_then(|doc| {
+                auth::check_project(&mut caller, matched.param("tenant_id"))?;
+                if let (Some(policy), Some(creds)) = (dispatch.auth.policy(), &credentials) {
+                    policy.authorize(&rules_for(&matched, &query, doc.as_ref()), &caller, creds)?;
+                }
+                Ok(doc)
+            });
+            let outcome = match authorized {
+                Ok(doc) => {
+                    let call = Call {
+                        caller,
+                        matched: &matched,
+                        query,
+                        body: doc,
+                        base: &base,
+                    };
+                    handlers::dispatch(&dispatch.engines, call).await
+                }
                 Err(f) => Err(f),
             };
             outcome.unwrap_or_else(Fault::into_response)
@@ -192,8 +230,14 @@ mod tests {
     fn version_negotiation() {
         assert!(matches!(negotiate("/"), Negotiated::Versions));
         assert!(matches!(negotiate("/versions"), Negotiated::Versions));
-        assert!(matches!(negotiate("/v1/admin/stacks"), Negotiated::V1("/admin/stacks")));
-        assert!(matches!(negotiate("/v1.0/admin/stacks"), Negotiated::V1("/admin/stacks")));
+        assert!(matches!(
+            negotiate("/v1/admin/stacks"),
+            Negotiated::V1("/admin/stacks")
+        ));
+        assert!(matches!(
+            negotiate("/v1.0/admin/stacks"),
+            Negotiated::V1("/admin/stacks")
+        ));
         assert!(matches!(negotiate("/v1"), Negotiated::V1("")));
         assert!(matches!(negotiate("/v2/x"), Negotiated::Versions));
         assert!(matches!(negotiate("/stacks"), Negotiated::NotFound));

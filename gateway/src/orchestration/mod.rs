@@ -5,7 +5,7 @@
 //! Modules: `app` (the layer stack and heat-api's request pipeline),
 //! `routes` (the route table, matched as python-routes does, with the 405
 //! and OPTIONS answers), `auth` (noauth / Keystone callers and the project
-//! check), `body` (JSON request bodies), `handlers` (route → rpc → REST
+//! check), `policy` (Heat's rules per route), `body` (JSON request bodies), `handlers` (route → rpc → REST
 //! answer), `engines` (the engine clients, with failover), `fault` (error and webob bodies), `urls` (base URL, quoting,
 //! canonical stack URLs, absolute links).
 
@@ -15,9 +15,11 @@ pub mod body;
 pub mod engines;
 pub mod fault;
 pub mod handlers;
+pub mod policy;
 pub mod presigned;
 pub mod routes;
 pub mod urls;
 
 pub use app::{app, Settings};
 pub use auth::OrchestrationAuth;
+pub use policy::OrchestrationPolicy;

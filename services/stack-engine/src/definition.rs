@@ -276,13 +276,26 @@ impl StackDefinition {
         properties: &resources::Properties,
         depth: usize,
     ) -> Result<(), EngineError> {
+        let Some(nested) = self.nested_definition(name, plugin, properties) else {
+            return Ok(());
+        };
+        let nested = nested.and_then(|d| d.validate_at_depth(registry, depth + 1));
+        nested.map_err(|e| nested_validation_error(e, &format!("resources.{name}<{}>", plugin.nested_stack_label())))
+    }
+
+    /// The nested stack a resource would run with `properties`, where its
+    /// plugin can tell it without running anything.
+    fn nested_definition(
+        &self,
+        name: &str,
+        plugin: &dyn ResourceType,
+        properties: &resources::Properties,
+    ) -> Option<Result<StackDefinition, EngineError>> {
         let mut environment = self.environment.to_value();
         if let Value::Object(env) = &mut environment {
             env.remove("parameters");
         }
-        let Some(spec) = plugin.nested_stack_spec(properties, &self.files, &environment) else {
-            return Ok(());
-        };
+        let spec = plugin.nested_stack_spec(properties, &self.files, &environment)?;
         let param = |n: &str| self.params.get(n).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         let pseudo = PseudoParams {
             stack_id: String::new(),
@@ -290,10 +303,36 @@ impl StackDefinition {
             project_id: param("OS::project_id"),
             region: param("OS::region"),
         };
-        let nested = StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo)
-            .map(|d| d.into_nested(true))
-            .and_then(|d| d.validate_at_depth(registry, depth + 1));
-        nested.map_err(|e| nested_validation_error(e, &format!("resources.{name}<{}>", plugin.nested_stack_label())))
+        Some(StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo).map(|d| d.into_nested(true)))
+    }
+
+    /// Every resource type the stack would instantiate, its nested
+    /// stacks' included (as deep as validation descends): each resource's
+    /// written type and the type of the plugin it maps to, so that an
+    /// environment alias or a group's member definition cannot hide a type
+    /// from its `resource_types:<type>` rule (Heat's `all_resource_types`,
+    /// which its policy checks, sees the top level's written types only).
+    pub fn resource_types(&self, registry: &Registry) -> BTreeSet<String> {
+        let mut types = BTreeSet::new();
+        self.collect_resource_types(registry, 0, &mut types);
+        types
+    }
+
+    fn collect_resource_types(&self, registry: &Registry, depth: usize, types: &mut BTreeSet<String>) {
+        let unknown = LiveContext::placeholders(self);
+        for defn in &self.resources {
+            types.insert(defn.type_name.clone());
+            let Ok(plugin) = self.plugin_for(registry, &defn.name, &defn.type_name) else { continue };
+            types.insert(plugin.type_name().to_string());
+            if depth >= MAX_VALIDATION_DEPTH {
+                continue;
+            }
+            let Ok(given) = defn.properties.resolve(&unknown) else { continue };
+            let Ok(properties) = plugin.validate_properties(&defn.name, &given) else { continue };
+            if let Some(Ok(nested)) = self.nested_definition(&defn.name, plugin.as_ref(), &properties) {
+                nested.collect_resource_types(registry, depth + 1, types);
+            }
+        }
     }
 
     /// The type a template resource stands in for (upstream looks the

@@ -49,6 +49,9 @@ pub struct Settings {
     /// configuration sets it): with it the engine offers the
     /// OS::Placement::* resource types; without it, only service-free ones.
     pub inventory_endpoint: Option<String>,
+    /// `[oslo_policy]`: the resource-type rules (`resource_types:<type>`)
+    /// are Heat's defaults under this policy file.
+    pub policy: keelson_policy::OsloPolicyOptions,
 }
 
 /// The engine's settings from `[orchestration]` (Heat's option names) and
@@ -93,7 +96,14 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
     // inventory service that a stand-alone engine usually does not have.
     let inventory_endpoint =
         config.is_set("keelson", "inventory_endpoint").then(|| config.get_str("keelson", "inventory_endpoint")).flatten();
-    Settings { engine, service, inventory_endpoint }
+    let dirs: Vec<std::path::PathBuf> = config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
+    let policy = keelson_policy::OsloPolicyOptions::resolve(
+        config.get_str("oslo_policy", "policy_file").as_deref(),
+        &dirs,
+        config.get_bool("oslo_policy", "enforce_new_defaults"),
+        config.is_set("oslo_policy", "enforce_scope").then(|| config.get_bool("oslo_policy", "enforce_scope")),
+    );
+    Settings { engine, service, inventory_endpoint, policy }
 }
 
 /// `[orchestration] public_endpoint` (else `http://` + `[keelson]
@@ -130,13 +140,15 @@ pub enum ServeError {
     Engine(#[from] EngineError),
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("policy: {0}")]
+    Policy(#[from] keelson_policy::PolicyError),
 }
 
 /// Runs one engine on `db` (schema already synced): registers it, starts
 /// its heartbeat and watchdog, and serves `Orchestration` and
 /// `EngineWorker` on `listener` until `shutdown`.
 pub async fn serve(db: Db, settings: Settings, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), ServeError> {
-    let registry = Arc::new(match &settings.inventory_endpoint {
+    let mut registry = match &settings.inventory_endpoint {
         Some(url) => {
             // Lazy: the engine may start before the inventory service; a
             // call made meanwhile fails as unavailable and is retried.
@@ -147,7 +159,13 @@ pub async fn serve(db: Db, settings: Settings, listener: impl Into<GrpcListener>
             resources::Registry::with_placement(resources::placement::PlacementClient::new(channel))
         }
         None => resources::Registry::builtin(),
-    });
+    };
+    let type_policy = settings.policy.heat_enforcer(keelson_policy::HeatEnforcer::ResourceTypes)?;
+    for w in type_policy.warnings() {
+        tracing::warn!(target: "keelson::policy", "{w}");
+    }
+    registry.set_type_policy(type_policy);
+    let registry = Arc::new(registry);
     let engine = convergence::Engine::start(db.clone(), registry.clone(), settings.engine).await?;
     let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));
     let worker = rpc::worker::WorkerService::new(engine.clone());

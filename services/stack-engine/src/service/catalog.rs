@@ -40,18 +40,18 @@ impl Orchestration {
 
     /// `GET /resource_types` (`name`, `support_status`, `version`,
     /// `with_description`).
-    pub async fn list_resource_types(&self, _caller: &Caller, query: &QueryParams) -> Reply {
-        self.registry.list_view(&query.0)
+    pub async fn list_resource_types(&self, caller: &Caller, query: &QueryParams) -> Reply {
+        self.registry.list_view(caller, &query.0)
     }
 
     /// `GET /resource_types/{type}` (`with_description`).
-    pub async fn resource_type_schema(&self, _caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
+    pub async fn resource_type_schema(&self, caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
         let with_description = query.bool_or("with_description", false)?;
-        self.registry.schema_view(type_name, with_description)
+        self.registry.schema_view(caller, type_name, with_description)
     }
 
     /// `GET /resource_types/{type}/template` (`template_type=hot|cfn`).
-    pub async fn resource_type_template(&self, _caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
+    pub async fn resource_type_template(&self, caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
         let template_type = query.single("template_type").unwrap_or_else(|| "cfn".to_string());
         let lowered = template_type.to_lowercase();
         if lowered != "cfn" && lowered != "hot" {
@@ -59,7 +59,7 @@ impl Orchestration {
                 "Template type is not supported: Invalid template type \"{template_type}\", valid types are: cfn, hot."
             )));
         }
-        self.registry.template_view(type_name, &lowered)
+        self.registry.template_view(caller, type_name, &lowered)
     }
 
     /// `GET /template_versions`.

@@ -121,6 +121,7 @@ impl Orchestration {
             tenant: caller.project_id.clone(),
         };
         let prepared = self.prepare_definition(input)?;
+        self.authorize_types(caller, &prepared)?;
         let settings = StackSettings {
             timeout_mins: request.timeout_mins,
             disable_rollback: request.disable_rollback.unwrap_or(true),
@@ -150,6 +151,7 @@ impl Orchestration {
             tenant: caller.project_id.clone(),
         };
         let prepared = self.prepare_definition(input)?;
+        self.authorize_types(caller, &prepared)?;
         let identity = StackIdentity::new(&caller.project_id, &name, "None");
         let record = StackRow {
             id: "None".into(),
@@ -189,6 +191,13 @@ impl Orchestration {
             map.insert("resources".into(), Value::Array(resources));
         }
         Ok(json!({ "stack": doc }))
+    }
+
+    /// Heat's `enforce_stack`: every type the stack would instantiate
+    /// passes its `resource_types:<type>` rule for the caller.
+    fn authorize_types(&self, caller: &Caller, prepared: &super::engine_port::PreparedStack) -> Result<(), EngineError> {
+        let types = prepared.def.resource_types(&self.registry);
+        self.registry.authorize_types(caller, types.iter().map(String::as_str))
     }
 
     fn check_resource_count(&self, template: &Value) -> Result<(), EngineError> {
@@ -440,6 +449,7 @@ impl Orchestration {
         let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
         let current = self.find_stack(caller, stack, false).await?;
         let prepared = self.updated_definition(&current, &request, patch).await?;
+        self.authorize_types(caller, &prepared)?;
         let settings = Self::update_settings(&current, &request, patch);
         self.engine_update(caller, &current, prepared, settings).await?;
         Ok(Value::Null)
@@ -451,6 +461,7 @@ impl Orchestration {
         let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
         let current = self.find_stack(caller, stack, false).await?;
         let prepared = self.updated_definition(&current, &request, patch).await?;
+        self.authorize_types(caller, &prepared)?;
         let changes = self.resource_changes(&current, &prepared, show_nested).await?;
         Ok(json!({ "resource_changes": changes }))
     }
@@ -460,6 +471,12 @@ impl Orchestration {
         let current = self.find_stack(caller, stack, false).await?;
         if current.action == "DELETE" && current.status == "COMPLETE" {
             return Err(EngineError::stack_not_found(stack.display_name()));
+        }
+        // Upstream checks the loaded stack's types; a stack whose stored
+        // definition no longer loads (its types were checked when it was
+        // created or updated) stays deletable.
+        if let Ok(loaded) = self.load_definition(&current).await {
+            self.authorize_types(caller, &loaded)?;
         }
         self.engine_delete(caller, &current).await?;
         Ok(Value::Null)
