@@ -9,6 +9,7 @@
 
 pub mod keystone;
 pub mod layers;
+pub mod listener;
 pub mod orchestration;
 pub mod placement;
 pub mod server;

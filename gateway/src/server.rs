@@ -3,9 +3,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use keelson_common::tls::MeshTls;
 use keelson_common::Config;
 use tokio::net::TcpListener;
-use keelson_common::tls::MeshTls;
 use tonic::transport::Channel;
 
 use crate::keystone::{KeystoneSettings, TokenValidator};
@@ -13,6 +13,8 @@ use crate::layers::auth::Authenticator;
 use crate::layers::cors::CorsSettings;
 use crate::layers::metrics::Metrics;
 use crate::layers::request_log::LogState;
+pub use crate::listener::ConnectionLimits;
+use crate::listener::{Refusal, Refusals};
 use crate::placement::{self, Clients, PlacementState};
 
 /// Why the gateway cannot start.
@@ -60,30 +62,52 @@ fn with_metrics(app: axum::Router, metrics: Metrics) -> axum::Router {
 /// service over `inventory` and to the candidates service over
 /// `candidates` (see [`candidates_channel`]).
 pub fn placement_app(config: &Config, inventory: Channel, candidates: Channel, metrics: Metrics) -> Result<axum::Router, GatewayError> {
-    let state = Arc::new(PlacementState {
-        clients: Clients::new(inventory, candidates),
-        policy: placement::policy::Policy::from_config(config)?,
-    });
+    let state =
+        Arc::new(PlacementState { clients: Clients::new(inventory, candidates), policy: placement::policy::Policy::from_config(config)? });
     let strategy = config.get_str("api", "auth_strategy").unwrap_or_else(|| "keystone".into());
     let auth = authenticator(config, &strategy)?;
     let app = placement::app::app(state, auth, CorsSettings::from_config(config), LogState { api: "placement", metrics: metrics.clone() });
     Ok(with_metrics(app, metrics))
 }
 
-/// Serves an application on a bound listener until `shutdown` resolves.
-pub async fn serve(listener: TcpListener, app: axum::Router, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
-}
-
-/// Serves the Placement application: as [`serve`], behind the guard that
-/// answers a malformed `Content-Length` the way upstream does.
+/// Serves the Placement application on a bound listener under `limits`
+/// until `shutdown` resolves; the listener's own refusals carry
+/// Placement's JSON error body.
 pub async fn serve_placement(
     listener: TcpListener,
     app: axum::Router,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let guarded = crate::placement::listener::GuardedListener::new(listener)?;
-    axum::serve(guarded, app).with_graceful_shutdown(shutdown).await
+    crate::listener::serve(listener, app, limits, Arc::new(crate::placement::listener::PlacementRefusals), shutdown).await
+}
+
+/// Serves the Orchestration application on a bound listener under
+/// `limits` until `shutdown` resolves; the listener's own refusals carry
+/// heat-api's fault body.
+pub async fn serve_orchestration(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    crate::listener::serve(listener, app, limits, Arc::new(OrchestrationRefusals), shutdown).await
+}
+
+/// heat-api's words for the listener's refusals: the fault body of the
+/// webob exception for the status.
+struct OrchestrationRefusals;
+
+impl Refusals for OrchestrationRefusals {
+    fn render(&self, refusal: &Refusal, _request_id: &str) -> axum::response::Response {
+        let error_type = match refusal {
+            Refusal::HeadTimeout => "HTTPRequestTimeout",
+            Refusal::UriTooLong => "HTTPRequestURITooLong",
+            Refusal::HeadersTooLarge => "HTTPRequestHeaderFieldsTooLarge",
+            Refusal::BadContentLength | Refusal::Malformed(_) => "HTTPBadRequest",
+        };
+        crate::orchestration::fault::Fault::new(refusal.status(), error_type, refusal.message()).into_response()
+    }
 }
 
 /// The Orchestration application for `config`, talking to the stack
@@ -108,10 +132,8 @@ pub fn orchestration_app(config: &Config, engines: Vec<Channel>, metrics: Metric
             crate::orchestration::OrchestrationPolicy::from_config(config)?,
         ),
     };
-    let max_json_body_size = config
-        .get_int("orchestration", "max_json_body_size")
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(1_048_576);
+    let max_json_body_size =
+        config.get_int("orchestration", "max_json_body_size").and_then(|n| usize::try_from(n).ok()).unwrap_or(1_048_576);
     let settings = Settings { auth, max_json_body_size, cors: CorsSettings::from_config(config) };
     let app = crate::orchestration::app(engines, settings, LogState { api: "orchestration", metrics: metrics.clone() });
     Ok(with_metrics(app, metrics))

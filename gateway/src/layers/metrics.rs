@@ -18,10 +18,13 @@ struct Series {
     buckets: [u64; BUCKETS.len()],
 }
 
+/// A series' labels: API, method, route, status.
+type Labels = (String, String, String, u16);
+
 /// Shared, cheap to clone.
 #[derive(Clone, Default)]
 pub struct Metrics {
-    series: Arc<Mutex<BTreeMap<(String, String, String, u16), Series>>>,
+    series: Arc<Mutex<BTreeMap<Labels, Series>>>,
 }
 
 impl Metrics {

@@ -22,16 +22,18 @@ pub struct Engines {
 }
 
 impl Engines {
-    /// One lazily connected client per engine channel.
+    /// One lazily connected client per engine channel, with the message
+    /// sizes of the process's [`keelson_common::grpc::WireLimits`] (stack
+    /// lists and templates exceed tonic's 4 MiB default).
     pub fn new(channels: Vec<Channel>) -> Engines {
         let propagate: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
+        let limits = keelson_common::grpc::WireLimits::current();
         let clients: Vec<EngineClient> = channels
             .into_iter()
             .map(|ch| {
                 EngineClient::new(tonic::service::interceptor::InterceptedService::new(ch, propagate))
-                    // Stack lists and templates may exceed tonic's 4 MiB default.
-                    .max_decoding_message_size(usize::MAX)
-                    .max_encoding_message_size(usize::MAX)
+                    .max_decoding_message_size(limits.response_message)
+                    .max_encoding_message_size(limits.request_message)
             })
             .collect();
         Engines { clients: clients.into(), next: Arc::new(AtomicUsize::new(0)) }

@@ -19,8 +19,9 @@ use super::State;
 use crate::layers::{self, auth::Authenticator, cors::CorsSettings, request_log::LogState};
 
 /// Request bodies larger than this are refused (Placement's largest,
-/// POST /allocations for many consumers, stays far below it).
-const MAX_BODY: usize = 16 * 1024 * 1024;
+/// POST /allocations for many consumers, stays far below it); every gRPC
+/// hop behind the edge is sized from it.
+const MAX_BODY: usize = keelson_common::grpc::PLACEMENT_MAX_BODY_SIZE;
 
 struct Dispatch {
     state: State,

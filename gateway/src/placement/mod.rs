@@ -26,10 +26,8 @@ pub use request::{PlacementError, Req};
 
 /// A tonic client channel that carries the request context (request id,
 /// traceparent) of the request being handled.
-pub type Intercepted = tonic::service::interceptor::InterceptedService<
-    Channel,
-    fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
->;
+pub type Intercepted =
+    tonic::service::interceptor::InterceptedService<Channel, fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>>;
 
 /// The inventory service's gRPC clients (one HTTP/2 channel, shared).
 #[derive(Clone)]
@@ -45,21 +43,34 @@ pub struct Clients {
 }
 
 impl Clients {
+    /// Clients with the message sizes of the process's
+    /// [`keelson_common::grpc::WireLimits`]: every body the REST edge
+    /// accepts crosses, and so do the answers of big fleets.
     pub fn new(channel: Channel, candidates: Channel) -> Self {
         let f: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
         let svc = || tonic::service::interceptor::InterceptedService::new(channel.clone(), f);
+        let limits = keelson_common::grpc::WireLimits::current();
+        let (req, resp) = (limits.request_message, limits.response_message);
         Clients {
-            classes: pb::resource_classes_client::ResourceClassesClient::new(svc()),
-            traits: pb::traits_client::TraitsClient::new(svc()),
-            providers: pb::resource_providers_client::ResourceProvidersClient::new(svc()),
-            inventories: pb::inventories_client::InventoriesClient::new(svc()),
-            allocations: pb::allocations_client::AllocationsClient::new(svc()),
-            usages: pb::usages_client::UsagesClient::new(svc()),
-            // Answers for big fleets exceed tonic's 4 MiB default.
+            classes: pb::resource_classes_client::ResourceClassesClient::new(svc())
+                .max_encoding_message_size(req)
+                .max_decoding_message_size(resp),
+            traits: pb::traits_client::TraitsClient::new(svc()).max_encoding_message_size(req).max_decoding_message_size(resp),
+            providers: pb::resource_providers_client::ResourceProvidersClient::new(svc())
+                .max_encoding_message_size(req)
+                .max_decoding_message_size(resp),
+            inventories: pb::inventories_client::InventoriesClient::new(svc())
+                .max_encoding_message_size(req)
+                .max_decoding_message_size(resp),
+            allocations: pb::allocations_client::AllocationsClient::new(svc())
+                .max_encoding_message_size(req)
+                .max_decoding_message_size(resp),
+            usages: pb::usages_client::UsagesClient::new(svc()).max_encoding_message_size(req).max_decoding_message_size(resp),
             candidates: keelson_proto::candidates::v2::allocation_candidates_client::AllocationCandidatesClient::new(
                 tonic::service::interceptor::InterceptedService::new(candidates, f),
             )
-            .max_decoding_message_size(usize::MAX),
+            .max_encoding_message_size(req)
+            .max_decoding_message_size(resp),
         }
     }
 }

@@ -13,11 +13,14 @@ pub struct AllocationCandidatesRpc {
     pub store: Store,
 }
 
+/// The service on `store`, with the message sizes of the process's
+/// [`keelson_common::grpc::WireLimits`] (answers for big fleets are large;
+/// tonic's 4 MiB default is not).
 pub fn server(store: Store) -> pb::allocation_candidates_server::AllocationCandidatesServer<AllocationCandidatesRpc> {
+    let limits = keelson_common::grpc::WireLimits::current();
     pb::allocation_candidates_server::AllocationCandidatesServer::new(AllocationCandidatesRpc { store })
-        // Answers for big fleets are large; the defaults (4 MiB) are not.
-        .max_encoding_message_size(usize::MAX)
-        .max_decoding_message_size(64 * 1024 * 1024)
+        .max_encoding_message_size(limits.response_message)
+        .max_decoding_message_size(limits.request_message)
 }
 
 fn group_from_pb(g: pb::RequestGroup) -> RequestGroup {

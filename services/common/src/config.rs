@@ -134,6 +134,14 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("keystone_authtoken", "user_domain_id", "str", None),
     ("keystone_authtoken", "project_domain_name", "str", None),
     ("keystone_authtoken", "project_domain_id", "str", None),
+    // Issue 15, connection limits of the REST listeners (Placement and
+    // Orchestration alike, each listener on its own): seconds a client may
+    // take to send a request head; seconds a connection may stay open with
+    // no request in progress; connections served at once (more wait in
+    // the accept backlog).
+    ("api", "header_read_timeout", "int", Some("30")),
+    ("api", "idle_timeout", "int", Some("75")),
+    ("api", "max_connections", "int", Some("1000")),
 ];
 
 #[derive(Deserialize)]

@@ -5,6 +5,12 @@
 //! encoded `keelson.common.v1.ErrorDetail`, so a code such as
 //! `placement.concurrent_update` reaches the REST client exactly as the
 //! service produced it.
+//!
+//! Both travel in the response's HTTP/2 trailers, whose size every hop
+//! bounds ([`crate::grpc::WireLimits::header_list`]): the detail carries
+//! the whole text (up to [`crate::grpc::WireLimits::error_detail`]), and
+//! `grpc-message` only a summary of it, so a long text (400 unknown trait
+//! names, a stack name of 8,000 characters) still reaches the caller.
 
 use keelson_proto::common::v1::ErrorDetail;
 use prost::Message as _;
@@ -36,8 +42,11 @@ impl ApiError {
             504 => tonic::Code::DeadlineExceeded,
             _ => tonic::Code::Internal,
         };
-        let detail = ErrorDetail { code: self.code.clone(), detail: self.detail.clone(), http_status: self.http_status.into() };
-        tonic::Status::with_details(grpc_code, self.detail.clone(), detail.encode_to_vec().into())
+        let limits = crate::grpc::WireLimits::current();
+        let detail =
+            ErrorDetail { code: self.code.clone(), detail: cut(&self.detail, limits.error_detail), http_status: self.http_status.into() };
+        let summary = cut(&self.detail, crate::grpc::STATUS_MESSAGE_SUMMARY);
+        tonic::Status::with_details(grpc_code, summary, detail.encode_to_vec().into())
     }
 
     /// Decodes a gRPC status; a status without our detail (a transport
@@ -69,6 +78,19 @@ impl ApiError {
     }
 }
 
+/// `text` when it has at most `max` bytes; else its first `max` bytes (at
+/// a character boundary) and a note of how many were left out.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+}
+
 impl From<ApiError> for tonic::Status {
     fn from(e: ApiError) -> Self {
         e.to_status()
@@ -85,6 +107,22 @@ mod tests {
         let back = ApiError::from_status(&e.to_status(), "placement.undefined_code");
         assert_eq!(back, e);
         assert_eq!(e.to_status().code(), tonic::Code::Aborted);
+    }
+
+    #[test]
+    fn long_texts_cross_whole_with_a_short_summary() {
+        let long = format!("No such trait(s): {}", vec!["CUSTOM_NOPE_0123456789"; 400].join(", "));
+        let e = ApiError::new(400, "placement.undefined_code", long.clone());
+        let status = e.to_status();
+        assert!(status.message().len() < crate::grpc::STATUS_MESSAGE_SUMMARY + 32);
+        assert!(status.message().ends_with(&format!("… ({} more bytes)", long.len() - crate::grpc::STATUS_MESSAGE_SUMMARY)));
+        assert_eq!(ApiError::from_status(&status, "x"), e);
+    }
+
+    #[test]
+    fn cut_keeps_character_boundaries() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("aé", 2), "a… (2 more bytes)");
     }
 
     #[test]

@@ -38,18 +38,34 @@ pub struct Services {
 }
 
 impl Services {
+    /// The services on `store`, with the message sizes of the process's
+    /// [`keelson_common::grpc::WireLimits`].
     pub fn new(store: Store) -> Self {
+        let limits = keelson_common::grpc::WireLimits::current();
+        let (req, resp) = (limits.request_message, limits.response_message);
         Services {
             resource_classes: pb::resource_classes_server::ResourceClassesServer::new(resource_classes::ResourceClassesRpc {
                 store: store.clone(),
-            }),
-            resource_providers: pb::resource_providers_server::ResourceProvidersServer::new(
-                resource_providers::ResourceProvidersRpc { store: store.clone() },
-            ),
-            traits: pb::traits_server::TraitsServer::new(traits::TraitsRpc { store: store.clone() }),
-            inventories: pb::inventories_server::InventoriesServer::new(inventories::InventoriesRpc { store: store.clone() }),
-            allocations: pb::allocations_server::AllocationsServer::new(allocations::AllocationsRpc { store: store.clone() }),
-            usages: pb::usages_server::UsagesServer::new(usages::UsagesRpc { store: store.clone() }),
+            })
+            .max_decoding_message_size(req)
+            .max_encoding_message_size(resp),
+            resource_providers: pb::resource_providers_server::ResourceProvidersServer::new(resource_providers::ResourceProvidersRpc {
+                store: store.clone(),
+            })
+            .max_decoding_message_size(req)
+            .max_encoding_message_size(resp),
+            traits: pb::traits_server::TraitsServer::new(traits::TraitsRpc { store: store.clone() })
+                .max_decoding_message_size(req)
+                .max_encoding_message_size(resp),
+            inventories: pb::inventories_server::InventoriesServer::new(inventories::InventoriesRpc { store: store.clone() })
+                .max_decoding_message_size(req)
+                .max_encoding_message_size(resp),
+            allocations: pb::allocations_server::AllocationsServer::new(allocations::AllocationsRpc { store: store.clone() })
+                .max_decoding_message_size(req)
+                .max_encoding_message_size(resp),
+            usages: pb::usages_server::UsagesServer::new(usages::UsagesRpc { store: store.clone() })
+                .max_decoding_message_size(req)
+                .max_encoding_message_size(resp),
         }
     }
 

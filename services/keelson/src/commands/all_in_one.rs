@@ -66,8 +66,9 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     );
     let inv = async { keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
     let cand = async { keelson_candidates::serve(cand_store, cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
-    let p = async { keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
-    let o = async { keelson_gateway::server::serve(o_listener, orchestration, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
+    let edge_limits = keelson_gateway::server::ConnectionLimits::from_config(&config);
+    let p = async { keelson_gateway::server::serve_placement(p_listener, placement, edge_limits, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
+    let o = async { keelson_gateway::server::serve_orchestration(o_listener, orchestration, edge_limits, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
     let ctl = super::controller::embedded(&config, ctl_listener, db.clone(), synced_tx, shutdown.clone());
     let engine = async {
         keelson_stack_engine::serve(orchestration_db.clone(), engine_settings, engine_listener, shutdown.clone()).await.map_err(anyhow::Error::from)

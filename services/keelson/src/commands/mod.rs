@@ -16,11 +16,7 @@ use crate::cli::{Cli, Command};
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut config = crate::settings::load(&cli.common)?;
     let filter = config.get_str("telemetry", "log_filter").unwrap_or_else(|| "info".into());
-    let service = format!(
-        "{}-{}",
-        config.get_str("telemetry", "service_name").unwrap_or_else(|| "keelson".into()),
-        cli.command.name()
-    );
+    let service = format!("{}-{}", config.get_str("telemetry", "service_name").unwrap_or_else(|| "keelson".into()), cli.command.name());
     let telemetry = keelson_common::telemetry::init(&filter, config.get_str("telemetry", "otlp_endpoint").as_deref(), &service);
     for unknown in &config.unknown {
         tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
@@ -28,6 +24,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if cli.command.is_long_running() {
         crate::memory::spawn_trimmer();
     }
+    // Every gRPC server and client of this process sizes its messages and
+    // headers from the REST edge's limits, read once here.
+    keelson_common::grpc::WireLimits::from_config(&config).install();
     let outcome = match cli.command {
         Command::AllInOne => {
             crate::settings::apply_all_in_one_defaults(&mut config)?;

@@ -116,8 +116,9 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);
     tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
     let shutdown = on_signal();
-    let p = keelson_gateway::server::serve_placement(p_listener, placement, shutdown.clone().wait());
-    let o = keelson_gateway::server::serve(o_listener, orchestration, shutdown.wait());
+    let edge_limits = keelson_gateway::server::ConnectionLimits::from_config(&config);
+    let p = keelson_gateway::server::serve_placement(p_listener, placement, edge_limits, shutdown.clone().wait());
+    let o = keelson_gateway::server::serve_orchestration(o_listener, orchestration, edge_limits, shutdown.wait());
     tokio::try_join!(p, o)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -42,8 +42,13 @@ impl WorkerService {
         WorkerService { engine }
     }
 
+    /// The server, with the message sizes of the process's
+    /// [`keelson_common::grpc::WireLimits`].
     pub fn into_server(self) -> EngineWorkerServer<WorkerService> {
+        let limits = keelson_common::grpc::WireLimits::current();
         EngineWorkerServer::new(self)
+            .max_decoding_message_size(limits.request_message)
+            .max_encoding_message_size(limits.response_message)
     }
 }
 
@@ -167,8 +172,14 @@ impl WorkerClients {
             .channels
             .lock()
             .map_err(|_| Status::internal("client pool poisoned"))?;
+        let limits = grpc::WireLimits::current();
+        let sized = |c: Channel| {
+            EngineWorkerClient::new(c)
+                .max_encoding_message_size(limits.request_message)
+                .max_decoding_message_size(limits.response_message)
+        };
         if let Some(c) = map.get(endpoint) {
-            return Ok(EngineWorkerClient::new(c.clone()));
+            return Ok(sized(c.clone()));
         }
         let channel = grpc::endpoint(endpoint, self.tls.as_deref())
             .map_err(|e| Status::invalid_argument(format!("endpoint {endpoint}: {e}")))?
@@ -176,7 +187,7 @@ impl WorkerClients {
             .timeout(self.timeout)
             .connect_lazy();
         map.insert(endpoint.to_string(), channel.clone());
-        Ok(EngineWorkerClient::new(channel))
+        Ok(sized(channel))
     }
 }
 
