@@ -632,6 +632,13 @@ pub fn placeholders(dialect: Dialect, sql: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The most items one `IN (…)` list binds. Every backend bounds the
+/// parameters of a statement (SQLite 32,766, MariaDB and PostgreSQL
+/// 65,535), and a request may name more consumers or providers than that:
+/// longer lists are sent in chunks of this size, with room left for the
+/// statement's other parameters.
+pub const IN_LIST_CHUNK: usize = 10_000;
+
 /// `?, ?, ?` for an `IN (…)` list of `n` items (never empty: `n` ≥ 1).
 pub fn in_list(n: usize) -> String {
     vec!["?"; n.max(1)].join(", ")

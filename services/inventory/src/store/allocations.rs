@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 
-use keelson_common::db::{in_list, now, Tx, Value};
+use keelson_common::db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 use keelson_common::DbError;
 
 use super::consumers::{
@@ -340,10 +340,15 @@ pub(crate) async fn write_planned(
     // Deleting by primary key, and only rows that exist: a ranged DELETE
     // on MariaDB gap-locks the consumer index, and concurrent writers of
     // new consumers then deadlock on their inserts.
-    let existing = tx.fetch_all(&format!("SELECT id FROM allocations WHERE consumer_id IN ({})", in_list(params.len())), &params).await?;
-    if !existing.is_empty() {
-        let ids: Vec<Value> = existing.iter().map(|r| r.i64(0).map(Value::from)).collect::<std::result::Result<_, _>>()?;
-        tx.execute(&format!("DELETE FROM allocations WHERE id IN ({})", in_list(ids.len())), &ids).await?;
+    let mut ids: Vec<Value> = Vec::new();
+    for chunk in params.chunks(IN_LIST_CHUNK) {
+        let sql = format!("SELECT id FROM allocations WHERE consumer_id IN ({})", in_list(chunk.len()));
+        for r in tx.fetch_all(&sql, chunk).await? {
+            ids.push(Value::from(r.i64(0)?));
+        }
+    }
+    for chunk in ids.chunks(IN_LIST_CHUNK) {
+        tx.execute(&format!("DELETE FROM allocations WHERE id IN ({})", in_list(chunk.len())), chunk).await?;
     }
 
     check_capacity(tx, plan, providers, &provider_order, &class_ids, &unique_class_ids, &previous_usage).await?;
@@ -497,11 +502,13 @@ pub(crate) async fn provider_states(tx: &mut Tx, uuids: &BTreeSet<String>) -> Re
         return Ok(out);
     }
     let params: Vec<Value> = uuids.iter().map(Value::from).collect();
-    let sql = format!("SELECT id, uuid, generation FROM resource_providers WHERE uuid IN ({})", in_list(params.len()));
-    for r in tx.fetch_all(&sql, &params).await? {
-        let uuid = r.string(1)?;
-        if uuids.contains(&uuid) {
-            out.insert(uuid, ProviderState { id: r.i64(0)?, generation: r.opt_i64(2)?.unwrap_or(0) });
+    for chunk in params.chunks(IN_LIST_CHUNK) {
+        let sql = format!("SELECT id, uuid, generation FROM resource_providers WHERE uuid IN ({})", in_list(chunk.len()));
+        for r in tx.fetch_all(&sql, chunk).await? {
+            let uuid = r.string(1)?;
+            if uuids.contains(&uuid) {
+                out.insert(uuid, ProviderState { id: r.i64(0)?, generation: r.opt_i64(2)?.unwrap_or(0) });
+            }
         }
     }
     Ok(out)

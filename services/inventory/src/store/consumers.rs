@@ -5,7 +5,7 @@
 //! first allocation write and deleted by the write (or delete) that leaves
 //! it without any. Its generation moves on with every allocation write.
 
-use keelson_common::db::{in_list, now, Tx, Value};
+use keelson_common::db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 
 use crate::error::Result;
 
@@ -137,12 +137,14 @@ pub async fn delete_consumers_without_allocations(tx: &mut Tx, uuids: &[String])
         return Ok(());
     }
     let params: Vec<Value> = uuids.iter().map(Value::from).collect();
-    let sql = format!(
-        "DELETE FROM consumers WHERE uuid IN ({}) \
-         AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.consumer_id = consumers.uuid)",
-        in_list(params.len())
-    );
-    tx.execute(&sql, &params).await?;
+    for chunk in params.chunks(IN_LIST_CHUNK) {
+        let sql = format!(
+            "DELETE FROM consumers WHERE uuid IN ({}) \
+             AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.consumer_id = consumers.uuid)",
+            in_list(chunk.len())
+        );
+        tx.execute(&sql, chunk).await?;
+    }
     Ok(())
 }
 
