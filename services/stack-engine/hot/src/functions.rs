@@ -2,8 +2,8 @@
 //! argument checks (upstream texts) and their evaluation.
 
 use crate::conditions;
-use crate::snippet::{Call, ConditionValues, Node, ResolveContext, Snippet};
 use crate::pyfmt::{is_falsy, py_json_dumps, py_repr, py_repr_str, py_str};
+use crate::snippet::{Call, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{self, HotVersion};
 use crate::TemplateError;
 use serde_json::{Map, Value};
@@ -13,25 +13,39 @@ pub(crate) enum Func {
     GetParam,
     GetResource,
     /// `all`: no attribute name allowed (>= 2015-10-15).
-    GetAttr { all: bool },
+    GetAttr {
+        all: bool,
+    },
     GetFile,
     /// `multi`: several lists (>= 2015-10-15).
-    ListJoin { multi: bool },
+    ListJoin {
+        multi: bool,
+    },
     /// `json`: non-string params JSON-encoded; `strict`: 0 plain,
     /// 1 every param must occur, 2 also non-empty values.
-    StrReplace { json: bool, strict: u8 },
+    StrReplace {
+        json: bool,
+        strict: u8,
+    },
     /// `maps`: for_each values may be maps; `permutations`: the
     /// `permutations` key is accepted.
-    Repeat { maps: bool, permutations: bool },
+    Repeat {
+        maps: bool,
+        permutations: bool,
+    },
     Digest,
     StrSplit,
     MapMerge,
     MapReplace,
     /// `nullable`: the two-argument form (2021-04-16).
-    If { nullable: bool },
+    If {
+        nullable: bool,
+    },
     Filter,
     MakeUrl,
-    ListConcat { unique: bool },
+    ListConcat {
+        unique: bool,
+    },
     Contains,
     Equals,
     Not,
@@ -66,8 +80,15 @@ pub(crate) struct FunctionTable {
 }
 
 const CFN_IN_2013: &[&str] = &[
-    "Fn::GetAZs", "Fn::Join", "Fn::Split", "Fn::Replace", "Fn::Base64",
-    "Fn::MemberListToMap", "Fn::ResourceFacade", "Ref", "Fn::Select",
+    "Fn::GetAZs",
+    "Fn::Join",
+    "Fn::Split",
+    "Fn::Replace",
+    "Fn::Base64",
+    "Fn::MemberListToMap",
+    "Fn::ResourceFacade",
+    "Ref",
+    "Fn::Select",
 ];
 
 impl FunctionTable {
@@ -78,25 +99,51 @@ impl FunctionTable {
         }
         // Conditions only use the condition functions; the API's table for
         // conditions lists the others too, but upstream rejects them there.
-        const CONDITION_ONLY: &[&str] = &["get_param", "equals", "not", "and", "or", "contains", "yaql"];
+        const CONDITION_ONLY: &[&str] = &[
+            "get_param",
+            "equals",
+            "not",
+            "and",
+            "or",
+            "contains",
+            "yaql",
+        ];
         if self.conditions && !self.cfn && !CONDITION_ONLY.contains(&key) {
             return Some(Func::Invalid);
         }
         Some(match key {
             "get_param" => Func::GetParam,
             "get_resource" => Func::GetResource,
-            "get_attr" => Func::GetAttr { all: v.at_least("2015-10-15") },
+            "get_attr" => Func::GetAttr {
+                all: v.at_least("2015-10-15"),
+            },
             "get_file" => Func::GetFile,
-            "list_join" => Func::ListJoin { multi: v.at_least("2015-10-15") },
-            "str_replace" => Func::StrReplace { json: v.at_least("2015-10-15"), strict: 0 },
-            "str_replace_strict" => Func::StrReplace { json: true, strict: 1 },
-            "str_replace_vstrict" => Func::StrReplace { json: true, strict: 2 },
-            "repeat" => Func::Repeat { maps: v.at_least("2016-10-14"), permutations: v.at_least("2017-09-01") },
+            "list_join" => Func::ListJoin {
+                multi: v.at_least("2015-10-15"),
+            },
+            "str_replace" => Func::StrReplace {
+                json: v.at_least("2015-10-15"),
+                strict: 0,
+            },
+            "str_replace_strict" => Func::StrReplace {
+                json: true,
+                strict: 1,
+            },
+            "str_replace_vstrict" => Func::StrReplace {
+                json: true,
+                strict: 2,
+            },
+            "repeat" => Func::Repeat {
+                maps: v.at_least("2016-10-14"),
+                permutations: v.at_least("2017-09-01"),
+            },
             "digest" => Func::Digest,
             "str_split" => Func::StrSplit,
             "map_merge" => Func::MapMerge,
             "map_replace" => Func::MapReplace,
-            "if" => Func::If { nullable: v.at_least("2021-04-16") },
+            "if" => Func::If {
+                nullable: v.at_least("2021-04-16"),
+            },
             "filter" => Func::Filter,
             "make_url" => Func::MakeUrl,
             "list_concat" => Func::ListConcat { unique: false },
@@ -156,7 +203,9 @@ fn repeat_syntax_error() -> TemplateError {
 fn map_replace_example(name: &str) -> String {
     format!("\"{name}\" : [ {{ \"key1\": \"val1\" }}, {{\"keys\": {{\"key1\": \"key2\"}}, \"values\": {{\"val1\": \"val2\"}}}}]")
 }
-const MAKE_URL_KEYS: &[&str] = &["scheme", "username", "password", "host", "path", "port", "query", "fragment"];
+const MAKE_URL_KEYS: &[&str] = &[
+    "scheme", "username", "password", "host", "path", "port", "query", "fragment",
+];
 
 fn list_items(s: &Snippet) -> Option<&[Snippet]> {
     match &s.0 {
@@ -353,18 +402,28 @@ const DIGEST_ALGORITHMS: &[&str] = &["md5", "sha1", "sha224", "sha256", "sha384"
 fn check_digest_args(name: &str, args: &Value) -> Result<(), TemplateError> {
     let Some(items) = args.as_array().filter(|a| a.iter().all(Value::is_string)) else {
         // Unresolved functions inside are checked at resolution.
-        if args.as_array().is_some_and(|a| a.iter().any(|x| x.is_object())) {
+        if args
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x.is_object()))
+        {
             return Ok(());
         }
-        return Err(invalid(format!("Argument to function \"{name}\" must be a list of strings")));
+        return Err(invalid(format!(
+            "Argument to function \"{name}\" must be a list of strings"
+        )));
     };
     if items.len() != 2 {
-        return Err(invalid(format!("Function \"{name}\" usage: [\"<algorithm>\", \"<value>\"]")));
+        return Err(invalid(format!(
+            "Function \"{name}\" usage: [\"<algorithm>\", \"<value>\"]"
+        )));
     }
     let algorithm = items[0].as_str().unwrap_or_default().to_lowercase();
     if !DIGEST_ALGORITHMS.contains(&algorithm.as_str()) {
         let listed: Vec<String> = DIGEST_ALGORITHMS.iter().map(|a| format!("'{a}'")).collect();
-        return Err(invalid(format!("Algorithm must be one of {{{}}}", listed.join(", "))));
+        return Err(invalid(format!(
+            "Algorithm must be one of {{{}}}",
+            listed.join(", ")
+        )));
     }
     Ok(())
 }
@@ -385,12 +444,19 @@ pub(crate) fn choose_if_branch<'a>(
     let Some(condition) = items.first() else {
         return Err(invalid("if requires a condition"));
     };
-    let chosen = if conditions::evaluate_inline(condition, conds, params)? { items.get(1) } else { items.get(2) };
+    let chosen = if conditions::evaluate_inline(condition, conds, params)? {
+        items.get(1)
+    } else {
+        items.get(2)
+    };
     Ok(chosen)
 }
 
 /// Evaluates one call; None when the value is dropped.
-pub(crate) fn evaluate(call: &Call, ctx: &dyn ResolveContext) -> Result<Option<Value>, TemplateError> {
+pub(crate) fn evaluate(
+    call: &Call,
+    ctx: &dyn ResolveContext,
+) -> Result<Option<Value>, TemplateError> {
     let name = call.name.as_str();
     if let Func::If { .. } = call.func {
         // Conditions were not applied (a bare snippet): only literal
@@ -471,10 +537,16 @@ fn get_param(name: &str, args: &Value, ctx: &dyn ResolveContext) -> Result<Value
         Value::Array(items) if !items.is_empty() => (&items[0], &items[1..]),
         Value::Null => return Err(invalid(format!("Function \"{name}\" must have arguments"))),
         Value::Array(_) => return Err(invalid(format!("Function \"{name}\" must have arguments"))),
-        _ => return Err(invalid(format!("Argument to \"{name}\" must be string or list"))),
+        _ => {
+            return Err(invalid(format!(
+                "Argument to \"{name}\" must be string or list"
+            )))
+        }
     };
     let Some(param_name) = param_name.as_str() else {
-        return Err(invalid(format!("Parameter name in \"{name}\" must be string")));
+        return Err(invalid(format!(
+            "Parameter name in \"{name}\" must be string"
+        )));
     };
     let Some(mut current) = ctx.param(param_name) else {
         return Err(TemplateError::new(
@@ -509,7 +581,12 @@ fn get_param(name: &str, args: &Value, ctx: &dyn ResolveContext) -> Result<Value
     Ok(current)
 }
 
-fn get_attr(name: &str, all: bool, args: &Value, ctx: &dyn ResolveContext) -> Result<Value, TemplateError> {
+fn get_attr(
+    name: &str,
+    all: bool,
+    args: &Value,
+    ctx: &dyn ResolveContext,
+) -> Result<Value, TemplateError> {
     let Some(items) = args.as_array() else {
         return Err(invalid(format!("Argument to \"{name}\" must be a list")));
     };
@@ -532,7 +609,12 @@ fn get_attr(name: &str, all: bool, args: &Value, ctx: &dyn ResolveContext) -> Re
 }
 
 fn list_join(name: &str, multi: bool, args: &Value) -> Result<Value, TemplateError> {
-    let bad_args = || invalid(format!("Incorrect arguments to \"{name}\" should be: {}", list_join_example(name, multi)));
+    let bad_args = || {
+        invalid(format!(
+            "Incorrect arguments to \"{name}\" should be: {}",
+            list_join_example(name, multi)
+        ))
+    };
     let items = args.as_array().ok_or_else(bad_args)?;
     let (delim, lists) = match items.split_first() {
         Some((d, rest)) if (multi && !rest.is_empty()) || rest.len() == 1 => (d, rest),
@@ -562,7 +644,10 @@ fn list_join(name: &str, multi: bool, args: &Value) -> Result<Value, TemplateErr
                     )))
                 }
                 other => {
-                    return Err(invalid(format!("Items to join must be strings not {}", truncate(&py_repr(other), 200))))
+                    return Err(invalid(format!(
+                        "Items to join must be strings not {}",
+                        truncate(&py_repr(other), 200)
+                    )))
                 }
             });
         }
@@ -595,7 +680,11 @@ fn str_replace(name: &str, json: bool, strict: u8, args: &Value) -> Result<Value
             Value::String(s) => s.clone(),
             Value::Number(_) | Value::Bool(_) => py_str(value),
             Value::Object(_) | Value::Array(_) if json => py_json_dumps(value),
-            _ if json => return Err(invalid(format!("\"{name}\" params must be strings, numbers, list or map."))),
+            _ if json => {
+                return Err(invalid(format!(
+                    "\"{name}\" params must be strings, numbers, list or map."
+                )))
+            }
             _ => {
                 return Err(invalid(format!(
                     "\"{name}\" params must be strings or numbers, param {placeholder} is not valid"
@@ -609,7 +698,11 @@ fn str_replace(name: &str, json: bool, strict: u8, args: &Value) -> Result<Value
     let mut found = std::collections::BTreeSet::new();
     let result = replace_all(template, &replacements, &mut found);
     if strict >= 1 {
-        let mut missing: Vec<&str> = params.keys().map(String::as_str).filter(|p| !found.contains(*p)).collect();
+        let mut missing: Vec<&str> = params
+            .keys()
+            .map(String::as_str)
+            .filter(|p| !found.contains(*p))
+            .collect();
         missing.sort_by(|a, b| by_length_then_name(a, b));
         if !missing.is_empty() {
             return Err(invalid(format!(
@@ -638,7 +731,11 @@ fn value_is_empty(v: &Value, _json: bool) -> bool {
 
 /// Each placeholder is replaced in the text between the earlier
 /// (longer) placeholders' occurrences, never inside a replacement.
-fn replace_all<'a>(template: &str, replacements: &[(&'a str, String)], found: &mut std::collections::BTreeSet<&'a str>) -> String {
+fn replace_all<'a>(
+    template: &str,
+    replacements: &[(&'a str, String)],
+    found: &mut std::collections::BTreeSet<&'a str>,
+) -> String {
     let Some(((placeholder, value), rest)) = replacements.split_first() else {
         return template.to_string();
     };
@@ -670,7 +767,12 @@ fn cfn_replace(name: &str, args: &Value) -> Result<Value, TemplateError> {
     }
 }
 
-fn repeat(name: &str, maps: bool, permutations_allowed: bool, args: &Value) -> Result<Value, TemplateError> {
+fn repeat(
+    name: &str,
+    maps: bool,
+    permutations_allowed: bool,
+    args: &Value,
+) -> Result<Value, TemplateError> {
     let Some(m) = args.as_object() else {
         return Err(invalid(format!("Arguments to \"{name}\" must be a map")));
     };
@@ -678,12 +780,16 @@ fn repeat(name: &str, maps: bool, permutations_allowed: bool, args: &Value) -> R
         return Err(repeat_syntax_error());
     };
     let Some(for_each) = for_each.as_object() else {
-        return Err(invalid(format!("The \"for_each\" argument to \"{name}\" must contain a map")));
+        return Err(invalid(format!(
+            "The \"for_each\" argument to \"{name}\" must contain a map"
+        )));
     };
     let permutations = match m.get("permutations") {
         Some(Value::Bool(b)) if permutations_allowed => *b,
         Some(_) if permutations_allowed => {
-            return Err(invalid(format!("\"permutations\" should be boolean type for {name} function.")))
+            return Err(invalid(format!(
+                "\"permutations\" should be boolean type for {name} function."
+            )))
         }
         _ => true,
     };
@@ -695,7 +801,9 @@ fn repeat(name: &str, maps: bool, permutations_allowed: bool, args: &Value) -> R
         let items = match v {
             Value::Null => vec![],
             Value::Array(a) => a.clone(),
-            Value::Object(o) if maps_allowed => o.keys().map(|k| Value::String(k.clone())).collect(),
+            Value::Object(o) if maps_allowed => {
+                o.keys().map(|k| Value::String(k.clone())).collect()
+            }
             _ if maps_allowed => {
                 return Err(invalid(format!(
                     "The values of the \"for_each\" argument to \"{name}\" must be lists or maps"
@@ -729,13 +837,18 @@ fn repeat(name: &str, maps: bool, permutations_allowed: bool, args: &Value) -> R
                 "For {name}, the length of for_each values should be equal if no nested loop."
             )));
         }
-        (0..len).map(|i| lists.iter().map(|l| &l[i]).collect()).collect()
+        (0..len)
+            .map(|i| lists.iter().map(|l| &l[i]).collect())
+            .collect()
     };
     if keys.is_empty() {
         return Ok(Value::Array(vec![]));
     }
     Ok(Value::Array(
-        combos.iter().map(|combo| substitute(template, &keys, combo)).collect(),
+        combos
+            .iter()
+            .map(|combo| substitute(template, &keys, combo))
+            .collect(),
     ))
 }
 
@@ -752,7 +865,9 @@ fn substitute(template: &Value, keys: &[&str], values: &[&Value]) -> Value {
             }
             Value::String(out)
         }
-        Value::Array(items) => Value::Array(items.iter().map(|i| substitute(i, keys, values)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| substitute(i, keys, values)).collect())
+        }
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, v)| {
@@ -771,8 +886,16 @@ fn substitute(template: &Value, keys: &[&str], values: &[&Value]) -> Value {
 fn digest(name: &str, args: &Value) -> Result<Value, TemplateError> {
     check_digest_args(name, args)?;
     let items = args.as_array().map(Vec::as_slice).unwrap_or_default();
-    let algorithm = items.first().and_then(Value::as_str).unwrap_or_default().to_lowercase();
-    let data = items.get(1).and_then(Value::as_str).unwrap_or_default().as_bytes();
+    let algorithm = items
+        .first()
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_lowercase();
+    let data = items
+        .get(1)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .as_bytes();
     use sha2::Digest as _;
     let hexdigest = match algorithm.as_str() {
         "md5" => hex::encode(md5::Md5::digest(data)),
@@ -787,7 +910,11 @@ fn digest(name: &str, args: &Value) -> Result<Value, TemplateError> {
 
 fn str_split(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let example = format!("\"{name}\" : [ \",\", \"apples,pears\", <index>]");
-    let bad = || invalid(format!("Incorrect arguments to \"{name}\" should be: {example}"));
+    let bad = || {
+        invalid(format!(
+            "Incorrect arguments to \"{name}\" should be: {example}"
+        ))
+    };
     let items = args.as_array().ok_or_else(bad)?;
     if items.len() < 2 {
         return Err(bad());
@@ -801,7 +928,9 @@ fn str_split(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let parts: Vec<Value> = if delim.is_empty() {
         return Err(invalid("empty separator"));
     } else {
-        text.split(delim).map(|s| Value::String(s.to_string())).collect()
+        text.split(delim)
+            .map(|s| Value::String(s.to_string()))
+            .collect()
     };
     match items.get(2) {
         None => Ok(Value::Array(parts)),
@@ -812,9 +941,15 @@ fn str_split(name: &str, args: &Value) -> Result<Value, TemplateError> {
                 _ => None,
             };
             let Some(idx) = idx else {
-                return Err(invalid(format!("Incorrect index to \"{name}\" should be: {example}")));
+                return Err(invalid(format!(
+                    "Incorrect index to \"{name}\" should be: {example}"
+                )));
             };
-            let resolved = if idx < 0 { parts.len() as i64 + idx } else { idx };
+            let resolved = if idx < 0 {
+                parts.len() as i64 + idx
+            } else {
+                idx
+            };
             usize::try_from(resolved)
                 .ok()
                 .and_then(|i| parts.get(i).cloned())
@@ -846,7 +981,12 @@ fn map_merge(name: &str, args: &Value) -> Result<Value, TemplateError> {
 }
 
 fn map_replace(name: &str, args: &Value) -> Result<Value, TemplateError> {
-    let bad = || invalid(format!("Incorrect arguments to \"{name}\" should be: {}", map_replace_example(name)));
+    let bad = || {
+        invalid(format!(
+            "Incorrect arguments to \"{name}\" should be: {}",
+            map_replace_example(name)
+        ))
+    };
     let not_maps = || {
         invalid(format!(
             "Incorrect arguments: to \"{name}\", arguments must be a list of maps. Example:  {}",
@@ -878,17 +1018,23 @@ fn map_replace(name: &str, args: &Value) -> Result<Value, TemplateError> {
                     other => py_str(other),
                 };
                 if input.contains_key(&new_key) && &new_key != k {
-                    return Err(invalid(format!("key replacement {new_key} collides with a key in the input map")));
+                    return Err(invalid(format!(
+                        "key replacement {new_key} collides with a key in the input map"
+                    )));
                 }
                 if out.contains_key(&new_key) {
-                    return Err(invalid(format!("key replacement {new_key} collides with a key in the output map")));
+                    return Err(invalid(format!(
+                        "key replacement {new_key} collides with a key in the output map"
+                    )));
                 }
                 new_key
             }
         };
         let value = match v {
             Value::String(s) => values.get(s).cloned().unwrap_or_else(|| v.clone()),
-            Value::Number(_) | Value::Bool(_) => values.get(&py_str(v)).cloned().unwrap_or_else(|| v.clone()),
+            Value::Number(_) | Value::Bool(_) => {
+                values.get(&py_str(v)).cloned().unwrap_or_else(|| v.clone())
+            }
             _ => v.clone(),
         };
         out.insert(key, value);
@@ -918,39 +1064,77 @@ fn filter(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Value::Array(values) = values else {
         return Err(invalid(format!("\"{name}\" filters a list of values")));
     };
-    Ok(Value::Array(sequence.iter().filter(|i| !values.contains(i)).cloned().collect()))
+    Ok(Value::Array(
+        sequence
+            .iter()
+            .filter(|i| !values.contains(i))
+            .cloned()
+            .collect(),
+    ))
 }
 
 fn make_url(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Some(m) = args.as_object() else {
-        return Err(invalid(format!("The arguments to \"{name}\" must be a map")));
+        return Err(invalid(format!(
+            "The arguments to \"{name}\" must be a map"
+        )));
     };
     let text = |k: &str| -> Result<String, TemplateError> {
         match m.get(k) {
             None => Ok(String::new()),
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(invalid(format!("The \"{k}\" argument to \"{name}\" must be a string"))),
+            Some(_) => Err(invalid(format!(
+                "The \"{k}\" argument to \"{name}\" must be a string"
+            ))),
         }
     };
     let port = match m.get("port") {
         None => String::new(),
         Some(Value::Number(n)) => match n.as_i64() {
             Some(p) if (1..=65535).contains(&p) => p.to_string(),
-            Some(p) => return Err(invalid(format!("Invalid URL port {p}, must be in range 1-65535"))),
-            None => return Err(invalid(format!("Invalid URL port \"{n}\" for {name} called with {}", py_repr(args)))),
+            Some(p) => {
+                return Err(invalid(format!(
+                    "Invalid URL port {p}, must be in range 1-65535"
+                )))
+            }
+            None => {
+                return Err(invalid(format!(
+                    "Invalid URL port \"{n}\" for {name} called with {}",
+                    py_repr(args)
+                )))
+            }
         },
         Some(Value::String(s)) if s.is_empty() => String::new(),
         Some(Value::String(s)) => match s.trim().parse::<i64>() {
             Ok(p) if (1..=65535).contains(&p) => s.clone(),
-            Ok(p) => return Err(invalid(format!("Invalid URL port {p}, must be in range 1-65535"))),
-            Err(_) => return Err(invalid(format!("Invalid URL port \"{s}\" for {name} called with {}", py_repr(args)))),
+            Ok(p) => {
+                return Err(invalid(format!(
+                    "Invalid URL port {p}, must be in range 1-65535"
+                )))
+            }
+            Err(_) => {
+                return Err(invalid(format!(
+                    "Invalid URL port \"{s}\" for {name} called with {}",
+                    py_repr(args)
+                )))
+            }
         },
-        Some(other) => return Err(invalid(format!("Invalid URL port \"{}\" for {name} called with {}", py_str(other), py_repr(args)))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "Invalid URL port \"{}\" for {name} called with {}",
+                py_str(other),
+                py_repr(args)
+            )))
+        }
     };
     let query = match m.get("query") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(q)) => q.clone(),
-        Some(_) => return Err(invalid(format!("The \"query\" argument to \"{name}\" must be a map"))),
+        Some(_) => {
+            return Err(invalid(format!(
+                "The \"query\" argument to \"{name}\" must be a map"
+            )))
+        }
     };
     let scheme = text("scheme")?;
     if scheme.contains(':') {
@@ -984,10 +1168,13 @@ fn make_url(name: &str, args: &Value) -> Result<Value, TemplateError> {
     }
     let mut url = percent_encode(&text("path")?, b"/");
     const USES_NETLOC: &[&str] = &[
-        "", "ftp", "http", "gopher", "nntp", "telnet", "imap", "wais", "file", "mms", "https", "shttp",
-        "snews", "prospero", "rtsp", "rtspu", "rsync", "svn", "svn+ssh", "sftp", "nfs", "git", "git+ssh", "ws", "wss",
+        "", "ftp", "http", "gopher", "nntp", "telnet", "imap", "wais", "file", "mms", "https",
+        "shttp", "snews", "prospero", "rtsp", "rtspu", "rsync", "svn", "svn+ssh", "sftp", "nfs",
+        "git", "git+ssh", "ws", "wss",
     ];
-    if !netloc.is_empty() || (!scheme.is_empty() && USES_NETLOC.contains(&scheme.as_str()) && !url.starts_with("//")) {
+    if !netloc.is_empty()
+        || (!scheme.is_empty() && USES_NETLOC.contains(&scheme.as_str()) && !url.starts_with("//"))
+    {
         if !url.is_empty() && !url.starts_with('/') {
             url.insert(0, '/');
         }
@@ -1049,7 +1236,11 @@ fn list_concat(name: &str, unique: bool, args: &Value) -> Result<Value, Template
             Value::Array(a) => {
                 out.extend(a.iter().cloned());
             }
-            _ => return Err(invalid("Incorrect arguments: Items to concat must be lists.")),
+            _ => {
+                return Err(invalid(
+                    "Incorrect arguments: Items to concat must be lists.",
+                ))
+            }
         }
     }
     if unique {
@@ -1071,15 +1262,23 @@ fn list_concat(name: &str, unique: bool, args: &Value) -> Result<Value, Template
 fn contains(name: &str, args: &Value) -> Result<Value, TemplateError> {
     match args.as_array().map(Vec::as_slice) {
         Some([value, Value::Array(seq)]) => Ok(Value::Bool(seq.contains(value))),
-        Some([Value::String(needle), Value::String(hay)]) => Ok(Value::Bool(hay.contains(needle.as_str()))),
-        Some([_, _]) => Err(invalid(format!("Second argument to \"{name}\" should be a sequence."))),
-        _ => Err(invalid(format!("Arguments to \"{name}\" must be of the form: [value1, [value1, value2]]"))),
+        Some([Value::String(needle), Value::String(hay)]) => {
+            Ok(Value::Bool(hay.contains(needle.as_str())))
+        }
+        Some([_, _]) => Err(invalid(format!(
+            "Second argument to \"{name}\" should be a sequence."
+        ))),
+        _ => Err(invalid(format!(
+            "Arguments to \"{name}\" must be of the form: [value1, [value1, value2]]"
+        ))),
     }
 }
 
 fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Some([index, collection]) = args.as_array().map(Vec::as_slice) else {
-        return Err(invalid(format!("Arguments to \"{name}\" must be of the form [index, collection]")));
+        return Err(invalid(format!(
+            "Arguments to \"{name}\" must be of the form [index, collection]"
+        )));
     };
     let collection = match collection {
         Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
@@ -1097,7 +1296,10 @@ fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
                 _ => None,
             };
             match i {
-                Some(i) => Ok(a.get(i as usize).cloned().unwrap_or(Value::String(String::new()))),
+                Some(i) => Ok(a
+                    .get(i as usize)
+                    .cloned()
+                    .unwrap_or(Value::String(String::new()))),
                 None => Err(invalid(format!("Index to \"{name}\" must be an integer"))),
             }
         }
@@ -1107,8 +1309,12 @@ fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
 }
 
 fn member_list_to_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
-    let bad = || invalid(format!("Wrong Arguments try: \"{name}\" : [ \"Name\", \"Value\", [ \"MemberList.member.0.Name=key\", ...]]"));
-    let Some([Value::String(key_name), Value::String(value_name), Value::Array(members)]) = args.as_array().map(Vec::as_slice) else {
+    let bad = || {
+        invalid(format!("Wrong Arguments try: \"{name}\" : [ \"Name\", \"Value\", [ \"MemberList.member.0.Name=key\", ...]]"))
+    };
+    let Some([Value::String(key_name), Value::String(value_name), Value::Array(members)]) =
+        args.as_array().map(Vec::as_slice)
+    else {
         return Err(bad());
     };
     let mut keys: std::collections::BTreeMap<String, String> = Default::default();
@@ -1131,14 +1337,19 @@ fn member_list_to_map(name: &str, args: &Value) -> Result<Value, TemplateError> 
     }
     let mut out = Map::new();
     for (idx, k) in keys {
-        out.insert(k, Value::String(values.get(&idx).cloned().unwrap_or_default()));
+        out.insert(
+            k,
+            Value::String(values.get(&idx).cloned().unwrap_or_default()),
+        );
     }
     Ok(Value::Object(out))
 }
 
 fn find_in_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Some([mappings, map, key, value]) = args.as_array().map(Vec::as_slice) else {
-        return Err(invalid(format!("Arguments to \"{name}\" must be of the form [map_name, key, value]")));
+        return Err(invalid(format!(
+            "Arguments to \"{name}\" must be of the form [map_name, key, value]"
+        )));
     };
     let lookup = |v: &Value| py_str(v);
     mappings
@@ -1146,10 +1357,13 @@ fn find_in_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
         .and_then(|m| m.get(lookup(key)))
         .and_then(|m| m.get(lookup(value)))
         .cloned()
-        .ok_or_else(|| invalid(format!("Arguments to \"{name}\" must be of the form [map_name, key, value]")))
+        .ok_or_else(|| {
+            invalid(format!(
+                "Arguments to \"{name}\" must be of the form [map_name, key, value]"
+            ))
+        })
 }
 
 fn truncate(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
-
