@@ -1,6 +1,7 @@
 //! Parsed template values: literals, lists, maps and intrinsic function
 //! calls, parsed with the function table of the template's version.
 
+use crate::budget::{Budget, EvaluationLimits};
 use crate::functions::{self, Func};
 use crate::versions::HotVersion;
 use crate::TemplateError;
@@ -30,6 +31,11 @@ pub trait ResolveContext {
         Err(TemplateError::validation_failed(
             "resource_facade is only valid in nested stacks (provider templates)",
         ))
+    }
+    /// The budget each resolution runs under (see [`EvaluationLimits`]):
+    /// the process's installed limits unless the context chooses.
+    fn evaluation_limits(&self) -> EvaluationLimits {
+        EvaluationLimits::installed()
     }
 }
 
@@ -170,31 +176,38 @@ impl Snippet {
 
     /// Resolves every function; a value dropped by a two-argument `if`
     /// at the top level resolves to Null.
+    /// Every resolution runs under its own budget: an error of type
+    /// RequestLimitExceeded when its functions would produce too much.
     pub fn resolve(&self, ctx: &dyn ResolveContext) -> Result<Value, TemplateError> {
-        Ok(self.eval(ctx)?.unwrap_or(Value::Null))
+        let budget = Budget::new(ctx.evaluation_limits());
+        Ok(self.eval(ctx, &budget)?.unwrap_or(Value::Null))
     }
 
     /// None = dropped (a false two-argument `if`).
-    pub(crate) fn eval(&self, ctx: &dyn ResolveContext) -> Result<Option<Value>, TemplateError> {
+    pub(crate) fn eval(
+        &self,
+        ctx: &dyn ResolveContext,
+        budget: &Budget,
+    ) -> Result<Option<Value>, TemplateError> {
         match &self.0 {
             Node::Literal(v) => Ok(Some(v.clone())),
             Node::List(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in items {
-                    out.extend(item.eval(ctx)?);
+                    out.extend(item.eval(ctx, budget)?);
                 }
                 Ok(Some(Value::Array(out)))
             }
             Node::Map(entries) => {
                 let mut out = Map::new();
                 for (k, s) in entries {
-                    if let Some(v) = s.eval(ctx)? {
+                    if let Some(v) = s.eval(ctx, budget)? {
                         out.insert(k.clone(), v);
                     }
                 }
                 Ok(Some(Value::Object(out)))
             }
-            Node::Call(call) => functions::evaluate(call, ctx),
+            Node::Call(call) => functions::evaluate(call, ctx, budget),
         }
     }
 
