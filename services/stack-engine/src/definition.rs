@@ -115,7 +115,8 @@ impl StackDefinition {
             resources,
             outputs,
             nested: false,
-            uses_resource_facade: text.contains("\"resource_facade\"") || text.contains("\"Fn::ResourceFacade\""),
+            uses_resource_facade: text.contains("\"resource_facade\"")
+                || text.contains("\"Fn::ResourceFacade\""),
             template_plugins: TemplatePlugins::default(),
         })
     }
@@ -184,7 +185,9 @@ impl StackDefinition {
         match self.environment.resolve_type_for(name, written_type) {
             Some(RegistryTarget::TemplateFile(file)) => Some(file),
             Some(RegistryTarget::Type(_)) => None,
-            None if keelson_hot::is_template_reference(written_type) => Some(written_type.to_string()),
+            None if keelson_hot::is_template_reference(written_type) => {
+                Some(written_type.to_string())
+            }
             None => None,
         }
     }
@@ -283,28 +286,52 @@ impl StackDefinition {
         let Some(spec) = plugin.nested_stack_spec(properties, &self.files, &environment) else {
             return Ok(());
         };
-        let param = |n: &str| self.params.get(n).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let param = |n: &str| {
+            self.params
+                .get(n)
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
         let pseudo = PseudoParams {
             stack_id: String::new(),
             stack_name: format!("{}-{name}", param("OS::stack_name")),
             project_id: param("OS::project_id"),
             region: param("OS::region"),
         };
-        let nested = StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo)
-            .map(|d| d.into_nested(true))
-            .and_then(|d| d.validate_at_depth(registry, depth + 1));
-        nested.map_err(|e| nested_validation_error(e, &format!("resources.{name}<{}>", plugin.nested_stack_label())))
+        let nested = StackDefinition::parse_allow_missing(
+            &spec.template,
+            &spec.files,
+            &spec.environment,
+            &pseudo,
+        )
+        .map(|d| d.into_nested(true))
+        .and_then(|d| d.validate_at_depth(registry, depth + 1));
+        nested.map_err(|e| {
+            nested_validation_error(
+                e,
+                &format!("resources.{name}<{}>", plugin.nested_stack_label()),
+            )
+        })
     }
 
     /// The type a template resource stands in for (upstream looks the
     /// type up again, ignoring the mapping that led to the template): the
     /// global mapping when the resource's own section chose the template,
     /// else the built-in type of that name. None for other resources.
-    fn facade_of(&self, registry: &Registry, name: &str, written_type: &str) -> Result<Option<Arc<dyn ResourceType>>, EngineError> {
+    fn facade_of(
+        &self,
+        registry: &Registry,
+        name: &str,
+        written_type: &str,
+    ) -> Result<Option<Arc<dyn ResourceType>>, EngineError> {
         let Some(file) = self.template_file_of(name, written_type) else {
             return Ok(None);
         };
-        let next = if self.environment.resolve_type_only_for(name, written_type).is_some() {
+        let next = if self
+            .environment
+            .resolve_type_only_for(name, written_type)
+            .is_some()
+        {
             self.environment.resolve_type(written_type)
         } else {
             None
@@ -460,7 +487,9 @@ pub async fn resource_facts(
     // attributes whose names are in no schema (`resource.<n>.<attr>`, a
     // group member's attribute).
     if plugin.runs_nested_stack() {
-        if let Ok(members @ Value::Array(_)) = plugin.attribute(state, resources::MEMBERS_FACT).await {
+        if let Ok(members @ Value::Array(_)) =
+            plugin.attribute(state, resources::MEMBERS_FACT).await
+        {
             attributes.insert(resources::MEMBERS_FACT.to_string(), members);
         }
     }
@@ -557,12 +586,17 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
     for step in path {
         value = match (&value, step) {
             (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
-            (Value::Array(items), Value::Number(n)) => {
-                n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
-            }
-            (Value::Array(items), Value::String(s)) => {
-                s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
-            }
+            (Value::Array(items), Value::Number(n)) => n
+                .as_u64()
+                .and_then(|i| items.get(i as usize))
+                .cloned()
+                .unwrap_or(Value::Null),
+            (Value::Array(items), Value::String(s)) => s
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| items.get(i))
+                .cloned()
+                .unwrap_or(Value::Null),
             _ => Value::Null,
         };
     }
@@ -574,7 +608,12 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
 /// attribute name (the list of every member's value), `path` applied as
 /// upstream does (per member for the list).
 fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value {
-    let attr_of = |m: &Value, name: &str| m.get("attrs").and_then(|a| a.get(name)).cloned().unwrap_or(Value::Null);
+    let attr_of = |m: &Value, name: &str| {
+        m.get("attrs")
+            .and_then(|a| a.get(name))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
     if let Some(rest) = attribute.strip_prefix("resource.") {
         // Upstream `get_nested_attrs`: the member, then its attribute
         // (from the key or the path's first step), then the rest of the
@@ -586,7 +625,10 @@ fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value
                 _ => (rest, None, path),
             },
         };
-        let Some(member) = members.iter().find(|m| m.get("name").and_then(Value::as_str) == Some(index)) else {
+        let Some(member) = members
+            .iter()
+            .find(|m| m.get("name").and_then(Value::as_str) == Some(index))
+        else {
             return Value::Null;
         };
         return match attr {
@@ -594,7 +636,12 @@ fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value
             None => member.get("ref").cloned().unwrap_or(Value::Null),
         };
     }
-    Value::Array(members.iter().map(|m| follow_path(attr_of(m, attribute), path)).collect())
+    Value::Array(
+        members
+            .iter()
+            .map(|m| follow_path(attr_of(m, attribute), path))
+            .collect(),
+    )
 }
 
 impl ResolveContext for LiveContext {
@@ -605,7 +652,9 @@ impl ResolveContext for LiveContext {
     fn resource_facade(&self, key: &str) -> Result<Value, TemplateError> {
         match &self.facade {
             Some(facade) => Ok(facade.get(key).cloned().unwrap_or(Value::Null)),
-            None => Err(TemplateError::validation_failed("resource_facade is only valid in nested stacks (provider templates)")),
+            None => Err(TemplateError::validation_failed(
+                "resource_facade is only valid in nested stacks (provider templates)",
+            )),
         }
     }
 
@@ -626,7 +675,9 @@ impl ResolveContext for LiveContext {
         let mut value = match facts.and_then(|f| f.attributes.get(attribute)) {
             Some(v) => v.clone(),
             None => match facts.and_then(|f| f.attributes.get(resources::MEMBERS_FACT)) {
-                Some(Value::Array(members)) => return Ok(member_attribute(members, attribute, path)),
+                Some(Value::Array(members)) => {
+                    return Ok(member_attribute(members, attribute, path))
+                }
                 _ => Value::Null,
             },
         };
@@ -679,12 +730,19 @@ const MAX_VALIDATION_DEPTH: usize = 5;
 fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
     let property_error = e.message.strip_prefix("Property error: ").and_then(|rest| {
         let (path, message) = rest.split_once(": ")?;
-        let resource = path.strip_prefix("resources.")?.split_once(".properties")?.0;
+        let resource = path
+            .strip_prefix("resources.")?
+            .split_once(".properties")?
+            .0;
         Some(format!("resources.{resource}: : {message}"))
     });
     let inner = property_error.unwrap_or_else(|| e.message.clone());
     let message = match inner.split_once(": ") {
-        Some((kind, rest)) if rest.starts_with("resources.") && !kind.contains(' ') && !kind.starts_with("resources.") => {
+        Some((kind, rest))
+            if rest.starts_with("resources.")
+                && !kind.contains(' ')
+                && !kind.starts_with("resources.") =>
+        {
             format!("{kind}: {outer}.{rest}")
         }
         _ if inner.starts_with("resources.") => format!("{outer}.{inner}"),
@@ -696,11 +754,21 @@ fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
 /// Upstream `StackResource._validate_against_facade`: a provider
 /// template must take every property the facade requires (with a matching
 /// type), require none the facade lacks, and offer every attribute of it.
-fn check_against_facade(type_name: &str, facade: &resources::ResourceSchema, provider: &resources::ResourceSchema) -> Result<(), EngineError> {
+fn check_against_facade(
+    type_name: &str,
+    facade: &resources::ResourceSchema,
+    provider: &resources::ResourceSchema,
+) -> Result<(), EngineError> {
     use resources::PropertyType;
     // A template parameter is a Number where the facade's property is an
     // Integer (upstream `allowed_param_prop_type`).
-    let as_parameter = |t: PropertyType| if t == PropertyType::Integer { PropertyType::Number } else { t };
+    let as_parameter = |t: PropertyType| {
+        if t == PropertyType::Integer {
+            PropertyType::Number
+        } else {
+            t
+        }
+    };
     for fs in &facade.properties {
         match provider.property(fs.name) {
             None if fs.required => {
@@ -728,10 +796,16 @@ fn check_against_facade(type_name: &str, facade: &resources::ResourceSchema, pro
             )));
         }
     }
-    let facade_attributes = facade.attributes.iter().map(|a| a.name).chain(std::iter::once("show"));
+    let facade_attributes = facade
+        .attributes
+        .iter()
+        .map(|a| a.name)
+        .chain(std::iter::once("show"));
     for attr in facade_attributes {
         if !provider.attributes.iter().any(|a| a.name == attr) {
-            return Err(EngineError::validation(format!("Attribute {attr} for facade {type_name} missing in provider")));
+            return Err(EngineError::validation(format!(
+                "Attribute {attr} for facade {type_name} missing in provider"
+            )));
         }
     }
     Ok(())
@@ -767,7 +841,9 @@ mod tests {
     #[test]
     fn validation_descends_into_nested_stacks_that_would_exist() {
         let provider = "heat_template_version: 2013-05-23\nresources:\n  random:\n    type: OS::Heat::RandomString\n    properties:\n      length: BAD\n";
-        let files: Map<String, Value> = [("provider.yaml".to_string(), json!(provider))].into_iter().collect();
+        let files: Map<String, Value> = [("provider.yaml".to_string(), json!(provider))]
+            .into_iter()
+            .collect();
         let env = json!({"resource_registry": {"My::RS": "provider.yaml"}});
         let group = |count: i64| {
             json!({"heat_template_version": "2013-05-23", "resources": {"g": {"type": "OS::Heat::ResourceGroup",
@@ -789,13 +865,20 @@ mod tests {
     fn a_provider_must_match_the_facade_it_stands_for() {
         let facade = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\noutputs:\n  here: {value: noop}\n";
         let concrete = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\n";
-        let files: Map<String, Value> =
-            [("facade.yaml".to_string(), json!(facade)), ("concrete.yaml".to_string(), json!(concrete))].into_iter().collect();
+        let files: Map<String, Value> = [
+            ("facade.yaml".to_string(), json!(facade)),
+            ("concrete.yaml".to_string(), json!(concrete)),
+        ]
+        .into_iter()
+        .collect();
         let env = json!({"resource_registry": {"OS::Thingy": "facade.yaml", "resources": {"it": {"OS::Thingy": "concrete.yaml"}}}});
         let t = json!({"heat_template_version": "2015-10-15", "resources": {"it": {"type": "OS::Thingy", "properties": {"one": "a", "two": "b"}}}});
         let d = StackDefinition::parse(&t, &files, &env, &pseudo()).unwrap();
         let e = d.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(e.message, "Attribute here for facade OS::Thingy missing in provider");
+        assert_eq!(
+            e.message,
+            "Attribute here for facade OS::Thingy missing in provider"
+        );
     }
 
     #[test]
@@ -805,7 +888,8 @@ mod tests {
                 "resource_def": {"type": "OS::Heat::RandomString"}}}}});
         let e = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap_err();
         assert_eq!(e.message, "The Parameter (n) was not provided.");
-        let d = StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+        let d =
+            StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         d.validate(&Registry::builtin()).unwrap();
     }
 
@@ -834,11 +918,19 @@ mod tests {
             json!({"name": "1", "ref": "b", "attrs": {"value": "y", "m": {"k": 2}}}),
         ];
         assert_eq!(member_attribute(&members, "resource.0", &[]), json!("a"));
-        assert_eq!(member_attribute(&members, "resource.1.value", &[]), json!("y"));
-        assert_eq!(member_attribute(&members, "resource.1", &[json!("m"), json!("k")]), json!(2));
+        assert_eq!(
+            member_attribute(&members, "resource.1.value", &[]),
+            json!("y")
+        );
+        assert_eq!(
+            member_attribute(&members, "resource.1", &[json!("m"), json!("k")]),
+            json!(2)
+        );
         assert_eq!(member_attribute(&members, "resource.9", &[]), Value::Null);
         assert_eq!(member_attribute(&members, "value", &[]), json!(["x", "y"]));
-        assert_eq!(member_attribute(&members, "m", &[json!("k")]), json!([1, 2]));
+        assert_eq!(
+            member_attribute(&members, "m", &[json!("k")]),
+            json!([1, 2])
+        );
     }
-
 }

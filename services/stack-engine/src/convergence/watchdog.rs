@@ -66,7 +66,9 @@ impl Engine {
         let mut report = WatchdogReport::default();
         for r in rows {
             let id = r.string(0)?;
-            let Some(dead) = self.stuck_stack_dead_holders(&id).await? else { continue };
+            let Some(dead) = self.stuck_stack_dead_holders(&id).await? else {
+                continue;
+            };
             report.locks_reclaimed += self.reclaim_locks(&id, &dead).await?;
             if let Some(stack) = store::stacks::get(&self.db, &id).await? {
                 let started = self
@@ -88,17 +90,32 @@ impl Engine {
 
     /// Clears the locks `dead` engines hold on the stack's resources, as
     /// check_resource does when it meets one.
-    async fn reclaim_locks(self: &Arc<Self>, stack_id: &str, dead: &[String]) -> Result<u32, EngineError> {
+    async fn reclaim_locks(
+        self: &Arc<Self>,
+        stack_id: &str,
+        dead: &[String],
+    ) -> Result<u32, EngineError> {
         let mut reclaimed = 0;
         for row in store::resources::list(&self.db, stack_id).await? {
-            let Some(holder) = row.engine_id.as_deref().filter(|h| dead.iter().any(|d| d == h)) else { continue };
-            let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
+            let Some(holder) = row
+                .engine_id
+                .as_deref()
+                .filter(|h| dead.iter().any(|d| d == h))
+            else {
+                continue;
+            };
+            let act = if row.action == action::INIT {
+                action::CREATE
+            } else {
+                row.action.as_str()
+            };
             let reason = format!("Worker went down during resource {act}");
             let change = ResourceChange::state(act, status::FAILED, reason.clone());
             if store::resources::steal_lock(&self.db, row.id, holder, change).await? {
                 reclaimed += 1;
                 if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                    self.resource_event(&stolen, act, status::FAILED, &reason, None).await;
+                    self.resource_event(&stolen, act, status::FAILED, &reason, None)
+                        .await;
                 }
             }
         }
@@ -107,7 +124,10 @@ impl Engine {
 
     /// None: the stack is not stuck (a live engine holds a lock, or it
     /// moved within `stall_timeout`). Some(the dead lock holders).
-    async fn stuck_stack_dead_holders(self: &Arc<Self>, stack_id: &str) -> Result<Option<Vec<String>>, EngineError> {
+    async fn stuck_stack_dead_holders(
+        self: &Arc<Self>,
+        stack_id: &str,
+    ) -> Result<Option<Vec<String>>, EngineError> {
         let holders = store::resources::lock_holders(&self.db, stack_id).await?;
         for h in &holders {
             if self.dispatcher.is_alive(self, h).await {
@@ -124,9 +144,15 @@ impl Engine {
                 &[stack_id.into(), stack_id.into()],
             )
             .await?;
-        let last = rows.iter().filter_map(|r| r.opt_time(0).ok().flatten()).max();
+        let last = rows
+            .iter()
+            .filter_map(|r| r.opt_time(0).ok().flatten())
+            .max();
         let Some(last) = last else { return Ok(None) };
         let idle = keelson_common::db::now() - last;
-        Ok((idle.num_milliseconds() > self.settings.stall_timeout.as_millis() as i64).then(Vec::new))
+        Ok(
+            (idle.num_milliseconds() > self.settings.stall_timeout.as_millis() as i64)
+                .then(Vec::new),
+        )
     }
 }
