@@ -4,7 +4,8 @@
 //! [`LiveContext`] resolving properties/outputs against live resources.
 //!
 //! Definitions are immutable once built; [`DefinitionCache`] keeps one per
-//! raw_template id so a 1000-resource traversal parses the template once.
+//! raw_template id so a 1000-resource traversal parses the template once
+//! (a bounded number, of bounded size).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -139,6 +140,15 @@ impl StackDefinition {
             .ok_or_else(|| {
                 EngineError::entity_not_found("RawTemplate", &template_id.to_string())
             })?;
+        Self::from_raw(&raw, stack, region)
+    }
+
+    /// The definition stored as `raw` for `stack`.
+    fn from_raw(
+        raw: &store::RawTemplateRow,
+        stack: &StackRow,
+        region: &str,
+    ) -> Result<StackDefinition, EngineError> {
         Ok(StackDefinition::parse(
             &raw.template,
             &raw.files,
@@ -400,14 +410,110 @@ pub fn pseudo_params(stack: &StackRow, region: &str) -> PseudoParams {
     }
 }
 
-/// Parsed definitions by raw_template id (templates are immutable).
+/// Parsed definitions by raw_template id (templates are immutable),
+/// bounded by count and by the size of the documents they were parsed
+/// from (a parsed definition takes a few times its documents' size), the
+/// least recently used evicted first: one stack's templates cannot hold
+/// the engine's memory.
 #[derive(Default)]
 pub struct DefinitionCache {
-    entries: Mutex<HashMap<i64, Arc<StackDefinition>>>,
+    entries: Mutex<CacheEntries>,
 }
 
-/// Beyond this many entries the cache starts over (cheap bound).
-const CACHE_LIMIT: usize = 256;
+#[derive(Default)]
+struct CacheEntries {
+    by_template: HashMap<i64, CachedDefinition>,
+    /// The sum of the entries' `weight`.
+    weight: usize,
+    /// Use counter: each hit or insert takes the next value.
+    clock: u64,
+}
+
+struct CachedDefinition {
+    definition: Arc<StackDefinition>,
+    /// The JSON size of the template, files and environment it was parsed from.
+    weight: usize,
+    last_used: u64,
+}
+
+/// At most this many definitions are cached...
+pub const DEFINITION_CACHE_ENTRIES: usize = 64;
+/// ...and their documents together at most this many bytes (a template
+/// of `max_template_size`'s default 512 KiB with a 1 MiB body of files
+/// and environment fits about 40 times).
+pub const DEFINITION_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+impl CacheEntries {
+    fn get(&mut self, template_id: i64) -> Option<Arc<StackDefinition>> {
+        self.clock += 1;
+        let now = self.clock;
+        self.by_template.get_mut(&template_id).map(|e| {
+            e.last_used = now;
+            e.definition.clone()
+        })
+    }
+
+    fn insert(&mut self, template_id: i64, definition: Arc<StackDefinition>, weight: usize) {
+        if weight > DEFINITION_CACHE_BYTES {
+            return;
+        }
+        if let Some(old) = self.by_template.remove(&template_id) {
+            self.weight -= old.weight;
+        }
+        while !self.by_template.is_empty()
+            && (self.by_template.len() >= DEFINITION_CACHE_ENTRIES
+                || self.weight + weight > DEFINITION_CACHE_BYTES)
+        {
+            let Some(oldest) = self
+                .by_template
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(id, _)| *id)
+            else {
+                break;
+            };
+            if let Some(evicted) = self.by_template.remove(&oldest) {
+                self.weight -= evicted.weight;
+            }
+        }
+        self.clock += 1;
+        self.weight += weight;
+        self.by_template.insert(
+            template_id,
+            CachedDefinition {
+                definition,
+                weight,
+                last_used: self.clock,
+            },
+        );
+    }
+
+    fn remove(&mut self, template_id: i64) {
+        if let Some(old) = self.by_template.remove(&template_id) {
+            self.weight -= old.weight;
+        }
+    }
+}
+
+/// The bytes of `v` written as JSON, counted without writing them.
+fn json_len(v: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, v) {
+        Ok(()) => counter.0,
+        // Writing to a counter cannot fail; count the worst case.
+        Err(_) => usize::MAX,
+    }
+}
 
 impl DefinitionCache {
     pub async fn get(
@@ -421,24 +527,37 @@ impl DefinitionCache {
             .entries
             .lock()
             .ok()
-            .and_then(|m| m.get(&template_id).cloned())
+            .and_then(|mut m| m.get(template_id))
         {
             return Ok(found);
         }
-        let loaded = Arc::new(StackDefinition::load(db, stack, template_id, region).await?);
+        let raw = store::templates::get(db, template_id)
+            .await?
+            .ok_or_else(|| {
+                EngineError::entity_not_found("RawTemplate", &template_id.to_string())
+            })?;
+        let weight = json_len(&raw.template)
+            .saturating_add(json_len(&Value::Object(raw.files.clone())))
+            .saturating_add(json_len(&raw.environment));
+        let loaded = Arc::new(StackDefinition::from_raw(&raw, stack, region)?);
         if let Ok(mut map) = self.entries.lock() {
-            if map.len() >= CACHE_LIMIT {
-                map.clear();
-            }
-            map.insert(template_id, loaded.clone());
+            map.insert(template_id, loaded.clone(), weight);
         }
         Ok(loaded)
     }
 
     pub fn forget(&self, template_id: i64) {
         if let Ok(mut map) = self.entries.lock() {
-            map.remove(&template_id);
+            map.remove(template_id);
         }
+    }
+
+    /// How many definitions are cached and the size of their documents.
+    pub fn usage(&self) -> (usize, usize) {
+        self.entries
+            .lock()
+            .map(|m| (m.by_template.len(), m.weight))
+            .unwrap_or_default()
     }
 }
 
@@ -901,6 +1020,49 @@ mod tests {
         assert_eq!(
             e.message,
             "The Resource Type (OS::No::Such) could not be found."
+        );
+    }
+
+    #[test]
+    fn the_definition_cache_is_bounded_by_count_and_bytes_least_recently_used_first() {
+        let def = Arc::new(
+            StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap(),
+        );
+        let mut cache = CacheEntries::default();
+        for id in 0..(DEFINITION_CACHE_ENTRIES as i64 + 10) {
+            cache.insert(id, def.clone(), 10);
+            if id == 60 {
+                // Used again: outlives the ones inserted after it.
+                assert!(cache.get(0).is_some());
+            }
+        }
+        assert_eq!(cache.by_template.len(), DEFINITION_CACHE_ENTRIES);
+        assert_eq!(cache.weight, 10 * DEFINITION_CACHE_ENTRIES);
+        assert!(cache.get(0).is_some(), "recently used entry kept");
+        assert!(cache.get(1).is_none(), "least recently used evicted");
+        // Three entries of 40% each: the third evicts until it fits.
+        let big = DEFINITION_CACHE_BYTES * 2 / 5;
+        for id in 100..103 {
+            cache.insert(id, def.clone(), big);
+        }
+        assert!(cache.weight <= DEFINITION_CACHE_BYTES);
+        assert!(cache.get(100).is_none() && cache.get(101).is_some() && cache.get(102).is_some());
+        // An entry larger than the whole cache is not kept.
+        cache.insert(200, def.clone(), DEFINITION_CACHE_BYTES + 1);
+        assert!(cache.get(200).is_none());
+        cache.remove(101);
+        assert_eq!(
+            cache.weight,
+            big + cache
+                .by_template
+                .values()
+                .filter(|e| e.weight == 10)
+                .count()
+                * 10
+        );
+        assert_eq!(
+            json_len(&json!({"a": [1, "x"]})),
+            json!({"a": [1, "x"]}).to_string().len()
         );
     }
 
