@@ -49,6 +49,9 @@ pub struct Settings {
     /// configuration sets it): with it the engine offers the
     /// OS::Placement::* resource types; without it, only service-free ones.
     pub inventory_endpoint: Option<String>,
+    /// What one resolution of template functions may produce, from
+    /// `[orchestration] max_json_body_size` and `max_template_size`.
+    pub evaluation_limits: keelson_hot::EvaluationLimits,
 }
 
 /// The engine's settings from `[orchestration]` (Heat's option names) and
@@ -92,7 +95,9 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
     // inventory service that a stand-alone engine usually does not have.
     let inventory_endpoint =
         config.is_set("keelson", "inventory_endpoint").then(|| config.get_str("keelson", "inventory_endpoint")).flatten();
-    Settings { engine, service, inventory_endpoint }
+    let body_size = config.get_int("orchestration", "max_json_body_size").unwrap_or(1_048_576).max(0) as usize;
+    let evaluation_limits = keelson_hot::EvaluationLimits::from_heat_limits(body_size, service.max_template_size);
+    Settings { engine, service, inventory_endpoint, evaluation_limits }
 }
 
 /// `[orchestration] public_endpoint` (else `http://` + `[keelson]
@@ -135,6 +140,7 @@ pub enum ServeError {
 /// its heartbeat and watchdog, and serves `Orchestration` and
 /// `EngineWorker` on `listener` until `shutdown`.
 pub async fn serve(db: Db, settings: Settings, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), ServeError> {
+    settings.evaluation_limits.install();
     let registry = Arc::new(match &settings.inventory_endpoint {
         Some(url) => {
             // Lazy: the engine may start before the inventory service; a
