@@ -1436,7 +1436,7 @@ impl<'a> ValueSet<'a> {
     /// False when an equal value was there already.
     fn insert(&mut self, v: &'a Value) -> bool {
         let bucket = self.0.entry(value_hash(v)).or_default();
-        if bucket.iter().any(|x| *x == v) {
+        if bucket.contains(&v) {
             return false;
         }
         bucket.push(v);
@@ -1446,7 +1446,7 @@ impl<'a> ValueSet<'a> {
     fn contains(&self, v: &Value) -> bool {
         self.0
             .get(&value_hash(v))
-            .is_some_and(|bucket| bucket.iter().any(|x| *x == v))
+            .is_some_and(|bucket| bucket.contains(&v))
     }
 }
 
