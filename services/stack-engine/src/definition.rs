@@ -4,7 +4,8 @@
 //! [`LiveContext`] resolving properties/outputs against live resources.
 //!
 //! Definitions are immutable once built; [`DefinitionCache`] keeps one per
-//! raw_template id so a 1000-resource traversal parses the template once.
+//! raw_template id so a 1000-resource traversal parses the template once
+//! (a bounded number, of bounded size).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -115,7 +116,8 @@ impl StackDefinition {
             resources,
             outputs,
             nested: false,
-            uses_resource_facade: text.contains("\"resource_facade\"") || text.contains("\"Fn::ResourceFacade\""),
+            uses_resource_facade: text.contains("\"resource_facade\"")
+                || text.contains("\"Fn::ResourceFacade\""),
             template_plugins: TemplatePlugins::default(),
         })
     }
@@ -138,6 +140,15 @@ impl StackDefinition {
             .ok_or_else(|| {
                 EngineError::entity_not_found("RawTemplate", &template_id.to_string())
             })?;
+        Self::from_raw(&raw, stack, region)
+    }
+
+    /// The definition stored as `raw` for `stack`.
+    fn from_raw(
+        raw: &store::RawTemplateRow,
+        stack: &StackRow,
+        region: &str,
+    ) -> Result<StackDefinition, EngineError> {
         Ok(StackDefinition::parse(
             &raw.template,
             &raw.files,
@@ -184,7 +195,9 @@ impl StackDefinition {
         match self.environment.resolve_type_for(name, written_type) {
             Some(RegistryTarget::TemplateFile(file)) => Some(file),
             Some(RegistryTarget::Type(_)) => None,
-            None if keelson_hot::is_template_reference(written_type) => Some(written_type.to_string()),
+            None if keelson_hot::is_template_reference(written_type) => {
+                Some(written_type.to_string())
+            }
             None => None,
         }
     }
@@ -280,7 +293,12 @@ impl StackDefinition {
             return Ok(());
         };
         let nested = nested.and_then(|d| d.validate_at_depth(registry, depth + 1));
-        nested.map_err(|e| nested_validation_error(e, &format!("resources.{name}<{}>", plugin.nested_stack_label())))
+        nested.map_err(|e| {
+            nested_validation_error(
+                e,
+                &format!("resources.{name}<{}>", plugin.nested_stack_label()),
+            )
+        })
     }
 
     /// The nested stack a resource would run with `properties`, where its
@@ -296,14 +314,27 @@ impl StackDefinition {
             env.remove("parameters");
         }
         let spec = plugin.nested_stack_spec(properties, &self.files, &environment)?;
-        let param = |n: &str| self.params.get(n).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let param = |n: &str| {
+            self.params
+                .get(n)
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
         let pseudo = PseudoParams {
             stack_id: String::new(),
             stack_name: format!("{}-{name}", param("OS::stack_name")),
             project_id: param("OS::project_id"),
             region: param("OS::region"),
         };
-        Some(StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo).map(|d| d.into_nested(true)))
+        Some(
+            StackDefinition::parse_allow_missing(
+                &spec.template,
+                &spec.files,
+                &spec.environment,
+                &pseudo,
+            )
+            .map(|d| d.into_nested(true)),
+        )
     }
 
     /// Every resource type the stack would instantiate, its nested
@@ -318,18 +349,31 @@ impl StackDefinition {
         types
     }
 
-    fn collect_resource_types(&self, registry: &Registry, depth: usize, types: &mut BTreeSet<String>) {
+    fn collect_resource_types(
+        &self,
+        registry: &Registry,
+        depth: usize,
+        types: &mut BTreeSet<String>,
+    ) {
         let unknown = LiveContext::placeholders(self);
         for defn in &self.resources {
             types.insert(defn.type_name.clone());
-            let Ok(plugin) = self.plugin_for(registry, &defn.name, &defn.type_name) else { continue };
+            let Ok(plugin) = self.plugin_for(registry, &defn.name, &defn.type_name) else {
+                continue;
+            };
             types.insert(plugin.type_name().to_string());
             if depth >= MAX_VALIDATION_DEPTH {
                 continue;
             }
-            let Ok(given) = defn.properties.resolve(&unknown) else { continue };
-            let Ok(properties) = plugin.validate_properties(&defn.name, &given) else { continue };
-            if let Some(Ok(nested)) = self.nested_definition(&defn.name, plugin.as_ref(), &properties) {
+            let Ok(given) = defn.properties.resolve(&unknown) else {
+                continue;
+            };
+            let Ok(properties) = plugin.validate_properties(&defn.name, &given) else {
+                continue;
+            };
+            if let Some(Ok(nested)) =
+                self.nested_definition(&defn.name, plugin.as_ref(), &properties)
+            {
                 nested.collect_resource_types(registry, depth + 1, types);
             }
         }
@@ -339,11 +383,20 @@ impl StackDefinition {
     /// type up again, ignoring the mapping that led to the template): the
     /// global mapping when the resource's own section chose the template,
     /// else the built-in type of that name. None for other resources.
-    fn facade_of(&self, registry: &Registry, name: &str, written_type: &str) -> Result<Option<Arc<dyn ResourceType>>, EngineError> {
+    fn facade_of(
+        &self,
+        registry: &Registry,
+        name: &str,
+        written_type: &str,
+    ) -> Result<Option<Arc<dyn ResourceType>>, EngineError> {
         let Some(file) = self.template_file_of(name, written_type) else {
             return Ok(None);
         };
-        let next = if self.environment.resolve_type_only_for(name, written_type).is_some() {
+        let next = if self
+            .environment
+            .resolve_type_only_for(name, written_type)
+            .is_some()
+        {
             self.environment.resolve_type(written_type)
         } else {
             None
@@ -412,14 +465,110 @@ pub fn pseudo_params(stack: &StackRow, region: &str) -> PseudoParams {
     }
 }
 
-/// Parsed definitions by raw_template id (templates are immutable).
+/// Parsed definitions by raw_template id (templates are immutable),
+/// bounded by count and by the size of the documents they were parsed
+/// from (a parsed definition takes a few times its documents' size), the
+/// least recently used evicted first: one stack's templates cannot hold
+/// the engine's memory.
 #[derive(Default)]
 pub struct DefinitionCache {
-    entries: Mutex<HashMap<i64, Arc<StackDefinition>>>,
+    entries: Mutex<CacheEntries>,
 }
 
-/// Beyond this many entries the cache starts over (cheap bound).
-const CACHE_LIMIT: usize = 256;
+#[derive(Default)]
+struct CacheEntries {
+    by_template: HashMap<i64, CachedDefinition>,
+    /// The sum of the entries' `weight`.
+    weight: usize,
+    /// Use counter: each hit or insert takes the next value.
+    clock: u64,
+}
+
+struct CachedDefinition {
+    definition: Arc<StackDefinition>,
+    /// The JSON size of the template, files and environment it was parsed from.
+    weight: usize,
+    last_used: u64,
+}
+
+/// At most this many definitions are cached...
+pub const DEFINITION_CACHE_ENTRIES: usize = 64;
+/// ...and their documents together at most this many bytes (a template
+/// of `max_template_size`'s default 512 KiB with a 1 MiB body of files
+/// and environment fits about 40 times).
+pub const DEFINITION_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+impl CacheEntries {
+    fn get(&mut self, template_id: i64) -> Option<Arc<StackDefinition>> {
+        self.clock += 1;
+        let now = self.clock;
+        self.by_template.get_mut(&template_id).map(|e| {
+            e.last_used = now;
+            e.definition.clone()
+        })
+    }
+
+    fn insert(&mut self, template_id: i64, definition: Arc<StackDefinition>, weight: usize) {
+        if weight > DEFINITION_CACHE_BYTES {
+            return;
+        }
+        if let Some(old) = self.by_template.remove(&template_id) {
+            self.weight -= old.weight;
+        }
+        while !self.by_template.is_empty()
+            && (self.by_template.len() >= DEFINITION_CACHE_ENTRIES
+                || self.weight + weight > DEFINITION_CACHE_BYTES)
+        {
+            let Some(oldest) = self
+                .by_template
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(id, _)| *id)
+            else {
+                break;
+            };
+            if let Some(evicted) = self.by_template.remove(&oldest) {
+                self.weight -= evicted.weight;
+            }
+        }
+        self.clock += 1;
+        self.weight += weight;
+        self.by_template.insert(
+            template_id,
+            CachedDefinition {
+                definition,
+                weight,
+                last_used: self.clock,
+            },
+        );
+    }
+
+    fn remove(&mut self, template_id: i64) {
+        if let Some(old) = self.by_template.remove(&template_id) {
+            self.weight -= old.weight;
+        }
+    }
+}
+
+/// The bytes of `v` written as JSON, counted without writing them.
+fn json_len(v: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, v) {
+        Ok(()) => counter.0,
+        // Writing to a counter cannot fail; count the worst case.
+        Err(_) => usize::MAX,
+    }
+}
 
 impl DefinitionCache {
     pub async fn get(
@@ -433,24 +582,37 @@ impl DefinitionCache {
             .entries
             .lock()
             .ok()
-            .and_then(|m| m.get(&template_id).cloned())
+            .and_then(|mut m| m.get(template_id))
         {
             return Ok(found);
         }
-        let loaded = Arc::new(StackDefinition::load(db, stack, template_id, region).await?);
+        let raw = store::templates::get(db, template_id)
+            .await?
+            .ok_or_else(|| {
+                EngineError::entity_not_found("RawTemplate", &template_id.to_string())
+            })?;
+        let weight = json_len(&raw.template)
+            .saturating_add(json_len(&Value::Object(raw.files.clone())))
+            .saturating_add(json_len(&raw.environment));
+        let loaded = Arc::new(StackDefinition::from_raw(&raw, stack, region)?);
         if let Ok(mut map) = self.entries.lock() {
-            if map.len() >= CACHE_LIMIT {
-                map.clear();
-            }
-            map.insert(template_id, loaded.clone());
+            map.insert(template_id, loaded.clone(), weight);
         }
         Ok(loaded)
     }
 
     pub fn forget(&self, template_id: i64) {
         if let Ok(mut map) = self.entries.lock() {
-            map.remove(&template_id);
+            map.remove(template_id);
         }
+    }
+
+    /// How many definitions are cached and the size of their documents.
+    pub fn usage(&self) -> (usize, usize) {
+        self.entries
+            .lock()
+            .map(|m| (m.by_template.len(), m.weight))
+            .unwrap_or_default()
     }
 }
 
@@ -499,7 +661,9 @@ pub async fn resource_facts(
     // attributes whose names are in no schema (`resource.<n>.<attr>`, a
     // group member's attribute).
     if plugin.runs_nested_stack() {
-        if let Ok(members @ Value::Array(_)) = plugin.attribute(state, resources::MEMBERS_FACT).await {
+        if let Ok(members @ Value::Array(_)) =
+            plugin.attribute(state, resources::MEMBERS_FACT).await
+        {
             attributes.insert(resources::MEMBERS_FACT.to_string(), members);
         }
     }
@@ -596,12 +760,17 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
     for step in path {
         value = match (&value, step) {
             (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
-            (Value::Array(items), Value::Number(n)) => {
-                n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
-            }
-            (Value::Array(items), Value::String(s)) => {
-                s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
-            }
+            (Value::Array(items), Value::Number(n)) => n
+                .as_u64()
+                .and_then(|i| items.get(i as usize))
+                .cloned()
+                .unwrap_or(Value::Null),
+            (Value::Array(items), Value::String(s)) => s
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| items.get(i))
+                .cloned()
+                .unwrap_or(Value::Null),
             _ => Value::Null,
         };
     }
@@ -613,7 +782,12 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
 /// attribute name (the list of every member's value), `path` applied as
 /// upstream does (per member for the list).
 fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value {
-    let attr_of = |m: &Value, name: &str| m.get("attrs").and_then(|a| a.get(name)).cloned().unwrap_or(Value::Null);
+    let attr_of = |m: &Value, name: &str| {
+        m.get("attrs")
+            .and_then(|a| a.get(name))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
     if let Some(rest) = attribute.strip_prefix("resource.") {
         // Upstream `get_nested_attrs`: the member, then its attribute
         // (from the key or the path's first step), then the rest of the
@@ -625,7 +799,10 @@ fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value
                 _ => (rest, None, path),
             },
         };
-        let Some(member) = members.iter().find(|m| m.get("name").and_then(Value::as_str) == Some(index)) else {
+        let Some(member) = members
+            .iter()
+            .find(|m| m.get("name").and_then(Value::as_str) == Some(index))
+        else {
             return Value::Null;
         };
         return match attr {
@@ -633,7 +810,12 @@ fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value
             None => member.get("ref").cloned().unwrap_or(Value::Null),
         };
     }
-    Value::Array(members.iter().map(|m| follow_path(attr_of(m, attribute), path)).collect())
+    Value::Array(
+        members
+            .iter()
+            .map(|m| follow_path(attr_of(m, attribute), path))
+            .collect(),
+    )
 }
 
 impl ResolveContext for LiveContext {
@@ -644,7 +826,9 @@ impl ResolveContext for LiveContext {
     fn resource_facade(&self, key: &str) -> Result<Value, TemplateError> {
         match &self.facade {
             Some(facade) => Ok(facade.get(key).cloned().unwrap_or(Value::Null)),
-            None => Err(TemplateError::validation_failed("resource_facade is only valid in nested stacks (provider templates)")),
+            None => Err(TemplateError::validation_failed(
+                "resource_facade is only valid in nested stacks (provider templates)",
+            )),
         }
     }
 
@@ -665,7 +849,9 @@ impl ResolveContext for LiveContext {
         let mut value = match facts.and_then(|f| f.attributes.get(attribute)) {
             Some(v) => v.clone(),
             None => match facts.and_then(|f| f.attributes.get(resources::MEMBERS_FACT)) {
-                Some(Value::Array(members)) => return Ok(member_attribute(members, attribute, path)),
+                Some(Value::Array(members)) => {
+                    return Ok(member_attribute(members, attribute, path))
+                }
                 _ => Value::Null,
             },
         };
@@ -718,12 +904,19 @@ const MAX_VALIDATION_DEPTH: usize = 5;
 fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
     let property_error = e.message.strip_prefix("Property error: ").and_then(|rest| {
         let (path, message) = rest.split_once(": ")?;
-        let resource = path.strip_prefix("resources.")?.split_once(".properties")?.0;
+        let resource = path
+            .strip_prefix("resources.")?
+            .split_once(".properties")?
+            .0;
         Some(format!("resources.{resource}: : {message}"))
     });
     let inner = property_error.unwrap_or_else(|| e.message.clone());
     let message = match inner.split_once(": ") {
-        Some((kind, rest)) if rest.starts_with("resources.") && !kind.contains(' ') && !kind.starts_with("resources.") => {
+        Some((kind, rest))
+            if rest.starts_with("resources.")
+                && !kind.contains(' ')
+                && !kind.starts_with("resources.") =>
+        {
             format!("{kind}: {outer}.{rest}")
         }
         _ if inner.starts_with("resources.") => format!("{outer}.{inner}"),
@@ -735,11 +928,21 @@ fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
 /// Upstream `StackResource._validate_against_facade`: a provider
 /// template must take every property the facade requires (with a matching
 /// type), require none the facade lacks, and offer every attribute of it.
-fn check_against_facade(type_name: &str, facade: &resources::ResourceSchema, provider: &resources::ResourceSchema) -> Result<(), EngineError> {
+fn check_against_facade(
+    type_name: &str,
+    facade: &resources::ResourceSchema,
+    provider: &resources::ResourceSchema,
+) -> Result<(), EngineError> {
     use resources::PropertyType;
     // A template parameter is a Number where the facade's property is an
     // Integer (upstream `allowed_param_prop_type`).
-    let as_parameter = |t: PropertyType| if t == PropertyType::Integer { PropertyType::Number } else { t };
+    let as_parameter = |t: PropertyType| {
+        if t == PropertyType::Integer {
+            PropertyType::Number
+        } else {
+            t
+        }
+    };
     for fs in &facade.properties {
         match provider.property(fs.name) {
             None if fs.required => {
@@ -767,10 +970,16 @@ fn check_against_facade(type_name: &str, facade: &resources::ResourceSchema, pro
             )));
         }
     }
-    let facade_attributes = facade.attributes.iter().map(|a| a.name).chain(std::iter::once("show"));
+    let facade_attributes = facade
+        .attributes
+        .iter()
+        .map(|a| a.name)
+        .chain(std::iter::once("show"));
     for attr in facade_attributes {
         if !provider.attributes.iter().any(|a| a.name == attr) {
-            return Err(EngineError::validation(format!("Attribute {attr} for facade {type_name} missing in provider")));
+            return Err(EngineError::validation(format!(
+                "Attribute {attr} for facade {type_name} missing in provider"
+            )));
         }
     }
     Ok(())
@@ -806,7 +1015,9 @@ mod tests {
     #[test]
     fn validation_descends_into_nested_stacks_that_would_exist() {
         let provider = "heat_template_version: 2013-05-23\nresources:\n  random:\n    type: OS::Heat::RandomString\n    properties:\n      length: BAD\n";
-        let files: Map<String, Value> = [("provider.yaml".to_string(), json!(provider))].into_iter().collect();
+        let files: Map<String, Value> = [("provider.yaml".to_string(), json!(provider))]
+            .into_iter()
+            .collect();
         let env = json!({"resource_registry": {"My::RS": "provider.yaml"}});
         let group = |count: i64| {
             json!({"heat_template_version": "2013-05-23", "resources": {"g": {"type": "OS::Heat::ResourceGroup",
@@ -828,13 +1039,20 @@ mod tests {
     fn a_provider_must_match_the_facade_it_stands_for() {
         let facade = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\noutputs:\n  here: {value: noop}\n";
         let concrete = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\n";
-        let files: Map<String, Value> =
-            [("facade.yaml".to_string(), json!(facade)), ("concrete.yaml".to_string(), json!(concrete))].into_iter().collect();
+        let files: Map<String, Value> = [
+            ("facade.yaml".to_string(), json!(facade)),
+            ("concrete.yaml".to_string(), json!(concrete)),
+        ]
+        .into_iter()
+        .collect();
         let env = json!({"resource_registry": {"OS::Thingy": "facade.yaml", "resources": {"it": {"OS::Thingy": "concrete.yaml"}}}});
         let t = json!({"heat_template_version": "2015-10-15", "resources": {"it": {"type": "OS::Thingy", "properties": {"one": "a", "two": "b"}}}});
         let d = StackDefinition::parse(&t, &files, &env, &pseudo()).unwrap();
         let e = d.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(e.message, "Attribute here for facade OS::Thingy missing in provider");
+        assert_eq!(
+            e.message,
+            "Attribute here for facade OS::Thingy missing in provider"
+        );
     }
 
     #[test]
@@ -844,7 +1062,8 @@ mod tests {
                 "resource_def": {"type": "OS::Heat::RandomString"}}}}});
         let e = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap_err();
         assert_eq!(e.message, "The Parameter (n) was not provided.");
-        let d = StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+        let d =
+            StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         d.validate(&Registry::builtin()).unwrap();
     }
 
@@ -856,6 +1075,49 @@ mod tests {
         assert_eq!(
             e.message,
             "The Resource Type (OS::No::Such) could not be found."
+        );
+    }
+
+    #[test]
+    fn the_definition_cache_is_bounded_by_count_and_bytes_least_recently_used_first() {
+        let def = Arc::new(
+            StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap(),
+        );
+        let mut cache = CacheEntries::default();
+        for id in 0..(DEFINITION_CACHE_ENTRIES as i64 + 10) {
+            cache.insert(id, def.clone(), 10);
+            if id == 60 {
+                // Used again: outlives the ones inserted after it.
+                assert!(cache.get(0).is_some());
+            }
+        }
+        assert_eq!(cache.by_template.len(), DEFINITION_CACHE_ENTRIES);
+        assert_eq!(cache.weight, 10 * DEFINITION_CACHE_ENTRIES);
+        assert!(cache.get(0).is_some(), "recently used entry kept");
+        assert!(cache.get(1).is_none(), "least recently used evicted");
+        // Three entries of 40% each: the third evicts until it fits.
+        let big = DEFINITION_CACHE_BYTES * 2 / 5;
+        for id in 100..103 {
+            cache.insert(id, def.clone(), big);
+        }
+        assert!(cache.weight <= DEFINITION_CACHE_BYTES);
+        assert!(cache.get(100).is_none() && cache.get(101).is_some() && cache.get(102).is_some());
+        // An entry larger than the whole cache is not kept.
+        cache.insert(200, def.clone(), DEFINITION_CACHE_BYTES + 1);
+        assert!(cache.get(200).is_none());
+        cache.remove(101);
+        assert_eq!(
+            cache.weight,
+            big + cache
+                .by_template
+                .values()
+                .filter(|e| e.weight == 10)
+                .count()
+                * 10
+        );
+        assert_eq!(
+            json_len(&json!({"a": [1, "x"]})),
+            json!({"a": [1, "x"]}).to_string().len()
         );
     }
 
@@ -873,11 +1135,19 @@ mod tests {
             json!({"name": "1", "ref": "b", "attrs": {"value": "y", "m": {"k": 2}}}),
         ];
         assert_eq!(member_attribute(&members, "resource.0", &[]), json!("a"));
-        assert_eq!(member_attribute(&members, "resource.1.value", &[]), json!("y"));
-        assert_eq!(member_attribute(&members, "resource.1", &[json!("m"), json!("k")]), json!(2));
+        assert_eq!(
+            member_attribute(&members, "resource.1.value", &[]),
+            json!("y")
+        );
+        assert_eq!(
+            member_attribute(&members, "resource.1", &[json!("m"), json!("k")]),
+            json!(2)
+        );
         assert_eq!(member_attribute(&members, "resource.9", &[]), Value::Null);
         assert_eq!(member_attribute(&members, "value", &[]), json!(["x", "y"]));
-        assert_eq!(member_attribute(&members, "m", &[json!("k")]), json!([1, 2]));
+        assert_eq!(
+            member_attribute(&members, "m", &[json!("k")]),
+            json!([1, 2])
+        );
     }
-
 }

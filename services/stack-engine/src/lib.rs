@@ -52,6 +52,9 @@ pub struct Settings {
     /// `[oslo_policy]`: the resource-type rules (`resource_types:<type>`)
     /// are Heat's defaults under this policy file.
     pub policy: keelson_policy::OsloPolicyOptions,
+    /// What one resolution of template functions may produce, from
+    /// `[orchestration] max_json_body_size` and `max_template_size`.
+    pub evaluation_limits: keelson_hot::EvaluationLimits,
 }
 
 /// The engine's settings from `[orchestration]` (Heat's option names) and
@@ -103,7 +106,9 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         config.get_bool("oslo_policy", "enforce_new_defaults"),
         config.is_set("oslo_policy", "enforce_scope").then(|| config.get_bool("oslo_policy", "enforce_scope")),
     );
-    Settings { engine, service, inventory_endpoint, policy }
+    let body_size = config.get_int("orchestration", "max_json_body_size").unwrap_or(1_048_576).max(0) as usize;
+    let evaluation_limits = keelson_hot::EvaluationLimits::from_heat_limits(body_size, service.max_template_size);
+    Settings { engine, service, inventory_endpoint, policy, evaluation_limits }
 }
 
 /// `[orchestration] public_endpoint` (else `http://` + `[keelson]
@@ -148,6 +153,7 @@ pub enum ServeError {
 /// its heartbeat and watchdog, and serves `Orchestration` and
 /// `EngineWorker` on `listener` until `shutdown`.
 pub async fn serve(db: Db, settings: Settings, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), ServeError> {
+    settings.evaluation_limits.install();
     let mut registry = match &settings.inventory_endpoint {
         Some(url) => {
             // Lazy: the engine may start before the inventory service; a

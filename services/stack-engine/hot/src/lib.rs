@@ -6,13 +6,15 @@
 //! intrinsic functions), `conditions`, `parameters` (schema, constraints,
 //! values), `pyfmt` (Python-style value formatting for upstream texts),
 //! `template` (HOT sections, resources, outputs, references) and
-//! `cfn` (the CFN template format).
+//! `cfn` (the CFN template format), `budget` (what one resolution may
+//! produce).
 //!
 //! Typical use: `parse_document` the texts, `Environment::from_value` +
 //! `merge`, `Template::parse`, `validate_parameters`, then `resources` /
 //! `outputs` (conditions applied) and `check_references`; the engine
 //! resolves each `Snippet` with its own `ResolveContext`.
 
+mod budget;
 mod cfn;
 mod conditions;
 mod document;
@@ -25,10 +27,13 @@ mod snippet;
 mod template;
 mod versions;
 
+pub use budget::EvaluationLimits;
 pub use document::parse_document;
 pub use environment::{is_template_reference, Environment, RegistryTarget};
 pub use error::TemplateError;
-pub use parameters::{Constraint, ConstraintKind, ParamSchema, ParamType, ParamValues, PseudoParams};
+pub use parameters::{
+    Constraint, ConstraintKind, ParamSchema, ParamType, ParamValues, PseudoParams,
+};
 pub use snippet::{ResolveContext, Snippet};
 pub use template::{OutputDefn, ResourceDefn, Template};
 pub use versions::{template_functions, template_versions, HotVersion};

@@ -1,6 +1,7 @@
 //! Parsed template values: literals, lists, maps and intrinsic function
 //! calls, parsed with the function table of the template's version.
 
+use crate::budget::{Budget, EvaluationLimits};
 use crate::functions::{self, Func};
 use crate::versions::HotVersion;
 use crate::TemplateError;
@@ -14,7 +15,12 @@ pub trait ResolveContext {
     /// The reference id; Null for a skipped (condition false) resource.
     fn get_resource(&self, name: &str) -> Result<Value, TemplateError>;
     /// `path` is the rest of get_attr's arguments, already resolved.
-    fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError>;
+    fn get_attr(
+        &self,
+        resource: &str,
+        attribute: &str,
+        path: &[Value],
+    ) -> Result<Value, TemplateError>;
     /// get_attr with no attribute name (>= 2015-10-15): all attributes.
     fn get_attr_all(&self, resource: &str) -> Result<Value, TemplateError>;
     fn get_file(&self, name: &str) -> Option<String>;
@@ -25,6 +31,11 @@ pub trait ResolveContext {
         Err(TemplateError::validation_failed(
             "resource_facade is only valid in nested stacks (provider templates)",
         ))
+    }
+    /// The budget each resolution runs under (see [`EvaluationLimits`]):
+    /// the process's installed limits unless the context chooses.
+    fn evaluation_limits(&self) -> EvaluationLimits {
+        EvaluationLimits::installed()
     }
 }
 
@@ -59,14 +70,30 @@ impl Snippet {
 
     /// Parses `v` with the function table of `version` ("conditions": the
     /// condition-function table). `path` locates errors ("resources.a.properties").
-    pub fn parse(v: &Value, version: HotVersion, conditions: bool, path: &str) -> Result<Snippet, TemplateError> {
-        let table = functions::FunctionTable { version, conditions, full_name: version.full_name(), cfn: false };
+    pub fn parse(
+        v: &Value,
+        version: HotVersion,
+        conditions: bool,
+        path: &str,
+    ) -> Result<Snippet, TemplateError> {
+        let table = functions::FunctionTable {
+            version,
+            conditions,
+            full_name: version.full_name(),
+            cfn: false,
+        };
         parse_with(&table, v, path)
     }
 
     /// Parses `v` with a CFN template's function table; `mappings` is the
     /// template's Mappings section (for Fn::FindInMap).
-    pub(crate) fn parse_cfn(v: &Value, full_name: &str, conditions: bool, path: &str, mappings: &Value) -> Result<Snippet, TemplateError> {
+    pub(crate) fn parse_cfn(
+        v: &Value,
+        full_name: &str,
+        conditions: bool,
+        path: &str,
+        mappings: &Value,
+    ) -> Result<Snippet, TemplateError> {
         let table = functions::FunctionTable {
             version: HotVersion("2013-05-23"),
             conditions,
@@ -82,7 +109,9 @@ impl Snippet {
         match &mut self.0 {
             Node::Literal(_) => {}
             Node::List(items) => items.iter_mut().for_each(|s| s.attach_mappings(mappings)),
-            Node::Map(entries) => entries.iter_mut().for_each(|(_, s)| s.attach_mappings(mappings)),
+            Node::Map(entries) => entries
+                .iter_mut()
+                .for_each(|(_, s)| s.attach_mappings(mappings)),
             Node::Call(call) => {
                 call.args.attach_mappings(mappings);
                 if call.func == Func::FindInMap {
@@ -147,37 +176,48 @@ impl Snippet {
 
     /// Resolves every function; a value dropped by a two-argument `if`
     /// at the top level resolves to Null.
+    /// Every resolution runs under its own budget: an error of type
+    /// RequestLimitExceeded when its functions would produce too much.
     pub fn resolve(&self, ctx: &dyn ResolveContext) -> Result<Value, TemplateError> {
-        Ok(self.eval(ctx)?.unwrap_or(Value::Null))
+        let budget = Budget::new(ctx.evaluation_limits());
+        Ok(self.eval(ctx, &budget)?.unwrap_or(Value::Null))
     }
 
     /// None = dropped (a false two-argument `if`).
-    pub(crate) fn eval(&self, ctx: &dyn ResolveContext) -> Result<Option<Value>, TemplateError> {
+    pub(crate) fn eval(
+        &self,
+        ctx: &dyn ResolveContext,
+        budget: &Budget,
+    ) -> Result<Option<Value>, TemplateError> {
         match &self.0 {
             Node::Literal(v) => Ok(Some(v.clone())),
             Node::List(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in items {
-                    out.extend(item.eval(ctx)?);
+                    out.extend(item.eval(ctx, budget)?);
                 }
                 Ok(Some(Value::Array(out)))
             }
             Node::Map(entries) => {
                 let mut out = Map::new();
                 for (k, s) in entries {
-                    if let Some(v) = s.eval(ctx)? {
+                    if let Some(v) = s.eval(ctx, budget)? {
                         out.insert(k.clone(), v);
                     }
                 }
                 Ok(Some(Value::Object(out)))
             }
-            Node::Call(call) => functions::evaluate(call, ctx),
+            Node::Call(call) => functions::evaluate(call, ctx, budget),
         }
     }
 
     /// Replaces `if` calls by the branch their condition selects; None when
     /// the whole value is dropped.
-    pub(crate) fn apply_conditions(&self, conds: &ConditionValues, params: &dyn ResolveContext) -> Result<Option<Snippet>, TemplateError> {
+    pub(crate) fn apply_conditions(
+        &self,
+        conds: &ConditionValues,
+        params: &dyn ResolveContext,
+    ) -> Result<Option<Snippet>, TemplateError> {
         match &self.0 {
             Node::Literal(_) => Ok(Some(self.clone())),
             Node::List(items) => {
@@ -203,8 +243,15 @@ impl Snippet {
                 }
             }
             Node::Call(call) => {
-                let args = call.args.apply_conditions(conds, params)?.unwrap_or(Snippet::literal(Value::Null));
-                Ok(Some(Snippet(Node::Call(Box::new(Call { func: call.func, name: call.name.clone(), args })))))
+                let args = call
+                    .args
+                    .apply_conditions(conds, params)?
+                    .unwrap_or(Snippet::literal(Value::Null));
+                Ok(Some(Snippet(Node::Call(Box::new(Call {
+                    func: call.func,
+                    name: call.name.clone(),
+                    args,
+                })))))
             }
         }
     }
@@ -214,7 +261,12 @@ impl Snippet {
         match &self.0 {
             Node::Literal(v) => v.clone(),
             Node::List(items) => Value::Array(items.iter().map(Snippet::to_value).collect()),
-            Node::Map(entries) => Value::Object(entries.iter().map(|(k, s)| (k.clone(), s.to_value())).collect()),
+            Node::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, s)| (k.clone(), s.to_value()))
+                    .collect(),
+            ),
             Node::Call(call) => {
                 let mut m = Map::new();
                 let mut args = call.args.to_value();
@@ -238,12 +290,20 @@ impl Snippet {
         match &mut self.0 {
             Node::Literal(_) => {}
             Node::List(items) => items.iter_mut().for_each(|s| s.rewrite_refs(param_names)),
-            Node::Map(entries) => entries.iter_mut().for_each(|(_, s)| s.rewrite_refs(param_names)),
+            Node::Map(entries) => entries
+                .iter_mut()
+                .for_each(|(_, s)| s.rewrite_refs(param_names)),
             Node::Call(call) => {
                 if call.func == Func::Ref {
                     if let Node::Literal(Value::String(target)) = &call.args.0 {
-                        let is_param = param_names.contains(target) || target.starts_with("OS::") || target.starts_with("AWS::");
-                        call.func = if is_param { Func::GetParam } else { Func::GetResource };
+                        let is_param = param_names.contains(target)
+                            || target.starts_with("OS::")
+                            || target.starts_with("AWS::");
+                        call.func = if is_param {
+                            Func::GetParam
+                        } else {
+                            Func::GetResource
+                        };
                     }
                 }
                 call.args.rewrite_refs(param_names);
@@ -276,7 +336,11 @@ impl Call {
     }
 }
 
-fn parse_with(table: &functions::FunctionTable, v: &Value, path: &str) -> Result<Snippet, TemplateError> {
+fn parse_with(
+    table: &functions::FunctionTable,
+    v: &Value,
+    path: &str,
+) -> Result<Snippet, TemplateError> {
     match v {
         Value::Object(m) => {
             if m.len() == 1 {
@@ -284,10 +348,18 @@ fn parse_with(table: &functions::FunctionTable, v: &Value, path: &str) -> Result
                     if let Some(func) = table.lookup(key) {
                         let fn_path = join_path(path, key);
                         let parsed_args = parse_with(table, args, &fn_path)?;
-                        let call = Call { func, name: key.clone(), args: parsed_args };
+                        let call = Call {
+                            func,
+                            name: key.clone(),
+                            args: parsed_args,
+                        };
                         functions::check_arguments(&call).map_err(|e| {
                             // Only validation failures carry a location.
-                            if e.type_name == "StackValidationFailed" { e.at_path(&fn_path) } else { e }
+                            if e.type_name == "StackValidationFailed" {
+                                e.at_path(&fn_path)
+                            } else {
+                                e
+                            }
                         })?;
                         return Ok(Snippet(Node::Call(Box::new(call))));
                     }

@@ -40,7 +40,7 @@ pub use graph::{Node, TraversalGraph};
 pub use operations::{NewDefinition, NewStack, StackOperation};
 pub use settings::EngineSettings;
 pub use signals::{quote as url_quote, PresignedKind, ResourceArn, SignalSettings};
-pub use watchdog::WatchdogReport;
+pub use watchdog::{WatchdogReport, WATCHDOG_RETRIGGER_LIMIT};
 
 /// One engine process: acts on resources for any stack, keeps the cancel
 /// channels of its running check_resource tasks.

@@ -5,6 +5,13 @@
 //! new traversal of the same action over the same template (completed
 //! resources are unchanged), so it finishes without a user action.
 //!
+//! An operation re-run this way that gets stuck again (its engine died
+//! again: a stack whose check kills the process would otherwise take every
+//! restarted engine down with it, forever) is re-run at most
+//! [`WATCHDOG_RETRIGGER_LIMIT`] times: then the stack is marked FAILED
+//! with the reason. The count is kept in the database
+//! (`store::retriggers`), as the engine that counts may be the next to die.
+//!
 //! Without a controller every engine runs the pass every
 //! `periodic_interval`; with one (`EngineSettings::controller_registry`)
 //! the engine only heartbeats and the controller primary's singleton duty
@@ -14,8 +21,12 @@ use std::sync::{Arc, Weak};
 
 use super::traversal::StackChanges;
 use super::Engine;
-use crate::store::{self, action, status, ResourceChange};
+use crate::store::{self, action, status, ResourceChange, StackRow, StackStateChange};
 use crate::EngineError;
+
+/// How many times the watchdog re-runs one stuck operation before it
+/// marks the stack FAILED.
+pub const WATCHDOG_RETRIGGER_LIMIT: i64 = 2;
 
 /// What one watchdog pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,6 +35,9 @@ pub struct WatchdogReport {
     pub locks_reclaimed: u32,
     /// The stacks given a new traversal.
     pub retriggered: Vec<String>,
+    /// The stacks marked FAILED: stuck again after
+    /// [`WATCHDOG_RETRIGGER_LIMIT`] re-triggers.
+    pub given_up: Vec<String>,
 }
 
 pub(super) fn spawn_background(engine: &Arc<Engine>) {
@@ -64,41 +78,114 @@ impl Engine {
             )
             .await?;
         let mut report = WatchdogReport::default();
+        store::retriggers::forget_settled(&self.db).await?;
         for r in rows {
             let id = r.string(0)?;
-            let Some(dead) = self.stuck_stack_dead_holders(&id).await? else { continue };
+            let Some(dead) = self.stuck_stack_dead_holders(&id).await? else {
+                continue;
+            };
             report.locks_reclaimed += self.reclaim_locks(&id, &dead).await?;
-            if let Some(stack) = store::stacks::get(&self.db, &id).await? {
-                let started = self
-                    .converge_stack(
-                        &stack,
-                        stack.raw_template_id,
-                        &stack.action.clone(),
-                        &stack.current_traversal,
-                        StackChanges::default(),
-                    )
-                    .await?;
-                if started {
-                    report.retriggered.push(id);
+            let Some(stack) = store::stacks::get(&self.db, &id).await? else {
+                continue;
+            };
+            let prior = store::retriggers::get(&self.db, &id).await?;
+            let retriggers = prior
+                .filter(|p| p.covers(&stack.current_traversal))
+                .map_or(0, |p| p.retriggers);
+            if retriggers >= WATCHDOG_RETRIGGER_LIMIT {
+                if self.give_up(&stack, retriggers).await? {
+                    report.given_up.push(id);
                 }
+                continue;
+            }
+            // Counted before the operation runs again: it may kill this
+            // engine too.
+            store::retriggers::record_attempt(
+                &self.db,
+                &id,
+                &stack.current_traversal,
+                retriggers + 1,
+            )
+            .await?;
+            let started = self
+                .converge_stack(
+                    &stack,
+                    stack.raw_template_id,
+                    &stack.action.clone(),
+                    &stack.current_traversal,
+                    StackChanges::default(),
+                )
+                .await?;
+            if started {
+                if let Some(now) = store::stacks::get(&self.db, &id).await? {
+                    store::retriggers::record_started(&self.db, &id, &now.current_traversal)
+                        .await?;
+                }
+                report.retriggered.push(id);
             }
         }
         Ok(report)
     }
 
+    /// The stack's operation got stuck again after `retriggers`
+    /// re-triggers: ACTION_FAILED with the reason (no rollback, which
+    /// would run the same definition again), its traversal ended. False
+    /// when another traversal took over meanwhile.
+    async fn give_up(
+        self: &Arc<Self>,
+        stack: &StackRow,
+        retriggers: i64,
+    ) -> Result<bool, EngineError> {
+        let traversal = stack.current_traversal.as_str();
+        let reason = format!(
+            "Engine went down during stack {} {} times (re-triggered {retriggers} times by the watchdog); not re-triggered again",
+            stack.action,
+            retriggers + 1
+        );
+        let change = StackStateChange {
+            current_traversal: Some(String::new()),
+            ..StackStateChange::new(&stack.action, status::FAILED, reason.clone())
+        };
+        if !store::stacks::set_state(&self.db, &stack.id, traversal, change).await? {
+            return Ok(false);
+        }
+        tracing::warn!(stack = %stack.id, %reason, "stack marked FAILED by the watchdog");
+        store::sync_points::delete_for_traversal(&self.db, &stack.id, traversal).await?;
+        store::retriggers::forget(&self.db, &stack.id).await?;
+        self.stack_settled(&stack.id);
+        self.stack_event(stack, &stack.action, status::FAILED, &reason)
+            .await;
+        Ok(true)
+    }
+
     /// Clears the locks `dead` engines hold on the stack's resources, as
     /// check_resource does when it meets one.
-    async fn reclaim_locks(self: &Arc<Self>, stack_id: &str, dead: &[String]) -> Result<u32, EngineError> {
+    async fn reclaim_locks(
+        self: &Arc<Self>,
+        stack_id: &str,
+        dead: &[String],
+    ) -> Result<u32, EngineError> {
         let mut reclaimed = 0;
         for row in store::resources::list(&self.db, stack_id).await? {
-            let Some(holder) = row.engine_id.as_deref().filter(|h| dead.iter().any(|d| d == h)) else { continue };
-            let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
+            let Some(holder) = row
+                .engine_id
+                .as_deref()
+                .filter(|h| dead.iter().any(|d| d == h))
+            else {
+                continue;
+            };
+            let act = if row.action == action::INIT {
+                action::CREATE
+            } else {
+                row.action.as_str()
+            };
             let reason = format!("Worker went down during resource {act}");
             let change = ResourceChange::state(act, status::FAILED, reason.clone());
             if store::resources::steal_lock(&self.db, row.id, holder, change).await? {
                 reclaimed += 1;
                 if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                    self.resource_event(&stolen, act, status::FAILED, &reason, None).await;
+                    self.resource_event(&stolen, act, status::FAILED, &reason, None)
+                        .await;
                 }
             }
         }
@@ -107,7 +194,10 @@ impl Engine {
 
     /// None: the stack is not stuck (a live engine holds a lock, or it
     /// moved within `stall_timeout`). Some(the dead lock holders).
-    async fn stuck_stack_dead_holders(self: &Arc<Self>, stack_id: &str) -> Result<Option<Vec<String>>, EngineError> {
+    async fn stuck_stack_dead_holders(
+        self: &Arc<Self>,
+        stack_id: &str,
+    ) -> Result<Option<Vec<String>>, EngineError> {
         let holders = store::resources::lock_holders(&self.db, stack_id).await?;
         for h in &holders {
             if self.dispatcher.is_alive(self, h).await {
@@ -124,9 +214,15 @@ impl Engine {
                 &[stack_id.into(), stack_id.into()],
             )
             .await?;
-        let last = rows.iter().filter_map(|r| r.opt_time(0).ok().flatten()).max();
+        let last = rows
+            .iter()
+            .filter_map(|r| r.opt_time(0).ok().flatten())
+            .max();
         let Some(last) = last else { return Ok(None) };
         let idle = keelson_common::db::now() - last;
-        Ok((idle.num_milliseconds() > self.settings.stall_timeout.as_millis() as i64).then(Vec::new))
+        Ok(
+            (idle.num_milliseconds() > self.settings.stall_timeout.as_millis() as i64)
+                .then(Vec::new),
+        )
     }
 }

@@ -1,5 +1,6 @@
 //! The convergence data model: the orchestration schema (stack,
-//! raw_template, resource, resource_data, sync_point, event, service) and
+//! raw_template, resource, resource_data, sync_point, event, service,
+//! watchdog_retrigger) and
 //! the conditional writes convergence is built on:
 //!
 //! - the traversal CAS on `stack.current_traversal` ([`stacks::set_state`]),
@@ -18,6 +19,7 @@
 mod codec;
 pub mod events;
 pub mod resources;
+pub mod retriggers;
 pub mod schema;
 pub mod services;
 pub mod software;

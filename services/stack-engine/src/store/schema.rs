@@ -7,7 +7,7 @@ use std::time::Duration;
 use keelson_common::db::{Db, DbError, Dialect};
 
 /// The schema version [`sync`] records in `orchestration_schema`.
-pub const VERSION: i64 = 2;
+pub const VERSION: i64 = 3;
 
 /// Portable column types, rendered per dialect by [`column_type`].
 #[derive(Clone, Copy)]
@@ -258,6 +258,21 @@ fn tables() -> Vec<Table> {
             name: "signing_key",
             columns: vec![c("name", Str(64)), c("secret", Str(255)), n("created_at", Time)],
             primary_key: &["name"],
+            uniques: &[],
+            indexes: &[],
+        },
+        // Version 3: the watchdog's re-trigger count per stuck stack, so
+        // an operation that kills its engine is not re-run forever.
+        Table {
+            name: "watchdog_retrigger",
+            columns: vec![
+                c("stack_id", Str(36)),
+                c("retriggers", Int),
+                c("stuck_traversal", Str(36)),
+                n("started_traversal", Str(36)),
+                n("updated_at", Time),
+            ],
+            primary_key: &["stack_id"],
             uniques: &[],
             indexes: &[],
         },

@@ -1,7 +1,7 @@
 //! A ResolveContext with fixed parameters, resources and files.
 #![allow(dead_code)]
 
-use keelson_hot::{HotVersion, ResolveContext, Snippet, TemplateError};
+use keelson_hot::{EvaluationLimits, HotVersion, ResolveContext, Snippet, TemplateError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 pub struct Ctx {
     pub params: BTreeMap<String, Value>,
     pub files: BTreeMap<String, String>,
+    /// The budget of each resolution (default: the process's).
+    pub limits: Option<EvaluationLimits>,
 }
 
 impl Ctx {
@@ -28,8 +30,14 @@ impl ResolveContext for Ctx {
     fn get_resource(&self, name: &str) -> Result<Value, TemplateError> {
         Ok(json!(format!("{name}-id")))
     }
-    fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError> {
-        let mut v = json!({"resource": resource, "attr": attribute, "list": ["x", "y"], "map": {"k": "v"}});
+    fn get_attr(
+        &self,
+        resource: &str,
+        attribute: &str,
+        path: &[Value],
+    ) -> Result<Value, TemplateError> {
+        let mut v =
+            json!({"resource": resource, "attr": attribute, "list": ["x", "y"], "map": {"k": "v"}});
         if attribute == "list" || attribute == "map" {
             v = v[attribute].clone();
         } else {
@@ -49,6 +57,9 @@ impl ResolveContext for Ctx {
     }
     fn get_file(&self, name: &str) -> Option<String> {
         self.files.get(name).cloned()
+    }
+    fn evaluation_limits(&self) -> EvaluationLimits {
+        self.limits.unwrap_or_else(EvaluationLimits::installed)
     }
 }
 
