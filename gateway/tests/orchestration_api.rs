@@ -804,6 +804,7 @@ async fn every_canonical_route_reaches_its_rpc() {
 
 /// A Keystone that issues the service token and knows two user tokens:
 /// "member" (project p, role member) and "admin" (project p, role admin).
+/// (A fake: the real Keystone runs in tests/integration/test_hostile_authz.py.)
 async fn start_fake_keystone() -> String {
     use axum::routing::get;
     let token = |roles: &[&str]| {
@@ -815,8 +816,10 @@ async fn start_fake_keystone() -> String {
     let issue = move || async move { (StatusCode::CREATED, [("x-subject-token", "svc")], token(&["service"])) };
     let validate = move |headers: http::HeaderMap| async move {
         match headers.get("x-subject-token").and_then(|v| v.to_str().ok()) {
-            Some("member") => (StatusCode::OK, token(&["member"])),
-            Some("admin") => (StatusCode::OK, token(&["admin"])),
+            // Keystone lists the implied roles too (admin > member > reader),
+            // which Heat's default rules name.
+            Some("member") => (StatusCode::OK, token(&["member", "reader"])),
+            Some("admin") => (StatusCode::OK, token(&["admin", "member", "reader"])),
             _ => (StatusCode::NOT_FOUND, String::new()),
         }
     };
