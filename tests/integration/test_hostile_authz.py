@@ -151,7 +151,11 @@ def assert_healthy(aio, users):
     users['member'].wait(name, ['CREATE_COMPLETE'])
     code, stack = users['member'].heat('GET', '/stacks/%s' % name)
     assert code == 200, stack
-    assert users['member'].heat('DELETE', '/stacks/%s/%s' % (name, stack['stack']['id']))[0] == 204
+    path = '%s/%s' % (name, stack['stack']['id'])
+    assert users['member'].heat('DELETE', '/stacks/' + path)[0] == 204
+    # Deleting is asynchronous: wait until the stack is gone from the
+    # listings, so that the next test's "nothing changed" sees no stray one.
+    users['member'].wait(path, ['DELETE_COMPLETE'])
 
 
 def without_request_id(body):

@@ -45,12 +45,13 @@ def post_json(url, body, headers):
 
 
 def big_template(resources):
-    """A legal template just under max_template_size (512 KiB) of
-    OS::Heat::Value resources with list values."""
+    """A legal template under max_template_size (512 KiB) and
+    max_resources_per_stack (1000) of OS::Heat::Value resources with list
+    values."""
     return {
         'heat_template_version': '2018-08-31',
         'resources': {
-            'r%d' % i: {'type': 'OS::Heat::Value', 'properties': {'value': list(range(i % 7, i % 7 + 25))}}
+            'r%d' % i: {'type': 'OS::Heat::Value', 'properties': {'value': list(range(i % 7, i % 7 + 90))}}
             for i in range(resources)
         },
     }
@@ -70,7 +71,7 @@ def test_rss_returns_after_a_burst(procs):
     time.sleep(IDLE_WAIT)
     baseline = status_kib(pid, 'VmRSS')
 
-    template = big_template(2200)
+    template = big_template(950)
     assert len(json.dumps(template)) < 512 * 1024
     heat_headers = {'x-auth-token': 'admin', 'x-auth-project': 'admin', 'x-auth-user': 'admin'}
 
