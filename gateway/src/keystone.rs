@@ -153,7 +153,11 @@ impl KeystoneSettings {
             identity_v3: identity_v3(&auth_url),
             username: get("username").unwrap_or_default(),
             password: get("password").unwrap_or_default(),
-            project_name: if project_id.is_some() { None } else { Some(get("project_name").unwrap_or_else(|| "service".into())) },
+            project_name: if project_id.is_some() {
+                None
+            } else {
+                Some(get("project_name").unwrap_or_else(|| "service".into()))
+            },
             project_id,
             user_domain: domain("user_domain_id", "user_domain_name"),
             project_domain: domain("project_domain_id", "project_domain_name"),
@@ -266,7 +270,12 @@ impl TokenValidator {
     /// `X-Service-Token` alone (keystonemiddleware's `process_request`).
     /// `Ok(None)`: no valid user, and `delay_auth_decision` leaves the
     /// answer to the application. `Err`: the request is refused.
-    pub async fn identify(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<Option<Identity>, AuthError> {
+    pub async fn identify(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<Option<Identity>, AuthError> {
         let header = |name: &str| {
             headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
         };
@@ -343,7 +352,13 @@ impl TokenValidator {
     /// this service, method and path (or, in a chain of requests, with a
     /// service token), and only when `service_type` says which service this
     /// is and the token's catalog has it.
-    fn check_access_rules(&self, info: TokenInfo, method: &Method, path: &str, has_service_token: bool) -> Result<TokenInfo, AuthError> {
+    fn check_access_rules(
+        &self,
+        info: TokenInfo,
+        method: &Method,
+        path: &str,
+        has_service_token: bool,
+    ) -> Result<TokenInfo, AuthError> {
         let Some(rules) = &info.access_rules else { return Ok(info) };
         let refuse = |why: &str| Err(AuthError::InvalidToken(format!("application credential access rules: {why}")));
         let Some(mine) = &self.settings.service_type else {
@@ -484,7 +499,8 @@ impl TokenValidator {
         let expires_at = parse_token(&body).ok().and_then(|i| i.expires_at);
         // Renew a minute before expiry (half the lifetime for short-lived
         // tokens) so a validation in flight never carries an expired token.
-        let left = expires_at.map(|e| (e - Utc::now()).to_std().unwrap_or(Duration::ZERO)).unwrap_or(Duration::from_secs(600));
+        let left =
+            expires_at.map(|e| (e - Utc::now()).to_std().unwrap_or(Duration::ZERO)).unwrap_or(Duration::from_secs(600));
         *slot = Some((token.clone(), Instant::now() + left - (left / 2).min(Duration::from_secs(60))));
         Ok(token)
     }
@@ -585,7 +601,9 @@ fn parse_token(body: &[u8]) -> Result<TokenInfo, String> {
     let s = |v: &Value| v.as_str().map(str::to_owned);
     let user_id = s(&t["user"]["id"]).ok_or("token without user id")?;
     let expires_at = match t.get("expires_at").and_then(Value::as_str) {
-        Some(e) => Some(DateTime::parse_from_rfc3339(e).map_err(|err| format!("expires_at {e}: {err}"))?.with_timezone(&Utc)),
+        Some(e) => {
+            Some(DateTime::parse_from_rfc3339(e).map_err(|err| format!("expires_at {e}: {err}"))?.with_timezone(&Utc))
+        }
         None => None,
     };
     let access_rules = t["application_credential"]["access_rules"].as_array().map(|rules| {
@@ -609,7 +627,10 @@ fn parse_token(body: &[u8]) -> Result<TokenInfo, String> {
         is_admin_project: t["is_admin_project"].as_bool().unwrap_or(true),
         expires_at,
         access_rules,
-        catalog_types: t["catalog"].as_array().map(|c| c.iter().filter_map(|e| s(&e["type"])).collect()).unwrap_or_default(),
+        catalog_types: t["catalog"]
+            .as_array()
+            .map(|c| c.iter().filter_map(|e| s(&e["type"])).collect())
+            .unwrap_or_default(),
     })
 }
 
@@ -818,7 +839,10 @@ mod tests {
         assert_eq!(id.service_roles, vec!["service"]);
         // (Both tokens are refused here, the role-less service token and
         // the expired user token it cannot excuse.)
-        assert!(matches!(who(&v, &[("x-auth-token", "old"), ("x-service-token", "user")]).await, Err(AuthError::InvalidToken(_))));
+        assert!(matches!(
+            who(&v, &[("x-auth-token", "old"), ("x-service-token", "user")]).await,
+            Err(AuthError::InvalidToken(_))
+        ));
         assert!(matches!(
             who(&v, &[("x-auth-token", "user"), ("x-service-token", "user")]).await,
             Err(AuthError::InvalidServiceToken(_))
@@ -851,7 +875,8 @@ mod tests {
         let e = who(&down, &[("x-auth-token", "user")]).await.unwrap_err();
         assert!(e.is_unavailable(), "{e}");
         // ... unless the application decides.
-        let down = validator(&format!("http://127.0.0.1:{port}"), "http_request_max_retries = 0\ndelay_auth_decision = true");
+        let down =
+            validator(&format!("http://127.0.0.1:{port}"), "http_request_max_retries = 0\ndelay_auth_decision = true");
         assert!(who(&down, &[("x-auth-token", "user")]).await.unwrap().is_none());
     }
 }

@@ -62,7 +62,11 @@ pub struct ConnectionLimits {
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        ConnectionLimits { header_read_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(75), max_connections: 1000 }
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(75),
+            max_connections: 1000,
+        }
     }
 }
 
@@ -72,7 +76,9 @@ impl ConnectionLimits {
         let d = ConnectionLimits::default();
         let positive = |name: &str| config.get_int("api", name).and_then(|n| u64::try_from(n).ok()).filter(|n| *n > 0);
         ConnectionLimits {
-            header_read_timeout: positive("header_read_timeout").map(Duration::from_secs).unwrap_or(d.header_read_timeout),
+            header_read_timeout: positive("header_read_timeout")
+                .map(Duration::from_secs)
+                .unwrap_or(d.header_read_timeout),
             idle_timeout: positive("idle_timeout").map(Duration::from_secs).unwrap_or(d.idle_timeout),
             max_connections: positive("max_connections")
                 .and_then(|n| usize::try_from(n).ok())
@@ -376,7 +382,9 @@ fn screen(buf: &[u8]) -> Result<(), Refusal> {
         // partial parse means a line it could not take as a header.
         Ok(httparse::Status::Partial) => return Err(Refusal::Malformed("the request head is incomplete")),
         Err(httparse::Error::TooManyHeaders) => return Err(Refusal::HeadersTooLarge),
-        Err(httparse::Error::Token) if req.method.is_none() => return Err(Refusal::Malformed("invalid request method")),
+        Err(httparse::Error::Token) if req.method.is_none() => {
+            return Err(Refusal::Malformed("invalid request method"))
+        }
         Err(httparse::Error::Token) => return Err(Refusal::Malformed("invalid request target")),
         Err(httparse::Error::Version) => return Err(Refusal::Malformed("unsupported HTTP version")),
         Err(httparse::Error::HeaderName) => return Err(Refusal::Malformed("invalid header name")),
@@ -423,7 +431,8 @@ fn framing(version: u8, headers: &[httparse::Header<'_>]) -> Result<(), Refusal>
                 return Err(Refusal::Malformed("Transfer-Encoding is not allowed in HTTP/1.0"));
             }
             let last = h.value.rsplit(|b| *b == b',').next().unwrap_or(b"");
-            transfer_encoding = Some(std::str::from_utf8(last).map(|t| t.trim().eq_ignore_ascii_case("chunked")).unwrap_or(false));
+            transfer_encoding =
+                Some(std::str::from_utf8(last).map(|t| t.trim().eq_ignore_ascii_case("chunked")).unwrap_or(false));
         }
     }
     if transfer_encoding == Some(false) {
@@ -436,7 +445,9 @@ fn framing(version: u8, headers: &[httparse::Header<'_>]) -> Result<(), Refusal>
 async fn serialize(response: Response, request_id: &str) -> Vec<u8> {
     let (parts, body) = response.into_parts();
     let body = axum::body::to_bytes(body, 1024 * 1024).await.unwrap_or_default();
-    let mut out = format!("HTTP/1.1 {} {}\r\n", parts.status.as_u16(), parts.status.canonical_reason().unwrap_or("Error")).into_bytes();
+    let mut out =
+        format!("HTTP/1.1 {} {}\r\n", parts.status.as_u16(), parts.status.canonical_reason().unwrap_or("Error"))
+            .into_bytes();
     for (name, value) in &parts.headers {
         if name == http::header::CONTENT_LENGTH || name == http::header::CONNECTION {
             continue;
@@ -538,7 +549,11 @@ impl AsyncWrite for Replay {
         polled
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
             self.activity.touch();
@@ -616,7 +631,10 @@ mod tests {
         assert_eq!(screen(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), Ok(()));
         assert_eq!(screen(b"GET / HTTP/1.1\nHost: x\n\n"), Ok(()));
         assert_eq!(screen(b"POST / HTTP/1.1\r\nContent-Length: hi mom\r\n\r\n"), Err(Refusal::BadContentLength));
-        assert_eq!(screen(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), Err(Refusal::BadContentLength));
+        assert_eq!(
+            screen(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            Err(Refusal::BadContentLength)
+        );
         assert_eq!(screen(b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n"), Ok(()));
         assert_eq!(
             screen(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
@@ -632,7 +650,11 @@ mod tests {
         assert_eq!(screen(big.as_bytes()), Err(Refusal::HeadersTooLarge));
         assert_eq!(screen(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Ok(()));
         // A body that came with the head is not part of it.
-        let post = format!("POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}", MAX_HEADER_BYTES + 1, "b".repeat(MAX_HEADER_BYTES + 1));
+        let post = format!(
+            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n{}",
+            MAX_HEADER_BYTES + 1,
+            "b".repeat(MAX_HEADER_BYTES + 1)
+        );
         assert_eq!(screen(post.as_bytes()), Ok(()));
     }
 

@@ -61,12 +61,24 @@ fn with_metrics(app: axum::Router, metrics: Metrics) -> axum::Router {
 /// The Placement application for `config`, talking to the inventory
 /// service over `inventory` and to the candidates service over
 /// `candidates` (see [`candidates_channel`]).
-pub fn placement_app(config: &Config, inventory: Channel, candidates: Channel, metrics: Metrics) -> Result<axum::Router, GatewayError> {
-    let state =
-        Arc::new(PlacementState { clients: Clients::new(inventory, candidates), policy: placement::policy::Policy::from_config(config)? });
+pub fn placement_app(
+    config: &Config,
+    inventory: Channel,
+    candidates: Channel,
+    metrics: Metrics,
+) -> Result<axum::Router, GatewayError> {
+    let state = Arc::new(PlacementState {
+        clients: Clients::new(inventory, candidates),
+        policy: placement::policy::Policy::from_config(config)?,
+    });
     let strategy = config.get_str("api", "auth_strategy").unwrap_or_else(|| "keystone".into());
     let auth = authenticator(config, &strategy)?;
-    let app = placement::app::app(state, auth, CorsSettings::from_config(config), LogState { api: "placement", metrics: metrics.clone() });
+    let app = placement::app::app(
+        state,
+        auth,
+        CorsSettings::from_config(config),
+        LogState { api: "placement", metrics: metrics.clone() },
+    );
     Ok(with_metrics(app, metrics))
 }
 
@@ -79,7 +91,8 @@ pub async fn serve_placement(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    crate::listener::serve(listener, app, limits, Arc::new(crate::placement::listener::PlacementRefusals), shutdown).await
+    crate::listener::serve(listener, app, limits, Arc::new(crate::placement::listener::PlacementRefusals), shutdown)
+        .await
 }
 
 /// Serves the Orchestration application on a bound listener under
@@ -113,7 +126,11 @@ impl Refusals for OrchestrationRefusals {
 /// The Orchestration application for `config`, talking to the stack
 /// engines over `engines` (one channel each; see
 /// [`crate::orchestration::engines`]).
-pub fn orchestration_app(config: &Config, engines: Vec<Channel>, metrics: Metrics) -> Result<axum::Router, GatewayError> {
+pub fn orchestration_app(
+    config: &Config,
+    engines: Vec<Channel>,
+    metrics: Metrics,
+) -> Result<axum::Router, GatewayError> {
     use crate::orchestration::{OrchestrationAuth, Settings};
     // One gateway serves both APIs: unless the Orchestration API names its
     // own strategy, it follows Placement's (noauth2 there means Heat's
@@ -132,8 +149,10 @@ pub fn orchestration_app(config: &Config, engines: Vec<Channel>, metrics: Metric
             crate::orchestration::OrchestrationPolicy::from_config(config)?,
         ),
     };
-    let max_json_body_size =
-        config.get_int("orchestration", "max_json_body_size").and_then(|n| usize::try_from(n).ok()).unwrap_or(1_048_576);
+    let max_json_body_size = config
+        .get_int("orchestration", "max_json_body_size")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1_048_576);
     let settings = Settings { auth, max_json_body_size, cors: CorsSettings::from_config(config) };
     let app = crate::orchestration::app(engines, settings, LogState { api: "orchestration", metrics: metrics.clone() });
     Ok(with_metrics(app, metrics))

@@ -75,17 +75,28 @@ impl FakeEngine {
         doc: Value,
     ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record(method, req, Recorded { caller: r.caller.unwrap_or_default(), stack: r.stack, query: r.query, ..Default::default() });
+        self.record(
+            method,
+            req,
+            Recorded { caller: r.caller.unwrap_or_default(), stack: r.stack, query: r.query, ..Default::default() },
+        );
         reply(doc)
     }
 }
 
 #[tonic::async_trait]
 impl Orchestration for FakeEngine {
-    async fn create_stack(&self, req: GrpcRequest<pb::CreateStackRequest>) -> Result<GrpcResponse<pb::StackIdentity>, Status> {
+    async fn create_stack(
+        &self,
+        req: GrpcRequest<pb::CreateStackRequest>,
+    ) -> Result<GrpcResponse<pb::StackIdentity>, Status> {
         let r = req.get_ref().clone();
         let caller = r.caller.clone().unwrap_or_default();
-        self.record("create_stack", &req, Recorded { caller: caller.clone(), body_json: r.body_json.clone(), ..Default::default() });
+        self.record(
+            "create_stack",
+            &req,
+            Recorded { caller: caller.clone(), body_json: r.body_json.clone(), ..Default::default() },
+        );
         let body: Value = serde_json::from_str(&r.body_json).unwrap_or(Value::Null);
         let name = body["stack_name"].as_str().unwrap_or("").to_string();
         if name == "dup" {
@@ -99,24 +110,47 @@ impl Orchestration for FakeEngine {
         }))
     }
 
-    async fn preview_stack(&self, req: GrpcRequest<pb::CreateStackRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
-        self.record("preview_stack", &req, Recorded { body_json: req.get_ref().body_json.clone(), ..Default::default() });
+    async fn preview_stack(
+        &self,
+        req: GrpcRequest<pb::CreateStackRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.record(
+            "preview_stack",
+            &req,
+            Recorded { body_json: req.get_ref().body_json.clone(), ..Default::default() },
+        );
         reply(json!({"stack": {"resources": []}}))
     }
 
-    async fn list_stacks(&self, req: GrpcRequest<pb::ListStacksRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn list_stacks(
+        &self,
+        req: GrpcRequest<pb::ListStacksRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
         let caller = r.caller.unwrap_or_default();
         let tenant = caller.project_id.clone();
-        self.record("list_stacks", &req, Recorded { caller, query: r.query, extra: format!("detail={}", r.detail), ..Default::default() });
-        reply(json!({"stacks": [{"id": "id-1", "links": [{"href": format!("/v1/{tenant}/stacks/s1/id-1"), "rel": "self"}]}],
-            "links": [{"href": format!("/v1/{tenant}/stacks?marker=id-1"), "rel": "next"}]}))
+        self.record(
+            "list_stacks",
+            &req,
+            Recorded { caller, query: r.query, extra: format!("detail={}", r.detail), ..Default::default() },
+        );
+        reply(
+            json!({"stacks": [{"id": "id-1", "links": [{"href": format!("/v1/{tenant}/stacks/s1/id-1"), "rel": "self"}]}],
+            "links": [{"href": format!("/v1/{tenant}/stacks?marker=id-1"), "rel": "next"}]}),
+        )
     }
 
-    async fn lookup_stack(&self, req: GrpcRequest<pb::LookupStackRequest>) -> Result<GrpcResponse<pb::StackIdentity>, Status> {
+    async fn lookup_stack(
+        &self,
+        req: GrpcRequest<pb::LookupStackRequest>,
+    ) -> Result<GrpcResponse<pb::StackIdentity>, Status> {
         let r = req.get_ref().clone();
         let caller = r.caller.unwrap_or_default();
-        self.record("lookup_stack", &req, Recorded { caller: caller.clone(), extra: r.name_or_id.clone(), ..Default::default() });
+        self.record(
+            "lookup_stack",
+            &req,
+            Recorded { caller: caller.clone(), extra: r.name_or_id.clone(), ..Default::default() },
+        );
         match r.name_or_id.as_str() {
             "s1" | "id-1" => Ok(GrpcResponse::new(pb::StackIdentity {
                 tenant: caller.project_id,
@@ -132,7 +166,11 @@ impl Orchestration for FakeEngine {
         let r = req.get_ref().clone();
         let caller = r.caller.unwrap_or_default();
         let tenant = caller.project_id.clone();
-        self.record("show_stack", &req, Recorded { caller, stack: r.stack.clone(), query: r.query, ..Default::default() });
+        self.record(
+            "show_stack",
+            &req,
+            Recorded { caller, stack: r.stack.clone(), query: r.query, ..Default::default() },
+        );
         if r.stack.is_some_and(|s| s.name == "nope") {
             return Err(engine_error(404, "EntityNotFound", "The Stack (nope) could not be found."));
         }
@@ -142,14 +180,20 @@ impl Orchestration for FakeEngine {
     async fn get_template(&self, req: GrpcRequest<pb::GetStackRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         self.get_stack_call("get_template", &req, json!({"heat_template_version": "2021-04-16"}))
     }
-    async fn get_environment(&self, req: GrpcRequest<pb::GetStackRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn get_environment(
+        &self,
+        req: GrpcRequest<pb::GetStackRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         self.get_stack_call("get_environment", &req, json!({"parameters": {}}))
     }
     async fn get_files(&self, req: GrpcRequest<pb::GetStackRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         self.get_stack_call("get_files", &req, json!({}))
     }
 
-    async fn update_stack(&self, req: GrpcRequest<pb::UpdateStackRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn update_stack(
+        &self,
+        req: GrpcRequest<pb::UpdateStackRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
         self.record(
             "update_stack",
@@ -165,9 +209,16 @@ impl Orchestration for FakeEngine {
         reply(Value::Null)
     }
 
-    async fn preview_update(&self, req: GrpcRequest<pb::PreviewUpdateRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn preview_update(
+        &self,
+        req: GrpcRequest<pb::PreviewUpdateRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("preview_update", &req, Recorded { stack: r.stack, extra: format!("patch={}", r.patch), ..Default::default() });
+        self.record(
+            "preview_update",
+            &req,
+            Recorded { stack: r.stack, extra: format!("patch={}", r.patch), ..Default::default() },
+        );
         reply(json!({"resource_changes": {"added": [], "deleted": [], "replaced": [], "updated": [], "unchanged": []}}))
     }
 
@@ -175,7 +226,10 @@ impl Orchestration for FakeEngine {
         self.get_stack_call("delete_stack", &req, Value::Null)
     }
 
-    async fn abandon_stack(&self, req: GrpcRequest<pb::GetStackRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn abandon_stack(
+        &self,
+        req: GrpcRequest<pb::GetStackRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         self.record("abandon_stack", &req, Recorded::default());
         Err(engine_error(400, "NotSupported", "Stack Abandon is not supported."))
     }
@@ -184,7 +238,10 @@ impl Orchestration for FakeEngine {
         self.get_stack_call("export_stack", &req, json!({}))
     }
 
-    async fn stack_action(&self, req: GrpcRequest<pb::StackActionRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn stack_action(
+        &self,
+        req: GrpcRequest<pb::StackActionRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
         self.record("stack_action", &req, Recorded { stack: r.stack, body_json: r.body_json, ..Default::default() });
         reply(Value::Null)
@@ -196,11 +253,18 @@ impl Orchestration for FakeEngine {
 
     async fn show_output(&self, req: GrpcRequest<pb::OutputRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("show_output", &req, Recorded { stack: r.stack, extra: r.output_key.clone(), ..Default::default() });
+        self.record(
+            "show_output",
+            &req,
+            Recorded { stack: r.stack, extra: r.output_key.clone(), ..Default::default() },
+        );
         Err(engine_error(404, "NotFound", &format!("Specified output key {} not found.", r.output_key)))
     }
 
-    async fn list_resources(&self, req: GrpcRequest<pb::ListResourcesRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn list_resources(
+        &self,
+        req: GrpcRequest<pb::ListResourcesRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
         self.record("list_resources", &req, Recorded { stack: r.stack, query: r.query, ..Default::default() });
         reply(json!({"resources": [{"resource_name": "r", "links": [
@@ -208,18 +272,35 @@ impl Orchestration for FakeEngine {
             {"href": "/v1/admin/stacks/s1/id-1", "rel": "stack"}]}]}))
     }
 
-    async fn show_resource(&self, req: GrpcRequest<pb::ResourceRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn show_resource(
+        &self,
+        req: GrpcRequest<pb::ResourceRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("show_resource", &req, Recorded { stack: r.stack, query: r.query, extra: r.resource_name, ..Default::default() });
+        self.record(
+            "show_resource",
+            &req,
+            Recorded { stack: r.stack, query: r.query, extra: r.resource_name, ..Default::default() },
+        );
         reply(json!({"resource": {}}))
     }
 
-    async fn resource_metadata(&self, req: GrpcRequest<pb::ResourceRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
-        self.record("resource_metadata", &req, Recorded { extra: req.get_ref().resource_name.clone(), ..Default::default() });
+    async fn resource_metadata(
+        &self,
+        req: GrpcRequest<pb::ResourceRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.record(
+            "resource_metadata",
+            &req,
+            Recorded { extra: req.get_ref().resource_name.clone(), ..Default::default() },
+        );
         reply(json!({"metadata": {}}))
     }
 
-    async fn signal_resource(&self, req: GrpcRequest<pb::SignalResourceRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn signal_resource(
+        &self,
+        req: GrpcRequest<pb::SignalResourceRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
         self.record(
             "signal_resource",
@@ -229,15 +310,29 @@ impl Orchestration for FakeEngine {
         reply(Value::Null)
     }
 
-    async fn mark_unhealthy(&self, req: GrpcRequest<pb::MarkUnhealthyRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn mark_unhealthy(
+        &self,
+        req: GrpcRequest<pb::MarkUnhealthyRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("mark_unhealthy", &req, Recorded { body_json: r.body_json, extra: r.resource_name, ..Default::default() });
+        self.record(
+            "mark_unhealthy",
+            &req,
+            Recorded { body_json: r.body_json, extra: r.resource_name, ..Default::default() },
+        );
         reply(Value::Null)
     }
 
-    async fn list_events(&self, req: GrpcRequest<pb::ListEventsRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn list_events(
+        &self,
+        req: GrpcRequest<pb::ListEventsRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("list_events", &req, Recorded { stack: r.stack, query: r.query, extra: r.resource_name, ..Default::default() });
+        self.record(
+            "list_events",
+            &req,
+            Recorded { stack: r.stack, query: r.query, extra: r.resource_name, ..Default::default() },
+        );
         reply(json!({"events": []}))
     }
 
@@ -251,9 +346,16 @@ impl Orchestration for FakeEngine {
         reply(json!({"event": {}}))
     }
 
-    async fn validate_template(&self, req: GrpcRequest<pb::ValidateTemplateRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn validate_template(
+        &self,
+        req: GrpcRequest<pb::ValidateTemplateRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("validate_template", &req, Recorded { body_json: r.body_json.clone(), query: r.query, ..Default::default() });
+        self.record(
+            "validate_template",
+            &req,
+            Recorded { body_json: r.body_json.clone(), query: r.query, ..Default::default() },
+        );
         if r.body_json.contains("2099-01-01") {
             return Err(engine_error(
                 400,
@@ -264,29 +366,52 @@ impl Orchestration for FakeEngine {
         reply(json!({"Description": "No description", "Parameters": {}}))
     }
 
-    async fn list_resource_types(&self, req: GrpcRequest<pb::ListResourceTypesRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn list_resource_types(
+        &self,
+        req: GrpcRequest<pb::ListResourceTypesRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
         self.record("list_resource_types", &req, Recorded { query: r.query, ..Default::default() });
         reply(json!({"resource_types": ["OS::Heat::None"]}))
     }
 
-    async fn resource_type_schema(&self, req: GrpcRequest<pb::ResourceTypeRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
-        self.record("resource_type_schema", &req, Recorded { extra: req.get_ref().type_name.clone(), ..Default::default() });
+    async fn resource_type_schema(
+        &self,
+        req: GrpcRequest<pb::ResourceTypeRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.record(
+            "resource_type_schema",
+            &req,
+            Recorded { extra: req.get_ref().type_name.clone(), ..Default::default() },
+        );
         reply(json!({"resource_type": req.get_ref().type_name}))
     }
 
-    async fn resource_type_template(&self, req: GrpcRequest<pb::ResourceTypeRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn resource_type_template(
+        &self,
+        req: GrpcRequest<pb::ResourceTypeRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         self.record("resource_type_template", &req, Recorded::default());
         Err(engine_error(500, "KeyError", "'hot'"))
     }
 
-    async fn list_template_versions(&self, req: GrpcRequest<pb::CallerOnly>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn list_template_versions(
+        &self,
+        req: GrpcRequest<pb::CallerOnly>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         self.record("list_template_versions", &req, Recorded::default());
         reply(json!({"template_versions": []}))
     }
 
-    async fn list_template_functions(&self, req: GrpcRequest<pb::TemplateVersionRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
-        self.record("list_template_functions", &req, Recorded { extra: req.get_ref().version.clone(), ..Default::default() });
+    async fn list_template_functions(
+        &self,
+        req: GrpcRequest<pb::TemplateVersionRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.record(
+            "list_template_functions",
+            &req,
+            Recorded { extra: req.get_ref().version.clone(), ..Default::default() },
+        );
         reply(json!({"template_functions": []}))
     }
 
@@ -296,74 +421,216 @@ impl Orchestration for FakeEngine {
     }
 
     async fn list_services(&self, req: GrpcRequest<pb::CallerOnly>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
-        self.record("list_services", &req, Recorded { caller: req.get_ref().caller.clone().unwrap_or_default(), ..Default::default() });
+        self.record(
+            "list_services",
+            &req,
+            Recorded { caller: req.get_ref().caller.clone().unwrap_or_default(), ..Default::default() },
+        );
         reply(json!({"services": []}))
     }
 
-    async fn presigned_signal(&self, req: GrpcRequest<pb::PresignedSignalRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn presigned_signal(
+        &self,
+        req: GrpcRequest<pb::PresignedSignalRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        let rec = Recorded { query: r.query, body_json: r.body_json, extra: format!("{} {}", r.method, r.path), ..Default::default() };
+        let rec = Recorded {
+            query: r.query,
+            body_json: r.body_json,
+            extra: format!("{} {}", r.method, r.path),
+            ..Default::default()
+        };
         self.record("presigned_signal", &req, rec);
         reply(json!(null))
     }
 
-    async fn list_software_configs(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn list_software_configs(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("list_software_configs", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "list_software_configs",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn create_software_config(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn create_software_config(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("create_software_config", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "create_software_config",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn show_software_config(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn show_software_config(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("show_software_config", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "show_software_config",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn delete_software_config(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn delete_software_config(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("delete_software_config", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "delete_software_config",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn list_software_deployments(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn list_software_deployments(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("list_software_deployments", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "list_software_deployments",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn create_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn create_software_deployment(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("create_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "create_software_deployment",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn show_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn show_software_deployment(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("show_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "show_software_deployment",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn update_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn update_software_deployment(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("update_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "update_software_deployment",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn delete_software_deployment(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn delete_software_deployment(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("delete_software_deployment", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "delete_software_deployment",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 
-    async fn software_deployment_metadata(&self, req: GrpcRequest<pb::SoftwareRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+    async fn software_deployment_metadata(
+        &self,
+        req: GrpcRequest<pb::SoftwareRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         let r = req.get_ref().clone();
-        self.record("software_deployment_metadata", &req, Recorded { caller: r.caller.unwrap_or_default(), body_json: r.body_json, query: r.query, extra: r.id, ..Default::default() });
+        self.record(
+            "software_deployment_metadata",
+            &req,
+            Recorded {
+                caller: r.caller.unwrap_or_default(),
+                body_json: r.body_json,
+                query: r.query,
+                extra: r.id,
+                ..Default::default()
+            },
+        );
         reply(json!({}))
     }
 }
@@ -373,7 +640,10 @@ async fn start_fake_engine(engine: FakeEngine) -> String {
     let incoming = tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = incoming.local_addr().unwrap();
     tokio::spawn(async move {
-        tonic::transport::Server::builder().add_service(OrchestrationServer::new(engine)).serve_with_incoming(incoming).await
+        tonic::transport::Server::builder()
+            .add_service(OrchestrationServer::new(engine))
+            .serve_with_incoming(incoming)
+            .await
     });
     format!("http://{addr}")
 }
@@ -435,7 +705,8 @@ fn fault(code: u16, title: &str, explanation: &str, error_type: &str, message: &
         "error": {"type": error_type, "traceback": null, "message": message}})
 }
 
-const BAD_REQUEST: &str = "The server could not comply with the request since it is either malformed or otherwise incorrect.";
+const BAD_REQUEST: &str =
+    "The server could not comply with the request since it is either malformed or otherwise incorrect.";
 
 #[tokio::test]
 async fn version_document_and_unknown_routes() {
@@ -475,7 +746,9 @@ async fn lookups_redirect_to_the_canonical_url() {
     assert_eq!(h.engine.last().extra, "s1");
 
     // By id, with a sub-path and the query kept (repeated keys too).
-    let a = h.call(Method::GET, "/v1/admin/stacks/id-1/events?sort_dir=asc&marker=e%201&sort_keys=a&sort_keys=b", None).await;
+    let a = h
+        .call(Method::GET, "/v1/admin/stacks/id-1/events?sort_dir=asc&marker=e%201&sort_keys=a&sort_keys=b", None)
+        .await;
     assert_eq!(a.status, StatusCode::FOUND);
     assert_eq!(a.header("location"), format!("{canonical}/events?sort_dir=asc&marker=e+1&sort_keys=a&sort_keys=b"));
 
@@ -490,7 +763,10 @@ async fn lookups_redirect_to_the_canonical_url() {
     // The ARN form needs no lookup.
     let calls = h.engine.count();
     let a = h.call(Method::GET, "/v1/admin/stacks/arn:openstack:heat::admin:stacks/s2/id-2/resources", None).await;
-    assert_eq!((a.status, a.header("location")), (StatusCode::FOUND, "http://heat.test:8004/v1/admin/stacks/s2/id-2/resources"));
+    assert_eq!(
+        (a.status, a.header("location")),
+        (StatusCode::FOUND, "http://heat.test:8004/v1/admin/stacks/s2/id-2/resources")
+    );
     assert_eq!(h.engine.count(), calls);
 
     // Behind a proxy: the client's scheme, host and prefix.
@@ -508,7 +784,13 @@ async fn lookups_redirect_to_the_canonical_url() {
     assert_eq!(a.status, StatusCode::NOT_FOUND);
     assert_eq!(
         a.json(),
-        fault(404, "Not Found", "The resource could not be found.", "EntityNotFound", "The Stack (nope) could not be found.")
+        fault(
+            404,
+            "Not Found",
+            "The resource could not be found.",
+            "EntityNotFound",
+            "The Stack (nope) could not be found."
+        )
     );
 }
 
@@ -572,9 +854,14 @@ async fn actions_signals_and_mark_unhealthy_answer_null() {
     let _ = h.call(Method::POST, "/v1/admin/stacks/s1/id-1/actions", None).await;
     assert_eq!(h.engine.last().body_json, "{}");
 
-    let a = h.call(Method::POST, "/v1/admin/stacks/s1/id-1/resources/handle/signal", Some(r#"{"status": "SUCCESS"}"#)).await;
+    let a = h
+        .call(Method::POST, "/v1/admin/stacks/s1/id-1/resources/handle/signal", Some(r#"{"status": "SUCCESS"}"#))
+        .await;
     assert_eq!((a.status, a.text.as_str()), (StatusCode::OK, "null"));
-    assert_eq!((h.engine.last().extra.as_str(), h.engine.last().body_json.as_str()), ("handle", r#"{"status":"SUCCESS"}"#));
+    assert_eq!(
+        (h.engine.last().extra.as_str(), h.engine.last().body_json.as_str()),
+        ("handle", r#"{"status":"SUCCESS"}"#)
+    );
     // A signal without details reaches the engine as `null`.
     let a = h.call(Method::POST, "/v1/admin/stacks/s1/id-1/resources/handle/signal", None).await;
     assert_eq!(a.status, StatusCode::OK);
@@ -588,7 +875,9 @@ async fn actions_signals_and_mark_unhealthy_answer_null() {
 #[tokio::test]
 async fn engine_errors_are_fault_wrapped() {
     let h = noauth_harness().await;
-    let a = h.call(Method::POST, "/v1/admin/validate", Some(r#"{"template": {"heat_template_version": "2099-01-01"}}"#)).await;
+    let a = h
+        .call(Method::POST, "/v1/admin/validate", Some(r#"{"template": {"heat_template_version": "2099-01-01"}}"#))
+        .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         a.json(),
@@ -603,7 +892,10 @@ async fn engine_errors_are_fault_wrapped() {
 
     let a = h.call(Method::GET, "/v1/admin/stacks/s1/id-1/outputs/nope", None).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);
-    assert_eq!(a.json(), fault(404, "Not Found", "The resource could not be found.", "NotFound", "Specified output key nope not found."));
+    assert_eq!(
+        a.json(),
+        fault(404, "Not Found", "The resource could not be found.", "NotFound", "Specified output key nope not found.")
+    );
 
     let a = h.call(Method::DELETE, "/v1/admin/stacks/s1/id-1/abandon", None).await;
     assert_eq!(a.json()["error"]["type"], "NotSupported");
@@ -691,7 +983,10 @@ async fn request_bodies() {
             "Bad Request",
             BAD_REQUEST,
             "RequestLimitExceeded",
-            &format!("Request limit exceeded: JSON body size ({} bytes) exceeds maximum allowed size (64 bytes).", body.len())
+            &format!(
+                "Request limit exceeded: JSON body size ({} bytes) exceeds maximum allowed size (64 bytes).",
+                body.len()
+            )
         )
     );
     assert_eq!(small.engine.count(), 0);
@@ -730,7 +1025,10 @@ async fn noauth_admins_are_retargeted_to_their_project() {
     assert_eq!(a.status, StatusCode::OK);
     let caller = h.engine.last().caller;
     assert_eq!((caller.project_id.as_str(), caller.path_project_id.as_str()), ("admin", "othertenant"));
-    assert_eq!((caller.user_id.as_str(), caller.is_admin, caller.roles.clone()), ("admin", true, vec!["admin".to_string()]));
+    assert_eq!(
+        (caller.user_id.as_str(), caller.is_admin, caller.roles.clone()),
+        ("admin", true, vec!["admin".to_string()])
+    );
 
     let req = Request::get("/v1/p1/stacks/s1/id-1")
         .header("host", "heat.test")
@@ -773,7 +1071,12 @@ async fn every_canonical_route_reaches_its_rpc() {
     let cases: &[(Method, &str, Option<&str>, &str)] = &[
         (Method::GET, "/v1/admin/resource_types?with_description=False", None, "list_resource_types"),
         (Method::GET, "/v1/admin/resource_types/OS::Heat::None", None, "resource_type_schema"),
-        (Method::GET, "/v1/admin/template_versions/heat_template_version.2021-04-16/functions", None, "list_template_functions"),
+        (
+            Method::GET,
+            "/v1/admin/template_versions/heat_template_version.2021-04-16/functions",
+            None,
+            "list_template_functions",
+        ),
         (Method::POST, "/v1/admin/stacks/preview", Some(r#"{"stack_name": "p"}"#), "preview_stack"),
         (Method::GET, "/v1/admin/stacks/s1/id-1?resolve_outputs=False", None, "show_stack"),
         (Method::GET, "/v1/admin/stacks/s1/id-1/template", None, "get_template"),
@@ -866,7 +1169,13 @@ async fn keystone_callers_and_the_project_check() {
     assert_eq!(a.status, StatusCode::FORBIDDEN);
     assert_eq!(
         a.json(),
-        fault(403, "Forbidden", "Access was denied to this resource.", "HTTPForbidden", "Access was denied to this resource.")
+        fault(
+            403,
+            "Forbidden",
+            "Access was denied to this resource.",
+            "HTTPForbidden",
+            "Access was denied to this resource."
+        )
     );
     assert_eq!(h.engine.count(), calls);
 

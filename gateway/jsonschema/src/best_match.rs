@@ -33,23 +33,13 @@ struct Relevance {
 fn relevance(compiled: &Compiled, error: &RawError<'_>) -> Relevance {
     let path = error.path();
     let not_weak = !matches!(error.keyword, Some("anyOf") | Some("oneOf"));
-    let matches_type = compiled.nodes[error.node]
-        .types
-        .as_ref()
-        .is_some_and(|types| types.iter().any(|t| t.matches(&error.instance)));
-    Relevance {
-        neg_path_len: -(path.len() as isize),
-        path,
-        not_weak,
-        type_mismatch: !matches_type,
-    }
+    let matches_type =
+        compiled.nodes[error.node].types.as_ref().is_some_and(|types| types.iter().any(|t| t.matches(&error.instance)));
+    Relevance { neg_path_len: -(path.len() as isize), path, not_weak, type_mismatch: !matches_type }
 }
 
 /// Pick the error Python would raise; `None` when there are no errors.
-pub(crate) fn best_match(
-    compiled: &Compiled,
-    errors: Vec<RawError<'_>>,
-) -> Option<ValidationError> {
+pub(crate) fn best_match(compiled: &Compiled, errors: Vec<RawError<'_>>) -> Option<ValidationError> {
     let mut best: Option<(RawError<'_>, Relevance)> = None;
     for error in errors {
         let key = relevance(compiled, &error);
@@ -65,12 +55,8 @@ pub(crate) fn best_match(
     let mut path_prefix: Vec<PathElement> = Vec::new();
     let mut schema_prefix: Vec<PathElement> = Vec::new();
     while !best.context.is_empty() {
-        let mut ranked: Vec<(Relevance, usize)> = best
-            .context
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (relevance(compiled, e), i))
-            .collect();
+        let mut ranked: Vec<(Relevance, usize)> =
+            best.context.iter().enumerate().map(|(i, e)| (relevance(compiled, e), i)).collect();
         // Stable: among equals the earliest comes first, like heapq.nsmallest.
         ranked.sort_by(|a, b| a.0.cmp(&b.0));
         if ranked.len() >= 2 && ranked[0].0 == ranked[1].0 {

@@ -67,11 +67,7 @@ pub(crate) enum Additional {
 #[derive(Debug)]
 pub(crate) enum Items {
     /// 2020-12: every element after the `prefixItems` ones.
-    Rest {
-        prefix: usize,
-        rest: Option<NodeId>,
-        forbidden: bool,
-    },
+    Rest { prefix: usize, rest: Option<NodeId>, forbidden: bool },
     /// Draft 4 array form: element *i* against subschema *i*.
     Positional(Vec<NodeId>),
 }
@@ -177,25 +173,13 @@ const PASSIVE: &[&str] = &[
 
 /// Keywords that change what is valid but are not implemented; compiling a
 /// schema that uses them fails instead of silently under-validating.
-const UNSUPPORTED: &[&str] = &[
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "$dynamicRef",
-    "$recursiveRef",
-];
+const UNSUPPORTED: &[&str] = &["unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"];
 
 /// Compile `schema` (the whole document; `$ref`s resolve against it).
 pub(crate) fn compile(schema: &Value) -> Result<Compiled, CompileError> {
-    let mut compiler = Compiler {
-        document: schema,
-        nodes: Vec::new(),
-        refs: HashMap::new(),
-    };
+    let mut compiler = Compiler { document: schema, nodes: Vec::new(), refs: HashMap::new() };
     let root = compiler.node(schema, "#")?;
-    Ok(Compiled {
-        nodes: compiler.nodes,
-        root,
-    })
+    Ok(Compiled { nodes: compiler.nodes, root })
 }
 
 struct Compiler<'d> {
@@ -225,11 +209,7 @@ impl<'d> Compiler<'d> {
     }
 
     fn node(&mut self, schema: &Value, location: &str) -> Result<NodeId, CompileError> {
-        let id = self.push(Node {
-            schema: schema.clone(),
-            types: None,
-            body: Body::AlwaysValid,
-        });
+        let id = self.push(Node { schema: schema.clone(), types: None, body: Body::AlwaysValid });
         self.fill(id, schema, location)?;
         Ok(id)
     }
@@ -243,11 +223,7 @@ impl<'d> Compiler<'d> {
                 return Ok(());
             }
             Value::Object(map) => map,
-            _ => {
-                return Err(CompileError::NotASchema {
-                    location: location.to_owned(),
-                })
-            }
+            _ => return Err(CompileError::NotASchema { location: location.to_owned() }),
         };
         let mut keywords = Vec::new();
         for (name, value) in map {
@@ -267,46 +243,17 @@ impl<'d> Compiler<'d> {
         self.node(schema, &location)
     }
 
-    fn children(
-        &mut self,
-        name: &str,
-        value: &Value,
-        location: &str,
-    ) -> Result<Vec<NodeId>, CompileError> {
+    fn children(&mut self, name: &str, value: &Value, location: &str) -> Result<Vec<NodeId>, CompileError> {
         let items = match value {
             Value::Array(items) if !items.is_empty() => items,
-            _ => {
-                return Err(invalid(
-                    name,
-                    location,
-                    "expected a non-empty array of schemas",
-                ))
-            }
+            _ => return Err(invalid(name, location, "expected a non-empty array of schemas")),
         };
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, s)| self.child(s, format!("{location}/{i}")))
-            .collect()
+        items.iter().enumerate().map(|(i, s)| self.child(s, format!("{location}/{i}"))).collect()
     }
 
-    fn schema_map(
-        &mut self,
-        name: &str,
-        value: &Value,
-        location: &str,
-    ) -> Result<Vec<(String, NodeId)>, CompileError> {
-        let map = value
-            .as_object()
-            .ok_or_else(|| invalid(name, location, "expected an object of schemas"))?;
-        map.iter()
-            .map(|(k, s)| {
-                Ok((
-                    k.clone(),
-                    self.child(s, format!("{location}/{}", pointer_escape(k)))?,
-                ))
-            })
-            .collect()
+    fn schema_map(&mut self, name: &str, value: &Value, location: &str) -> Result<Vec<(String, NodeId)>, CompileError> {
+        let map = value.as_object().ok_or_else(|| invalid(name, location, "expected an object of schemas"))?;
+        map.iter().map(|(k, s)| Ok((k.clone(), self.child(s, format!("{location}/{}", pointer_escape(k)))?))).collect()
     }
 
     fn keyword(
@@ -317,10 +264,7 @@ impl<'d> Compiler<'d> {
         location: &str,
     ) -> Result<Option<Keyword>, CompileError> {
         if UNSUPPORTED.contains(&name) {
-            return Err(CompileError::UnsupportedKeyword {
-                keyword: name.to_owned(),
-                location: location.to_owned(),
-            });
+            return Err(CompileError::UnsupportedKeyword { keyword: name.to_owned(), location: location.to_owned() });
         }
         if PASSIVE.contains(&name) {
             return Ok(None);
@@ -332,10 +276,7 @@ impl<'d> Compiler<'d> {
                 _ => return Err(invalid(name, location, "expected an array")),
             },
             "const" => ("const", Check::Const(value.clone())),
-            "properties" => (
-                "properties",
-                Check::Properties(self.schema_map(name, value, location)?),
-            ),
+            "properties" => ("properties", Check::Properties(self.schema_map(name, value, location)?)),
             "patternProperties" => {
                 let entries = self.schema_map(name, value, location)?;
                 let mut compiled = Vec::with_capacity(entries.len());
@@ -356,57 +297,31 @@ impl<'d> Compiler<'d> {
                     .and_then(Value::as_object)
                     .map(|m| m.keys().cloned().collect())
                     .unwrap_or_default();
-                let pattern_sources: Option<Vec<String>> =
-                    parent.get("patternProperties").map(|p| {
-                        p.as_object()
-                            .map(|m| m.keys().cloned().collect())
-                            .unwrap_or_default()
-                    });
+                let pattern_sources: Option<Vec<String>> = parent
+                    .get("patternProperties")
+                    .map(|p| p.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default());
                 let patterns = pattern_sources
                     .iter()
                     .flatten()
                     .map(|p| python_regex(p, location))
                     .collect::<Result<Vec<_>, _>>()?;
-                (
-                    "additionalProperties",
-                    Check::AdditionalProperties {
-                        rule,
-                        known,
-                        patterns,
-                        pattern_sources,
-                    },
-                )
+                ("additionalProperties", Check::AdditionalProperties { rule, known, patterns, pattern_sources })
             }
-            "required" => (
-                "required",
-                Check::Required(string_list(name, value, location)?),
-            ),
-            "minProperties" => (
-                "minProperties",
-                Check::MinProperties(non_negative(name, value, location)?),
-            ),
-            "maxProperties" => (
-                "maxProperties",
-                Check::MaxProperties(non_negative(name, value, location)?),
-            ),
-            "propertyNames" => (
-                "propertyNames",
-                Check::PropertyNames(self.child(value, location.to_owned())?),
-            ),
+            "required" => ("required", Check::Required(string_list(name, value, location)?)),
+            "minProperties" => ("minProperties", Check::MinProperties(non_negative(name, value, location)?)),
+            "maxProperties" => ("maxProperties", Check::MaxProperties(non_negative(name, value, location)?)),
+            "propertyNames" => ("propertyNames", Check::PropertyNames(self.child(value, location.to_owned())?)),
             "dependentRequired" => {
-                let map = value
-                    .as_object()
-                    .ok_or_else(|| invalid(name, location, "expected an object"))?;
+                let map = value.as_object().ok_or_else(|| invalid(name, location, "expected an object"))?;
                 let mut deps = Vec::with_capacity(map.len());
                 for (property, needed) in map {
                     deps.push((property.clone(), string_list(name, needed, location)?));
                 }
                 ("dependentRequired", Check::DependentRequired(deps))
             }
-            "dependentSchemas" => (
-                "dependentSchemas",
-                Check::DependentSchemas(self.schema_map(name, value, location)?),
-            ),
+            "dependentSchemas" => {
+                ("dependentSchemas", Check::DependentSchemas(self.schema_map(name, value, location)?))
+            }
             "items" => {
                 let items = match value {
                     Value::Array(schemas) => Items::Positional(
@@ -417,79 +332,37 @@ impl<'d> Compiler<'d> {
                             .collect::<Result<_, _>>()?,
                     ),
                     Value::Bool(_) | Value::Object(_) => {
-                        let prefix = parent
-                            .get("prefixItems")
-                            .and_then(Value::as_array)
-                            .map_or(0, Vec::len);
+                        let prefix = parent.get("prefixItems").and_then(Value::as_array).map_or(0, Vec::len);
                         let forbidden = value == &Value::Bool(false);
-                        let rest = if forbidden {
-                            None
-                        } else {
-                            Some(self.child(value, location.to_owned())?)
-                        };
-                        Items::Rest {
-                            prefix,
-                            rest,
-                            forbidden,
-                        }
+                        let rest = if forbidden { None } else { Some(self.child(value, location.to_owned())?) };
+                        Items::Rest { prefix, rest, forbidden }
                     }
-                    _ => {
-                        return Err(invalid(
-                            name,
-                            location,
-                            "expected a schema or an array of schemas",
-                        ))
-                    }
+                    _ => return Err(invalid(name, location, "expected a schema or an array of schemas")),
                 };
                 ("items", Check::Items(items))
             }
-            "prefixItems" => (
-                "prefixItems",
-                Check::PrefixItems(self.children(name, value, location)?),
-            ),
+            "prefixItems" => ("prefixItems", Check::PrefixItems(self.children(name, value, location)?)),
             "contains" => {
                 let node = self.child(value, location.to_owned())?;
                 let min = parent.get("minContains").cloned().unwrap_or(Value::from(1));
                 let max = parent.get("maxContains").cloned();
                 ("contains", Check::Contains { node, min, max })
             }
-            "minItems" => (
-                "minItems",
-                Check::MinItems(non_negative(name, value, location)?),
-            ),
-            "maxItems" => (
-                "maxItems",
-                Check::MaxItems(non_negative(name, value, location)?),
-            ),
+            "minItems" => ("minItems", Check::MinItems(non_negative(name, value, location)?)),
+            "maxItems" => ("maxItems", Check::MaxItems(non_negative(name, value, location)?)),
             "uniqueItems" => match value {
                 Value::Bool(true) => ("uniqueItems", Check::UniqueItems),
                 Value::Bool(false) => return Ok(None),
                 _ => return Err(invalid(name, location, "expected a boolean")),
             },
             "pattern" => {
-                let source = value
-                    .as_str()
-                    .ok_or_else(|| invalid(name, location, "expected a string"))?;
-                (
-                    "pattern",
-                    Check::Pattern {
-                        regex: python_regex(source, location)?,
-                        source: source.to_owned(),
-                    },
-                )
+                let source = value.as_str().ok_or_else(|| invalid(name, location, "expected a string"))?;
+                ("pattern", Check::Pattern { regex: python_regex(source, location)?, source: source.to_owned() })
             }
-            "minLength" => (
-                "minLength",
-                Check::MinLength(non_negative(name, value, location)?),
-            ),
-            "maxLength" => (
-                "maxLength",
-                Check::MaxLength(non_negative(name, value, location)?),
-            ),
+            "minLength" => ("minLength", Check::MinLength(non_negative(name, value, location)?)),
+            "maxLength" => ("maxLength", Check::MaxLength(non_negative(name, value, location)?)),
             "format" => {
-                let format = value
-                    .as_str()
-                    .ok_or_else(|| invalid(name, location, "expected a string"))?;
+                let format = value.as_str().ok_or_else(|| invalid(name, location, "expected a string"))?;
                 match Format::from_name(format) {
                     Some(f) => ("format", Check::Format(f)),
                     None => return Ok(None),
@@ -497,37 +370,19 @@ impl<'d> Compiler<'d> {
             }
             "minimum" => {
                 let exclusive = parent.get("exclusiveMinimum") == Some(&Value::Bool(true));
-                (
-                    "minimum",
-                    Check::Minimum {
-                        limit: number(name, value, location)?,
-                        exclusive,
-                    },
-                )
+                ("minimum", Check::Minimum { limit: number(name, value, location)?, exclusive })
             }
             "maximum" => {
                 let exclusive = parent.get("exclusiveMaximum") == Some(&Value::Bool(true));
-                (
-                    "maximum",
-                    Check::Maximum {
-                        limit: number(name, value, location)?,
-                        exclusive,
-                    },
-                )
+                ("maximum", Check::Maximum { limit: number(name, value, location)?, exclusive })
             }
             "exclusiveMinimum" => match value {
                 Value::Bool(_) => return Ok(None),
-                _ => (
-                    "exclusiveMinimum",
-                    Check::ExclusiveMinimum(number(name, value, location)?),
-                ),
+                _ => ("exclusiveMinimum", Check::ExclusiveMinimum(number(name, value, location)?)),
             },
             "exclusiveMaximum" => match value {
                 Value::Bool(_) => return Ok(None),
-                _ => (
-                    "exclusiveMaximum",
-                    Check::ExclusiveMaximum(number(name, value, location)?),
-                ),
+                _ => ("exclusiveMaximum", Check::ExclusiveMaximum(number(name, value, location)?)),
             },
             "multipleOf" => {
                 let divisor = number(name, value, location)?;
@@ -551,29 +406,16 @@ impl<'d> Compiler<'d> {
                     Some(s) => Some(self.child(s, format!("{parent_location}/else"))?),
                     None => None,
                 };
-                (
-                    "if",
-                    Check::If {
-                        condition,
-                        then,
-                        otherwise,
-                    },
-                )
+                ("if", Check::If { condition, then, otherwise })
             }
             "$ref" => {
-                let reference = value
-                    .as_str()
-                    .ok_or_else(|| invalid(name, location, "expected a string"))?;
+                let reference = value.as_str().ok_or_else(|| invalid(name, location, "expected a string"))?;
                 ("$ref", Check::Ref(self.reference(reference, location)?))
             }
             // Anything else is an unknown keyword: ignored, as in Python.
             _ => return Ok(None),
         };
-        Ok(Some(Keyword {
-            name: static_name,
-            value: value.clone(),
-            check,
-        }))
+        Ok(Some(Keyword { name: static_name, value: value.clone(), check }))
     }
 
     /// Resolve a same-document `$ref` (`#` or `#/json/pointer`).
@@ -581,10 +423,8 @@ impl<'d> Compiler<'d> {
         if let Some(&id) = self.refs.get(reference) {
             return Ok(id);
         }
-        let unresolvable = || CompileError::UnresolvableRef {
-            reference: reference.to_owned(),
-            location: location.to_owned(),
-        };
+        let unresolvable =
+            || CompileError::UnresolvableRef { reference: reference.to_owned(), location: location.to_owned() };
         let pointer = reference.strip_prefix('#').ok_or_else(unresolvable)?;
         let pointer = percent_decode(pointer).ok_or_else(unresolvable)?;
         if !pointer.is_empty() && !pointer.starts_with('/') {
@@ -593,11 +433,7 @@ impl<'d> Compiler<'d> {
         let document = self.document;
         let target = document.pointer(&pointer).ok_or_else(unresolvable)?;
         // Allocate first so a cycle back to this reference finds the slot.
-        let id = self.push(Node {
-            schema: target.clone(),
-            types: None,
-            body: Body::AlwaysValid,
-        });
+        let id = self.push(Node { schema: target.clone(), types: None, body: Body::AlwaysValid });
         self.refs.insert(reference.to_owned(), id);
         self.fill(id, target, reference)?;
         Ok(id)
@@ -609,27 +445,15 @@ fn type_check(value: &Value, location: &str) -> Result<Check, CompileError> {
         Value::String(s) => vec![s.clone()],
         Value::Array(items) => items
             .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| invalid("type", location, "expected type names"))
-            })
+            .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| invalid("type", location, "expected type names")))
             .collect::<Result<_, _>>()?,
-        _ => {
-            return Err(invalid(
-                "type",
-                location,
-                "expected a type name or a list of them",
-            ))
-        }
+        _ => return Err(invalid("type", location, "expected a type name or a list of them")),
     };
     let types = names
         .iter()
         .map(|n| {
-            JsonType::from_name(n).ok_or_else(|| CompileError::UnknownType {
-                name: n.clone(),
-                location: location.to_owned(),
-            })
+            JsonType::from_name(n)
+                .ok_or_else(|| CompileError::UnknownType { name: n.clone(), location: location.to_owned() })
         })
         .collect::<Result<_, _>>()?;
     Ok(Check::Type { types, names })
@@ -640,11 +464,7 @@ fn string_list(name: &str, value: &Value, location: &str) -> Result<Vec<String>,
         .as_array()
         .ok_or_else(|| invalid(name, location, "expected an array of strings"))?
         .iter()
-        .map(|v| {
-            v.as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| invalid(name, location, "expected an array of strings"))
-        })
+        .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| invalid(name, location, "expected an array of strings")))
         .collect()
 }
 
@@ -692,38 +512,20 @@ mod tests {
         });
         assert!(compile(&schema).is_ok());
         let bad = serde_json::json!({"$ref": "#/definitions/missing"});
-        assert!(matches!(
-            compile(&bad),
-            Err(CompileError::UnresolvableRef { .. })
-        ));
+        assert!(matches!(compile(&bad), Err(CompileError::UnresolvableRef { .. })));
         let remote = serde_json::json!({"$ref": "http://example.com/schema"});
-        assert!(matches!(
-            compile(&remote),
-            Err(CompileError::UnresolvableRef { .. })
-        ));
+        assert!(matches!(compile(&remote), Err(CompileError::UnresolvableRef { .. })));
     }
 
     #[test]
     fn malformed_keywords_are_rejected() {
-        assert!(matches!(
-            compile(&serde_json::json!({"type": "float"})),
-            Err(CompileError::UnknownType { .. })
-        ));
-        assert!(matches!(
-            compile(&serde_json::json!({"minLength": -1})),
-            Err(CompileError::InvalidKeyword { .. })
-        ));
-        assert!(matches!(
-            compile(&serde_json::json!({"pattern": "("})),
-            Err(CompileError::InvalidRegex { .. })
-        ));
+        assert!(matches!(compile(&serde_json::json!({"type": "float"})), Err(CompileError::UnknownType { .. })));
+        assert!(matches!(compile(&serde_json::json!({"minLength": -1})), Err(CompileError::InvalidKeyword { .. })));
+        assert!(matches!(compile(&serde_json::json!({"pattern": "("})), Err(CompileError::InvalidRegex { .. })));
         assert!(matches!(
             compile(&serde_json::json!({"unevaluatedProperties": false})),
             Err(CompileError::UnsupportedKeyword { .. })
         ));
-        assert!(matches!(
-            compile(&serde_json::json!(3)),
-            Err(CompileError::NotASchema { .. })
-        ));
+        assert!(matches!(compile(&serde_json::json!(3)), Err(CompileError::NotASchema { .. })));
     }
 }

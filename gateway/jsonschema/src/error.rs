@@ -17,18 +17,10 @@ use crate::repr::repr_str;
 pub enum CompileError {
     /// A keyword's value has the wrong shape (e.g. `"minLength": "x"`).
     #[error("invalid value for '{keyword}' at {location}: {reason}")]
-    InvalidKeyword {
-        keyword: String,
-        location: String,
-        reason: String,
-    },
+    InvalidKeyword { keyword: String, location: String, reason: String },
     /// A `pattern` / `patternProperties` regex the regex engine rejects.
     #[error("invalid regex {pattern:?} at {location}: {reason}")]
-    InvalidRegex {
-        pattern: String,
-        location: String,
-        reason: String,
-    },
+    InvalidRegex { pattern: String, location: String, reason: String },
     /// A `type` name that is not one of the seven JSON Schema types.
     #[error("unknown type {name:?} at {location}")]
     UnknownType { name: String, location: String },
@@ -106,9 +98,7 @@ pub(crate) struct Details {
 
 impl From<Details> for ValidationError {
     fn from(details: Details) -> Self {
-        ValidationError {
-            inner: Box::new(details),
-        }
+        ValidationError { inner: Box::new(details) }
     }
 }
 
@@ -179,8 +169,7 @@ impl ValidationError {
 
 fn is_json_path_identifier(key: &str) -> bool {
     let mut chars = key.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `_utils.format_as_index`: `schema['properties']['total']`, `instance[0]`.

@@ -44,9 +44,7 @@ impl Format {
 /// not, because the text must equal the normalised UUID.
 pub fn is_uuid_like(s: &str) -> bool {
     let stripped = s.replace("urn:", "").replace("uuid:", "");
-    let stripped = stripped
-        .trim_matches(|c| c == '{' || c == '}')
-        .replace('-', "");
+    let stripped = stripped.trim_matches(|c| c == '{' || c == '}').replace('-', "");
     stripped.len() == 32 && stripped.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

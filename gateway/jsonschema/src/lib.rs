@@ -64,10 +64,7 @@ impl Validator {
     /// Compile `schema`. `$ref`s must point into the same document
     /// (`#/definitions/...`, `#/$defs/...`, `#`).
     pub fn new(schema: &Value) -> Result<Validator, CompileError> {
-        Ok(Validator {
-            compiled: compile::compile(schema)?,
-            schema: schema.clone(),
-        })
+        Ok(Validator { compiled: compile::compile(schema)?, schema: schema.clone() })
     }
 
     /// The schema this validator was compiled from.
@@ -101,17 +98,12 @@ impl Validator {
     }
 
     fn evaluator(&self) -> validate::Evaluator<'_> {
-        validate::Evaluator {
-            compiled: &self.compiled,
-        }
+        validate::Evaluator { compiled: &self.compiled }
     }
 }
 
 /// One-shot convenience: compile `schema` and validate `instance`.
-pub fn validate(
-    schema: &Value,
-    instance: &Value,
-) -> Result<Result<(), ValidationError>, CompileError> {
+pub fn validate(schema: &Value, instance: &Value) -> Result<Result<(), ValidationError>, CompileError> {
     Ok(Validator::new(schema)?.validate(instance))
 }
 

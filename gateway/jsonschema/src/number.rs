@@ -138,10 +138,8 @@ impl Canonical {
             Value::String(s) => Canonical::Str(s.clone()),
             Value::Array(items) => Canonical::Array(items.iter().map(Canonical::of).collect()),
             Value::Object(map) => {
-                let mut entries: Vec<(String, Canonical)> = map
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Canonical::of(v)))
-                    .collect();
+                let mut entries: Vec<(String, Canonical)> =
+                    map.iter().map(|(k, v)| (k.clone(), Canonical::of(v))).collect();
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
                 Canonical::Object(entries)
             }
@@ -153,13 +151,9 @@ impl Canonical {
 pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => PyNum::from_number(x).py_eq(PyNum::from_number(y)),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
-        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q)),
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
         }
         _ => a == b,
     }
@@ -182,22 +176,10 @@ mod tests {
         let f = PyNum::Float(9_007_199_254_740_992.0);
         assert_eq!(big.py_cmp(f), Some(Ordering::Greater));
         assert!(PyNum::Int(1).py_eq(PyNum::Float(1.0)));
-        assert_eq!(
-            PyNum::Int(0).py_cmp(PyNum::Float(0.5)),
-            Some(Ordering::Less)
-        );
-        assert_eq!(
-            PyNum::Int(-1).py_cmp(PyNum::Float(-0.5)),
-            Some(Ordering::Less)
-        );
-        assert_eq!(
-            PyNum::Float(3.40282e39).py_cmp(PyNum::Float(3.40282e38)),
-            Some(Ordering::Greater)
-        );
-        assert_eq!(
-            PyNum::Int(2_147_483_648).py_cmp(PyNum::Int(2_147_483_647)),
-            Some(Ordering::Greater)
-        );
+        assert_eq!(PyNum::Int(0).py_cmp(PyNum::Float(0.5)), Some(Ordering::Less));
+        assert_eq!(PyNum::Int(-1).py_cmp(PyNum::Float(-0.5)), Some(Ordering::Less));
+        assert_eq!(PyNum::Float(3.40282e39).py_cmp(PyNum::Float(3.40282e38)), Some(Ordering::Greater));
+        assert_eq!(PyNum::Int(2_147_483_648).py_cmp(PyNum::Int(2_147_483_647)), Some(Ordering::Greater));
     }
 
     #[test]
@@ -207,9 +189,6 @@ mod tests {
         assert!(json_equal(&json!({"a": [1, 2]}), &json!({"a": [1.0, 2]})));
         assert!(!all_unique(&[json!(1), json!(1.0)]));
         assert!(all_unique(&[json!(1), json!(true), json!("1")]));
-        assert!(!all_unique(&[
-            json!({"a": 1, "b": 2}),
-            json!({"b": 2, "a": 1})
-        ]));
+        assert!(!all_unique(&[json!({"a": 1, "b": 2}), json!({"b": 2, "a": 1})]));
     }
 }

@@ -16,10 +16,7 @@ pub const WIDTH: usize = 72;
 
 /// Pretty-print `value` like `pprint.pformat(value, width, sort_dicts=False)`.
 pub fn pformat(value: &Value, width: usize) -> String {
-    let mut printer = Printer {
-        width: width as isize,
-        out: String::new(),
-    };
+    let mut printer = Printer { width: width as isize, out: String::new() };
     printer.format(value, 0, 0, 0);
     printer.out
 }
@@ -102,11 +99,7 @@ impl Printer {
             self.out.push_str(whole_rep);
             return;
         }
-        let (indent, allowance) = if level == 1 {
-            (indent + 1, allowance + 1)
-        } else {
-            (indent, allowance)
-        };
+        let (indent, allowance) = if level == 1 { (indent + 1, allowance + 1) } else { (indent, allowance) };
         let max_width = self.width - indent;
         let mut max_width1 = max_width;
         let lines = split_lines_keepends(s);
@@ -184,8 +177,9 @@ fn split_lines_keepends(s: &str) -> Vec<&str> {
                 }
                 _ => i + 1,
             },
-            '\n' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}'
-            | '\u{2029}' => i + c.len_utf8(),
+            '\n' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                i + c.len_utf8()
+            }
             _ => continue,
         };
         lines.push(&s[start..end]);
@@ -256,10 +250,7 @@ mod tests {
 
     #[test]
     fn splitlines_and_words() {
-        assert_eq!(
-            split_lines_keepends("a\u{b}b\r\nc\rd"),
-            vec!["a\u{b}", "b\r\n", "c\r", "d"]
-        );
+        assert_eq!(split_lines_keepends("a\u{b}b\r\nc\rd"), vec!["a\u{b}", "b\r\n", "c\r", "d"]);
         assert_eq!(split_words("ab  cd e "), vec!["ab  ", "cd ", "e "]);
         assert_eq!(split_words("  x"), vec!["  ", "x"]);
     }

@@ -34,11 +34,7 @@ struct Registry {
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        let mut registry = Registry {
-            validators: HashMap::new(),
-            names: Vec::new(),
-            failures: Vec::new(),
-        };
+        let mut registry = Registry { validators: HashMap::new(), names: Vec::new(), failures: Vec::new() };
         let document: Value = match serde_json::from_str(SCHEMAS_JSON) {
             Ok(v) => v,
             Err(_) => return registry,
@@ -107,11 +103,7 @@ mod tests {
 
     #[test]
     fn every_schema_compiles() {
-        assert!(
-            placement_schema_failures().is_empty(),
-            "{:?}",
-            placement_schema_failures()
-        );
+        assert!(placement_schema_failures().is_empty(), "{:?}", placement_schema_failures());
         let names: Vec<&str> = placement_schema_names().collect();
         assert_eq!(names.len(), 53);
         for name in names {
@@ -124,9 +116,6 @@ mod tests {
     #[test]
     fn query_instance_keeps_first_position_and_last_value() {
         let v = query_instance([("b", "1"), ("a", "2"), ("b", "3")]);
-        assert_eq!(
-            serde_json::to_string(&v).unwrap_or_default(),
-            r#"{"b":"3","a":"2"}"#
-        );
+        assert_eq!(serde_json::to_string(&v).unwrap_or_default(), r#"{"b":"3","a":"2"}"#);
     }
 }

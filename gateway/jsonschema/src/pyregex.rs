@@ -149,8 +149,6 @@ mod tests {
         assert!(re.is_match("aa") && re.is_match("") && !re.is_match("aaa"));
         let re = python_regex("^[a-z]{1,3}}$", "#").expect("compiles");
         assert!(re.is_match("ab}"));
-        assert!(python_regex("^x{x}$", "#")
-            .expect("compiles")
-            .is_match("x{x}"));
+        assert!(python_regex("^x{x}$", "#").expect("compiles").is_match("x{x}"));
     }
 }

@@ -73,11 +73,7 @@ pub fn repr_float(f: f64) -> String {
         return "nan".to_owned();
     }
     if f.is_infinite() {
-        return if f > 0.0 {
-            "inf".to_owned()
-        } else {
-            "-inf".to_owned()
-        };
+        return if f > 0.0 { "inf".to_owned() } else { "-inf".to_owned() };
     }
     // Rust's `{:e}` yields the shortest round-trip digits: "-1.2345e-7".
     let sci = format!("{f:e}");
@@ -133,11 +129,7 @@ pub fn repr_float(f: f64) -> String {
 /// backslash escapes for the quote, `\\`, `\t`, `\n`, `\r`, and `\x`/`\u`/`\U`
 /// escapes (lower-case hex) for every non-printable code point.
 pub fn repr_str(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for ch in s.chars() {
@@ -197,10 +189,7 @@ mod tests {
         assert_eq!(py_repr(&json!(true)), "True");
         assert_eq!(py_repr(&json!(false)), "False");
         assert_eq!(py_repr(&json!(-12)), "-12");
-        assert_eq!(
-            py_repr(&json!(18446744073709551615u64)),
-            "18446744073709551615"
-        );
+        assert_eq!(py_repr(&json!(18446744073709551615u64)), "18446744073709551615");
     }
 
     #[test]
@@ -242,11 +231,8 @@ mod tests {
 
     #[test]
     fn containers_keep_insertion_order() {
-        let v: Value = serde_json::from_str(r#"{"b": [1, 2.0, "x"], "a": {}, "c": [], "d": null}"#)
-            .expect("valid json");
-        assert_eq!(
-            py_repr(&v),
-            "{'b': [1, 2.0, 'x'], 'a': {}, 'c': [], 'd': None}"
-        );
+        let v: Value =
+            serde_json::from_str(r#"{"b": [1, 2.0, "x"], "a": {}, "c": [], "d": null}"#).expect("valid json");
+        assert_eq!(py_repr(&v), "{'b': [1, 2.0, 'x'], 'a': {}, 'c': [], 'd': None}");
     }
 }

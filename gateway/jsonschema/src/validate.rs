@@ -85,9 +85,7 @@ impl<'c> Evaluator<'c> {
                     self.keyword(node, keyword, instance, out);
                     if keyword.name != "if" && keyword.name != "$ref" {
                         for error in &mut out[start..] {
-                            error
-                                .rev_schema_path
-                                .push(PathElement::Key(keyword.name.to_owned()));
+                            error.rev_schema_path.push(PathElement::Key(keyword.name.to_owned()));
                         }
                     }
                 }
@@ -134,13 +132,7 @@ impl<'c> Evaluator<'c> {
         }
     }
 
-    fn keyword<'v>(
-        &self,
-        node: NodeId,
-        keyword: &Keyword,
-        instance: &'v Value,
-        out: &mut Vec<RawError<'v>>,
-    ) {
+    fn keyword<'v>(&self, node: NodeId, keyword: &Keyword, instance: &'v Value, out: &mut Vec<RawError<'v>>) {
         let fail = |message: String| RawError {
             message,
             keyword: Some(keyword.name),
@@ -190,28 +182,15 @@ impl<'c> Evaluator<'c> {
                     }
                 }
             }
-            Check::AdditionalProperties {
-                rule,
-                known,
-                patterns,
-                pattern_sources,
-            } => {
+            Check::AdditionalProperties { rule, known, patterns, pattern_sources } => {
                 if let Value::Object(map) = instance {
-                    let extras: Vec<&String> = map
-                        .keys()
-                        .filter(|k| !known.contains(k) && !patterns.iter().any(|p| p.is_match(k)))
-                        .collect();
+                    let extras: Vec<&String> =
+                        map.keys().filter(|k| !known.contains(k) && !patterns.iter().any(|p| p.is_match(k))).collect();
                     match rule {
                         Additional::Schema(child) => {
                             for extra in extras {
                                 if let Some(value) = map.get(extra) {
-                                    self.descend(
-                                        *child,
-                                        value,
-                                        Some(PathElement::Key(extra.clone())),
-                                        None,
-                                        out,
-                                    );
+                                    self.descend(*child, value, Some(PathElement::Key(extra.clone())), None, out);
                                 }
                             }
                         }
@@ -220,8 +199,7 @@ impl<'c> Evaluator<'c> {
                             sorted.sort_unstable();
                             let message = match pattern_sources {
                                 Some(sources) => {
-                                    let mut sources: Vec<&str> =
-                                        sources.iter().map(String::as_str).collect();
+                                    let mut sources: Vec<&str> = sources.iter().map(String::as_str).collect();
                                     sources.sort_unstable();
                                     messages::no_pattern_matches(&sorted, &sources)
                                 }
@@ -287,13 +265,7 @@ impl<'c> Evaluator<'c> {
                 if let Value::Object(map) = instance {
                     for (property, child) in dependencies {
                         if map.contains_key(property) {
-                            self.descend(
-                                *child,
-                                instance,
-                                None,
-                                Some(PathElement::Key(property.clone())),
-                                out,
-                            );
+                            self.descend(*child, instance, None, Some(PathElement::Key(property.clone())), out);
                         }
                     }
                 }
@@ -311,11 +283,7 @@ impl<'c> Evaluator<'c> {
                     }
                 }
             }
-            Check::Contains {
-                node: child,
-                min,
-                max,
-            } => {
+            Check::Contains { node: child, min, max } => {
                 if let Value::Array(elements) = instance {
                     let max_value = max.clone().unwrap_or_else(|| Value::from(elements.len()));
                     let max_limit = PyNum::from_value(&max_value).unwrap_or(PyNum::Int(i128::MAX));
@@ -399,11 +367,7 @@ impl<'c> Evaluator<'c> {
                         _ => false,
                     };
                     if failed {
-                        out.push(fail(messages::below_minimum(
-                            instance,
-                            &keyword.value,
-                            *exclusive,
-                        )));
+                        out.push(fail(messages::below_minimum(instance, &keyword.value, *exclusive)));
                     }
                 }
             }
@@ -416,33 +380,21 @@ impl<'c> Evaluator<'c> {
                         _ => false,
                     };
                     if failed {
-                        out.push(fail(messages::above_maximum(
-                            instance,
-                            &keyword.value,
-                            *exclusive,
-                        )));
+                        out.push(fail(messages::above_maximum(instance, &keyword.value, *exclusive)));
                     }
                 }
             }
             Check::ExclusiveMinimum(limit) => {
                 if let Value::Number(n) = instance {
                     if PyNum::from_number(n).py_cmp(*limit) != Some(std::cmp::Ordering::Greater) {
-                        out.push(fail(messages::below_minimum(
-                            instance,
-                            &keyword.value,
-                            true,
-                        )));
+                        out.push(fail(messages::below_minimum(instance, &keyword.value, true)));
                     }
                 }
             }
             Check::ExclusiveMaximum(limit) => {
                 if let Value::Number(n) = instance {
                     if PyNum::from_number(n).py_cmp(*limit) != Some(std::cmp::Ordering::Less) {
-                        out.push(fail(messages::above_maximum(
-                            instance,
-                            &keyword.value,
-                            true,
-                        )));
+                        out.push(fail(messages::above_maximum(instance, &keyword.value, true)));
                     }
                 }
             }
@@ -462,13 +414,7 @@ impl<'c> Evaluator<'c> {
                 let mut context = Vec::new();
                 for (index, child) in children.iter().enumerate() {
                     let mut errors = Vec::new();
-                    self.descend(
-                        *child,
-                        instance,
-                        None,
-                        Some(PathElement::Index(index)),
-                        &mut errors,
-                    );
+                    self.descend(*child, instance, None, Some(PathElement::Index(index)), &mut errors);
                     if errors.is_empty() {
                         return;
                     }
@@ -483,13 +429,7 @@ impl<'c> Evaluator<'c> {
                 let mut first_valid = None;
                 for (index, child) in children.iter().enumerate() {
                     let mut errors = Vec::new();
-                    self.descend(
-                        *child,
-                        instance,
-                        None,
-                        Some(PathElement::Index(index)),
-                        &mut errors,
-                    );
+                    self.descend(*child, instance, None, Some(PathElement::Index(index)), &mut errors);
                     if errors.is_empty() {
                         first_valid = Some(index);
                         break;
@@ -518,29 +458,13 @@ impl<'c> Evaluator<'c> {
                     out.push(fail(messages::should_not_be_valid(instance, schema)));
                 }
             }
-            Check::If {
-                condition,
-                then,
-                otherwise,
-            } => {
+            Check::If { condition, then, otherwise } => {
                 if self.is_valid(*condition, instance) {
                     if let Some(then) = then {
-                        self.descend(
-                            *then,
-                            instance,
-                            None,
-                            Some(PathElement::Key("then".to_owned())),
-                            out,
-                        );
+                        self.descend(*then, instance, None, Some(PathElement::Key("then".to_owned())), out);
                     }
                 } else if let Some(otherwise) = otherwise {
-                    self.descend(
-                        *otherwise,
-                        instance,
-                        None,
-                        Some(PathElement::Key("else".to_owned())),
-                        out,
-                    );
+                    self.descend(*otherwise, instance, None, Some(PathElement::Key("else".to_owned())), out);
                 }
             }
             Check::Ref(target) => self.descend(*target, instance, None, None, out),
@@ -561,22 +485,15 @@ impl<'c> Evaluator<'c> {
                     self.descend(*child, element, Some(step.clone()), Some(step), out);
                 }
             }
-            Items::Rest {
-                prefix,
-                rest,
-                forbidden,
-            } => {
+            Items::Rest { prefix, rest, forbidden } => {
                 let total = elements.len();
                 if total <= *prefix {
                     return;
                 }
                 let extra = total - prefix;
                 if *forbidden {
-                    let shown = if extra == 1 {
-                        elements[*prefix].clone()
-                    } else {
-                        Value::Array(elements[*prefix..].to_vec())
-                    };
+                    let shown =
+                        if extra == 1 { elements[*prefix].clone() } else { Value::Array(elements[*prefix..].to_vec()) };
                     out.push(fail(messages::too_many_items(*prefix, &shown, extra)));
                 } else if let Some(child) = rest {
                     for (index, element) in elements.iter().enumerate().skip(*prefix) {

@@ -22,8 +22,7 @@ fn cases() -> Vec<Value> {
 /// The `detail` Placement returns for a failing instance.
 fn detail(case: &Value) -> Result<String, String> {
     let schema_name = case["schema"].as_str().unwrap_or_default();
-    let validator =
-        placement_schema(schema_name).ok_or_else(|| format!("unknown schema {schema_name}"))?;
+    let validator = placement_schema(schema_name).ok_or_else(|| format!("unknown schema {schema_name}"))?;
     let error = match validator.validate(&case["instance"]) {
         Ok(()) => return Err("instance unexpectedly valid".to_owned()),
         Err(e) => e,
@@ -39,9 +38,7 @@ fn satisfied(expect: &str, detail: &str) -> bool {
     if expect.len() > 1 && expect.starts_with('/') && expect.ends_with('/') {
         let pattern = &expect[1..expect.len() - 1];
         // gabbi uses Python's re.search.
-        return compile_python_regex(pattern)
-            .map(|re| re.is_match(detail))
-            .unwrap_or(false);
+        return compile_python_regex(pattern).map(|re| re.is_match(detail)).unwrap_or(false);
     }
     // response_strings are matched against the JSON body text.
     let as_json = serde_json::to_string(detail).unwrap_or_default();

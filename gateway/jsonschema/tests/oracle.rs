@@ -46,54 +46,26 @@ fn check(select: impl Fn(&str) -> bool) -> usize {
         let got = validator.validate(&case["instance"]);
         match (&case["text"], got) {
             (Value::Null, Ok(())) => {
-                assert!(
-                    validator.is_valid(&case["instance"]),
-                    "{name}: is_valid disagrees"
-                );
+                assert!(validator.is_valid(&case["instance"]), "{name}: is_valid disagrees");
             }
-            (Value::Null, Err(e)) => {
-                failures.push(format!("{name}: expected valid, got {:?}", e.message()))
-            }
+            (Value::Null, Err(e)) => failures.push(format!("{name}: expected valid, got {:?}", e.message())),
             (_, Ok(())) => failures.push(format!("{name}: expected an error, got valid")),
             (Value::String(text), Err(e)) => {
                 if e.message() != case["message"].as_str().unwrap_or_default() {
-                    failures.push(format!(
-                        "{name}: message\n  want {}\n  got  {}",
-                        case["message"],
-                        e.message()
-                    ));
+                    failures.push(format!("{name}: message\n  want {}\n  got  {}", case["message"], e.message()));
                 } else if &e.to_string() != text {
-                    failures.push(format!(
-                        "{name}: text\n  want {text:?}\n  got  {:?}",
-                        e.to_string()
-                    ));
+                    failures.push(format!("{name}: text\n  want {text:?}\n  got  {:?}", e.to_string()));
                 } else if e.keyword().map(Value::from).unwrap_or(Value::Null) != case["keyword"] {
-                    failures.push(format!(
-                        "{name}: keyword want {} got {:?}",
-                        case["keyword"],
-                        e.keyword()
-                    ));
+                    failures.push(format!("{name}: keyword want {} got {:?}", case["keyword"], e.keyword()));
                 } else if path_json(e.path()) != case["path"] {
-                    failures.push(format!(
-                        "{name}: path want {} got {:?}",
-                        case["path"],
-                        e.path()
-                    ));
+                    failures.push(format!("{name}: path want {} got {:?}", case["path"], e.path()));
                 }
-                assert!(
-                    !validator.is_valid(&case["instance"]),
-                    "{name}: is_valid disagrees"
-                );
+                assert!(!validator.is_valid(&case["instance"]), "{name}: is_valid disagrees");
             }
             (other, _) => failures.push(format!("{name}: malformed expectation {other}")),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {checked} cases differ:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {checked} cases differ:\n{}", failures.len(), failures.join("\n"));
     checked
 }
 

@@ -81,13 +81,7 @@ impl Check {
     }
 
     /// `None` means the evaluation was aborted (reference depth exceeded).
-    fn eval(
-        &self,
-        target: &Target,
-        creds: &Credentials,
-        rules: &dyn RuleResolver,
-        depth: usize,
-    ) -> Option<bool> {
+    fn eval(&self, target: &Target, creds: &Credentials, rules: &dyn RuleResolver, depth: usize) -> Option<bool> {
         Some(match self {
             Check::True => true,
             Check::False | Check::External { .. } => false,
@@ -148,10 +142,7 @@ fn role_check(pattern: &str, target: &Target, creds: &Credentials) -> bool {
     };
     let wanted = wanted.to_lowercase();
     match creds.lookup("roles") {
-        Some(Value::Array(roles)) => roles
-            .iter()
-            .filter_map(Value::as_str)
-            .any(|role| role.to_lowercase() == wanted),
+        Some(Value::Array(roles)) => roles.iter().filter_map(Value::as_str).any(|role| role.to_lowercase() == wanted),
         // Python iterates a string character by character.
         Some(Value::String(roles)) => roles.chars().any(|c| c.to_lowercase().eq(wanted.chars())),
         _ => false,
@@ -232,10 +223,7 @@ mod tests {
     use serde_json::json;
 
     fn generic(kind: &str, pattern: &str) -> Check {
-        Check::Generic {
-            kind: kind.into(),
-            pattern: pattern.into(),
-        }
+        Check::Generic { kind: kind.into(), pattern: pattern.into() }
     }
 
     fn target(v: Value) -> Target {
@@ -244,9 +232,7 @@ mod tests {
 
     #[test]
     fn substitution_from_target() {
-        let creds = Credentials::new()
-            .with("project_id", "p1")
-            .with("user_id", "u1");
+        let creds = Credentials::new().with("project_id", "p1").with("user_id", "u1");
         let check = generic("project_id", "%(project_id)s");
         assert!(check.evaluate(&target(json!({"project_id": "p1"})), &creds, &NoRules));
         assert!(!check.evaluate(&target(json!({"project_id": "p2"})), &creds, &NoRules));
@@ -264,10 +250,8 @@ mod tests {
 
     #[test]
     fn literal_values_and_kinds() {
-        let creds = Credentials::new()
-            .with("system_scope", "all")
-            .with("is_admin_project", true)
-            .with("user_id", Value::Null);
+        let creds =
+            Credentials::new().with("system_scope", "all").with("is_admin_project", true).with("user_id", Value::Null);
         let none = Target::new();
         assert!(generic("system_scope", "all").evaluate(&none, &creds, &NoRules));
         assert!(generic("system", "all").evaluate(&none, &creds, &NoRules));
@@ -282,10 +266,9 @@ mod tests {
 
     #[test]
     fn lists_and_nested_paths() {
-        let creds = Credentials::new().with("groups", json!(["g1", "g2"])).with(
-            "token",
-            json!({"user": {"id": "u"}, "roles": [{"name": "a"}, {"name": "b"}]}),
-        );
+        let creds = Credentials::new()
+            .with("groups", json!(["g1", "g2"]))
+            .with("token", json!({"user": {"id": "u"}, "roles": [{"name": "a"}, {"name": "b"}]}));
         let none = Target::new();
         assert!(generic("groups", "g2").evaluate(&none, &creds, &NoRules));
         assert!(!generic("groups", "g3").evaluate(&none, &creds, &NoRules));
@@ -321,24 +304,16 @@ mod tests {
         assert!(Check::Not(Box::new(Check::Rule("missing".into()))).evaluate(&none, &creds, &rules));
         // A cycle aborts the whole evaluation, even under `not` or beside a true branch.
         assert!(!Check::Not(Box::new(Check::Rule("loop".into()))).evaluate(&none, &creds, &rules));
-        assert!(!Check::Or(vec![Check::Rule("loop".into()), Check::True])
-            .evaluate(&none, &creds, &rules));
-        assert!(Check::Or(vec![Check::True, Check::Rule("loop".into())])
-            .evaluate(&none, &creds, &rules));
+        assert!(!Check::Or(vec![Check::Rule("loop".into()), Check::True]).evaluate(&none, &creds, &rules));
+        assert!(Check::Or(vec![Check::True, Check::Rule("loop".into())]).evaluate(&none, &creds, &rules));
     }
 
     #[test]
     fn display_matches_oslo() {
         let check = Check::Or(vec![
             Check::Role("admin".into()),
-            Check::And(vec![
-                Check::Not(Box::new(Check::True)),
-                generic("project_id", "%(project_id)s"),
-            ]),
+            Check::And(vec![Check::Not(Box::new(Check::True)), generic("project_id", "%(project_id)s")]),
         ]);
-        assert_eq!(
-            check.to_string(),
-            "(role:admin or (not @ and project_id:%(project_id)s))"
-        );
+        assert_eq!(check.to_string(), "(role:admin or (not @ and project_id:%(project_id)s))");
     }
 }

@@ -64,10 +64,7 @@ impl Credentials {
         creds.insert("service_user_id", opt(&ctx.service_user_id));
         creds.insert("service_user_domain_id", opt(&ctx.service_user_domain_id));
         creds.insert("service_project_id", opt(&ctx.service_project_id));
-        creds.insert(
-            "service_project_domain_id",
-            opt(&ctx.service_project_domain_id),
-        );
+        creds.insert("service_project_domain_id", opt(&ctx.service_project_domain_id));
         creds.insert("service_roles", list(&ctx.service_roles));
         creds
     }
@@ -77,10 +74,7 @@ impl Credentials {
     pub fn default_target(&self) -> Target {
         let mut target = Target::new();
         for key in ["project_id", "user_id"] {
-            target.insert(
-                key.to_owned(),
-                self.get(key).cloned().unwrap_or(Value::Null),
-            );
+            target.insert(key.to_owned(), self.get(key).cloned().unwrap_or(Value::Null));
         }
         target
     }
@@ -97,9 +91,7 @@ impl Credentials {
     }
 
     fn system_alias(&self) -> Option<&Value> {
-        self.values
-            .get("system_scope")
-            .filter(|v| crate::python::py_truthy(v))
+        self.values.get("system_scope").filter(|v| crate::python::py_truthy(v))
     }
 }
 
@@ -208,10 +200,8 @@ mod tests {
         let target = project.default_target();
         assert_eq!(target.get("project_id"), Some(&Value::from("p")));
 
-        let system = Credentials::from_context(&ContextValues {
-            system_scope: Some("all".into()),
-            ..ContextValues::default()
-        });
+        let system =
+            Credentials::from_context(&ContextValues { system_scope: Some("all".into()), ..ContextValues::default() });
         assert_eq!(TokenScope::of(&system), TokenScope::System);
         assert_eq!(system.lookup("system"), Some(&Value::from("all")));
 

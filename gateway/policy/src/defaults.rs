@@ -47,15 +47,8 @@ impl RuleDefault {
     }
 
     /// Records the default this rule replaced.
-    pub fn with_deprecated(
-        mut self,
-        name: impl Into<String>,
-        check_str: impl Into<String>,
-    ) -> Self {
-        self.deprecated_rule = Some(DeprecatedRule {
-            name: name.into(),
-            check_str: check_str.into(),
-        });
+    pub fn with_deprecated(mut self, name: impl Into<String>, check_str: impl Into<String>) -> Self {
+        self.deprecated_rule = Some(DeprecatedRule { name: name.into(), check_str: check_str.into() });
         self
     }
 }
@@ -102,10 +95,7 @@ const HEAT_POLICIES: &str = include_str!("../data/heat-policies.json");
 /// the plugins: they write Placement's data for any project, which
 /// Placement itself allows to admins only, so they are admin-level types as
 /// upstream makes OS::Nova::Flavor or the quotas.
-pub const KEELSON_ADMIN_RESOURCE_TYPES: &[&str] = &[
-    "OS::Placement::ResourceProvider",
-    "OS::Placement::Allocation",
-];
+pub const KEELSON_ADMIN_RESOURCE_TYPES: &[&str] = &["OS::Placement::ResourceProvider", "OS::Placement::Allocation"];
 
 /// Parses a rules document shaped like `placement-policies.json`
 /// (`{"rules": [{name, check_str, scope_types, deprecated_rule}, ...]}`).
@@ -133,10 +123,11 @@ pub fn placement_defaults() -> Vec<RuleDefault> {
 /// Heat's admin-level types).
 pub fn try_heat_defaults() -> Result<Vec<RuleDefault>, PolicyError> {
     let mut rules = parse_rule_defaults(HEAT_POLICIES)?;
-    rules.extend(KEELSON_ADMIN_RESOURCE_TYPES.iter().map(|t| {
-        RuleDefault::new(format!("resource_types:{t}"), "rule:project_admin")
-            .with_scope_types(["project"])
-    }));
+    rules.extend(
+        KEELSON_ADMIN_RESOURCE_TYPES.iter().map(|t| {
+            RuleDefault::new(format!("resource_types:{t}"), "rule:project_admin").with_scope_types(["project"])
+        }),
+    );
     Ok(rules)
 }
 
@@ -149,23 +140,14 @@ mod tests {
         let rules = try_placement_defaults().expect("embedded data parses");
         assert_eq!(rules.len(), 38);
         assert_eq!(placement_defaults(), rules);
-        let service = rules
-            .iter()
-            .find(|r| r.name == "service_api")
-            .expect("service_api");
+        let service = rules.iter().find(|r| r.name == "service_api").expect("service_api");
         assert_eq!(service.check_str, "role:service");
         assert_eq!(service.scope_types, vec!["project".to_owned()]);
         assert_eq!(
             service.deprecated_rule,
-            Some(DeprecatedRule {
-                name: "rule:admin_api".into(),
-                check_str: "role:admin".into()
-            })
+            Some(DeprecatedRule { name: "rule:admin_api".into(), check_str: "role:admin".into() })
         );
-        let reader = rules
-            .iter()
-            .find(|r| r.name == "project_reader_api")
-            .expect("reader");
+        let reader = rules.iter().find(|r| r.name == "project_reader_api").expect("reader");
         assert!(reader.scope_types.is_empty());
     }
 
@@ -176,19 +158,10 @@ mod tests {
         let find = |name: &str| rules.iter().find(|r| r.name == name).expect(name).clone();
         assert_eq!(find("stacks:global_index").check_str, "rule:deny_everybody");
         let create = find("stacks:create");
-        assert_eq!(
-            create.check_str,
-            "role:member and project_id:%(project_id)s"
-        );
+        assert_eq!(create.check_str, "role:member and project_id:%(project_id)s");
         assert_eq!(create.scope_types, vec!["project".to_owned()]);
-        assert_eq!(
-            create.deprecated_rule.map(|d| d.check_str),
-            Some("rule:deny_stack_user".to_owned())
-        );
-        assert_eq!(
-            find("resource_types:OS::Nova::Flavor").check_str,
-            "rule:project_admin"
-        );
+        assert_eq!(create.deprecated_rule.map(|d| d.check_str), Some("rule:deny_stack_user".to_owned()));
+        assert_eq!(find("resource_types:OS::Nova::Flavor").check_str, "rule:project_admin");
         let allocation = find("resource_types:OS::Placement::Allocation");
         assert_eq!(allocation.check_str, "rule:project_admin");
         assert_eq!(allocation.scope_types, vec!["project".to_owned()]);

@@ -58,11 +58,7 @@ pub struct Enforcer {
 impl Enforcer {
     /// Registers `defaults`, applies `overrides` and computes the effective
     /// rules. Fails only if two defaults share a name.
-    pub fn new<I>(
-        config: EnforcerConfig,
-        defaults: I,
-        overrides: PolicyFile,
-    ) -> Result<Self, PolicyError>
+    pub fn new<I>(config: EnforcerConfig, defaults: I, overrides: PolicyFile) -> Result<Self, PolicyError>
     where
         I: IntoIterator<Item = RuleDefault>,
     {
@@ -78,10 +74,7 @@ impl Enforcer {
         }
 
         let file_rules = overrides.rules();
-        let mut rules: HashMap<String, Check> = file_rules
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut rules: HashMap<String, Check> = file_rules.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for name in &order {
             let Some(default) = registered.get(name) else {
                 continue;
@@ -93,12 +86,7 @@ impl Enforcer {
             rules.insert(name.clone(), check);
         }
 
-        let mut enforcer = Self {
-            config,
-            registered,
-            rules,
-            warnings,
-        };
+        let mut enforcer = Self { config, registered, rules, warnings };
         enforcer.check_rules();
         Ok(enforcer)
     }
@@ -118,11 +106,7 @@ impl Enforcer {
         enforce_new_defaults: bool,
         enforce_scope: bool,
     ) -> Result<Self, PolicyError> {
-        let config = EnforcerConfig {
-            enforce_scope,
-            enforce_new_defaults,
-            ..EnforcerConfig::default()
-        };
+        let config = EnforcerConfig { enforce_scope, enforce_new_defaults, ..EnforcerConfig::default() };
         let (overrides, note) = overrides_from(policy_file)?;
         let mut enforcer = Self::placement(config, overrides)?;
         enforcer.warnings.extend(note);
@@ -169,24 +153,15 @@ impl Enforcer {
     /// Checks that the registered rule `name` allows the action: the token's
     /// scope must be in the rule's `scope_types` (when scope is enforced),
     /// then the effective rule must pass.
-    pub fn authorize(
-        &self,
-        name: &str,
-        target: &Target,
-        creds: &Credentials,
-    ) -> Result<(), Denied> {
+    pub fn authorize(&self, name: &str, target: &Target, creds: &Credentials) -> Result<(), Denied> {
         let Some(default) = self.registered.get(name) else {
-            return Err(Denied::NotRegistered {
-                rule: name.to_owned(),
-            });
+            return Err(Denied::NotRegistered { rule: name.to_owned() });
         };
         self.check_scope(default, creds)?;
         if self.evaluate_named(name, target, creds) {
             Ok(())
         } else {
-            Err(Denied::NotAuthorized {
-                rule: name.to_owned(),
-            })
+            Err(Denied::NotAuthorized { rule: name.to_owned() })
         }
     }
 
@@ -227,23 +202,14 @@ impl Enforcer {
             return Ok(());
         }
         let token_scope = TokenScope::of(creds);
-        if default
-            .scope_types
-            .iter()
-            .any(|s| s == token_scope.as_str())
-        {
+        if default.scope_types.iter().any(|s| s == token_scope.as_str()) {
             return Ok(());
         }
-        Err(Denied::InvalidScope {
-            rule: default.name.clone(),
-            scope_types: default.scope_types.clone(),
-            token_scope,
-        })
+        Err(Denied::InvalidScope { rule: default.name.clone(), scope_types: default.scope_types.clone(), token_scope })
     }
 
     fn evaluate_named(&self, name: &str, target: &Target, creds: &Credentials) -> bool {
-        self.resolve(name)
-            .is_some_and(|check| check.evaluate(target, creds, self))
+        self.resolve(name).is_some_and(|check| check.evaluate(target, creds, self))
     }
 
     /// Logs (as warnings) references to undefined rules and reference
@@ -255,11 +221,7 @@ impl Enforcer {
         let mut cyclic = Vec::new();
         for name in names {
             let check = &self.rules[name];
-            if check
-                .referenced_rules()
-                .iter()
-                .any(|r| !self.rules.contains_key(*r))
-            {
+            if check.referenced_rules().iter().any(|r| !self.rules.contains_key(*r)) {
                 undefined.push(name.clone());
             }
             if self.reaches_cycle(check, &mut Vec::new()) {
@@ -267,14 +229,10 @@ impl Enforcer {
             }
         }
         if !undefined.is_empty() {
-            self.warnings.push(format!(
-                "Policies {undefined:?} reference a rule that is not defined."
-            ));
+            self.warnings.push(format!("Policies {undefined:?} reference a rule that is not defined."));
         }
         if !cyclic.is_empty() {
-            self.warnings.push(format!(
-                "Policies {cyclic:?} are part of a cyclical reference."
-            ));
+            self.warnings.push(format!("Policies {cyclic:?} are part of a cyclical reference."));
         }
     }
 
@@ -309,13 +267,7 @@ pub enum HeatEnforcer {
 fn overrides_from(policy_file: Option<&Path>) -> Result<(PolicyFile, Option<String>), PolicyError> {
     Ok(match policy_file {
         Some(path) if path.exists() => (PolicyFile::load(path)?, None),
-        Some(path) => (
-            PolicyFile::empty(),
-            Some(format!(
-                "The policy file {} could not be found.",
-                path.display()
-            )),
-        ),
+        Some(path) => (PolicyFile::empty(), Some(format!("The policy file {} could not be found.", path.display()))),
         None => (PolicyFile::empty(), None),
     })
 }
@@ -328,10 +280,7 @@ impl RuleResolver for Enforcer {
             if let Some(check) = &self.config.default_check {
                 return Some(check);
             }
-            self.config
-                .default_rule
-                .as_deref()
-                .and_then(|fallback| self.rules.get(fallback))
+            self.config.default_rule.as_deref().and_then(|fallback| self.rules.get(fallback))
         })
     }
 }
@@ -346,12 +295,7 @@ fn effective_default(
 ) -> Check {
     let mut parse = |text: &str| {
         let parsed = parse_rule(text);
-        warnings.extend(
-            parsed
-                .warnings
-                .into_iter()
-                .map(|w| format!("default rule {}: {w}", default.name)),
-        );
+        warnings.extend(parsed.warnings.into_iter().map(|w| format!("default rule {}: {w}", default.name)));
         parsed.check
     };
     let new_check = parse(&default.check_str);
@@ -370,8 +314,7 @@ fn effective_default(
                 deprecated.name, deprecated.check_str, default.name, default.check_str
             ));
             let points_to_new = *file_check == Check::Rule(default.name.clone());
-            if *file_check != old_check && !points_to_new && !file_rules.contains_key(&default.name)
-            {
+            if *file_check != old_check && !points_to_new && !file_rules.contains_key(&default.name) {
                 return file_check.clone();
             }
         }
@@ -424,10 +367,7 @@ mod tests {
     }
 
     fn legacy() -> EnforcerConfig {
-        EnforcerConfig {
-            enforce_new_defaults: false,
-            ..EnforcerConfig::default()
-        }
+        EnforcerConfig { enforce_new_defaults: false, ..EnforcerConfig::default() }
     }
 
     #[test]
@@ -441,53 +381,31 @@ mod tests {
     #[test]
     fn deprecated_rule_is_ored_only_without_new_defaults() {
         let admin_elsewhere = project_creds(&["admin"], "p2");
-        let target: Target = json!({"project_id": "p1"})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let target: Target = json!({"project_id": "p1"}).as_object().cloned().unwrap_or_default();
 
         let strict = enforcer(EnforcerConfig::default(), "{}");
         assert_eq!(
             strict.authorize("thing:read", &target, &admin_elsewhere),
-            Err(Denied::NotAuthorized {
-                rule: "thing:read".into()
-            })
+            Err(Denied::NotAuthorized { rule: "thing:read".into() })
         );
         assert_eq!(
-            strict
-                .rule("thing:read")
-                .map(ToString::to_string)
-                .as_deref(),
+            strict.rule("thing:read").map(ToString::to_string).as_deref(),
             Some("(role:reader and project_id:%(project_id)s)")
         );
 
         let relaxed = enforcer(legacy(), "{}");
+        assert_eq!(relaxed.authorize("thing:read", &target, &admin_elsewhere), Ok(()));
         assert_eq!(
-            relaxed.authorize("thing:read", &target, &admin_elsewhere),
-            Ok(())
-        );
-        assert_eq!(
-            relaxed
-                .rule("thing:read")
-                .map(ToString::to_string)
-                .as_deref(),
+            relaxed.rule("thing:read").map(ToString::to_string).as_deref(),
             Some("((role:reader and project_id:%(project_id)s) or role:admin)")
         );
         // The new default still works on its own.
-        assert_eq!(
-            relaxed.authorize("thing:read", &target, &project_creds(&["reader"], "p1")),
-            Ok(())
-        );
+        assert_eq!(relaxed.authorize("thing:read", &target, &project_creds(&["reader"], "p1")), Ok(()));
 
         // An override of the rule itself wins over both defaults.
         let overridden = enforcer(legacy(), "thing:read: role:auditor\n");
-        assert!(overridden
-            .authorize("thing:read", &target, &admin_elsewhere)
-            .is_err());
-        assert_eq!(
-            overridden.rule("thing:read"),
-            Some(&Check::Role("auditor".into()))
-        );
+        assert!(overridden.authorize("thing:read", &target, &admin_elsewhere).is_err());
+        assert_eq!(overridden.rule("thing:read"), Some(&Check::Role("auditor".into())));
     }
 
     #[test]
@@ -497,10 +415,7 @@ mod tests {
         for config in [EnforcerConfig::default(), legacy()] {
             let e = enforcer(config, "old:thing:read: role:auditor\n");
             assert_eq!(e.rule("thing:read"), Some(&Check::Role("auditor".into())));
-            assert_eq!(
-                e.authorize("thing:read", &target, &project_creds(&["auditor"], "x")),
-                Ok(())
-            );
+            assert_eq!(e.authorize("thing:read", &target, &project_creds(&["auditor"], "x")), Ok(()));
             assert!(!e.warnings().is_empty());
         }
         // ...unless the override just restates the old default or points at the new name.
@@ -535,55 +450,30 @@ mod tests {
             denied.to_string(),
             "system:audit requires a scope of ['system'], request was made with project scope."
         );
-        assert_eq!(
-            denied.forbidden_message(),
-            "Policy does not allow system:audit to be performed."
-        );
-        assert_eq!(
-            e.authorize("system:audit", &target, &system_creds(&["reader"])),
-            Ok(())
-        );
+        assert_eq!(denied.forbidden_message(), "Policy does not allow system:audit to be performed.");
+        assert_eq!(e.authorize("system:audit", &target, &system_creds(&["reader"])), Ok(()));
         // Rules without scope_types accept any token.
         assert_eq!(e.authorize("anywhere", &target, &system_creds(&[])), Ok(()));
         // A domain token is neither system nor project.
-        let domain = Credentials::new()
-            .with("domain_id", "d")
-            .with("roles", json!(["admin"]));
+        let domain = Credentials::new().with("domain_id", "d").with("roles", json!(["admin"]));
         assert!(matches!(
             e.authorize("admin_api", &target, &domain),
-            Err(Denied::InvalidScope {
-                token_scope: TokenScope::Domain,
-                ..
-            })
+            Err(Denied::InvalidScope { token_scope: TokenScope::Domain, .. })
         ));
         // With scope enforcement off the rule alone decides.
-        let lax = enforcer(
-            EnforcerConfig {
-                enforce_scope: false,
-                ..EnforcerConfig::default()
-            },
-            "",
-        );
-        assert_eq!(
-            lax.authorize("admin_api", &target, &system_creds(&["admin"])),
-            Ok(())
-        );
+        let lax = enforcer(EnforcerConfig { enforce_scope: false, ..EnforcerConfig::default() }, "");
+        assert_eq!(lax.authorize("admin_api", &target, &system_creds(&["admin"])), Ok(()));
         assert!(!e.enforce("admin_api", &target, &system_creds(&["admin"])));
     }
 
     #[test]
     fn registration_and_unknown_rules() {
-        let e = enforcer(
-            EnforcerConfig::default(),
-            "extra: '@'\nuses_missing: rule:nowhere\n",
-        );
+        let e = enforcer(EnforcerConfig::default(), "extra: '@'\nuses_missing: rule:nowhere\n");
         let creds = project_creds(&["admin"], "p");
         let target = Target::new();
         assert_eq!(
             e.authorize("not:registered", &target, &creds),
-            Err(Denied::NotRegistered {
-                rule: "not:registered".into()
-            })
+            Err(Denied::NotRegistered { rule: "not:registered".into() })
         );
         assert!(!Denied::NotRegistered { rule: "x".into() }.is_forbidden());
         // oslo's authorize requires registration even for file-only rules;
@@ -598,20 +488,13 @@ mod tests {
 
     #[test]
     fn default_rule_fallback() {
-        let e = enforcer(
-            EnforcerConfig::default(),
-            "default: role:admin\nuses_missing: rule:nowhere\n",
-        );
+        let e = enforcer(EnforcerConfig::default(), "default: role:admin\nuses_missing: rule:nowhere\n");
         let target = Target::new();
         assert!(e.enforce("uses_missing", &target, &project_creds(&["admin"], "p")));
         assert!(!e.enforce("uses_missing", &target, &project_creds(&["member"], "p")));
         assert!(e.enforce("unknown:name", &target, &project_creds(&["admin"], "p")));
         let no_fallback = enforcer(
-            EnforcerConfig {
-                default_rule: None,
-                default_check: None,
-                ..EnforcerConfig::default()
-            },
+            EnforcerConfig { default_rule: None, default_check: None, ..EnforcerConfig::default() },
             "default: role:admin\nuses_missing: rule:nowhere\n",
         );
         assert!(!no_fallback.enforce("uses_missing", &target, &project_creds(&["admin"], "p")));
@@ -619,10 +502,7 @@ mod tests {
 
     #[test]
     fn cycles_fail_closed_and_are_reported() {
-        let e = enforcer(
-            EnforcerConfig::default(),
-            "a: rule:b\nb: rule:a or role:x\n",
-        );
+        let e = enforcer(EnforcerConfig::default(), "a: rule:b\nb: rule:a or role:x\n");
         // oslo recurses into rule:a before trying role:x and dies; we deny.
         assert!(!e.enforce("a", &Target::new(), &project_creds(&["member"], "p")));
         assert!(!e.enforce("a", &Target::new(), &project_creds(&["x"], "p")));
@@ -640,17 +520,10 @@ mod tests {
 
     #[test]
     fn options_with_missing_or_bad_file() {
-        let e = Enforcer::placement_from_options(
-            Some(Path::new("/nonexistent/policy.yaml")),
-            false,
-            true,
-        )
-        .expect("missing file means defaults");
+        let e = Enforcer::placement_from_options(Some(Path::new("/nonexistent/policy.yaml")), false, true)
+            .expect("missing file means defaults");
         assert!(!e.config().enforce_new_defaults);
-        assert!(e
-            .warnings()
-            .iter()
-            .any(|w| w.contains("could not be found")));
+        assert!(e.warnings().iter().any(|w| w.contains("could not be found")));
         assert!(e.registered("placement:reshaper:reshape").is_some());
 
         let dir = std::env::temp_dir().join(format!("keelson-policy-enf-{}", std::process::id()));
@@ -668,51 +541,35 @@ mod tests {
     fn heat_api_denies_unknown_rules_and_resource_types_allow_them() {
         let member = project_creds(&["member", "reader"], "p1");
         let admin = project_creds(&["admin", "member", "reader"], "p1");
-        let own: Target = json!({"project_id": "p1"})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        let other: Target = json!({"project_id": "p2"})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let own: Target = json!({"project_id": "p1"}).as_object().cloned().unwrap_or_default();
+        let other: Target = json!({"project_id": "p2"}).as_object().cloned().unwrap_or_default();
         let api = Enforcer::heat(HeatEnforcer::Api, true, true, PolicyFile::empty()).expect("heat");
         assert_eq!(api.authorize("stacks:create", &own, &member), Ok(()));
         assert!(api.authorize("stacks:create", &other, &member).is_err());
         assert!(api.authorize("stacks:global_index", &own, &admin).is_err());
         // `!` for a rule the file references but nobody defined.
         assert!(!api.enforce("nothing:here", &own, &admin));
-        let file = PolicyFile::parse(
-            r#"{"stacks:global_index": "rule:project_admin", "stacks:index": "rule:missing"}"#,
-        )
-        .expect("file");
+        let file =
+            PolicyFile::parse(r#"{"stacks:global_index": "rule:project_admin", "stacks:index": "rule:missing"}"#)
+                .expect("file");
         let opened = Enforcer::heat(HeatEnforcer::Api, true, true, file).expect("heat");
-        assert_eq!(
-            opened.authorize("stacks:global_index", &own, &admin),
-            Ok(())
-        );
+        assert_eq!(opened.authorize("stacks:global_index", &own, &admin), Ok(()));
         assert!(opened.authorize("stacks:index", &own, &admin).is_err());
 
-        let types = Enforcer::heat(HeatEnforcer::ResourceTypes, true, true, PolicyFile::empty())
-            .expect("heat");
+        let types = Enforcer::heat(HeatEnforcer::ResourceTypes, true, true, PolicyFile::empty()).expect("heat");
         let allocation = "resource_types:OS::Placement::Allocation";
         assert_eq!(types.authorize(allocation, &Target::new(), &admin), Ok(()));
         assert_eq!(
             types.authorize(allocation, &Target::new(), &member),
-            Err(Denied::NotAuthorized {
-                rule: allocation.into()
-            })
+            Err(Denied::NotAuthorized { rule: allocation.into() })
         );
         assert!(types.enforce("resource_types:OS::Heat::None", &Target::new(), &member));
         // Legacy defaults (enforce_new_defaults = False) add the old
         // `deny_stack_user`: a member of another project's path still fails
         // the new rule but passes the old one.
-        let legacy =
-            Enforcer::heat(HeatEnforcer::Api, false, true, PolicyFile::empty()).expect("heat");
+        let legacy = Enforcer::heat(HeatEnforcer::Api, false, true, PolicyFile::empty()).expect("heat");
         assert_eq!(legacy.authorize("stacks:create", &other, &member), Ok(()));
         let stack_user = project_creds(&["heat_stack_user"], "p1");
-        assert!(legacy
-            .authorize("stacks:create", &own, &stack_user)
-            .is_err());
+        assert!(legacy.authorize("stacks:create", &own, &stack_user).is_err());
     }
 }

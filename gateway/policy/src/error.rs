@@ -44,11 +44,7 @@ pub enum Denied {
         "{rule} requires a scope of {}, request was made with {token_scope} scope.",
         py_list(.scope_types)
     )]
-    InvalidScope {
-        rule: String,
-        scope_types: Vec<String>,
-        token_scope: TokenScope,
-    },
+    InvalidScope { rule: String, scope_types: Vec<String>, token_scope: TokenScope },
     /// `authorize` was asked about a rule nobody registered.
     #[error("Policy {rule} has not been registered")]
     NotRegistered { rule: String },
@@ -58,9 +54,7 @@ impl Denied {
     /// The rule that was checked.
     pub fn rule(&self) -> &str {
         match self {
-            Denied::NotAuthorized { rule }
-            | Denied::InvalidScope { rule, .. }
-            | Denied::NotRegistered { rule } => rule,
+            Denied::NotAuthorized { rule } | Denied::InvalidScope { rule, .. } | Denied::NotRegistered { rule } => rule,
         }
     }
 

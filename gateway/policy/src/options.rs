@@ -21,11 +21,7 @@ pub struct OsloPolicyOptions {
 
 impl Default for OsloPolicyOptions {
     fn default() -> Self {
-        OsloPolicyOptions {
-            policy_file: None,
-            enforce_new_defaults: true,
-            enforce_scope: true,
-        }
+        OsloPolicyOptions { policy_file: None, enforce_new_defaults: true, enforce_scope: true }
     }
 }
 
@@ -48,11 +44,6 @@ impl OsloPolicyOptions {
 
     /// One of Heat's two enforcers under these options.
     pub fn heat_enforcer(&self, purpose: HeatEnforcer) -> Result<Enforcer, PolicyError> {
-        Enforcer::heat_from_options(
-            purpose,
-            self.policy_file.as_deref(),
-            self.enforce_new_defaults,
-            self.enforce_scope,
-        )
+        Enforcer::heat_from_options(purpose, self.policy_file.as_deref(), self.enforce_new_defaults, self.enforce_scope)
     }
 }

@@ -21,10 +21,7 @@ pub fn parse_rule(rule: &str) -> Parsed {
     let mut warnings = Vec::new();
     // The empty rule allows everything; a blank but non-empty one does not.
     if rule.is_empty() {
-        return Parsed {
-            check: Check::True,
-            warnings,
-        };
+        return Parsed { check: Check::True, warnings };
     }
     let mut stack: Vec<Token> = Vec::new();
     for token in tokenize(rule, &mut warnings) {
@@ -50,19 +47,13 @@ pub fn parse_rule(rule: &str) -> Parsed {
 pub fn parse_list_rule<S: AsRef<str>>(rule: &[Vec<S>]) -> Parsed {
     let mut warnings = Vec::new();
     if rule.is_empty() {
-        return Parsed {
-            check: Check::True,
-            warnings,
-        };
+        return Parsed { check: Check::True, warnings };
     }
     let mut alternatives: Vec<Check> = rule
         .iter()
         .filter(|inner| !inner.is_empty())
         .map(|inner| {
-            let mut all: Vec<Check> = inner
-                .iter()
-                .map(|item| parse_check(item.as_ref(), &mut warnings))
-                .collect();
+            let mut all: Vec<Check> = inner.iter().map(|item| parse_check(item.as_ref(), &mut warnings)).collect();
             if all.len() == 1 {
                 all.remove(0)
             } else {
@@ -91,20 +82,12 @@ fn parse_check(text: &str, warnings: &mut Vec<String>) -> Check {
     };
     match kind {
         "http" | "https" => {
-            warnings.push(format!(
-                "External check {text} is not supported; it always denies"
-            ));
-            Check::External {
-                kind: kind.to_owned(),
-                url: pattern.to_owned(),
-            }
+            warnings.push(format!("External check {text} is not supported; it always denies"));
+            Check::External { kind: kind.to_owned(), url: pattern.to_owned() }
         }
         "rule" => Check::Rule(pattern.to_owned()),
         "role" => Check::Role(pattern.to_owned()),
-        _ => Check::Generic {
-            kind: kind.to_owned(),
-            pattern: pattern.to_owned(),
-        },
+        _ => Check::Generic { kind: kind.to_owned(), pattern: pattern.to_owned() },
     }
 }
 
@@ -170,15 +153,8 @@ fn reduce_once(stack: &mut Vec<Token>) -> bool {
     if n >= 3 {
         let reducible = matches!(
             (&stack[n - 3], &stack[n - 2], &stack[n - 1]),
-            (
-                Token::LParen,
-                Token::Check(_) | Token::AndExpr(_) | Token::OrExpr(_),
-                Token::RParen
-            ) | (
-                Token::Check(_) | Token::AndExpr(_) | Token::OrExpr(_),
-                Token::And | Token::Or,
-                Token::Check(_)
-            )
+            (Token::LParen, Token::Check(_) | Token::AndExpr(_) | Token::OrExpr(_), Token::RParen)
+                | (Token::Check(_) | Token::AndExpr(_) | Token::OrExpr(_), Token::And | Token::Or, Token::Check(_))
         );
         if reducible {
             let c = stack.pop();
@@ -190,12 +166,7 @@ fn reduce_once(stack: &mut Vec<Token>) -> bool {
             }
         }
     }
-    if n >= 2
-        && matches!(
-            (&stack[n - 2], &stack[n - 1]),
-            (Token::Not, Token::Check(_))
-        )
-    {
+    if n >= 2 && matches!((&stack[n - 2], &stack[n - 1]), (Token::Not, Token::Check(_))) {
         if let Some(Token::Check(check)) = stack.pop() {
             stack.pop();
             stack.push(Token::Check(Check::Not(Box::new(check))));
@@ -231,9 +202,7 @@ fn combine(a: Token, b: Token, c: Token) -> Token {
             Token::OrExpr(items)
         }
         (Token::Check(left), Token::Or, Token::Check(right)) => Token::OrExpr(vec![left, right]),
-        (Token::AndExpr(all), Token::Or, Token::Check(right)) => {
-            Token::OrExpr(vec![Check::And(all), right])
-        }
+        (Token::AndExpr(all), Token::Or, Token::Check(right)) => Token::OrExpr(vec![Check::And(all), right]),
         (Token::OrExpr(mut items), Token::Or, Token::Check(right)) => {
             items.push(right);
             Token::OrExpr(items)
@@ -269,23 +238,11 @@ mod tests {
         assert_eq!(parse("role:admin"), role("admin"));
         assert_eq!(
             parse("project_id:%(project_id)s"),
-            Check::Generic {
-                kind: "project_id".into(),
-                pattern: "%(project_id)s".into()
-            }
+            Check::Generic { kind: "project_id".into(), pattern: "%(project_id)s".into() }
         );
         // Only the first colon splits.
-        assert_eq!(
-            parse("role:compute:admin"),
-            Check::Role("compute:admin".into())
-        );
-        assert_eq!(
-            parse("system_scope:all"),
-            Check::Generic {
-                kind: "system_scope".into(),
-                pattern: "all".into()
-            }
-        );
+        assert_eq!(parse("role:compute:admin"), Check::Role("compute:admin".into()));
+        assert_eq!(parse("system_scope:all"), Check::Generic { kind: "system_scope".into(), pattern: "all".into() });
     }
 
     #[test]
@@ -297,27 +254,14 @@ mod tests {
         );
         assert_eq!(
             parse("role:a and role:b or role:c and role:d"),
-            Check::Or(vec![
-                Check::And(vec![a.clone(), b.clone()]),
-                Check::And(vec![c.clone(), d.clone()])
-            ])
+            Check::Or(vec![Check::And(vec![a.clone(), b.clone()]), Check::And(vec![c.clone(), d.clone()])])
         );
         assert_eq!(
             parse("role:a or role:b and role:c and role:d or role:a"),
-            Check::Or(vec![
-                a.clone(),
-                Check::And(vec![b.clone(), c.clone(), d.clone()]),
-                a.clone()
-            ])
+            Check::Or(vec![a.clone(), Check::And(vec![b.clone(), c.clone(), d.clone()]), a.clone()])
         );
-        assert_eq!(
-            parse("not role:a and role:b"),
-            Check::And(vec![not(a.clone()), b.clone()])
-        );
-        assert_eq!(
-            parse("role:a or not role:b"),
-            Check::Or(vec![a.clone(), not(b.clone())])
-        );
+        assert_eq!(parse("not role:a and role:b"), Check::And(vec![not(a.clone()), b.clone()]));
+        assert_eq!(parse("role:a or not role:b"), Check::Or(vec![a.clone(), not(b.clone())]));
         assert_eq!(parse("not not role:a"), not(not(a.clone())));
         // Keywords are case-insensitive.
         assert_eq!(parse("role:a AND role:b"), Check::And(vec![a, b]));
@@ -330,10 +274,7 @@ mod tests {
             parse("(role:a or role:b) and role:c"),
             Check::And(vec![Check::Or(vec![a.clone(), b.clone()]), c.clone()])
         );
-        assert_eq!(
-            parse("not (role:a or role:b)"),
-            not(Check::Or(vec![a.clone(), b.clone()]))
-        );
+        assert_eq!(parse("not (role:a or role:b)"), not(Check::Or(vec![a.clone(), b.clone()])));
         assert_eq!(parse("((role:a))"), a.clone());
         assert_eq!(
             parse("( role:a and (role:b or role:c) )"),
@@ -342,10 +283,7 @@ mod tests {
         // `%(...)s` parentheses are part of the check, not grouping.
         assert_eq!(
             parse("(project_id:%(project_id)s)"),
-            Check::Generic {
-                kind: "project_id".into(),
-                pattern: "%(project_id)s".into()
-            }
+            Check::Generic { kind: "project_id".into(), pattern: "%(project_id)s".into() }
         );
     }
 
@@ -376,17 +314,11 @@ mod tests {
     fn quoted_literals_in_checks() {
         assert_eq!(
             parse("'Member':%(role.name)s"),
-            Check::Generic {
-                kind: "'Member'".into(),
-                pattern: "%(role.name)s".into()
-            }
+            Check::Generic { kind: "'Member'".into(), pattern: "%(role.name)s".into() }
         );
         assert_eq!(
             parse("True:%(user.enabled)s"),
-            Check::Generic {
-                kind: "True".into(),
-                pattern: "%(user.enabled)s".into()
-            }
+            Check::Generic { kind: "True".into(), pattern: "%(user.enabled)s".into() }
         );
         assert_eq!(parse("role:'admin'"), role("'admin'"));
     }

@@ -41,26 +41,17 @@ impl PolicyFile {
             Yaml::Mapping(mapping) => mapping,
             other if !yaml_truthy(&other) => return Ok(Self::empty()),
             _ => {
-                return Err(PolicyError::PolicyFileShape(
-                    "the document must be a mapping of rule name to rule".into(),
-                ))
+                return Err(PolicyError::PolicyFileShape("the document must be a mapping of rule name to rule".into()))
             }
         };
         let mut file = Self::empty();
         for (key, value) in mapping {
             let Some(name) = key.as_str() else {
-                file.warnings.push(format!(
-                    "ignoring policy file entry with non-string name {key:?}"
-                ));
+                file.warnings.push(format!("ignoring policy file entry with non-string name {key:?}"));
                 continue;
             };
             let parsed = rule_from_yaml(name, &value)?;
-            file.warnings.extend(
-                parsed
-                    .warnings
-                    .into_iter()
-                    .map(|w| format!("policy file rule {name}: {w}")),
-            );
+            file.warnings.extend(parsed.warnings.into_iter().map(|w| format!("policy file rule {name}: {w}")));
             file.rules.insert(name.to_owned(), parsed.check);
         }
         Ok(file)
@@ -68,10 +59,8 @@ impl PolicyFile {
 
     /// Reads and parses a policy file.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::ReadPolicyFile {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PolicyError::ReadPolicyFile { path: path.to_owned(), source })?;
         Self::parse(&text)
     }
 
@@ -86,12 +75,7 @@ impl PolicyFile {
         for (name, rule) in rules {
             let name = name.into();
             let parsed = parse_rule(rule.as_ref());
-            file.warnings.extend(
-                parsed
-                    .warnings
-                    .into_iter()
-                    .map(|w| format!("policy file rule {name}: {w}")),
-            );
+            file.warnings.extend(parsed.warnings.into_iter().map(|w| format!("policy file rule {name}: {w}")));
             file.rules.insert(name, parsed.check);
         }
         file
@@ -105,10 +89,7 @@ impl PolicyFile {
         if policy_file.is_absolute() {
             return policy_file.exists().then(|| policy_file.to_owned());
         }
-        search_dirs
-            .iter()
-            .map(|dir| dir.join(policy_file))
-            .find(|candidate| candidate.exists())
+        search_dirs.iter().map(|dir| dir.join(policy_file)).find(|candidate| candidate.exists())
     }
 
     /// The overridden rules, by name.
@@ -179,13 +160,8 @@ fn rule_from_yaml(name: &str, value: &Yaml) -> Result<Parsed, PolicyError> {
             parsed.warnings.splice(0..0, warnings);
             Ok(parsed)
         }
-        other if !yaml_truthy(other) => Ok(Parsed {
-            check: Check::True,
-            warnings: Vec::new(),
-        }),
-        _ => Err(PolicyError::PolicyFileShape(format!(
-            "rule {name} must be a string or a list"
-        ))),
+        other if !yaml_truthy(other) => Ok(Parsed { check: Check::True, warnings: Vec::new() }),
+        _ => Err(PolicyError::PolicyFileShape(format!("rule {name} must be a string or a list"))),
     }
 }
 
@@ -205,16 +181,10 @@ mod tests {
     fn yaml_and_json_overrides() {
         let yaml = "\"placement:resource_providers:list\": \"role:reader\"\nadmin_api: 'role:boss or role:admin'\n";
         let file = PolicyFile::parse(yaml).expect("yaml");
-        assert_eq!(
-            file.rules().get("placement:resource_providers:list"),
-            Some(&Check::Role("reader".into()))
-        );
+        assert_eq!(file.rules().get("placement:resource_providers:list"), Some(&Check::Role("reader".into())));
         assert_eq!(
             file.rules().get("admin_api"),
-            Some(&Check::Or(vec![
-                Check::Role("boss".into()),
-                Check::Role("admin".into())
-            ]))
+            Some(&Check::Or(vec![Check::Role("boss".into()), Check::Role("admin".into())]))
         );
 
         let json = "{\n\t\"placement:usages\": \"@\",\n\t\"service_api\": \"\"\n}";
@@ -225,10 +195,9 @@ mod tests {
 
     #[test]
     fn legacy_list_values() {
-        let file = PolicyFile::parse(
-            "a: [[\"role:x\", \"role:y\"], [\"role:z\"]]\nb: []\nc: [[]]\nd: ~\ne: [\"role:q\"]\n",
-        )
-        .expect("parse");
+        let file =
+            PolicyFile::parse("a: [[\"role:x\", \"role:y\"], [\"role:z\"]]\nb: []\nc: [[]]\nd: ~\ne: [\"role:q\"]\n")
+                .expect("parse");
         let rules = file.rules();
         assert_eq!(
             rules.get("a"),
@@ -245,18 +214,9 @@ mod tests {
 
     #[test]
     fn bad_files_are_errors_and_bad_rules_warnings() {
-        assert!(matches!(
-            PolicyFile::parse("[1, 2]"),
-            Err(PolicyError::PolicyFileShape(_))
-        ));
-        assert!(matches!(
-            PolicyFile::parse("a: {b: c}"),
-            Err(PolicyError::PolicyFileShape(_))
-        ));
-        assert!(matches!(
-            PolicyFile::parse("a: 'x\n  b: ["),
-            Err(PolicyError::PolicyFileSyntax(_))
-        ));
+        assert!(matches!(PolicyFile::parse("[1, 2]"), Err(PolicyError::PolicyFileShape(_))));
+        assert!(matches!(PolicyFile::parse("a: {b: c}"), Err(PolicyError::PolicyFileShape(_))));
+        assert!(matches!(PolicyFile::parse("a: 'x\n  b: ["), Err(PolicyError::PolicyFileSyntax(_))));
         let file = PolicyFile::parse("a: 'role:x and'").expect("parse");
         assert_eq!(file.rules().get("a"), Some(&Check::False));
         assert_eq!(file.warnings().len(), 1);
@@ -269,23 +229,11 @@ mod tests {
         let path = dir.join("policy.yaml");
         std::fs::write(&path, "admin_api: role:root\n").expect("write");
         assert_eq!(PolicyFile::locate(&path, &[]), Some(path.clone()));
-        assert_eq!(
-            PolicyFile::locate(Path::new("policy.yaml"), std::slice::from_ref(&dir)),
-            Some(path.clone())
-        );
-        assert_eq!(
-            PolicyFile::locate(Path::new("nope.yaml"), std::slice::from_ref(&dir)),
-            None
-        );
+        assert_eq!(PolicyFile::locate(Path::new("policy.yaml"), std::slice::from_ref(&dir)), Some(path.clone()));
+        assert_eq!(PolicyFile::locate(Path::new("nope.yaml"), std::slice::from_ref(&dir)), None);
         let file = PolicyFile::load(&path).expect("load");
-        assert_eq!(
-            file.rules().get("admin_api"),
-            Some(&Check::Role("root".into()))
-        );
-        assert!(matches!(
-            PolicyFile::load(&dir.join("missing.yaml")),
-            Err(PolicyError::ReadPolicyFile { .. })
-        ));
+        assert_eq!(file.rules().get("admin_api"), Some(&Check::Role("root".into())));
+        assert!(matches!(PolicyFile::load(&dir.join("missing.yaml")), Err(PolicyError::ReadPolicyFile { .. })));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -36,10 +36,7 @@ pub(crate) fn py_repr(value: &Value) -> String {
             format!("[{}]", inner.join(", "))
         }
         Value::Object(map) => {
-            let inner: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v)))
-                .collect();
+            let inner: Vec<String> = map.iter().map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v))).collect();
             format!("{{{}}}", inner.join(", "))
         }
     }
@@ -59,11 +56,7 @@ pub(crate) fn py_truthy(value: &Value) -> bool {
 
 /// `repr(str)`: single quotes unless the text holds `'` and no `"`.
 fn py_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
@@ -118,11 +111,7 @@ pub(crate) fn py_float_repr(f: f64) -> String {
         }
     } else {
         let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
+        let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{first}{frac}e{esign}{:02}", exp.abs())
     };
@@ -142,10 +131,7 @@ pub(crate) enum FormatError {
 ///
 /// Supports `%%` and `%(key)[flags][width][.precision]conv` with conversions
 /// `s`, `r`, `a`, `d`, `i`, `u`; other forms are reported as unsupported.
-pub(crate) fn percent_format(
-    pattern: &str,
-    target: &Map<String, Value>,
-) -> Result<String, FormatError> {
+pub(crate) fn percent_format(pattern: &str, target: &Map<String, Value>) -> Result<String, FormatError> {
     if !pattern.contains('%') {
         return Ok(pattern.to_owned());
     }
@@ -168,9 +154,7 @@ pub(crate) fn percent_format(
             continue;
         }
         if next != '(' {
-            return Err(FormatError::Unsupported(
-                "positional conversion with a mapping argument".into(),
-            ));
+            return Err(FormatError::Unsupported("positional conversion with a mapping argument".into()));
         }
         // Python allows nested parentheses inside the key.
         i += 1;
@@ -195,9 +179,7 @@ pub(crate) fn percent_format(
         let key: String = chars[start..i].iter().collect();
         i += 1;
         let spec = parse_spec(&chars, &mut i)?;
-        let value = target
-            .get(&key)
-            .ok_or_else(|| FormatError::MissingKey(key.clone()))?;
+        let value = target.get(&key).ok_or_else(|| FormatError::MissingKey(key.clone()))?;
         out.push_str(&spec.apply(value)?);
     }
     Ok(out)
@@ -215,15 +197,8 @@ struct Spec {
 }
 
 fn parse_spec(chars: &[char], i: &mut usize) -> Result<Spec, FormatError> {
-    let mut spec = Spec {
-        left: false,
-        zero: false,
-        plus: false,
-        space: false,
-        width: 0,
-        precision: None,
-        conversion: 's',
-    };
+    let mut spec =
+        Spec { left: false, zero: false, plus: false, space: false, width: 0, precision: None, conversion: 's' };
     while let Some(&c) = chars.get(*i) {
         match c {
             '-' => spec.left = true,
@@ -266,11 +241,7 @@ impl Spec {
             's' => py_str(value),
             'r' | 'a' => py_repr(value),
             'd' | 'i' | 'u' => return self.integer(value),
-            other => {
-                return Err(FormatError::Unsupported(format!(
-                    "conversion %{other} is not modelled"
-                )))
-            }
+            other => return Err(FormatError::Unsupported(format!("conversion %{other} is not modelled"))),
         };
         let text = match self.precision {
             Some(p) => text.chars().take(p).collect(),
@@ -295,11 +266,7 @@ impl Spec {
                     f.trunc() as i128
                 }
             }
-            _ => {
-                return Err(FormatError::Unsupported(
-                    "%d format: a real number is required".into(),
-                ))
-            }
+            _ => return Err(FormatError::Unsupported("%d format: a real number is required".into())),
         };
         let sign = if n < 0 {
             "-"
@@ -378,11 +345,7 @@ fn number_literal(text: &str) -> Option<String> {
         if n == 0 {
             return Some("0".to_owned());
         }
-        return Some(if negative {
-            format!("-{n}")
-        } else {
-            n.to_string()
-        });
+        return Some(if negative { format!("-{n}") } else { n.to_string() });
     }
     let f = float_literal(body)?;
     Some(py_float_repr(if negative { -f } else { f }))
@@ -414,19 +377,13 @@ fn int_literal(text: &str) -> Option<u128> {
 }
 
 fn radix_digits(digits: &str, radix: u32) -> Option<u128> {
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-    {
+    if digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') || digits.contains("__") {
         return None;
     }
     let mut value: u128 = 0;
     for c in digits.chars().filter(|c| *c != '_') {
         let d = c.to_digit(radix)?;
-        value = value
-            .checked_mul(u128::from(radix))?
-            .checked_add(u128::from(d))?;
+        value = value.checked_mul(u128::from(radix))?.checked_add(u128::from(d))?;
     }
     Some(value)
 }
@@ -442,9 +399,8 @@ fn float_literal(text: &str) -> Option<f64> {
         Some((i, f)) => (i, Some(f)),
         None => (mantissa, None),
     };
-    let digit_part_ok = |s: &str| {
-        radix_digits(s, 10).is_some() || s.chars().all(|c| c.is_ascii_digit()) && !s.is_empty()
-    };
+    let digit_part_ok =
+        |s: &str| radix_digits(s, 10).is_some() || s.chars().all(|c| c.is_ascii_digit()) && !s.is_empty();
     let int_ok = int_part.is_empty() || digit_part_ok(int_part);
     let frac_ok = match frac_part {
         Some(f) => f.is_empty() || digit_part_ok(f),
@@ -605,23 +561,11 @@ mod tests {
         assert_eq!(percent_format("%(project_id)r", &t).unwrap(), "'p1'");
         assert_eq!(percent_format("plain", &t).unwrap(), "plain");
         let s = target(json!({"x": "ab", "b": true}));
-        assert_eq!(
-            percent_format("%(x)5s|%(x)-5s|%(x).1s", &s).unwrap(),
-            "   ab|ab   |a"
-        );
+        assert_eq!(percent_format("%(x)5s|%(x)-5s|%(x).1s", &s).unwrap(), "   ab|ab   |a");
         assert_eq!(percent_format("%(b)d", &s).unwrap(), "1");
-        assert_eq!(
-            percent_format("%(missing)s", &t),
-            Err(FormatError::MissingKey("missing".into()))
-        );
-        assert!(matches!(
-            percent_format("50%", &t),
-            Err(FormatError::Unsupported(_))
-        ));
-        assert!(matches!(
-            percent_format("%s", &t),
-            Err(FormatError::Unsupported(_))
-        ));
+        assert_eq!(percent_format("%(missing)s", &t), Err(FormatError::MissingKey("missing".into())));
+        assert!(matches!(percent_format("50%", &t), Err(FormatError::Unsupported(_))));
+        assert!(matches!(percent_format("%s", &t), Err(FormatError::Unsupported(_))));
     }
 
     #[test]

@@ -1,9 +1,7 @@
 //! Differential tests against answers recorded from oslo.policy 6.0.1 itself
 //! (tests/data/oslo-cases.json, produced by tools/gen_oslo_cases.py).
 
-use keelson_policy::{
-    parse_rule, ContextValues, Credentials, Denied, Enforcer, EnforcerConfig, PolicyFile, Target,
-};
+use keelson_policy::{parse_rule, ContextValues, Credentials, Denied, Enforcer, EnforcerConfig, PolicyFile, Target};
 use serde_json::{Map, Value};
 
 const CASES: &str = include_str!("data/oslo-cases.json");
@@ -21,18 +19,9 @@ fn object(v: &Value) -> Map<String, Value> {
 #[test]
 fn random_rules_match_oslo() {
     let data = cases();
-    let creds: Vec<Credentials> = data["creds"]
-        .as_array()
-        .expect("creds")
-        .iter()
-        .map(|c| Credentials::from(object(c)))
-        .collect();
-    let targets: Vec<Target> = data["targets"]
-        .as_array()
-        .expect("targets")
-        .iter()
-        .map(object)
-        .collect();
+    let creds: Vec<Credentials> =
+        data["creds"].as_array().expect("creds").iter().map(|c| Credentials::from(object(c))).collect();
+    let targets: Vec<Target> = data["targets"].as_array().expect("targets").iter().map(object).collect();
     let rules = data["rules"].as_array().expect("rules");
     assert!(rules.len() >= 400);
 
@@ -44,40 +33,24 @@ fn random_rules_match_oslo() {
 
         let parsed = parse_rule(rule);
         if parsed.check.to_string() != oslo_str {
-            failures.push(format!(
-                "{rule:?}: parsed as {} but oslo has {oslo_str}",
-                parsed.check
-            ));
+            failures.push(format!("{rule:?}: parsed as {} but oslo has {oslo_str}", parsed.check));
             continue;
         }
         let overrides = PolicyFile::from_check_strings([("yes", "@"), ("no", "!"), ("r", rule)]);
-        let enforcer =
-            Enforcer::new(EnforcerConfig::default(), Vec::new(), overrides).expect("enforcer");
+        let enforcer = Enforcer::new(EnforcerConfig::default(), Vec::new(), overrides).expect("enforcer");
         let mut got = Vec::new();
         for c in &creds {
             for t in &targets {
-                got.push(if enforcer.enforce("r", t, c) {
-                    'T'
-                } else {
-                    'F'
-                });
+                got.push(if enforcer.enforce("r", t, c) { 'T' } else { 'F' });
             }
         }
         // 'E' (oslo raised) must fail closed here.
-        let expected: Vec<char> = expected
-            .iter()
-            .map(|&e| if e == 'E' { 'F' } else { e })
-            .collect();
+        let expected: Vec<char> = expected.iter().map(|&e| if e == 'E' { 'F' } else { e }).collect();
         if got != expected {
             failures.push(format!("{rule:?}: got {got:?}, oslo {expected:?}"));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// Every Placement default x persona x policy file x enforce_new_defaults.
@@ -89,13 +62,9 @@ fn placement_matrix_matches_oslo() {
     let mut checked = 0;
     let mut failures = Vec::new();
     for (file_name, tables) in data["placement"].as_object().expect("placement") {
-        let overrides =
-            PolicyFile::parse(files[file_name].as_str().expect("file text")).expect("policy file");
+        let overrides = PolicyFile::parse(files[file_name].as_str().expect("file text")).expect("policy file");
         for (new_defaults, table) in tables.as_object().expect("table") {
-            let config = EnforcerConfig {
-                enforce_new_defaults: new_defaults == "true",
-                ..EnforcerConfig::default()
-            };
+            let config = EnforcerConfig { enforce_new_defaults: new_defaults == "true", ..EnforcerConfig::default() };
             let enforcer = Enforcer::placement(config, overrides.clone()).expect("enforcer");
             for (rule, outcomes) in table.as_object().expect("rules") {
                 let outcomes: Vec<char> = outcomes.as_str().expect("outcomes").chars().collect();
@@ -136,10 +105,5 @@ fn placement_matrix_matches_oslo() {
         }
     }
     assert_eq!(checked, 3 * 2 * 38 * personas.len());
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }

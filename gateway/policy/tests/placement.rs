@@ -2,8 +2,7 @@
 //! RBAC tests (gabbits/*-secure-rbac.yaml, *-legacy-rbac.yaml, *-policy.yaml).
 
 use keelson_policy::{
-    placement_defaults, ContextValues, Credentials, Denied, Enforcer, EnforcerConfig, PolicyFile,
-    Target,
+    placement_defaults, ContextValues, Credentials, Denied, Enforcer, EnforcerConfig, PolicyFile, Target,
 };
 use serde_json::{json, Value};
 
@@ -21,79 +20,21 @@ const P: &str = "project-id";
 const P_ALT: &str = "project-id-alt";
 
 const PERSONAS: &[Persona] = &[
-    Persona {
-        name: "admin",
-        roles: &["admin"],
-        project: Some("admin_project_id"),
-        system: false,
-    },
-    Persona {
-        name: "service",
-        roles: &["service"],
-        project: Some("service_project_id"),
-        system: false,
-    },
-    Persona {
-        name: "system_admin",
-        roles: &["admin", "member", "reader"],
-        project: None,
-        system: true,
-    },
-    Persona {
-        name: "system_reader",
-        roles: &["reader"],
-        project: None,
-        system: true,
-    },
-    Persona {
-        name: "project_admin",
-        roles: &["admin", "member", "reader"],
-        project: Some(P),
-        system: false,
-    },
-    Persona {
-        name: "project_member",
-        roles: &["member", "reader"],
-        project: Some(P),
-        system: false,
-    },
-    Persona {
-        name: "project_reader",
-        roles: &["reader"],
-        project: Some(P),
-        system: false,
-    },
-    Persona {
-        name: "alt_project_admin",
-        roles: &["admin", "member", "reader"],
-        project: Some(P_ALT),
-        system: false,
-    },
-    Persona {
-        name: "alt_project_member",
-        roles: &["member", "reader"],
-        project: Some(P_ALT),
-        system: false,
-    },
-    Persona {
-        name: "alt_project_reader",
-        roles: &["reader"],
-        project: Some(P_ALT),
-        system: false,
-    },
-    Persona {
-        name: "no_roles",
-        roles: &[],
-        project: Some(P),
-        system: false,
-    },
+    Persona { name: "admin", roles: &["admin"], project: Some("admin_project_id"), system: false },
+    Persona { name: "service", roles: &["service"], project: Some("service_project_id"), system: false },
+    Persona { name: "system_admin", roles: &["admin", "member", "reader"], project: None, system: true },
+    Persona { name: "system_reader", roles: &["reader"], project: None, system: true },
+    Persona { name: "project_admin", roles: &["admin", "member", "reader"], project: Some(P), system: false },
+    Persona { name: "project_member", roles: &["member", "reader"], project: Some(P), system: false },
+    Persona { name: "project_reader", roles: &["reader"], project: Some(P), system: false },
+    Persona { name: "alt_project_admin", roles: &["admin", "member", "reader"], project: Some(P_ALT), system: false },
+    Persona { name: "alt_project_member", roles: &["member", "reader"], project: Some(P_ALT), system: false },
+    Persona { name: "alt_project_reader", roles: &["reader"], project: Some(P_ALT), system: false },
+    Persona { name: "no_roles", roles: &[], project: Some(P), system: false },
 ];
 
 fn persona(name: &str) -> Persona {
-    *PERSONAS
-        .iter()
-        .find(|p| p.name == name)
-        .expect("known persona")
+    *PERSONAS.iter().find(|p| p.name == name).expect("known persona")
 }
 
 impl Persona {
@@ -113,10 +54,7 @@ impl Persona {
 }
 
 fn enforcer(enforce_new_defaults: bool) -> Enforcer {
-    let config = EnforcerConfig {
-        enforce_new_defaults,
-        ..EnforcerConfig::default()
-    };
+    let config = EnforcerConfig { enforce_new_defaults, ..EnforcerConfig::default() };
     Enforcer::placement(config, PolicyFile::empty()).expect("placement enforcer")
 }
 
@@ -124,10 +62,7 @@ fn enforcer(enforce_new_defaults: bool) -> Enforcer {
 /// the context's own project/user everywhere else.
 fn target_for(rule: &str, creds: &Credentials) -> Target {
     if rule == "placement:usages" {
-        json!({"project_id": P})
-            .as_object()
-            .cloned()
-            .unwrap_or_default()
+        json!({"project_id": P}).as_object().cloned().unwrap_or_default()
     } else {
         creds.default_target()
     }
@@ -154,12 +89,7 @@ fn outcome(result: Result<(), Denied>) -> Outcome {
 /// `project_id:%(project_id)s` compares Python `str()`s, so a system token
 /// (project None) against a target project of None compares "None" with
 /// "None" and matches, exactly as in oslo.
-fn expected(
-    rule: &keelson_policy::RuleDefault,
-    who: Persona,
-    target: &Target,
-    legacy: bool,
-) -> Outcome {
+fn expected(rule: &keelson_policy::RuleDefault, who: Persona, target: &Target, legacy: bool) -> Outcome {
     if rule.scope_types.iter().any(|s| s == "project") && who.system {
         return Outcome::WrongScope;
     }
@@ -176,8 +106,9 @@ fn expected(
         "role:service" | "rule:service_api" => service || (legacy && admin),
         "role:admin or role:service" | "rule:admin_or_service_api" => admin || service,
         "role:reader and project_id:%(project_id)s" => project_reader || (legacy && admin),
-        "role:admin or rule:project_reader_api or role:service"
-        | "rule:admin_or_project_reader_or_service_api" => admin || service || project_reader,
+        "role:admin or rule:project_reader_api or role:service" | "rule:admin_or_project_reader_or_service_api" => {
+            admin || service || project_reader
+        }
         other => panic!("no hand-derived expectation for {other}"),
     };
     if allowed {
@@ -248,11 +179,7 @@ fn resource_provider_secure_rbac() {
             ("project_reader", "placement:resource_providers:list", false),
             ("service", "placement:resource_providers:create", true),
             ("system_admin", "placement:resource_providers:create", false),
-            (
-                "project_member",
-                "placement:resource_providers:create",
-                false,
-            ),
+            ("project_member", "placement:resource_providers:create", false),
         ],
     );
 }
@@ -263,11 +190,7 @@ fn usage_secure_rbac() {
         true,
         &[
             ("project_admin", "placement:resource_providers:usages", true),
-            (
-                "project_member",
-                "placement:resource_providers:usages",
-                false,
-            ),
+            ("project_member", "placement:resource_providers:usages", false),
             ("system_admin", "placement:resource_providers:usages", false),
             ("project_admin", "placement:usages", true),
             ("project_member", "placement:usages", true),
@@ -294,10 +217,7 @@ fn reshaper_secure_and_legacy_rbac() {
         ("admin", false),
         ("service", true),
     ];
-    let cases: Vec<_> = secure
-        .iter()
-        .map(|(w, a)| (*w, "placement:reshaper:reshape", *a))
-        .collect();
+    let cases: Vec<_> = secure.iter().map(|(w, a)| (*w, "placement:reshaper:reshape", *a)).collect();
     gabbi(true, &cases);
     // Legacy: the deprecated `role:admin` default still applies.
     gabbi(
@@ -318,11 +238,7 @@ fn resource_provider_legacy_rbac_still_enforces_scope() {
             ("system_reader", "placement:resource_providers:list", false),
             ("project_admin", "placement:resource_providers:list", true),
             ("project_member", "placement:resource_providers:list", false),
-            (
-                "project_reader",
-                "placement:resource_providers:delete",
-                false,
-            ),
+            ("project_reader", "placement:resource_providers:delete", false),
             ("project_admin", "placement:resource_providers:delete", true),
         ],
     );
@@ -345,35 +261,17 @@ fn usage_legacy_rbac() {
     let admin = other_project(&["admin", "member", "reader"]);
     assert!(e.authorize("placement:usages", &target, &member).is_err());
     assert!(e.authorize("placement:usages", &target, &admin).is_ok());
-    assert!(e
-        .authorize(
-            "placement:resource_providers:usages",
-            &member.default_target(),
-            &member
-        )
-        .is_err());
-    assert!(e
-        .authorize(
-            "placement:resource_providers:usages",
-            &admin.default_target(),
-            &admin
-        )
-        .is_ok());
+    assert!(e.authorize("placement:resource_providers:usages", &member.default_target(), &member).is_err());
+    assert!(e.authorize("placement:resource_providers:usages", &admin.default_target(), &admin).is_ok());
 }
 
 #[test]
 fn open_policy_fixture() {
     // OpenPolicyFixture: every rule but admin_api set to "@" (as fixtures.json).
     let overrides = PolicyFile::from_check_strings(
-        placement_defaults()
-            .into_iter()
-            .filter(|r| r.name != "admin_api")
-            .map(|r| (r.name, "@")),
+        placement_defaults().into_iter().filter(|r| r.name != "admin_api").map(|r| (r.name, "@")),
     );
-    let config = EnforcerConfig {
-        enforce_new_defaults: false,
-        ..EnforcerConfig::default()
-    };
+    let config = EnforcerConfig { enforce_new_defaults: false, ..EnforcerConfig::default() };
     let e = Enforcer::placement(config, overrides).expect("enforcer");
     // noauth2 token "user": user and project "user", no roles.
     let user = Credentials::from_context(&ContextValues {
@@ -381,20 +279,10 @@ fn open_policy_fixture() {
         project_id: Some("user".into()),
         ..ContextValues::default()
     });
-    for rule in placement_defaults()
-        .iter()
-        .filter(|r| r.name.starts_with("placement:"))
-    {
-        assert_eq!(
-            e.authorize(&rule.name, &user.default_target(), &user),
-            Ok(()),
-            "{}",
-            rule.name
-        );
+    for rule in placement_defaults().iter().filter(|r| r.name.starts_with("placement:")) {
+        assert_eq!(e.authorize(&rule.name, &user.default_target(), &user), Ok(()), "{}", rule.name);
     }
-    assert!(e
-        .authorize("admin_api", &user.default_target(), &user)
-        .is_err());
+    assert!(e.authorize("admin_api", &user.default_target(), &user).is_err());
     // An open rule does not lift the scope check.
     let system = persona("system_reader").creds();
     assert!(matches!(
@@ -415,20 +303,10 @@ fn overrides_from_yaml_and_json() {
         roles: vec!["member".into()],
         ..ContextValues::default()
     });
-    assert!(e
-        .authorize("placement:traits:list", &reader.default_target(), &reader)
-        .is_ok());
-    assert!(e
-        .authorize(
-            "placement:traits:list",
-            &member_only.default_target(),
-            &member_only
-        )
-        .is_err());
+    assert!(e.authorize("placement:traits:list", &reader.default_target(), &reader).is_ok());
+    assert!(e.authorize("placement:traits:list", &member_only.default_target(), &member_only).is_err());
     // Neighbouring rules keep their defaults.
-    assert!(e
-        .authorize("placement:traits:show", &reader.default_target(), &reader)
-        .is_err());
+    assert!(e.authorize("placement:traits:show", &reader.default_target(), &reader).is_err());
 }
 
 #[test]
@@ -439,11 +317,5 @@ fn roles_match_case_insensitively() {
         roles: vec!["ADMIN".into()],
         ..ContextValues::default()
     });
-    assert!(e
-        .authorize(
-            "placement:allocations:list",
-            &shouting.default_target(),
-            &shouting
-        )
-        .is_ok());
+    assert!(e.authorize("placement:allocations:list", &shouting.default_target(), &shouting).is_ok());
 }

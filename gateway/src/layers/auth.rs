@@ -180,7 +180,9 @@ mod tests {
         let (_, text) = body(webob_unauthorized(Some("text/plain"))).await;
         assert_eq!(text, format!("401 Unauthorized\n\n{explanation}\n\n   "));
         let (_, text) = body(webob_unauthorized(Some("text/html"))).await;
-        assert!(text.ends_with(&format!("<h1>401 Unauthorized</h1>\n  {explanation}<br /><br />\n\n\n\n </body>\n</html>")));
+        assert!(
+            text.ends_with(&format!("<h1>401 Unauthorized</h1>\n  {explanation}<br /><br />\n\n\n\n </body>\n</html>"))
+        );
     }
 
     #[tokio::test]

@@ -57,7 +57,9 @@ pub async fn layer(State(cors): State<Arc<CorsSettings>>, req: Request, next: Ne
     // configured: 200, with the preflight headers only when they apply.
     if req.method() == Method::OPTIONS {
         let allowed = origin.as_deref().filter(|o| cors.origin_allowed(o));
-        return allowed.and_then(|o| preflight(&cors, o, req.headers())).unwrap_or_else(|| StatusCode::OK.into_response());
+        return allowed
+            .and_then(|o| preflight(&cors, o, req.headers()))
+            .unwrap_or_else(|| StatusCode::OK.into_response());
     }
     let Some(origin) = origin.filter(|o| cors.origin_allowed(o)) else {
         return next.run(req).await;

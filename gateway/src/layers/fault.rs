@@ -12,7 +12,11 @@ use keelson_common::RequestContext;
 /// How an API renders its 500.
 pub type RenderInternal = fn(request_id: &str) -> Response;
 
-pub async fn layer(axum::extract::State(render): axum::extract::State<RenderInternal>, req: Request, next: Next) -> Response {
+pub async fn layer(
+    axum::extract::State(render): axum::extract::State<RenderInternal>,
+    req: Request,
+    next: Next,
+) -> Response {
     let request_id = req.extensions().get::<RequestContext>().map(|c| c.request_id.clone()).unwrap_or_default();
     match AssertUnwindSafe(next.run(req)).catch_unwind().await {
         Ok(resp) => resp,

@@ -62,7 +62,11 @@ impl Metrics {
         for ((api, method, route, status), s) in map.iter() {
             let labels = format!("api=\"{api}\",method=\"{method}\",route=\"{}\",status=\"{status}\"", escape(route));
             for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(out, "keelson_http_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}", s.buckets[i]);
+                let _ = writeln!(
+                    out,
+                    "keelson_http_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}",
+                    s.buckets[i]
+                );
             }
             let _ = writeln!(out, "keelson_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", s.count);
             let _ = writeln!(out, "keelson_http_request_duration_seconds_sum{{{labels}}} {}", s.sum);

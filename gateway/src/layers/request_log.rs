@@ -11,8 +11,8 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use http::HeaderValue;
-use tracing::Instrument as _;
 use keelson_common::context::{RequestContext, REQUEST_ID_HEADER, TRACEPARENT_HEADER};
+use tracing::Instrument as _;
 
 use super::metrics::Metrics;
 
@@ -23,7 +23,11 @@ pub struct LogState {
     pub metrics: Metrics,
 }
 
-pub async fn layer(axum::extract::State(state): axum::extract::State<LogState>, mut req: Request, next: Next) -> Response {
+pub async fn layer(
+    axum::extract::State(state): axum::extract::State<LogState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let incoming_traceparent = req.headers().get(TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let mut ctx = RequestContext::new(
@@ -47,12 +51,7 @@ pub async fn layer(axum::extract::State(state): axum::extract::State<LogState>, 
         use axum::body::HttpBody as _;
         resp.body().size_hint().exact().unwrap_or(0)
     };
-    let version = resp
-        .headers()
-        .get("openstack-api-version")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("-")
-        .to_string();
+    let version = resp.headers().get("openstack-api-version").and_then(|v| v.to_str().ok()).unwrap_or("-").to_string();
     let label = resp.extensions().get::<RouteLabel>().map(|r| r.0).unwrap_or("unmatched");
     state.metrics.observe(state.api, method.as_str(), label, status, elapsed);
     tracing::info!(

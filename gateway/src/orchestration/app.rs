@@ -96,14 +96,9 @@ fn negotiate(path: &str) -> Negotiated<'_> {
     if major.is_empty() {
         return Negotiated::NotFound;
     }
-    let after = version[major.len()..]
-        .strip_prefix('.')
-        .unwrap_or(&version[major.len()..]);
+    let after = version[major.len()..].strip_prefix('.').unwrap_or(&version[major.len()..]);
     let minor: String = after.chars().take_while(char::is_ascii_digit).collect();
-    let (major, minor) = (
-        major.parse::<u64>().unwrap_or(0),
-        minor.parse::<u64>().unwrap_or(0),
-    );
+    let (major, minor) = (major.parse::<u64>().unwrap_or(0), minor.parse::<u64>().unwrap_or(0));
     if major == 1 && minor == 0 {
         Negotiated::V1(rest)
     } else {
@@ -120,10 +115,7 @@ fn versions(base: &str) -> Response {
     }]});
     let mut resp = Response::new(Body::from(body.to_string()));
     *resp.status_mut() = http::StatusCode::MULTIPLE_CHOICES;
-    resp.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     resp
 }
 
@@ -140,9 +132,7 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
     // Pre-signed signal URLs carry their own credential: no authentication.
     if super::presigned::matches(rest) {
         let limit = dispatch.max_json_body_size;
-        let read_limit = limit
-            .saturating_mul(READ_LIMIT_FACTOR)
-            .max(limit.saturating_add(1));
+        let read_limit = limit.saturating_mul(READ_LIMIT_FACTOR).max(limit.saturating_add(1));
         let bytes = match axum::body::to_bytes(Body::new(body), read_limit).await {
             Ok(bytes) => bytes,
             Err(_) => {
@@ -152,27 +142,17 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
             }
         };
         let query = parts.uri.query().unwrap_or("");
-        let mut resp = super::presigned::handle(
-            &dispatch.engines,
-            &parts.method,
-            rest,
-            query,
-            &parts.headers,
-            &bytes,
-            limit,
-        )
-        .await;
+        let mut resp =
+            super::presigned::handle(&dispatch.engines, &parts.method, rest, query, &parts.headers, &bytes, limit)
+                .await;
         resp.extensions_mut().insert(RouteLabel("/{kind}/{arn}"));
         return resp;
     }
-    let (mut caller, credentials) = match dispatch
-        .auth
-        .authenticate(&parts.method, parts.uri.path(), &parts.headers)
-        .await
-    {
-        Ok(authenticated) => (authenticated.caller, authenticated.credentials),
-        Err(refused) => return refused,
-    };
+    let (mut caller, credentials) =
+        match dispatch.auth.authenticate(&parts.method, parts.uri.path(), &parts.headers).await {
+            Ok(authenticated) => (authenticated.caller, authenticated.credentials),
+            Err(refused) => return refused,
+        };
     let Some(matched) = dispatch.routes.find(&parts.method, rest) else {
         return fault::route_not_found();
     };
@@ -181,9 +161,7 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
         Action::Options => fault::options(matched.allow.as_deref().unwrap_or("")),
         _ => {
             let limit = dispatch.max_json_body_size;
-            let read_limit = limit
-                .saturating_mul(READ_LIMIT_FACTOR)
-                .max(limit.saturating_add(1));
+            let read_limit = limit.saturating_mul(READ_LIMIT_FACTOR).max(limit.saturating_add(1));
             let result = match axum::body::to_bytes(Body::new(body), read_limit).await {
                 Ok(bytes) => body::decode(&parts.headers, &bytes, limit),
                 Err(_) => {
@@ -204,13 +182,7 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
             });
             let outcome = match authorized {
                 Ok(doc) => {
-                    let call = Call {
-                        caller,
-                        matched: &matched,
-                        query,
-                        body: doc,
-                        base: &base,
-                    };
+                    let call = Call { caller, matched: &matched, query, body: doc, base: &base };
                     handlers::dispatch(&dispatch.engines, call).await
                 }
                 Err(f) => Err(f),
@@ -230,14 +202,8 @@ mod tests {
     fn version_negotiation() {
         assert!(matches!(negotiate("/"), Negotiated::Versions));
         assert!(matches!(negotiate("/versions"), Negotiated::Versions));
-        assert!(matches!(
-            negotiate("/v1/admin/stacks"),
-            Negotiated::V1("/admin/stacks")
-        ));
-        assert!(matches!(
-            negotiate("/v1.0/admin/stacks"),
-            Negotiated::V1("/admin/stacks")
-        ));
+        assert!(matches!(negotiate("/v1/admin/stacks"), Negotiated::V1("/admin/stacks")));
+        assert!(matches!(negotiate("/v1.0/admin/stacks"), Negotiated::V1("/admin/stacks")));
         assert!(matches!(negotiate("/v1"), Negotiated::V1("")));
         assert!(matches!(negotiate("/v2/x"), Negotiated::Versions));
         assert!(matches!(negotiate("/stacks"), Negotiated::NotFound));

@@ -25,10 +25,7 @@ use crate::keystone::TokenValidator;
 #[derive(Clone)]
 pub enum OrchestrationAuth {
     NoAuth,
-    Keystone {
-        validator: Arc<TokenValidator>,
-        policy: Arc<OrchestrationPolicy>,
-    },
+    Keystone { validator: Arc<TokenValidator>, policy: Arc<OrchestrationPolicy> },
 }
 
 /// An authenticated caller and, in Keystone mode, what Heat's policy
@@ -40,12 +37,7 @@ pub struct Authenticated {
 }
 
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
 }
 
 /// The caller under Heat's noauth flavor.
@@ -66,10 +58,7 @@ pub fn noauth_caller(headers: &HeaderMap) -> Caller {
 impl OrchestrationAuth {
     /// Keystone callers authorized by `policy`.
     pub fn keystone(validator: TokenValidator, policy: OrchestrationPolicy) -> Self {
-        OrchestrationAuth::Keystone {
-            validator: Arc::new(validator),
-            policy: Arc::new(policy),
-        }
+        OrchestrationAuth::Keystone { validator: Arc::new(validator), policy: Arc::new(policy) }
     }
 
     /// The policy requests are checked with (None under noauth).
@@ -89,18 +78,14 @@ impl OrchestrationAuth {
     ) -> Result<Authenticated, Response> {
         let (validator, policy) = match self {
             OrchestrationAuth::NoAuth => {
-                return Ok(Authenticated {
-                    caller: noauth_caller(headers),
-                    credentials: None,
-                })
+                return Ok(Authenticated { caller: noauth_caller(headers), credentials: None })
             }
             OrchestrationAuth::Keystone { validator, policy } => (validator, policy),
         };
         match validator.identify(method, path, headers).await {
             Ok(Some(identity)) if identity.user_id.is_some() && identity.project_id.is_some() => {
                 // Heat's `is_admin` is its `context_is_admin` rule.
-                let is_admin =
-                    policy.is_admin(&keelson_policy::Credentials::from_context(&identity));
+                let is_admin = policy.is_admin(&keelson_policy::Credentials::from_context(&identity));
                 let credentials = heat_credentials(&identity, is_admin);
                 let user_id = identity.user_id.unwrap_or_default();
                 let caller = Caller {
@@ -114,10 +99,7 @@ impl OrchestrationAuth {
                     auth_token: header(headers, "x-auth-token").unwrap_or_default(),
                     path_project_id: String::new(),
                 };
-                Ok(Authenticated {
-                    caller,
-                    credentials: Some(credentials),
-                })
+                Ok(Authenticated { caller, credentials: Some(credentials) })
             }
             // No user (delayed decision) or no project scope: Heat's
             // context cannot be built, the request is not authenticated.
@@ -139,10 +121,7 @@ fn keystone_unauthorized(www_authenticate: &str) -> Response {
     let body = serde_json::json!({"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}});
     let mut resp = Response::new(Body::from(body.to_string()));
     *resp.status_mut() = StatusCode::UNAUTHORIZED;
-    resp.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     if let Ok(v) = HeaderValue::from_str(www_authenticate) {
         resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, v);
     }
@@ -169,45 +148,24 @@ mod tests {
     #[test]
     fn noauth_defaults_to_admin() {
         let c = noauth_caller(&HeaderMap::new());
-        assert_eq!(
-            (c.project_id.as_str(), c.user_id.as_str(), c.is_admin),
-            ("admin", "admin", true)
-        );
+        assert_eq!((c.project_id.as_str(), c.user_id.as_str(), c.is_admin), ("admin", "admin", true));
         assert_eq!(c.roles, vec!["admin"]);
         let mut h = HeaderMap::new();
         h.insert("x-auth-project", "p1".parse().unwrap());
         h.insert("x-auth-user", "bob".parse().unwrap());
         h.insert("x-auth-token", "tok".parse().unwrap());
         let c = noauth_caller(&h);
-        assert_eq!(
-            (
-                c.project_id.as_str(),
-                c.user_name.as_str(),
-                c.auth_token.as_str()
-            ),
-            ("p1", "bob", "tok")
-        );
+        assert_eq!((c.project_id.as_str(), c.user_name.as_str(), c.auth_token.as_str()), ("p1", "bob", "tok"));
     }
 
     #[test]
     fn project_check() {
-        let mut member = Caller {
-            project_id: "p1".into(),
-            user_id: "u".into(),
-            roles: vec!["member".into()],
-            ..Caller::default()
-        };
+        let mut member =
+            Caller { project_id: "p1".into(), user_id: "u".into(), roles: vec!["member".into()], ..Caller::default() };
         assert!(check_project(&mut member, "p1").is_ok());
-        assert_eq!(
-            check_project(&mut member, "p2").unwrap_err(),
-            Fault::forbidden()
-        );
+        assert_eq!(check_project(&mut member, "p2").unwrap_err(), Fault::forbidden());
         assert_eq!(member.path_project_id, "p2");
-        let mut admin = Caller {
-            project_id: "p1".into(),
-            is_admin: true,
-            ..Caller::default()
-        };
+        let mut admin = Caller { project_id: "p1".into(), is_admin: true, ..Caller::default() };
         assert!(check_project(&mut admin, "p2").is_ok());
         assert_eq!(admin.project_id, "p1");
     }

@@ -14,7 +14,11 @@ fn is_json_body(headers: &HeaderMap, body: &[u8]) -> bool {
         .and_then(|v| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
         .unwrap_or_default();
-    let content_type = if content_type.is_empty() || content_type.starts_with("text/plain") { "application/json" } else { &content_type };
+    let content_type = if content_type.is_empty() || content_type.starts_with("text/plain") {
+        "application/json"
+    } else {
+        &content_type
+    };
     matches!(content_type, "application/json" | "json") && body.starts_with(b"{")
 }
 
@@ -34,7 +38,9 @@ pub fn too_large(len: usize, max_size: usize) -> Fault {
     Fault::new(
         400,
         "RequestLimitExceeded",
-        format!("Request limit exceeded: JSON body size ({len} bytes) exceeds maximum allowed size ({max_size} bytes)."),
+        format!(
+            "Request limit exceeded: JSON body size ({len} bytes) exceeds maximum allowed size ({max_size} bytes)."
+        ),
     )
 }
 
@@ -110,10 +116,16 @@ mod tests {
     #[test]
     fn errors_read_as_heat_api_writes_them() {
         let e = decode(&headers(Some("application/json")), b"{not json", 100).unwrap_err();
-        assert_eq!(e, Fault::bad_request("Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"));
+        assert_eq!(
+            e,
+            Fault::bad_request("Expecting property name enclosed in double quotes: line 1 column 2 (char 1)")
+        );
         let e = decode(&headers(None), &[b'{'; 11], 10).unwrap_err();
         assert_eq!(e.error_type, "RequestLimitExceeded");
-        assert_eq!(e.message, "Request limit exceeded: JSON body size (11 bytes) exceeds maximum allowed size (10 bytes).");
+        assert_eq!(
+            e.message,
+            "Request limit exceeded: JSON body size (11 bytes) exceeds maximum allowed size (10 bytes)."
+        );
         let e = decode(&headers(None), b"{\"a\": 1} x", 100).unwrap_err();
         assert_eq!(e.message, "Extra data: line 1 column 10 (char 9)");
         let e = decode(&headers(None), b"{", 100).unwrap_err();

@@ -26,7 +26,8 @@ impl Engines {
     /// sizes of the process's [`keelson_common::grpc::WireLimits`] (stack
     /// lists and templates exceed tonic's 4 MiB default).
     pub fn new(channels: Vec<Channel>) -> Engines {
-        let propagate: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
+        let propagate: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> =
+            keelson_common::context::propagate;
         let limits = keelson_common::grpc::WireLimits::current();
         let clients: Vec<EngineClient> = channels
             .into_iter()

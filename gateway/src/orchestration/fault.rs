@@ -103,7 +103,9 @@ fn webob_json(status: StatusCode, message: String) -> Response {
 
 /// `webob.exc.HTTPFound(location=...)`: the stack lookup's answer.
 pub fn found(location: &str) -> Response {
-    let message = format!("The resource was found at <a href=\"{location}\">{location}</a>;\nyou should be redirected automatically.\n\n");
+    let message = format!(
+        "The resource was found at <a href=\"{location}\">{location}</a>;\nyou should be redirected automatically.\n\n"
+    );
     let mut resp = webob_json(StatusCode::FOUND, message);
     match HeaderValue::from_str(location) {
         Ok(v) => {

@@ -132,7 +132,11 @@ fn created(identity: &pb::StackIdentity, base: &str) -> Response {
 /// Calls the rpc `$method` on an engine that answers and keeps the reply.
 macro_rules! rpc {
     ($engines:expr, $method:ident, $request:expr) => {
-        $engines.call($request, |mut c, r| async move { c.$method(r).await }).await.map_err(|s| engine_fault(&s))?.into_inner()
+        $engines
+            .call($request, |mut c, r| async move { c.$method(r).await })
+            .await
+            .map_err(|s| engine_fault(&s))?
+            .into_inner()
     };
 }
 
@@ -140,10 +144,17 @@ macro_rules! rpc {
 async fn lookup(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
     let name_or_id = call.param("stack_name");
     let identity = match urls::parse_arn(&name_or_id) {
-        Some(arn) => pb::StackIdentity { tenant: arn.tenant, stack_name: arn.stack_name, stack_id: arn.stack_id, path: arn.path },
-        None => rpc!(client, lookup_stack, pb::LookupStackRequest { caller: call.caller(), name_or_id, show_deleted: false }),
+        Some(arn) => {
+            pb::StackIdentity { tenant: arn.tenant, stack_name: arn.stack_name, stack_id: arn.stack_id, path: arn.path }
+        }
+        None => rpc!(
+            client,
+            lookup_stack,
+            pb::LookupStackRequest { caller: call.caller(), name_or_id, show_deleted: false }
+        ),
     };
-    let mut location = urls::stack_url(call.base, &identity.tenant, &identity.stack_name, &identity.stack_id, &identity.path);
+    let mut location =
+        urls::stack_url(call.base, &identity.tenant, &identity.stack_name, &identity.stack_id, &identity.path);
     let subpath = call.param("path");
     if !subpath.is_empty() {
         location = format!("{location}/{subpath}");
@@ -159,7 +170,10 @@ async fn lookup(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
 async fn software(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
     use Action::*;
     let action = call.matched.action;
-    let id = [call.param("config_id"), call.param("deployment_id"), call.param("server_id")].into_iter().find(|p| !p.is_empty()).unwrap_or_default();
+    let id = [call.param("config_id"), call.param("deployment_id"), call.param("server_id")]
+        .into_iter()
+        .find(|p| !p.is_empty())
+        .unwrap_or_default();
     let body_json = match action {
         CreateSoftwareConfig | CreateSoftwareDeployment | UpdateSoftwareDeployment => call.required_body()?,
         _ => String::new(),
@@ -194,7 +208,11 @@ pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Faul
     let resp = match call.matched.action {
         Lookup => return lookup(client, &call).await,
         ValidateTemplate => {
-            let req = pb::ValidateTemplateRequest { caller: call.caller(), body_json: call.required_body()?, query: call.query_params() };
+            let req = pb::ValidateTemplateRequest {
+                caller: call.caller(),
+                body_json: call.required_body()?,
+                query: call.query_params(),
+            };
             document(&rpc!(client, validate_template, req).body_json, base)
         }
         ListResourceTypes => {
@@ -202,7 +220,11 @@ pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Faul
             document(&rpc!(client, list_resource_types, req).body_json, base)
         }
         ResourceSchema | GenerateTemplate => {
-            let req = pb::ResourceTypeRequest { caller: call.caller(), type_name: call.param("type_name"), query: call.query_params() };
+            let req = pb::ResourceTypeRequest {
+                caller: call.caller(),
+                type_name: call.param("type_name"),
+                query: call.query_params(),
+            };
             let reply = if call.matched.action == ResourceSchema {
                 rpc!(client, resource_type_schema, req)
             } else {
@@ -210,10 +232,15 @@ pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Faul
             };
             document(&reply.body_json, base)
         }
-        ListTemplateVersions => document(&rpc!(client, list_template_versions, pb::CallerOnly { caller: call.caller() }).body_json, base),
+        ListTemplateVersions => {
+            document(&rpc!(client, list_template_versions, pb::CallerOnly { caller: call.caller() }).body_json, base)
+        }
         ListTemplateFunctions => {
-            let req =
-                pb::TemplateVersionRequest { caller: call.caller(), version: call.param("template_version"), query: call.query_params() };
+            let req = pb::TemplateVersionRequest {
+                caller: call.caller(),
+                version: call.param("template_version"),
+                query: call.query_params(),
+            };
             document(&rpc!(client, list_template_functions, req).body_json, base)
         }
         ListStacks | ListStacksDetail => {
@@ -264,11 +291,13 @@ pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Faul
         ExportStack => document(&rpc!(client, export_stack, call.get_stack()).body_json, base),
         ListOutputs => document(&rpc!(client, list_outputs, call.get_stack()).body_json, base),
         ShowOutput => {
-            let req = pb::OutputRequest { caller: call.caller(), stack: call.stack(), output_key: call.param("output_key") };
+            let req =
+                pb::OutputRequest { caller: call.caller(), stack: call.stack(), output_key: call.param("output_key") };
             document(&rpc!(client, show_output, req).body_json, base)
         }
         ListResources => {
-            let req = pb::ListResourcesRequest { caller: call.caller(), stack: call.stack(), query: call.query_params() };
+            let req =
+                pb::ListResourcesRequest { caller: call.caller(), stack: call.stack(), query: call.query_params() };
             document(&rpc!(client, list_resources, req).body_json, base)
         }
         ShowResource | ResourceMetadata => {
@@ -278,8 +307,11 @@ pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Faul
                 resource_name: call.param("resource_name"),
                 query: call.query_params(),
             };
-            let reply =
-                if call.matched.action == ShowResource { rpc!(client, show_resource, req) } else { rpc!(client, resource_metadata, req) };
+            let reply = if call.matched.action == ShowResource {
+                rpc!(client, show_resource, req)
+            } else {
+                rpc!(client, resource_metadata, req)
+            };
             document(&reply.body_json, base)
         }
         SignalResource => {
@@ -321,13 +353,26 @@ pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Faul
         }
         StackAction => {
             // Upstream reads a missing body as `{}` ("No action specified").
-            let req = pb::StackActionRequest { caller: call.caller(), stack: call.stack(), body_json: call.optional_body("{}") };
+            let req = pb::StackActionRequest {
+                caller: call.caller(),
+                stack: call.stack(),
+                body_json: call.optional_body("{}"),
+            };
             document(&rpc!(client, stack_action, req).body_json, base)
         }
         BuildInfo => document(&rpc!(client, build_info, pb::CallerOnly { caller: call.caller() }).body_json, base),
-        ListServices => document(&rpc!(client, list_services, pb::CallerOnly { caller: call.caller() }).body_json, base),
-        ListSoftwareConfigs | CreateSoftwareConfig | ShowSoftwareConfig | DeleteSoftwareConfig | ListSoftwareDeployments
-        | SoftwareDeploymentMetadata | CreateSoftwareDeployment | ShowSoftwareDeployment | UpdateSoftwareDeployment
+        ListServices => {
+            document(&rpc!(client, list_services, pb::CallerOnly { caller: call.caller() }).body_json, base)
+        }
+        ListSoftwareConfigs
+        | CreateSoftwareConfig
+        | ShowSoftwareConfig
+        | DeleteSoftwareConfig
+        | ListSoftwareDeployments
+        | SoftwareDeploymentMetadata
+        | CreateSoftwareDeployment
+        | ShowSoftwareDeployment
+        | UpdateSoftwareDeployment
         | DeleteSoftwareDeployment => return software(client, &call).await,
         // Answered before dispatch (no engine call, no project check).
         Reject => fault::reject(call.matched.allow.as_deref().unwrap_or("")),

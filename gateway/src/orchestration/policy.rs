@@ -9,9 +9,7 @@
 use std::path::PathBuf;
 
 use keelson_common::Config;
-use keelson_policy::{
-    Credentials, Denied, Enforcer, HeatEnforcer, OsloPolicyOptions, PolicyError, Target,
-};
+use keelson_policy::{Credentials, Denied, Enforcer, HeatEnforcer, OsloPolicyOptions, PolicyError, Target};
 use keelson_proto::orchestration::v1::Caller;
 use serde_json::Value;
 
@@ -21,18 +19,12 @@ use super::routes::{Action, Matched};
 /// The `[oslo_policy]` options of `config` (shared by Placement's and
 /// Heat's enforcers: one policy file may override rules of both).
 pub fn oslo_policy_options(config: &Config) -> OsloPolicyOptions {
-    let dirs: Vec<PathBuf> = config
-        .files
-        .iter()
-        .filter_map(|f| f.parent().map(|p| p.to_path_buf()))
-        .collect();
+    let dirs: Vec<PathBuf> = config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
     OsloPolicyOptions::resolve(
         config.get_str("oslo_policy", "policy_file").as_deref(),
         &dirs,
         config.get_bool("oslo_policy", "enforce_new_defaults"),
-        config
-            .is_set("oslo_policy", "enforce_scope")
-            .then(|| config.get_bool("oslo_policy", "enforce_scope")),
+        config.is_set("oslo_policy", "enforce_scope").then(|| config.get_bool("oslo_policy", "enforce_scope")),
     )
 }
 
@@ -57,24 +49,14 @@ impl OrchestrationPolicy {
     /// Heat's `check_is_admin`: the `context_is_admin` rule with an empty
     /// target (by default the `admin` role in the admin project).
     pub fn is_admin(&self, creds: &Credentials) -> bool {
-        self.enforcer
-            .authorize("context_is_admin", &Target::new(), creds)
-            .is_ok()
+        self.enforcer.authorize("context_is_admin", &Target::new(), creds).is_ok()
     }
 
     /// Checks each rule of `rules` against the caller's project; the first
     /// refusal is Heat's `Forbidden` naming that rule.
-    pub fn authorize(
-        &self,
-        rules: &[String],
-        caller: &Caller,
-        creds: &Credentials,
-    ) -> Result<(), Fault> {
+    pub fn authorize(&self, rules: &[String], caller: &Caller, creds: &Credentials) -> Result<(), Fault> {
         let mut target = Target::new();
-        target.insert(
-            "project_id".into(),
-            Value::String(caller.project_id.clone()),
-        );
+        target.insert("project_id".into(), Value::String(caller.project_id.clone()));
         for rule in rules {
             if let Err(denied) = self.enforcer.authorize(rule, &target, creds) {
                 return Err(refusal(&denied));
@@ -88,17 +70,8 @@ impl OrchestrationPolicy {
 /// values plus Heat's compatibility keys (`user`, `tenant`, `is_admin`).
 pub fn heat_credentials(identity: &keelson_policy::ContextValues, is_admin: bool) -> Credentials {
     let mut creds = Credentials::from_context(identity);
-    creds.insert(
-        "user",
-        identity.user_id.clone().map_or(Value::Null, Value::String),
-    );
-    creds.insert(
-        "tenant",
-        identity
-            .project_id
-            .clone()
-            .map_or(Value::Null, Value::String),
-    );
+    creds.insert("user", identity.user_id.clone().map_or(Value::Null, Value::String));
+    creds.insert("tenant", identity.project_id.clone().map_or(Value::Null, Value::String));
     creds.insert("is_admin", is_admin);
     creds
 }
@@ -123,21 +96,11 @@ pub fn forbidden_message(action: &str) -> String {
 /// "true" in any case (anything but true/false is the engine's 400).
 fn query_true(query: &[(String, String)], name: &str) -> bool {
     // webob's `params.get` answers the last value of a repeated key.
-    query
-        .iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"))
+    query.iter().rev().find(|(k, _)| k == name).is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"))
 }
 
 /// The stack actions of `POST .../actions` (`ActionController.ACTIONS`).
-const STACK_ACTIONS: &[&str] = &[
-    "suspend",
-    "resume",
-    "check",
-    "cancel_update",
-    "cancel_without_rollback",
-];
+const STACK_ACTIONS: &[&str] = &["suspend", "resume", "check", "cancel_update", "cancel_without_rollback"];
 
 /// `InstantiationData.no_change()` of a PATCH: no template, environment,
 /// parameters, files or other argument than `existing`.
@@ -160,11 +123,7 @@ fn patch_changes_nothing(body: Option<&Value>) -> bool {
 /// The registered rules heat-api checks for a routed request, in its
 /// order. Empty when heat-api checks none before answering (an actions
 /// body that names no single known action is the engine's 400).
-pub fn rules_for(
-    matched: &Matched,
-    query: &[(String, String)],
-    body: Option<&Value>,
-) -> Vec<String> {
+pub fn rules_for(matched: &Matched, query: &[(String, String)], body: Option<&Value>) -> Vec<String> {
     use Action::*;
     let one = |r: &str| vec![r.to_string()];
     match matched.action {
@@ -214,10 +173,7 @@ pub fn rules_for(
         BuildInfo => one("build_info:build_info"),
         ListServices => one("service:index"),
         ListSoftwareConfigs if query_true(query, "global_tenant") => {
-            vec![
-                "software_configs:index".into(),
-                "software_configs:global_index".into(),
-            ]
+            vec!["software_configs:index".into(), "software_configs:global_index".into()]
         }
         ListSoftwareConfigs => one("software_configs:index"),
         CreateSoftwareConfig => one("software_configs:create"),
@@ -255,17 +211,9 @@ mod tests {
         OrchestrationPolicy::new(Enforcer::heat(HeatEnforcer::Api, true, true, overrides).unwrap())
     }
 
-    fn rules(
-        method: Method,
-        path: &str,
-        query: &[(&str, &str)],
-        body: Option<Value>,
-    ) -> Vec<String> {
+    fn rules(method: Method, path: &str, query: &[(&str, &str)], body: Option<Value>) -> Vec<String> {
         let matched = RouteTable::heat_v1().find(&method, path).unwrap();
-        let query: Vec<(String, String)> = query
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let query: Vec<(String, String)> = query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         rules_for(&matched, &query, body.as_ref())
     }
 
@@ -276,92 +224,43 @@ mod tests {
             rules(Method::GET, "/p/stacks", &[("global_tenant", "True")], None),
             ["stacks:index", "stacks:global_index"]
         );
+        assert_eq!(rules(Method::GET, "/p/stacks", &[("global_tenant", "no")], None), ["stacks:index"]);
         assert_eq!(
-            rules(Method::GET, "/p/stacks", &[("global_tenant", "no")], None),
-            ["stacks:index"]
-        );
-        assert_eq!(
-            rules(
-                Method::PATCH,
-                "/p/stacks/s/1",
-                &[],
-                Some(json!({"existing": true}))
-            ),
+            rules(Method::PATCH, "/p/stacks/s/1", &[], Some(json!({"existing": true}))),
             ["stacks:update_no_change"]
         );
         assert_eq!(
-            rules(
-                Method::PATCH,
-                "/p/stacks/s/1",
-                &[],
-                Some(json!({"parameters": {"a": 1}}))
-            ),
+            rules(Method::PATCH, "/p/stacks/s/1", &[], Some(json!({"parameters": {"a": 1}}))),
             ["stacks:update_patch"]
         );
-        assert_eq!(
-            rules(
-                Method::POST,
-                "/p/stacks/s/1/actions",
-                &[],
-                Some(json!({"check": null}))
-            ),
-            ["actions:check"]
+        assert_eq!(rules(Method::POST, "/p/stacks/s/1/actions", &[], Some(json!({"check": null}))), ["actions:check"]);
+        assert!(
+            rules(Method::POST, "/p/stacks/s/1/actions", &[], Some(json!({"check": null, "resume": null}))).is_empty()
         );
-        assert!(rules(
-            Method::POST,
-            "/p/stacks/s/1/actions",
-            &[],
-            Some(json!({"check": null, "resume": null}))
-        )
-        .is_empty());
         assert_eq!(
             rules(Method::GET, "/p/software_deployments/metadata/x", &[], None),
             ["software_deployments:metadata"]
         );
-        assert_eq!(
-            rules(Method::GET, "/p/services", &[], None),
-            ["service:index"]
-        );
+        assert_eq!(rules(Method::GET, "/p/services", &[], None), ["service:index"]);
     }
 
     #[test]
     fn heat_defaults_for_member_reader_admin() {
         let p = policy("{}");
-        let caller = |project: &str| Caller {
-            project_id: project.into(),
-            ..Caller::default()
-        };
+        let caller = |project: &str| Caller { project_id: project.into(), ..Caller::default() };
         let member = heat_credentials(&identity("A", &["member", "reader"]), false);
         let reader = heat_credentials(&identity("A", &["reader"]), false);
         let admin_ids = identity("A", &["admin", "member", "reader"]);
         let admin = heat_credentials(&admin_ids, true);
         let r = |s: &str| vec![s.to_string()];
-        assert!(p
-            .authorize(&r("stacks:create"), &caller("A"), &member)
-            .is_ok());
-        let refused = p
-            .authorize(&r("stacks:create"), &caller("A"), &reader)
-            .unwrap_err();
-        assert_eq!(
-            (refused.status, refused.error_type.as_str()),
-            (403, "Forbidden")
-        );
-        assert_eq!(
-            refused.message,
-            "You are not authorized to use stacks:create."
-        );
-        assert!(p
-            .authorize(&r("stacks:index"), &caller("A"), &reader)
-            .is_ok());
-        assert!(p
-            .authorize(&r("stacks:global_index"), &caller("A"), &admin)
-            .is_err());
-        assert!(p
-            .authorize(&r("service:index"), &caller("A"), &member)
-            .is_err());
-        assert!(p
-            .authorize(&r("service:index"), &caller("A"), &admin)
-            .is_ok());
+        assert!(p.authorize(&r("stacks:create"), &caller("A"), &member).is_ok());
+        let refused = p.authorize(&r("stacks:create"), &caller("A"), &reader).unwrap_err();
+        assert_eq!((refused.status, refused.error_type.as_str()), (403, "Forbidden"));
+        assert_eq!(refused.message, "You are not authorized to use stacks:create.");
+        assert!(p.authorize(&r("stacks:index"), &caller("A"), &reader).is_ok());
+        assert!(p.authorize(&r("stacks:global_index"), &caller("A"), &admin).is_err());
+        assert!(p.authorize(&r("service:index"), &caller("A"), &member).is_err());
+        assert!(p.authorize(&r("service:index"), &caller("A"), &admin).is_ok());
         // keystonemiddleware's default: a token is of the admin project.
         let mut admin_project = admin_ids.clone();
         admin_project.is_admin_project = true;
@@ -370,19 +269,10 @@ mod tests {
         elsewhere.is_admin_project = false;
         assert!(!p.is_admin(&Credentials::from_context(&elsewhere)));
         let stack_user = heat_credentials(&identity("A", &["heat_stack_user"]), false);
-        assert!(p
-            .authorize(&r("stacks:create"), &caller("A"), &stack_user)
-            .is_err());
-        assert!(p
-            .authorize(&r("resource:signal"), &caller("A"), &stack_user)
-            .is_ok());
-        let opened =
-            policy(r#"{"stacks:global_index": "rule:project_admin", "stacks:index": "!"}"#);
-        assert!(opened
-            .authorize(&r("stacks:global_index"), &caller("A"), &admin)
-            .is_ok());
-        assert!(opened
-            .authorize(&r("stacks:index"), &caller("A"), &admin)
-            .is_err());
+        assert!(p.authorize(&r("stacks:create"), &caller("A"), &stack_user).is_err());
+        assert!(p.authorize(&r("resource:signal"), &caller("A"), &stack_user).is_ok());
+        let opened = policy(r#"{"stacks:global_index": "rule:project_admin", "stacks:index": "!"}"#);
+        assert!(opened.authorize(&r("stacks:global_index"), &caller("A"), &admin).is_ok());
+        assert!(opened.authorize(&r("stacks:index"), &caller("A"), &admin).is_err());
     }
 }

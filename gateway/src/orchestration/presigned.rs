@@ -22,7 +22,15 @@ pub fn matches(rest: &str) -> bool {
 
 /// Forwards the request to an engine; answers its document (200), or its
 /// error as a Heat fault body.
-pub async fn handle(engines: &Engines, method: &Method, rest: &str, raw_query: &str, headers: &HeaderMap, body: &[u8], limit: usize) -> Response {
+pub async fn handle(
+    engines: &Engines,
+    method: &Method,
+    rest: &str,
+    raw_query: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    limit: usize,
+) -> Response {
     if body.len() > limit {
         let declared = headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse().ok());
         return super::body::too_large(declared.unwrap_or(body.len()), limit).into_response();
@@ -37,7 +45,12 @@ pub async fn handle(engines: &Engines, method: &Method, rest: &str, raw_query: &
             None => query.push(pb::QueryParam { key, values: vec![value] }),
         }
     }
-    let req = pb::PresignedSignalRequest { method: method.as_str().to_string(), path: rest.to_string(), query, body_json: text.to_string() };
+    let req = pb::PresignedSignalRequest {
+        method: method.as_str().to_string(),
+        path: rest.to_string(),
+        query,
+        body_json: text.to_string(),
+    };
     match engines.call(req, |mut c, r| async move { c.presigned_signal(r).await }).await {
         Ok(reply) => {
             let body = reply.into_inner().body_json;

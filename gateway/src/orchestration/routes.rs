@@ -142,7 +142,13 @@ impl<'a> Group<'a> {
     }
 
     fn add(&mut self, pattern: &'static str, methods: &[Method], action: Action) -> &mut Self {
-        self.table.push(Route { pattern, segments: parse_pattern(pattern), methods: methods.to_vec(), action, allow: None });
+        self.table.push(Route {
+            pattern,
+            segments: parse_pattern(pattern),
+            methods: methods.to_vec(),
+            action,
+            allow: None,
+        });
         match self.urls.iter_mut().find(|(p, _)| *p == pattern) {
             Some((_, declared)) => declared.extend_from_slice(methods),
             None => self.urls.push((pattern, methods.to_vec())),
@@ -162,7 +168,13 @@ impl<'a> Group<'a> {
                 action: Action::Reject,
                 allow: Some(allow.clone()),
             });
-            self.table.push(Route { pattern, segments, methods: vec![Method::OPTIONS], action: Action::Options, allow: Some(allow) });
+            self.table.push(Route {
+                pattern,
+                segments,
+                methods: vec![Method::OPTIONS],
+                action: Action::Options,
+                allow: Some(allow),
+            });
         }
     }
 }
@@ -186,8 +198,16 @@ impl RouteTable {
             .add("/{tenant_id}/stacks", &[Method::POST], CreateStack)
             .add("/{tenant_id}/stacks/preview", &[Method::POST], PreviewStack)
             .add("/{tenant_id}/stacks/detail", &[Method::GET], ListStacksDetail)
-            .add("/{tenant_id}/stacks/{stack_name}", &[Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE], Lookup)
-            .add("/{tenant_id}/stacks/{stack_name:arn}", &[Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE], Lookup)
+            .add(
+                "/{tenant_id}/stacks/{stack_name}",
+                &[Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE],
+                Lookup,
+            )
+            .add(
+                "/{tenant_id}/stacks/{stack_name:arn}",
+                &[Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE],
+                Lookup,
+            )
             .add("/{tenant_id}/stacks/{stack_name}/{path:get_subpaths}", &[Method::GET], Lookup)
             .add("/{tenant_id}/stacks/{stack_name}/{path:post_subpaths}", &[Method::POST], Lookup)
             .add("/{tenant_id}/stacks/{stack_name}/{stack_id}", &[Method::GET], ShowStack)
@@ -209,16 +229,36 @@ impl RouteTable {
         resources
             .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/resources", &[Method::GET], ListResources)
             .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}", &[Method::GET], ShowResource)
-            .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/metadata", &[Method::GET], ResourceMetadata)
-            .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/signal", &[Method::POST], SignalResource)
-            .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}", &[Method::PATCH], MarkUnhealthy);
+            .add(
+                "/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/metadata",
+                &[Method::GET],
+                ResourceMetadata,
+            )
+            .add(
+                "/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/signal",
+                &[Method::POST],
+                SignalResource,
+            )
+            .add(
+                "/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}",
+                &[Method::PATCH],
+                MarkUnhealthy,
+            );
         resources.finish();
 
         let mut events = Group::new(&mut routes);
         events
             .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/events", &[Method::GET], ListEvents)
-            .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events", &[Method::GET], ListEvents)
-            .add("/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events/{event_id}", &[Method::GET], ShowEvent);
+            .add(
+                "/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events",
+                &[Method::GET],
+                ListEvents,
+            )
+            .add(
+                "/{tenant_id}/stacks/{stack_name}/{stack_id}/resources/{resource_name}/events/{event_id}",
+                &[Method::GET],
+                ShowEvent,
+            );
         events.finish();
 
         let mut actions = Group::new(&mut routes);
@@ -328,7 +368,10 @@ mod tests {
         assert_eq!(find(Method::GET, "/admin/stacks/preview").unwrap().action, Action::Lookup);
         assert_eq!(find(Method::GET, "/admin/stacks/detail").unwrap().action, Action::ListStacksDetail);
         let m = find(Method::DELETE, "/admin/stacks/arn:openstack:heat::admin:stacks/s/1/resources").unwrap();
-        assert_eq!((m.action, m.param("stack_name")), (Action::Lookup, "arn:openstack:heat::admin:stacks/s/1/resources"));
+        assert_eq!(
+            (m.action, m.param("stack_name")),
+            (Action::Lookup, "arn:openstack:heat::admin:stacks/s/1/resources")
+        );
     }
 
     #[test]

@@ -10,8 +10,11 @@ use http::HeaderMap;
 pub fn base_url(headers: &HeaderMap) -> String {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
     let scheme = header("x-forwarded-proto").and_then(|v| v.split(',').next()).map(str::trim).unwrap_or("http");
-    let host =
-        header("x-forwarded-host").and_then(|v| v.split(',').next()).map(str::trim).or_else(|| header("host")).unwrap_or("localhost");
+    let host = header("x-forwarded-host")
+        .and_then(|v| v.split(',').next())
+        .map(str::trim)
+        .or_else(|| header("host"))
+        .unwrap_or("localhost");
     let prefix = header("x-forwarded-prefix").map(|p| p.trim_end_matches('/')).unwrap_or("");
     let prefix = if prefix.is_empty() || prefix.starts_with('/') { prefix.to_string() } else { format!("/{prefix}") };
     format!("{scheme}://{host}{prefix}")
@@ -83,7 +86,13 @@ pub fn urlencode(pairs: &[(String, String)]) -> String {
 /// `<base>/v1/`), with the identity's own sub-path.
 pub fn stack_url(base: &str, tenant: &str, stack_name: &str, stack_id: &str, path: &str) -> String {
     let path = if !path.is_empty() && !path.starts_with('/') { format!("/{path}") } else { path.to_string() };
-    format!("{base}/v1/{}/stacks/{}/{}{}", quote(tenant, ""), quote(stack_name, ""), quote(stack_id, ""), quote(&path, "/"))
+    format!(
+        "{base}/v1/{}/stacks/{}/{}{}",
+        quote(tenant, ""),
+        quote(stack_name, ""),
+        quote(stack_id, ""),
+        quote(&path, "/")
+    )
 }
 
 /// A stack identity parsed from Heat's ARN form
@@ -117,7 +126,12 @@ pub fn parse_arn(arn: &str) -> Option<ArnIdentity> {
     if stack_name.contains('/') {
         return None;
     }
-    Some(ArnIdentity { tenant: unquote(fields[4], false), stack_name, stack_id: unquote(id, false), path: unquote(path, false) })
+    Some(ArnIdentity {
+        tenant: unquote(fields[4], false),
+        stack_name,
+        stack_id: unquote(id, false),
+        path: unquote(path, false),
+    })
 }
 
 /// Prefixes `base` to every path-relative `links[*].href` of an engine
@@ -175,7 +189,10 @@ mod tests {
     #[test]
     fn arn_identities() {
         let a = parse_arn("arn:openstack:heat::admin:stacks/s/1234/resources").unwrap();
-        assert_eq!((a.tenant.as_str(), a.stack_name.as_str(), a.stack_id.as_str(), a.path.as_str()), ("admin", "s", "1234", "/resources"));
+        assert_eq!(
+            (a.tenant.as_str(), a.stack_name.as_str(), a.stack_id.as_str(), a.path.as_str()),
+            ("admin", "s", "1234", "/resources")
+        );
         assert!(parse_arn("arn:openstack:nova::admin:stacks/s/1").is_none());
         assert!(parse_arn("arn:openstack:heat::admin:stacks/s").is_none());
         assert_eq!(stack_url("http://h", "t", "a b", "1", "/resources"), "http://h/v1/t/stacks/a%20b/1/resources");

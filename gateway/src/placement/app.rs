@@ -42,7 +42,8 @@ pub fn app(state: State, auth: Authenticator, cors: Option<Arc<CorsSettings>>, l
     if let Some(cors) = cors {
         app = app.layer(from_fn_with_state(cors, layers::cors::layer));
     }
-    app.layer(from_fn_with_state(log, layers::request_log::layer)).layer(axum::middleware::from_fn(layers::forwarded::layer))
+    app.layer(from_fn_with_state(log, layers::request_log::layer))
+        .layer(axum::middleware::from_fn(layers::forwarded::layer))
 }
 
 fn internal_error(request_id: &str) -> Response {
@@ -126,7 +127,9 @@ async fn route(dispatch: &Dispatch, req: Request, version: Microversion, request
     // body: not the version document, not the bodiless trait check, and
     // no write.
     let checks_accept = parts.method == http::Method::GET && !matches!(route.pattern, "/" | "" | "/traits/{name}");
-    if let Some(accept) = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).filter(|_| checks_accept) {
+    if let Some(accept) =
+        parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).filter(|_| checks_accept)
+    {
         if !accepts_json(accept) {
             return error::not_acceptable(accept, Some(version), request_id);
         }

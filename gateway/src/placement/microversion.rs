@@ -91,17 +91,25 @@ mod tests {
         assert!(matches!(negotiate(["placement 1.40"].into_iter()), Err(VersionError::Unacceptable(_))));
         assert_eq!(
             negotiate(["placement 1.a"].into_iter()),
-            Err(VersionError::Malformed("invalid version string: 1.a; invalid literal for int() with base 10: 'a'".into()))
+            Err(VersionError::Malformed(
+                "invalid version string: 1.a; invalid literal for int() with base 10: 'a'".into()
+            ))
         );
         assert_eq!(
             negotiate(["placement pony"].into_iter()),
-            Err(VersionError::Malformed("invalid version string: pony; invalid literal for int() with base 10: 'pony'".into()))
+            Err(VersionError::Malformed(
+                "invalid version string: pony; invalid literal for int() with base 10: 'pony'".into()
+            ))
         );
         assert_eq!(
             negotiate(["placement 1.2.3"].into_iter()),
-            Err(VersionError::Malformed("invalid version string: 1.2.3; invalid literal for int() with base 10: '2.3'".into()))
+            Err(VersionError::Malformed(
+                "invalid version string: 1.2.3; invalid literal for int() with base 10: '2.3'".into()
+            ))
         );
-        assert!(matches!(negotiate(["placement 1"].into_iter()), Err(VersionError::Malformed(m)) if m.ends_with("'minor'")));
+        assert!(
+            matches!(negotiate(["placement 1"].into_iter()), Err(VersionError::Malformed(m)) if m.ends_with("'minor'"))
+        );
         assert_eq!(negotiate(["placement"].into_iter()), Ok(MIN));
         assert!(Microversion(1, 10) > Microversion(1, 9));
     }

@@ -26,8 +26,10 @@ pub use request::{PlacementError, Req};
 
 /// A tonic client channel that carries the request context (request id,
 /// traceparent) of the request being handled.
-pub type Intercepted =
-    tonic::service::interceptor::InterceptedService<Channel, fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>>;
+pub type Intercepted = tonic::service::interceptor::InterceptedService<
+    Channel,
+    fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
+>;
 
 /// The inventory service's gRPC clients (one HTTP/2 channel, shared).
 #[derive(Clone)]
@@ -39,7 +41,8 @@ pub struct Clients {
     pub allocations: pb::allocations_client::AllocationsClient<Intercepted>,
     pub usages: pb::usages_client::UsagesClient<Intercepted>,
     /// The candidates service (its own channel).
-    pub candidates: keelson_proto::candidates::v2::allocation_candidates_client::AllocationCandidatesClient<Intercepted>,
+    pub candidates:
+        keelson_proto::candidates::v2::allocation_candidates_client::AllocationCandidatesClient<Intercepted>,
 }
 
 impl Clients {
@@ -55,7 +58,9 @@ impl Clients {
             classes: pb::resource_classes_client::ResourceClassesClient::new(svc())
                 .max_encoding_message_size(req)
                 .max_decoding_message_size(resp),
-            traits: pb::traits_client::TraitsClient::new(svc()).max_encoding_message_size(req).max_decoding_message_size(resp),
+            traits: pb::traits_client::TraitsClient::new(svc())
+                .max_encoding_message_size(req)
+                .max_decoding_message_size(resp),
             providers: pb::resource_providers_client::ResourceProvidersClient::new(svc())
                 .max_encoding_message_size(req)
                 .max_decoding_message_size(resp),
@@ -65,7 +70,9 @@ impl Clients {
             allocations: pb::allocations_client::AllocationsClient::new(svc())
                 .max_encoding_message_size(req)
                 .max_decoding_message_size(resp),
-            usages: pb::usages_client::UsagesClient::new(svc()).max_encoding_message_size(req).max_decoding_message_size(resp),
+            usages: pb::usages_client::UsagesClient::new(svc())
+                .max_encoding_message_size(req)
+                .max_decoding_message_size(resp),
             candidates: keelson_proto::candidates::v2::allocation_candidates_client::AllocationCandidatesClient::new(
                 tonic::service::interceptor::InterceptedService::new(candidates, f),
             )

@@ -33,7 +33,12 @@ impl Policy {
 
     /// Checks `rule` for `identity`. An empty target means upstream's
     /// default target: the caller's own project and user.
-    pub fn authorize(&self, rule: &str, target: &[(&str, &str)], identity: &Identity) -> Result<(), keelson_policy::Denied> {
+    pub fn authorize(
+        &self,
+        rule: &str,
+        target: &[(&str, &str)],
+        identity: &Identity,
+    ) -> Result<(), keelson_policy::Denied> {
         let creds = Credentials::from_context(identity);
         let mut t: Target = creds.default_target();
         for (k, v) in target {

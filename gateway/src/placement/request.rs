@@ -85,7 +85,11 @@ impl Req {
         if content_type == "application/json" {
             Ok(())
         } else {
-            Err(PlacementError::UnsupportedMediaType(if content_type.is_empty() { "None".to_string() } else { content_type }))
+            Err(PlacementError::UnsupportedMediaType(if content_type.is_empty() {
+                "None".to_string()
+            } else {
+                content_type
+            }))
         }
     }
 
@@ -94,7 +98,8 @@ impl Req {
     pub fn json_body(&self, schema: &str) -> Result<Value, PlacementError> {
         let data: Value = serde_json::from_slice(&self.body)
             .map_err(|e| bad_request(format!("Malformed JSON: {}", python_json_error(&e, &self.body))))?;
-        super::handlers::validate(schema, &data).map_err(|msg| bad_request(format!("JSON does not validate: {msg}")))?;
+        super::handlers::validate(schema, &data)
+            .map_err(|msg| bad_request(format!("JSON does not validate: {msg}")))?;
         Ok(data)
     }
 
@@ -143,7 +148,8 @@ impl Req {
 
     /// An absolute URL, as webob makes every `Location` header absolute.
     pub fn absolute_url(&self, path: &str) -> String {
-        let header = |name: &str| self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+        let header =
+            |name: &str| self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
         let scheme = header("x-forwarded-proto").unwrap_or("http");
         let host = header("x-forwarded-host").or_else(|| header("host")).unwrap_or("localhost");
         format!("{scheme}://{host}{}{path}", self.prefix())
@@ -253,7 +259,9 @@ pub fn to_naive(ts: &Option<prost_types::Timestamp>) -> Option<chrono::NaiveDate
 }
 
 /// The newest of several timestamps.
-pub fn newest<'a>(items: impl IntoIterator<Item = &'a Option<prost_types::Timestamp>>) -> Option<chrono::NaiveDateTime> {
+pub fn newest<'a>(
+    items: impl IntoIterator<Item = &'a Option<prost_types::Timestamp>>,
+) -> Option<chrono::NaiveDateTime> {
     items.into_iter().filter_map(to_naive).max()
 }
 

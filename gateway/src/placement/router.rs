@@ -110,8 +110,11 @@ mod tests {
 
     #[test]
     fn patterns() {
-        let p = match_pattern("/resource_providers/{uuid}/inventories/{resource_class}", "/resource_providers/abc/inventories/VCPU")
-            .unwrap();
+        let p = match_pattern(
+            "/resource_providers/{uuid}/inventories/{resource_class}",
+            "/resource_providers/abc/inventories/VCPU",
+        )
+        .unwrap();
         assert_eq!(p["uuid"], "abc");
         assert_eq!(p["resource_class"], "VCPU");
         assert!(match_pattern("/resource_providers/{uuid}", "/resource_providers/").is_none());

@@ -23,8 +23,8 @@ mod tests;
 pub use domain::Settings;
 pub use store::Store;
 
-use keelson_common::shutdown::Shutdown;
 use keelson_common::grpc::GrpcListener;
+use keelson_common::shutdown::Shutdown;
 
 /// The fully qualified names of the services this crate serves.
 pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v2.AllocationCandidates"];
@@ -32,7 +32,9 @@ pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v2.AllocationCandidates
 /// Reads the four algorithm options from configuration.
 pub fn settings_from_config(config: &keelson_common::Config) -> Settings {
     Settings::from_options(
-        &config.get_str("placement", "allocation_candidates_generation_strategy").unwrap_or_else(|| "depth-first".into()),
+        &config
+            .get_str("placement", "allocation_candidates_generation_strategy")
+            .unwrap_or_else(|| "depth-first".into()),
         config.get_bool("workarounds", "optimize_for_wide_provider_trees"),
         config.get_int("placement", "max_allocation_candidates").unwrap_or(-1),
         config.get_bool("placement", "randomize_allocation_candidates"),
@@ -40,7 +42,11 @@ pub fn settings_from_config(config: &keelson_common::Config) -> Settings {
 }
 
 /// Serves the candidates gRPC API on `listener` until `shutdown`.
-pub async fn serve(store: Store, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), tonic::transport::Error> {
+pub async fn serve(
+    store: Store,
+    listener: impl Into<GrpcListener>,
+    shutdown: Shutdown,
+) -> Result<(), tonic::transport::Error> {
     let service = rpc::server(store);
     keelson_common::grpc::serve(listener, SERVICE_NAMES, |router| router.add_service(service), shutdown).await
 }

@@ -137,9 +137,11 @@ impl<F: Fn(i64) -> String> Table<F> {
 /// classes and traits named once each.
 pub fn outcome_to_pb(o: &Outcome) -> pb::GetAllocationCandidatesResponse {
     let mut providers = Table::new(o.trees.keys().copied(), |p: domain::fleet::ProviderId| o.uuid(p).to_string());
-    let mut classes = Table::new(o.class_names.keys().copied(), |c: domain::fleet::ClassId| o.class_name(c).to_string());
-    let mut traits =
-        Table::new(o.trait_names.keys().copied(), |t: domain::fleet::TraitId| o.trait_names.get(&t).cloned().unwrap_or_default());
+    let mut classes =
+        Table::new(o.class_names.keys().copied(), |c: domain::fleet::ClassId| o.class_name(c).to_string());
+    let mut traits = Table::new(o.trait_names.keys().copied(), |t: domain::fleet::TraitId| {
+        o.trait_names.get(&t).cloned().unwrap_or_default()
+    });
     let n = o.candidates.len();
     let mut ar = pb::AllocationRequests {
         allocation_counts: Vec::with_capacity(n),
@@ -210,8 +212,7 @@ impl pb::allocation_candidates_server::AllocationCandidates for AllocationCandid
         req: Request<pb::GetAllocationCandidatesRequest>,
     ) -> Result<Response<pb::GetAllocationCandidatesResponse>, Status> {
         let ctx = keelson_common::RequestContext::from_metadata(req.metadata());
-        let span =
-            tracing::debug_span!("rpc", method = "GetAllocationCandidates", request_id = %ctx.request_id, trace_id = %ctx.trace_id());
+        let span = tracing::debug_span!("rpc", method = "GetAllocationCandidates", request_id = %ctx.request_id, trace_id = %ctx.trace_id());
         let request = request_from_pb(req.into_inner());
         let outcome = self.store.allocation_candidates(&request).instrument(span).await?;
         let answer = outcome_to_pb(&outcome);

@@ -146,7 +146,13 @@ impl Publisher {
     }
 
     /// Publishes `body` to `exchange` with `routing_key`.
-    pub async fn publish(&mut self, exchange: &str, routing_key: &str, body: &[u8], content_type: &str) -> io::Result<()> {
+    pub async fn publish(
+        &mut self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        content_type: &str,
+    ) -> io::Result<()> {
         let mut publish = method(60, 40);
         publish.extend_from_slice(&0u16.to_be_bytes());
         put_short_str(&mut publish, exchange);
@@ -191,10 +197,20 @@ impl Publisher {
             }
             if got == (10, 50) || got == (20, 40) {
                 let code = payload.get(4..6).map(|b| u16::from_be_bytes([b[0], b[1]])).unwrap_or(0);
-                let text = payload.get(6).and_then(|n| payload.get(7..7 + *n as usize)).map(String::from_utf8_lossy).unwrap_or_default();
-                return Err(io::Error::other(format!("AMQP: broker closed the {}: {code} {text}", if got.0 == 10 { "connection" } else { "channel" })));
+                let text = payload
+                    .get(6)
+                    .and_then(|n| payload.get(7..7 + *n as usize))
+                    .map(String::from_utf8_lossy)
+                    .unwrap_or_default();
+                return Err(io::Error::other(format!(
+                    "AMQP: broker closed the {}: {code} {text}",
+                    if got.0 == 10 { "connection" } else { "channel" }
+                )));
             }
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("AMQP: expected method {expected:?}, got {got:?}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("AMQP: expected method {expected:?}, got {got:?}"),
+            ));
         }
     }
 
@@ -255,7 +271,13 @@ mod tests {
         let u = BrokerUrl::parse("rabbit://stackrabbit:s%40cret@10.0.0.5:5673,10.0.0.6:5673/openstack").unwrap();
         assert_eq!(
             u,
-            BrokerUrl { host: "10.0.0.5".into(), port: 5673, user: "stackrabbit".into(), password: "s@cret".into(), vhost: "openstack".into() }
+            BrokerUrl {
+                host: "10.0.0.5".into(),
+                port: 5673,
+                user: "stackrabbit".into(),
+                password: "s@cret".into(),
+                vhost: "openstack".into()
+            }
         );
         let u = BrokerUrl::parse("rabbit://guest:guest@127.0.0.1:5672/").unwrap();
         assert_eq!((u.host.as_str(), u.port, u.vhost.as_str()), ("127.0.0.1", 5672, "/"));

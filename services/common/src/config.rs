@@ -198,7 +198,12 @@ fn build_registry() -> BTreeMap<(String, String), OptionSpec> {
         };
         out.insert(
             (group.to_string(), name.to_string()),
-            OptionSpec { group: group.to_string(), name: name.to_string(), opt_type, default: default.map(str::to_owned) },
+            OptionSpec {
+                group: group.to_string(),
+                name: name.to_string(),
+                opt_type,
+                default: default.map(str::to_owned),
+            },
         );
     }
     // Placement's option has choices; keelson's orchestration twin too.
@@ -215,7 +220,11 @@ fn render_default(v: &serde_json::Value) -> Option<String> {
         serde_json::Value::Number(n) => Some(n.to_string()),
         serde_json::Value::String(s) => Some(s.clone()),
         serde_json::Value::Array(items) => Some(
-            items.iter().map(|i| i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string())).collect::<Vec<_>>().join(","),
+            items
+                .iter()
+                .map(|i| i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string()))
+                .collect::<Vec<_>>()
+                .join(","),
         ),
         other => Some(other.to_string()),
     }
@@ -244,7 +253,8 @@ impl Config {
     pub fn load(files: &[PathBuf]) -> Result<Config, ConfigError> {
         let mut cfg = Config::default();
         for path in files {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+            let text =
+                std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
             cfg.merge_text(&text, path)?;
             cfg.files.push(path.clone());
         }

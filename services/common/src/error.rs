@@ -43,8 +43,11 @@ impl ApiError {
             _ => tonic::Code::Internal,
         };
         let limits = crate::grpc::WireLimits::current();
-        let detail =
-            ErrorDetail { code: self.code.clone(), detail: cut(&self.detail, limits.error_detail), http_status: self.http_status.into() };
+        let detail = ErrorDetail {
+            code: self.code.clone(),
+            detail: cut(&self.detail, limits.error_detail),
+            http_status: self.http_status.into(),
+        };
         let summary = cut(&self.detail, crate::grpc::STATUS_MESSAGE_SUMMARY);
         tonic::Status::with_details(grpc_code, summary, detail.encode_to_vec().into())
     }
@@ -62,7 +65,10 @@ impl ApiError {
             // Unknown without our detail is the transport's: the service
             // went away mid-call (h2 reset, closed connection). The client
             // may retry, as for a refused connection.
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled | tonic::Code::Unknown => 503,
+            tonic::Code::Unavailable
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Cancelled
+            | tonic::Code::Unknown => 503,
             // The peer lacks the method: another release of it, as while a
             // rolling upgrade replaces the services; retrying gets a
             // matching one soon.
@@ -115,7 +121,9 @@ mod tests {
         let e = ApiError::new(400, "placement.undefined_code", long.clone());
         let status = e.to_status();
         assert!(status.message().len() < crate::grpc::STATUS_MESSAGE_SUMMARY + 32);
-        assert!(status.message().ends_with(&format!("… ({} more bytes)", long.len() - crate::grpc::STATUS_MESSAGE_SUMMARY)));
+        assert!(status
+            .message()
+            .ends_with(&format!("… ({} more bytes)", long.len() - crate::grpc::STATUS_MESSAGE_SUMMARY)));
         assert_eq!(ApiError::from_status(&status, "x"), e);
     }
 

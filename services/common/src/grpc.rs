@@ -61,8 +61,11 @@ impl WireLimits {
         let error_detail = rest_body.saturating_add(64 * 1024);
         // base64 of the detail message (text + a few bytes of framing),
         // the percent-encoded summary, and 64 KiB for the other headers.
-        let header_list =
-            (error_detail + 64).div_ceil(3).saturating_mul(4).saturating_add(3 * STATUS_MESSAGE_SUMMARY).saturating_add(64 * 1024);
+        let header_list = (error_detail + 64)
+            .div_ceil(3)
+            .saturating_mul(4)
+            .saturating_add(3 * STATUS_MESSAGE_SUMMARY)
+            .saturating_add(64 * 1024);
         WireLimits {
             request_message,
             response_message: request_message.saturating_mul(16),
@@ -74,8 +77,10 @@ impl WireLimits {
     /// The limits for the configured REST edge: the larger of Placement's
     /// body bound and `[orchestration] max_json_body_size`.
     pub fn from_config(config: &Config) -> WireLimits {
-        let orchestration =
-            config.get_int("orchestration", "max_json_body_size").and_then(|n| usize::try_from(n).ok()).unwrap_or(1_048_576);
+        let orchestration = config
+            .get_int("orchestration", "max_json_body_size")
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(1_048_576);
         WireLimits::for_rest_body(PLACEMENT_MAX_BODY_SIZE.max(orchestration))
     }
 
@@ -92,7 +97,11 @@ impl WireLimits {
     /// The process's limits ([`WireLimits::install`]; before that, the
     /// ones of the default configuration).
     pub fn current() -> WireLimits {
-        INSTALLED.read().ok().and_then(|l| *l).unwrap_or_else(|| WireLimits::for_rest_body(PLACEMENT_MAX_BODY_SIZE.max(1_048_576)))
+        INSTALLED
+            .read()
+            .ok()
+            .and_then(|l| *l)
+            .unwrap_or_else(|| WireLimits::for_rest_body(PLACEMENT_MAX_BODY_SIZE.max(1_048_576)))
     }
 }
 
@@ -153,7 +162,8 @@ pub async fn serve(
     };
     // The services set their message sizes from the same limits.
     let limits = WireLimits::current();
-    let mut builder = tonic::transport::Server::builder().tcp_nodelay(true).http2_max_header_list_size(limits.header_list);
+    let mut builder =
+        tonic::transport::Server::builder().tcp_nodelay(true).http2_max_header_list_size(limits.header_list);
     if let Some(tls) = &tls {
         builder = builder.tls_config(tls.grpc_server())?;
     }

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -49,10 +49,7 @@ pub fn init(default_filter: &str, otlp_endpoint: Option<&str>, service_name: &st
         let _ = tracing_subscriber::registry().with(filter()).with(fmt).try_init();
         return Telemetry::default();
     };
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(endpoint)
-        .build();
+    let exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic().with_endpoint(endpoint).build();
     let exporter = match exporter {
         Ok(e) => e,
         Err(e) => {
@@ -67,8 +64,10 @@ pub fn init(default_filter: &str, otlp_endpoint: Option<&str>, service_name: &st
     )
     .build();
     let resource = opentelemetry_sdk::Resource::builder().with_service_name(service_name.to_string()).build();
-    let provider =
-        opentelemetry_sdk::trace::SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_resource(resource)
+        .build();
     let tracer = provider.tracer("keelson");
     let _ = tracing_subscriber::registry()
         .with(filter())

@@ -80,9 +80,15 @@ impl MeshTls {
 
     /// An identity from PEM: `cert` (chain, leaf first), `key`, and the CA
     /// bundle peers must chain to.
-    pub fn from_pem(cert: Vec<u8>, key: Vec<u8>, ca: Vec<u8>, server_name: Option<String>) -> Result<MeshTls, TlsError> {
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(&cert).collect::<Result<_, _>>().map_err(|e| invalid("certificate")(e.to_string()))?;
+    pub fn from_pem(
+        cert: Vec<u8>,
+        key: Vec<u8>,
+        ca: Vec<u8>,
+        server_name: Option<String>,
+    ) -> Result<MeshTls, TlsError> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert)
+            .collect::<Result<_, _>>()
+            .map_err(|e| invalid("certificate")(e.to_string()))?;
         if chain.is_empty() {
             return Err(invalid("certificate")("no PEM certificate found".into()));
         }
@@ -110,7 +116,14 @@ impl MeshTls {
             .with_root_certificates(roots)
             .with_client_auth_cert(chain, private_key)
             .map_err(|e| invalid("certificate and key")(e.to_string()))?;
-        Ok(MeshTls { cert_pem: cert, key_pem: key, ca_pem: ca, server_name, server: Arc::new(server), client: Arc::new(client) })
+        Ok(MeshTls {
+            cert_pem: cert,
+            key_pem: key,
+            ca_pem: ca,
+            server_name,
+            server: Arc::new(server),
+            client: Arc::new(client),
+        })
     }
 
     /// For a tonic server: this identity, client certificates required.
@@ -145,7 +158,8 @@ impl MeshTls {
     /// The name to verify the server at `host` against: `tls_server_name`
     /// when set, else the host itself (a DNS name or an IP address).
     pub fn server_name(&self, host: &str) -> Result<ServerName<'static>, TlsError> {
-        let name = self.server_name.clone().unwrap_or_else(|| host.trim_start_matches('[').trim_end_matches(']').to_string());
+        let name =
+            self.server_name.clone().unwrap_or_else(|| host.trim_start_matches('[').trim_end_matches(']').to_string());
         ServerName::try_from(name.clone()).map_err(|e| invalid("server name")(format!("{name:?}: {e}")))
     }
 }

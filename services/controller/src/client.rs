@@ -59,7 +59,12 @@ impl Default for ClientOptions {
 
 /// One attempt at one address.
 pub trait Transport: Send + Sync + 'static {
-    fn send<'a>(&'a self, addr: &'a str, request: &'a Request, timeout: Duration) -> BoxFuture<'a, Result<Response, AttemptError>>;
+    fn send<'a>(
+        &'a self,
+        addr: &'a str,
+        request: &'a Request,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Response, AttemptError>>;
 }
 
 /// The failover-aware client.
@@ -85,7 +90,11 @@ impl ControllerClient {
         }
     }
 
-    pub fn with_transport(addrs: Vec<String>, options: ClientOptions, transport: Arc<dyn Transport>) -> ControllerClient {
+    pub fn with_transport(
+        addrs: Vec<String>,
+        options: ClientOptions,
+        transport: Arc<dyn Transport>,
+    ) -> ControllerClient {
         ControllerClient { addrs, options, cursor: AtomicUsize::new(0), transport }
     }
 
@@ -98,7 +107,8 @@ impl ControllerClient {
     pub async fn call(&self, request: Request) -> Result<Response, ClientError> {
         let start = Instant::now();
         let deadline = start + self.options.deadline;
-        let mut policy = Failover::new(self.addrs.clone(), self.cursor.load(Ordering::Relaxed), request.opcode().is_write());
+        let mut policy =
+            Failover::new(self.addrs.clone(), self.cursor.load(Ordering::Relaxed), request.opcode().is_write());
         let Some(mut addr) = policy.first() else {
             return Err(ClientError::NoAddresses);
         };
@@ -225,7 +235,12 @@ impl CapnpTransport {
 }
 
 impl Transport for CapnpTransport {
-    fn send<'a>(&'a self, addr: &'a str, request: &'a Request, timeout: Duration) -> BoxFuture<'a, Result<Response, AttemptError>> {
+    fn send<'a>(
+        &'a self,
+        addr: &'a str,
+        request: &'a Request,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Response, AttemptError>> {
         Box::pin(async move {
             let Some(jobs) = &self.jobs else {
                 return Err(AttemptError::Unreachable("the controller client thread could not start".into()));
@@ -235,7 +250,9 @@ impl Transport for CapnpTransport {
             if jobs.send(job).is_err() {
                 return Err(AttemptError::Unreachable("the controller client thread stopped".into()));
             }
-            answer.await.unwrap_or_else(|_| Err(AttemptError::Unreachable("the controller client thread dropped the call".into())))
+            answer.await.unwrap_or_else(|_| {
+                Err(AttemptError::Unreachable("the controller client thread dropped the call".into()))
+            })
         })
     }
 }
@@ -260,7 +277,12 @@ fn spawn_thread(tls: Option<Arc<MeshTls>>) -> std::io::Result<mpsc::UnboundedSen
                 let conns = conns.clone();
                 let tls = tls.clone();
                 tokio::task::spawn_local(async move {
-                    let result = match tokio::time::timeout(job.timeout, attempt(&conns, tls.as_deref(), &job.addr, &job.request)).await {
+                    let result = match tokio::time::timeout(
+                        job.timeout,
+                        attempt(&conns, tls.as_deref(), &job.addr, &job.request),
+                    )
+                    .await
+                    {
                         Ok(r) => r,
                         Err(_) => {
                             // A frozen node: drop the connection, the next
@@ -277,7 +299,12 @@ fn spawn_thread(tls: Option<Arc<MeshTls>>) -> std::io::Result<mpsc::UnboundedSen
     Ok(tx)
 }
 
-async fn attempt(conns: &Connections, tls: Option<&MeshTls>, addr: &str, request: &Request) -> Result<Response, AttemptError> {
+async fn attempt(
+    conns: &Connections,
+    tls: Option<&MeshTls>,
+    addr: &str,
+    request: &Request,
+) -> Result<Response, AttemptError> {
     let cached = conns.borrow().get(addr).cloned();
     if let Some(client) = cached {
         match call(&client, request).await {
@@ -317,7 +344,11 @@ async fn connect(addr: &str, tls: Option<&MeshTls>) -> Result<controller::Client
 }
 
 /// The two-party network of one connection (either side), buffered.
-pub(crate) fn network<R, W>(reader: R, writer: W, side: rpc_twoparty_capnp::Side) -> Box<twoparty::VatNetwork<futures::io::BufReader<R>>>
+pub(crate) fn network<R, W>(
+    reader: R,
+    writer: W,
+    side: rpc_twoparty_capnp::Side,
+) -> Box<twoparty::VatNetwork<futures::io::BufReader<R>>>
 where
     R: futures::AsyncRead + Unpin + 'static,
     W: futures::AsyncWrite + Unpin + 'static,
@@ -424,7 +455,12 @@ mod tests {
     }
 
     impl Transport for Fake {
-        fn send<'a>(&'a self, addr: &'a str, request: &'a Request, _: Duration) -> BoxFuture<'a, Result<Response, AttemptError>> {
+        fn send<'a>(
+            &'a self,
+            addr: &'a str,
+            request: &'a Request,
+            _: Duration,
+        ) -> BoxFuture<'a, Result<Response, AttemptError>> {
             self.attempts.lock().unwrap().push(addr.to_string());
             let r = (self.script)(addr, request);
             Box::pin(async move { r })

@@ -231,7 +231,9 @@ mod tests {
             Err(DocError::Peers(_))
         ));
         assert!(matches!(
-            CommittedConfig::from_json(br#"{"clusterName":"k","peers":[{"name":"a","host":"h","port":1},{"name":"a","host":"h","port":2}]}"#),
+            CommittedConfig::from_json(
+                br#"{"clusterName":"k","peers":[{"name":"a","host":"h","port":1},{"name":"a","host":"h","port":2}]}"#
+            ),
             Err(DocError::Peers(_))
         ));
     }

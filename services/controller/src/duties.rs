@@ -33,7 +33,12 @@ pub trait Duties: Send + Sync + 'static {
 }
 
 /// Runs the duties while `roles` says serving, until `shutdown`.
-pub async fn run(mut roles: watch::Receiver<RoleView>, duties: Arc<dyn Duties>, interval: Duration, shutdown: Shutdown) {
+pub async fn run(
+    mut roles: watch::Receiver<RoleView>,
+    duties: Arc<dyn Duties>,
+    interval: Duration,
+    shutdown: Shutdown,
+) {
     let mut synced_term = 0u64;
     loop {
         let view = *roles.borrow_and_update();
@@ -59,7 +64,9 @@ pub async fn run(mut roles: watch::Receiver<RoleView>, duties: Arc<dyn Duties>, 
                             *synced = term;
                             tracing::info!(target: "keelson::controller::duties", "standard traits and classes sync (term {term}): {summary}");
                         }
-                        Err(e) => tracing::warn!(target: "keelson::controller::duties", "standard traits and classes sync failed (retrying): {e}"),
+                        Err(e) => {
+                            tracing::warn!(target: "keelson::controller::duties", "standard traits and classes sync failed (retrying): {e}")
+                        }
                     }
                 }
                 match duties.periodic().await {

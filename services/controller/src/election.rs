@@ -47,7 +47,11 @@ struct Timing {
 
 impl Timing {
     fn new(ttl: Duration) -> Timing {
-        let apply_delay = std::env::var(APPLY_DELAY_ENV).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis).unwrap_or_default();
+        let apply_delay = std::env::var(APPLY_DELAY_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+            .unwrap_or_default();
         Timing {
             ttl,
             renew_every: ttl / 3,
@@ -71,7 +75,8 @@ pub async fn run(ctl: Arc<Controller>, store: EtcdStore, shutdown: Shutdown) {
     let (bell, bell_rx) = watch::channel(0u64);
     let bell = Arc::new(bell);
     let watcher = tokio::spawn(watch_loop(store.clone(), bell.clone(), shutdown.clone()));
-    let applier = tokio::spawn(apply_loop(ctl.clone(), store.clone(), bell_rx.clone(), timing.clone(), shutdown.clone()));
+    let applier =
+        tokio::spawn(apply_loop(ctl.clone(), store.clone(), bell_rx.clone(), timing.clone(), shutdown.clone()));
     role_loop(&ctl, &store, &bell, bell_rx, &timing, &shutdown).await;
     watcher.abort();
     applier.abort();
@@ -168,7 +173,11 @@ async fn role_loop(
 
 /// One campaign: grant a lease, then take the leader key and the next term
 /// in one transaction. `Ok(None)`: someone else won (or raced us).
-async fn campaign(ctl: &Controller, store: &EtcdStore, timing: &Timing) -> Result<Option<(LeaderInfo, Instant)>, StoreError> {
+async fn campaign(
+    ctl: &Controller,
+    store: &EtcdStore,
+    timing: &Timing,
+) -> Result<Option<(LeaderInfo, Instant)>, StoreError> {
     let (cluster_term, term_rev) = store.cluster_term().await?;
     let term = ctl.terms.lock().unwrap_or_else(|p| p.into_inner()).next_after(cluster_term);
     let granted_at = Instant::now();
@@ -347,7 +356,13 @@ async fn run_standby(
     }
 }
 
-async fn apply_loop(ctl: Arc<Controller>, store: EtcdStore, mut bell: watch::Receiver<u64>, timing: Arc<Timing>, shutdown: Shutdown) {
+async fn apply_loop(
+    ctl: Arc<Controller>,
+    store: EtcdStore,
+    mut bell: watch::Receiver<u64>,
+    timing: Arc<Timing>,
+    shutdown: Shutdown,
+) {
     loop {
         if let Err(e) = catch_up(&ctl, &store, &timing).await {
             tracing::debug!(target: TARGET, "catching up: {e}");

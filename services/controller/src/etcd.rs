@@ -21,7 +21,10 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse, WatchOptions,
+};
 
 use crate::config_doc::CommittedConfig;
 use crate::log::{Entry, Op};
@@ -163,7 +166,10 @@ impl EtcdStore {
         &self.keys
     }
 
-    async fn bounded<T>(&self, fut: impl std::future::Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
+    async fn bounded<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.op_timeout, fut).await {
             Ok(r) => r.map_err(StoreError::from),
             Err(_) => Err(StoreError::Timeout(self.op_timeout)),
@@ -221,7 +227,14 @@ impl EtcdStore {
     /// key in the same transaction (so a term is never issued twice and
     /// never without a leader). `term_rev` is the term key's mod revision
     /// the term was computed from.
-    pub async fn campaign(&self, name: &str, address: &str, term: u64, term_rev: i64, lease: i64) -> Result<Campaign, StoreError> {
+    pub async fn campaign(
+        &self,
+        name: &str,
+        address: &str,
+        term: u64,
+        term_rev: i64,
+        lease: i64,
+    ) -> Result<Campaign, StoreError> {
         let leader_key = self.keys.leader();
         let value = serde_json::to_vec(&LeaderValue { name: name.to_string(), address: address.to_string(), term })
             .map_err(|e| StoreError::Corrupt { key: leader_key.clone(), reason: e.to_string() })?;
@@ -318,9 +331,16 @@ impl EtcdStore {
     /// Appends `entry` (whose LSN must be `committed + 1`) under the fence
     /// of `leadership`, with the entry's effect on the state keys.
     /// `registration_lease` attaches a registered instance's key to its lease.
-    pub async fn commit(&self, leadership: &LeaderInfo, committed: u64, entry: &Entry, registration_lease: Option<i64>) -> Result<CommitOutcome, StoreError> {
+    pub async fn commit(
+        &self,
+        leadership: &LeaderInfo,
+        committed: u64,
+        entry: &Entry,
+        registration_lease: Option<i64>,
+    ) -> Result<CommitOutcome, StoreError> {
         let keys = &self.keys;
-        let entry_bytes = serde_json::to_vec(entry).map_err(|e| StoreError::Corrupt { key: keys.log(entry.lsn), reason: e.to_string() })?;
+        let entry_bytes = serde_json::to_vec(entry)
+            .map_err(|e| StoreError::Corrupt { key: keys.log(entry.lsn), reason: e.to_string() })?;
         let lsn_compare = if committed == 0 {
             Compare::version(keys.lsn(), CompareOp::Equal, 0)
         } else {
@@ -371,7 +391,11 @@ impl EtcdStore {
             let TxnOpResponse::Get(g) = op else { continue };
             let kv = g.kvs().first();
             match i {
-                0 => leader_ok = kv.is_some_and(|kv| kv.create_revision() == leadership.create_revision && kv.lease() == leadership.lease),
+                0 => {
+                    leader_ok = kv.is_some_and(|kv| {
+                        kv.create_revision() == leadership.create_revision && kv.lease() == leadership.lease
+                    })
+                }
                 1 => term_ok = kv.is_some_and(|kv| kv.value() == leadership.term.to_string().as_bytes()),
                 _ => lsn_now = kv.map(|kv| parse_u64(&keys.lsn(), kv.value())).transpose()?.unwrap_or(0),
             }
@@ -419,7 +443,8 @@ impl EtcdStore {
     /// duplicated event cannot make a node wrong, only slower.
     pub async fn watch_prefix(&self, bell: &tokio::sync::watch::Sender<u64>) -> Result<(), StoreError> {
         let mut c = self.client.clone();
-        let mut stream = self.bounded(c.watch(self.keys.prefix().to_string(), Some(WatchOptions::new().with_prefix()))).await?;
+        let mut stream =
+            self.bounded(c.watch(self.keys.prefix().to_string(), Some(WatchOptions::new().with_prefix()))).await?;
         loop {
             match stream.message().await? {
                 Some(resp) if resp.canceled() => return Ok(()),
@@ -436,16 +461,22 @@ fn is_lease_not_found(e: &etcd_client::Error) -> bool {
 }
 
 fn parse_u64(key: &str, v: &[u8]) -> Result<u64, StoreError> {
-    std::str::from_utf8(v)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| StoreError::Corrupt { key: key.to_string(), reason: format!("not a number: {:?}", String::from_utf8_lossy(v)) })
+    std::str::from_utf8(v).ok().and_then(|s| s.trim().parse().ok()).ok_or_else(|| StoreError::Corrupt {
+        key: key.to_string(),
+        reason: format!("not a number: {:?}", String::from_utf8_lossy(v)),
+    })
 }
 
 fn leader_info(key: &str, kv: &etcd_client::KeyValue) -> Result<LeaderInfo, StoreError> {
-    let v: LeaderValue =
-        serde_json::from_slice(kv.value()).map_err(|e| StoreError::Corrupt { key: key.to_string(), reason: e.to_string() })?;
-    Ok(LeaderInfo { name: v.name, address: v.address, term: v.term, lease: kv.lease(), create_revision: kv.create_revision() })
+    let v: LeaderValue = serde_json::from_slice(kv.value())
+        .map_err(|e| StoreError::Corrupt { key: key.to_string(), reason: e.to_string() })?;
+    Ok(LeaderInfo {
+        name: v.name,
+        address: v.address,
+        term: v.term,
+        lease: kv.lease(),
+        create_revision: kv.create_revision(),
+    })
 }
 
 #[cfg(test)]

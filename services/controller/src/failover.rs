@@ -59,7 +59,16 @@ impl Failover {
     /// `start` is where the previous successful call ended (sticky primary).
     pub fn new(addrs: Vec<String>, start: usize, is_write: bool) -> Failover {
         let pos = if addrs.is_empty() { 0 } else { start % addrs.len() };
-        Failover { addrs, is_write, pos, tried_in_round: 0, hint_hops: 0, backoff: FIRST_BACKOFF, answered: false, last: None }
+        Failover {
+            addrs,
+            is_write,
+            pos,
+            tried_in_round: 0,
+            hint_hops: 0,
+            backoff: FIRST_BACKOFF,
+            answered: false,
+            last: None,
+        }
     }
 
     pub fn first(&self) -> Option<String> {

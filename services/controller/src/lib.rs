@@ -41,7 +41,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub use client::{ClientError, ClientOptions, ControllerClient};
-pub use model::{ClusterConf, CtrlError, CtrlPeer, CtrlStatus, Opcode, PrimaryRef, Registration, Request, Response, Role, WriteAck};
+pub use model::{
+    ClusterConf, CtrlError, CtrlPeer, CtrlStatus, Opcode, PrimaryRef, Registration, Request, Response, Role, WriteAck,
+};
 pub use node::{Controller, RoleView, StartError};
 pub use server::ServeError;
 pub use settings::{ControllerSettings, SettingsError};
@@ -56,7 +58,10 @@ pub enum RunError {
 
 /// Starts a node: single-node (PRIMARY, term 1) without etcd endpoints,
 /// else in INIT with the election driver running until shutdown.
-pub async fn start(settings: ControllerSettings, shutdown: Shutdown) -> Result<(Arc<Controller>, Option<JoinHandle<()>>), StartError> {
+pub async fn start(
+    settings: ControllerSettings,
+    shutdown: Shutdown,
+) -> Result<(Arc<Controller>, Option<JoinHandle<()>>), StartError> {
     let file = |ext: &str| settings.data_dir.as_ref().map(|d| d.join(format!("controller-{}.{ext}", settings.name)));
     if settings.etcd_endpoints.is_empty() {
         let state_file = file("json");
@@ -65,7 +70,12 @@ pub async fn start(settings: ControllerSettings, shutdown: Shutdown) -> Result<(
         return Ok((Controller::single_node(settings, state_file).await?, None));
     }
     let terms = term::TermStore::open(file("term"))?;
-    let store = etcd::EtcdStore::connect(&settings.etcd_endpoints, &settings.cluster_name, election::op_timeout(settings.lease_ttl)).await?;
+    let store = etcd::EtcdStore::connect(
+        &settings.etcd_endpoints,
+        &settings.cluster_name,
+        election::op_timeout(settings.lease_ttl),
+    )
+    .await?;
     tracing::info!(target: "keelson::controller", "{}: etcd at {} (lease TTL {:?})", settings.name, settings.etcd_endpoints.join(","), settings.lease_ttl);
     let ctl = Controller::with_etcd(settings, store.clone(), terms).await;
     let driver = tokio::spawn(election::run(ctl.clone(), store, shutdown));
@@ -91,7 +101,9 @@ pub async fn run_with_duties(
     shutdown: Shutdown,
 ) -> Result<(), RunError> {
     let (ctl, driver) = start(settings, shutdown.clone()).await?;
-    let duty_loop = duties.map(|(make, interval)| tokio::spawn(duties::run(ctl.subscribe_roles(), make(&ctl), interval, shutdown.clone())));
+    let duty_loop = duties.map(|(make, interval)| {
+        tokio::spawn(duties::run(ctl.subscribe_roles(), make(&ctl), interval, shutdown.clone()))
+    });
     server::serve(ctl, listener, shutdown).await?;
     if let Some(duty_loop) = duty_loop {
         let _ = duty_loop.await;
@@ -132,19 +144,30 @@ mod tests {
         let bad = client.setconf(b"not json".to_vec()).await.unwrap_err();
         assert!(matches!(bad, ClientError::Refused(CtrlError::Invalid(_))), "{bad}");
 
-        let r = Registration { service: "stack-engine".into(), instance: "e1".into(), address: "http://h:1".into(), ttl_seconds: 10 };
+        let r = Registration {
+            service: "stack-engine".into(),
+            instance: "e1".into(),
+            address: "http://h:1".into(),
+            ttl_seconds: 10,
+        };
         client.register(r.clone()).await.unwrap();
         client.heartbeat("stack-engine", "e1").await.unwrap();
         assert_eq!(client.list("stack-engine").await.unwrap(), vec![r]);
         client.deregister("stack-engine", "e1").await.unwrap();
-        assert!(matches!(client.heartbeat("stack-engine", "e1").await, Err(ClientError::Refused(CtrlError::NotFound(_)))));
+        assert!(matches!(
+            client.heartbeat("stack-engine", "e1").await,
+            Err(ClientError::Refused(CtrlError::NotFound(_)))
+        ));
 
         trigger.trigger();
         server.await.unwrap().unwrap();
         // Nothing answers any more: a typed error, in bounded time.
         let gone = ControllerClient::new(
             vec![addr.to_string()],
-            ClientOptions { deadline: std::time::Duration::from_millis(500), attempt_timeout: std::time::Duration::from_millis(200) },
+            ClientOptions {
+                deadline: std::time::Duration::from_millis(500),
+                attempt_timeout: std::time::Duration::from_millis(200),
+            },
         );
         assert!(matches!(gone.ctrlstatus().await, Err(ClientError::NoController { .. })));
     }

@@ -62,8 +62,8 @@ impl LocalBackend {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LocalState { lsn: 0, config: None }),
             Err(source) => return Err(LocalError::Read { path: path.clone(), source }),
         };
-        let file: StateFile =
-            serde_json::from_slice(&bytes).map_err(|e| LocalError::Corrupt { path: path.clone(), reason: e.to_string() })?;
+        let file: StateFile = serde_json::from_slice(&bytes)
+            .map_err(|e| LocalError::Corrupt { path: path.clone(), reason: e.to_string() })?;
         let config = file
             .config
             .map(CommittedConfig::from_value)
@@ -76,7 +76,8 @@ impl LocalBackend {
     pub fn persist(&self, lsn: u64, term: u64, config: Option<&CommittedConfig>) -> Result<(), LocalError> {
         let Some(path) = &self.path else { return Ok(()) };
         let file = StateFile { lsn, term, config: config.map(CommittedConfig::value) };
-        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| LocalError::Corrupt { path: path.clone(), reason: e.to_string() })?;
+        let bytes = serde_json::to_vec_pretty(&file)
+            .map_err(|e| LocalError::Corrupt { path: path.clone(), reason: e.to_string() })?;
         write_atomically(path, &bytes).map_err(|source| LocalError::Write { path: path.clone(), source })
     }
 

@@ -15,10 +15,17 @@ use crate::model::Registration;
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Op {
     /// Replace the committed configuration (canonical document).
-    SetConf { document: serde_json::Value },
+    SetConf {
+        document: serde_json::Value,
+    },
     /// A service instance registered (its liveness is an etcd lease, not an entry).
-    Register { registration: Registration },
-    Deregister { service: String, instance: String },
+    Register {
+        registration: Registration,
+    },
+    Deregister {
+        service: String,
+        instance: String,
+    },
 }
 
 /// One log entry.
@@ -170,7 +177,12 @@ mod tests {
             lsn: 7,
             term: 3,
             op: Op::Register {
-                registration: Registration { service: "stack-engine".into(), instance: "e1".into(), address: "x".into(), ttl_seconds: 5 },
+                registration: Registration {
+                    service: "stack-engine".into(),
+                    instance: "e1".into(),
+                    address: "x".into(),
+                    ttl_seconds: 5,
+                },
             },
         };
         let s = serde_json::to_string(&e).unwrap();

@@ -141,8 +141,15 @@ pub enum Opcode {
 }
 
 impl Opcode {
-    pub const ALL: [Opcode; 7] =
-        [Opcode::CtrlStatus, Opcode::ClusterConf, Opcode::SetConf, Opcode::Register, Opcode::Heartbeat, Opcode::Deregister, Opcode::List];
+    pub const ALL: [Opcode; 7] = [
+        Opcode::CtrlStatus,
+        Opcode::ClusterConf,
+        Opcode::SetConf,
+        Opcode::Register,
+        Opcode::Heartbeat,
+        Opcode::Deregister,
+        Opcode::List,
+    ];
 
     /// Whether the operation changes replicated state (the failover client
     /// treats writes differently: they must reach the primary).

@@ -14,7 +14,9 @@ use crate::etcd::{CommitOutcome, EtcdStore, LeaderInfo};
 use crate::gate::{self, GateRole, Verdict};
 use crate::local::LocalBackend;
 use crate::log::{Entry, Op, Replicated};
-use crate::model::{ClusterConf, CtrlError, CtrlStatus, Opcode, PrimaryRef, Registration, Request, Response, Role, WriteAck};
+use crate::model::{
+    ClusterConf, CtrlError, CtrlStatus, Opcode, PrimaryRef, Registration, Request, Response, Role, WriteAck,
+};
 use crate::settings::ControllerSettings;
 use crate::term::TermStore;
 
@@ -82,7 +84,8 @@ pub struct Controller {
 impl Controller {
     fn new(settings: ControllerSettings, backend: Backend, terms: TermStore, role: Role) -> Controller {
         let term = terms.highest();
-        let state = NodeState { role, primary: None, term, quorum: false, replicated: Replicated::default(), leadership: None };
+        let state =
+            NodeState { role, primary: None, term, quorum: false, replicated: Replicated::default(), leadership: None };
         let view = state.view();
         Controller {
             settings,
@@ -98,7 +101,10 @@ impl Controller {
     /// A single-node controller: PRIMARY of term 1, state in `state_file`
     /// (`None`: in memory). Commits the initial configuration if there is
     /// none.
-    pub async fn single_node(settings: ControllerSettings, state_file: Option<PathBuf>) -> Result<Arc<Controller>, StartError> {
+    pub async fn single_node(
+        settings: ControllerSettings,
+        state_file: Option<PathBuf>,
+    ) -> Result<Arc<Controller>, StartError> {
         let local = LocalBackend::new(state_file);
         let loaded = local.load()?;
         let ctl = Arc::new(Controller::new(settings, Backend::Local(local), TermStore::open(None)?, Role::Primary));
@@ -189,9 +195,14 @@ impl Controller {
     pub fn status(&self) -> CtrlStatus {
         let s = self.lock();
         let config = s.replicated.config.as_ref();
-        let peers = config.map(|c| c.peers().to_vec()).filter(|p| !p.is_empty()).unwrap_or_else(|| self.settings.effective_peers());
+        let peers = config
+            .map(|c| c.peers().to_vec())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| self.settings.effective_peers());
         CtrlStatus {
-            cluster_name: config.map(|c| c.cluster_name().to_string()).unwrap_or_else(|| self.settings.cluster_name.clone()),
+            cluster_name: config
+                .map(|c| c.cluster_name().to_string())
+                .unwrap_or_else(|| self.settings.cluster_name.clone()),
             primary: s.primary.clone(),
             responder_name: self.settings.name.clone(),
             responder_role: s.role,
@@ -241,7 +252,9 @@ impl Controller {
             Request::SetConf { document } => self.setconf(&document).await.map(Response::Write),
             Request::Register(r) => self.register(r).await.map(Response::Write),
             Request::Heartbeat { service, instance } => self.heartbeat(&service, &instance).await.map(Response::Write),
-            Request::Deregister { service, instance } => self.deregister(&service, &instance).await.map(Response::Write),
+            Request::Deregister { service, instance } => {
+                self.deregister(&service, &instance).await.map(Response::Write)
+            }
             Request::List { service } => self.list(&service).await.map(Response::List),
         }
     }
@@ -295,7 +308,10 @@ impl Controller {
                 Ok(ack)
             }
             Backend::Etcd(store) => {
-                let lease = store.grant_lease(std::time::Duration::from_secs(u64::from(r.ttl_seconds))).await.map_err(internal)?;
+                let lease = store
+                    .grant_lease(std::time::Duration::from_secs(u64::from(r.ttl_seconds)))
+                    .await
+                    .map_err(internal)?;
                 let result = self.write(Opcode::Register, Op::Register { registration: r }, Some(lease)).await;
                 if result.is_err() {
                     let store = store.clone();
@@ -481,7 +497,12 @@ mod tests {
         let renamed = ctl.handle(Request::SetConf { document: br#"{"clusterName":"other"}"#.to_vec() }).await;
         assert!(matches!(renamed, Err(CtrlError::Invalid(_))));
 
-        let r = Registration { service: "stack-engine".into(), instance: "e1".into(), address: "x".into(), ttl_seconds: 30 };
+        let r = Registration {
+            service: "stack-engine".into(),
+            instance: "e1".into(),
+            address: "x".into(),
+            ttl_seconds: 30,
+        };
         ctl.handle(Request::Register(r.clone())).await.unwrap();
         ctl.handle(Request::Heartbeat { service: "stack-engine".into(), instance: "e1".into() }).await.unwrap();
         match ctl.handle(Request::List { service: "stack-engine".into() }).await.unwrap() {

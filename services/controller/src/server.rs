@@ -50,7 +50,11 @@ fn mismatch() -> CtrlError {
 }
 
 impl controller::Server for RpcServer {
-    async fn ctrlstatus(self: Rc<Self>, _: controller::CtrlstatusParams, mut results: controller::CtrlstatusResults) -> Result<(), capnp::Error> {
+    async fn ctrlstatus(
+        self: Rc<Self>,
+        _: controller::CtrlstatusParams,
+        mut results: controller::CtrlstatusResults,
+    ) -> Result<(), capnp::Error> {
         let out = self.call(Request::CtrlStatus).await;
         let reply = results.get().init_reply();
         match out {
@@ -61,7 +65,11 @@ impl controller::Server for RpcServer {
         Ok(())
     }
 
-    async fn clusterconf(self: Rc<Self>, _: controller::ClusterconfParams, mut results: controller::ClusterconfResults) -> Result<(), capnp::Error> {
+    async fn clusterconf(
+        self: Rc<Self>,
+        _: controller::ClusterconfParams,
+        mut results: controller::ClusterconfResults,
+    ) -> Result<(), capnp::Error> {
         let out = self.call(Request::ClusterConf).await;
         let reply = results.get().init_reply();
         match out {
@@ -72,37 +80,63 @@ impl controller::Server for RpcServer {
         Ok(())
     }
 
-    async fn setconf(self: Rc<Self>, params: controller::SetconfParams, results: controller::SetconfResults) -> Result<(), capnp::Error> {
+    async fn setconf(
+        self: Rc<Self>,
+        params: controller::SetconfParams,
+        results: controller::SetconfResults,
+    ) -> Result<(), capnp::Error> {
         let document = params.get()?.get_document()?.to_vec();
         let out = self.call(Request::SetConf { document }).await;
         write_reply(results, out);
         Ok(())
     }
 
-    async fn register(self: Rc<Self>, params: controller::RegisterParams, results: controller::RegisterResults) -> Result<(), capnp::Error> {
+    async fn register(
+        self: Rc<Self>,
+        params: controller::RegisterParams,
+        results: controller::RegisterResults,
+    ) -> Result<(), capnp::Error> {
         let registration: Registration = wire::read_registration(params.get()?.get_registration()?)?;
         let out = self.call(Request::Register(registration)).await;
         write_reply(results, out);
         Ok(())
     }
 
-    async fn heartbeat(self: Rc<Self>, params: controller::HeartbeatParams, results: controller::HeartbeatResults) -> Result<(), capnp::Error> {
+    async fn heartbeat(
+        self: Rc<Self>,
+        params: controller::HeartbeatParams,
+        results: controller::HeartbeatResults,
+    ) -> Result<(), capnp::Error> {
         let p = params.get()?;
-        let request = Request::Heartbeat { service: p.get_service()?.to_str()?.to_string(), instance: p.get_instance()?.to_str()?.to_string() };
+        let request = Request::Heartbeat {
+            service: p.get_service()?.to_str()?.to_string(),
+            instance: p.get_instance()?.to_str()?.to_string(),
+        };
         let out = self.call(request).await;
         write_reply(results, out);
         Ok(())
     }
 
-    async fn deregister(self: Rc<Self>, params: controller::DeregisterParams, results: controller::DeregisterResults) -> Result<(), capnp::Error> {
+    async fn deregister(
+        self: Rc<Self>,
+        params: controller::DeregisterParams,
+        results: controller::DeregisterResults,
+    ) -> Result<(), capnp::Error> {
         let p = params.get()?;
-        let request = Request::Deregister { service: p.get_service()?.to_str()?.to_string(), instance: p.get_instance()?.to_str()?.to_string() };
+        let request = Request::Deregister {
+            service: p.get_service()?.to_str()?.to_string(),
+            instance: p.get_instance()?.to_str()?.to_string(),
+        };
         let out = self.call(request).await;
         write_reply(results, out);
         Ok(())
     }
 
-    async fn list(self: Rc<Self>, params: controller::ListParams, mut results: controller::ListResults) -> Result<(), capnp::Error> {
+    async fn list(
+        self: Rc<Self>,
+        params: controller::ListParams,
+        mut results: controller::ListResults,
+    ) -> Result<(), capnp::Error> {
         let service = params.get()?.get_service()?.to_str()?.to_string();
         let out = self.call(Request::List { service }).await;
         let reply = results.get().init_reply();
@@ -134,7 +168,12 @@ macro_rules! write_results {
         }
     )*};
 }
-write_results!(controller::SetconfResults, controller::RegisterResults, controller::HeartbeatResults, controller::DeregisterResults);
+write_results!(
+    controller::SetconfResults,
+    controller::RegisterResults,
+    controller::HeartbeatResults,
+    controller::DeregisterResults
+);
 
 fn write_reply(mut results: impl WriteResults, out: Result<Response, CtrlError>) {
     let reply = results.reply();
@@ -162,7 +201,12 @@ pub async fn serve(ctl: Arc<Controller>, listener: TcpListener, shutdown: Shutdo
     done_rx.await.unwrap_or(Err(ServeError::Thread))
 }
 
-async fn accept_loop(ctl: Arc<Controller>, listener: std::net::TcpListener, main: tokio::runtime::Handle, shutdown: Shutdown) -> Result<(), ServeError> {
+async fn accept_loop(
+    ctl: Arc<Controller>,
+    listener: std::net::TcpListener,
+    main: tokio::runtime::Handle,
+    shutdown: Shutdown,
+) -> Result<(), ServeError> {
     let listener = TcpListener::from_std(listener)?;
     let tls = ctl.settings().tls.as_ref().map(|t| t.acceptor());
     let bootstrap: controller::Client = capnp_rpc::new_client(RpcServer { ctl, main });

@@ -98,7 +98,11 @@ impl ControllerSettings {
     /// The peers to report: the configured ones, or just this node.
     pub fn effective_peers(&self) -> Vec<CtrlPeer> {
         if self.peers.is_empty() {
-            vec![CtrlPeer { name: self.name.clone(), host: self.listen.ip().to_string(), port: u32::from(self.listen.port()) }]
+            vec![CtrlPeer {
+                name: self.name.clone(),
+                host: self.listen.ip().to_string(),
+                port: u32::from(self.listen.port()),
+            }]
         } else {
             self.peers.clone()
         }
@@ -197,7 +201,10 @@ mod tests {
             ControllerSettings::from_config(&config("[controller]\npeers = a=h:1,a=h:2\n"), addr),
             Err(SettingsError::DuplicatePeer(_))
         ));
-        assert!(matches!(ControllerSettings::from_config(&config("[controller]\nlease_ttl = 0\n"), addr), Err(SettingsError::LeaseTtl(0))));
+        assert!(matches!(
+            ControllerSettings::from_config(&config("[controller]\nlease_ttl = 0\n"), addr),
+            Err(SettingsError::LeaseTtl(0))
+        ));
         assert!(matches!(
             ControllerSettings::from_config(&config("[etcd]\nendpoints = 127.0.0.1:2379\n"), addr),
             Err(SettingsError::Endpoint(_))

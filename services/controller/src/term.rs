@@ -35,7 +35,8 @@ impl TermStore {
         if let Some(p) = &path {
             match std::fs::read_to_string(p) {
                 Ok(text) => {
-                    highest = text.trim().parse().map_err(|_| TermError::Corrupt { path: p.clone(), text: text.clone() })?;
+                    highest =
+                        text.trim().parse().map_err(|_| TermError::Corrupt { path: p.clone(), text: text.clone() })?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(source) => return Err(TermError::Read { path: p.clone(), source }),
@@ -53,7 +54,8 @@ impl TermStore {
     pub fn observe(&mut self, term: u64) -> Result<u64, TermError> {
         if term > self.highest {
             if let Some(p) = &self.path {
-                write_atomically(p, term.to_string().as_bytes()).map_err(|source| TermError::Write { path: p.clone(), source })?;
+                write_atomically(p, term.to_string().as_bytes())
+                    .map_err(|source| TermError::Write { path: p.clone(), source })?;
             }
             self.highest = term;
         }

@@ -104,7 +104,9 @@ pub fn write_error(mut b: cp::error::Builder<'_>, e: &CtrlError) {
 pub fn read_error(r: cp::error::Reader<'_>) -> capnp::Result<CtrlError> {
     let message = text(r.get_message())?;
     Ok(match r.get_code() {
-        Ok(cp::ErrorCode::Standby) => CtrlError::Standby { primary: primary(text(r.get_primary_name())?, text(r.get_primary_address())?) },
+        Ok(cp::ErrorCode::Standby) => {
+            CtrlError::Standby { primary: primary(text(r.get_primary_name())?, text(r.get_primary_address())?) }
+        }
         Ok(cp::ErrorCode::NotReady) => CtrlError::NotReady(message),
         Ok(cp::ErrorCode::NoQuorum) => CtrlError::NoQuorum,
         Ok(cp::ErrorCode::Invalid) => CtrlError::Invalid(message),

@@ -28,9 +28,8 @@ fn free_port() -> u16 {
 }
 
 fn start_etcd() -> Option<Etcd> {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("etcd").is_file()))
-        .unwrap_or(false);
+    let found =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join("etcd").is_file())).unwrap_or(false);
     if !found {
         eprintln!("etcd not installed: skipping");
         return None;
@@ -55,7 +54,9 @@ fn start_etcd() -> Option<Etcd> {
 async fn connect(etcd: &Etcd) -> EtcdStore {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(store) = EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), "fence", Duration::from_secs(1)).await {
+        if let Ok(store) =
+            EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), "fence", Duration::from_secs(1)).await
+        {
             if store.committed_lsn().await.is_ok() {
                 return store;
             }
@@ -133,7 +134,12 @@ async fn registrations_live_as_long_as_their_lease() {
     let Some(etcd) = start_etcd() else { return };
     let store = connect(&etcd).await;
     let p = win(&store, "p").await;
-    let r = Registration { service: "stack-engine".into(), instance: "e1".into(), address: "http://e1".into(), ttl_seconds: 10 };
+    let r = Registration {
+        service: "stack-engine".into(),
+        instance: "e1".into(),
+        address: "http://e1".into(),
+        ttl_seconds: 10,
+    };
     let lease = store.grant_lease(Duration::from_secs(10)).await.unwrap();
     let entry = Entry { lsn: 1, term: p.term, op: Op::Register { registration: r.clone() } };
     assert_eq!(store.commit(&p, 0, &entry, Some(lease)).await.unwrap(), CommitOutcome::Committed);

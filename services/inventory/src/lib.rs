@@ -16,8 +16,8 @@ pub mod store;
 
 pub use store::{Store, StoreSettings};
 
-use keelson_common::shutdown::Shutdown;
 use keelson_common::grpc::GrpcListener;
+use keelson_common::shutdown::Shutdown;
 
 /// The fully qualified names of the services this crate serves.
 pub const SERVICE_NAMES: &[&str] = &[
@@ -30,7 +30,11 @@ pub const SERVICE_NAMES: &[&str] = &[
 ];
 
 /// Serves the inventory gRPC API on `listener` until `shutdown`.
-pub async fn serve(store: Store, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), tonic::transport::Error> {
+pub async fn serve(
+    store: Store,
+    listener: impl Into<GrpcListener>,
+    shutdown: Shutdown,
+) -> Result<(), tonic::transport::Error> {
     let services = rpc::Services::new(store);
     keelson_common::grpc::serve(listener, SERVICE_NAMES, |router| services.add_to(router), shutdown).await
 }

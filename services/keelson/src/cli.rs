@@ -189,7 +189,12 @@ impl Command {
     pub fn is_long_running(&self) -> bool {
         matches!(
             self,
-            Command::AllInOne | Command::Gateway | Command::Inventory | Command::Candidates | Command::Engine | Command::Controller
+            Command::AllInOne
+                | Command::Gateway
+                | Command::Inventory
+                | Command::Candidates
+                | Command::Engine
+                | Command::Controller
         )
     }
 }

@@ -111,7 +111,9 @@ pub fn database_url(config: &Config) -> anyhow::Result<DatabaseUrl> {
     let Some(url) = config.get_str("placement_database", "connection") else {
         bail!("[placement_database] connection is not set");
     };
-    DatabaseUrl::parse(&url).with_context(|| format!("[placement_database] connection in {}", config.source_of("placement_database", "connection")))
+    DatabaseUrl::parse(&url).with_context(|| {
+        format!("[placement_database] connection in {}", config.source_of("placement_database", "connection"))
+    })
 }
 
 /// The stack engine's database URL from `[database] connection` (Heat's
@@ -120,7 +122,8 @@ pub fn orchestration_database_url(config: &Config) -> anyhow::Result<DatabaseUrl
     let Some(url) = config.get_str("database", "connection") else {
         bail!("[database] connection (the orchestration database) is not set");
     };
-    DatabaseUrl::parse(&url).with_context(|| format!("[database] connection in {}", config.source_of("database", "connection")))
+    DatabaseUrl::parse(&url)
+        .with_context(|| format!("[database] connection in {}", config.source_of("database", "connection")))
 }
 
 /// Pool settings from `[placement_database]`.

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use keelson_common::db::Db;
 use keelson_hot::{
-    Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, ResolveContext,
-    ResourceDefn, Template, TemplateError,
+    Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, ResolveContext, ResourceDefn, Template,
+    TemplateError,
 };
 use serde_json::{Map, Value};
 
@@ -116,8 +116,7 @@ impl StackDefinition {
             resources,
             outputs,
             nested: false,
-            uses_resource_facade: text.contains("\"resource_facade\"")
-                || text.contains("\"Fn::ResourceFacade\""),
+            uses_resource_facade: text.contains("\"resource_facade\"") || text.contains("\"Fn::ResourceFacade\""),
             template_plugins: TemplatePlugins::default(),
         })
     }
@@ -137,25 +136,14 @@ impl StackDefinition {
     ) -> Result<StackDefinition, EngineError> {
         let raw = store::templates::get(db, template_id)
             .await?
-            .ok_or_else(|| {
-                EngineError::entity_not_found("RawTemplate", &template_id.to_string())
-            })?;
+            .ok_or_else(|| EngineError::entity_not_found("RawTemplate", &template_id.to_string()))?;
         Self::from_raw(&raw, stack, region)
     }
 
     /// The definition stored as `raw` for `stack`.
-    fn from_raw(
-        raw: &store::RawTemplateRow,
-        stack: &StackRow,
-        region: &str,
-    ) -> Result<StackDefinition, EngineError> {
-        Ok(StackDefinition::parse(
-            &raw.template,
-            &raw.files,
-            &raw.environment,
-            &pseudo_params(stack, region),
-        )?
-        .into_nested(stack.owner_id.is_some()))
+    fn from_raw(raw: &store::RawTemplateRow, stack: &StackRow, region: &str) -> Result<StackDefinition, EngineError> {
+        Ok(StackDefinition::parse(&raw.template, &raw.files, &raw.environment, &pseudo_params(stack, region))?
+            .into_nested(stack.owner_id.is_some()))
     }
 
     pub fn resource(&self, name: &str) -> Option<&ResourceDefn> {
@@ -195,9 +183,7 @@ impl StackDefinition {
         match self.environment.resolve_type_for(name, written_type) {
             Some(RegistryTarget::TemplateFile(file)) => Some(file),
             Some(RegistryTarget::Type(_)) => None,
-            None if keelson_hot::is_template_reference(written_type) => {
-                Some(written_type.to_string())
-            }
+            None if keelson_hot::is_template_reference(written_type) => Some(written_type.to_string()),
             None => None,
         }
     }
@@ -246,10 +232,7 @@ impl StackDefinition {
         let Some(defn) = self.resource(name) else {
             return BTreeSet::new();
         };
-        defn.requires()
-            .into_iter()
-            .filter(|r| r != name && self.resource(r).is_some())
-            .collect()
+        defn.requires().into_iter().filter(|r| r != name && self.resource(r).is_some()).collect()
     }
 
     /// Full API validation: references, cycles, types, properties (with
@@ -293,12 +276,7 @@ impl StackDefinition {
             return Ok(());
         };
         let nested = nested.and_then(|d| d.validate_at_depth(registry, depth + 1));
-        nested.map_err(|e| {
-            nested_validation_error(
-                e,
-                &format!("resources.{name}<{}>", plugin.nested_stack_label()),
-            )
-        })
+        nested.map_err(|e| nested_validation_error(e, &format!("resources.{name}<{}>", plugin.nested_stack_label())))
     }
 
     /// The nested stack a resource would run with `properties`, where its
@@ -314,12 +292,7 @@ impl StackDefinition {
             env.remove("parameters");
         }
         let spec = plugin.nested_stack_spec(properties, &self.files, &environment)?;
-        let param = |n: &str| {
-            self.params
-                .get(n)
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        };
+        let param = |n: &str| self.params.get(n).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         let pseudo = PseudoParams {
             stack_id: String::new(),
             stack_name: format!("{}-{name}", param("OS::stack_name")),
@@ -327,13 +300,8 @@ impl StackDefinition {
             region: param("OS::region"),
         };
         Some(
-            StackDefinition::parse_allow_missing(
-                &spec.template,
-                &spec.files,
-                &spec.environment,
-                &pseudo,
-            )
-            .map(|d| d.into_nested(true)),
+            StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo)
+                .map(|d| d.into_nested(true)),
         )
     }
 
@@ -349,12 +317,7 @@ impl StackDefinition {
         types
     }
 
-    fn collect_resource_types(
-        &self,
-        registry: &Registry,
-        depth: usize,
-        types: &mut BTreeSet<String>,
-    ) {
+    fn collect_resource_types(&self, registry: &Registry, depth: usize, types: &mut BTreeSet<String>) {
         let unknown = LiveContext::placeholders(self);
         for defn in &self.resources {
             types.insert(defn.type_name.clone());
@@ -371,9 +334,7 @@ impl StackDefinition {
             let Ok(properties) = plugin.validate_properties(&defn.name, &given) else {
                 continue;
             };
-            if let Some(Ok(nested)) =
-                self.nested_definition(&defn.name, plugin.as_ref(), &properties)
-            {
+            if let Some(Ok(nested)) = self.nested_definition(&defn.name, plugin.as_ref(), &properties) {
                 nested.collect_resource_types(registry, depth + 1, types);
             }
         }
@@ -392,11 +353,7 @@ impl StackDefinition {
         let Some(file) = self.template_file_of(name, written_type) else {
             return Ok(None);
         };
-        let next = if self
-            .environment
-            .resolve_type_only_for(name, written_type)
-            .is_some()
-        {
+        let next = if self.environment.resolve_type_only_for(name, written_type).is_some() {
             self.environment.resolve_type(written_type)
         } else {
             None
@@ -422,11 +379,7 @@ impl StackDefinition {
     /// Heat's CircularDependencyException text.
     fn check_cycles(&self) -> Result<(), EngineError> {
         let mut state: HashMap<&str, u8> = HashMap::new();
-        fn visit<'a>(
-            def: &'a StackDefinition,
-            name: &'a str,
-            state: &mut HashMap<&'a str, u8>,
-        ) -> Result<(), String> {
+        fn visit<'a>(def: &'a StackDefinition, name: &'a str, state: &mut HashMap<&'a str, u8>) -> Result<(), String> {
             match state.get(name) {
                 Some(1) => return Err(name.to_string()),
                 Some(_) => return Ok(()),
@@ -445,10 +398,7 @@ impl StackDefinition {
         }
         for r in &self.resources {
             visit(self, &r.name, &mut state).map_err(|name| {
-                EngineError::bad_request(
-                    "CircularDependencyException",
-                    format!("Circular Dependency Found: {name}"),
-                )
+                EngineError::bad_request("CircularDependencyException", format!("Circular Dependency Found: {name}"))
             })?;
         }
         Ok(())
@@ -516,15 +466,9 @@ impl CacheEntries {
             self.weight -= old.weight;
         }
         while !self.by_template.is_empty()
-            && (self.by_template.len() >= DEFINITION_CACHE_ENTRIES
-                || self.weight + weight > DEFINITION_CACHE_BYTES)
+            && (self.by_template.len() >= DEFINITION_CACHE_ENTRIES || self.weight + weight > DEFINITION_CACHE_BYTES)
         {
-            let Some(oldest) = self
-                .by_template
-                .iter()
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(id, _)| *id)
-            else {
+            let Some(oldest) = self.by_template.iter().min_by_key(|(_, e)| e.last_used).map(|(id, _)| *id) else {
                 break;
             };
             if let Some(evicted) = self.by_template.remove(&oldest) {
@@ -533,14 +477,7 @@ impl CacheEntries {
         }
         self.clock += 1;
         self.weight += weight;
-        self.by_template.insert(
-            template_id,
-            CachedDefinition {
-                definition,
-                weight,
-                last_used: self.clock,
-            },
-        );
+        self.by_template.insert(template_id, CachedDefinition { definition, weight, last_used: self.clock });
     }
 
     fn remove(&mut self, template_id: i64) {
@@ -578,19 +515,12 @@ impl DefinitionCache {
         template_id: i64,
         region: &str,
     ) -> Result<Arc<StackDefinition>, EngineError> {
-        if let Some(found) = self
-            .entries
-            .lock()
-            .ok()
-            .and_then(|mut m| m.get(template_id))
-        {
+        if let Some(found) = self.entries.lock().ok().and_then(|mut m| m.get(template_id)) {
             return Ok(found);
         }
         let raw = store::templates::get(db, template_id)
             .await?
-            .ok_or_else(|| {
-                EngineError::entity_not_found("RawTemplate", &template_id.to_string())
-            })?;
+            .ok_or_else(|| EngineError::entity_not_found("RawTemplate", &template_id.to_string()))?;
         let weight = json_len(&raw.template)
             .saturating_add(json_len(&Value::Object(raw.files.clone())))
             .saturating_add(json_len(&raw.environment));
@@ -609,10 +539,7 @@ impl DefinitionCache {
 
     /// How many definitions are cached and the size of their documents.
     pub fn usage(&self) -> (usize, usize) {
-        self.entries
-            .lock()
-            .map(|m| (m.by_template.len(), m.weight))
-            .unwrap_or_default()
+        self.entries.lock().map(|m| (m.by_template.len(), m.weight)).unwrap_or_default()
     }
 }
 
@@ -640,37 +567,21 @@ pub async fn resource_state(db: &Db, row: &ResourceRow) -> Result<ResourceState,
 /// What a resource offers to the resources and outputs that use it: its
 /// reference id and every attribute of its type but `show` (what cannot
 /// resolve is null).
-pub async fn resource_facts(
-    plugin: &dyn ResourceType,
-    resource_name: &str,
-    state: &ResourceState,
-) -> ResourceFacts {
+pub async fn resource_facts(plugin: &dyn ResourceType, resource_name: &str, state: &ResourceState) -> ResourceFacts {
     let mut attributes = Map::new();
-    for a in plugin
-        .schema()
-        .attributes
-        .iter()
-        .filter(|a| a.name != "show")
-    {
-        let v = resources::resolve_attribute(plugin, resource_name, state, a.name)
-            .await
-            .unwrap_or(Value::Null);
+    for a in plugin.schema().attributes.iter().filter(|a| a.name != "show") {
+        let v = resources::resolve_attribute(plugin, resource_name, state, a.name).await.unwrap_or(Value::Null);
         attributes.insert(a.name.to_string(), v);
     }
     // Nested-stack resources also pass their members on, for the
     // attributes whose names are in no schema (`resource.<n>.<attr>`, a
     // group member's attribute).
     if plugin.runs_nested_stack() {
-        if let Ok(members @ Value::Array(_)) =
-            plugin.attribute(state, resources::MEMBERS_FACT).await
-        {
+        if let Ok(members @ Value::Array(_)) = plugin.attribute(state, resources::MEMBERS_FACT).await {
             attributes.insert(resources::MEMBERS_FACT.to_string(), members);
         }
     }
-    ResourceFacts {
-        reference_id: plugin.reference_id(state),
-        attributes,
-    }
+    ResourceFacts { reference_id: plugin.reference_id(state), attributes }
 }
 
 /// A resolution context over known resource facts; unknown resources
@@ -719,37 +630,23 @@ impl LiveContext {
     ) -> Result<LiveContext, EngineError> {
         let mut facts = BTreeMap::new();
         for row in rows {
-            if row.action == store::action::INIT
-                || only.is_some_and(|names| !names.contains(&row.name))
-            {
+            if row.action == store::action::INIT || only.is_some_and(|names| !names.contains(&row.name)) {
                 continue;
             }
             let Ok(plugin) = def.plugin_for(registry, &row.name, &row.resource_type) else {
                 continue;
             };
             let state = resource_state(db, row).await?;
-            facts.insert(
-                row.name.clone(),
-                resource_facts(plugin.as_ref(), &row.name, &state).await,
-            );
+            facts.insert(row.name.clone(), resource_facts(plugin.as_ref(), &row.name, &state).await);
         }
         Ok(LiveContext::new(def, facts))
     }
 
     /// Each output of `def` resolved: its value or its error text.
-    pub fn outputs(
-        &self,
-        def: &StackDefinition,
-    ) -> Vec<(String, Option<String>, Result<Value, String>)> {
+    pub fn outputs(&self, def: &StackDefinition) -> Vec<(String, Option<String>, Result<Value, String>)> {
         def.outputs
             .iter()
-            .map(|o| {
-                (
-                    o.name.clone(),
-                    o.description.clone(),
-                    o.value.resolve(self).map_err(|e| e.message),
-                )
-            })
+            .map(|o| (o.name.clone(), o.description.clone(), o.value.resolve(self).map_err(|e| e.message)))
             .collect()
     }
 }
@@ -760,17 +657,12 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
     for step in path {
         value = match (&value, step) {
             (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
-            (Value::Array(items), Value::Number(n)) => n
-                .as_u64()
-                .and_then(|i| items.get(i as usize))
-                .cloned()
-                .unwrap_or(Value::Null),
-            (Value::Array(items), Value::String(s)) => s
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| items.get(i))
-                .cloned()
-                .unwrap_or(Value::Null),
+            (Value::Array(items), Value::Number(n)) => {
+                n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
+            }
+            (Value::Array(items), Value::String(s)) => {
+                s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
+            }
             _ => Value::Null,
         };
     }
@@ -782,12 +674,7 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
 /// attribute name (the list of every member's value), `path` applied as
 /// upstream does (per member for the list).
 fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value {
-    let attr_of = |m: &Value, name: &str| {
-        m.get("attrs")
-            .and_then(|a| a.get(name))
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
+    let attr_of = |m: &Value, name: &str| m.get("attrs").and_then(|a| a.get(name)).cloned().unwrap_or(Value::Null);
     if let Some(rest) = attribute.strip_prefix("resource.") {
         // Upstream `get_nested_attrs`: the member, then its attribute
         // (from the key or the path's first step), then the rest of the
@@ -799,10 +686,7 @@ fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value
                 _ => (rest, None, path),
             },
         };
-        let Some(member) = members
-            .iter()
-            .find(|m| m.get("name").and_then(Value::as_str) == Some(index))
-        else {
+        let Some(member) = members.iter().find(|m| m.get("name").and_then(Value::as_str) == Some(index)) else {
             return Value::Null;
         };
         return match attr {
@@ -810,12 +694,7 @@ fn member_attribute(members: &[Value], attribute: &str, path: &[Value]) -> Value
             None => member.get("ref").cloned().unwrap_or(Value::Null),
         };
     }
-    Value::Array(
-        members
-            .iter()
-            .map(|m| follow_path(attr_of(m, attribute), path))
-            .collect(),
-    )
+    Value::Array(members.iter().map(|m| follow_path(attr_of(m, attribute), path)).collect())
 }
 
 impl ResolveContext for LiveContext {
@@ -839,36 +718,24 @@ impl ResolveContext for LiveContext {
         })
     }
 
-    fn get_attr(
-        &self,
-        resource: &str,
-        attribute: &str,
-        path: &[Value],
-    ) -> Result<Value, TemplateError> {
+    fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError> {
         let facts = self.facts.get(resource);
         let mut value = match facts.and_then(|f| f.attributes.get(attribute)) {
             Some(v) => v.clone(),
             None => match facts.and_then(|f| f.attributes.get(resources::MEMBERS_FACT)) {
-                Some(Value::Array(members)) => {
-                    return Ok(member_attribute(members, attribute, path))
-                }
+                Some(Value::Array(members)) => return Ok(member_attribute(members, attribute, path)),
                 _ => Value::Null,
             },
         };
         for step in path {
             value = match (&value, step) {
                 (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
-                (Value::Array(items), Value::Number(n)) => n
-                    .as_u64()
-                    .and_then(|i| items.get(i as usize))
-                    .cloned()
-                    .unwrap_or(Value::Null),
-                (Value::Array(items), Value::String(s)) => s
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|i| items.get(i))
-                    .cloned()
-                    .unwrap_or(Value::Null),
+                (Value::Array(items), Value::Number(n)) => {
+                    n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
+                }
+                (Value::Array(items), Value::String(s)) => {
+                    s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
+                }
                 _ => Value::Null,
             };
         }
@@ -876,19 +743,11 @@ impl ResolveContext for LiveContext {
     }
 
     fn get_attr_all(&self, resource: &str) -> Result<Value, TemplateError> {
-        Ok(Value::Object(
-            self.facts
-                .get(resource)
-                .map(|f| f.attributes.clone())
-                .unwrap_or_default(),
-        ))
+        Ok(Value::Object(self.facts.get(resource).map(|f| f.attributes.clone()).unwrap_or_default()))
     }
 
     fn get_file(&self, name: &str) -> Option<String> {
-        self.files
-            .get(name)
-            .and_then(Value::as_str)
-            .map(str::to_string)
+        self.files.get(name).and_then(Value::as_str).map(str::to_string)
     }
 }
 
@@ -904,18 +763,13 @@ const MAX_VALIDATION_DEPTH: usize = 5;
 fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
     let property_error = e.message.strip_prefix("Property error: ").and_then(|rest| {
         let (path, message) = rest.split_once(": ")?;
-        let resource = path
-            .strip_prefix("resources.")?
-            .split_once(".properties")?
-            .0;
+        let resource = path.strip_prefix("resources.")?.split_once(".properties")?.0;
         Some(format!("resources.{resource}: : {message}"))
     });
     let inner = property_error.unwrap_or_else(|| e.message.clone());
     let message = match inner.split_once(": ") {
         Some((kind, rest))
-            if rest.starts_with("resources.")
-                && !kind.contains(' ')
-                && !kind.starts_with("resources.") =>
+            if rest.starts_with("resources.") && !kind.contains(' ') && !kind.starts_with("resources.") =>
         {
             format!("{kind}: {outer}.{rest}")
         }
@@ -970,11 +824,7 @@ fn check_against_facade(
             )));
         }
     }
-    let facade_attributes = facade
-        .attributes
-        .iter()
-        .map(|a| a.name)
-        .chain(std::iter::once("show"));
+    let facade_attributes = facade.attributes.iter().map(|a| a.name).chain(std::iter::once("show"));
     for attr in facade_attributes {
         if !provider.attributes.iter().any(|a| a.name == attr) {
             return Err(EngineError::validation(format!(
@@ -1005,19 +855,14 @@ mod tests {
             "a": {"type": "OS::Heat::TestResource", "properties": {"value": "x"}},
             "b": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_attr": ["a", "output"]}}}}});
         let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
-        assert_eq!(
-            d.requires("b").into_iter().collect::<Vec<_>>(),
-            vec!["a".to_string()]
-        );
+        assert_eq!(d.requires("b").into_iter().collect::<Vec<_>>(), vec!["a".to_string()]);
         d.validate(&Registry::builtin()).unwrap();
     }
 
     #[test]
     fn validation_descends_into_nested_stacks_that_would_exist() {
         let provider = "heat_template_version: 2013-05-23\nresources:\n  random:\n    type: OS::Heat::RandomString\n    properties:\n      length: BAD\n";
-        let files: Map<String, Value> = [("provider.yaml".to_string(), json!(provider))]
-            .into_iter()
-            .collect();
+        let files: Map<String, Value> = [("provider.yaml".to_string(), json!(provider))].into_iter().collect();
         let env = json!({"resource_registry": {"My::RS": "provider.yaml"}});
         let group = |count: i64| {
             json!({"heat_template_version": "2013-05-23", "resources": {"g": {"type": "OS::Heat::ResourceGroup",
@@ -1039,20 +884,15 @@ mod tests {
     fn a_provider_must_match_the_facade_it_stands_for() {
         let facade = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\noutputs:\n  here: {value: noop}\n";
         let concrete = "heat_template_version: 2015-04-30\nparameters:\n  one: {type: string}\n  two: {type: string}\n";
-        let files: Map<String, Value> = [
-            ("facade.yaml".to_string(), json!(facade)),
-            ("concrete.yaml".to_string(), json!(concrete)),
-        ]
-        .into_iter()
-        .collect();
+        let files: Map<String, Value> =
+            [("facade.yaml".to_string(), json!(facade)), ("concrete.yaml".to_string(), json!(concrete))]
+                .into_iter()
+                .collect();
         let env = json!({"resource_registry": {"OS::Thingy": "facade.yaml", "resources": {"it": {"OS::Thingy": "concrete.yaml"}}}});
         let t = json!({"heat_template_version": "2015-10-15", "resources": {"it": {"type": "OS::Thingy", "properties": {"one": "a", "two": "b"}}}});
         let d = StackDefinition::parse(&t, &files, &env, &pseudo()).unwrap();
         let e = d.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(
-            e.message,
-            "Attribute here for facade OS::Thingy missing in provider"
-        );
+        assert_eq!(e.message, "Attribute here for facade OS::Thingy missing in provider");
     }
 
     #[test]
@@ -1062,8 +902,7 @@ mod tests {
                 "resource_def": {"type": "OS::Heat::RandomString"}}}}});
         let e = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap_err();
         assert_eq!(e.message, "The Parameter (n) was not provided.");
-        let d =
-            StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+        let d = StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         d.validate(&Registry::builtin()).unwrap();
     }
 
@@ -1072,17 +911,12 @@ mod tests {
         let t = json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "OS::No::Such"}}});
         let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         let e = d.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(
-            e.message,
-            "The Resource Type (OS::No::Such) could not be found."
-        );
+        assert_eq!(e.message, "The Resource Type (OS::No::Such) could not be found.");
     }
 
     #[test]
     fn the_definition_cache_is_bounded_by_count_and_bytes_least_recently_used_first() {
-        let def = Arc::new(
-            StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap(),
-        );
+        let def = Arc::new(StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap());
         let mut cache = CacheEntries::default();
         for id in 0..(DEFINITION_CACHE_ENTRIES as i64 + 10) {
             cache.insert(id, def.clone(), 10);
@@ -1106,25 +940,13 @@ mod tests {
         cache.insert(200, def.clone(), DEFINITION_CACHE_BYTES + 1);
         assert!(cache.get(200).is_none());
         cache.remove(101);
-        assert_eq!(
-            cache.weight,
-            big + cache
-                .by_template
-                .values()
-                .filter(|e| e.weight == 10)
-                .count()
-                * 10
-        );
-        assert_eq!(
-            json_len(&json!({"a": [1, "x"]})),
-            json!({"a": [1, "x"]}).to_string().len()
-        );
+        assert_eq!(cache.weight, big + cache.by_template.values().filter(|e| e.weight == 10).count() * 10);
+        assert_eq!(json_len(&json!({"a": [1, "x"]})), json!({"a": [1, "x"]}).to_string().len());
     }
 
     #[test]
     fn empty_template_parses() {
-        let d =
-            StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap();
+        let d = StackDefinition::parse(&empty_template(), &Map::new(), &json!({}), &pseudo()).unwrap();
         assert!(d.resources.is_empty());
     }
 
@@ -1135,19 +957,10 @@ mod tests {
             json!({"name": "1", "ref": "b", "attrs": {"value": "y", "m": {"k": 2}}}),
         ];
         assert_eq!(member_attribute(&members, "resource.0", &[]), json!("a"));
-        assert_eq!(
-            member_attribute(&members, "resource.1.value", &[]),
-            json!("y")
-        );
-        assert_eq!(
-            member_attribute(&members, "resource.1", &[json!("m"), json!("k")]),
-            json!(2)
-        );
+        assert_eq!(member_attribute(&members, "resource.1.value", &[]), json!("y"));
+        assert_eq!(member_attribute(&members, "resource.1", &[json!("m"), json!("k")]), json!(2));
         assert_eq!(member_attribute(&members, "resource.9", &[]), Value::Null);
         assert_eq!(member_attribute(&members, "value", &[]), json!(["x", "y"]));
-        assert_eq!(
-            member_attribute(&members, "m", &[json!("k")]),
-            json!([1, 2])
-        );
+        assert_eq!(member_attribute(&members, "m", &[json!("k")]), json!([1, 2]));
     }
 }

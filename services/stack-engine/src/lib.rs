@@ -30,9 +30,9 @@ pub use error::EngineError;
 
 use std::sync::Arc;
 
+use keelson_common::grpc::GrpcListener;
 use keelson_common::shutdown::Shutdown;
 use keelson_common::{Config, Db};
-use keelson_common::grpc::GrpcListener;
 
 pub use convergence::EngineSettings;
 pub use service::ServiceSettings;
@@ -61,7 +61,9 @@ pub struct Settings {
 /// the address other engines reach this one at.
 pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Settings {
     let secs = |name: &str, default: u64| {
-        std::time::Duration::from_secs(config.get_int("orchestration", name).filter(|v| *v > 0).map(|v| v as u64).unwrap_or(default))
+        std::time::Duration::from_secs(
+            config.get_int("orchestration", name).filter(|v| *v > 0).map(|v| v as u64).unwrap_or(default),
+        )
     };
     let int = |name: &str, default: i64| config.get_int("orchestration", name).unwrap_or(default);
     let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
@@ -97,9 +99,12 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
     };
     // Only an explicit endpoint: the option's default names a local
     // inventory service that a stand-alone engine usually does not have.
-    let inventory_endpoint =
-        config.is_set("keelson", "inventory_endpoint").then(|| config.get_str("keelson", "inventory_endpoint")).flatten();
-    let dirs: Vec<std::path::PathBuf> = config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
+    let inventory_endpoint = config
+        .is_set("keelson", "inventory_endpoint")
+        .then(|| config.get_str("keelson", "inventory_endpoint"))
+        .flatten();
+    let dirs: Vec<std::path::PathBuf> =
+        config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
     let policy = keelson_policy::OsloPolicyOptions::resolve(
         config.get_str("oslo_policy", "policy_file").as_deref(),
         &dirs,
@@ -117,7 +122,9 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
 /// bound.
 fn signal_settings(config: &Config) -> convergence::SignalSettings {
     let text = |group: &str, name: &str| config.get_str(group, name).filter(|v| !v.trim().is_empty());
-    let listen = text("keelson", "orchestration_listen").unwrap_or_else(|| "127.0.0.1:8004".into()).replace("0.0.0.0", "127.0.0.1");
+    let listen = text("keelson", "orchestration_listen")
+        .unwrap_or_else(|| "127.0.0.1:8004".into())
+        .replace("0.0.0.0", "127.0.0.1");
     let public = text("orchestration", "public_endpoint").unwrap_or_else(|| format!("http://{listen}"));
     let mut s = convergence::SignalSettings::with_defaults(public.trim_end_matches('/'));
     s.heat_url = text("clients_heat", "url");
@@ -152,7 +159,12 @@ pub enum ServeError {
 /// Runs one engine on `db` (schema already synced): registers it, starts
 /// its heartbeat and watchdog, and serves `Orchestration` and
 /// `EngineWorker` on `listener` until `shutdown`.
-pub async fn serve(db: Db, settings: Settings, listener: impl Into<GrpcListener>, shutdown: Shutdown) -> Result<(), ServeError> {
+pub async fn serve(
+    db: Db,
+    settings: Settings,
+    listener: impl Into<GrpcListener>,
+    shutdown: Shutdown,
+) -> Result<(), ServeError> {
     settings.evaluation_limits.install();
     let mut registry = match &settings.inventory_endpoint {
         Some(url) => {

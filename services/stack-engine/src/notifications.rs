@@ -241,10 +241,15 @@ mod tests {
 
     #[test]
     fn messages_are_wrapped_as_oslo_messaging_v2_does() {
-        let n = Outgoing { event_type: "orchestration.stack.create.end".into(), priority: Priority::Info, payload: json!({"stack_name": "s"}) };
+        let n = Outgoing {
+            event_type: "orchestration.stack.create.end".into(),
+            priority: Priority::Info,
+            payload: json!({"stack_name": "s"}),
+        };
         let wrapped = message(&settings(true), &n);
         assert_eq!(wrapped["oslo.version"], "2.0");
-        let inner: Value = serde_json::from_str(wrapped["oslo.message"].as_str().unwrap_or_default()).unwrap_or_default();
+        let inner: Value =
+            serde_json::from_str(wrapped["oslo.message"].as_str().unwrap_or_default()).unwrap_or_default();
         assert_eq!(inner["event_type"], "orchestration.stack.create.end");
         assert_eq!(inner["priority"], "INFO");
         assert_eq!(inner["payload"]["stack_name"], "s");

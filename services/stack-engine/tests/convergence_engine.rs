@@ -6,9 +6,7 @@ use std::sync::Arc;
 use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Value};
 
-use keelson_stack_engine::convergence::{
-    Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher,
-};
+use keelson_stack_engine::convergence::{Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher};
 use keelson_stack_engine::resources::Registry;
 use keelson_stack_engine::store::{self, EventQuery, ResourceRow, SortDir, StackRow};
 
@@ -28,44 +26,19 @@ impl Drop for Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
-        let dir =
-            std::env::temp_dir().join(format!("keelson-convergence-{}", uuid::Uuid::new_v4()));
+        let dir = std::env::temp_dir().join(format!("keelson-convergence-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let url =
-            DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).unwrap();
+        let url = DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).unwrap();
         let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
         store::schema::sync(&db).await.unwrap();
         let registry = Arc::new(Registry::builtin());
         let queue = QueueDispatcher::new();
-        let engine = |id: &str| EngineSettings {
-            engine_id: Some(id.to_string()),
-            ..EngineSettings::default()
-        };
-        let a = Engine::new(
-            db.clone(),
-            registry.clone(),
-            engine("engine-a"),
-            queue.clone(),
-        )
-        .await
-        .unwrap();
-        let b = Engine::new(
-            db.clone(),
-            registry.clone(),
-            engine("engine-b"),
-            queue.clone(),
-        )
-        .await
-        .unwrap();
+        let engine = |id: &str| EngineSettings { engine_id: Some(id.to_string()), ..EngineSettings::default() };
+        let a = Engine::new(db.clone(), registry.clone(), engine("engine-a"), queue.clone()).await.unwrap();
+        let b = Engine::new(db.clone(), registry.clone(), engine("engine-b"), queue.clone()).await.unwrap();
         queue.attach(&a);
         queue.attach(&b);
-        Cluster {
-            db,
-            a,
-            b,
-            queue,
-            dir,
-        }
+        Cluster { db, a, b, queue, dir }
     }
 
     /// Runs queued messages alternately on both engines until none is left.
@@ -101,12 +74,7 @@ impl Cluster {
         self.a
             .update_stack(
                 &stack.id,
-                NewDefinition {
-                    template,
-                    environment: json!({}),
-                    disable_rollback: true,
-                    ..Default::default()
-                },
+                NewDefinition { template, environment: json!({}), disable_rollback: true, ..Default::default() },
             )
             .await
             .unwrap();
@@ -121,35 +89,17 @@ impl Cluster {
     }
 
     async fn events(&self, id: &str) -> Vec<(String, String, String, String)> {
-        let q = EventQuery {
-            stack_ids: vec![id.to_string()],
-            sort_dir: Some(SortDir::Asc),
-            ..Default::default()
-        };
+        let q = EventQuery { stack_ids: vec![id.to_string()], sort_dir: Some(SortDir::Asc), ..Default::default() };
         store::events::list(&self.db, &q)
             .await
             .unwrap()
             .into_iter()
-            .map(|e| {
-                (
-                    e.resource_name,
-                    e.resource_action,
-                    e.resource_status,
-                    e.resource_status_reason,
-                )
-            })
+            .map(|e| (e.resource_name, e.resource_action, e.resource_status, e.resource_status_reason))
             .collect()
     }
 
     async fn sync_points(&self, id: &str) -> i64 {
-        let rows = self
-            .db
-            .fetch_all(
-                "SELECT COUNT(*) FROM sync_point WHERE stack_id = ?",
-                &[id.into()],
-            )
-            .await
-            .unwrap();
+        let rows = self.db.fetch_all("SELECT COUNT(*) FROM sync_point WHERE stack_id = ?", &[id.into()]).await.unwrap();
         rows[0].i64(0).unwrap()
     }
 }
@@ -167,12 +117,7 @@ fn diamond(value: &str) -> Value {
     }})
 }
 
-fn position(
-    events: &[(String, String, String, String)],
-    name: &str,
-    action: &str,
-    status: &str,
-) -> usize {
+fn position(events: &[(String, String, String, String)], name: &str, action: &str, status: &str) -> usize {
     events
         .iter()
         .position(|e| e.0 == name && e.1 == action && e.2 == status)
@@ -189,44 +134,21 @@ async fn diamond_create_runs_in_dependency_order_and_completes_once() {
     let stack = c.stack(&stack.id).await;
     assert_eq!(
         (stack.state(), stack.status_reason.as_str()),
-        (
-            "CREATE_COMPLETE".into(),
-            "Stack CREATE completed successfully"
-        )
+        ("CREATE_COMPLETE".into(), "Stack CREATE completed successfully")
     );
     let events = c.events(&stack.id).await;
     assert_eq!(events.first().unwrap().3, "Stack CREATE started");
-    assert!(
-        position(&events, "a", "CREATE", "COMPLETE")
-            < position(&events, "b", "CREATE", "IN_PROGRESS")
-    );
-    assert!(
-        position(&events, "a", "CREATE", "COMPLETE")
-            < position(&events, "c", "CREATE", "IN_PROGRESS")
-    );
-    assert!(
-        position(&events, "b", "CREATE", "COMPLETE")
-            < position(&events, "d", "CREATE", "IN_PROGRESS")
-    );
-    assert!(
-        position(&events, "c", "CREATE", "COMPLETE")
-            < position(&events, "d", "CREATE", "IN_PROGRESS")
-    );
-    let completions = events
-        .iter()
-        .filter(|e| e.0 == "diamond" && e.2 == "COMPLETE")
-        .count();
+    assert!(position(&events, "a", "CREATE", "COMPLETE") < position(&events, "b", "CREATE", "IN_PROGRESS"));
+    assert!(position(&events, "a", "CREATE", "COMPLETE") < position(&events, "c", "CREATE", "IN_PROGRESS"));
+    assert!(position(&events, "b", "CREATE", "COMPLETE") < position(&events, "d", "CREATE", "IN_PROGRESS"));
+    assert!(position(&events, "c", "CREATE", "COMPLETE") < position(&events, "d", "CREATE", "IN_PROGRESS"));
+    let completions = events.iter().filter(|e| e.0 == "diamond" && e.2 == "COMPLETE").count();
     assert_eq!(completions, 1, "the stack completes exactly once");
-    let d_creates = events
-        .iter()
-        .filter(|e| e.0 == "d" && e.2 == "IN_PROGRESS")
-        .count();
+    let d_creates = events.iter().filter(|e| e.0 == "d" && e.2 == "IN_PROGRESS").count();
     assert_eq!(d_creates, 1, "d's sync point fires once");
     let rows = c.rows(&stack.id).await;
     assert_eq!(rows.len(), 4);
-    assert!(rows
-        .iter()
-        .all(|r| r.state() == "CREATE_COMPLETE" && r.engine_id.is_none()));
+    assert!(rows.iter().all(|r| r.state() == "CREATE_COMPLETE" && r.engine_id.is_none()));
     let a = rows.iter().find(|r| r.name == "a").unwrap();
     let d = rows.iter().find(|r| r.name == "d").unwrap();
     assert_eq!(
@@ -247,23 +169,12 @@ async fn failure_without_rollback_marks_the_stack_failed() {
     c.drain().await;
     let stack = c.stack(&stack.id).await;
     assert_eq!(stack.state(), "CREATE_FAILED");
-    assert_eq!(
-        stack.status_reason,
-        "Resource CREATE failed: ValueError: resources.bad: Test Resource failed bad"
-    );
+    assert_eq!(stack.status_reason, "Resource CREATE failed: ValueError: resources.bad: Test Resource failed bad");
     assert_eq!(stack.current_traversal, "", "purged: workers bail out");
-    let bad = c
-        .rows(&stack.id)
-        .await
-        .into_iter()
-        .find(|r| r.name == "bad")
-        .unwrap();
+    let bad = c.rows(&stack.id).await.into_iter().find(|r| r.name == "bad").unwrap();
     assert_eq!(
         (bad.state(), bad.status_reason.as_str()),
-        (
-            "CREATE_FAILED".into(),
-            "ValueError: resources.bad: Test Resource failed bad"
-        )
+        ("CREATE_FAILED".into(), "ValueError: resources.bad: Test Resource failed bad")
     );
 }
 
@@ -279,18 +190,11 @@ async fn failure_with_rollback_deletes_what_was_created() {
     let stack = c.stack(&stack.id).await;
     assert_eq!(
         (stack.state(), stack.status_reason.as_str()),
-        (
-            "ROLLBACK_COMPLETE".into(),
-            "Stack ROLLBACK completed successfully"
-        )
+        ("ROLLBACK_COMPLETE".into(), "Stack ROLLBACK completed successfully")
     );
     assert!(c.rows(&stack.id).await.is_empty());
     let events = c.events(&stack.id).await;
-    let reasons: Vec<&str> = events
-        .iter()
-        .filter(|e| e.0 == "rollback")
-        .map(|e| e.3.as_str())
-        .collect();
+    let reasons: Vec<&str> = events.iter().filter(|e| e.0 == "rollback").map(|e| e.3.as_str()).collect();
     assert_eq!(
         reasons,
         vec![
@@ -300,10 +204,7 @@ async fn failure_with_rollback_deletes_what_was_created() {
             "Stack ROLLBACK completed successfully"
         ]
     );
-    assert!(
-        position(&events, "ok", "DELETE", "COMPLETE")
-            > position(&events, "rollback", "ROLLBACK", "IN_PROGRESS")
-    );
+    assert!(position(&events, "ok", "DELETE", "COMPLETE") > position(&events, "rollback", "ROLLBACK", "IN_PROGRESS"));
 }
 
 #[tokio::test]
@@ -323,11 +224,7 @@ async fn update_in_place_and_by_replacement() {
     let a = rows.iter().find(|r| r.name == "a").unwrap();
     assert_eq!((a.id, a.state()), (old_a.id, "UPDATE_COMPLETE".to_string()));
     let c_row = rows.iter().find(|r| r.name == "c").unwrap();
-    assert_eq!(
-        c_row.state(),
-        "CREATE_COMPLETE",
-        "c only references a's id: unchanged"
-    );
+    assert_eq!(c_row.state(), "CREATE_COMPLETE", "c only references a's id: unchanged");
     // update_replace forces a new a; old a is deleted in the cleanup phase.
     let mut t = diamond("z");
     t["resources"]["a"]["properties"]["update_replace"] = json!(true);
@@ -341,20 +238,12 @@ async fn update_in_place_and_by_replacement() {
     assert_ne!(new_a.id, old_a.id);
     assert_ne!(new_a.physical_resource_id, old_a.physical_resource_id);
     let events = c.events(&stack.id).await;
-    assert!(events
-        .iter()
-        .any(|e| e.0 == "a" && e.3 == "The Resource a requires replacement."));
+    assert!(events.iter().any(|e| e.0 == "a" && e.3 == "The Resource a requires replacement."));
     let c_row = rows.iter().find(|r| r.name == "c").unwrap();
-    assert_eq!(
-        c_row.properties_data.as_ref().unwrap()["value"],
-        json!(new_a.physical_resource_id.clone().unwrap())
-    );
+    assert_eq!(c_row.properties_data.as_ref().unwrap()["value"], json!(new_a.physical_resource_id.clone().unwrap()));
     assert!(
         position(&events, "c", "UPDATE", "COMPLETE")
-            < events
-                .iter()
-                .rposition(|e| e.0 == "a" && e.1 == "DELETE" && e.2 == "COMPLETE")
-                .unwrap()
+            < events.iter().rposition(|e| e.0 == "a" && e.1 == "DELETE" && e.2 == "COMPLETE").unwrap()
     );
     assert_eq!(c.sync_points(&stack.id).await, 0);
 }
@@ -382,23 +271,12 @@ async fn update_during_update_second_traversal_wins() {
     let s = c.stack(&stack.id).await;
     assert_eq!(
         (s.state(), s.status_reason.as_str()),
-        (
-            "UPDATE_COMPLETE".into(),
-            "Stack UPDATE completed successfully"
-        )
+        ("UPDATE_COMPLETE".into(), "Stack UPDATE completed successfully")
     );
-    let b = c
-        .rows(&stack.id)
-        .await
-        .into_iter()
-        .find(|r| r.name == "b")
-        .unwrap();
+    let b = c.rows(&stack.id).await.into_iter().find(|r| r.name == "b").unwrap();
     assert_eq!(b.properties_data.unwrap()["value"], json!("v2"));
     let events = c.events(&stack.id).await;
-    let completions = events
-        .iter()
-        .filter(|e| e.0 == "uu" && e.1 == "UPDATE" && e.2 == "COMPLETE")
-        .count();
+    let completions = events.iter().filter(|e| e.0 == "uu" && e.1 == "UPDATE" && e.2 == "COMPLETE").count();
     assert_eq!(completions, 1);
 }
 
@@ -428,15 +306,7 @@ async fn update_during_update_with_the_first_worker_mid_action() {
     let s = c.stack(&stack.id).await;
     assert_eq!(s.state(), "UPDATE_COMPLETE", "{}", s.status_reason);
     let rows = c.rows(&stack.id).await;
-    assert_eq!(
-        rows.iter()
-            .find(|r| r.name == "b")
-            .unwrap()
-            .properties_data
-            .as_ref()
-            .unwrap()["value"],
-        json!("v2")
-    );
+    assert_eq!(rows.iter().find(|r| r.name == "b").unwrap().properties_data.as_ref().unwrap()["value"], json!("v2"));
 }
 
 #[tokio::test]
@@ -452,10 +322,7 @@ async fn delete_during_create_cancels_and_deletes() {
     let running = tokio::spawn(async move { b.check_resource(msg).await });
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     c.a.delete_stack(&stack.id).await.unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(5), running)
-        .await
-        .expect("cancelled promptly")
-        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), running).await.expect("cancelled promptly").unwrap();
     c.drain().await;
     let s = c.stack(&stack.id).await;
     assert_eq!(s.state(), "DELETE_COMPLETE");
@@ -467,10 +334,7 @@ async fn delete_during_create_cancels_and_deletes() {
     let aborted = position(&events, "slow", "CREATE", "FAILED");
     assert_eq!(events[aborted].3, "CREATE aborted (user triggered cancel)");
     assert!(position(&events, "slow", "DELETE", "COMPLETE") > aborted);
-    assert!(
-        !events.iter().any(|e| e.0 == "after" && e.1 == "DELETE"),
-        "never-started rows are just removed"
-    );
+    assert!(!events.iter().any(|e| e.0 == "after" && e.1 == "DELETE"), "never-started rows are just removed");
     assert_eq!(c.sync_points(&stack.id).await, 0);
 }
 
@@ -484,20 +348,11 @@ async fn delete_of_complete_stack_goes_in_reverse_order_and_second_delete_is_404
     let s = c.stack(&stack.id).await;
     assert_eq!(
         (s.state(), s.status_reason.as_str()),
-        (
-            "DELETE_COMPLETE".into(),
-            "Stack DELETE completed successfully"
-        )
+        ("DELETE_COMPLETE".into(), "Stack DELETE completed successfully")
     );
     let events = c.events(&stack.id).await;
-    assert!(
-        position(&events, "d", "DELETE", "COMPLETE")
-            < position(&events, "b", "DELETE", "IN_PROGRESS")
-    );
-    assert!(
-        position(&events, "b", "DELETE", "COMPLETE")
-            < position(&events, "a", "DELETE", "IN_PROGRESS")
-    );
+    assert!(position(&events, "d", "DELETE", "COMPLETE") < position(&events, "b", "DELETE", "IN_PROGRESS"));
+    assert!(position(&events, "b", "DELETE", "COMPLETE") < position(&events, "a", "DELETE", "IN_PROGRESS"));
     let err = c.a.delete_stack(&stack.id).await.unwrap_err();
     assert_eq!(err.type_name, "EntityNotFound");
 }
@@ -508,15 +363,8 @@ async fn watchdog_steals_locks_of_dead_engines_and_finishes() {
     let stack = c.create("dead", diamond("x"), true).await;
     // engine-b takes a's check and dies holding the lock.
     let msg = c.queue.pop().unwrap();
-    let a_row = store::resources::get(&c.db, msg.resource_id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        store::resources::acquire_lock(&c.db, a_row.id, "engine-b", a_row.atomic_key)
-            .await
-            .unwrap()
-    );
+    let a_row = store::resources::get(&c.db, msg.resource_id).await.unwrap().unwrap();
+    assert!(store::resources::acquire_lock(&c.db, a_row.id, "engine-b", a_row.atomic_key).await.unwrap());
     c.queue.kill("engine-b");
     // A live holder would keep the watchdog away; a dead one does not.
     let retriggered = c.a.run_watchdog_once().await.unwrap();
@@ -525,14 +373,8 @@ async fn watchdog_steals_locks_of_dead_engines_and_finishes() {
     let s = c.stack(&stack.id).await;
     assert_eq!(s.state(), "CREATE_COMPLETE", "{}", s.status_reason);
     let events = c.events(&stack.id).await;
-    assert!(events.iter().any(|e| e.0 == "a"
-        && e.2 == "FAILED"
-        && e.3 == "Worker went down during resource CREATE"));
-    assert!(c
-        .rows(&stack.id)
-        .await
-        .iter()
-        .all(|r| r.state() == "CREATE_COMPLETE"));
+    assert!(events.iter().any(|e| e.0 == "a" && e.2 == "FAILED" && e.3 == "Worker went down during resource CREATE"));
+    assert!(c.rows(&stack.id).await.iter().all(|r| r.state() == "CREATE_COMPLETE"));
 }
 
 #[tokio::test]
@@ -540,15 +382,8 @@ async fn watchdog_leaves_stacks_with_live_lock_holders_alone() {
     let c = Cluster::start().await;
     c.create("alive", diamond("x"), true).await;
     let msg = c.queue.pop().unwrap();
-    let row = store::resources::get(&c.db, msg.resource_id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        store::resources::acquire_lock(&c.db, row.id, "engine-b", row.atomic_key)
-            .await
-            .unwrap()
-    );
+    let row = store::resources::get(&c.db, msg.resource_id).await.unwrap().unwrap();
+    assert!(store::resources::acquire_lock(&c.db, row.id, "engine-b", row.atomic_key).await.unwrap());
     assert!(c.a.run_watchdog_once().await.unwrap().is_empty());
 }
 
@@ -569,18 +404,12 @@ async fn a_stack_past_its_timeout_fails_with_timed_out() {
         .await
         .unwrap();
     let past = keelson_common::db::now() - chrono::Duration::minutes(2);
-    c.db.fetch_all(
-        "UPDATE stack SET updated_at = ? WHERE id = ?",
-        &[past.into(), stack.id.as_str().into()],
-    )
-    .await
-    .unwrap();
+    c.db.fetch_all("UPDATE stack SET updated_at = ? WHERE id = ?", &[past.into(), stack.id.as_str().into()])
+        .await
+        .unwrap();
     c.drain().await;
     let s = c.stack(&stack.id).await;
-    assert_eq!(
-        (s.state(), s.status_reason.as_str()),
-        ("CREATE_FAILED".into(), "Timed out")
-    );
+    assert_eq!((s.state(), s.status_reason.as_str()), ("CREATE_FAILED".into(), "Timed out"));
 }
 
 #[tokio::test]
@@ -592,12 +421,7 @@ async fn failed_update_rolls_back_to_the_previous_template() {
     t["resources"]["d"]["properties"]["fail"] = json!(true);
     c.a.update_stack(
         &stack.id,
-        NewDefinition {
-            template: t,
-            environment: json!({}),
-            disable_rollback: false,
-            ..Default::default()
-        },
+        NewDefinition { template: t, environment: json!({}), disable_rollback: false, ..Default::default() },
     )
     .await
     .unwrap();
@@ -605,22 +429,14 @@ async fn failed_update_rolls_back_to_the_previous_template() {
     let s = c.stack(&stack.id).await;
     assert_eq!(
         (s.state(), s.status_reason.as_str()),
-        (
-            "ROLLBACK_COMPLETE".into(),
-            "Stack ROLLBACK completed successfully"
-        )
+        ("ROLLBACK_COMPLETE".into(), "Stack ROLLBACK completed successfully")
     );
     let rows = c.rows(&stack.id).await;
     let live: Vec<&ResourceRow> = rows.iter().filter(|r| r.name == "a").collect();
     assert_eq!(live.len(), 1);
-    assert_eq!(
-        live[0].properties_data.as_ref().unwrap()["value"],
-        json!("x")
-    );
+    assert_eq!(live[0].properties_data.as_ref().unwrap()["value"], json!("x"));
     let events = c.events(&stack.id).await;
-    assert!(events
-        .iter()
-        .any(|e| e.3 == "Resource UPDATE failed: ValueError: resources.d: Test Resource failed d"));
+    assert!(events.iter().any(|e| e.3 == "Resource UPDATE failed: ValueError: resources.d: Test Resource failed d"));
 }
 
 #[tokio::test]
@@ -633,35 +449,17 @@ async fn watchdog_retriggers_a_stalled_traversal_with_lost_messages() {
         stall_timeout: std::time::Duration::ZERO,
         ..EngineSettings::default()
     };
-    let c_engine = Engine::new(
-        c.db.clone(),
-        Arc::new(Registry::builtin()),
-        fast,
-        c.queue.clone(),
-    )
-    .await
-    .unwrap();
+    let c_engine = Engine::new(c.db.clone(), Arc::new(Registry::builtin()), fast, c.queue.clone()).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    assert_eq!(
-        c_engine.run_watchdog_once().await.unwrap(),
-        vec![stack.id.clone()]
-    );
+    assert_eq!(c_engine.run_watchdog_once().await.unwrap(), vec![stack.id.clone()]);
     c.drain().await;
     assert_eq!(c.stack(&stack.id).await.state(), "CREATE_COMPLETE");
 }
 
 async fn update_with_env(c: &Cluster, stack: &StackRow, template: Value, environment: Value) {
-    c.a.update_stack(
-        &stack.id,
-        NewDefinition {
-            template,
-            environment,
-            disable_rollback: true,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    c.a.update_stack(&stack.id, NewDefinition { template, environment, disable_rollback: true, ..Default::default() })
+        .await
+        .unwrap();
 }
 
 fn restricted_template(value: &str, update_replace: bool, type_name: &str) -> Value {
@@ -674,39 +472,21 @@ fn restricted_template(value: &str, update_replace: bool, type_name: &str) -> Va
 async fn restricted_actions_fail_the_update_and_leave_the_resource_alone() {
     let c = Cluster::start().await;
     let tr = "OS::Heat::TestResource";
-    let stack = c
-        .create("restr", restricted_template("1234", false, tr), true)
-        .await;
+    let stack = c.create("restr", restricted_template("1234", false, tr), true).await;
     c.drain().await;
     let both = json!({"resource_registry": {"resources": {"bar": {"restricted_actions": ["update", "replace"]}}}});
-    let replace_only =
-        json!({"resource_registry": {"resources": {"*ar": {"restricted_actions": "replace"}}}});
+    let replace_only = json!({"resource_registry": {"resources": {"*ar": {"restricted_actions": "replace"}}}});
     let cases = [
         // (template, environment, stack reason suffix, resource state after)
-        (
-            restricted_template("4567", false, tr),
-            both.clone(),
-            Some("update"),
-            "CREATE_COMPLETE",
-        ),
-        (
-            restricted_template("4567", true, tr),
-            both.clone(),
-            Some("replace"),
-            "CREATE_COMPLETE",
-        ),
+        (restricted_template("4567", false, tr), both.clone(), Some("update"), "CREATE_COMPLETE"),
+        (restricted_template("4567", true, tr), both.clone(), Some("replace"), "CREATE_COMPLETE"),
         (
             restricted_template("1234", false, "OS::Heat::None"),
             replace_only.clone(),
             Some("replace"),
             "CREATE_COMPLETE",
         ),
-        (
-            restricted_template("4567", false, tr),
-            replace_only.clone(),
-            None,
-            "UPDATE_COMPLETE",
-        ),
+        (restricted_template("4567", false, tr), replace_only.clone(), None, "UPDATE_COMPLETE"),
     ];
     for (template, environment, restricted, resource_state) in cases {
         let s = c.stack(&stack.id).await;
@@ -756,10 +536,7 @@ async fn cancel_without_rollback_stops_the_traversal_and_lets_actions_finish() {
     let e = c.a.cancel_update(&stack.id, true).await.unwrap_err();
     assert_eq!(
         (e.type_name.as_str(), e.message.as_str()),
-        (
-            "NotSupported",
-            "Cancelling update when stack is CREATE_IN_PROGRESS is not supported."
-        )
+        ("NotSupported", "Cancelling update when stack is CREATE_IN_PROGRESS is not supported.")
     );
     let msg = c.queue.pop().unwrap();
     let b = c.b.clone();
@@ -767,19 +544,12 @@ async fn cancel_without_rollback_stops_the_traversal_and_lets_actions_finish() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     c.a.cancel_update(&stack.id, false).await.unwrap();
     let s = c.stack(&stack.id).await;
-    assert_eq!(
-        (s.state(), s.status_reason.as_str()),
-        ("CREATE_FAILED".into(), "Stack CREATE cancelled")
-    );
+    assert_eq!((s.state(), s.status_reason.as_str()), ("CREATE_FAILED".into(), "Stack CREATE cancelled"));
     running.await.unwrap();
     c.drain().await;
     let rows = c.rows(&stack.id).await;
     let state = |n: &str| rows.iter().find(|r| r.name == n).unwrap().state();
-    assert_eq!(
-        state("test1"),
-        "CREATE_COMPLETE",
-        "the running create is not interrupted"
-    );
+    assert_eq!(state("test1"), "CREATE_COMPLETE", "the running create is not interrupted");
     assert_eq!(state("test2"), "INIT_COMPLETE", "nothing propagates");
     assert_eq!(c.stack(&stack.id).await.state(), "CREATE_FAILED");
 }
@@ -811,13 +581,7 @@ async fn adopt_takes_over_physical_resources_by_id() {
     assert_eq!(stack.state(), "ADOPT_IN_PROGRESS");
     c.drain().await;
     let s = c.stack(&stack.id).await;
-    assert_eq!(
-        (s.state(), s.status_reason.as_str()),
-        (
-            "ADOPT_COMPLETE".into(),
-            "Stack ADOPT completed successfully"
-        )
-    );
+    assert_eq!((s.state(), s.status_reason.as_str()), ("ADOPT_COMPLETE".into(), "Stack ADOPT completed successfully"));
     let rows = c.rows(&stack.id).await;
     assert_eq!(rows.len(), 2);
     for (name, physical) in [("test1", "phys-1"), ("test2", "phys-2")] {
@@ -826,14 +590,8 @@ async fn adopt_takes_over_physical_resources_by_id() {
         assert_eq!(row.physical_resource_id.as_deref(), Some(physical));
     }
     let events = c.events(&stack.id).await;
-    assert!(
-        position(&events, "test1", "ADOPT", "COMPLETE")
-            < position(&events, "test2", "ADOPT", "IN_PROGRESS")
-    );
-    assert!(
-        !events.iter().any(|e| e.1 == "CREATE"),
-        "nothing is created"
-    );
+    assert!(position(&events, "test1", "ADOPT", "COMPLETE") < position(&events, "test2", "ADOPT", "IN_PROGRESS"));
+    assert!(!events.iter().any(|e| e.1 == "CREATE"), "nothing is created");
 
     // A resource the adopt data lacks fails to adopt.
     let missing =
@@ -853,10 +611,7 @@ async fn adopt_takes_over_physical_resources_by_id() {
     let s = c.stack(&missing.id).await;
     assert_eq!(
         (s.state(), s.status_reason.as_str()),
-        (
-            "ADOPT_FAILED".into(),
-            "Resource ADOPT failed: Exception: resources.test2: Resource ID was not provided."
-        )
+        ("ADOPT_FAILED".into(), "Resource ADOPT failed: Exception: resources.test2: Resource ID was not provided.")
     );
 }
 
@@ -879,19 +634,13 @@ async fn rows_keep_the_written_type_and_replace_only_when_the_plugin_changes() {
         .unwrap();
     c.drain().await;
     let first = c.rows(&stack.id).await.remove(0);
-    assert_eq!(
-        (first.resource_type.as_str(), first.state().as_str()),
-        ("My::A", "CREATE_COMPLETE")
-    );
+    assert_eq!((first.resource_type.as_str(), first.state().as_str()), ("My::A", "CREATE_COMPLETE"));
     // Another alias of the same plugin: the same resource, its new type.
     update_with_env(&c, &stack, t("My::B"), env("OS::Heat::RandomString")).await;
     c.drain().await;
     let rows = c.rows(&stack.id).await;
     assert_eq!(rows.len(), 1);
-    assert_eq!(
-        (rows[0].id, rows[0].resource_type.as_str()),
-        (first.id, "My::B")
-    );
+    assert_eq!((rows[0].id, rows[0].resource_type.as_str()), (first.id, "My::B"));
     assert_eq!(rows[0].physical_resource_id, first.physical_resource_id);
     // The alias now maps to another plugin: replaced.
     update_with_env(&c, &stack, t("My::A"), env("OS::Heat::TestResource")).await;

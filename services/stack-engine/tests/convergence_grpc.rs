@@ -29,21 +29,11 @@ async fn node(db: &Db, id: &str) -> Node {
         periodic_interval: Duration::from_secs(1),
         ..EngineSettings::default()
     };
-    let engine = Engine::start(db.clone(), Arc::new(Registry::builtin()), settings)
-        .await
-        .unwrap();
+    let engine = Engine::start(db.clone(), Arc::new(Registry::builtin()), settings).await.unwrap();
     let (stop, wait) = shutdown::channel();
     let worker = WorkerService::new(engine.clone());
-    tokio::spawn(keelson_common::grpc::serve(
-        listener,
-        &[],
-        |r| r.add_service(worker.into_server()),
-        wait,
-    ));
-    Node {
-        engine,
-        _stop: stop,
-    }
+    tokio::spawn(keelson_common::grpc::serve(listener, &[], |r| r.add_service(worker.into_server()), wait));
+    Node { engine, _stop: stop }
 }
 
 async fn database() -> (Db, std::path::PathBuf) {
@@ -58,10 +48,7 @@ async fn database() -> (Db, std::path::PathBuf) {
 fn template(value: &str, n: usize) -> Value {
     let mut resources = serde_json::Map::new();
     for i in 0..n {
-        resources.insert(
-            format!("r{i}"),
-            json!({"type": "OS::Heat::TestResource", "properties": {"value": value}}),
-        );
+        resources.insert(format!("r{i}"), json!({"type": "OS::Heat::TestResource", "properties": {"value": value}}));
     }
     resources.insert(
         "last".into(),
@@ -77,12 +64,7 @@ async fn wait_for(db: &Db, id: &str, state: &str) -> StackRow {
         if s.state() == state {
             return s;
         }
-        assert!(
-            Instant::now() < deadline,
-            "stack stuck in {} ({})",
-            s.state(),
-            s.status_reason
-        );
+        assert!(Instant::now() < deadline, "stack stuck in {} ({})", s.state(), s.status_reason);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -136,29 +118,15 @@ async fn a_registered_but_dead_engine_is_skipped_and_its_locks_stolen() {
     let (db, dir) = database().await;
     let a = node(&db, "engine-a").await;
     // A fresh service row whose endpoint refuses connections.
-    store::services::register(&db, "ghost", "h", "h", "http://127.0.0.1:1", 5)
-        .await
-        .unwrap();
+    store::services::register(&db, "ghost", "h", "h", "http://127.0.0.1:1", 5).await.unwrap();
     let started = Instant::now();
     assert!(!a.engine.probe_engine("ghost").await);
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "a refused connection answers fast"
-    );
+    assert!(started.elapsed() < Duration::from_secs(3), "a refused connection answers fast");
     let id = create(&a.engine, template("x", 4)).await;
     wait_for(&db, &id, "CREATE_COMPLETE").await;
     // ghost takes r0's lock and dies; the update steals it.
-    let r0 = store::resources::list(&db, &id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|r| r.name == "r0")
-        .unwrap();
-    assert!(
-        store::resources::acquire_lock(&db, r0.id, "ghost", r0.atomic_key)
-            .await
-            .unwrap()
-    );
+    let r0 = store::resources::list(&db, &id).await.unwrap().into_iter().find(|r| r.name == "r0").unwrap();
+    assert!(store::resources::acquire_lock(&db, r0.id, "ghost", r0.atomic_key).await.unwrap());
     a.engine
         .update_stack(
             &id,
@@ -173,17 +141,11 @@ async fn a_registered_but_dead_engine_is_skipped_and_its_locks_stolen() {
         .unwrap();
     let s = wait_for(&db, &id, "UPDATE_COMPLETE").await;
     assert_eq!(s.status_reason, "Stack UPDATE completed successfully");
-    let events = store::events::list(
-        &db,
-        &EventQuery {
-            stack_ids: vec![id.clone()],
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    assert!(events.iter().any(|e| e.resource_name == "r0"
-        && e.resource_status_reason == "Worker went down during resource CREATE"));
+    let events =
+        store::events::list(&db, &EventQuery { stack_ids: vec![id.clone()], ..Default::default() }).await.unwrap();
+    assert!(events
+        .iter()
+        .any(|e| e.resource_name == "r0" && e.resource_status_reason == "Worker went down during resource CREATE"));
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -9,13 +9,10 @@ use futures::future::BoxFuture;
 use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Map, Value};
 
-use keelson_stack_engine::convergence::{
-    Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher,
-};
+use keelson_stack_engine::convergence::{Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher};
 use keelson_stack_engine::resources::{
-    changed_properties, ActionContext, AttributeSchema, Properties, PropertySchema, PropertyType,
-    Registry, ResourceFailure, ResourceSchema, ResourceState, ResourceType, SupportStatus,
-    UpdateDecision,
+    changed_properties, ActionContext, AttributeSchema, Properties, PropertySchema, PropertyType, Registry,
+    ResourceFailure, ResourceSchema, ResourceState, ResourceType, SupportStatus, UpdateDecision,
 };
 use keelson_stack_engine::store::{self, ResourceRow};
 use keelson_stack_engine::EngineError;
@@ -34,19 +31,12 @@ impl FrameworkTestResource {
     fn new() -> Self {
         let properties = PROPS
             .iter()
-            .map(|p| {
-                PropertySchema::new(p, PropertyType::String, "fake")
-                    .default_value(*p)
-                    .update_allowed()
-            })
+            .map(|p| PropertySchema::new(p, PropertyType::String, "fake").default_value(*p).update_allowed())
             .collect();
         FrameworkTestResource {
             schema: ResourceSchema {
                 properties,
-                attributes: vec![
-                    AttributeSchema::new("a", "a", None),
-                    AttributeSchema::new("!a", "!a", None),
-                ],
+                attributes: vec![AttributeSchema::new("a", "a", None), AttributeSchema::new("!a", "!a", None)],
                 support_status: SupportStatus::supported("5.0.0"),
                 description: "framework test resource",
             },
@@ -79,10 +69,7 @@ impl ResourceType for FrameworkTestResource {
             UpdateDecision::InPlace
         }
     }
-    fn create<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             ctx.state.physical_id = Some(uuid::Uuid::new_v4().to_string());
             store_props(ctx);
@@ -99,17 +86,10 @@ impl ResourceType for FrameworkTestResource {
             Ok(())
         })
     }
-    fn delete<'a>(
-        &'a self,
-        _ctx: &'a mut ActionContext,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Ok(()) })
     }
-    fn attribute<'a>(
-        &'a self,
-        state: &'a ResourceState,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Value, EngineError>> {
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
         Box::pin(async move {
             Ok(state
                 .data
@@ -140,38 +120,22 @@ impl Replay {
     async fn start() -> Replay {
         let dir = std::env::temp_dir().join(format!("keelson-scenarios-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let url =
-            DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).unwrap();
+        let url = DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).unwrap();
         let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
         store::schema::sync(&db).await.unwrap();
         let mut registry = Registry::builtin();
         registry.register(Arc::new(FrameworkTestResource::new()));
         let registry = Arc::new(registry);
         let queue = QueueDispatcher::new();
-        let settings = EngineSettings {
-            engine_id: Some("engine-1".into()),
-            ..EngineSettings::default()
-        };
-        let engine = Engine::new(db.clone(), registry.clone(), settings, queue.clone())
-            .await
-            .unwrap();
+        let settings = EngineSettings { engine_id: Some("engine-1".into()), ..EngineSettings::default() };
+        let engine = Engine::new(db.clone(), registry.clone(), settings, queue.clone()).await.unwrap();
         queue.attach(&engine);
-        Replay {
-            db,
-            engine,
-            queue,
-            stacks: BTreeMap::new(),
-            stored_uuid: BTreeMap::new(),
-            dir,
-        }
+        Replay { db, engine, queue, stacks: BTreeMap::new(), stored_uuid: BTreeMap::new(), dir }
     }
 
     fn stack_id(&self, step: &Value) -> String {
         let name = step["stack"].as_str().unwrap_or("foo");
-        self.stacks
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no stack {name}"))
+        self.stacks.get(name).cloned().unwrap_or_else(|| panic!("no stack {name}"))
     }
 
     /// Upstream reality: the rows in CREATE/UPDATE _COMPLETE.
@@ -186,114 +150,66 @@ impl Replay {
     }
 
     async fn by_name(&self, name: &str) -> Vec<ResourceRow> {
-        self.reality()
-            .await
-            .into_iter()
-            .filter(|r| r.name == name)
-            .collect()
+        self.reality().await.into_iter().filter(|r| r.name == name).collect()
     }
 
     /// Upstream testutils.verify.
     async fn verify(&self, scenario: &str, template: &Value) {
         let rows = self.reality().await;
-        let resources = template["resources"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let resources = template["resources"].as_object().cloned().unwrap_or_default();
         for name in resources.keys() {
             let n = rows.iter().filter(|r| &r.name == name).count();
-            assert_eq!(
-                n, 1,
-                "{scenario}: found {n} copies of resource {name}: {rows:?}"
-            );
+            assert_eq!(n, 1, "{scenario}: found {n} copies of resource {name}: {rows:?}");
         }
         for (name, defn) in &resources {
             let row = rows.iter().find(|r| &r.name == name).unwrap();
-            let data = store::resources::data_get_all(&self.db, row.id)
-                .await
-                .unwrap();
+            let data = store::resources::data_get_all(&self.db, row.id).await.unwrap();
             let given = defn["properties"].as_object().cloned().unwrap_or_default();
             for (prop, def) in &given {
                 let real = data.get(prop).map(|d| d.value.clone());
                 let want = if let Some(target) = def.get("get_resource").and_then(Value::as_str) {
-                    rows.iter()
-                        .find(|r| r.name == target)
-                        .and_then(|r| r.physical_resource_id.clone())
+                    rows.iter().find(|r| r.name == target).and_then(|r| r.physical_resource_id.clone())
                 } else if let Some(args) = def.get("get_attr").and_then(Value::as_array) {
                     let target = args[0].as_str().unwrap();
                     let attr = args[1].as_str().unwrap();
                     let t = rows.iter().find(|r| r.name == target).unwrap();
-                    t.properties_data
-                        .as_ref()
-                        .and_then(|p| p.get(attr))
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
+                    t.properties_data.as_ref().and_then(|p| p.get(attr)).and_then(Value::as_str).map(str::to_string)
                 } else {
                     def.as_str().map(str::to_string)
                 };
                 assert_eq!(real, want, "{scenario}: {name}.{prop}");
             }
         }
-        assert_eq!(
-            rows.len(),
-            resources.len(),
-            "{scenario}: live resources {rows:?}"
-        );
+        assert_eq!(rows.len(), resources.len(), "{scenario}: live resources {rows:?}");
     }
 
     async fn check(&mut self, scenario: &str, name: &str, args: &[Value]) {
         let rows = self.reality().await;
         let count = |n: &str| rows.iter().filter(|r| r.name == n).count() as i64;
         match name {
-            "check_resource_count" => assert_eq!(
-                rows.len() as i64,
-                args[0].as_i64().unwrap(),
-                "{scenario}: {name} {rows:?}"
-            ),
-            "check_c_count" => assert_eq!(
-                count("C"),
-                args[0].as_i64().unwrap(),
-                "{scenario}: {name} {rows:?}"
-            ),
+            "check_resource_count" => {
+                assert_eq!(rows.len() as i64, args[0].as_i64().unwrap(), "{scenario}: {name} {rows:?}")
+            }
+            "check_c_count" => assert_eq!(count("C"), args[0].as_i64().unwrap(), "{scenario}: {name} {rows:?}"),
             "check_resource_counts" => {
                 for (n, want) in args[0].as_object().unwrap() {
-                    assert_eq!(
-                        count(n),
-                        want.as_i64().unwrap(),
-                        "{scenario}: {name} {n} {rows:?}"
-                    );
+                    assert_eq!(count(n), want.as_i64().unwrap(), "{scenario}: {name} {n} {rows:?}");
                 }
             }
             _ if name.starts_with("store_") => {
-                let res = name
-                    .trim_start_matches("store_")
-                    .trim_end_matches("_uuid")
-                    .to_uppercase();
+                let res = name.trim_start_matches("store_").trim_end_matches("_uuid").to_uppercase();
                 let found = self.by_name(&res).await;
                 self.stored_uuid.insert(res.clone(), found[0].uuid.clone());
             }
             _ if name.ends_with("_not_replaced") => {
-                let res = name
-                    .trim_start_matches("check_")
-                    .trim_end_matches("_not_replaced")
-                    .to_uppercase();
-                assert_eq!(
-                    self.by_name(&res).await[0].uuid,
-                    self.stored_uuid[&res],
-                    "{scenario}: {name}"
-                );
+                let res = name.trim_start_matches("check_").trim_end_matches("_not_replaced").to_uppercase();
+                assert_eq!(self.by_name(&res).await[0].uuid, self.stored_uuid[&res], "{scenario}: {name}");
             }
             _ if name.ends_with("_replaced") => {
-                let res = name
-                    .trim_start_matches("check_")
-                    .trim_end_matches("_replaced")
-                    .to_uppercase();
+                let res = name.trim_start_matches("check_").trim_end_matches("_replaced").to_uppercase();
                 // The stored resource is gone: no live row has its uuid.
                 let stored = self.stored_uuid[&res].clone();
-                assert!(
-                    self.reality().await.iter().all(|r| r.uuid != stored),
-                    "{scenario}: {name}"
-                );
+                assert!(self.reality().await.iter().all(|r| r.uuid != stored), "{scenario}: {name}");
             }
             other => panic!("{scenario}: unknown check {other}"),
         }
@@ -355,8 +271,7 @@ impl Replay {
                 "verify" => self.verify(scenario, &step["template"]).await,
                 "check" => {
                     let args = step["args"].as_array().cloned().unwrap_or_default();
-                    self.check(scenario, step["name"].as_str().unwrap(), &args)
-                        .await;
+                    self.check(scenario, step["name"].as_str().unwrap(), &args).await;
                 }
                 other => panic!("{scenario}: unknown op {other}"),
             }
@@ -368,15 +283,9 @@ impl Replay {
 
 fn scenarios() -> Map<String, Value> {
     let path = std::env::var("KEELSON_SHARED").unwrap_or_else(|_| "/work/shared".into());
-    let text = std::fs::read_to_string(format!(
-        "{path}/conformance/heat/convergence_scenarios.json"
-    ))
-    .expect("conformance/heat/convergence_scenarios.json");
-    serde_json::from_str::<Value>(&text)
-        .unwrap()
-        .as_object()
-        .cloned()
-        .unwrap()
+    let text = std::fs::read_to_string(format!("{path}/conformance/heat/convergence_scenarios.json"))
+        .expect("conformance/heat/convergence_scenarios.json");
+    serde_json::from_str::<Value>(&text).unwrap().as_object().cloned().unwrap()
 }
 
 async fn replay(name: &str) {

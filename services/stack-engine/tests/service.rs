@@ -23,23 +23,66 @@ fn set(items: &[&str]) -> BTreeSet<String> {
 
 /// `stack_show` in the capture.
 const SHOW_KEYS: &[&str] = &[
-    "stack_name", "id", "links", "creation_time", "updated_time", "deletion_time", "notification_topics",
-    "parameters", "description", "template_description", "capabilities", "disable_rollback", "timeout_mins",
-    "stack_owner", "parent", "stack_user_project_id", "tags", "stack_status", "stack_status_reason", "outputs",
+    "stack_name",
+    "id",
+    "links",
+    "creation_time",
+    "updated_time",
+    "deletion_time",
+    "notification_topics",
+    "parameters",
+    "description",
+    "template_description",
+    "capabilities",
+    "disable_rollback",
+    "timeout_mins",
+    "stack_owner",
+    "parent",
+    "stack_user_project_id",
+    "tags",
+    "stack_status",
+    "stack_status_reason",
+    "outputs",
 ];
 /// `stack_list` in the capture (an admin caller: `project` included).
 const SUMMARY_KEYS: &[&str] = &[
-    "id", "links", "project", "stack_name", "description", "stack_status", "stack_status_reason", "creation_time",
-    "updated_time", "deletion_time", "stack_owner", "parent", "stack_user_project_id", "tags",
+    "id",
+    "links",
+    "project",
+    "stack_name",
+    "description",
+    "stack_status",
+    "stack_status_reason",
+    "creation_time",
+    "updated_time",
+    "deletion_time",
+    "stack_owner",
+    "parent",
+    "stack_user_project_id",
+    "tags",
 ];
 /// `resource_list` in the capture.
 const RESOURCE_KEYS: &[&str] = &[
-    "updated_time", "creation_time", "logical_resource_id", "resource_name", "physical_resource_id",
-    "resource_status", "resource_status_reason", "resource_type", "links", "required_by",
+    "updated_time",
+    "creation_time",
+    "logical_resource_id",
+    "resource_name",
+    "physical_resource_id",
+    "resource_status",
+    "resource_status_reason",
+    "resource_type",
+    "links",
+    "required_by",
 ];
 /// `event_list` in the capture.
 const EVENT_KEYS: &[&str] = &[
-    "id", "links", "event_time", "logical_resource_id", "resource_name", "physical_resource_id", "resource_status",
+    "id",
+    "links",
+    "event_time",
+    "logical_resource_id",
+    "resource_name",
+    "physical_resource_id",
+    "resource_status",
     "resource_status_reason",
 ];
 
@@ -158,12 +201,12 @@ async fn create_show_update_delete_round_trip() {
 
     // Outputs.
     let outputs = h.api.list_outputs(&caller, &stack).await.unwrap();
-    assert_eq!(
-        outputs["outputs"][0],
-        json!({"output_key": "tr_out", "description": "output of tr"})
-    );
+    assert_eq!(outputs["outputs"][0], json!({"output_key": "tr_out", "description": "output of tr"}));
     let one = h.api.show_output(&caller, &stack, "rs_len").await.unwrap();
-    assert_eq!(one, json!({"output": {"output_key": "rs_len", "description": "No description given", "output_value": "len=2"}}));
+    assert_eq!(
+        one,
+        json!({"output": {"output_key": "rs_len", "description": "No description given", "output_value": "len=2"}})
+    );
 
     // Events: newest first by default, chronological with sort_dir=asc.
     let events = h.api.list_events(&caller, &stack, None, &q(&[])).await.unwrap();
@@ -178,7 +221,8 @@ async fn create_show_update_delete_round_trip() {
     assert_eq!(asc.last().unwrap()["id"], list[0]["id"]);
     // marker: everything after the given event, in the same order.
     let marker = asc[2]["id"].as_str().unwrap().to_string();
-    let after = h.api.list_events(&caller, &stack, None, &q(&[("sort_dir", "asc"), ("marker", &marker)])).await.unwrap();
+    let after =
+        h.api.list_events(&caller, &stack, None, &q(&[("sort_dir", "asc"), ("marker", &marker)])).await.unwrap();
     assert_eq!(after["events"].as_array().unwrap().as_slice(), &asc[3..]);
     let limited = h.api.list_events(&caller, &stack, None, &q(&[("sort_dir", "desc"), ("limit", "1")])).await.unwrap();
     assert_eq!(limited["events"].as_array().unwrap().len(), 1);
@@ -207,7 +251,10 @@ async fn create_show_update_delete_round_trip() {
     // PUT replaces template and parameters.
     let mut t2 = capture_template();
     t2["resources"]["added"] = json!({"type": "OS::Heat::None"});
-    h.api.update_stack(&caller, &stack, &json!({"template": t2, "parameters": {"v": "beta"}}), false).await.expect("put");
+    h.api
+        .update_stack(&caller, &stack, &json!({"template": t2, "parameters": {"v": "beta"}}), false)
+        .await
+        .expect("put");
     let after_put = h.wait_for_status(&caller, &stack, "UPDATE_COMPLETE").await;
     assert_eq!(after_put["stack"]["parameters"]["v"], json!("beta"));
     let resources = h.api.list_resources(&caller, &stack, &q(&[])).await.unwrap();
@@ -234,7 +281,10 @@ async fn create_errors_carry_heat_types_and_texts() {
     let t = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::None"}}});
 
     let e = h.api.create_stack(&caller, &json!({"stack_name": "x"})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status, e.message.as_str()), ("HTTPBadRequest", 400, "No template specified"));
+    assert_eq!(
+        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        ("HTTPBadRequest", 400, "No template specified")
+    );
     let e = h.api.create_stack(&caller, &json!({"template": t})).await.unwrap_err();
     assert_eq!(e.message, "No stack name specified");
     let e = h.api.create_stack(&caller, &json!({"stack_name": "9lives", "template": t})).await.unwrap_err();
@@ -243,7 +293,8 @@ async fn create_errors_carry_heat_types_and_texts() {
         e.message,
         "Invalid stack name 9lives must contain only alphanumeric or \"_-.\" characters, must start with alpha and must be 255 characters or less."
     );
-    let e = h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
+    let e =
+        h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
     assert_eq!(e.type_name, "HTTPBadRequest");
     assert!(e.message.starts_with("Could not retrieve template"));
 
@@ -308,7 +359,8 @@ async fn list_filters_sort_and_pagination() {
     };
     let all = h.api.list_stacks(&caller, &q(&[("sort_keys", "stack_name")]), false).await.unwrap();
     assert_eq!(names(&all), vec!["s-a", "s-b", "s-c"]);
-    let desc = h.api.list_stacks(&caller, &q(&[("sort_keys", "stack_name"), ("sort_dir", "desc")]), false).await.unwrap();
+    let desc =
+        h.api.list_stacks(&caller, &q(&[("sort_keys", "stack_name"), ("sort_dir", "desc")]), false).await.unwrap();
     assert_eq!(names(&desc), vec!["s-c", "s-b", "s-a"]);
 
     let page = h
@@ -330,7 +382,8 @@ async fn list_filters_sort_and_pagination() {
     assert_eq!(names(&page2), vec!["s-c"]);
     assert!(page2.get("links").is_none());
 
-    let by_status = h.api.list_stacks(&caller, &q(&[("status", "CREATE_COMPLETE"), ("name", "s-a")]), false).await.unwrap();
+    let by_status =
+        h.api.list_stacks(&caller, &q(&[("status", "CREATE_COMPLETE"), ("name", "s-a")]), false).await.unwrap();
     assert_eq!(names(&by_status), vec!["s-a"]);
     let failed = h.api.list_stacks(&caller, &q(&[("status", "FAILED")]), false).await.unwrap();
     assert_eq!(names(&failed), Vec::<String>::new());
@@ -341,7 +394,8 @@ async fn list_filters_sort_and_pagination() {
     assert_eq!(names(&any), vec!["s-a", "s-b"]);
     let not_any = h.api.list_stacks(&caller, &q(&[("not_tags_any", "x")]), false).await.unwrap();
     assert_eq!(names(&not_any), vec!["s-c"]);
-    let not_all = h.api.list_stacks(&caller, &q(&[("not_tags", "x,y"), ("sort_keys", "stack_name")]), false).await.unwrap();
+    let not_all =
+        h.api.list_stacks(&caller, &q(&[("not_tags", "x,y"), ("sort_keys", "stack_name")]), false).await.unwrap();
     assert_eq!(names(&not_all), vec!["s-a", "s-c"]);
 
     let e = h.api.list_stacks(&caller, &q(&[("show_deleted", "maybe")]), false).await.unwrap_err();
@@ -377,10 +431,16 @@ async fn request_errors_on_existing_stack() {
     assert_eq!(e.message, "The Resource (nope) could not be found in Stack s.");
 
     let e = h.api.show_output(&caller, &stack, "nope").await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status, e.message.as_str()), ("NotFound", 404, "Specified output key nope not found."));
+    assert_eq!(
+        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        ("NotFound", 404, "Specified output key nope not found.")
+    );
 
     let e = h.api.signal_resource(&caller, &stack, "tr", &json!({"x": 1})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("ResourceActionNotSupported", "signal is not supported for resource."));
+    assert_eq!(
+        (e.type_name.as_str(), e.message.as_str()),
+        ("ResourceActionNotSupported", "signal is not supported for resource.")
+    );
 
     let e = h.api.mark_unhealthy(&caller, &stack, "tr", &json!({"foo": true})).await.unwrap_err();
     assert_eq!(e.message, "Invalid keys in resource mark unhealthy {'foo'}");
@@ -455,7 +515,8 @@ async fn actions_and_preview() {
     assert_eq!(names("deleted"), vec!["none"]);
     assert_eq!(names("replaced"), vec!["rs"]);
 
-    let created = h.api.preview_stack(&caller, &json!({"stack_name": "pv", "template": capture_template()})).await.unwrap();
+    let created =
+        h.api.preview_stack(&caller, &json!({"stack_name": "pv", "template": capture_template()})).await.unwrap();
     assert_eq!(created["stack"]["id"], json!("None"));
     assert_eq!(created["stack"]["resources"].as_array().unwrap().len(), 4);
     // A preview stores nothing.
@@ -475,7 +536,11 @@ async fn patch_keeps_merges_drops_and_clears_parameters() {
         "resources": {"tr": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_param": "v"}}}},
         "outputs": {"o": {"value": {"get_attr": ["tr", "output"]}}}
     });
-    let id = h.api.create_stack(&caller, &json!({"stack_name": "p", "template": t, "parameters": {"v": "given"}})).await.unwrap();
+    let id = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "p", "template": t, "parameters": {"v": "given"}}))
+        .await
+        .unwrap();
     let stack = StackRef::new("p", &id.stack_id);
     h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
 
@@ -495,7 +560,9 @@ async fn patch_keeps_merges_drops_and_clears_parameters() {
     h.api.update_stack(&caller, &stack, &json!({"clear_parameters": ["v"]}), true).await.expect("clear");
     let mut shown = h.wait_for_status(&caller, &stack, "UPDATE_COMPLETE").await;
     for _ in 0..100 {
-        if shown["stack"]["parameters"]["v"] == json!("one") && shown["stack"]["stack_status"] == json!("UPDATE_COMPLETE") {
+        if shown["stack"]["parameters"]["v"] == json!("one")
+            && shown["stack"]["stack_status"] == json!("UPDATE_COMPLETE")
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -506,6 +573,10 @@ async fn patch_keeps_merges_drops_and_clears_parameters() {
     assert_eq!(out["output"]["output_value"], json!("one"));
 
     // PUT with a parameter the template does not declare is refused.
-    let e = h.api.update_stack(&caller, &stack, &json!({"template": t, "parameters": {"zzz": 1}}), false).await.unwrap_err();
+    let e = h
+        .api
+        .update_stack(&caller, &stack, &json!({"template": t, "parameters": {"zzz": 1}}), false)
+        .await
+        .unwrap_err();
     assert_eq!(e.http_status, 400, "{}", e.message);
 }

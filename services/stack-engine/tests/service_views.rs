@@ -72,11 +72,33 @@ async fn seed(h: &Harness, tenant: &str) -> (StackRow, Vec<String>) {
         current_template_id: Some(tid),
         ..Default::default()
     };
-    let old_tr = store::resources::insert(&h.db, &resource("tr", "OS::Heat::TestResource", "DELETE", "COMPLETE", vec![], json!({"value": "old"}))).await.unwrap();
-    let tr = store::resources::insert(&h.db, &resource("tr", "OS::Heat::TestResource", "CREATE", "COMPLETE", vec![], json!({"value": "alpha"}))).await.unwrap();
+    let old_tr = store::resources::insert(
+        &h.db,
+        &resource("tr", "OS::Heat::TestResource", "DELETE", "COMPLETE", vec![], json!({"value": "old"})),
+    )
+    .await
+    .unwrap();
+    let tr = store::resources::insert(
+        &h.db,
+        &resource("tr", "OS::Heat::TestResource", "CREATE", "COMPLETE", vec![], json!({"value": "alpha"})),
+    )
+    .await
+    .unwrap();
     store::resources::data_set(&h.db, tr.id, "value", "alpha", false).await.unwrap();
     store::resources::data_set(&h.db, old_tr.id, "value", "old", false).await.unwrap();
-    store::resources::insert(&h.db, &resource("val", "OS::Heat::Value", "CREATE", "COMPLETE", vec![tr.id], json!({"value": "alpha-x", "type": null}))).await.unwrap();
+    store::resources::insert(
+        &h.db,
+        &resource(
+            "val",
+            "OS::Heat::Value",
+            "CREATE",
+            "COMPLETE",
+            vec![tr.id],
+            json!({"value": "alpha-x", "type": null}),
+        ),
+    )
+    .await
+    .unwrap();
 
     let mut uuids = Vec::new();
     for (name, ty, action, status, reason) in [
@@ -166,7 +188,8 @@ async fn resources_show_the_live_row_per_name() {
 
     let filtered = h.api.list_resources(&caller, &sref, &q(&[("name", "val")])).await.unwrap();
     assert_eq!(filtered["resources"].as_array().unwrap().len(), 1);
-    let by_status = h.api.list_resources(&caller, &sref, &q(&[("status", "CREATE_COMPLETE"), ("type", "Value")])).await.unwrap();
+    let by_status =
+        h.api.list_resources(&caller, &sref, &q(&[("status", "CREATE_COMPLETE"), ("type", "Value")])).await.unwrap();
     assert_eq!(by_status["resources"][0]["resource_name"], json!("val"));
     let none = h.api.list_resources(&caller, &sref, &q(&[("status", "FAILED")])).await.unwrap();
     assert_eq!(none["resources"], json!([]));
@@ -205,7 +228,11 @@ async fn events_order_marker_limit_and_filters() {
 
     let asc = h.api.list_events(&caller, &sref, None, &q(&[("sort_dir", "asc")])).await.unwrap();
     assert_eq!(ids(&asc, "events"), uuids);
-    let after = h.api.list_events(&caller, &sref, None, &q(&[("sort_dir", "asc"), ("marker", &uuids[1]), ("limit", "2")])).await.unwrap();
+    let after = h
+        .api
+        .list_events(&caller, &sref, None, &q(&[("sort_dir", "asc"), ("marker", &uuids[1]), ("limit", "2")]))
+        .await
+        .unwrap();
     assert_eq!(ids(&after, "events"), uuids[2..4].to_vec());
     let before = h.api.list_events(&caller, &sref, None, &q(&[("marker", &uuids[3])])).await.unwrap();
     assert_eq!(ids(&before, "events"), vec![uuids[2].clone(), uuids[1].clone(), uuids[0].clone()]);
@@ -214,7 +241,11 @@ async fn events_order_marker_limit_and_filters() {
     let keyed = h.api.list_events(&caller, &sref, None, &q(&[("sort_keys", "event_time")])).await.unwrap();
     assert_eq!(ids(&keyed, "events"), uuids, "a sort key without direction sorts ascending");
 
-    let completes = h.api.list_events(&caller, &sref, None, &q(&[("resource_status", "COMPLETE"), ("sort_dir", "asc")])).await.unwrap();
+    let completes = h
+        .api
+        .list_events(&caller, &sref, None, &q(&[("resource_status", "COMPLETE"), ("sort_dir", "asc")]))
+        .await
+        .unwrap();
     assert_eq!(ids(&completes, "events"), vec![uuids[2].clone(), uuids[4].clone(), uuids[5].clone()]);
     let typed = h.api.list_events(&caller, &sref, None, &q(&[("resource_type", "OS::Heat::Value")])).await.unwrap();
     assert_eq!(typed["events"].as_array().unwrap().len(), 2);
@@ -267,12 +298,19 @@ async fn create_is_validated_before_anything_is_stored() {
     let t = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::None"}}});
 
     let e = h.api.create_stack(&caller, &json!({"stack_name": "s", "template": t})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status, e.message.as_str()), ("StackExists", 409, "The Stack (s) already exists."));
+    assert_eq!(
+        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        ("StackExists", 409, "The Stack (s) already exists.")
+    );
     let e = h.api.create_stack(&caller, &json!({"stack_name": "x"})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status, e.message.as_str()), ("HTTPBadRequest", 400, "No template specified"));
+    assert_eq!(
+        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        ("HTTPBadRequest", 400, "No template specified")
+    );
     let e = h.api.create_stack(&caller, &json!({"template": t})).await.unwrap_err();
     assert_eq!(e.message, "No stack name specified");
-    let e = h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
+    let e =
+        h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
     assert!(e.message.starts_with("Could not retrieve template"), "{}", e.message);
     let e = h.api.create_stack(&caller, &json!({"stack_name": "9lives", "template": t})).await.unwrap_err();
     assert_eq!(e.type_name, "StackValidationFailed");
@@ -281,7 +319,10 @@ async fn create_is_validated_before_anything_is_stored() {
         "Invalid stack name 9lives must contain only alphanumeric or \"_-.\" characters, must start with alpha and must be 255 characters or less."
     );
     let e = h.api.create_stack(&caller, &json!({"stack_name": "x", "template": "heat_template_version: 2021-04-16\nresources: {a: {type: OS::No::Such}}"})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("HTTPBadRequest", "The Resource Type (OS::No::Such) could not be found."));
+    assert_eq!(
+        (e.type_name.as_str(), e.message.as_str()),
+        ("HTTPBadRequest", "The Resource Type (OS::No::Such) could not be found.")
+    );
 
     let circular = json!({"heat_template_version": "2021-04-16", "resources": {
         "a": {"type": "OS::Heat::None", "depends_on": ["b"]},
@@ -293,8 +334,15 @@ async fn create_is_validated_before_anything_is_stored() {
     let ranged = json!({"heat_template_version": "2021-04-16",
         "parameters": {"n": {"type": "number", "default": 2, "constraints": [{"range": {"min": 1, "max": 5}}]}},
         "resources": {}});
-    let e = h.api.create_stack(&caller, &json!({"stack_name": "p", "template": ranged, "parameters": {"n": 9}})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("StackValidationFailed", "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)"));
+    let e = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "p", "template": ranged, "parameters": {"n": 9}}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.type_name.as_str(), e.message.as_str()),
+        ("StackValidationFailed", "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)")
+    );
 
     let bad_prop = json!({"heat_template_version": "2021-04-16", "resources": {"r": {"type": "OS::Heat::RandomString", "properties": {"length": "x"}}}});
     let e = h.api.create_stack(&caller, &json!({"stack_name": "p", "template": bad_prop})).await.unwrap_err();
@@ -303,7 +351,10 @@ async fn create_is_validated_before_anything_is_stored() {
     let limited = keelson_stack_engine::service::ServiceSettings { max_resources_per_stack: 0, ..Default::default() };
     let h2 = Harness::start_with(limited).await;
     let e = h2.api.create_stack(&member("admin"), &json!({"stack_name": "x", "template": t})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("RequestLimitExceeded", "Request limit exceeded: Maximum resources per stack exceeded."));
+    assert_eq!(
+        (e.type_name.as_str(), e.message.as_str()),
+        ("RequestLimitExceeded", "Request limit exceeded: Maximum resources per stack exceeded.")
+    );
 
     // Nothing of the refused requests was stored.
     let listed = h.api.list_stacks(&caller, &q(&[]), false).await.unwrap();
@@ -339,13 +390,19 @@ async fn validate_and_preview_answer_heat_shapes() {
     assert_eq!(e.type_name, "InvalidTemplateVersion");
     let bad_ref = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::Value", "properties": {"value": {"get_attr": ["nope", "x"]}}}}});
     let e = h.api.validate_template(&caller, &json!({"template": bad_ref}), &q(&[])).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("InvalidTemplateReference", "The specified reference \"nope\" (in a.Properties.value) is incorrect."));
+    assert_eq!(
+        (e.type_name.as_str(), e.message.as_str()),
+        ("InvalidTemplateReference", "The specified reference \"nope\" (in a.Properties.value) is incorrect.")
+    );
 
     let preview = h.api.preview_stack(&caller, &json!({"stack_name": "pv", "template": t})).await.unwrap();
     let doc = &preview["stack"];
     assert_eq!(doc["id"], json!("None"));
     assert_eq!(doc["parameters"]["OS::stack_id"], json!("None"));
-    assert_eq!(doc["outputs"], json!([{"output_key": "rs_len", "description": "No description given", "output_value": "len=2"}]));
+    assert_eq!(
+        doc["outputs"],
+        json!([{"output_key": "rs_len", "description": "No description given", "output_value": "len=2"}])
+    );
     assert!(doc.get("stack_status").is_none());
     let resources = doc["resources"].as_array().unwrap();
     assert_eq!(resources.len(), 3);
@@ -373,7 +430,10 @@ async fn outputs_referring_to_unknown_attributes_are_refused() {
     let e = h.api.create_stack(&admin("admin"), &json!({"stack_name": "x-bad-out", "template": t})).await.unwrap_err();
     assert_eq!(
         (e.type_name.as_str(), e.message.as_str()),
-        ("StackValidationFailed", "outputs.bad.value.get_attr: : The Referenced Attribute (tr no_such_attr) is incorrect.")
+        (
+            "StackValidationFailed",
+            "outputs.bad.value.get_attr: : The Referenced Attribute (tr no_such_attr) is incorrect."
+        )
     );
 }
 
@@ -390,7 +450,19 @@ async fn export_and_abandon_when_enabled() {
     keys.sort();
     assert_eq!(
         keys,
-        vec!["action", "environment", "files", "id", "name", "project_id", "resources", "stack_user_project_id", "status", "tags", "template"]
+        vec![
+            "action",
+            "environment",
+            "files",
+            "id",
+            "name",
+            "project_id",
+            "resources",
+            "stack_user_project_id",
+            "status",
+            "tags",
+            "template"
+        ]
     );
     assert_eq!(exported["resources"]["tr"]["resource_id"], json!("s-tr-CREATE"));
     assert_eq!(exported["resources"]["tr"]["resource_data"], json!({"value": "alpha"}));
@@ -448,7 +520,11 @@ async fn stacks_per_tenant_are_limited_for_non_admins() {
     let e = h.api.create_stack(&member("demo"), &json!({"stack_name": "two", "template": t})).await.unwrap_err();
     assert_eq!(
         (e.type_name.as_str(), e.http_status, e.message.as_str()),
-        ("RequestLimitExceeded", 400, "Request limit exceeded: You have reached the maximum stacks per tenant, 1. Please delete some stacks.")
+        (
+            "RequestLimitExceeded",
+            400,
+            "Request limit exceeded: You have reached the maximum stacks per tenant, 1. Please delete some stacks."
+        )
     );
     // Admins are not limited.
     h.api.create_stack(&admin("demo"), &json!({"stack_name": "two", "template": t})).await.expect("admin create");

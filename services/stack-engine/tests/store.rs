@@ -10,8 +10,8 @@ use keelson_common::db::{DatabaseUrl, Db, Dialect, PoolSettings};
 use serde_json::json;
 
 use keelson_stack_engine::store::{
-    self, action, events, resources, schema, services, stacks, status, sync_points, templates, EventQuery, MergeOutcome,
-    NewEvent, NewResource, ResourceChange, SortDir, StackRow, StackStateChange,
+    self, action, events, resources, schema, services, stacks, status, sync_points, templates, EventQuery,
+    MergeOutcome, NewEvent, NewResource, ResourceChange, SortDir, StackRow, StackStateChange,
 };
 
 /// One database under test; [`TestDb::finish`] drops it.
@@ -32,10 +32,7 @@ impl TestDb {
                 Dialect::Postgres => format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name),
                 _ => format!("DROP DATABASE IF EXISTS `{}`", self.name),
             };
-            admin
-                .execute_raw(&sql)
-                .await
-                .expect("drop test database");
+            admin.execute_raw(&sql).await.expect("drop test database");
             admin.close().await;
         }
         if let Some(dir) = self.dir {
@@ -108,9 +105,10 @@ fn stack_row(id: &str, name: &str, traversal: &str) -> StackRow {
 async fn new_stack(db: &Db, name: &str, traversal: &str) -> String {
     let id = uuid::Uuid::new_v4().to_string();
     let mut tx = db.begin().await.expect("begin");
-    let tid = templates::insert(&mut tx, &json!({"heat_template_version": "2018-08-31"}), &Default::default(), &json!({}))
-        .await
-        .expect("template");
+    let tid =
+        templates::insert(&mut tx, &json!({"heat_template_version": "2018-08-31"}), &Default::default(), &json!({}))
+            .await
+            .expect("template");
     let mut row = stack_row(&id, name, traversal);
     row.raw_template_id = tid;
     stacks::insert(&mut tx, &row).await.expect("insert stack");
@@ -153,9 +151,14 @@ async fn templates_and_stacks_round_trip() {
         let mut files = serde_json::Map::new();
         files.insert("a.yaml".into(), json!("x".repeat(70_000)));
         let mut tx = db.begin().await.expect("begin");
-        let tid = templates::insert(&mut tx, &json!({"resources": {"r": {"type": "OS::Heat::None"}}}), &files, &json!({"parameters": {}}))
-            .await
-            .expect("insert template");
+        let tid = templates::insert(
+            &mut tx,
+            &json!({"resources": {"r": {"type": "OS::Heat::None"}}}),
+            &files,
+            &json!({"parameters": {}}),
+        )
+        .await
+        .expect("insert template");
         tx.commit().await.expect("commit");
         let tmpl = templates::get(db, tid).await.expect("get").expect("present");
         assert_eq!(tmpl.template["resources"]["r"]["type"], "OS::Heat::None");
@@ -252,7 +255,8 @@ async fn resource_lock_cas() {
     for t in backends(4).await {
         let db = &t.db;
         let sid = new_stack(db, "locks", "t1").await;
-        let r = resources::insert(db, &NewResource { requires: vec![3, 4], ..resource(&sid, "r1") }).await.expect("insert");
+        let r =
+            resources::insert(db, &NewResource { requires: vec![3, 4], ..resource(&sid, "r1") }).await.expect("insert");
         assert_eq!((r.atomic_key, r.engine_id.as_deref(), r.state()), (0, None, "INIT_COMPLETE".to_string()));
         assert_eq!(r.uuid.len(), 36);
 
@@ -310,8 +314,14 @@ async fn make_replacement_links_both_rows_once() {
         assert!(resources::acquire_lock(db, old.id, "e1", 0).await.expect("lock"));
         let old = resources::get(db, old.id).await.expect("get").expect("present");
 
-        let new = resources::make_replacement(db, &old, &old.resource_type, 2, &[old.id + 100]).await.expect("replace").expect("won");
-        assert_eq!((new.replaces, new.current_template_id, new.requires.clone()), (Some(old.id), Some(2), vec![old.id + 100]));
+        let new = resources::make_replacement(db, &old, &old.resource_type, 2, &[old.id + 100])
+            .await
+            .expect("replace")
+            .expect("won");
+        assert_eq!(
+            (new.replaces, new.current_template_id, new.requires.clone()),
+            (Some(old.id), Some(2), vec![old.id + 100])
+        );
         assert_eq!((new.name.as_str(), new.state()), ("server", "INIT_COMPLETE".to_string()));
         let old_now = resources::get(db, old.id).await.expect("get").expect("present");
         assert_eq!(old_now.replaced_by, Some(new.id), "{}", t.name);
@@ -387,20 +397,38 @@ async fn sync_point_redelivery_and_superseded_traversal() {
     for t in backends(4).await {
         let db = &t.db;
         let sid = new_stack(db, "gone", "t1").await;
-        sync_points::create_all(db, &sid, "t1", &[("1".into(), true, 2), ("2".into(), false, 1)]).await.expect("create");
+        sync_points::create_all(db, &sid, "t1", &[("1".into(), true, 2), ("2".into(), false, 1)])
+            .await
+            .expect("create");
         sync_points::create_all(db, &sid, "t2", &[("1".into(), true, 1)]).await.expect("create");
 
-        assert_eq!(sync_points::merge(db, "1", "t1", true, "5:1", &json!(1)).await.expect("merge"), MergeOutcome::Waiting);
-        assert_eq!(sync_points::merge(db, "1", "t1", true, "5:1", &json!(1)).await.expect("merge"), MergeOutcome::Waiting);
-        assert_eq!(sync_points::get(db, "1", "t1", true).await.expect("get").expect("present").satisfied, 1, "{}", t.name);
-        let MergeOutcome::Ready(inputs) = sync_points::merge(db, "1", "t1", true, "6:0", &json!(2)).await.expect("merge") else {
+        assert_eq!(
+            sync_points::merge(db, "1", "t1", true, "5:1", &json!(1)).await.expect("merge"),
+            MergeOutcome::Waiting
+        );
+        assert_eq!(
+            sync_points::merge(db, "1", "t1", true, "5:1", &json!(1)).await.expect("merge"),
+            MergeOutcome::Waiting
+        );
+        assert_eq!(
+            sync_points::get(db, "1", "t1", true).await.expect("get").expect("present").satisfied,
+            1,
+            "{}",
+            t.name
+        );
+        let MergeOutcome::Ready(inputs) =
+            sync_points::merge(db, "1", "t1", true, "6:0", &json!(2)).await.expect("merge")
+        else {
             panic!("{}: second predecessor completes it", t.name)
         };
         assert_eq!(serde_json::Value::Object(inputs), json!({"5:1": 1, "6:0": 2}));
 
         // A new traversal supersedes t1: its points are gone.
         assert_eq!(sync_points::delete_for_stack_except(db, &sid, "t2").await.expect("delete"), 2);
-        assert_eq!(sync_points::merge(db, "2", "t1", false, "1:1", &json!(null)).await.expect("merge"), MergeOutcome::Gone);
+        assert_eq!(
+            sync_points::merge(db, "2", "t1", false, "1:1", &json!(null)).await.expect("merge"),
+            MergeOutcome::Gone
+        );
         assert_eq!(sync_points::merge(db, "1", "t1", true, "5:1", &json!(1)).await.expect("merge"), MergeOutcome::Gone);
         assert!(sync_points::get(db, "1", "t2", true).await.expect("get").is_some(), "the kept traversal stays");
         assert_eq!(sync_points::delete_for_traversal(db, &sid, "t2").await.expect("delete"), 1);
@@ -414,12 +442,16 @@ async fn sync_point_redelivery_and_superseded_traversal() {
 #[tokio::test]
 async fn sync_points_for_a_thousand_resources_are_created_quickly() {
     for t in backends(4).await {
-        let nodes: Vec<(String, bool, i64)> = (0..1000).flat_map(|i| [(i.to_string(), true, 2), (i.to_string(), false, 1)]).collect();
+        let nodes: Vec<(String, bool, i64)> =
+            (0..1000).flat_map(|i| [(i.to_string(), true, 2), (i.to_string(), false, 1)]).collect();
         let started = Instant::now();
         sync_points::create_all(&t.db, "s", "big", &nodes).await.expect("create");
         let took = started.elapsed();
         assert!(took < Duration::from_secs(10), "{}: 2000 sync points took {took:?}", t.name);
-        let n = t.db.fetch_all("SELECT COUNT(*) FROM sync_point WHERE traversal_id = ?", &["big".into()]).await.expect("count");
+        let n =
+            t.db.fetch_all("SELECT COUNT(*) FROM sync_point WHERE traversal_id = ?", &["big".into()])
+                .await
+                .expect("count");
         assert_eq!(n[0].i64(0).expect("int"), 2000);
         t.finish().await;
     }
@@ -467,20 +499,26 @@ async fn event_list_ordering_marker_and_limit() {
         assert_eq!(names(&all), ["e", "d", "c", "b", "a"], "{}", t.name);
         let page = events::list(db, &q(&|q| q.limit = Some(2))).await.expect("list");
         assert_eq!(names(&page), ["e", "d"]);
-        let next = events::list(db, &q(&|q| {
-            q.limit = Some(2);
-            q.marker = Some(page[1].uuid.clone());
-        }))
+        let next = events::list(
+            db,
+            &q(&|q| {
+                q.limit = Some(2);
+                q.marker = Some(page[1].uuid.clone());
+            }),
+        )
         .await
         .expect("list");
         assert_eq!(names(&next), ["c", "b"]);
 
         let asc = events::list(db, &q(&|q| q.sort_dir = Some(SortDir::Asc))).await.expect("list");
         assert_eq!(names(&asc), ["a", "b", "c", "d", "e"]);
-        let after_b = events::list(db, &q(&|q| {
-            q.sort_dir = Some(SortDir::Asc);
-            q.marker = Some(uuids[1].clone());
-        }))
+        let after_b = events::list(
+            db,
+            &q(&|q| {
+                q.sort_dir = Some(SortDir::Asc);
+                q.marker = Some(uuids[1].clone());
+            }),
+        )
         .await
         .expect("list");
         assert_eq!(names(&after_b), ["c", "d", "e"]);
@@ -490,7 +528,8 @@ async fn event_list_ordering_marker_and_limit() {
         assert_eq!(names(&by_status), ["b", "d", "a", "c", "e"]);
         assert!(events::list(db, &q(&|q| q.sort_keys = vec!["bogus".into()])).await.is_err());
 
-        let filtered = events::list(db, &q(&|q| q.resource_status = vec![status::COMPLETE.into()])).await.expect("list");
+        let filtered =
+            events::list(db, &q(&|q| q.resource_status = vec![status::COMPLETE.into()])).await.expect("list");
         assert_eq!(names(&filtered), ["d", "b"]);
         let by_name = events::list(db, &q(&|q| q.resource_names = vec!["a".into(), "c".into()])).await.expect("list");
         assert_eq!(names(&by_name), ["c", "a"]);
@@ -515,9 +554,13 @@ async fn event_list_ordering_marker_and_limit() {
 async fn service_registry() {
     for t in backends(4).await {
         let db = &t.db;
-        let row = services::register(db, "eng-1", "host-a", "host-a.local", "http://127.0.0.1:9001", 60).await.expect("register");
+        let row = services::register(db, "eng-1", "host-a", "host-a.local", "http://127.0.0.1:9001", 60)
+            .await
+            .expect("register");
         assert_eq!((row.binary_name.as_str(), row.topic.as_str()), (services::BINARY, services::TOPIC));
-        let again = services::register(db, "eng-1", "host-a", "host-a.local", "http://127.0.0.1:9002", 60).await.expect("re-register");
+        let again = services::register(db, "eng-1", "host-a", "host-a.local", "http://127.0.0.1:9002", 60)
+            .await
+            .expect("re-register");
         assert_eq!((again.id.clone(), again.worker_endpoint.as_str()), (row.id.clone(), "http://127.0.0.1:9002"));
         services::register(db, "eng-2", "host-b", "host-b.local", "http://127.0.0.1:9003", 60).await.expect("register");
         assert!(services::heartbeat(db, "eng-1").await.expect("heartbeat"));
@@ -526,7 +569,9 @@ async fn service_registry() {
         // Age eng-2 past the window.
         let old = keelson_common::db::now() - chrono::Duration::seconds(600);
         let mut tx = db.begin().await.expect("begin");
-        tx.execute("UPDATE service SET updated_at = ? WHERE engine_id = ?", &[old.into(), "eng-2".into()]).await.expect("age");
+        tx.execute("UPDATE service SET updated_at = ? WHERE engine_id = ?", &[old.into(), "eng-2".into()])
+            .await
+            .expect("age");
         tx.commit().await.expect("commit");
         let live = services::live(db, Duration::from_secs(120)).await.expect("live");
         assert_eq!(live.iter().map(|s| s.engine_id.as_str()).collect::<Vec<_>>(), ["eng-1"], "{}", t.name);
@@ -555,12 +600,18 @@ async fn batched_reports_fire_each_single_predecessor_point_once() {
             .expect("create");
         let batch = vec![report("1", 1, json!({"a": 1})), report("2", 1, json!({"a": 2}))];
         let mut tx = db.begin().await.expect("begin");
-        let outcomes = sync_points::report_all_tx(&mut tx, "t1", "9:1", &batch).await.expect("report").expect("batched");
+        let outcomes =
+            sync_points::report_all_tx(&mut tx, "t1", "9:1", &batch).await.expect("report").expect("batched");
         tx.commit().await.expect("commit");
-        assert_eq!(outcomes, vec![
-            MergeOutcome::Ready(json!({"9:1": {"a": 1}}).as_object().cloned().unwrap_or_default()),
-            MergeOutcome::Ready(json!({"9:1": {"a": 2}}).as_object().cloned().unwrap_or_default()),
-        ], "{}", t.name);
+        assert_eq!(
+            outcomes,
+            vec![
+                MergeOutcome::Ready(json!({"9:1": {"a": 1}}).as_object().cloned().unwrap_or_default()),
+                MergeOutcome::Ready(json!({"9:1": {"a": 2}}).as_object().cloned().unwrap_or_default()),
+            ],
+            "{}",
+            t.name
+        );
         for e in ["1", "2"] {
             let p = sync_points::get(db, e, "t1", true).await.expect("get").expect("present");
             assert_eq!((p.satisfied, p.required), (1, 1), "{}", t.name);
@@ -573,18 +624,33 @@ async fn batched_reports_fire_each_single_predecessor_point_once() {
         drop(tx);
         let mut tx = db.begin().await.expect("begin");
         for r in &batch {
-            assert_eq!(sync_points::report_tx(&mut tx, "t1", "9:1", r).await.expect("report"), MergeOutcome::Waiting, "{}", t.name);
+            assert_eq!(
+                sync_points::report_tx(&mut tx, "t1", "9:1", r).await.expect("report"),
+                MergeOutcome::Waiting,
+                "{}",
+                t.name
+            );
         }
         tx.commit().await.expect("commit");
         for e in ["1", "2"] {
-            assert_eq!(sync_points::get(db, e, "t1", true).await.expect("get").expect("present").satisfied, 1, "{}", t.name);
+            assert_eq!(
+                sync_points::get(db, e, "t1", true).await.expect("get").expect("present").satisfied,
+                1,
+                "{}",
+                t.name
+            );
         }
 
         // A point with two predecessors (believed single by the reporter)
         // waits for the second one, which gets both inputs.
         let mut tx = db.begin().await.expect("begin");
-        assert_eq!(sync_points::report_tx(&mut tx, "t1", "7:1", &report("3", 1, json!(7))).await.expect("report"), MergeOutcome::Waiting);
-        let MergeOutcome::Ready(inputs) = sync_points::report_tx(&mut tx, "t1", "8:1", &report("3", 2, json!(8))).await.expect("report") else {
+        assert_eq!(
+            sync_points::report_tx(&mut tx, "t1", "7:1", &report("3", 1, json!(7))).await.expect("report"),
+            MergeOutcome::Waiting
+        );
+        let MergeOutcome::Ready(inputs) =
+            sync_points::report_tx(&mut tx, "t1", "8:1", &report("3", 2, json!(8))).await.expect("report")
+        else {
             panic!("{}: the second predecessor completes the point", t.name)
         };
         tx.commit().await.expect("commit");
@@ -598,7 +664,12 @@ async fn batched_reports_fire_each_single_predecessor_point_once() {
         drop(tx);
         let mut tx = db.begin().await.expect("begin");
         for r in &batch {
-            assert_eq!(sync_points::report_tx(&mut tx, "t1", "9:1", r).await.expect("report"), MergeOutcome::Gone, "{}", t.name);
+            assert_eq!(
+                sync_points::report_tx(&mut tx, "t1", "9:1", r).await.expect("report"),
+                MergeOutcome::Gone,
+                "{}",
+                t.name
+            );
         }
         tx.commit().await.expect("commit");
         let left = db.fetch_all("SELECT COUNT(*) FROM sync_point_input", &[]).await.expect("count");
@@ -633,19 +704,22 @@ async fn check_snapshot_reads_stack_row_and_data_together() {
         let snap = store::check_snapshot(db, &sid, "old", r.id).await.expect("read").expect("stack");
         assert!(snap.row.is_none() && snap.data.is_empty(), "{}: stale traversal", t.name);
         assert!(store::check_snapshot(db, "nope", "t1", r.id).await.expect("read").is_none());
-        assert_eq!(
-            stacks::current_deps(db, &sid, "t1").await.expect("deps"),
-            Some(json!({"edges": []})),
-            "{}", t.name
-        );
+        assert_eq!(stacks::current_deps(db, &sid, "t1").await.expect("deps"), Some(json!({"edges": []})), "{}", t.name);
         assert_eq!(stacks::current_deps(db, &sid, "old").await.expect("deps"), None);
 
         // Data entries set in a transaction overwrite (unredacted) and add.
         let mut tx = db.begin().await.expect("begin");
-        resources::data_set_many_tx(&mut tx, r.id, &[("k2".into(), "w2".into()), ("k3".into(), "w3".into())]).await.expect("set");
+        resources::data_set_many_tx(&mut tx, r.id, &[("k2".into(), "w2".into()), ("k3".into(), "w3".into())])
+            .await
+            .expect("set");
         tx.commit().await.expect("commit");
         let all = resources::data_get_all(db, r.id).await.expect("get");
-        assert_eq!((all["k2"].value.as_str(), all["k2"].redact, all["k3"].value.as_str()), ("w2", false, "w3"), "{}", t.name);
+        assert_eq!(
+            (all["k2"].value.as_str(), all["k2"].redact, all["k3"].value.as_str()),
+            ("w2", false, "w3"),
+            "{}",
+            t.name
+        );
         t.finish().await;
     }
 }

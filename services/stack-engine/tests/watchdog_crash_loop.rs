@@ -8,9 +8,7 @@ use std::sync::Arc;
 use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Value};
 
-use keelson_stack_engine::convergence::{
-    Engine, EngineSettings, NewStack, QueueDispatcher, WATCHDOG_RETRIGGER_LIMIT,
-};
+use keelson_stack_engine::convergence::{Engine, EngineSettings, NewStack, QueueDispatcher, WATCHDOG_RETRIGGER_LIMIT};
 use keelson_stack_engine::resources::Registry;
 use keelson_stack_engine::store::{self, EventQuery, SortDir, StackRow};
 
@@ -34,25 +32,10 @@ async fn setup() -> Setup {
     let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
     store::schema::sync(&db).await.unwrap();
     let queue = QueueDispatcher::new();
-    let settings = EngineSettings {
-        engine_id: Some("engine-a".into()),
-        ..EngineSettings::default()
-    };
-    let engine = Engine::new(
-        db.clone(),
-        Arc::new(Registry::builtin()),
-        settings,
-        queue.clone(),
-    )
-    .await
-    .unwrap();
+    let settings = EngineSettings { engine_id: Some("engine-a".into()), ..EngineSettings::default() };
+    let engine = Engine::new(db.clone(), Arc::new(Registry::builtin()), settings, queue.clone()).await.unwrap();
     queue.attach(&engine);
-    Setup {
-        db,
-        engine,
-        queue,
-        dir,
-    }
+    Setup { db, engine, queue, dir }
 }
 
 fn template() -> Value {
@@ -79,15 +62,8 @@ async fn create(s: &Setup) -> StackRow {
 /// dies holding the lock (as a process killed by what it checks).
 async fn die_in_check(s: &Setup, victim: &str) {
     let msg = s.queue.pop().expect("a check was dispatched");
-    let row = store::resources::get(&s.db, msg.resource_id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        store::resources::acquire_lock(&s.db, row.id, victim, row.atomic_key)
-            .await
-            .unwrap()
-    );
+    let row = store::resources::get(&s.db, msg.resource_id).await.unwrap().unwrap();
+    assert!(store::resources::acquire_lock(&s.db, row.id, victim, row.atomic_key).await.unwrap());
     s.queue.kill(victim);
 }
 
@@ -99,16 +75,10 @@ async fn an_operation_that_kills_its_engine_is_retriggered_twice_then_failed() {
         die_in_check(&s, &format!("dead-{round}")).await;
         let report = s.engine.run_watchdog_pass().await.unwrap();
         assert_eq!(report.retriggered, vec![stack.id.clone()], "round {round}");
-        let row = store::retriggers::get(&s.db, &stack.id)
-            .await
-            .unwrap()
-            .expect("counted durably");
+        let row = store::retriggers::get(&s.db, &stack.id).await.unwrap().expect("counted durably");
         assert_eq!(row.retriggers, round);
         let now = store::stacks::get(&s.db, &stack.id).await.unwrap().unwrap();
-        assert_eq!(
-            row.started_traversal.as_deref(),
-            Some(now.current_traversal.as_str())
-        );
+        assert_eq!(row.started_traversal.as_deref(), Some(now.current_traversal.as_str()));
         assert_eq!(now.state(), "CREATE_IN_PROGRESS");
     }
     die_in_check(&s, "dead-3").await;
@@ -116,28 +86,18 @@ async fn an_operation_that_kills_its_engine_is_retriggered_twice_then_failed() {
     assert!(report.retriggered.is_empty());
     assert_eq!(report.given_up, vec![stack.id.clone()]);
     let failed = store::stacks::get(&s.db, &stack.id).await.unwrap().unwrap();
-    let reason = "Engine went down during stack CREATE 3 times (re-triggered 2 times by the watchdog); not re-triggered again";
+    let reason =
+        "Engine went down during stack CREATE 3 times (re-triggered 2 times by the watchdog); not re-triggered again";
     assert_eq!(
-        (
-            failed.state(),
-            failed.status_reason.as_str(),
-            failed.current_traversal.as_str()
-        ),
+        (failed.state(), failed.status_reason.as_str(), failed.current_traversal.as_str()),
         ("CREATE_FAILED".into(), reason, "")
     );
-    assert!(store::retriggers::get(&s.db, &stack.id)
-        .await
-        .unwrap()
-        .is_none());
-    let q = EventQuery {
-        stack_ids: vec![stack.id.clone()],
-        sort_dir: Some(SortDir::Asc),
-        ..Default::default()
-    };
+    assert!(store::retriggers::get(&s.db, &stack.id).await.unwrap().is_none());
+    let q = EventQuery { stack_ids: vec![stack.id.clone()], sort_dir: Some(SortDir::Asc), ..Default::default() };
     let events = store::events::list(&s.db, &q).await.unwrap();
-    assert!(events.iter().any(|e| e.resource_name == "poisoned"
-        && e.resource_status == "FAILED"
-        && e.resource_status_reason == reason));
+    assert!(events
+        .iter()
+        .any(|e| e.resource_name == "poisoned" && e.resource_status == "FAILED" && e.resource_status_reason == reason));
     // Nothing runs it again: the next pass leaves it alone.
     let report = s.engine.run_watchdog_pass().await.unwrap();
     assert!(report.retriggered.is_empty() && report.given_up.is_empty());
@@ -149,25 +109,9 @@ async fn a_recovered_operation_starts_counting_anew() {
     let s = setup().await;
     let stack = create(&s).await;
     die_in_check(&s, "dead-1").await;
-    assert_eq!(
-        s.engine.run_watchdog_pass().await.unwrap().retriggered,
-        vec![stack.id.clone()]
-    );
+    assert_eq!(s.engine.run_watchdog_pass().await.unwrap().retriggered, vec![stack.id.clone()]);
     s.queue.drain(&s.engine, 100).await;
-    assert_eq!(
-        store::stacks::get(&s.db, &stack.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .state(),
-        "CREATE_COMPLETE"
-    );
+    assert_eq!(store::stacks::get(&s.db, &stack.id).await.unwrap().unwrap().state(), "CREATE_COMPLETE");
     s.engine.run_watchdog_pass().await.unwrap();
-    assert!(
-        store::retriggers::get(&s.db, &stack.id)
-            .await
-            .unwrap()
-            .is_none(),
-        "settled stacks are forgotten"
-    );
+    assert!(store::retriggers::get(&s.db, &stack.id).await.unwrap().is_none(), "settled stacks are forgotten");
 }

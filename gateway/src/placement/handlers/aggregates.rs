@@ -52,7 +52,8 @@ async fn update(req: Req) -> HandlerResult {
     // Upstream looks the provider up (404) before reading the body.
     let rp = client.get_resource_provider(pb::GetResourceProviderRequest { uuid: uuid.clone() }).await?.into_inner();
     let with_generation = req.at_least(1, 19);
-    let schema = if with_generation { "aggregate.PUT_AGGREGATES_SCHEMA_V1_19" } else { "aggregate.PUT_AGGREGATES_SCHEMA_V1_1" };
+    let schema =
+        if with_generation { "aggregate.PUT_AGGREGATES_SCHEMA_V1_19" } else { "aggregate.PUT_AGGREGATES_SCHEMA_V1_1" };
     let body = req.json_body(schema)?;
     let (list, generation) = if with_generation {
         // An integer no provider can have is a stale generation.
@@ -61,7 +62,8 @@ async fn update(req: Req) -> HandlerResult {
     } else {
         (&body, None)
     };
-    let aggregates: Vec<String> = list.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+    let aggregates: Vec<String> =
+        list.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
     let a = client
         .set_provider_aggregates(pb::SetProviderAggregatesRequest {
             uuid,

@@ -3,13 +3,14 @@
 //! texts), asks the candidates service, and shapes the answer for the
 //! request's microversion.
 
-
 use axum::response::IntoResponse as _;
 use http::StatusCode;
 use keelson_common::ApiError;
 use keelson_proto::candidates::v2 as pb;
 
-use crate::placement::handlers::resource_providers::{is_uuid_like, member_of_params, required_params, required_value, resources_param};
+use crate::placement::handlers::resource_providers::{
+    is_uuid_like, member_of_params, required_params, required_value, resources_param,
+};
 use crate::placement::request::{bad_request, cache_headers, not_found, HandlerResult, Req};
 use crate::placement::router::Route;
 use crate::placement::PlacementError;
@@ -90,7 +91,9 @@ fn request_wide(req: &Req, out: &mut pb::GetAllocationCandidatesRequest) -> Resu
         // The schema checked the last value; upstream uses the first.
         let digits = strip(limit);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.starts_with('0') {
-            return Err(bad_request(format!("Invalid query string parameters: '{limit}' does not match '^[1-9][0-9]*$'")));
+            return Err(bad_request(format!(
+                "Invalid query string parameters: '{limit}' does not match '^[1-9][0-9]*$'"
+            )));
         }
         // More than u32 can hold means no limit in practice.
         out.limit = digits.parse::<u32>().unwrap_or(u32::MAX);
@@ -100,17 +103,22 @@ fn request_wide(req: &Req, out: &mut pb::GetAllocationCandidatesRequest) -> Resu
     }
     let root_required = req.query_all("root_required");
     if root_required.len() > 1 {
-        return Err(
-            ApiError::new(400, "placement.query.duplicate_key", "Query parameter 'root_required' may be specified only once.").into()
-        );
+        return Err(ApiError::new(
+            400,
+            "placement.query.duplicate_key",
+            "Query parameter 'root_required' may be specified only once.",
+        )
+        .into());
     }
     if let Some(value) = root_required.first() {
         // root_required has no any-of form.
         let (required, forbidden) = required_value(value, true, false)?;
-        let required: Vec<String> = required.into_iter().flatten().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let required: Vec<String> =
+            required.into_iter().flatten().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         let conflicts: Vec<&str> = required.iter().filter(|t| forbidden.contains(*t)).map(String::as_str).collect();
         if !conflicts.is_empty() {
-            let detail = format!("Conflicting required and forbidden traits found in root_required: {}", conflicts.join(", "));
+            let detail =
+                format!("Conflicting required and forbidden traits found in root_required: {}", conflicts.join(", "));
             return Err(ApiError::new(400, BAD_VALUE, detail).into());
         }
         out.root_required_traits = required;
@@ -120,7 +128,12 @@ fn request_wide(req: &Req, out: &mut pb::GetAllocationCandidatesRequest) -> Resu
         let mut suffixes: Vec<String> = Vec::new();
         for s in value.split(',').map(strip) {
             if s.is_empty() {
-                return Err(ApiError::new(400, BAD_VALUE, "Empty string (unsuffixed group) can not be specified in `same_subtree` ").into());
+                return Err(ApiError::new(
+                    400,
+                    BAD_VALUE,
+                    "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+                )
+                .into());
             }
             if !suffixes.iter().any(|x| x == s) {
                 suffixes.push(s.to_string());
@@ -146,7 +159,11 @@ fn request_groups(req: &Req) -> Result<Vec<pb::RequestGroup>, PlacementError> {
         let i = match groups.iter().position(|g| g.suffix == suffix) {
             Some(i) => i,
             None => {
-                groups.push(pb::RequestGroup { suffix: suffix.to_string(), use_same_provider: !suffix.is_empty(), ..Default::default() });
+                groups.push(pb::RequestGroup {
+                    suffix: suffix.to_string(),
+                    use_same_provider: !suffix.is_empty(),
+                    ..Default::default()
+                });
                 groups.len() - 1
             }
         };
@@ -155,8 +172,10 @@ fn request_groups(req: &Req) -> Result<Vec<pb::RequestGroup>, PlacementError> {
             "resources" => {
                 let mut resources: Vec<(String, i64)> = resources_param(&value)?.into_iter().collect();
                 resources.sort();
-                group.resources =
-                    resources.into_iter().map(|(resource_class, amount)| pb::ResourceAmount { resource_class, amount }).collect();
+                group.resources = resources
+                    .into_iter()
+                    .map(|(resource_class, amount)| pb::ResourceAmount { resource_class, amount })
+                    .collect();
             }
             "required" => {
                 let (required, forbidden) = required_params(req, suffix)?;
@@ -317,10 +336,15 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u
     let ar = answer.allocation_requests.as_ref().unwrap_or(&empty_requests);
     let empty_summaries = pb::ProviderSummaries::default();
     let ps = answer.provider_summaries.as_ref().unwrap_or(&empty_summaries);
-    let (old_list_form, mappings, traits, tree) = (!req.at_least(1, 12), req.at_least(1, 34), req.at_least(1, 17), req.at_least(1, 29));
+    let (old_list_form, mappings, traits, tree) =
+        (!req.at_least(1, 12), req.at_least(1, 34), req.at_least(1, 17), req.at_least(1, 29));
 
     let mut out = Out(Vec::with_capacity(
-        24 * (ar.providers.len() + ar.classes.len() + ar.mapping_providers.len() + ps.providers.len() + ps.resource_classes.len())
+        24 * (ar.providers.len()
+            + ar.classes.len()
+            + ar.mapping_providers.len()
+            + ps.providers.len()
+            + ps.resource_classes.len())
             + 48 * (ar.providers.len() + ar.mapping_providers.len() + 3 * ps.providers.len())
             + 64,
     ));

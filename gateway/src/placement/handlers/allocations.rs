@@ -7,7 +7,9 @@ use serde_json::{json, Map, Value};
 
 use super::inventories::int;
 use super::resource_providers::normalize_uuid;
-use crate::placement::request::{bad_request, cache_headers, empty, json, not_found, to_naive, HandlerResult, PlacementError, Req};
+use crate::placement::request::{
+    bad_request, cache_headers, empty, json, not_found, to_naive, HandlerResult, PlacementError, Req,
+};
 use crate::placement::router::Route;
 use crate::placement::Microversion;
 use crate::route;
@@ -71,8 +73,11 @@ fn allocations_from_list(allocations: &Value) -> Vec<pb::ProviderResources> {
 /// One consumer's write from a validated body (PUT's whole body, or one
 /// entry of POST /allocations or of the reshaper's allocations).
 pub fn consumer_write(version: Microversion, consumer_uuid: &str, body: &Value) -> pb::ConsumerAllocationsWrite {
-    let allocations =
-        if version.at_least(1, 12) { allocations_from_dict(&body["allocations"]) } else { allocations_from_list(&body["allocations"]) };
+    let allocations = if version.at_least(1, 12) {
+        allocations_from_dict(&body["allocations"])
+    } else {
+        allocations_from_list(&body["allocations"])
+    };
     let text = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
     let (generation_check, consumer_generation) = if version.at_least(1, 28) {
         let g = body.get("consumer_generation").filter(|v| !v.is_null()).map(int);
@@ -88,13 +93,20 @@ pub fn consumer_write(version: Microversion, consumer_uuid: &str, body: &Value) 
         user_id: text("user_id"),
         consumer_generation,
         generation_check: generation_check as i32,
-        consumer_type: if version.at_least(1, 38) { body.get("consumer_type").and_then(Value::as_str).map(str::to_string) } else { None },
+        consumer_type: if version.at_least(1, 38) {
+            body.get("consumer_type").and_then(Value::as_str).map(str::to_string)
+        } else {
+            None
+        },
     }
 }
 
 /// POST /allocations and the reshaper: consumer uuid → write, in order.
 pub fn consumer_writes(version: Microversion, by_consumer: &Value) -> Vec<pb::ConsumerAllocationsWrite> {
-    by_consumer.as_object().map(|m| m.iter().map(|(c, body)| consumer_write(version, c, body)).collect()).unwrap_or_default()
+    by_consumer
+        .as_object()
+        .map(|m| m.iter().map(|(c, body)| consumer_write(version, c, body)).collect())
+        .unwrap_or_default()
 }
 
 async fn list_for_consumer(req: Req) -> HandlerResult {
@@ -112,7 +124,8 @@ async fn list_for_consumer(req: Req) -> HandlerResult {
         .allocations
         .iter()
         .map(|a| {
-            let entry = json!({"resources": resources_view(&a.resources), "generation": a.resource_provider_generation});
+            let entry =
+                json!({"resources": resources_view(&a.resources), "generation": a.resource_provider_generation});
             (a.resource_provider_uuid.clone(), entry)
         })
         .collect();
@@ -135,7 +148,8 @@ async fn list_for_consumer(req: Req) -> HandlerResult {
 async fn list_for_provider(req: Req) -> HandlerResult {
     req.authorize("placement:resource_providers:allocations:list", &[])?;
     let uuid = req.param("uuid").to_string();
-    let resp = req.state.clients.allocations.clone().get_provider_allocations(pb::ProviderRef { uuid }).await?.into_inner();
+    let resp =
+        req.state.clients.allocations.clone().get_provider_allocations(pb::ProviderRef { uuid }).await?.into_inner();
     let with_generation = req.at_least(1, 28);
     let by_consumer: Map<String, Value> = resp
         .allocations
@@ -217,7 +231,12 @@ async fn set_many(req: Req) -> HandlerResult {
 async fn delete(req: Req) -> HandlerResult {
     req.authorize("placement:allocations:delete", &[])?;
     let consumer_uuid = req.param("consumer_uuid").to_string();
-    req.state.clients.allocations.clone().delete_consumer_allocations(pb::DeleteConsumerAllocationsRequest { consumer_uuid }).await?;
+    req.state
+        .clients
+        .allocations
+        .clone()
+        .delete_consumer_allocations(pb::DeleteConsumerAllocationsRequest { consumer_uuid })
+        .await?;
     Ok(empty(StatusCode::NO_CONTENT))
 }
 
@@ -233,8 +252,11 @@ mod tests {
             {"resource_provider": {"uuid": "a"}, "resources": {"MEMORY_MB": 3}},
         ]});
         let w = consumer_write(Microversion(1, 7), "c", &body);
-        let got: Vec<_> =
-            w.allocations.iter().map(|a| (a.resource_provider_uuid.as_str(), a.resources[0].resource_class.as_str())).collect();
+        let got: Vec<_> = w
+            .allocations
+            .iter()
+            .map(|a| (a.resource_provider_uuid.as_str(), a.resources[0].resource_class.as_str()))
+            .collect();
         assert_eq!(got, [("a", "MEMORY_MB"), ("b", "DISK_GB")]);
         assert_eq!(w.generation_check(), pb::ConsumerGenerationCheck::ConsumerGenerationIgnored);
         assert!(w.project_id.is_empty(), "an incomplete consumer before 1.8");
@@ -249,7 +271,11 @@ mod tests {
         assert_eq!((w.consumer_generation, w.consumer_type.as_deref()), (None, None));
         let classes: Vec<_> = w.allocations[0].resources.iter().map(|r| r.resource_class.as_str()).collect();
         assert_eq!(classes, ["VCPU", "DISK_GB"], "request order is kept");
-        let w = consumer_write(Microversion(1, 38), "c", &json!({"allocations": {}, "consumer_generation": 3, "consumer_type": "X"}));
+        let w = consumer_write(
+            Microversion(1, 38),
+            "c",
+            &json!({"allocations": {}, "consumer_generation": 3, "consumer_type": "X"}),
+        );
         assert_eq!((w.consumer_generation, w.consumer_type.as_deref()), (Some(3), Some("X")));
         assert!(w.allocations.is_empty());
     }

@@ -5,7 +5,9 @@ use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
 use crate::placement::error;
-use crate::placement::request::{cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, PlacementError, Req};
+use crate::placement::request::{
+    cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, PlacementError, Req,
+};
 use crate::placement::router::Route;
 use crate::route;
 
@@ -90,7 +92,8 @@ async fn body_for_provider(req: &Req, uuid: &str, schema: &str) -> Result<Value,
     match req.json_body(schema) {
         Ok(body) => Ok(body),
         Err(bad) => {
-            let probe = req.state.clients.inventories.clone().get_inventories(pb::ProviderRef { uuid: uuid.to_string() }).await;
+            let probe =
+                req.state.clients.inventories.clone().get_inventories(pb::ProviderRef { uuid: uuid.to_string() }).await;
             match probe {
                 Err(status) if status.code() == tonic::Code::NotFound => {
                     Err(not_found(format!("No resource provider with uuid {uuid} found")))
@@ -112,7 +115,14 @@ async fn show(req: Req) -> HandlerResult {
     req.authorize("placement:resource_providers:inventories:show", &[])?;
     let uuid = req.param("uuid").to_string();
     let resource_class = req.param("resource_class").to_string();
-    let resp = req.state.clients.inventories.clone().get_inventory(pb::GetInventoryRequest { uuid, resource_class }).await?.into_inner();
+    let resp = req
+        .state
+        .clients
+        .inventories
+        .clone()
+        .get_inventory(pb::GetInventoryRequest { uuid, resource_class })
+        .await?
+        .into_inner();
     Ok(one_response(&req, StatusCode::OK, &resp))
 }
 
@@ -223,7 +233,10 @@ mod tests {
         assert_eq!((inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size), (8, 0, 1, MAX_INT, 1));
         assert_eq!(inv.allocation_ratio, 16.0);
         let view = Value::Object(inventory_view(&inv)).to_string();
-        assert_eq!(view, r#"{"total":8,"reserved":0,"min_unit":1,"max_unit":2147483647,"step_size":1,"allocation_ratio":16.0}"#);
+        assert_eq!(
+            view,
+            r#"{"total":8,"reserved":0,"min_unit":1,"max_unit":2147483647,"step_size":1,"allocation_ratio":16.0}"#
+        );
     }
 
     #[test]

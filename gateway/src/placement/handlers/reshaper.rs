@@ -34,7 +34,8 @@ async fn reshape(req: Req) -> HandlerResult {
             m.iter()
                 .map(|(rp, entry)| pb::ReshapeInventories {
                     resource_provider_uuid: rp.clone(),
-                    resource_provider_generation: u32::try_from(int(&entry["resource_provider_generation"])).unwrap_or(u32::MAX),
+                    resource_provider_generation: u32::try_from(int(&entry["resource_provider_generation"]))
+                        .unwrap_or(u32::MAX),
                     inventories: inventories_from_json(&entry["inventories"]),
                 })
                 .collect()

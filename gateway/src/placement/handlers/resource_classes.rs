@@ -37,7 +37,8 @@ fn view(req: &Req, name: &str) -> Value {
 async fn list(req: Req) -> HandlerResult {
     require_1_2(&req)?;
     req.authorize("placement:resource_classes:list", &[])?;
-    let resp = req.state.clients.classes.clone().list_resource_classes(pb::ListResourceClassesRequest {}).await?.into_inner();
+    let resp =
+        req.state.clients.classes.clone().list_resource_classes(pb::ListResourceClassesRequest {}).await?.into_inner();
     let items: Vec<Value> = resp.resource_classes.iter().map(|rc| view(&req, &rc.name)).collect();
     let last = newest(resp.resource_classes.iter().map(|rc| &rc.last_modified));
     let out = json(StatusCode::OK, &json!({ "resource_classes": items }));
@@ -50,7 +51,12 @@ async fn create(req: Req) -> HandlerResult {
     req.authorize("placement:resource_classes:create", &[])?;
     let body = req.json_body("resource_class.POST_RC_SCHEMA_V1_2")?;
     let name = body["name"].as_str().unwrap_or_default().to_string();
-    req.state.clients.classes.clone().create_resource_class(pb::CreateResourceClassRequest { name: name.clone() }).await?;
+    req.state
+        .clients
+        .classes
+        .clone()
+        .create_resource_class(pb::CreateResourceClassRequest { name: name.clone() })
+        .await?;
     let mut resp = empty(StatusCode::CREATED);
     resp.headers_mut().insert(http::header::LOCATION, req.location(&format!("/resource_classes/{name}")));
     Ok(resp)
@@ -60,7 +66,8 @@ async fn show(req: Req) -> HandlerResult {
     require_1_2(&req)?;
     req.authorize("placement:resource_classes:show", &[])?;
     let name = req.param("name").to_string();
-    let rc = req.state.clients.classes.clone().get_resource_class(pb::GetResourceClassRequest { name }).await?.into_inner();
+    let rc =
+        req.state.clients.classes.clone().get_resource_class(pb::GetResourceClassRequest { name }).await?.into_inner();
     let out = json(StatusCode::OK, &view(&req, &rc.name));
     Ok(cache_headers(&req, out, to_naive(&rc.last_modified)))
 }
@@ -73,7 +80,13 @@ async fn update(req: Req) -> HandlerResult {
         // Upstream validates the path name with the body schema.
         crate::placement::handlers::validate("resource_class.PUT_RC_SCHEMA_V1_2", &json!({ "name": name }))
             .map_err(|msg| crate::placement::request::bad_request(format!("JSON does not validate: {msg}")))?;
-        let r = req.state.clients.classes.clone().ensure_resource_class(pb::EnsureResourceClassRequest { name: name.clone() }).await?;
+        let r = req
+            .state
+            .clients
+            .classes
+            .clone()
+            .ensure_resource_class(pb::EnsureResourceClassRequest { name: name.clone() })
+            .await?;
         let status = if r.into_inner().created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
         let mut resp = empty(status);
         resp.headers_mut().insert(http::header::LOCATION, req.location(&format!("/resource_classes/{name}")));

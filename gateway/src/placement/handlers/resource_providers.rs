@@ -8,7 +8,9 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
-use crate::placement::request::{bad_request, cache_headers, empty, json, newest, to_naive, HandlerResult, PlacementError, Req};
+use crate::placement::request::{
+    bad_request, cache_headers, empty, json, newest, to_naive, HandlerResult, PlacementError, Req,
+};
 use crate::placement::router::Route;
 use crate::route;
 
@@ -62,7 +64,8 @@ fn view(req: &Req, rp: &pb::ResourceProvider) -> Value {
 /// Python's `str(uuid.UUID(value))`: accepts `urn:uuid:`, braces and
 /// hyphens anywhere; `None` unless 32 hex digits remain.
 pub fn normalize_uuid(value: &str) -> Option<String> {
-    let hex: String = value.replace("urn:", "").replace("uuid:", "").trim_matches(|c| c == '{' || c == '}').replace('-', "");
+    let hex: String =
+        value.replace("urn:", "").replace("uuid:", "").trim_matches(|c| c == '{' || c == '}').replace('-', "");
     if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return None;
     }
@@ -78,13 +81,18 @@ pub fn is_uuid_like(value: &str) -> bool {
 async fn create(req: Req) -> HandlerResult {
     req.require_content()?;
     req.authorize("placement:resource_providers:create", &[])?;
-    let schema =
-        if req.at_least(1, 14) { "resource_provider.POST_RP_SCHEMA_V1_14" } else { "resource_provider.POST_RESOURCE_PROVIDER_SCHEMA" };
+    let schema = if req.at_least(1, 14) {
+        "resource_provider.POST_RP_SCHEMA_V1_14"
+    } else {
+        "resource_provider.POST_RESOURCE_PROVIDER_SCHEMA"
+    };
     let body = req.json_body(schema)?;
     let name = body["name"].as_str().unwrap_or_default().to_string();
     let uuid = match body.get("uuid").and_then(Value::as_str).filter(|u| !u.is_empty()) {
         // The schema checked the form; normalize dashes and case.
-        Some(u) => normalize_uuid(u).ok_or_else(|| bad_request(format!("badly formed hexadecimal UUID string: {u}")))?,
+        Some(u) => {
+            normalize_uuid(u).ok_or_else(|| bad_request(format!("badly formed hexadecimal UUID string: {u}")))?
+        }
         None => String::new(),
     };
     let parent_provider_uuid = body.get("parent_provider_uuid").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -109,7 +117,14 @@ async fn create(req: Req) -> HandlerResult {
 async fn show(req: Req) -> HandlerResult {
     req.authorize("placement:resource_providers:show", &[])?;
     let uuid = req.param("uuid").to_string();
-    let rp = req.state.clients.providers.clone().get_resource_provider(pb::GetResourceProviderRequest { uuid }).await?.into_inner();
+    let rp = req
+        .state
+        .clients
+        .providers
+        .clone()
+        .get_resource_provider(pb::GetResourceProviderRequest { uuid })
+        .await?
+        .into_inner();
     let out = json(StatusCode::OK, &view(&req, &rp));
     Ok(cache_headers(&req, out, to_naive(&rp.last_modified)))
 }
@@ -128,8 +143,11 @@ async fn update(req: Req) -> HandlerResult {
     let mut client = req.state.clients.providers.clone();
     // Upstream looks the provider up (404) before validating the body.
     client.get_resource_provider(pb::GetResourceProviderRequest { uuid: uuid.clone() }).await?;
-    let schema =
-        if req.at_least(1, 14) { "resource_provider.PUT_RP_SCHEMA_V1_14" } else { "resource_provider.PUT_RESOURCE_PROVIDER_SCHEMA" };
+    let schema = if req.at_least(1, 14) {
+        "resource_provider.PUT_RP_SCHEMA_V1_14"
+    } else {
+        "resource_provider.PUT_RESOURCE_PROVIDER_SCHEMA"
+    };
     let body = req.json_body(schema)?;
     let name = body["name"].as_str().unwrap_or_default().to_string();
     let parent_provider_uuid = match body.get("parent_provider_uuid") {
@@ -172,7 +190,8 @@ async fn list(req: Req) -> HandlerResult {
     }
     if query.contains_key("required") {
         let (required, forbidden) = required_params(&req, "")?;
-        filter.required_traits = required.into_iter().map(|names| pb::AnyOf { names: names.into_iter().collect() }).collect();
+        filter.required_traits =
+            required.into_iter().map(|names| pb::AnyOf { names: names.into_iter().collect() }).collect();
         filter.forbidden_traits = forbidden.into_iter().collect();
     }
     let text = |key: &str| query.get(key).and_then(Value::as_str).map(str::to_string);
@@ -289,7 +308,8 @@ pub fn required_value(
     let all: Vec<String> = value.split(',').map(|s| python_strip(s).to_string()).collect();
     // Any number of leading `!` mark one forbidden trait (upstream keeps
     // this quirk).
-    let forbidden: BTreeSet<String> = all.iter().filter(|t| t.starts_with('!')).map(|t| t.trim_start_matches('!').to_string()).collect();
+    let forbidden: BTreeSet<String> =
+        all.iter().filter(|t| t.starts_with('!')).map(|t| t.trim_start_matches('!').to_string()).collect();
     if all.iter().any(String::is_empty) || forbidden.iter().any(String::is_empty) {
         let form = if allow_forbidden { "HW_CPU_X86_VMX,!CUSTOM_MAGIC" } else { "HW_CPU_X86_VMX,CUSTOM_MAGIC" };
         return Err(bad_request(format!(
@@ -327,7 +347,9 @@ pub fn resources_param(value: &str) -> Result<HashMap<String, i64>, PlacementErr
             )));
         };
         let Some(n) = python_int(amount) else {
-            return Err(bad_request(format!("Requested resource {class} expected positive integer amount. Got: {amount}.")));
+            return Err(bad_request(format!(
+                "Requested resource {class} expected positive integer amount. Got: {amount}."
+            )));
         };
         if n < 1 {
             return Err(bad_request(format!("Requested resource {class} requires amount >= 1. Got: {n}.")));
@@ -363,8 +385,14 @@ mod tests {
 
     #[test]
     fn uuid_normalization() {
-        assert_eq!(normalize_uuid("{11111111222233334444555555555558}").as_deref(), Some("11111111-2222-3333-4444-555555555558"));
-        assert_eq!(normalize_uuid("urn:uuid:ABCDEF00-0000-0000-0000-000000000000").as_deref(), Some("abcdef00-0000-0000-0000-000000000000"));
+        assert_eq!(
+            normalize_uuid("{11111111222233334444555555555558}").as_deref(),
+            Some("11111111-2222-3333-4444-555555555558")
+        );
+        assert_eq!(
+            normalize_uuid("urn:uuid:ABCDEF00-0000-0000-0000-000000000000").as_deref(),
+            Some("abcdef00-0000-0000-0000-000000000000")
+        );
         assert!(normalize_uuid("not-a-uuid").is_none());
     }
 

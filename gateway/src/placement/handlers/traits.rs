@@ -6,7 +6,9 @@ use keelson_common::ApiError;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Value};
 
-use crate::placement::request::{bad_request, cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, PlacementError, Req};
+use crate::placement::request::{
+    bad_request, cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, PlacementError, Req,
+};
 use crate::placement::router::Route;
 use crate::route;
 
@@ -90,7 +92,14 @@ async fn update(req: Req) -> HandlerResult {
             "The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\"",
         ));
     }
-    let r = req.state.clients.traits.clone().ensure_trait(pb::EnsureTraitRequest { name: name.clone() }).await?.into_inner();
+    let r = req
+        .state
+        .clients
+        .traits
+        .clone()
+        .ensure_trait(pb::EnsureTraitRequest { name: name.clone() })
+        .await?
+        .into_inner();
     let status = if r.created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
     // Upstream reports the creation time, or now when it lost a race.
     let when = if r.created { r.r#trait.as_ref().and_then(|t| to_naive(&t.last_modified)) } else { None };
@@ -115,7 +124,8 @@ async fn list_for_provider(req: Req) -> HandlerResult {
     require_1_6(&req)?;
     req.authorize("placement:resource_providers:traits:list", &[])?;
     let uuid = req.param("uuid").to_string();
-    let t = match req.state.clients.providers.clone().get_provider_traits(pb::ProviderRef { uuid: uuid.clone() }).await {
+    let t = match req.state.clients.providers.clone().get_provider_traits(pb::ProviderRef { uuid: uuid.clone() }).await
+    {
         Ok(t) => t.into_inner(),
         Err(status) => {
             // Upstream repeats the lookup's message after its own.
@@ -138,7 +148,8 @@ async fn set_for_provider(req: Req) -> HandlerResult {
     let uuid = req.param("uuid").to_string();
     // The schema admits any integer; one no provider can have conflicts.
     let generation = body["resource_provider_generation"].as_i64().and_then(|g| u32::try_from(g).ok());
-    let traits: Vec<String> = body["traits"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)).collect();
+    let traits: Vec<String> =
+        body["traits"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)).collect();
     let mut client = req.state.clients.providers.clone();
     let Some(generation) = generation else {
         client.get_resource_provider(pb::GetResourceProviderRequest { uuid }).await?;

@@ -28,7 +28,8 @@ async fn list_for_provider(req: Req) -> HandlerResult {
     req.authorize("placement:resource_providers:usages", &[])?;
     let uuid = req.param("uuid").to_string();
     let resp = req.state.clients.usages.clone().get_provider_usages(pb::ProviderRef { uuid }).await?.into_inner();
-    let body = json!({"resource_provider_generation": resp.resource_provider_generation, "usages": usages_view(&resp.usages)});
+    let body =
+        json!({"resource_provider_generation": resp.resource_provider_generation, "usages": usages_view(&resp.usages)});
     // Usages are as of now: no stored modification time applies.
     Ok(cache_headers(&req, json(StatusCode::OK, &body), None))
 }

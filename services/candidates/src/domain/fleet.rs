@@ -1,7 +1,6 @@
 //! The part of the database one request needs, in memory: the store loads
 //! it in a few queries, the algorithm only reads it.
 
-
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub type ProviderId = i64;

@@ -15,7 +15,6 @@
 //! inflates other candidates' amounts; here every candidate's amounts add
 //! up to exactly what its groups asked.
 
-
 use rustc_hash::FxHashMap;
 
 use super::fleet::{ClassId, Fleet, ProviderId, Trees};
@@ -176,7 +175,8 @@ impl Distinct {
             other.sort_unstable();
             other == sorted && kept.mappings == combo.mappings
         };
-        let duplicate = out.get(first).is_some_and(&mut equal) || self.more.iter().any(|(h, i)| *h == hash && out.get(*i).is_some_and(&mut equal));
+        let duplicate = out.get(first).is_some_and(&mut equal)
+            || self.more.iter().any(|(h, i)| *h == hash && out.get(*i).is_some_and(&mut equal));
         if !duplicate {
             self.more.push((hash, out.len()));
             out.push(combo);
@@ -188,16 +188,28 @@ impl Distinct {
 /// providers of this anchor's candidates together must have room for the
 /// total, else no combination can fit and the (possibly huge) product is
 /// skipped. It never removes an anchor that has a valid combination.
-fn enough_overall_capacity(cands: &[&GroupCandidate], runs: &[(usize, usize)], shared: &FxHashMap<ClassId, i64>, fleet: &Fleet) -> bool {
+fn enough_overall_capacity(
+    cands: &[&GroupCandidate],
+    runs: &[(usize, usize)],
+    shared: &FxHashMap<ClassId, i64>,
+    fleet: &Fleet,
+) -> bool {
     let mut providers: Vec<ProviderId> = Vec::new();
     for (class, wanted) in shared {
         providers.clear();
         for (start, end) in runs {
-            providers.extend(cands[*start..*end].iter().flat_map(|c| c.parts.iter()).filter(|p| p.class == *class).map(|p| p.provider));
+            providers.extend(
+                cands[*start..*end]
+                    .iter()
+                    .flat_map(|c| c.parts.iter())
+                    .filter(|p| p.class == *class)
+                    .map(|p| p.provider),
+            );
         }
         providers.sort_unstable();
         providers.dedup();
-        let room: i64 = providers.iter().filter_map(|p| fleet.inventories.get(&(*p, *class))).map(|i| i.headroom()).sum();
+        let room: i64 =
+            providers.iter().filter_map(|p| fleet.inventories.get(&(*p, *class))).map(|i| i.headroom()).sum();
         if room < *wanted {
             return false;
         }
@@ -267,7 +279,8 @@ impl<'a> AnchorProduct<'a> {
             return false;
         }
         for part in &c.parts {
-            let before = self.taken.iter().find(|(p, class, _)| *p == part.provider && *class == part.class).map_or(0, |t| t.2);
+            let before =
+                self.taken.iter().find(|(p, class, _)| *p == part.provider && *class == part.class).map_or(0, |t| t.2);
             match self.fleet.inventories.get(&(part.provider, part.class)) {
                 Some(inv) if inv.fits_total(before.saturating_add(part.amount)) => {}
                 _ => return false,
@@ -344,10 +357,12 @@ impl<'a> AnchorProduct<'a> {
     /// of them.
     fn same_subtrees_hold(&self, chosen: &[&GroupCandidate]) -> bool {
         self.rules.same_subtrees.iter().all(|groups| {
-            let mut providers: Vec<ProviderId> = groups.iter().flat_map(|g| chosen[*g].providers.iter().copied()).collect();
+            let mut providers: Vec<ProviderId> =
+                groups.iter().flat_map(|g| chosen[*g].providers.iter().copied()).collect();
             providers.sort_unstable();
             providers.dedup();
-            providers.len() <= 1 || providers.iter().any(|top| providers.iter().all(|p| descends_from(*p, *top, self.rules.trees)))
+            providers.len() <= 1
+                || providers.iter().any(|top| providers.iter().all(|p| descends_from(*p, *top, self.rules.trees)))
         })
     }
 }

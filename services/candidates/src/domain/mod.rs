@@ -57,14 +57,24 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { strategy: Strategy::DepthFirst, optimize_for_wide_provider_trees: false, max_candidates: None, randomize: false }
+        Settings {
+            strategy: Strategy::DepthFirst,
+            optimize_for_wide_provider_trees: false,
+            max_candidates: None,
+            randomize: false,
+        }
     }
 }
 
 impl Settings {
     /// From the option values as configured (an unknown strategy name was
     /// refused by configuration validation; depth-first is the default).
-    pub fn from_options(strategy: &str, optimize_for_wide_provider_trees: bool, max_allocation_candidates: i64, randomize: bool) -> Self {
+    pub fn from_options(
+        strategy: &str,
+        optimize_for_wide_provider_trees: bool,
+        max_allocation_candidates: i64,
+        randomize: bool,
+    ) -> Self {
         Settings {
             strategy: if strategy == "breadth-first" { Strategy::BreadthFirst } else { Strategy::DepthFirst },
             optimize_for_wide_provider_trees,
@@ -76,7 +86,13 @@ impl Settings {
 
 /// The whole algorithm on the loaded data: search, merge, finish.
 /// `Ok(None)` is an empty answer.
-pub fn run(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet, trees: &Trees) -> Result<Option<Answer>> {
+pub fn run(
+    req: &Request,
+    settings: &Settings,
+    catalog: &Catalog,
+    fleet: &Fleet,
+    trees: &Trees,
+) -> Result<Option<Answer>> {
     let Some(candidates) = generate(req, settings, catalog, fleet, trees)? else { return Ok(None) };
     let answer = finish(req, settings, fleet.has_trees, candidates, trees);
     Ok((!answer.candidates.is_empty()).then_some(answer))
@@ -85,12 +101,22 @@ pub fn run(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet,
 /// Search and merge: every candidate, before [`finish`] (`Ok(None)`: an
 /// empty answer). Only same_subtree reads `trees`, so a request without it
 /// can generate before the trees are loaded.
-pub fn generate(req: &Request, settings: &Settings, catalog: &Catalog, fleet: &Fleet, trees: &Trees) -> Result<Option<Vec<Candidate>>> {
+pub fn generate(
+    req: &Request,
+    settings: &Settings,
+    catalog: &Catalog,
+    fleet: &Fleet,
+    trees: &Trees,
+) -> Result<Option<Vec<Candidate>>> {
     let Some(found) = search::search(req, catalog, fleet)? else { return Ok(None) };
     let index: FxHashMap<&str, usize> = req.groups.iter().enumerate().map(|(i, g)| (g.suffix.as_str(), i)).collect();
     let rules = MergeRules {
         isolate: req.group_policy == Some(GroupPolicy::Isolate),
-        same_subtrees: req.same_subtrees.iter().map(|s| s.iter().filter_map(|x| index.get(x.as_str()).copied()).collect()).collect(),
+        same_subtrees: req
+            .same_subtrees
+            .iter()
+            .map(|s| s.iter().filter_map(|x| index.get(x.as_str()).copied()).collect())
+            .collect(),
         trees,
     };
     let candidates = merge::merge(&found, fleet, &rules, settings);
@@ -109,7 +135,13 @@ pub struct Answer {
 /// summaries limited to the providers used), then `limit` and
 /// randomisation, and picks the providers to summarise: every provider of
 /// every tree a kept candidate allocates from.
-pub fn finish(req: &Request, settings: &Settings, has_trees: bool, mut candidates: Vec<Candidate>, trees: &Trees) -> Answer {
+pub fn finish(
+    req: &Request,
+    settings: &Settings,
+    has_trees: bool,
+    mut candidates: Vec<Candidate>,
+    trees: &Trees,
+) -> Answer {
     let root = |p: ProviderId| trees.get(&p).map(|t| t.root).unwrap_or(p);
     let only_used = !req.nested_aware && has_trees;
     let mut used: FxHashSet<ProviderId> = FxHashSet::default();
@@ -133,9 +165,13 @@ pub fn finish(req: &Request, settings: &Settings, has_trees: bool, mut candidate
         _ if settings.randomize => candidates.shuffle(&mut rng),
         _ => {}
     }
-    let kept_roots: FxHashSet<ProviderId> = candidates.iter().flat_map(|c| c.parts.iter().map(|p| root(p.provider))).collect();
-    let mut summary_providers: Vec<ProviderId> =
-        trees.iter().filter(|(id, t)| kept_roots.contains(&t.root) && (!only_used || used.contains(id))).map(|(id, _)| *id).collect();
+    let kept_roots: FxHashSet<ProviderId> =
+        candidates.iter().flat_map(|c| c.parts.iter().map(|p| root(p.provider))).collect();
+    let mut summary_providers: Vec<ProviderId> = trees
+        .iter()
+        .filter(|(id, t)| kept_roots.contains(&t.root) && (!only_used || used.contains(id)))
+        .map(|(id, _)| *id)
+        .collect();
     summary_providers.sort_unstable();
     Answer { candidates, summary_providers }
 }
@@ -183,7 +219,11 @@ impl Outcome {
     pub fn named(&self) -> NamedOutcome {
         let suffixes: Vec<&str> = self.suffixes.iter().map(String::as_str).collect();
         NamedOutcome {
-            allocation_requests: self.candidates.iter().map(|c| name_candidate(c, &suffixes, &self.trees, &self.class_names)).collect(),
+            allocation_requests: self
+                .candidates
+                .iter()
+                .map(|c| name_candidate(c, &suffixes, &self.trees, &self.class_names))
+                .collect(),
             provider_summaries: self
                 .summaries
                 .iter()
@@ -191,7 +231,11 @@ impl Outcome {
                     uuid: self.uuid(s.provider).to_string(),
                     parent_uuid: s.parent.map(|p| self.uuid(p).to_string()),
                     root_uuid: self.uuid(s.root).to_string(),
-                    resources: s.resources.iter().map(|(c, capacity, used)| (self.class_name(*c).to_string(), *capacity, *used)).collect(),
+                    resources: s
+                        .resources
+                        .iter()
+                        .map(|(c, capacity, used)| (self.class_name(*c).to_string(), *capacity, *used))
+                        .collect(),
                     traits: s.traits.iter().filter_map(|t| self.trait_names.get(t).cloned()).collect(),
                 })
                 .collect(),
@@ -228,7 +272,12 @@ pub struct NamedOutcome {
 }
 
 /// Names a candidate's providers and classes.
-pub fn name_candidate(c: &Candidate, suffixes: &[&str], trees: &Trees, class_names: &FxHashMap<ClassId, String>) -> NamedRequest {
+pub fn name_candidate(
+    c: &Candidate,
+    suffixes: &[&str],
+    trees: &Trees,
+    class_names: &FxHashMap<ClassId, String>,
+) -> NamedRequest {
     let uuid = |p: ProviderId| trees.get(&p).map(|t| t.uuid.clone()).unwrap_or_default();
     let mut allocations: Vec<(ProviderId, Vec<(String, i64)>)> = Vec::new();
     for part in &c.parts {

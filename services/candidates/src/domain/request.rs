@@ -81,10 +81,15 @@ impl Request {
         let mut seen = BTreeSet::new();
         for g in &self.groups {
             if !seen.insert(g.suffix.as_str()) {
-                return Err(Error::BadRequest(format!("Request group suffix {} is given more than once.", py_repr(&g.suffix))));
+                return Err(Error::BadRequest(format!(
+                    "Request group suffix {} is given more than once.",
+                    py_repr(&g.suffix)
+                )));
             }
             if let Some((class, amount)) = g.resources.iter().find(|(_, a)| *a < 1) {
-                return Err(Error::BadRequest(format!("Requested resource {class} requires amount >= 1. Got: {amount}.")));
+                return Err(Error::BadRequest(format!(
+                    "Requested resource {class} requires amount >= 1. Got: {amount}."
+                )));
             }
         }
         if self.same_subtrees.iter().any(|s| s.iter().any(String::is_empty)) {
@@ -93,7 +98,8 @@ impl Request {
                 "Empty string (unsuffixed group) can not be specified in `same_subtree` ".into(),
             ));
         }
-        let conflicts: Vec<&str> = self.root_required.iter().filter(|t| self.root_forbidden.contains(t)).map(String::as_str).collect();
+        let conflicts: Vec<&str> =
+            self.root_required.iter().filter(|t| self.root_forbidden.contains(t)).map(String::as_str).collect();
         if !conflicts.is_empty() {
             return Err(Error::BadRequestCode(
                 QUERY_BAD_VALUE,
@@ -108,7 +114,8 @@ impl Request {
         self.check_forbidden_conflicts()?;
         if self.group_policy.is_none() && self.groups.iter().filter(|g| g.use_same_provider).count() > 1 {
             return Err(Error::BadRequest(
-                "The \"group_policy\" parameter is required when specifying more than one \"resources{N}\" parameter.".into(),
+                "The \"group_policy\" parameter is required when specifying more than one \"resources{N}\" parameter."
+                    .into(),
             ));
         }
         Ok(())
@@ -117,7 +124,8 @@ impl Request {
     /// From 1.36: resourceless groups are allowed only in `same_subtree`,
     /// and `same_subtree` names only existing groups.
     fn check_resourceless_groups(&self) -> Result<()> {
-        let resourceless: Vec<&str> = self.groups.iter().filter(|g| g.resources.is_empty()).map(|g| g.suffix.as_str()).collect();
+        let resourceless: Vec<&str> =
+            self.groups.iter().filter(|g| g.resources.is_empty()).map(|g| g.suffix.as_str()).collect();
         if resourceless.len() == self.groups.len() {
             return Err(Error::BadRequestCode(
                 QUERY_MISSING_VALUE,
@@ -141,7 +149,11 @@ impl Request {
         if !bad.is_empty() {
             return Err(Error::BadRequestCode(
                 QUERY_BAD_VALUE,
-                format!("Real suffixes should be specified in `same_subtree`: {} not found in {}.", py_list(&bad), py_list(&known)),
+                format!(
+                    "Real suffixes should be specified in `same_subtree`: {} not found in {}.",
+                    py_list(&bad),
+                    py_list(&known)
+                ),
             ));
         }
         Ok(())
@@ -177,7 +189,9 @@ impl Request {
             return Err(Error::BadRequest("All request groups must specify resources.".into()));
         }
         if self.groups.is_empty() {
-            return Err(Error::BadRequest("At least one request group (`resources` or `resources{$S}`) is required.".into()));
+            return Err(Error::BadRequest(
+                "At least one request group (`resources` or `resources{$S}`) is required.".into(),
+            ));
         }
         Ok(())
     }
@@ -261,7 +275,12 @@ mod tests {
         let r = Request {
             groups: vec![
                 RequestGroup { required: vec![vec!["FOO".into()]], ..Default::default() },
-                RequestGroup { suffix: "1".into(), required: vec![vec!["BAR".into()]], use_same_provider: true, ..Default::default() },
+                RequestGroup {
+                    suffix: "1".into(),
+                    required: vec![vec!["BAR".into()]],
+                    use_same_provider: true,
+                    ..Default::default()
+                },
             ],
             ..Default::default()
         };
@@ -287,7 +306,10 @@ mod tests {
             "Resourceless suffixed group request should be specified in `same_subtree` query param: bad group(s) - ['X']."
         );
         r.same_subtrees = vec![vec!["X".into(), "Y".into()]];
-        assert_eq!(message(r.validate()), "Real suffixes should be specified in `same_subtree`: ['Y'] not found in ['', 'X'].");
+        assert_eq!(
+            message(r.validate()),
+            "Real suffixes should be specified in `same_subtree`: ['Y'] not found in ['', 'X']."
+        );
         r.same_subtrees = vec![vec!["X".into()]];
         assert!(r.validate().is_ok());
     }
@@ -303,7 +325,10 @@ mod tests {
             }],
             ..Default::default()
         };
-        assert_eq!(message(r.validate()), "Conflicting required and forbidden traits found in the following traits keys: required: (A, B)");
+        assert_eq!(
+            message(r.validate()),
+            "Conflicting required and forbidden traits found in the following traits keys: required: (A, B)"
+        );
     }
 
     #[test]

@@ -73,7 +73,11 @@ pub fn search(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Found> {
             search_single_providers(&resolved, fleet, anchors.as_ref())
         };
         let Some(candidates) = candidates.filter(|c| !c.is_empty()) else { return Ok(None) };
-        groups.push(GroupCandidates { suffix: group.suffix.clone(), use_same_provider: group.use_same_provider, candidates });
+        groups.push(GroupCandidates {
+            suffix: group.suffix.clone(),
+            use_same_provider: group.use_same_provider,
+            candidates,
+        });
     }
     let shared_classes = totals.into_iter().filter(|(class, _)| seen.get(class).copied().unwrap_or(0) > 1).collect();
     Ok(Some(Found { groups, shared_classes }))
@@ -92,7 +96,9 @@ fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Option<FxH
         .iter()
         .flatten()
         .copied()
-        .filter(|r| required.iter().all(|t| fleet.has_trait(*r, *t)) && !forbidden.iter().any(|t| fleet.has_trait(*r, *t)))
+        .filter(|r| {
+            required.iter().all(|t| fleet.has_trait(*r, *t)) && !forbidden.iter().any(|t| fleet.has_trait(*r, *t))
+        })
         .collect();
     Ok(if roots.is_empty() { None } else { Some(Some(roots)) })
 }
@@ -176,9 +182,15 @@ fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Re
         }
         with_resource.push(providers);
     }
-    let forbidden_aggs: Vec<AggregateId> = group.forbidden_aggregates.iter().filter_map(|u| cat.aggregates.get(u).copied()).collect();
+    let forbidden_aggs: Vec<AggregateId> =
+        group.forbidden_aggregates.iter().filter_map(|u| cat.aggregates.get(u).copied()).collect();
     let in_forbidden_aggregates = (!forbidden_aggs.is_empty()).then(|| {
-        fleet.aggregates.iter().filter(|(_, aggs)| forbidden_aggs.iter().any(|a| aggs.contains(a))).map(|(p, _)| *p).collect::<FxHashSet<_>>()
+        fleet
+            .aggregates
+            .iter()
+            .filter(|(_, aggs)| forbidden_aggs.iter().any(|a| aggs.contains(a)))
+            .map(|(p, _)| *p)
+            .collect::<FxHashSet<_>>()
     });
     Ok(Some(Resolved { group, resources, required, forbidden, in_aggregates, in_forbidden_aggregates, with_resource }))
 }
@@ -246,9 +258,12 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
     per_class.sort_by_key(|(class, _, _)| *class);
     // (anchor, class index, provider) for every pair under a common anchor,
     // sorted: each anchor's lists, each list's providers ascending.
-    let mut servers: Vec<(ProviderId, usize, ProviderId)> = Vec::with_capacity(per_class.iter().map(|(_, _, p)| p.len()).sum());
+    let mut servers: Vec<(ProviderId, usize, ProviderId)> =
+        Vec::with_capacity(per_class.iter().map(|(_, _, p)| p.len()).sum());
     for (i, (_, _, pairs)) in per_class.iter().enumerate() {
-        servers.extend(pairs.iter().filter(|(_, anchor)| common.binary_search(anchor).is_ok()).map(|(p, anchor)| (*anchor, i, *p)));
+        servers.extend(
+            pairs.iter().filter(|(_, anchor)| common.binary_search(anchor).is_ok()).map(|(p, anchor)| (*anchor, i, *p)),
+        );
     }
     servers.sort_unstable();
     let n = per_class.len();
@@ -266,8 +281,11 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
             if !traits_satisfied(choice, &r.required, &r.forbidden, fleet) {
                 return;
             }
-            let parts =
-                per_class.iter().zip(choice).map(|((class, amount, _), p)| Part { provider: *p, class: *class, amount: *amount }).collect();
+            let parts = per_class
+                .iter()
+                .zip(choice)
+                .map(|((class, amount, _), p)| Part { provider: *p, class: *class, amount: *amount })
+                .collect();
             let mut providers = choice.to_vec();
             providers.sort_unstable();
             providers.dedup();
@@ -318,7 +336,11 @@ fn traits_satisfied(providers: &[ProviderId], required: &[Vec<TraitId>], forbidd
 /// aggregates itself (upstream's `get_provider_ids_matching` and
 /// `_alloc_candidates_single_provider`). A sharing provider also serves
 /// every tree it shares an aggregate with.
-fn search_single_providers(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
+fn search_single_providers(
+    r: &Resolved,
+    fleet: &Fleet,
+    anchors: Option<&FxHashSet<ProviderId>>,
+) -> Option<Vec<GroupCandidate>> {
     let matches_own = |p: &ProviderId| {
         r.required.iter().all(|any| any.iter().any(|t| fleet.has_trait(*p, *t)))
             && r.in_aggregates.as_ref().is_none_or(|m| m.contains(p))
@@ -340,7 +362,8 @@ fn search_single_providers(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashS
     };
     let mut out = Vec::with_capacity(providers.len());
     for p in providers {
-        let parts: Vec<Part> = r.resources.iter().map(|(class, amount)| Part { provider: p, class: *class, amount: *amount }).collect();
+        let parts: Vec<Part> =
+            r.resources.iter().map(|(class, amount)| Part { provider: p, class: *class, amount: *amount }).collect();
         let root = fleet.root(p);
         if anchor_allowed(anchors, root) {
             out.push(GroupCandidate { anchor: root, parts: parts.clone(), providers: vec![p] });

@@ -62,7 +62,8 @@ impl Store {
                 (Ok(trees), true) => Some(load_traits(&mut tx, trees).await),
                 _ => None,
             };
-            let (candidates, fleet) = algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            let (candidates, fleet) =
+                algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
             // The algorithm's own error (a 400) comes first.
             let candidates = candidates?;
             (candidates, fleet, trees?, traits.transpose()?)
@@ -74,7 +75,8 @@ impl Store {
                 (candidates, fleet)
             });
             let traits = if req.traits_in_summaries { Some(load_traits(&mut tx, &trees).await) } else { None };
-            let (candidates, fleet) = algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            let (candidates, fleet) =
+                algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
             let candidates = candidates?;
             // The algorithm's handle is gone: this is the only one left.
             let trees = Arc::try_unwrap(trees).unwrap_or_else(|shared| (*shared).clone());
@@ -142,8 +144,12 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
         traits.extend(g.forbidden.iter().map(String::as_str));
     }
     traits.extend(req.root_required.iter().chain(&req.root_forbidden).map(String::as_str));
-    let aggs: BTreeSet<&str> =
-        req.groups.iter().flat_map(|g| g.member_of.iter().flatten().chain(&g.forbidden_aggregates)).map(String::as_str).collect();
+    let aggs: BTreeSet<&str> = req
+        .groups
+        .iter()
+        .flat_map(|g| g.member_of.iter().flatten().chain(&g.forbidden_aggregates))
+        .map(String::as_str)
+        .collect();
 
     const TRAIT: i64 = 0;
     const CLASS: i64 = 1;
@@ -155,11 +161,17 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
     if req.all_classes_in_summaries {
         sql.push_str(&format!(" UNION ALL SELECT {CLASS}, id, name FROM resource_classes"));
     } else if !classes.is_empty() {
-        sql.push_str(&format!(" UNION ALL SELECT {CLASS}, id, name FROM resource_classes WHERE name IN ({})", in_list(classes.len())));
+        sql.push_str(&format!(
+            " UNION ALL SELECT {CLASS}, id, name FROM resource_classes WHERE name IN ({})",
+            in_list(classes.len())
+        ));
         params.extend(texts(classes.iter().copied()));
     }
     if !aggs.is_empty() {
-        sql.push_str(&format!(" UNION ALL SELECT {AGGREGATE}, id, uuid FROM placement_aggregates WHERE uuid IN ({})", in_list(aggs.len())));
+        sql.push_str(&format!(
+            " UNION ALL SELECT {AGGREGATE}, id, uuid FROM placement_aggregates WHERE uuid IN ({})",
+            in_list(aggs.len())
+        ));
         params.extend(texts(aggs.iter().copied()));
     }
     sql.push_str(&format!(
@@ -209,7 +221,10 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
 
     let trees: BTreeSet<&str> = req.groups.iter().filter_map(|g| g.in_tree.as_deref()).collect();
     if !trees.is_empty() {
-        let sql = format!("SELECT id, uuid, root_provider_id FROM resource_providers WHERE uuid IN ({})", in_list(trees.len()));
+        let sql = format!(
+            "SELECT id, uuid, root_provider_id FROM resource_providers WHERE uuid IN ({})",
+            in_list(trees.len())
+        );
         for r in tx.fetch_all(&sql, &texts(trees.iter().copied())).await? {
             let uuid = r.string(1)?;
             if trees.contains(uuid.as_str()) {
@@ -262,7 +277,10 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
         // each provider by its primary key, is the plan that fits.
         let join = if tx.dialect == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
         let (root, from) = if fleet.has_trees {
-            ("rp.root_provider_id", format!("inventories i {join} resource_providers rp ON rp.id = i.resource_provider_id"))
+            (
+                "rp.root_provider_id",
+                format!("inventories i {join} resource_providers rp ON rp.id = i.resource_provider_id"),
+            )
         } else {
             ("i.resource_provider_id", "inventories i".to_string())
         };
@@ -307,8 +325,10 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
     }
     trait_ids.extend(req.root_required.iter().chain(&req.root_forbidden).filter_map(|t| cat.traits.get(t)));
     if !trait_ids.is_empty() {
-        let sql =
-            format!("SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})", in_list(trait_ids.len()));
+        let sql = format!(
+            "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})",
+            in_list(trait_ids.len())
+        );
         tx.for_each_row(&sql, &ids(trait_ids.iter().copied()), |r| -> Result<()> {
             fleet.traits.insert((r.i64(0)?, r.i64(1)?));
             Ok(())
@@ -348,7 +368,8 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
     }
 
     // Anchors only matter for sharing providers that can serve something.
-    let mut sharing: Vec<ProviderId> = fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
+    let mut sharing: Vec<ProviderId> =
+        fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
     sharing.sort_unstable();
     // The providers sharing an aggregate with each sharing provider, then
     // their roots: most are known already (a provider with a requested
@@ -369,8 +390,13 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
         })
         .await?;
     }
-    let unknown: Vec<ProviderId> =
-        members.iter().map(|(_, m)| *m).filter(|m| !fleet.root_of.contains_key(m)).collect::<BTreeSet<_>>().into_iter().collect();
+    let unknown: Vec<ProviderId> = members
+        .iter()
+        .map(|(_, m)| *m)
+        .filter(|m| !fleet.root_of.contains_key(m))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut member_roots: FxHashMap<ProviderId, ProviderId> = FxHashMap::default();
     for chunk in unknown.chunks(MAX_IN_LIST) {
         let sql = format!("SELECT id, root_provider_id FROM resource_providers WHERE id IN ({})", in_list(chunk.len()));
@@ -530,7 +556,10 @@ fn summaries(
             provider: *p,
             parent: t.parent,
             root: t.root,
-            resources: resources[starts[at]..starts[at + 1]].iter().map(|(_, _, class, capacity, used)| (*class, *capacity, *used)).collect(),
+            resources: resources[starts[at]..starts[at + 1]]
+                .iter()
+                .map(|(_, _, class, capacity, used)| (*class, *capacity, *used))
+                .collect(),
             traits: traits[trait_start..trait_at].iter().filter(|t| t.0 == *p).map(|(_, t)| *t).collect(),
         });
     }

@@ -61,7 +61,8 @@ impl World {
             .await;
         let root = root.unwrap_or(id);
         if parent.is_none() {
-            self.exec("UPDATE resource_providers SET root_provider_id = ? WHERE id = ?", &[root.into(), id.into()]).await;
+            self.exec("UPDATE resource_providers SET root_provider_id = ? WHERE id = ?", &[root.into(), id.into()])
+                .await;
         }
         self.ids.insert(name.to_string(), id);
         self.roots.insert(name.to_string(), root);
@@ -83,7 +84,17 @@ impl World {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub async fn inventory_full(&self, p: &str, class: &str, total: i64, reserved: i64, min: i64, max: i64, step: i64, ratio: f64) {
+    pub async fn inventory_full(
+        &self,
+        p: &str,
+        class: &str,
+        total: i64,
+        reserved: i64,
+        min: i64,
+        max: i64,
+        step: i64,
+        ratio: f64,
+    ) {
         let class = self.class_id(class).await;
         self.exec(
             "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, allocation_ratio) \
@@ -98,8 +109,11 @@ impl World {
             Some(id) => id,
             None => self.exec("INSERT INTO traits (name) VALUES (?)", &[name.into()]).await,
         };
-        self.exec("INSERT INTO resource_provider_traits (trait_id, resource_provider_id) VALUES (?, ?)", &[id.into(), self.ids[p].into()])
-            .await;
+        self.exec(
+            "INSERT INTO resource_provider_traits (trait_id, resource_provider_id) VALUES (?, ?)",
+            &[id.into(), self.ids[p].into()],
+        )
+        .await;
     }
 
     pub async fn aggregate(&self, p: &str, agg: &str) {
@@ -139,8 +153,11 @@ impl World {
             .allocation_requests
             .iter()
             .map(|a| {
-                let mut parts: Vec<String> =
-                    a.allocations.iter().flat_map(|(u, res)| res.iter().map(move |(c, n)| format!("{}:{c}={n}", self.names[u]))).collect();
+                let mut parts: Vec<String> = a
+                    .allocations
+                    .iter()
+                    .flat_map(|(u, res)| res.iter().map(move |(c, n)| format!("{}:{c}={n}", self.names[u])))
+                    .collect();
                 parts.sort();
                 let maps: Vec<String> = a
                     .mappings
@@ -180,5 +197,10 @@ pub fn request(groups: Vec<RequestGroup>, policy: Option<GroupPolicy>) -> Reques
 }
 
 pub fn settings(strategy: Strategy, optimize: bool, max: i64) -> Settings {
-    Settings::from_options(if strategy == Strategy::BreadthFirst { "breadth-first" } else { "depth-first" }, optimize, max, false)
+    Settings::from_options(
+        if strategy == Strategy::BreadthFirst { "breadth-first" } else { "depth-first" },
+        optimize,
+        max,
+        false,
+    )
 }

@@ -103,7 +103,12 @@ async fn build(rng: &mut Rng) -> (World, Model) {
     for t in TRAITS {
         w.add_trait("unused", t).await;
     }
-    m.provs.push(Prov { name: "unused".into(), root: "unused".into(), traits: TRAITS.into_iter().collect(), ..Default::default() });
+    m.provs.push(Prov {
+        name: "unused".into(),
+        root: "unused".into(),
+        traits: TRAITS.into_iter().collect(),
+        ..Default::default()
+    });
     let roots = 1 + rng.below(3);
     let mut n = 0;
     for r in 0..roots {
@@ -166,7 +171,8 @@ async fn build(rng: &mut Rng) -> (World, Model) {
 }
 
 fn random_group(rng: &mut Rng, suffix: &str) -> RequestGroup {
-    let mut g = RequestGroup { suffix: suffix.to_string(), use_same_provider: !suffix.is_empty(), ..Default::default() };
+    let mut g =
+        RequestGroup { suffix: suffix.to_string(), use_same_provider: !suffix.is_empty(), ..Default::default() };
     let mut classes: Vec<&str> = CLASSES.iter().copied().filter(|_| rng.chance(40)).collect();
     if classes.is_empty() {
         classes.push(*rng.pick(&CLASSES[..]));
@@ -228,7 +234,9 @@ fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
                 let per_class: Vec<Vec<&Prov>> = g
                     .resources
                     .iter()
-                    .map(|(c, n)| serving.iter().copied().filter(|p| p.inv.get(class(c)).is_some_and(|i| i.fits(*n))).collect())
+                    .map(|(c, n)| {
+                        serving.iter().copied().filter(|p| p.inv.get(class(c)).is_some_and(|i| i.fits(*n))).collect()
+                    })
                     .collect();
                 let mut idx = vec![0usize; per_class.len()];
                 if per_class.iter().all(|l| !l.is_empty()) {
@@ -238,7 +246,12 @@ fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
                         let ok = g.required.iter().all(|any| any.iter().any(|t| traits.contains(t.as_str())))
                             && !chosen.iter().any(|p| g.forbidden.iter().any(|t| p.traits.contains(trait_name(t))));
                         if ok {
-                            let parts = g.resources.iter().zip(&chosen).map(|((c, n), p)| (p.name.as_str(), class(c), *n)).collect();
+                            let parts = g
+                                .resources
+                                .iter()
+                                .zip(&chosen)
+                                .map(|((c, n), p)| (p.name.as_str(), class(c), *n))
+                                .collect();
                             let provs: BTreeSet<String> = chosen.iter().map(|p| p.name.clone()).collect();
                             opts.push((parts, provs.into_iter().collect()));
                         }
@@ -258,7 +271,9 @@ fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
                 }
             } else {
                 for p in &serving {
-                    if own_traits_ok(p) && g.resources.iter().all(|(c, n)| p.inv.get(class(c)).is_some_and(|i| i.fits(*n))) {
+                    if own_traits_ok(p)
+                        && g.resources.iter().all(|(c, n)| p.inv.get(class(c)).is_some_and(|i| i.fits(*n)))
+                    {
                         let parts = g.resources.iter().map(|(c, n)| (p.name.as_str(), class(c), *n)).collect();
                         opts.push((parts, vec![p.name.clone()]));
                     }
@@ -282,8 +297,13 @@ fn oracle(m: &Model, req: &Request) -> BTreeSet<Shape> {
                 let inv = &m.get(p).inv[c];
                 *n <= inv.max && inv.used + n <= inv.cap()
             });
-            let granular: Vec<&String> =
-                req.groups.iter().zip(&chosen).filter(|(g, _)| g.use_same_provider).map(|(_, (_, provs))| &provs[0]).collect();
+            let granular: Vec<&String> = req
+                .groups
+                .iter()
+                .zip(&chosen)
+                .filter(|(g, _)| g.use_same_provider)
+                .map(|(_, (_, provs))| &provs[0])
+                .collect();
             let distinct: BTreeSet<&String> = granular.iter().copied().collect();
             let isolated = req.group_policy != Some(GroupPolicy::Isolate) || distinct.len() == granular.len();
             let roots_ok = req.nested_aware || !m.has_trees() || {
@@ -317,8 +337,11 @@ fn answer_shapes(w: &World, o: &crate::domain::NamedOutcome) -> Vec<Shape> {
     o.allocation_requests
         .iter()
         .map(|a| {
-            let mut parts: Vec<(String, &'static str, i64)> =
-                a.allocations.iter().flat_map(|(u, res)| res.iter().map(move |(c, n)| (w.names[u].clone(), class(c), *n))).collect();
+            let mut parts: Vec<(String, &'static str, i64)> = a
+                .allocations
+                .iter()
+                .flat_map(|(u, res)| res.iter().map(move |(c, n)| (w.names[u].clone(), class(c), *n)))
+                .collect();
             parts.sort();
             let maps = a
                 .mappings
@@ -338,7 +361,11 @@ fn answer_shapes(w: &World, o: &crate::domain::NamedOutcome) -> Vec<Shape> {
 async fn random_fleets_match_the_oracle() {
     let cases: u64 = std::env::var("KEELSON_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
     let first: u64 = std::env::var("KEELSON_PROPTEST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let count = if std::env::var("KEELSON_PROPTEST_SEED").is_ok() && std::env::var("KEELSON_PROPTEST_CASES").is_err() { 1 } else { cases };
+    let count = if std::env::var("KEELSON_PROPTEST_SEED").is_ok() && std::env::var("KEELSON_PROPTEST_CASES").is_err() {
+        1
+    } else {
+        cases
+    };
     let (mut checked, mut answered) = (0, 0);
     for seed in first..first + count {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
@@ -348,8 +375,10 @@ async fn random_fleets_match_the_oracle() {
             let expected = oracle(&m, &req);
             answered += usize::from(!expected.is_empty());
             for (strategy, optimize) in [(Strategy::DepthFirst, false), (Strategy::BreadthFirst, true)] {
-                let o =
-                    w.ask(settings(strategy, optimize, -1), &req).await.unwrap_or_else(|e| panic!("seed {seed} query {q}: {e}\n{req:?}"));
+                let o = w
+                    .ask(settings(strategy, optimize, -1), &req)
+                    .await
+                    .unwrap_or_else(|e| panic!("seed {seed} query {q}: {e}\n{req:?}"));
                 let got = answer_shapes(&w, &o);
                 let set: BTreeSet<Shape> = got.iter().cloned().collect();
                 assert_eq!(set.len(), got.len(), "seed {seed} query {q}: duplicates\n{req:?}");

@@ -130,7 +130,9 @@ async fn unknown_names_and_empty_groups() {
     let w = shared_storage().await;
     let bad_class = request(vec![unsuffixed(&[("MCPU", 99)])], None);
     match w.ask(Settings::default(), &bad_class).await {
-        Err(Error::BadRequest(m)) => assert_eq!(m, "Invalid resource class in resources parameter: No such resource class MCPU."),
+        Err(Error::BadRequest(m)) => {
+            assert_eq!(m, "Invalid resource class in resources parameter: No such resource class MCPU.")
+        }
         other => panic!("{other:?}"),
     }
     let mut g = unsuffixed(&[("VCPU", 1)]);
@@ -261,13 +263,21 @@ async fn class_requested_by_two_groups_adds_up() {
         }
     }
     for policy in [None, Some(GroupPolicy::None), Some(GroupPolicy::Isolate)] {
-        let req =
-            request(vec![unsuffixed(&[("VCPU", 1), ("IPV4_ADDRESS", 1)]), RequestGroup::granular("1", &[("IPV4_ADDRESS", 2)])], policy);
+        let req = request(
+            vec![unsuffixed(&[("VCPU", 1), ("IPV4_ADDRESS", 1)]), RequestGroup::granular("1", &[("IPV4_ADDRESS", 2)])],
+            policy,
+        );
         for s in [Settings::default(), settings(Strategy::BreadthFirst, true, -1)] {
             let o = w.ask(s, &req).await.unwrap();
             assert_eq!(o.allocation_requests.len(), 8, "{policy:?}");
             for a in &o.allocation_requests {
-                let ipv4: i64 = a.allocations.iter().flat_map(|(_, r)| r).filter(|(c, _)| c == "IPV4_ADDRESS").map(|(_, n)| n).sum();
+                let ipv4: i64 = a
+                    .allocations
+                    .iter()
+                    .flat_map(|(_, r)| r)
+                    .filter(|(c, _)| c == "IPV4_ADDRESS")
+                    .map(|(_, n)| n)
+                    .sum();
                 assert_eq!(ipv4, 3, "{policy:?}: {a:?}");
             }
             assert!(w.shapes(&o).contains(&"cn1:VCPU=1,cn1_neta:IPV4_ADDRESS=3|=cn1+cn1_neta;1=cn1_neta".to_string()));
@@ -332,7 +342,11 @@ fn wide_request(groups: usize, policy: GroupPolicy, limit: Option<usize>) -> cra
 
 /// Which computes the answer allocates from.
 fn computes(w: &World, o: &crate::domain::NamedOutcome) -> BTreeSet<String> {
-    o.allocation_requests.iter().flat_map(|a| a.allocations.iter().map(|(u, _)| w.names[u].clone())).filter(|n| !n.contains(':')).collect()
+    o.allocation_requests
+        .iter()
+        .flat_map(|a| a.allocations.iter().map(|(u, _)| w.names[u].clone()))
+        .filter(|n| !n.contains(':'))
+        .collect()
 }
 
 #[tokio::test]
@@ -346,17 +360,29 @@ async fn wide_tree_counts_and_generation_strategies() {
     assert_eq!(o.allocation_requests.len(), 1000);
     assert_eq!(computes(&w, &o).len(), 2);
     // The global cap stops generation.
-    let o = w.ask(settings(Strategy::BreadthFirst, false, 8000), &wide_request(4, GroupPolicy::None, Some(9000))).await.unwrap();
+    let o = w
+        .ask(settings(Strategy::BreadthFirst, false, 8000), &wide_request(4, GroupPolicy::None, Some(9000)))
+        .await
+        .unwrap();
     assert_eq!(o.allocation_requests.len(), 8000);
     assert_eq!(computes(&w, &o).len(), 2);
-    let o = w.ask(settings(Strategy::BreadthFirst, false, -1), &wide_request(4, GroupPolicy::None, Some(9000))).await.unwrap();
+    let o = w
+        .ask(settings(Strategy::BreadthFirst, false, -1), &wide_request(4, GroupPolicy::None, Some(9000)))
+        .await
+        .unwrap();
     assert_eq!(o.allocation_requests.len(), 8192);
     // Depth-first under a cap: every candidate from the first compute.
     for optimize in [false, true] {
-        let o = w.ask(settings(Strategy::DepthFirst, optimize, 10_000), &wide_request(5, GroupPolicy::None, Some(1000))).await.unwrap();
+        let o = w
+            .ask(settings(Strategy::DepthFirst, optimize, 10_000), &wide_request(5, GroupPolicy::None, Some(1000)))
+            .await
+            .unwrap();
         assert_eq!(o.allocation_requests.len(), 1000);
         assert_eq!(computes(&w, &o), BTreeSet::from(["compute0".to_string()]));
-        let o = w.ask(settings(Strategy::BreadthFirst, optimize, 10_000), &wide_request(5, GroupPolicy::None, Some(1000))).await.unwrap();
+        let o = w
+            .ask(settings(Strategy::BreadthFirst, optimize, 10_000), &wide_request(5, GroupPolicy::None, Some(1000)))
+            .await
+            .unwrap();
         assert_eq!(computes(&w, &o).len(), 2);
     }
 }
@@ -383,12 +409,18 @@ async fn bug_2126751_many_non_viable_candidates() {
         for optimize in [false, true] {
             for strategy in [Strategy::DepthFirst, Strategy::BreadthFirst] {
                 for policy in [GroupPolicy::None, GroupPolicy::Isolate] {
-                    let o = w.ask(settings(strategy, optimize, cap), &wide_request(groups, policy, None)).await.unwrap();
+                    let o =
+                        w.ask(settings(strategy, optimize, cap), &wide_request(groups, policy, None)).await.unwrap();
                     assert_eq!(o.allocation_requests.len(), cap as usize);
                     for a in &o.allocation_requests {
                         // Every group on its own child, one VF each.
-                        let vfs: Vec<i64> =
-                            a.allocations.iter().flat_map(|(_, r)| r).filter(|(c, _)| c == "CUSTOM_VF").map(|(_, n)| *n).collect();
+                        let vfs: Vec<i64> = a
+                            .allocations
+                            .iter()
+                            .flat_map(|(_, r)| r)
+                            .filter(|(c, _)| c == "CUSTOM_VF")
+                            .map(|(_, n)| *n)
+                            .collect();
                         assert_eq!(vfs.len(), groups);
                         assert!(vfs.iter().all(|n| *n == 1));
                     }
@@ -407,13 +439,17 @@ async fn bug_2160721_tree_that_can_never_fit() {
     for optimize in [false, true] {
         for strategy in [Strategy::DepthFirst, Strategy::BreadthFirst] {
             let started = std::time::Instant::now();
-            let o = w.ask(settings(strategy, optimize, -1), &wide_request(25, GroupPolicy::Isolate, None)).await.unwrap();
+            let o =
+                w.ask(settings(strategy, optimize, -1), &wide_request(25, GroupPolicy::Isolate, None)).await.unwrap();
             assert!(o.allocation_requests.is_empty() && o.provider_summaries.is_empty());
             assert!(started.elapsed() < std::time::Duration::from_secs(10));
         }
     }
     // One group fewer fits, in 24! ways: the cap bounds the work.
-    let o = w.ask(settings(Strategy::BreadthFirst, false, 50), &wide_request(24, GroupPolicy::Isolate, None)).await.unwrap();
+    let o = w
+        .ask(settings(Strategy::BreadthFirst, false, 50), &wide_request(24, GroupPolicy::Isolate, None))
+        .await
+        .unwrap();
     assert_eq!(o.allocation_requests.len(), 50);
     assert_eq!(computes(&w, &o).len(), 2);
 }
@@ -468,7 +504,10 @@ async fn member_of_and_forbidden_aggregates() {
     w.aggregate("cn3", b).await;
     let mut g = unsuffixed(&[("VCPU", 1)]);
     g.member_of = vec![vec![a.into()]];
-    assert_eq!(w.summarised(&w.ask(Settings::default(), &request(vec![g.clone()], None)).await.unwrap()), vec!["cn1", "cn3"]);
+    assert_eq!(
+        w.summarised(&w.ask(Settings::default(), &request(vec![g.clone()], None)).await.unwrap()),
+        vec!["cn1", "cn3"]
+    );
     g.forbidden_aggregates = vec![b.into()];
     assert_eq!(w.summarised(&w.ask(Settings::default(), &request(vec![g.clone()], None)).await.unwrap()), vec!["cn1"]);
     g.member_of = vec![vec!["aaaaaaaa-0000-4000-8000-0000000000ff".into()]];

@@ -114,7 +114,8 @@ where
 /// clock's sub-microsecond digits (no random generator needed for this).
 fn retry_pause(attempt: u32) -> Duration {
     let base_ms = 1u64 << attempt.saturating_sub(1).min(6);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let jitter_ms = u64::from(nanos % 1000) * base_ms / 1000;
     Duration::from_millis(base_ms + jitter_ms)
 }
@@ -212,7 +213,9 @@ impl Row {
         match self.at(i)? {
             Value::Int(v) => Ok(*v),
             Value::Float(f) => Ok(*f as i64),
-            Value::Text(t) => t.parse().map_err(|_| DbError::Decode { column: i, reason: format!("{t:?} is not an integer") }),
+            Value::Text(t) => {
+                t.parse().map_err(|_| DbError::Decode { column: i, reason: format!("{t:?} is not an integer") })
+            }
             other => Err(DbError::Decode { column: i, reason: format!("{other:?} is not an integer") }),
         }
     }
@@ -229,7 +232,9 @@ impl Row {
         match self.at(i)? {
             Value::Float(v) => Ok(*v),
             Value::Int(v) => Ok(*v as f64),
-            Value::Text(t) => t.parse().map_err(|_| DbError::Decode { column: i, reason: format!("{t:?} is not a number") }),
+            Value::Text(t) => {
+                t.parse().map_err(|_| DbError::Decode { column: i, reason: format!("{t:?} is not a number") })
+            }
             other => Err(DbError::Decode { column: i, reason: format!("{other:?} is not a number") }),
         }
     }
@@ -460,7 +465,11 @@ pub struct PoolSettings {
 
 impl Default for PoolSettings {
     fn default() -> Self {
-        PoolSettings { max_connections: 16, acquire_timeout: Duration::from_secs(30), mysql_sql_mode: Some("TRADITIONAL".into()) }
+        PoolSettings {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(30),
+            mysql_sql_mode: Some("TRADITIONAL".into()),
+        }
     }
 }
 
@@ -562,7 +571,9 @@ impl Db {
         let inner = match &self.pool {
             Pool::Sqlite(p) => TxInner::Sqlite(p.begin().await?),
             Pool::MySql(p) => TxInner::MySql(p.begin().await?),
-            Pool::Postgres(p) => TxInner::Postgres(p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?),
+            Pool::Postgres(p) => {
+                TxInner::Postgres(p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+            }
         };
         Ok(Tx { inner, dialect: self.dialect, _writer: None })
     }
@@ -847,7 +858,11 @@ fn sqlite_kind(ty: &str) -> ColumnKind {
 
 fn mysql_kind(ty: &str) -> ColumnKind {
     if contains_ignore_case(ty, "INT") || ty.eq_ignore_ascii_case("BOOLEAN") {
-        if contains_ignore_case(ty, "UNSIGNED") { ColumnKind::UnsignedInt } else { ColumnKind::Int }
+        if contains_ignore_case(ty, "UNSIGNED") {
+            ColumnKind::UnsignedInt
+        } else {
+            ColumnKind::Int
+        }
     } else if ty.eq_ignore_ascii_case("FLOAT") {
         ColumnKind::Float32
     } else if ty.eq_ignore_ascii_case("DOUBLE") {
@@ -982,7 +997,10 @@ mod tests {
 
     #[test]
     fn placeholders_for_postgres() {
-        assert_eq!(placeholders(Dialect::Postgres, "a = ? AND b IN (?, ?) AND c = '?'"), "a = $1 AND b IN ($2, $3) AND c = '?'");
+        assert_eq!(
+            placeholders(Dialect::Postgres, "a = ? AND b IN (?, ?) AND c = '?'"),
+            "a = $1 AND b IN ($2, $3) AND c = '?'"
+        );
         assert_eq!(placeholders(Dialect::MySql, "a = ?"), "a = ?");
     }
 
@@ -992,7 +1010,13 @@ mod tests {
         let outcome = retrying("test", || {
             runs += 1;
             let attempt = runs;
-            async move { if attempt < 3 { Err(DbError::Sqlx(sqlx::Error::PoolTimedOut)) } else { Ok(attempt) } }
+            async move {
+                if attempt < 3 {
+                    Err(DbError::Sqlx(sqlx::Error::PoolTimedOut))
+                } else {
+                    Ok(attempt)
+                }
+            }
         })
         .await;
         assert_eq!(outcome.unwrap(), 3);
@@ -1020,7 +1044,9 @@ mod tests {
     async fn sqlite_round_trip() {
         let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
         let mut tx = db.begin().await.unwrap();
-        tx.execute_raw("CREATE TABLE t (id INTEGER PRIMARY KEY, name VARCHAR(10), ratio FLOAT, at DATETIME)").await.unwrap();
+        tx.execute_raw("CREATE TABLE t (id INTEGER PRIMARY KEY, name VARCHAR(10), ratio FLOAT, at DATETIME)")
+            .await
+            .unwrap();
         let t = now();
         let id = tx
             .insert("INSERT INTO t (name, ratio, at) VALUES (?, ?, ?)", &["x".into(), 1.5.into(), t.into()])

@@ -123,7 +123,10 @@ fn tables() -> Vec<Table> {
             primary_key: &["id"],
             uniques: &[],
             indexes: &[
-                ("allocations_resource_provider_class_used_idx", &["resource_provider_id", "resource_class_id", "used"]),
+                (
+                    "allocations_resource_provider_class_used_idx",
+                    &["resource_provider_id", "resource_class_id", "used"],
+                ),
                 ("allocations_resource_class_id_idx", &["resource_class_id"]),
                 ("allocations_consumer_id_idx", &["consumer_id"]),
             ],
@@ -139,7 +142,10 @@ fn tables() -> Vec<Table> {
         },
         Table {
             name: "resource_provider_aggregates",
-            columns: timestamps(vec![col("resource_provider_id", Col::Int, false), col("aggregate_id", Col::Int, false)]),
+            columns: timestamps(vec![
+                col("resource_provider_id", Col::Int, false),
+                col("aggregate_id", Col::Int, false),
+            ]),
             primary_key: &["resource_provider_id", "aggregate_id"],
             uniques: &[],
             indexes: &[("resource_provider_aggregates_aggregate_id_idx", &["aggregate_id"])],
@@ -330,7 +336,9 @@ pub async fn current_revision(db: &Db) -> Result<Option<String>, DbError> {
 async fn table_exists(db: &Db, name: &str) -> Result<bool, DbError> {
     let sql = match db.dialect {
         Dialect::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?",
-        Dialect::MySql => "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+        Dialect::MySql => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
+        }
         Dialect::Postgres => {
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
         }
@@ -362,7 +370,9 @@ pub async fn sync(db: &Db) -> Result<SyncOutcome, DbError> {
         Some(rev) if rev == HEAD => Ok(SyncOutcome::AlreadyCurrent),
         Some(rev) => {
             let Some(pos) = REVISIONS.iter().position(|r| *r == rev) else {
-                return Err(DbError::Schema(format!("unknown schema revision {rev}; is this database newer than keelson?")));
+                return Err(DbError::Schema(format!(
+                    "unknown schema revision {rev}; is this database newer than keelson?"
+                )));
             };
             for next in &REVISIONS[pos + 1..] {
                 upgrade_to(db, next).await?;
@@ -403,7 +413,8 @@ async fn upgrade_to(db: &Db, revision: &str) -> Result<(), DbError> {
                 .await?;
             if n.first().map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
                 return Err(DbError::Schema(
-                    "at least one allocation has no consumer record; run `keelson db online_data_migrations` first".into(),
+                    "at least one allocation has no consumer record; run `keelson db online_data_migrations` first"
+                        .into(),
                 ));
             }
         }
@@ -417,7 +428,10 @@ async fn upgrade_to(db: &Db, revision: &str) -> Result<(), DbError> {
                 _ => " CONSTRAINT consumers_consumer_type_id_fkey REFERENCES consumer_types (id)".to_string(),
             };
             let add = match tx.dialect {
-                Dialect::Sqlite => "ALTER TABLE consumers ADD COLUMN consumer_type_id INTEGER REFERENCES consumer_types (id)".to_string(),
+                Dialect::Sqlite => {
+                    "ALTER TABLE consumers ADD COLUMN consumer_type_id INTEGER REFERENCES consumer_types (id)"
+                        .to_string()
+                }
                 _ => format!("ALTER TABLE consumers ADD COLUMN consumer_type_id INTEGER NULL{fk}"),
             };
             tx.execute_raw(&add).await?;
@@ -451,7 +465,11 @@ pub async fn stamp(db: &Db, revision: &str) -> Result<(), DbError> {
         return Err(DbError::Schema(format!("unknown revision {revision}")));
     }
     if !table_exists(db, "alembic_version").await? {
-        let pk = if db.dialect == Dialect::MySql { "PRIMARY KEY (version_num)" } else { "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)" };
+        let pk = if db.dialect == Dialect::MySql {
+            "PRIMARY KEY (version_num)"
+        } else {
+            "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)"
+        };
         db.execute_raw(&format!("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, {pk})")).await?;
     }
     let mut tx = db.begin().await?;
@@ -465,7 +483,9 @@ pub async fn stamp(db: &Db, revision: &str) -> Result<(), DbError> {
 pub async fn check_current(db: &Db) -> Result<(), DbError> {
     match current_revision(db).await? {
         Some(rev) if rev == HEAD => {}
-        Some(rev) => return Err(DbError::Schema(format!("schema revision {rev} is behind {HEAD}; run `keelson db sync`"))),
+        Some(rev) => {
+            return Err(DbError::Schema(format!("schema revision {rev} is behind {HEAD}; run `keelson db sync`")))
+        }
         None => return Err(DbError::Schema("the database has no Placement schema; run `keelson db sync`".into())),
     }
     for t in tables() {

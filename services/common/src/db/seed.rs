@@ -81,22 +81,22 @@ async fn seed_once(db: &Db) -> Result<Seeded, DbError> {
         .iter()
         .map(|r| r.string(0))
         .collect::<Result<_, _>>()?;
-    let missing: Vec<&(i64, String)> = standard_resource_classes().iter().filter(|(_, n)| !existing.contains(n)).collect();
+    let missing: Vec<&(i64, String)> =
+        standard_resource_classes().iter().filter(|(_, n)| !existing.contains(n)).collect();
     if !missing.is_empty() && db.dialect == Dialect::MySql {
         // An explicit 0 would otherwise mean "next auto-increment value".
         tx.execute_raw("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO')").await?;
     }
     let ts = now();
     for (id, name) in &missing {
-        tx.execute("INSERT INTO resource_classes (id, name, created_at) VALUES (?, ?, ?)", &[(*id).into(), name.into(), ts.into()])
-            .await?;
+        tx.execute(
+            "INSERT INTO resource_classes (id, name, created_at) VALUES (?, ?, ?)",
+            &[(*id).into(), name.into(), ts.into()],
+        )
+        .await?;
     }
-    let existing_traits: std::collections::HashSet<String> = tx
-        .fetch_all("SELECT name FROM traits", &[])
-        .await?
-        .iter()
-        .map(|r| r.string(0))
-        .collect::<Result<_, _>>()?;
+    let existing_traits: std::collections::HashSet<String> =
+        tx.fetch_all("SELECT name FROM traits", &[]).await?.iter().map(|r| r.string(0)).collect::<Result<_, _>>()?;
     let missing_traits: Vec<&String> = standard_traits().iter().filter(|t| !existing_traits.contains(*t)).collect();
     // Multi-row inserts: 377 round trips would dominate start-up time.
     for chunk in missing_traits.chunks(100) {

@@ -42,7 +42,8 @@ impl DatabaseUrl {
                 Ok(DatabaseUrl { dialect: Dialect::MySql, sqlx_url: format!("mysql://{rest}"), display })
             }
             "postgresql" | "postgres" => {
-                let rest = keep_query_params(rest, &["sslmode", "sslrootcert", "application_name", "options", "host", "port"]);
+                let rest =
+                    keep_query_params(rest, &["sslmode", "sslrootcert", "application_name", "options", "host", "port"]);
                 Ok(DatabaseUrl { dialect: Dialect::Postgres, sqlx_url: format!("postgres://{rest}"), display })
             }
             other => Err(DbError::Url(format!("unsupported database type {other:?} in {display}"))),
@@ -54,10 +55,7 @@ impl DatabaseUrl {
 /// rejects, keeping the ones both understand.
 fn keep_query_params(rest: &str, keep: &[&str]) -> String {
     let Some((base, query)) = rest.split_once('?') else { return rest.to_string() };
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|kv| keep.iter().any(|k| kv.split('=').next() == Some(*k)))
-        .collect();
+    let kept: Vec<&str> = query.split('&').filter(|kv| keep.iter().any(|k| kv.split('=').next() == Some(*k))).collect();
     if kept.is_empty() {
         base.to_string()
     } else {

@@ -25,7 +25,9 @@ fn non_empty(s: &str) -> Option<String> {
 fn consumer_write(w: &pb::ConsumerAllocationsWrite) -> ConsumerWrite {
     let generation = match w.generation_check() {
         pb::ConsumerGenerationCheck::ConsumerGenerationIgnored => GenerationCheck::Ignored,
-        pb::ConsumerGenerationCheck::ConsumerGenerationRequired => GenerationCheck::Expect(w.consumer_generation.map(i64::from)),
+        pb::ConsumerGenerationCheck::ConsumerGenerationRequired => {
+            GenerationCheck::Expect(w.consumer_generation.map(i64::from))
+        }
     };
     ConsumerWrite {
         uuid: w.consumer_uuid.clone(),
@@ -73,7 +75,10 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
         }))
     }
 
-    async fn get_provider_allocations(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::ProviderAllocations>, Status> {
+    async fn get_provider_allocations(
+        &self,
+        req: Request<pb::ProviderRef>,
+    ) -> Result<Response<pb::ProviderAllocations>, Status> {
         let span = enter(&req, "GetProviderAllocations");
         let view = self.store.get_provider_allocations(&req.get_ref().uuid).instrument(span).await?;
         Ok(Response::new(pb::ProviderAllocations {
@@ -96,7 +101,12 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
         req: Request<pb::ReplaceConsumerAllocationsRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
         let span = enter(&req, "ReplaceConsumerAllocations");
-        let w = req.get_ref().consumer.as_ref().map(consumer_write).ok_or_else(|| Status::invalid_argument("consumer is required"))?;
+        let w = req
+            .get_ref()
+            .consumer
+            .as_ref()
+            .map(consumer_write)
+            .ok_or_else(|| Status::invalid_argument("consumer is required"))?;
         let uuid = w.uuid.clone();
         self.store.set_allocations(WriteOp::Consumer(&uuid), std::slice::from_ref(&w)).instrument(span).await?;
         Ok(Response::new(pb::Empty {}))
@@ -109,7 +119,10 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
         Ok(Response::new(pb::Empty {}))
     }
 
-    async fn delete_consumer_allocations(&self, req: Request<pb::DeleteConsumerAllocationsRequest>) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_consumer_allocations(
+        &self,
+        req: Request<pb::DeleteConsumerAllocationsRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
         let span = enter(&req, "DeleteConsumerAllocations");
         self.store.delete_consumer_allocations(&req.get_ref().consumer_uuid).instrument(span).await?;
         Ok(Response::new(pb::Empty {}))

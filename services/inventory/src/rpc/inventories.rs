@@ -64,13 +64,19 @@ fn inventory_of(inv: &Option<pb::Inventory>) -> Result<InventoryRecord, Status> 
 
 #[tonic::async_trait]
 impl pb::inventories_server::Inventories for InventoriesRpc {
-    async fn get_inventories(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::ProviderInventories>, Status> {
+    async fn get_inventories(
+        &self,
+        req: Request<pb::ProviderRef>,
+    ) -> Result<Response<pb::ProviderInventories>, Status> {
         let span = enter(&req, "GetInventories");
         let (provider, invs) = self.store.get_inventories(&req.get_ref().uuid).instrument(span).await?;
         Ok(Response::new(list(provider.generation, invs)))
     }
 
-    async fn set_inventories(&self, req: Request<pb::SetInventoriesRequest>) -> Result<Response<pb::ProviderInventories>, Status> {
+    async fn set_inventories(
+        &self,
+        req: Request<pb::SetInventoriesRequest>,
+    ) -> Result<Response<pb::ProviderInventories>, Status> {
         let span = enter(&req, "SetInventories");
         let r = req.get_ref();
         let invs = r.inventories.iter().map(from_pb).collect();
@@ -82,14 +88,20 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         Ok(Response::new(list(g, invs)))
     }
 
-    async fn get_inventory(&self, req: Request<pb::GetInventoryRequest>) -> Result<Response<pb::InventoryResponse>, Status> {
+    async fn get_inventory(
+        &self,
+        req: Request<pb::GetInventoryRequest>,
+    ) -> Result<Response<pb::InventoryResponse>, Status> {
         let span = enter(&req, "GetInventory");
         let r = req.get_ref();
         let (provider, inv) = self.store.get_inventory(&r.uuid, &r.resource_class).instrument(span).await?;
         Ok(Response::new(one(provider.generation, inv)))
     }
 
-    async fn create_inventory(&self, req: Request<pb::WriteInventoryRequest>) -> Result<Response<pb::InventoryResponse>, Status> {
+    async fn create_inventory(
+        &self,
+        req: Request<pb::WriteInventoryRequest>,
+    ) -> Result<Response<pb::InventoryResponse>, Status> {
         let span = enter(&req, "CreateInventory");
         let r = req.get_ref();
         let inv = inventory_of(&r.inventory)?;
@@ -97,7 +109,10 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         Ok(Response::new(one(g, inv)))
     }
 
-    async fn update_inventory(&self, req: Request<pb::WriteInventoryRequest>) -> Result<Response<pb::InventoryResponse>, Status> {
+    async fn update_inventory(
+        &self,
+        req: Request<pb::WriteInventoryRequest>,
+    ) -> Result<Response<pb::InventoryResponse>, Status> {
         let span = enter(&req, "UpdateInventory");
         let r = req.get_ref();
         let inv = inventory_of(&r.inventory)?;
@@ -116,7 +131,10 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         Ok(Response::new(pb::Empty {}))
     }
 
-    async fn delete_inventories(&self, req: Request<pb::DeleteInventoriesRequest>) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_inventories(
+        &self,
+        req: Request<pb::DeleteInventoriesRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
         let span = enter(&req, "DeleteInventories");
         let r = req.get_ref();
         self.store.delete_inventories(&r.uuid, r.resource_provider_generation.map(i64::from)).instrument(span).await?;

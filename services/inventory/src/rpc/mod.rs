@@ -30,7 +30,8 @@ pub fn enter<T>(req: &tonic::Request<T>, method: &'static str) -> tracing::Span 
 /// Every service of the inventory API, ready to add to a tonic server.
 pub struct Services {
     pub resource_classes: pb::resource_classes_server::ResourceClassesServer<resource_classes::ResourceClassesRpc>,
-    pub resource_providers: pb::resource_providers_server::ResourceProvidersServer<resource_providers::ResourceProvidersRpc>,
+    pub resource_providers:
+        pb::resource_providers_server::ResourceProvidersServer<resource_providers::ResourceProvidersRpc>,
     pub traits: pb::traits_server::TraitsServer<traits::TraitsRpc>,
     pub inventories: pb::inventories_server::InventoriesServer<inventories::InventoriesRpc>,
     pub allocations: pb::allocations_server::AllocationsServer<allocations::AllocationsRpc>,
@@ -44,25 +45,29 @@ impl Services {
         let limits = keelson_common::grpc::WireLimits::current();
         let (req, resp) = (limits.request_message, limits.response_message);
         Services {
-            resource_classes: pb::resource_classes_server::ResourceClassesServer::new(resource_classes::ResourceClassesRpc {
-                store: store.clone(),
-            })
+            resource_classes: pb::resource_classes_server::ResourceClassesServer::new(
+                resource_classes::ResourceClassesRpc { store: store.clone() },
+            )
             .max_decoding_message_size(req)
             .max_encoding_message_size(resp),
-            resource_providers: pb::resource_providers_server::ResourceProvidersServer::new(resource_providers::ResourceProvidersRpc {
-                store: store.clone(),
-            })
+            resource_providers: pb::resource_providers_server::ResourceProvidersServer::new(
+                resource_providers::ResourceProvidersRpc { store: store.clone() },
+            )
             .max_decoding_message_size(req)
             .max_encoding_message_size(resp),
             traits: pb::traits_server::TraitsServer::new(traits::TraitsRpc { store: store.clone() })
                 .max_decoding_message_size(req)
                 .max_encoding_message_size(resp),
-            inventories: pb::inventories_server::InventoriesServer::new(inventories::InventoriesRpc { store: store.clone() })
-                .max_decoding_message_size(req)
-                .max_encoding_message_size(resp),
-            allocations: pb::allocations_server::AllocationsServer::new(allocations::AllocationsRpc { store: store.clone() })
-                .max_decoding_message_size(req)
-                .max_encoding_message_size(resp),
+            inventories: pb::inventories_server::InventoriesServer::new(inventories::InventoriesRpc {
+                store: store.clone(),
+            })
+            .max_decoding_message_size(req)
+            .max_encoding_message_size(resp),
+            allocations: pb::allocations_server::AllocationsServer::new(allocations::AllocationsRpc {
+                store: store.clone(),
+            })
+            .max_decoding_message_size(req)
+            .max_encoding_message_size(resp),
             usages: pb::usages_server::UsagesServer::new(usages::UsagesRpc { store: store.clone() })
                 .max_decoding_message_size(req)
                 .max_encoding_message_size(resp),

@@ -28,13 +28,19 @@ impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
         Ok(Response::new(pb::ListResourceClassesResponse { resource_classes: rcs.into_iter().map(to_pb).collect() }))
     }
 
-    async fn get_resource_class(&self, req: Request<pb::GetResourceClassRequest>) -> Result<Response<pb::ResourceClass>, Status> {
+    async fn get_resource_class(
+        &self,
+        req: Request<pb::GetResourceClassRequest>,
+    ) -> Result<Response<pb::ResourceClass>, Status> {
         let span = enter(&req, "GetResourceClass");
         let rc = self.store.get_resource_class(&req.get_ref().name).instrument(span).await?;
         Ok(Response::new(to_pb(rc)))
     }
 
-    async fn create_resource_class(&self, req: Request<pb::CreateResourceClassRequest>) -> Result<Response<pb::ResourceClass>, Status> {
+    async fn create_resource_class(
+        &self,
+        req: Request<pb::CreateResourceClassRequest>,
+    ) -> Result<Response<pb::ResourceClass>, Status> {
         let span = enter(&req, "CreateResourceClass");
         let rc = self.store.create_resource_class(&req.get_ref().name).instrument(span).await?;
         Ok(Response::new(to_pb(rc)))
@@ -49,14 +55,20 @@ impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
         Ok(Response::new(pb::EnsureResourceClassResponse { resource_class: Some(to_pb(rc)), created }))
     }
 
-    async fn rename_resource_class(&self, req: Request<pb::RenameResourceClassRequest>) -> Result<Response<pb::ResourceClass>, Status> {
+    async fn rename_resource_class(
+        &self,
+        req: Request<pb::RenameResourceClassRequest>,
+    ) -> Result<Response<pb::ResourceClass>, Status> {
         let span = enter(&req, "RenameResourceClass");
         let r = req.get_ref();
         let rc = self.store.rename_resource_class(&r.name, &r.new_name).instrument(span).await?;
         Ok(Response::new(to_pb(rc)))
     }
 
-    async fn delete_resource_class(&self, req: Request<pb::DeleteResourceClassRequest>) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_resource_class(
+        &self,
+        req: Request<pb::DeleteResourceClassRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
         let span = enter(&req, "DeleteResourceClass");
         self.store.delete_resource_class(&req.get_ref().name).instrument(span).await?;
         Ok(Response::new(pb::Empty {}))

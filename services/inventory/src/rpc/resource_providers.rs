@@ -56,7 +56,11 @@ fn traits_to_pb(t: crate::store::traits::ProviderTraits) -> pb::ProviderTraits {
 }
 
 fn aggregates_to_pb(a: crate::store::aggregates::ProviderAggregates) -> pb::ProviderAggregates {
-    pb::ProviderAggregates { aggregates: a.aggregates, resource_provider_generation: generation(a.generation), last_modified: None }
+    pb::ProviderAggregates {
+        aggregates: a.aggregates,
+        resource_provider_generation: generation(a.generation),
+        last_modified: None,
+    }
 }
 
 #[tonic::async_trait]
@@ -68,10 +72,15 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         let span = enter(&req, "ListResourceProviders");
         let filter = filter_from(req.get_ref());
         let rps = self.store.list_resource_providers(&filter).instrument(span).await?;
-        Ok(Response::new(pb::ListResourceProvidersResponse { resource_providers: rps.into_iter().map(to_pb).collect() }))
+        Ok(Response::new(pb::ListResourceProvidersResponse {
+            resource_providers: rps.into_iter().map(to_pb).collect(),
+        }))
     }
 
-    async fn get_resource_provider(&self, req: Request<pb::GetResourceProviderRequest>) -> Result<Response<pb::ResourceProvider>, Status> {
+    async fn get_resource_provider(
+        &self,
+        req: Request<pb::GetResourceProviderRequest>,
+    ) -> Result<Response<pb::ResourceProvider>, Status> {
         let span = enter(&req, "GetResourceProvider");
         let rp = self.store.get_resource_provider(&req.get_ref().uuid).instrument(span).await?;
         Ok(Response::new(to_pb(rp)))
@@ -99,11 +108,15 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         let r = req.get_ref();
         // Present but empty: un-parent.
         let parent = r.parent_provider_uuid.as_deref().map(non_empty);
-        let rp = self.store.update_resource_provider(&r.uuid, &r.name, parent, r.allow_reparent).instrument(span).await?;
+        let rp =
+            self.store.update_resource_provider(&r.uuid, &r.name, parent, r.allow_reparent).instrument(span).await?;
         Ok(Response::new(to_pb(rp)))
     }
 
-    async fn delete_resource_provider(&self, req: Request<pb::DeleteResourceProviderRequest>) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_resource_provider(
+        &self,
+        req: Request<pb::DeleteResourceProviderRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
         let span = enter(&req, "DeleteResourceProvider");
         self.store.delete_resource_provider(&req.get_ref().uuid).instrument(span).await?;
         Ok(Response::new(pb::Empty {}))
@@ -115,7 +128,10 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         Ok(Response::new(traits_to_pb(t)))
     }
 
-    async fn set_provider_traits(&self, req: Request<pb::SetProviderTraitsRequest>) -> Result<Response<pb::ProviderTraits>, Status> {
+    async fn set_provider_traits(
+        &self,
+        req: Request<pb::SetProviderTraitsRequest>,
+    ) -> Result<Response<pb::ProviderTraits>, Status> {
         let span = enter(&req, "SetProviderTraits");
         let r = req.get_ref();
         let t = self
@@ -132,7 +148,10 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         Ok(Response::new(pb::Empty {}))
     }
 
-    async fn get_provider_aggregates(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::ProviderAggregates>, Status> {
+    async fn get_provider_aggregates(
+        &self,
+        req: Request<pb::ProviderRef>,
+    ) -> Result<Response<pb::ProviderAggregates>, Status> {
         let span = enter(&req, "GetProviderAggregates");
         let a = self.store.get_provider_aggregates(&req.get_ref().uuid).instrument(span).await?;
         Ok(Response::new(aggregates_to_pb(a)))

@@ -19,7 +19,10 @@ fn to_pb(t: TraitRow) -> pb::Trait {
 
 #[tonic::async_trait]
 impl pb::traits_server::Traits for TraitsRpc {
-    async fn list_traits(&self, req: Request<pb::ListTraitsRequest>) -> Result<Response<pb::ListTraitsResponse>, Status> {
+    async fn list_traits(
+        &self,
+        req: Request<pb::ListTraitsRequest>,
+    ) -> Result<Response<pb::ListTraitsResponse>, Status> {
         let span = enter(&req, "ListTraits");
         let r = req.get_ref();
         let filter = TraitFilter {
@@ -37,7 +40,10 @@ impl pb::traits_server::Traits for TraitsRpc {
         Ok(Response::new(to_pb(t)))
     }
 
-    async fn ensure_trait(&self, req: Request<pb::EnsureTraitRequest>) -> Result<Response<pb::EnsureTraitResponse>, Status> {
+    async fn ensure_trait(
+        &self,
+        req: Request<pb::EnsureTraitRequest>,
+    ) -> Result<Response<pb::EnsureTraitResponse>, Status> {
         let span = enter(&req, "EnsureTrait");
         let (t, created) = self.store.ensure_trait(&req.get_ref().name).instrument(span).await?;
         Ok(Response::new(pb::EnsureTraitResponse { r#trait: Some(to_pb(t)), created }))

@@ -32,7 +32,9 @@ async fn ensure_aggregate(tx: &mut Tx, uuid: &str) -> Result<i64> {
     if let Some(r) = tx.fetch_optional("SELECT id FROM placement_aggregates WHERE uuid = ?", &[uuid.into()]).await? {
         return Ok(r.i64(0)?);
     }
-    Ok(tx.insert("INSERT INTO placement_aggregates (uuid, created_at) VALUES (?, ?)", &[uuid.into(), now().into()]).await?)
+    Ok(tx
+        .insert("INSERT INTO placement_aggregates (uuid, created_at) VALUES (?, ?)", &[uuid.into(), now().into()])
+        .await?)
 }
 
 impl Store {
@@ -47,7 +49,12 @@ impl Store {
     /// Replaces a provider's aggregates. With `generation` (1.19 on) the
     /// provider must still be at it and its generation moves on; without
     /// it, nothing is checked and the generation stays.
-    pub async fn set_provider_aggregates(&self, uuid: &str, generation: Option<i64>, aggregates: &[String]) -> Result<ProviderAggregates> {
+    pub async fn set_provider_aggregates(
+        &self,
+        uuid: &str,
+        generation: Option<i64>,
+        aggregates: &[String],
+    ) -> Result<ProviderAggregates> {
         // Another writer may create the same new aggregate between our
         // lookup and insert; a fresh transaction then finds it.
         let mut attempts = 0;
@@ -63,7 +70,12 @@ impl Store {
         }
     }
 
-    async fn try_set_provider_aggregates(&self, uuid: &str, generation: Option<i64>, aggregates: &[String]) -> Result<ProviderAggregates> {
+    async fn try_set_provider_aggregates(
+        &self,
+        uuid: &str,
+        generation: Option<i64>,
+        aggregates: &[String],
+    ) -> Result<ProviderAggregates> {
         let mut tx = self.db.begin().await?;
         let rp = get_provider(&mut tx, uuid).await?;
         if generation.is_some_and(|g| g != rp.generation) {

@@ -21,8 +21,8 @@ use keelson_common::db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 use keelson_common::DbError;
 
 use super::consumers::{
-    create_consumer, delete_consumers_without_allocations, ensure_consumer_type, ensure_project, ensure_user, find_consumer,
-    increment_consumer_generation, update_consumer, ConsumerRow,
+    create_consumer, delete_consumers_without_allocations, ensure_consumer_type, ensure_project, ensure_user,
+    find_consumer, increment_consumer_generation, update_consumer, ConsumerRow,
 };
 use super::inventories::{increment_provider_generation, resource_class_ids, stored_ratio, PROVIDER_CONCURRENT_UPDATE};
 use super::{find_provider, sum_as_bigint, ProviderRow, Store, StoreSettings};
@@ -194,7 +194,12 @@ pub(crate) async fn ensure_consumers(
                 create_consumer(tx, &c.uuid, (project_id, &project), (user_id, &user), ty).await?
             }
         };
-        out.push(EnsuredConsumer { row, wanted_project: (project_id, project), wanted_user: (user_id, user), wanted_type });
+        out.push(EnsuredConsumer {
+            row,
+            wanted_project: (project_id, project),
+            wanted_user: (user_id, user),
+            wanted_type,
+        });
     }
     Ok(out)
 }
@@ -247,7 +252,12 @@ pub(crate) async fn plan_allocations(
         }
         for a in &c.allocations {
             for (rc, used) in &a.resources {
-                plan.push(Planned { provider_uuid: a.provider_uuid.clone(), consumer: index, resource_class: rc.clone(), used: *used });
+                plan.push(Planned {
+                    provider_uuid: a.provider_uuid.clone(),
+                    consumer: index,
+                    resource_class: rc.clone(),
+                    used: *used,
+                });
             }
         }
     }
@@ -423,8 +433,11 @@ async fn check_capacity(
         );
     }
     let with_inventory: BTreeSet<i64> = inventory.keys().map(|(rp, _)| *rp).collect();
-    let missing: Vec<&str> =
-        provider_order.iter().copied().filter(|u| providers.get(*u).is_some_and(|s| !with_inventory.contains(&s.id))).collect();
+    let missing: Vec<&str> = provider_order
+        .iter()
+        .copied()
+        .filter(|u| providers.get(*u).is_some_and(|s| !with_inventory.contains(&s.id)))
+        .collect();
     if !missing.is_empty() {
         let mut by_id: Vec<(&i64, &String)> = class_ids.iter().map(|(n, id)| (id, n)).collect();
         by_id.sort();
@@ -503,7 +516,8 @@ pub(crate) async fn provider_states(tx: &mut Tx, uuids: &BTreeSet<String>) -> Re
     }
     let params: Vec<Value> = uuids.iter().map(Value::from).collect();
     for chunk in params.chunks(IN_LIST_CHUNK) {
-        let sql = format!("SELECT id, uuid, generation FROM resource_providers WHERE uuid IN ({})", in_list(chunk.len()));
+        let sql =
+            format!("SELECT id, uuid, generation FROM resource_providers WHERE uuid IN ({})", in_list(chunk.len()));
         for r in tx.fetch_all(&sql, chunk).await? {
             let uuid = r.string(1)?;
             if uuids.contains(&uuid) {
@@ -530,7 +544,10 @@ pub(crate) fn plan_providers(plan: &[Planned]) -> Vec<&str> {
 /// whose generations it moves on, as [`plan_allocations`] will find them:
 /// those asked for some amount and, for a consumer asking for nothing,
 /// those it holds allocations against now.
-async fn providers_of_write(tx: &mut Tx, consumers: &[ConsumerWrite]) -> Result<(HashMap<String, ProviderState>, BTreeSet<String>)> {
+async fn providers_of_write(
+    tx: &mut Tx,
+    consumers: &[ConsumerWrite],
+) -> Result<(HashMap<String, ProviderState>, BTreeSet<String>)> {
     let (mut named, mut moved) = (BTreeSet::new(), BTreeSet::new());
     for c in consumers {
         if c.allocations.is_empty() {
@@ -618,7 +635,8 @@ pub struct ProviderAllocationsView {
 /// A short random pause before retrying a write that lost a race, so that
 /// the writers that collided do not collide again in lockstep.
 pub(crate) async fn backoff(attempt: u32) {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let ceiling_ms = 1u64 << attempt.min(7);
     tokio::time::sleep(std::time::Duration::from_micros(u64::from(nanos) % (ceiling_ms * 1000))).await;
 }
@@ -661,9 +679,11 @@ impl Store {
     /// GET /resource_providers/{uuid}/allocations.
     pub async fn get_provider_allocations(&self, uuid: &str) -> Result<ProviderAllocationsView> {
         let mut tx = self.db.begin_read().await?;
-        let provider = find_provider(&mut tx, uuid)
-            .await?
-            .ok_or_else(|| Error::NotFound(format!("Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found")))?;
+        let provider = find_provider(&mut tx, uuid).await?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
+            ))
+        })?;
         let rows = tx
             .fetch_all(
                 "SELECT c.uuid, c.generation, rc.name, a.used, a.created_at, a.updated_at FROM allocations a \
@@ -777,8 +797,10 @@ impl Store {
                 if ids.is_empty() {
                     return Err(Error::NotFound(format!("No allocations for consumer '{consumer_uuid}'")));
                 }
-                let params: Vec<Value> = ids.iter().map(|r| r.i64(0).map(Value::from)).collect::<std::result::Result<_, _>>()?;
-                tx.execute(&format!("DELETE FROM allocations WHERE id IN ({})", in_list(params.len())), &params).await?;
+                let params: Vec<Value> =
+                    ids.iter().map(|r| r.i64(0).map(Value::from)).collect::<std::result::Result<_, _>>()?;
+                tx.execute(&format!("DELETE FROM allocations WHERE id IN ({})", in_list(params.len())), &params)
+                    .await?;
                 delete_consumers_without_allocations(&mut tx, &[consumer_uuid.to_string()]).await?;
                 Ok(())
             }
@@ -799,7 +821,10 @@ impl Store {
 /// A consumer's amounts by (provider, class) (tests).
 #[cfg(test)]
 fn totals(view: &ConsumerAllocationsView) -> std::collections::BTreeMap<(String, String), i64> {
-    view.allocations.iter().flat_map(|h| h.resources.iter().map(move |(rc, used)| ((h.uuid.clone(), rc.clone()), *used))).collect()
+    view.allocations
+        .iter()
+        .flat_map(|h| h.resources.iter().map(move |(rc, used)| ((h.uuid.clone(), rc.clone()), *used)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -854,9 +879,11 @@ mod tests {
         vcpu.allocation_ratio = 2.0;
         let rp = with_inventory(&store, "rp", vec![disk, vcpu]).await;
 
-        for (amount, why) in
-            [(5, "violate inventory constraints"), (60, "violate inventory constraints"), (15, "violate inventory constraints")]
-        {
+        for (amount, why) in [
+            (5, "violate inventory constraints"),
+            (60, "violate inventory constraints"),
+            (15, "violate inventory constraints"),
+        ] {
             let e = store.set_allocations(WriteOp::Many, &[write(C1, &rp, &[("DISK_GB", amount)])]).await.unwrap_err();
             assert!(conflict_text(&e).contains(why), "{amount}: {e:?}");
         }
@@ -906,7 +933,9 @@ mod tests {
         let mut w = write(C1, &rp, &[("VCPU", 1)]);
         w.generation = GenerationCheck::Expect(Some(3));
         let e = store.set_allocations(WriteOp::Consumer(C1), &[w.clone()]).await.unwrap_err();
-        assert!(matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d) if d == "consumer generation conflict - expected null but got 3"));
+        assert!(
+            matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d) if d == "consumer generation conflict - expected null but got 3")
+        );
 
         w.generation = GenerationCheck::Expect(None);
         store.set_allocations(WriteOp::Consumer(C1), &[w.clone()]).await.unwrap();
@@ -916,7 +945,9 @@ mod tests {
 
         // A new consumer must not exist yet.
         let e = store.set_allocations(WriteOp::Consumer(C1), &[w.clone()]).await.unwrap_err();
-        assert!(matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d) if d == "consumer generation conflict - expected 1 but got None"));
+        assert!(
+            matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d) if d == "consumer generation conflict - expected 1 but got None")
+        );
         w.generation = GenerationCheck::Expect(Some(1));
         store.set_allocations(WriteOp::Consumer(C1), &[w.clone()]).await.unwrap();
         assert_eq!(store.get_consumer_allocations(C1).await.unwrap().consumer.unwrap().generation, 2);
@@ -925,7 +956,9 @@ mod tests {
     #[tokio::test]
     async fn consumer_lifecycle() {
         let store = store().await;
-        let rp = with_inventory(&store, "rp", vec![InventoryRecord::new("VCPU", 8), InventoryRecord::new("DISK_GB", 8)]).await;
+        let rp =
+            with_inventory(&store, "rp", vec![InventoryRecord::new("VCPU", 8), InventoryRecord::new("DISK_GB", 8)])
+                .await;
 
         // An incomplete consumer gets the configured project and user.
         let mut w = write(C1, &rp, &[("VCPU", 2), ("DISK_GB", 1)]);
@@ -941,7 +974,10 @@ mod tests {
         store.set_allocations(WriteOp::Consumer(C1), &[w]).await.unwrap();
         let view = store.get_consumer_allocations(C1).await.unwrap();
         let c = view.consumer.clone().unwrap();
-        assert_eq!((c.project.as_str(), c.user.as_str(), c.consumer_type.as_deref()), ("proj", "user", Some("INSTANCE")));
+        assert_eq!(
+            (c.project.as_str(), c.user.as_str(), c.consumer_type.as_deref()),
+            ("proj", "user", Some("INSTANCE"))
+        );
         assert_eq!(totals(&view).len(), 1);
 
         // Asking for nothing removes the allocations and the consumer.
@@ -970,7 +1006,11 @@ mod tests {
     /// writer that committed between the read and the write would have.
     fn race(tx: &mut Tx, provider_uuid: String) -> Pin<Box<dyn Future<Output = Result<()>> + Send + '_>> {
         Box::pin(async move {
-            tx.execute("UPDATE resource_providers SET generation = generation + 1 WHERE uuid = ?", &[provider_uuid.into()]).await?;
+            tx.execute(
+                "UPDATE resource_providers SET generation = generation + 1 WHERE uuid = ?",
+                &[provider_uuid.into()],
+            )
+            .await?;
             Ok(())
         })
     }
@@ -990,7 +1030,16 @@ mod tests {
         let attempts = Arc::new(AtomicU32::new(0));
         let (r, n) = (rp.clone(), attempts.clone());
         // The first two attempts lose the race.
-        let mut hook = hook(move |tx| if n.fetch_add(1, Ordering::SeqCst) < 2 { race(tx, r.clone()) } else { Box::pin(async { Ok(()) }) });
+        let mut hook =
+            hook(
+                move |tx| {
+                    if n.fetch_add(1, Ordering::SeqCst) < 2 {
+                        race(tx, r.clone())
+                    } else {
+                        Box::pin(async { Ok(()) })
+                    }
+                },
+            );
         store.set_allocations_between(WriteOp::Many, &[write(C1, &rp, &[("VCPU", 1)])], &mut hook).await.unwrap();
         assert_eq!(attempts.load(Ordering::SeqCst), 3);
         let view = store.get_consumer_allocations(C1).await.unwrap();
@@ -1010,7 +1059,10 @@ mod tests {
             n.fetch_add(1, Ordering::SeqCst);
             race(tx, r.clone())
         });
-        let e = store.set_allocations_between(WriteOp::Many, &[write(C1, &rp, &[("VCPU", 1)])], &mut hook).await.unwrap_err();
+        let e = store
+            .set_allocations_between(WriteOp::Many, &[write(C1, &rp, &[("VCPU", 1)])], &mut hook)
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d)
             if d == "Inventory and/or allocations changed while attempting to allocate: Another thread concurrently updated the resource provider data. Please retry your update"));
         assert_eq!(attempts.load(Ordering::SeqCst), 3);

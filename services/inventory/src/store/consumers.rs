@@ -61,7 +61,9 @@ async fn ensure_named(tx: &mut Tx, table: &str, column: &str, value: &str) -> Re
             return Ok(r.i64(0)?);
         }
     }
-    let id = tx.insert(&format!("INSERT INTO {table} ({column}, created_at) VALUES (?, ?)"), &[value.into(), now().into()]).await?;
+    let id = tx
+        .insert(&format!("INSERT INTO {table} ({column}, created_at) VALUES (?, ?)"), &[value.into(), now().into()])
+        .await?;
     Ok(id)
 }
 
@@ -175,7 +177,9 @@ pub(crate) mod test_support {
             )
             .await
             .unwrap();
-        tx.execute("UPDATE resource_providers SET root_provider_id = ? WHERE id = ?", &[id.into(), id.into()]).await.unwrap();
+        tx.execute("UPDATE resource_providers SET root_provider_id = ? WHERE id = ?", &[id.into(), id.into()])
+            .await
+            .unwrap();
         tx.commit().await.unwrap();
         uuid
     }
@@ -183,10 +187,14 @@ pub(crate) mod test_support {
     /// Writes allocation rows directly (no consumer, no checks).
     pub async fn allocate_raw(store: &Store, provider_uuid: &str, consumer: &str, amounts: &[(&str, i64)]) {
         let mut tx = store.db.begin().await.unwrap();
-        let rp = tx.fetch_optional("SELECT id FROM resource_providers WHERE uuid = ?", &[provider_uuid.into()]).await.unwrap();
+        let rp = tx
+            .fetch_optional("SELECT id FROM resource_providers WHERE uuid = ?", &[provider_uuid.into()])
+            .await
+            .unwrap();
         let rp_id = rp.unwrap().i64(0).unwrap();
         for (rc, used) in amounts {
-            let rc_id = tx.fetch_optional("SELECT id FROM resource_classes WHERE name = ?", &[(*rc).into()]).await.unwrap();
+            let rc_id =
+                tx.fetch_optional("SELECT id FROM resource_classes WHERE name = ?", &[(*rc).into()]).await.unwrap();
             tx.execute(
                 "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES (?, ?, ?, ?, ?)",
                 &[rp_id.into(), consumer.into(), rc_id.unwrap().i64(0).unwrap().into(), (*used).into(), now().into()],

@@ -16,7 +16,8 @@ use crate::error::{Error, Result, CONCURRENT_UPDATE, INVENTORY_INUSE};
 pub const MAX_INT: i64 = 2_147_483_647;
 
 /// Upstream's text when a provider generation moved under a write.
-pub const PROVIDER_CONCURRENT_UPDATE: &str = "Another thread concurrently updated the resource provider data. Please retry your update";
+pub const PROVIDER_CONCURRENT_UPDATE: &str =
+    "Another thread concurrently updated the resource provider data. Please retry your update";
 
 /// One inventory record.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,10 +64,17 @@ impl InventoryRecord {
 /// Checks that an inventory leaves something to allocate. From REST 1.26
 /// reserved may equal total (`allow_reserved_equal_total`); the message is
 /// upstream's.
-pub fn validate_capacity(provider_uuid: &str, inv: &InventoryRecord, allow_reserved_equal_total: bool) -> std::result::Result<(), String> {
+pub fn validate_capacity(
+    provider_uuid: &str,
+    inv: &InventoryRecord,
+    allow_reserved_equal_total: bool,
+) -> std::result::Result<(), String> {
     let capacity = inv.capacity();
-    let (bad, which) =
-        if allow_reserved_equal_total { (capacity < 0, "greater than total") } else { (capacity <= 0, "greater than or equal to total") };
+    let (bad, which) = if allow_reserved_equal_total {
+        (capacity < 0, "greater than total")
+    } else {
+        (capacity <= 0, "greater than or equal to total")
+    };
     if bad {
         return Err(format!(
             "Invalid inventory for '{}' on resource provider '{provider_uuid}'. The reserved value is {which}.",
@@ -206,7 +214,11 @@ async fn classes_in_use(tx: &mut Tx, provider_id: i64, class_ids: &[i64]) -> Res
 /// deletes as needed) without touching its generation. Dropping a class
 /// that allocations use is refused; shrinking one below its usage is
 /// allowed (upstream only logs it).
-pub async fn replace_inventories(tx: &mut Tx, provider: &ProviderRow, new: &[InventoryRecord]) -> std::result::Result<(), ReplaceFailure> {
+pub async fn replace_inventories(
+    tx: &mut Tx,
+    provider: &ProviderRow,
+    new: &[InventoryRecord],
+) -> std::result::Result<(), ReplaceFailure> {
     let names: Vec<&str> = new.iter().map(|i| i.resource_class.as_str()).collect();
     let ids = resource_class_ids(tx, &names).await?;
     // The first unknown class in request order is the one reported.
@@ -223,7 +235,10 @@ pub async fn replace_inventories(tx: &mut Tx, provider: &ProviderRow, new: &[Inv
         }
         let mut params: Vec<Value> = vec![provider.id.into()];
         params.extend(to_delete.iter().map(|id| Value::from(*id)));
-        let sql = format!("DELETE FROM inventories WHERE resource_provider_id = ? AND resource_class_id IN ({})", in_list(to_delete.len()));
+        let sql = format!(
+            "DELETE FROM inventories WHERE resource_provider_id = ? AND resource_class_id IN ({})",
+            in_list(to_delete.len())
+        );
         tx.execute(&sql, &params).await?;
     }
     let ts = now();
@@ -339,7 +354,11 @@ async fn update_record(
 }
 
 /// Stamps records written now with their modification time.
-fn written(mut list: Vec<InventoryRecord>, existing: &[InventoryRecord], ts: chrono::NaiveDateTime) -> Vec<InventoryRecord> {
+fn written(
+    mut list: Vec<InventoryRecord>,
+    existing: &[InventoryRecord],
+    ts: chrono::NaiveDateTime,
+) -> Vec<InventoryRecord> {
     for inv in &mut list {
         match existing.iter().find(|e| e.resource_class == inv.resource_class) {
             Some(old) => {
@@ -372,7 +391,9 @@ impl Store {
     pub async fn get_inventories(&self, uuid: &str) -> Result<(ProviderRow, Vec<InventoryRecord>)> {
         let mut tx = self.db.begin_read().await?;
         let provider = find_provider(&mut tx, uuid).await?.ok_or_else(|| {
-            Error::NotFound(format!("No resource provider with uuid {uuid} found : No resource provider with uuid {uuid} found"))
+            Error::NotFound(format!(
+                "No resource provider with uuid {uuid} found : No resource provider with uuid {uuid} found"
+            ))
         })?;
         let list = provider_inventories(&mut tx, provider.id).await?.into_iter().map(|(_, i)| i).collect();
         tx.commit().await?;
@@ -399,7 +420,9 @@ impl Store {
     ) -> Result<(i64, InventoryRecord)> {
         let mut tx = self.db.begin().await?;
         let provider = existing_provider(&mut tx, uuid).await?;
-        let unable = |detail: String| Error::BadRequest(format!("Unable to create inventory for resource provider {uuid}: {detail}"));
+        let unable = |detail: String| {
+            Error::BadRequest(format!("Unable to create inventory for resource provider {uuid}: {detail}"))
+        };
         validate_capacity(uuid, &inv, allow_reserved_equal_total).map_err(unable)?;
         let ids = resource_class_ids(&mut tx, &[inv.resource_class.as_str()]).await?;
         let rc_id = *ids.get(&inv.resource_class).ok_or_else(|| unable(no_such_class(&inv.resource_class)))?;
@@ -491,14 +514,17 @@ impl Store {
             return Err(Error::concurrent_update("resource provider generation conflict"));
         }
         for inv in &list {
-            validate_capacity(uuid, inv, allow_reserved_equal_total)
-                .map_err(|d| Error::BadRequest(format!("Unable to update inventory for resource provider {uuid}: {d}")))?;
+            validate_capacity(uuid, inv, allow_reserved_equal_total).map_err(|d| {
+                Error::BadRequest(format!("Unable to update inventory for resource provider {uuid}: {d}"))
+            })?;
         }
-        let before: Vec<InventoryRecord> = provider_inventories(&mut tx, provider.id).await?.into_iter().map(|(_, i)| i).collect();
+        let before: Vec<InventoryRecord> =
+            provider_inventories(&mut tx, provider.id).await?.into_iter().map(|(_, i)| i).collect();
         replace_inventories(&mut tx, &provider, &list).await.map_err(|f| match f {
-            ReplaceFailure::UnknownClass(name) => {
-                Error::BadRequest(format!("Unknown resource class in inventory for resource provider {uuid}: {}", no_such_class(&name)))
-            }
+            ReplaceFailure::UnknownClass(name) => Error::BadRequest(format!(
+                "Unknown resource class in inventory for resource provider {uuid}: {}",
+                no_such_class(&name)
+            )),
             ReplaceFailure::InUse(classes) => {
                 Error::Conflict(INVENTORY_INUSE, format!("update conflict: {}", in_use_message(&classes, uuid)))
             }
@@ -519,12 +545,18 @@ impl Store {
     pub async fn delete_inventory(&self, uuid: &str, resource_class: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
         let provider = existing_provider(&mut tx, uuid).await?;
-        let not_found = |detail: String| Error::NotFound(format!("No inventory of class {resource_class} found for delete: {detail}"));
+        let not_found = |detail: String| {
+            Error::NotFound(format!("No inventory of class {resource_class} found for delete: {detail}"))
+        };
         let ids = resource_class_ids(&mut tx, &[resource_class]).await?;
         let rc_id = *ids.get(resource_class).ok_or_else(|| not_found(no_such_class(resource_class)))?;
         // Upstream reports a class in use with the concurrent-update code.
-        let conflict =
-            |detail: String| Error::Conflict(CONCURRENT_UPDATE, format!("Unable to delete inventory of class {resource_class}: {detail}"));
+        let conflict = |detail: String| {
+            Error::Conflict(
+                CONCURRENT_UPDATE,
+                format!("Unable to delete inventory of class {resource_class}: {detail}"),
+            )
+        };
         if let Some(classes) = classes_in_use(&mut tx, provider.id, &[rc_id]).await? {
             return Err(conflict(in_use_message(&classes, uuid)));
         }
@@ -615,7 +647,9 @@ mod tests {
         assert!(matches!(dup, Error::Conflict(CONCURRENT_UPDATE, ref d) if d.starts_with("Update conflict")));
 
         let stale = store.update_inventory(&rp, 0, inv("DISK_GB", 50), false).await.unwrap_err();
-        assert!(matches!(stale, Error::Conflict(CONCURRENT_UPDATE, ref d) if d == "resource provider generation conflict"));
+        assert!(
+            matches!(stale, Error::Conflict(CONCURRENT_UPDATE, ref d) if d == "resource provider generation conflict")
+        );
         let (g, _) = store.update_inventory(&rp, 1, inv("DISK_GB", 50), false).await.unwrap();
         assert_eq!(g, 2);
         let missing = store.update_inventory(&rp, 2, inv("VCPU", 5), false).await.unwrap_err();
@@ -647,9 +681,13 @@ mod tests {
             matches!(e, Error::Conflict(INVENTORY_INUSE, ref d) if *d == format!("Inventory for 'VCPU, DISK_GB' on resource provider '{rp}' in use."))
         );
         let e = store.set_inventories(&rp, 1, vec![inv("VCPU", 8)], false).await.unwrap_err();
-        assert!(matches!(e, Error::Conflict(INVENTORY_INUSE, ref d) if d.starts_with("update conflict: Inventory for 'DISK_GB'")));
+        assert!(
+            matches!(e, Error::Conflict(INVENTORY_INUSE, ref d) if d.starts_with("update conflict: Inventory for 'DISK_GB'"))
+        );
         let e = store.delete_inventory(&rp, "VCPU").await.unwrap_err();
-        assert!(matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d) if d.starts_with("Unable to delete inventory of class VCPU")));
+        assert!(
+            matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d) if d.starts_with("Unable to delete inventory of class VCPU"))
+        );
         // Shrinking below the usage is allowed.
         let (g, _) = store.set_inventories(&rp, 1, vec![inv("VCPU", 1), inv("DISK_GB", 1)], false).await.unwrap();
         assert_eq!(g, 2);

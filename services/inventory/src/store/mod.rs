@@ -98,7 +98,9 @@ pub async fn find_provider(tx: &mut Tx, uuid: &str) -> Result<Option<ProviderRow
 
 /// Finds a provider by uuid, or 404 with upstream's text.
 pub async fn get_provider(tx: &mut Tx, uuid: &str) -> Result<ProviderRow> {
-    find_provider(tx, uuid).await?.ok_or_else(|| Error::NotFound(format!("No resource provider with uuid {uuid} found")))
+    find_provider(tx, uuid)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("No resource provider with uuid {uuid} found")))
 }
 
 /// Moves a provider's generation from `expected` to `expected + 1`; a
@@ -122,7 +124,11 @@ pub async fn bump_generation(tx: &mut Tx, provider: &ProviderRow, expected: i64)
 
 /// The id of a resource class by name.
 pub async fn resource_class_id(tx: &mut Tx, name: &str) -> Result<Option<i64>> {
-    Ok(tx.fetch_optional("SELECT id FROM resource_classes WHERE name = ?", &[name.into()]).await?.map(|r| r.i64(0)).transpose()?)
+    Ok(tx
+        .fetch_optional("SELECT id FROM resource_classes WHERE name = ?", &[name.into()])
+        .await?
+        .map(|r| r.i64(0))
+        .transpose()?)
 }
 
 /// `SUM(expr)` as an integer on every backend: PostgreSQL sums integers

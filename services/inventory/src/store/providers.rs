@@ -21,7 +21,8 @@ pub struct Provider {
 
 /// The provider columns plus parent and root uuid, from `rp` joined to its
 /// parent and root.
-const SELECT_PROVIDERS: &str = "SELECT rp.id, rp.uuid, rp.name, rp.generation, rp.parent_provider_id, rp.root_provider_id, \
+const SELECT_PROVIDERS: &str =
+    "SELECT rp.id, rp.uuid, rp.name, rp.generation, rp.parent_provider_id, rp.root_provider_id, \
      rp.created_at, rp.updated_at, parent.uuid, root.uuid \
      FROM resource_providers rp \
      LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id \
@@ -125,7 +126,12 @@ impl Conditions {
 impl Store {
     /// Creates a provider; a root when it has no parent. `uuid` is
     /// generated when absent.
-    pub async fn create_resource_provider(&self, uuid: Option<&str>, name: &str, parent_uuid: Option<&str>) -> Result<Provider> {
+    pub async fn create_resource_provider(
+        &self,
+        uuid: Option<&str>,
+        name: &str,
+        parent_uuid: Option<&str>,
+    ) -> Result<Provider> {
         let uuid = match uuid {
             Some(u) if !u.is_empty() => u.to_string(),
             _ => uuid::Uuid::new_v4().to_string(),
@@ -146,7 +152,11 @@ impl Store {
                     "parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if there is no parent.",
                 ));
             }
-            parent = Some(load_provider(&mut tx, parent_uuid).await?.ok_or_else(|| action_error("parent provider UUID does not exist."))?);
+            parent = Some(
+                load_provider(&mut tx, parent_uuid)
+                    .await?
+                    .ok_or_else(|| action_error("parent provider UUID does not exist."))?,
+            );
         }
         check_duplicates(&mut tx, &uuid, name).await?;
         let ts = now();
@@ -179,14 +189,18 @@ impl Store {
                 drop(tx);
                 let mut tx = self.db.begin_read().await?;
                 check_duplicates(&mut tx, &uuid, name).await?;
-                return Err(Error::Conflict(DUPLICATE_NAME, format!("Conflicting resource provider name: {name} already exists.")));
+                return Err(Error::Conflict(
+                    DUPLICATE_NAME,
+                    format!("Conflicting resource provider name: {name} already exists."),
+                ));
             }
             Err(e) => return Err(e.into()),
         };
         let root_id = match root_id {
             Some(r) => r,
             None => {
-                tx.execute("UPDATE resource_providers SET root_provider_id = ? WHERE id = ?", &[id.into(), id.into()]).await?;
+                tx.execute("UPDATE resource_providers SET root_provider_id = ? WHERE id = ?", &[id.into(), id.into()])
+                    .await?;
                 id
             }
         };
@@ -237,8 +251,11 @@ impl Store {
     ) -> Result<Provider> {
         let mut tx = self.db.begin().await?;
         let me = load_provider(&mut tx, uuid).await?.ok_or_else(|| not_found(uuid))?;
-        let action_error =
-            |reason: &str| Error::BadRequest(format!("Unable to save resource provider {uuid}: Object action update failed because: {reason}"));
+        let action_error = |reason: &str| {
+            Error::BadRequest(format!(
+                "Unable to save resource provider {uuid}: Object action update failed because: {reason}"
+            ))
+        };
         // (new parent id, new root id, new root uuid) when the tree changes.
         let mut moved: Option<(Option<i64>, i64, String)> = None;
         let mut new_parent_uuid = me.parent_uuid.clone();
@@ -279,11 +296,24 @@ impl Store {
             let subtree = subtree_ids(&mut tx, &me).await?;
             let (list, mut params) = Conditions::ids_clause(&subtree);
             params.insert(0, Value::Int(root_id));
-            tx.execute(&format!("UPDATE resource_providers SET root_provider_id = ? WHERE id IN ({list})"), &params).await?;
+            tx.execute(&format!("UPDATE resource_providers SET root_provider_id = ? WHERE id IN ({list})"), &params)
+                .await?;
             match parent_id {
-                Some(p) => tx.execute("UPDATE resource_providers SET parent_provider_id = ? WHERE id = ?", &[p.into(), me.row.id.into()]).await?,
+                Some(p) => {
+                    tx.execute(
+                        "UPDATE resource_providers SET parent_provider_id = ? WHERE id = ?",
+                        &[p.into(), me.row.id.into()],
+                    )
+                    .await?
+                }
                 // A literal NULL, as in create.
-                None => tx.execute("UPDATE resource_providers SET parent_provider_id = NULL WHERE id = ?", &[me.row.id.into()]).await?,
+                None => {
+                    tx.execute(
+                        "UPDATE resource_providers SET parent_provider_id = NULL WHERE id = ?",
+                        &[me.row.id.into()],
+                    )
+                    .await?
+                }
             };
             out.row.parent_id = parent_id;
             out.row.root_id = Some(root_id);
@@ -291,18 +321,32 @@ impl Store {
             out.parent_uuid = new_parent_uuid;
         }
         if me.row.name.as_deref() != Some(name) {
-            let clash = tx.fetch_all("SELECT id, name FROM resource_providers WHERE name = ? AND id <> ?", &[name.into(), me.row.id.into()]).await?;
+            let clash = tx
+                .fetch_all(
+                    "SELECT id, name FROM resource_providers WHERE name = ? AND id <> ?",
+                    &[name.into(), me.row.id.into()],
+                )
+                .await?;
             if !clash.is_empty() {
-                return Err(Error::Conflict(DUPLICATE_NAME, format!("Conflicting resource provider {name} already exists.")));
+                return Err(Error::Conflict(
+                    DUPLICATE_NAME,
+                    format!("Conflicting resource provider {name} already exists."),
+                ));
             }
         }
         match tx
-            .execute("UPDATE resource_providers SET name = ?, updated_at = ? WHERE id = ?", &[name.into(), ts.into(), me.row.id.into()])
+            .execute(
+                "UPDATE resource_providers SET name = ?, updated_at = ? WHERE id = ?",
+                &[name.into(), ts.into(), me.row.id.into()],
+            )
             .await
         {
             Ok(_) => {}
             Err(e) if e.is_unique_violation() => {
-                return Err(Error::Conflict(DUPLICATE_NAME, format!("Conflicting resource provider {name} already exists.")));
+                return Err(Error::Conflict(
+                    DUPLICATE_NAME,
+                    format!("Conflicting resource provider {name} already exists."),
+                ));
             }
             Err(e) => return Err(e.into()),
         }
@@ -320,14 +364,24 @@ impl Store {
             .await?
             .ok_or_else(|| Error::NotFound(format!("No resource provider with uuid {uuid} found for delete")))?;
         let id = Value::Int(me.id);
-        let children = tx.fetch_optional("SELECT COUNT(*) FROM resource_providers WHERE parent_provider_id = ?", std::slice::from_ref(&id)).await?;
+        let children = tx
+            .fetch_optional(
+                "SELECT COUNT(*) FROM resource_providers WHERE parent_provider_id = ?",
+                std::slice::from_ref(&id),
+            )
+            .await?;
         if children.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
             return Err(Error::Conflict(
                 PROVIDER_CANNOT_DELETE_PARENT,
                 format!("Unable to delete parent resource provider {uuid}: It has child resource providers."),
             ));
         }
-        let allocations = tx.fetch_optional("SELECT COUNT(*) FROM allocations WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
+        let allocations = tx
+            .fetch_optional(
+                "SELECT COUNT(*) FROM allocations WHERE resource_provider_id = ?",
+                std::slice::from_ref(&id),
+            )
+            .await?;
         if allocations.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
             return Err(Error::Conflict(
                 PROVIDER_IN_USE,
@@ -335,12 +389,20 @@ impl Store {
             ));
         }
         tx.execute("DELETE FROM inventories WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
-        tx.execute("DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
-        tx.execute("DELETE FROM resource_provider_traits WHERE resource_provider_id = ?", std::slice::from_ref(&id)).await?;
+        tx.execute(
+            "DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?",
+            std::slice::from_ref(&id),
+        )
+        .await?;
+        tx.execute("DELETE FROM resource_provider_traits WHERE resource_provider_id = ?", std::slice::from_ref(&id))
+            .await?;
         // The self-reference of a root would block the delete where the
         // foreign key is enforced.
-        tx.execute("UPDATE resource_providers SET root_provider_id = NULL WHERE id = ? AND root_provider_id = ?", &[id.clone(), id.clone()])
-            .await?;
+        tx.execute(
+            "UPDATE resource_providers SET root_provider_id = NULL WHERE id = ? AND root_provider_id = ?",
+            &[id.clone(), id.clone()],
+        )
+        .await?;
         let deleted = tx.execute("DELETE FROM resource_providers WHERE id = ?", &[id]).await?;
         if deleted == 0 {
             return Err(Error::NotFound(format!("No resource provider with uuid {uuid} found for delete")));
@@ -354,7 +416,10 @@ impl Store {
 pub async fn subtree_ids(tx: &mut Tx, me: &Provider) -> Result<Vec<i64>> {
     let root_id = me.row.root_id.unwrap_or(me.row.id);
     let rows = tx
-        .fetch_all("SELECT id, parent_provider_id FROM resource_providers WHERE root_provider_id = ?", &[root_id.into()])
+        .fetch_all(
+            "SELECT id, parent_provider_id FROM resource_providers WHERE root_provider_id = ?",
+            &[root_id.into()],
+        )
         .await?;
     let mut children: HashMap<i64, Vec<i64>> = HashMap::new();
     for r in &rows {
@@ -396,7 +461,9 @@ async fn class_ids(tx: &mut Tx, names: &[&String]) -> Result<HashMap<String, i64
         ids.insert(r.string(1)?, r.i64(0)?);
     }
     if let Some(missing) = names.iter().find(|n| !ids.contains_key(n.as_str())) {
-        return Err(Error::BadRequest(format!("Invalid resource class in resources parameter: No such resource class {missing}.")));
+        return Err(Error::BadRequest(format!(
+            "Invalid resource class in resources parameter: No such resource class {missing}."
+        )));
     }
     Ok(ids)
 }
@@ -423,7 +490,9 @@ async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> 
     if !trait_names.is_empty() {
         let (ids, missing) = trait_ids(tx, &trait_names).await?;
         if let Some(first) = missing.first() {
-            return Err(Error::BadRequest(format!("Invalid trait(s) in \"required\" parameter: No such trait(s): {first}.")));
+            return Err(Error::BadRequest(format!(
+                "Invalid trait(s) in \"required\" parameter: No such trait(s): {first}."
+            )));
         }
         for any_of in &filter.required_traits {
             let group: Vec<i64> = any_of.iter().filter_map(|n| ids.get(n).copied()).collect();
@@ -518,7 +587,9 @@ async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> 
 /// Answers 409 `placement.duplicate_name` when the uuid or the name is
 /// taken (the uuid is reported first, as SQLite and MySQL do).
 async fn check_duplicates(tx: &mut Tx, uuid: &str, name: &str) -> Result<()> {
-    let rows = tx.fetch_all("SELECT uuid, name FROM resource_providers WHERE uuid = ? OR name = ?", &[uuid.into(), name.into()]).await?;
+    let rows = tx
+        .fetch_all("SELECT uuid, name FROM resource_providers WHERE uuid = ? OR name = ?", &[uuid.into(), name.into()])
+        .await?;
     let mut uuid_taken = false;
     let mut name_taken = false;
     for r in &rows {
@@ -544,7 +615,6 @@ mod tests {
 
     use super::*;
     use crate::store::consumers::test_support::store;
-
 
     async fn create(store: &Store, name: &str, parent: Option<&str>) -> Provider {
         store.create_resource_provider(None, name, parent).await.unwrap()
@@ -602,7 +672,8 @@ mod tests {
         let in_tree = ProviderFilter { in_tree: Some(grandchild.row.uuid.clone()), ..Default::default() };
         create(&store, "other", None).await;
         assert_eq!(list(&store, in_tree).await, ["child", "grandchild", "root"]);
-        let unknown = ProviderFilter { in_tree: Some("00000000-0000-0000-0000-000000000000".into()), ..Default::default() };
+        let unknown =
+            ProviderFilter { in_tree: Some("00000000-0000-0000-0000-000000000000".into()), ..Default::default() };
         assert!(list(&store, unknown).await.is_empty());
     }
 
@@ -611,14 +682,23 @@ mod tests {
         let store = store().await;
         let uuid = "11111111-2222-3333-4444-555555555555";
         let e = store.create_resource_provider(Some(uuid), "a", Some(uuid)).await.unwrap_err();
-        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if there is no parent.")));
-        let e = store.create_resource_provider(Some(uuid), "a", Some("11111111-2222-3333-4444-000000000000")).await.unwrap_err();
+        assert!(
+            matches!(e, Error::BadRequest(ref d) if d.ends_with("parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if there is no parent."))
+        );
+        let e = store
+            .create_resource_provider(Some(uuid), "a", Some("11111111-2222-3333-4444-000000000000"))
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("parent provider UUID does not exist.")));
         store.create_resource_provider(Some(uuid), "a", None).await.unwrap();
         let e = store.create_resource_provider(Some(uuid), "b", None).await.unwrap_err();
-        assert!(matches!(e, Error::Conflict(DUPLICATE_NAME, ref d) if d == &format!("Conflicting resource provider uuid: {uuid} already exists.")));
+        assert!(
+            matches!(e, Error::Conflict(DUPLICATE_NAME, ref d) if d == &format!("Conflicting resource provider uuid: {uuid} already exists."))
+        );
         let e = store.create_resource_provider(None, "a", None).await.unwrap_err();
-        assert!(matches!(e, Error::Conflict(DUPLICATE_NAME, ref d) if d == "Conflicting resource provider name: a already exists."));
+        assert!(
+            matches!(e, Error::Conflict(DUPLICATE_NAME, ref d) if d == "Conflicting resource provider name: a already exists.")
+        );
     }
 
     #[tokio::test]
@@ -634,9 +714,13 @@ mod tests {
         assert_eq!(moved.root_uuid, r1.row.uuid);
         // Moving or un-parenting a child needs 1.37.
         let e = store.update_resource_provider(&c.row.uuid, "c", Some(Some(&r2.row.uuid)), false).await.unwrap_err();
-        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("re-parenting a provider is not currently allowed.")));
+        assert!(
+            matches!(e, Error::BadRequest(ref d) if d.ends_with("re-parenting a provider is not currently allowed."))
+        );
         let e = store.update_resource_provider(&c.row.uuid, "c", Some(None), false).await.unwrap_err();
-        assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("un-parenting a provider is not currently allowed.")));
+        assert!(
+            matches!(e, Error::BadRequest(ref d) if d.ends_with("un-parenting a provider is not currently allowed."))
+        );
         // Naming the current parent again is no move.
         store.update_resource_provider(&c.row.uuid, "c2", Some(Some(&r1.row.uuid)), false).await.unwrap();
 
@@ -659,8 +743,14 @@ mod tests {
         let c = create(&store, "c", Some(&r.row.uuid)).await;
         let gc = create(&store, "gc", Some(&c.row.uuid)).await;
         for (who, parent) in [(&r, &gc), (&c, &gc), (&c, &c)] {
-            let e = store.update_resource_provider(&who.row.uuid, "x", Some(Some(&parent.row.uuid)), true).await.unwrap_err();
-            assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("creating loop in the provider tree is not allowed.")), "{e:?}");
+            let e = store
+                .update_resource_provider(&who.row.uuid, "x", Some(Some(&parent.row.uuid)), true)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(e, Error::BadRequest(ref d) if d.ends_with("creating loop in the provider tree is not allowed.")),
+                "{e:?}"
+            );
         }
         let e = store.update_resource_provider(&r.row.uuid, "c", None, true).await.unwrap_err();
         assert!(matches!(e, Error::Conflict(DUPLICATE_NAME, _)));
@@ -682,10 +772,20 @@ mod tests {
         inventory(&store, &lone, "VCPU", 8, 8).await;
         store.ensure_trait("CUSTOM_GOLD").await.unwrap();
         store.set_provider_traits(&lone.row.uuid, 0, &["CUSTOM_GOLD".into()]).await.unwrap();
-        store.set_provider_aggregates(&lone.row.uuid, None, &["a0000000-0000-0000-0000-000000000000".into()]).await.unwrap();
+        store
+            .set_provider_aggregates(&lone.row.uuid, None, &["a0000000-0000-0000-0000-000000000000".into()])
+            .await
+            .unwrap();
         store.delete_resource_provider(&lone.row.uuid).await.unwrap();
         for table in ["inventories", "resource_provider_traits", "resource_provider_aggregates"] {
-            let n = store.db.fetch_all(&format!("SELECT COUNT(*) FROM {table} WHERE resource_provider_id = ?"), &[lone.row.id.into()]).await.unwrap();
+            let n = store
+                .db
+                .fetch_all(
+                    &format!("SELECT COUNT(*) FROM {table} WHERE resource_provider_id = ?"),
+                    &[lone.row.id.into()],
+                )
+                .await
+                .unwrap();
             assert_eq!(n[0].i64(0).unwrap(), 0, "{table}");
         }
         let e = store.delete_resource_provider(&lone.row.uuid).await.unwrap_err();
@@ -698,7 +798,8 @@ mod tests {
         let a = create(&store, "a", None).await;
         let b = create(&store, "b", None).await;
         let c = create(&store, "c", None).await;
-        let (agg1, agg2) = ("a1000000-0000-0000-0000-000000000000".to_string(), "a2000000-0000-0000-0000-000000000000".to_string());
+        let (agg1, agg2) =
+            ("a1000000-0000-0000-0000-000000000000".to_string(), "a2000000-0000-0000-0000-000000000000".to_string());
         store.set_provider_aggregates(&a.row.uuid, None, &[agg1.clone()]).await.unwrap();
         store.set_provider_aggregates(&b.row.uuid, None, &[agg1.clone(), agg2.clone()]).await.unwrap();
         store.ensure_trait("CUSTOM_X").await.unwrap();
@@ -720,18 +821,60 @@ mod tests {
         assert_eq!(list(&store, f(&|f| f.uuid = Some(c.row.uuid.clone()))).await, ["c"]);
         assert_eq!(list(&store, f(&|f| f.member_of = vec![vec![agg1.clone()]])).await, ["a", "b"]);
         assert_eq!(list(&store, f(&|f| f.member_of = vec![vec![agg1.clone()], vec![agg2.clone()]])).await, ["b"]);
-        assert_eq!(list(&store, f(&|f| f.member_of = vec![vec!["ffffffff-0000-0000-0000-000000000000".into()]])).await, Vec::<String>::new());
+        assert_eq!(
+            list(&store, f(&|f| f.member_of = vec![vec!["ffffffff-0000-0000-0000-000000000000".into()]])).await,
+            Vec::<String>::new()
+        );
         assert_eq!(list(&store, f(&|f| f.forbidden_aggregates = vec![agg2.clone()])).await, ["a", "c"]);
-        assert_eq!(list(&store, f(&|f| f.required_traits = vec![vec!["CUSTOM_X".into()], vec!["CUSTOM_Y".into()]])).await, ["b"]);
-        assert_eq!(list(&store, f(&|f| f.required_traits = vec![vec!["CUSTOM_X".into(), "CUSTOM_Y".into()]])).await, ["a", "b", "c"]);
+        assert_eq!(
+            list(&store, f(&|f| f.required_traits = vec![vec!["CUSTOM_X".into()], vec!["CUSTOM_Y".into()]])).await,
+            ["b"]
+        );
+        assert_eq!(
+            list(&store, f(&|f| f.required_traits = vec![vec!["CUSTOM_X".into(), "CUSTOM_Y".into()]])).await,
+            ["a", "b", "c"]
+        );
         assert_eq!(list(&store, f(&|f| f.forbidden_traits = vec!["CUSTOM_X".into()])).await, ["c"]);
-        let e = store.list_resource_providers(&f(&|f| f.forbidden_traits = vec!["CUSTOM_NOPE".into()])).await.unwrap_err();
+        let e =
+            store.list_resource_providers(&f(&|f| f.forbidden_traits = vec!["CUSTOM_NOPE".into()])).await.unwrap_err();
         assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("No such trait(s): CUSTOM_NOPE.")));
         // a has 1 VCPU free; b has 8 but at most 2 per allocation.
-        assert_eq!(list(&store, f(&|f| { f.resources.insert("VCPU".into(), 1); })).await, ["a", "b"]);
-        assert_eq!(list(&store, f(&|f| { f.resources.insert("VCPU".into(), 2); })).await, ["b"]);
-        assert_eq!(list(&store, f(&|f| { f.resources.insert("VCPU".into(), 3); })).await, Vec::<String>::new());
-        let e = store.list_resource_providers(&f(&|f| { f.resources.insert("HOUSE".into(), 1); })).await.unwrap_err();
+        assert_eq!(
+            list(
+                &store,
+                f(&|f| {
+                    f.resources.insert("VCPU".into(), 1);
+                })
+            )
+            .await,
+            ["a", "b"]
+        );
+        assert_eq!(
+            list(
+                &store,
+                f(&|f| {
+                    f.resources.insert("VCPU".into(), 2);
+                })
+            )
+            .await,
+            ["b"]
+        );
+        assert_eq!(
+            list(
+                &store,
+                f(&|f| {
+                    f.resources.insert("VCPU".into(), 3);
+                })
+            )
+            .await,
+            Vec::<String>::new()
+        );
+        let e = store
+            .list_resource_providers(&f(&|f| {
+                f.resources.insert("HOUSE".into(), 1);
+            }))
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::BadRequest(ref d) if d.ends_with("No such resource class HOUSE.")));
     }
 

@@ -11,12 +11,12 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::allocations::{
-    backoff, ensure_consumers, increment_generations, plan_allocations, plan_providers, provider_states, update_consumers, write_planned,
-    ConsumerWrite, ProviderState, WriteFailure, WriteOp,
+    backoff, ensure_consumers, increment_generations, plan_allocations, plan_providers, provider_states,
+    update_consumers, write_planned, ConsumerWrite, ProviderState, WriteFailure, WriteOp,
 };
 use super::inventories::{
-    in_use_message, increment_provider_generation, provider_inventories, replace_inventories, InventoryRecord, ReplaceFailure,
-    PROVIDER_CONCURRENT_UPDATE,
+    in_use_message, increment_provider_generation, provider_inventories, replace_inventories, InventoryRecord,
+    ReplaceFailure, PROVIDER_CONCURRENT_UPDATE,
 };
 use super::{find_provider, ProviderRow, Store};
 use crate::error::{Error, Result, CONCURRENT_UPDATE, INVENTORY_INUSE};
@@ -40,12 +40,13 @@ fn replace_failure(provider_uuid: &str, f: ReplaceFailure) -> WriteFailure {
         ReplaceFailure::UnknownClass(name) => {
             WriteFailure::Fail(Error::BadRequest(format!("malformed reshaper data: No such resource class {name}.")))
         }
-        ReplaceFailure::InUse(classes) => {
-            WriteFailure::Fail(Error::Conflict(INVENTORY_INUSE, format!("update conflict: {}", in_use_message(&classes, provider_uuid))))
-        }
-        ReplaceFailure::Missing(name) => {
-            WriteFailure::Fail(Error::BadRequest(format!("malformed reshaper data: No inventory of class {name} found.")))
-        }
+        ReplaceFailure::InUse(classes) => WriteFailure::Fail(Error::Conflict(
+            INVENTORY_INUSE,
+            format!("update conflict: {}", in_use_message(&classes, provider_uuid)),
+        )),
+        ReplaceFailure::Missing(name) => WriteFailure::Fail(Error::BadRequest(format!(
+            "malformed reshaper data: No inventory of class {name} found."
+        ))),
         ReplaceFailure::Db(e) => e.into(),
     }
 }
@@ -59,7 +60,10 @@ async fn set_provider_inventories(
 ) -> std::result::Result<(), WriteFailure> {
     replace_inventories(tx, provider, list).await.map_err(|f| replace_failure(&provider.uuid, f))?;
     if !increment_provider_generation(tx, state.id, state.generation).await? {
-        return Err(WriteFailure::Fail(Error::Conflict(CONCURRENT_UPDATE, format!("update conflict: {PROVIDER_CONCURRENT_UPDATE}"))));
+        return Err(WriteFailure::Fail(Error::Conflict(
+            CONCURRENT_UPDATE,
+            format!("update conflict: {PROVIDER_CONCURRENT_UPDATE}"),
+        )));
     }
     state.generation += 1;
     Ok(())
@@ -90,7 +94,9 @@ impl Store {
                 }
                 // The caller's generations were checked: a provider that
                 // moved since is the caller's conflict, not retried here.
-                WriteFailure::ProviderConflict => return Err(WriteOp::Reshape.concurrent_update(PROVIDER_CONCURRENT_UPDATE)),
+                WriteFailure::ProviderConflict => {
+                    return Err(WriteOp::Reshape.concurrent_update(PROVIDER_CONCURRENT_UPDATE))
+                }
                 WriteFailure::Fail(e) => return Err(e),
             }
         }
@@ -123,7 +129,8 @@ impl Store {
         let mut ensured = ensure_consumers(tx, consumers, &self.settings).await?;
         // Every provider the allocations may touch, as this transaction
         // sees it; the reshape's own steps move the generations on.
-        let mut uuids: BTreeSet<String> = consumers.iter().flat_map(|c| c.allocations.iter().map(|a| a.provider_uuid.clone())).collect();
+        let mut uuids: BTreeSet<String> =
+            consumers.iter().flat_map(|c| c.allocations.iter().map(|a| a.provider_uuid.clone())).collect();
         for c in consumers {
             let rows = tx
                 .fetch_all(
@@ -148,7 +155,8 @@ impl Store {
             if wanted.inventories.is_empty() {
                 continue;
             }
-            let mut union: Vec<InventoryRecord> = provider_inventories(tx, provider.id).await?.into_iter().map(|(_, i)| i).collect();
+            let mut union: Vec<InventoryRecord> =
+                provider_inventories(tx, provider.id).await?.into_iter().map(|(_, i)| i).collect();
             for inv in &wanted.inventories {
                 match union.iter_mut().find(|u| u.resource_class == inv.resource_class) {
                     Some(slot) => *slot = inv.clone(),
@@ -182,7 +190,10 @@ mod tests {
             allocations: if res.is_empty() {
                 vec![]
             } else {
-                vec![ProviderAmounts { provider_uuid: rp.into(), resources: res.iter().map(|(r, n)| (r.to_string(), *n)).collect() }]
+                vec![ProviderAmounts {
+                    provider_uuid: rp.into(),
+                    resources: res.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+                }]
             },
             project_id: Some("proj".into()),
             user_id: Some("user".into()),
@@ -196,8 +207,19 @@ mod tests {
         let store = store().await;
         let root = provider(&store, "root").await;
         let child = provider(&store, "child").await;
-        store.set_inventories(&root, 0, vec![InventoryRecord::new("VCPU", 8), InventoryRecord::new("DISK_GB", 100)], false).await.unwrap();
-        store.set_allocations(WriteOp::Many, &[alloc("c1", &root, &[("VCPU", 2), ("DISK_GB", 10)], None)]).await.unwrap();
+        store
+            .set_inventories(
+                &root,
+                0,
+                vec![InventoryRecord::new("VCPU", 8), InventoryRecord::new("DISK_GB", 100)],
+                false,
+            )
+            .await
+            .unwrap();
+        store
+            .set_allocations(WriteOp::Many, &[alloc("c1", &root, &[("VCPU", 2), ("DISK_GB", 10)], None)])
+            .await
+            .unwrap();
 
         // Stale generation.
         let stale = [ReshapeInventories { provider_uuid: root.clone(), generation: 0, inventories: vec![] }];
@@ -205,14 +227,25 @@ mod tests {
         assert!(matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d) if d.ends_with("actual: 2, given: 0")));
 
         // Removing VCPU from the root without moving its allocation.
-        let drop_vcpu =
-            [ReshapeInventories { provider_uuid: root.clone(), generation: 2, inventories: vec![InventoryRecord::new("DISK_GB", 100)] }];
+        let drop_vcpu = [ReshapeInventories {
+            provider_uuid: root.clone(),
+            generation: 2,
+            inventories: vec![InventoryRecord::new("DISK_GB", 100)],
+        }];
         let e = store.reshape(&drop_vcpu, &[]).await.unwrap_err();
         assert!(matches!(e, Error::Conflict(INVENTORY_INUSE, _)), "{e:?}");
 
         let moved = [
-            ReshapeInventories { provider_uuid: root.clone(), generation: 2, inventories: vec![InventoryRecord::new("DISK_GB", 100)] },
-            ReshapeInventories { provider_uuid: child.clone(), generation: 0, inventories: vec![InventoryRecord::new("VCPU", 8)] },
+            ReshapeInventories {
+                provider_uuid: root.clone(),
+                generation: 2,
+                inventories: vec![InventoryRecord::new("DISK_GB", 100)],
+            },
+            ReshapeInventories {
+                provider_uuid: child.clone(),
+                generation: 0,
+                inventories: vec![InventoryRecord::new("VCPU", 8)],
+            },
         ];
         let c1 = ConsumerWrite {
             allocations: vec![

@@ -31,16 +31,33 @@ fn not_found(name: &str) -> Error {
 }
 
 async fn find(tx: &mut Tx, name: &str) -> Result<Option<ResourceClassRow>> {
-    let row = tx.fetch_optional("SELECT id, name, created_at, updated_at FROM resource_classes WHERE name = ?", &[name.into()]).await?;
-    row.map(|r| Ok(ResourceClassRow { id: r.i64(0)?, name: r.string(1)?, created_at: r.opt_time(2)?, updated_at: r.opt_time(3)? }))
-        .transpose()
+    let row = tx
+        .fetch_optional("SELECT id, name, created_at, updated_at FROM resource_classes WHERE name = ?", &[name.into()])
+        .await?;
+    row.map(|r| {
+        Ok(ResourceClassRow {
+            id: r.i64(0)?,
+            name: r.string(1)?,
+            created_at: r.opt_time(2)?,
+            updated_at: r.opt_time(3)?,
+        })
+    })
+    .transpose()
 }
 
 impl Store {
     pub async fn list_resource_classes(&self) -> Result<Vec<ResourceClassRow>> {
-        let rows = self.db.fetch_all("SELECT id, name, created_at, updated_at FROM resource_classes ORDER BY id", &[]).await?;
+        let rows =
+            self.db.fetch_all("SELECT id, name, created_at, updated_at FROM resource_classes ORDER BY id", &[]).await?;
         rows.iter()
-            .map(|r| Ok(ResourceClassRow { id: r.i64(0)?, name: r.string(1)?, created_at: r.opt_time(2)?, updated_at: r.opt_time(3)? }))
+            .map(|r| {
+                Ok(ResourceClassRow {
+                    id: r.i64(0)?,
+                    name: r.string(1)?,
+                    created_at: r.opt_time(2)?,
+                    updated_at: r.opt_time(3)?,
+                })
+            })
             .collect()
     }
 
@@ -65,12 +82,20 @@ impl Store {
             let id = if max_id < MIN_CUSTOM_RESOURCE_CLASS_ID { MIN_CUSTOM_RESOURCE_CLASS_ID } else { max_id + 1 };
             let ts = now();
             match tx
-                .execute("INSERT INTO resource_classes (id, name, created_at) VALUES (?, ?, ?)", &[id.into(), name.into(), ts.into()])
+                .execute(
+                    "INSERT INTO resource_classes (id, name, created_at) VALUES (?, ?, ?)",
+                    &[id.into(), name.into(), ts.into()],
+                )
                 .await
             {
                 Ok(_) => {
                     tx.commit().await?;
-                    return Ok(Some(ResourceClassRow { id, name: name.to_string(), created_at: Some(ts), updated_at: None }));
+                    return Ok(Some(ResourceClassRow {
+                        id,
+                        name: name.to_string(),
+                        created_at: Some(ts),
+                        updated_at: None,
+                    }));
                 }
                 Err(e) if e.is_unique_violation() || e.is_retryable() => continue,
                 Err(e) => return Err(e.into()),
@@ -83,9 +108,9 @@ impl Store {
 
     /// POST /resource_classes: 409 when the name is taken.
     pub async fn create_resource_class(&self, name: &str) -> Result<ResourceClassRow> {
-        self.insert_class(name)
-            .await?
-            .ok_or_else(|| Error::Conflict(crate::error::DUPLICATE_NAME, format!("Conflicting resource class already exists: {name}")))
+        self.insert_class(name).await?.ok_or_else(|| {
+            Error::Conflict(crate::error::DUPLICATE_NAME, format!("Conflicting resource class already exists: {name}"))
+        })
     }
 
     /// PUT /resource_classes/{name} from 1.7: (class, created).
@@ -104,10 +129,19 @@ impl Store {
             return Err(Error::BadRequest(format!("Cannot update standard resource class {name}")));
         }
         let ts = now();
-        match tx.execute("UPDATE resource_classes SET name = ?, updated_at = ? WHERE id = ?", &[new_name.into(), ts.into(), rc.id.into()]).await {
+        match tx
+            .execute(
+                "UPDATE resource_classes SET name = ?, updated_at = ? WHERE id = ?",
+                &[new_name.into(), ts.into(), rc.id.into()],
+            )
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.is_unique_violation() => {
-                return Err(Error::Conflict(crate::error::DUPLICATE_NAME, format!("Resource class already exists: {new_name}")));
+                return Err(Error::Conflict(
+                    crate::error::DUPLICATE_NAME,
+                    format!("Resource class already exists: {new_name}"),
+                ));
             }
             Err(e) => return Err(e.into()),
         }
@@ -123,7 +157,8 @@ impl Store {
                 "Error in delete resource class: Cannot delete standard resource class {name}."
             )));
         }
-        let used = tx.fetch_optional("SELECT COUNT(*) FROM inventories WHERE resource_class_id = ?", &[rc.id.into()]).await?;
+        let used =
+            tx.fetch_optional("SELECT COUNT(*) FROM inventories WHERE resource_class_id = ?", &[rc.id.into()]).await?;
         if used.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
             return Err(Error::conflict(format!(
                 "Error in delete resource class: Cannot delete resource class {name}. Class is in use in inventory."

@@ -88,7 +88,10 @@ async fn replace_provider_traits(tx: &mut Tx, provider: &ProviderRow, wanted: &[
         let mut params: Vec<Value> = vec![provider.id.into()];
         params.extend(to_delete.iter().map(|id| Value::Int(*id)));
         tx.execute(
-            &format!("DELETE FROM resource_provider_traits WHERE resource_provider_id = ? AND trait_id IN ({})", in_list(to_delete.len())),
+            &format!(
+                "DELETE FROM resource_provider_traits WHERE resource_provider_id = ? AND trait_id IN ({})",
+                in_list(to_delete.len())
+            ),
             &params,
         )
         .await?;
@@ -187,7 +190,9 @@ impl Store {
         if !name.starts_with(CUSTOM_PREFIX) {
             return Err(Error::BadRequest(format!("Cannot delete standard trait {name}.")));
         }
-        let used = tx.fetch_optional("SELECT COUNT(*) FROM resource_provider_traits WHERE trait_id = ?", &[t.id.into()]).await?;
+        let used = tx
+            .fetch_optional("SELECT COUNT(*) FROM resource_provider_traits WHERE trait_id = ?", &[t.id.into()])
+            .await?;
         if used.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
             return Err(Error::conflict(format!("The trait {name} is in use by a resource provider.")));
         }
@@ -246,9 +251,9 @@ impl Store {
 /// Upstream's text for a generation lost to a concurrent writer.
 pub fn concurrent_provider_update(e: Error) -> Error {
     match e {
-        Error::Conflict(code, _) if code == crate::error::CONCURRENT_UPDATE => {
-            Error::concurrent_update("Another thread concurrently updated the resource provider data. Please retry your update")
-        }
+        Error::Conflict(code, _) if code == crate::error::CONCURRENT_UPDATE => Error::concurrent_update(
+            "Another thread concurrently updated the resource provider data. Please retry your update",
+        ),
         other => other,
     }
 }
@@ -258,7 +263,6 @@ mod tests {
     use super::*;
     use crate::error::CONCURRENT_UPDATE;
     use crate::store::consumers::test_support::store;
-
 
     #[tokio::test]
     async fn provider_traits_move_the_generation_only_on_change() {
@@ -277,14 +281,19 @@ mod tests {
         assert!(matches!(unknown, Error::BadRequest(ref d) if d == "No such trait CUSTOM_B"));
 
         let in_use = store.delete_trait("CUSTOM_A").await.unwrap_err();
-        assert!(matches!(in_use, Error::Conflict(_, ref d) if d == "The trait CUSTOM_A is in use by a resource provider."));
+        assert!(
+            matches!(in_use, Error::Conflict(_, ref d) if d == "The trait CUSTOM_A is in use by a resource provider.")
+        );
         let standard = store.delete_trait("HW_CPU_X86_AVX").await.unwrap_err();
         assert!(matches!(standard, Error::BadRequest(_)));
 
         let used = store.list_traits(&TraitFilter { associated: Some(true), ..Default::default() }).await.unwrap();
         // Table order: the seeded standard trait first.
         assert_eq!(used.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["HW_CPU_X86_AVX", "CUSTOM_A"]);
-        let custom = store.list_traits(&TraitFilter { name_prefix: Some("CUSTOM_".into()), ..Default::default() }).await.unwrap();
+        let custom = store
+            .list_traits(&TraitFilter { name_prefix: Some("CUSTOM_".into()), ..Default::default() })
+            .await
+            .unwrap();
         assert_eq!(custom.len(), 1);
 
         store.delete_provider_traits(uuid).await.unwrap();

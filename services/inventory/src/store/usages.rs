@@ -40,7 +40,9 @@ impl Store {
     pub async fn get_provider_usages(&self, uuid: &str) -> Result<(ProviderRow, BTreeMap<String, i64>)> {
         let mut tx = self.db.begin_read().await?;
         let provider = find_provider(&mut tx, uuid).await?.ok_or_else(|| {
-            Error::NotFound(format!("No resource provider with uuid {uuid} found: No resource provider with uuid {uuid} found"))
+            Error::NotFound(format!(
+                "No resource provider with uuid {uuid} found: No resource provider with uuid {uuid} found"
+            ))
         })?;
         let sql = format!(
             "SELECT rc.name, (SELECT COALESCE({}, 0) FROM allocations a \
@@ -114,7 +116,8 @@ impl Store {
         let mut groups: BTreeMap<Option<String>, UsageGroup> = BTreeMap::new();
         for (ty, class, used) in &rows_by_type {
             let Some(key) = key_of(ty) else { continue };
-            let group = groups.entry(key.clone()).or_insert_with(|| UsageGroup { consumer_type: key, ..Default::default() });
+            let group =
+                groups.entry(key.clone()).or_insert_with(|| UsageGroup { consumer_type: key, ..Default::default() });
             *group.usages.entry(class.clone()).or_insert(0) += used;
         }
         // A consumer has one type, so per-type counts add up per group.
@@ -133,7 +136,8 @@ impl Store {
 
 /// The id of the row of `table` whose `external_id` is exactly `value`.
 async fn exact_id(tx: &mut keelson_common::db::Tx, table: &str, value: &str) -> Result<Option<i64>> {
-    let rows = tx.fetch_all(&format!("SELECT id, external_id FROM {table} WHERE external_id = ?"), &[value.into()]).await?;
+    let rows =
+        tx.fetch_all(&format!("SELECT id, external_id FROM {table} WHERE external_id = ?"), &[value.into()]).await?;
     for r in &rows {
         if r.string(1)? == value {
             return Ok(Some(r.i64(0)?));
@@ -167,7 +171,15 @@ mod tests {
     async fn usages_by_provider_project_and_type() {
         let store = store().await;
         let rp = provider(&store, "rp").await;
-        store.set_inventories(&rp, 0, vec![InventoryRecord::new("VCPU", 16), InventoryRecord::new("DISK_GB", 100)], false).await.unwrap();
+        store
+            .set_inventories(
+                &rp,
+                0,
+                vec![InventoryRecord::new("VCPU", 16), InventoryRecord::new("DISK_GB", 100)],
+                false,
+            )
+            .await
+            .unwrap();
         let (_, empty) = store.get_provider_usages(&rp).await.unwrap();
         assert_eq!(empty.get("VCPU"), Some(&0));
         store
@@ -195,13 +207,23 @@ mod tests {
         let by_type = store.get_usages(&UsageQuery { by_consumer_type: true, ..q.clone() }).await.unwrap();
         let names: Vec<_> = by_type.iter().map(|g| g.consumer_type.clone().unwrap()).collect();
         assert_eq!(names, ["INSTANCE", "MIGRATION", "unknown"]);
-        let all = store.get_usages(&UsageQuery { by_consumer_type: true, consumer_type: Some("all".into()), ..q.clone() }).await.unwrap();
+        let all = store
+            .get_usages(&UsageQuery { by_consumer_type: true, consumer_type: Some("all".into()), ..q.clone() })
+            .await
+            .unwrap();
         assert_eq!((all[0].consumer_count, all[0].usages["VCPU"]), (3, 7));
-        let unknown =
-            store.get_usages(&UsageQuery { by_consumer_type: true, consumer_type: Some("unknown".into()), ..q.clone() }).await.unwrap();
+        let unknown = store
+            .get_usages(&UsageQuery { by_consumer_type: true, consumer_type: Some("unknown".into()), ..q.clone() })
+            .await
+            .unwrap();
         assert_eq!((unknown[0].consumer_count, unknown[0].usages["VCPU"]), (1, 1));
-        let none = store.get_usages(&UsageQuery { by_consumer_type: true, consumer_type: Some("ALL".into()), ..q.clone() }).await.unwrap();
+        let none = store
+            .get_usages(&UsageQuery { by_consumer_type: true, consumer_type: Some("ALL".into()), ..q.clone() })
+            .await
+            .unwrap();
         assert!(none.is_empty());
-        assert!(store.get_usages(&UsageQuery { project_id: "other".into(), ..Default::default() }).await.unwrap()[0].usages.is_empty());
+        assert!(store.get_usages(&UsageQuery { project_id: "other".into(), ..Default::default() }).await.unwrap()[0]
+            .usages
+            .is_empty());
     }
 }

@@ -54,7 +54,8 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
         engine_settings.engine.signals.orchestration_url = format!("http://{}", o_listener.local_addr()?);
     }
     let ctl_addr = ctl_listener.local_addr()?;
-    let registration = super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
+    let registration =
+        super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
     let (synced_tx, _synced) = tokio::sync::watch::channel(false);
 
     let store = Store::new(db.clone(), store_settings(&config));
@@ -64,14 +65,27 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
         GrpcListener { tcp: cand_listener, tls: tls.clone() },
         GrpcListener { tcp: engine_listener, tls },
     );
-    let inv = async { keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
-    let cand = async { keelson_candidates::serve(cand_store, cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
+    let inv =
+        async { keelson_inventory::serve(store, inv_listener, shutdown.clone()).await.map_err(anyhow::Error::from) };
+    let cand = async {
+        keelson_candidates::serve(cand_store, cand_listener, shutdown.clone()).await.map_err(anyhow::Error::from)
+    };
     let edge_limits = keelson_gateway::server::ConnectionLimits::from_config(&config);
-    let p = async { keelson_gateway::server::serve_placement(p_listener, placement, edge_limits, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
-    let o = async { keelson_gateway::server::serve_orchestration(o_listener, orchestration, edge_limits, shutdown.clone().wait()).await.map_err(anyhow::Error::from) };
+    let p = async {
+        keelson_gateway::server::serve_placement(p_listener, placement, edge_limits, shutdown.clone().wait())
+            .await
+            .map_err(anyhow::Error::from)
+    };
+    let o = async {
+        keelson_gateway::server::serve_orchestration(o_listener, orchestration, edge_limits, shutdown.clone().wait())
+            .await
+            .map_err(anyhow::Error::from)
+    };
     let ctl = super::controller::embedded(&config, ctl_listener, db.clone(), synced_tx, shutdown.clone());
     let engine = async {
-        keelson_stack_engine::serve(orchestration_db.clone(), engine_settings, engine_listener, shutdown.clone()).await.map_err(anyhow::Error::from)
+        keelson_stack_engine::serve(orchestration_db.clone(), engine_settings, engine_listener, shutdown.clone())
+            .await
+            .map_err(anyhow::Error::from)
     };
     tokio::try_join!(inv, cand, p, o, ctl, engine)?;
     if let Some(r) = registration {

@@ -70,7 +70,8 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
         PlacementDb::None
     };
     let duties = MeshDuties::factory(&config, placement, None);
-    keelson_controller::run_with_duties(settings, listener, Some((duties, duty_interval(&config))), on_signal()).await?;
+    keelson_controller::run_with_duties(settings, listener, Some((duties, duty_interval(&config))), on_signal())
+        .await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -119,9 +120,14 @@ struct MeshDuties {
 
 impl MeshDuties {
     fn factory(config: &Config, placement: PlacementDb, synced: Option<watch::Sender<bool>>) -> DutiesFactory {
-        let fallback_engines =
-            if config.is_set("keelson", "engine_endpoints") { config.get_list("keelson", "engine_endpoints") } else { Vec::new() };
-        let timeout = Duration::from_secs(config.get_int("orchestration", "engine_life_check_timeout").filter(|v| *v > 0).unwrap_or(2) as u64);
+        let fallback_engines = if config.is_set("keelson", "engine_endpoints") {
+            config.get_list("keelson", "engine_endpoints")
+        } else {
+            Vec::new()
+        };
+        let timeout = Duration::from_secs(
+            config.get_int("orchestration", "engine_life_check_timeout").filter(|v| *v > 0).unwrap_or(2) as u64,
+        );
         Box::new(move |ctl: &Arc<Controller>| {
             Arc::new(MeshDuties {
                 ctl: ctl.clone(),
@@ -168,7 +174,10 @@ impl Duties for MeshDuties {
             let summary = match &*placement {
                 PlacementDb::Ready(db) => {
                     let seeded = keelson_common::db::seed::seed_standard(db).await?;
-                    format!("inserted {} standard resource classes and {} standard traits", seeded.resource_classes, seeded.traits)
+                    format!(
+                        "inserted {} standard resource classes and {} standard traits",
+                        seeded.resource_classes, seeded.traits
+                    )
                 }
                 _ => "skipped (no [placement_database] connection)".to_string(),
             };
@@ -192,7 +201,9 @@ impl Duties for MeshDuties {
                 match self.run_watchdog(endpoint).await {
                     Ok((0, 0)) => return Ok(String::new()),
                     Ok((locks, stacks)) => {
-                        return Ok(format!("engine {endpoint}: {locks} locks reclaimed, {stacks} traversals re-triggered"))
+                        return Ok(format!(
+                            "engine {endpoint}: {locks} locks reclaimed, {stacks} traversals re-triggered"
+                        ))
                     }
                     Err(e) => last = format!("{endpoint}: {e}"),
                 }

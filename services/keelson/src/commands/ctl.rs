@@ -34,14 +34,18 @@ pub async fn run(config: Config, args: CtlArgs) -> anyhow::Result<ExitCode> {
             let timeout = parse_duration(&timeout).context("--timeout")?;
             let interval = parse_duration(&interval).context("--interval")?;
             // Each probe is short; the loop owns the overall deadline.
-            let probe = ClientOptions { deadline: interval.max(Duration::from_secs(1)), attempt_timeout: Duration::from_secs(1) };
+            let probe = ClientOptions {
+                deadline: interval.max(Duration::from_secs(1)),
+                attempt_timeout: Duration::from_secs(1),
+            };
             wait_primary(ControllerClient::with_tls(addrs, probe, tls), timeout, interval, min_term).await
         }
         CtlCommand::Clusterconf { json } => {
             let client = ControllerClient::with_tls(addrs, ClientOptions::default(), tls);
             match client.clusterconf().await {
                 Ok(c) => {
-                    let document: serde_json::Value = serde_json::from_slice(&c.document).context("the committed document is not JSON")?;
+                    let document: serde_json::Value =
+                        serde_json::from_slice(&c.document).context("the committed document is not JSON")?;
                     if json {
                         let out = serde_json::json!({
                             "configVersion": c.version,
@@ -69,7 +73,11 @@ pub async fn run(config: Config, args: CtlArgs) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
-            let client = ControllerClient::with_tls(addrs, ClientOptions { deadline: Duration::from_secs(10), ..ClientOptions::default() }, tls);
+            let client = ControllerClient::with_tls(
+                addrs,
+                ClientOptions { deadline: Duration::from_secs(10), ..ClientOptions::default() },
+                tls,
+            );
             match client.setconf(document).await {
                 Ok(ack) => {
                     println!(
@@ -84,7 +92,9 @@ pub async fn run(config: Config, args: CtlArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => fail("setconf", &e),
             }
         }
-        CtlCommand::BenchStatus { requests, concurrency } => bench_status(ControllerClient::with_tls(addrs, ClientOptions::default(), tls), requests, concurrency).await,
+        CtlCommand::BenchStatus { requests, concurrency } => {
+            bench_status(ControllerClient::with_tls(addrs, ClientOptions::default(), tls), requests, concurrency).await
+        }
     }
 }
 
@@ -117,7 +127,12 @@ async fn bench_status(client: ControllerClient, requests: usize, concurrency: us
     }
     let elapsed = started.elapsed();
     latencies.sort();
-    let pct = |p: f64| latencies.get(((latencies.len() as f64 - 1.0) * p).round() as usize).map(|d| d.as_secs_f64() * 1e6).unwrap_or(0.0);
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
+            .map(|d| d.as_secs_f64() * 1e6)
+            .unwrap_or(0.0)
+    };
     let out = serde_json::json!({
         "requests": latencies.len(),
         "concurrency": concurrency,
@@ -151,7 +166,12 @@ fn addresses(config: &Config, given: &[String]) -> anyhow::Result<Vec<String>> {
 
 /// Polls ctrlstatus until a node reports a known primary (of at least
 /// `min_term`), on the monotonic clock.
-async fn wait_primary(client: ControllerClient, timeout: Duration, interval: Duration, min_term: u64) -> anyhow::Result<ExitCode> {
+async fn wait_primary(
+    client: ControllerClient,
+    timeout: Duration,
+    interval: Duration,
+    min_term: u64,
+) -> anyhow::Result<ExitCode> {
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
     let mut last = String::from("no answer yet");
@@ -165,10 +185,18 @@ async fn wait_primary(client: ControllerClient, timeout: Duration, interval: Dur
         match probe {
             Ok(Ok(s)) => match &s.primary {
                 Some(p) if s.term >= min_term => {
-                    println!("Primary: {} (term {}, answered by {} as {})", p.name, s.term, s.responder_name, s.responder_role);
+                    println!(
+                        "Primary: {} (term {}, answered by {} as {})",
+                        p.name, s.term, s.responder_name, s.responder_role
+                    );
                     return Ok(ExitCode::SUCCESS);
                 }
-                Some(p) => last = format!("{} reports {} of term {}, waiting for term {min_term}", s.responder_name, p.name, s.term),
+                Some(p) => {
+                    last = format!(
+                        "{} reports {} of term {}, waiting for term {min_term}",
+                        s.responder_name, p.name, s.term
+                    )
+                }
                 None => last = format!("{} ({}) knows no primary", s.responder_name, s.responder_role),
             },
             Ok(Err(e)) => last = e.to_string(),

@@ -11,7 +11,9 @@ use crate::settings;
 
 pub async fn run(config: Config, command: DbCommand) -> anyhow::Result<ExitCode> {
     let url = settings::database_url(&config)?;
-    let db = Db::connect(&url, &settings::pool_settings(&config)).await.with_context(|| format!("connecting to {}", url.display))?;
+    let db = Db::connect(&url, &settings::pool_settings(&config))
+        .await
+        .with_context(|| format!("connecting to {}", url.display))?;
     match command {
         DbCommand::Sync => {
             let outcome = schema::sync(&db).await?;
@@ -22,7 +24,10 @@ pub async fn run(config: Config, command: DbCommand) -> anyhow::Result<ExitCode>
                 schema::SyncOutcome::AlreadyCurrent => println!("schema already at revision {}", schema::HEAD),
             }
             if seeded.resource_classes + seeded.traits > 0 {
-                println!("inserted {} standard resource classes and {} standard traits", seeded.resource_classes, seeded.traits);
+                println!(
+                    "inserted {} standard resource classes and {} standard traits",
+                    seeded.resource_classes, seeded.traits
+                );
             }
         }
         DbCommand::Version => match schema::current_revision(&db).await? {

@@ -31,9 +31,7 @@ pub async fn open_orchestration_database(config: &Config) -> anyhow::Result<Db> 
     let mut pool = settings::pool_settings(config);
     let checks = config.get_int("orchestration", "max_concurrent_checks").unwrap_or(64).max(1) as u32;
     pool.max_connections = pool.max_connections.max(checks.min(32) + 8);
-    let db = Db::connect(&url, &pool)
-        .await
-        .with_context(|| format!("connecting to {}", url.display))?;
+    let db = Db::connect(&url, &pool).await.with_context(|| format!("connecting to {}", url.display))?;
     keelson_stack_engine::store::schema::sync(&db).await.context("orchestration schema")?;
     Ok(db)
 }
@@ -62,7 +60,9 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let tls = settings::mesh_tls(&config)?;
     engine_settings.engine.tls = tls.clone();
     match &engine_settings.inventory_endpoint {
-        Some(url) => tracing::info!(target: "keelson", "OS::Placement::* resources through the inventory service at {url}"),
+        Some(url) => {
+            tracing::info!(target: "keelson", "OS::Placement::* resources through the inventory service at {url}")
+        }
         None => tracing::info!(target: "keelson", "no [keelson] inventory_endpoint: no OS::Placement::* resources"),
     }
     let shutdown = on_signal();
@@ -88,21 +88,34 @@ pub fn register_with_controller(
     }
     let engine_id = engine.engine.engine_id.clone().unwrap_or_else(new_engine_id);
     engine.engine.engine_id = Some(engine_id.clone());
-    let client = Arc::new(ControllerClient::with_tls(addrs.clone(), ClientOptions::default(), engine.engine.tls.clone()));
+    let client =
+        Arc::new(ControllerClient::with_tls(addrs.clone(), ClientOptions::default(), engine.engine.tls.clone()));
     engine.engine.controller_registry = Some(RegistryHandle(Arc::new(ControllerRegistry(client.clone()))));
     let interval = engine.engine.periodic_interval;
     // Three missed heartbeats and the registration is gone.
     let ttl = (interval.as_secs() * 3).max(3) as u32;
-    let registration = Registration { service: ENGINE_SERVICE.into(), instance: engine_id, address: engine.engine.worker_endpoint.clone(), ttl_seconds: ttl };
+    let registration = Registration {
+        service: ENGINE_SERVICE.into(),
+        instance: engine_id,
+        address: engine.engine.worker_endpoint.clone(),
+        ttl_seconds: ttl,
+    };
     tracing::info!(target: "keelson", "registering stack engine {} with the controller at {} (lease {ttl}s)", registration.instance, addrs.join(","));
     Some(tokio::spawn(keep_registered(client, registration, interval, shutdown)))
 }
 
 /// Registers, then heartbeats every `interval` (re-registering when the
 /// registration is gone, e.g. after a controller restart or failover).
-async fn keep_registered(client: Arc<ControllerClient>, registration: Registration, interval: Duration, shutdown: Shutdown) {
+async fn keep_registered(
+    client: Arc<ControllerClient>,
+    registration: Registration,
+    interval: Duration,
+    shutdown: Shutdown,
+) {
     let mut registered = false;
-    let mut ticker = tokio::time::interval(interval.min(Duration::from_secs(u64::from(registration.ttl_seconds)) / 3).max(Duration::from_millis(200)));
+    let mut ticker = tokio::time::interval(
+        interval.min(Duration::from_secs(u64::from(registration.ttl_seconds)) / 3).max(Duration::from_millis(200)),
+    );
     let stop = shutdown.wait();
     tokio::pin!(stop);
     loop {
@@ -134,7 +147,8 @@ async fn keep_registered(client: Arc<ControllerClient>, registration: Registrati
 }
 
 fn new_engine_id() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
     let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "engine".into());
     format!("{host}-{}-{nanos:x}", std::process::id())
 }

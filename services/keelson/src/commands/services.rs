@@ -46,7 +46,9 @@ pub fn store_settings(config: &Config) -> StoreSettings {
         incomplete_consumer_project_id: config
             .get_str("placement", "incomplete_consumer_project_id")
             .unwrap_or(d.incomplete_consumer_project_id),
-        incomplete_consumer_user_id: config.get_str("placement", "incomplete_consumer_user_id").unwrap_or(d.incomplete_consumer_user_id),
+        incomplete_consumer_user_id: config
+            .get_str("placement", "incomplete_consumer_user_id")
+            .unwrap_or(d.incomplete_consumer_user_id),
     }
 }
 
@@ -106,11 +108,15 @@ pub fn engine_channels(config: &Config, tls: Option<&MeshTls>) -> anyhow::Result
 
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let tls = settings::mesh_tls(&config)?;
-    let inventory = keelson_gateway::server::channel(&config.get_str("keelson", "inventory_endpoint").unwrap_or_default(), tls.as_deref())?;
+    let inventory = keelson_gateway::server::channel(
+        &config.get_str("keelson", "inventory_endpoint").unwrap_or_default(),
+        tls.as_deref(),
+    )?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::candidates_channel(&config, tls.as_deref())?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
-    let orchestration = keelson_gateway::server::orchestration_app(&config, engine_channels(&config, tls.as_deref())?, metrics)?;
+    let orchestration =
+        keelson_gateway::server::orchestration_app(&config, engine_channels(&config, tls.as_deref())?, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, "orchestration_listen", false)?, "orchestration API").await?;
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);

@@ -18,7 +18,8 @@ pub async fn run(config: Config, command: StackDbCommand) -> anyhow::Result<Exit
                 Granularity::Seconds => 1,
             };
             let seconds = i64::try_from(age.saturating_mul(unit)).unwrap_or(i64::MAX);
-            let purged = keelson_stack_engine::store::stacks::purge_deleted(&db, seconds, project_id.as_deref()).await?;
+            let purged =
+                keelson_stack_engine::store::stacks::purge_deleted(&db, seconds, project_id.as_deref()).await?;
             println!("Purged {purged} deleted stacks");
         }
     }

@@ -54,10 +54,7 @@ impl EvaluationLimits {
     /// The limits derived from Heat's `max_json_body_size` and
     /// `max_template_size` (see the module's documentation).
     pub fn from_heat_limits(max_json_body_size: usize, max_template_size: usize) -> Self {
-        EvaluationLimits {
-            max_bytes: max_json_body_size.max(1),
-            max_items: (max_template_size / 2).max(1),
-        }
+        EvaluationLimits { max_bytes: max_json_body_size.max(1), max_items: (max_template_size / 2).max(1) }
     }
 
     /// Makes these the limits of every later resolution in this process
@@ -95,17 +92,11 @@ impl Size {
     }
 
     pub fn plus(self, other: Size) -> Size {
-        Size {
-            bytes: self.bytes.saturating_add(other.bytes),
-            items: self.items.saturating_add(other.items),
-        }
+        Size { bytes: self.bytes.saturating_add(other.bytes), items: self.items.saturating_add(other.items) }
     }
 
     pub fn times(self, n: usize) -> Size {
-        Size {
-            bytes: self.bytes.saturating_mul(n),
-            items: self.items.saturating_mul(n),
-        }
+        Size { bytes: self.bytes.saturating_mul(n), items: self.items.saturating_mul(n) }
     }
 
     /// `v`'s JSON size (numbers counted by their digits, escapes not) and
@@ -116,13 +107,11 @@ impl Size {
             Value::Bool(b) => Size::new(if *b { 4 } else { 5 }, 0),
             Value::Number(n) => Size::new(number_len(n), 0),
             Value::String(s) => Size::of_str(s),
-            Value::Array(items) => items.iter().fold(Size::new(2, items.len()), |acc, item| {
-                acc.plus(Size::of(item)).plus(Size::new(1, 0))
-            }),
+            Value::Array(items) => {
+                items.iter().fold(Size::new(2, items.len()), |acc, item| acc.plus(Size::of(item)).plus(Size::new(1, 0)))
+            }
             Value::Object(m) => m.iter().fold(Size::new(2, m.len()), |acc, (k, item)| {
-                acc.plus(Size::of_str(k))
-                    .plus(Size::of(item))
-                    .plus(Size::new(2, 0))
+                acc.plus(Size::of_str(k)).plus(Size::of(item)).plus(Size::new(2, 0))
             }),
         }
     }
@@ -162,11 +151,7 @@ pub(crate) struct Mark(Size);
 
 impl Budget {
     pub fn new(limits: EvaluationLimits) -> Budget {
-        Budget {
-            limits,
-            held: Cell::new(Size::default()),
-            total_bytes: Cell::new(0),
-        }
+        Budget { limits, held: Cell::new(Size::default()), total_bytes: Cell::new(0) }
     }
 
     pub fn mark(&self) -> Mark {
@@ -191,12 +176,7 @@ impl Budget {
         self.check(name, held)?;
         let total = self.total_bytes.get().saturating_add(size.bytes);
         if total > self.limits.max_total_bytes() {
-            return Err(limit_exceeded(
-                name,
-                total,
-                self.limits.max_total_bytes(),
-                "bytes in total",
-            ));
+            return Err(limit_exceeded(name, total, self.limits.max_total_bytes(), "bytes in total"));
         }
         self.total_bytes.set(total);
         self.held.set(held);
@@ -205,20 +185,10 @@ impl Budget {
 
     fn check(&self, name: &str, held: Size) -> Result<(), TemplateError> {
         if held.items > self.limits.max_items {
-            return Err(limit_exceeded(
-                name,
-                held.items,
-                self.limits.max_items,
-                "items",
-            ));
+            return Err(limit_exceeded(name, held.items, self.limits.max_items, "items"));
         }
         if held.bytes > self.limits.max_bytes {
-            return Err(limit_exceeded(
-                name,
-                held.bytes,
-                self.limits.max_bytes,
-                "bytes",
-            ));
+            return Err(limit_exceeded(name, held.bytes, self.limits.max_bytes, "bytes"));
         }
         Ok(())
     }
@@ -243,10 +213,7 @@ mod tests {
     fn sizes_are_json_sizes_and_items_at_every_depth() {
         assert_eq!(Size::of(&json!("abc")), Size::new(5, 0));
         assert_eq!(Size::of(&json!([1, 22, -3])), Size::new(2 + 2 + 3 + 3, 3));
-        assert_eq!(
-            Size::of(&json!({"k": [null]})),
-            Size::new(2 + 3 + 2 + (2 + 4 + 1), 2)
-        );
+        assert_eq!(Size::of(&json!({"k": [null]})), Size::new(2 + 3 + 2 + (2 + 4 + 1), 2));
         assert_eq!(Size::of(&json!(1.5)), Size::new(24, 0));
     }
 
@@ -259,10 +226,7 @@ mod tests {
 
     #[test]
     fn held_values_are_released_when_a_function_settles() {
-        let b = Budget::new(EvaluationLimits {
-            max_bytes: 100,
-            max_items: 10,
-        });
+        let b = Budget::new(EvaluationLimits { max_bytes: 100, max_items: 10 });
         let m = b.mark();
         b.reserve("f", Size::new(90, 9)).unwrap();
         let e = b.reserve("f", Size::new(11, 0)).unwrap_err();
@@ -274,30 +238,17 @@ mod tests {
         b.settle("f", m, &json!("x")).unwrap();
         b.reserve("g", Size::new(90, 10)).unwrap();
         let e = b.reserve("g", Size::new(0, 1)).unwrap_err();
-        assert!(
-            e.message
-                .contains("11 items, which exceeds the limit of 10 items"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.contains("11 items, which exceeds the limit of 10 items"), "{}", e.message);
     }
 
     #[test]
     fn total_production_is_bounded_too() {
-        let b = Budget::new(EvaluationLimits {
-            max_bytes: 10,
-            max_items: 10,
-        });
+        let b = Budget::new(EvaluationLimits { max_bytes: 10, max_items: 10 });
         let m = b.mark();
         for _ in 0..TOTAL_FACTOR * 10 / 5 {
             b.settle("f", m, &json!("abc")).unwrap();
         }
         let e = b.settle("f", m, &json!("abc")).unwrap_err();
-        assert!(
-            e.message
-                .ends_with("exceeds the limit of 160 bytes in total per evaluation"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.ends_with("exceeds the limit of 160 bytes in total per evaluation"), "{}", e.message);
     }
 }

@@ -2,8 +2,8 @@
 //! HeatTemplateFormatVersion 2012-12-12): sections and keys translated to
 //! the same parsed form as HOT.
 
-use crate::pyfmt::py_str;
 use crate::parameters::ParamSchema;
+use crate::pyfmt::py_str;
 use crate::snippet::Snippet;
 use crate::template::{ParsedOutput, ParsedResource};
 use crate::TemplateError;
@@ -32,10 +32,16 @@ fn version_of(top: &Map<String, Value>) -> Result<(&'static str, String), Templa
                     format!("The template version is invalid: \"{key}: {given}\". \"{key}\" should be one of: {valid}"),
                 ));
             }
-            return Ok((if key.starts_with("AWS") { "AWSTemplateFormatVersion" } else { "HeatTemplateFormatVersion" }, format!("{key}.{valid}")));
+            return Ok((
+                if key.starts_with("AWS") { "AWSTemplateFormatVersion" } else { "HeatTemplateFormatVersion" },
+                format!("{key}.{valid}"),
+            ));
         }
     }
-    Err(TemplateError::new("InvalidTemplateVersion", "The template version is invalid: Template version was not provided"))
+    Err(TemplateError::new(
+        "InvalidTemplateVersion",
+        "The template version is invalid: Template version was not provided",
+    ))
 }
 
 fn section<'a>(top: &'a Map<String, Value>, name: &str) -> Result<Option<&'a Map<String, Value>>, TemplateError> {
@@ -57,7 +63,8 @@ pub(crate) fn parse(top: &Map<String, Value>) -> Result<CfnParts, TemplateError>
         return Err(TemplateError::new("InvalidTemplateSection", format!("The template section is invalid: {bad}")));
     }
     let mappings = top.get("Mappings").cloned().unwrap_or(Value::Object(Map::new()));
-    let snippet = |v: &Value, conditions: bool, path: &str| Snippet::parse_cfn(v, &full_version, conditions, path, &mappings);
+    let snippet =
+        |v: &Value, conditions: bool, path: &str| Snippet::parse_cfn(v, &full_version, conditions, path, &mappings);
 
     let mut params = Vec::new();
     for (name, schema) in section(top, "Parameters")?.into_iter().flatten() {
@@ -74,7 +81,16 @@ pub(crate) fn parse(top: &Map<String, Value>) -> Result<CfnParts, TemplateError>
         let Some(m) = body.as_object() else {
             return Err(failed("\"Resources\" must contain a map of resource maps."));
         };
-        const KEYS: &[&str] = &["Type", "Properties", "Metadata", "DependsOn", "DeletionPolicy", "UpdatePolicy", "Description", "Condition"];
+        const KEYS: &[&str] = &[
+            "Type",
+            "Properties",
+            "Metadata",
+            "DependsOn",
+            "DeletionPolicy",
+            "UpdatePolicy",
+            "Description",
+            "Condition",
+        ];
         if let Some(bad) = m.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(failed(format!("\"{bad}\" is not a valid keyword inside a resource definition")));
         }

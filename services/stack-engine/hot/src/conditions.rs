@@ -14,13 +14,20 @@ fn invalid_condition(name: &str) -> TemplateError {
 
 /// Evaluates an expression where condition names refer to already
 /// evaluated conditions (`if`, resource/output `condition`).
-pub(crate) fn evaluate_inline(expr: &Snippet, conds: &ConditionValues, params: &dyn ResolveContext) -> Result<bool, TemplateError> {
+pub(crate) fn evaluate_inline(
+    expr: &Snippet,
+    conds: &ConditionValues,
+    params: &dyn ResolveContext,
+) -> Result<bool, TemplateError> {
     evaluate(expr, &mut |name| conds.get(name).copied().ok_or_else(|| invalid_condition(name)), params)
 }
 
 /// Evaluates every definition of the `conditions` section; references
 /// between conditions are followed, cycles reported.
-pub(crate) fn evaluate_section(defs: &[(String, Snippet)], params: &dyn ResolveContext) -> Result<ConditionValues, TemplateError> {
+pub(crate) fn evaluate_section(
+    defs: &[(String, Snippet)],
+    params: &dyn ResolveContext,
+) -> Result<ConditionValues, TemplateError> {
     let mut done = ConditionValues::new();
     for (name, _) in defs {
         let mut visiting = BTreeSet::new();
@@ -43,15 +50,9 @@ fn evaluate_named(
         return Err(invalid_condition(name));
     };
     if !visiting.insert(name.to_string()) {
-        return Err(TemplateError::validation_failed(format!(
-            "Circular definition for condition \"{name}\""
-        )));
+        return Err(TemplateError::validation_failed(format!("Circular definition for condition \"{name}\"")));
     }
-    let value = evaluate(
-        expr,
-        &mut |other| evaluate_named(other, defs, params, done, visiting),
-        params,
-    )?;
+    let value = evaluate(expr, &mut |other| evaluate_named(other, defs, params, done, visiting), params)?;
     visiting.remove(name);
     done.insert(name.to_string(), value);
     Ok(value)
@@ -73,10 +74,9 @@ fn evaluate(
         Node::Literal(Value::Bool(b)) => Ok(*b),
         Node::Literal(Value::String(name)) => lookup(name),
         Node::Literal(other) => Err(not_boolean(other)),
-        Node::List(_) | Node::Map(_) => Err(TemplateError::validation_failed(format!(
-            "Invalid condition \"{}\"",
-            pyfmt::py_str(&expr.to_value())
-        ))),
+        Node::List(_) | Node::Map(_) => {
+            Err(TemplateError::validation_failed(format!("Invalid condition \"{}\"", pyfmt::py_str(&expr.to_value()))))
+        }
         Node::Call(call) => match call.func {
             Func::Not => {
                 let operand = match &call.args.0 {

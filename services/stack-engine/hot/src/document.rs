@@ -14,12 +14,8 @@ pub fn parse_document(text: &str) -> Result<Value, TemplateError> {
             return require_mapping(v);
         }
     }
-    let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
-        TemplateError::new(
-            "HTTPBadRequest",
-            format!("Error parsing template [root stack] {e}"),
-        )
-    })?;
+    let yaml: serde_yaml::Value = serde_yaml::from_str(text)
+        .map_err(|e| TemplateError::new("HTTPBadRequest", format!("Error parsing template [root stack] {e}")))?;
     require_mapping(yaml_to_json(yaml))
 }
 
@@ -27,10 +23,7 @@ fn require_mapping(v: Value) -> Result<Value, TemplateError> {
     match v {
         Value::Null => Ok(Value::Object(Map::new())),
         Value::Object(_) => Ok(v),
-        _ => Err(TemplateError::new(
-            "HTTPBadRequest",
-            "The template is not a JSON object or YAML mapping.",
-        )),
+        _ => Err(TemplateError::new("HTTPBadRequest", "The template is not a JSON object or YAML mapping.")),
     }
 }
 
@@ -58,7 +51,13 @@ pub(crate) fn yaml_to_json(y: serde_yaml::Value) -> Value {
                 let key = match yaml_to_json(k) {
                     Value::String(s) => s,
                     Value::Null => "null".to_string(),
-                    Value::Bool(b) => if b { "True".into() } else { "False".into() },
+                    Value::Bool(b) => {
+                        if b {
+                            "True".into()
+                        } else {
+                            "False".into()
+                        }
+                    }
                     other => other.to_string(),
                 };
                 out.insert(key, yaml_to_json(v));

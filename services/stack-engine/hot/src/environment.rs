@@ -72,10 +72,7 @@ impl Environment {
             resource_registry: section_map(get("resource_registry"), "resource_registry")?,
             encrypted_param_names: string_list("encrypted_param_names"),
             event_sinks: get("event_sinks").as_array().cloned().unwrap_or_default(),
-            parameter_merge_strategies: section_map(
-                get("parameter_merge_strategies"),
-                "parameter_merge_strategies",
-            )?,
+            parameter_merge_strategies: section_map(get("parameter_merge_strategies"), "parameter_merge_strategies")?,
         })
     }
 
@@ -86,18 +83,10 @@ impl Environment {
         for (k, v) in &other.parameters {
             self.parameters.insert(k.clone(), v.clone());
         }
-        let default_strategy = other
-            .parameter_merge_strategies
-            .get("default")
-            .and_then(Value::as_str)
-            .unwrap_or("overwrite")
-            .to_string();
+        let default_strategy =
+            other.parameter_merge_strategies.get("default").and_then(Value::as_str).unwrap_or("overwrite").to_string();
         for (k, v) in &other.parameter_defaults {
-            let strategy = other
-                .parameter_merge_strategies
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or(&default_strategy);
+            let strategy = other.parameter_merge_strategies.get(k).and_then(Value::as_str).unwrap_or(&default_strategy);
             let merged = match (self.parameter_defaults.get(k), strategy) {
                 (Some(old), "merge") => merge_values(old, v, false),
                 (Some(old), "deep_merge") => merge_values(old, v, true),
@@ -218,9 +207,7 @@ fn glob_match(name: &[char], pattern: &[char]) -> bool {
         '[' => match char_class(rest) {
             // An unterminated "[" is a literal, as in Python.
             None => name.first() == Some(&'[') && glob_match(&name[1..], rest),
-            Some((matches, after)) => {
-                name.first().is_some_and(|c| matches(*c)) && glob_match(&name[1..], after)
-            }
+            Some((matches, after)) => name.first().is_some_and(|c| matches(*c)) && glob_match(&name[1..], after),
         },
         c => name.first() == Some(&c) && glob_match(&name[1..], rest),
     }
@@ -233,12 +220,7 @@ fn char_class(pattern: &[char]) -> Option<(impl Fn(char) -> bool, &[char])> {
         _ => (false, 0),
     };
     // A "]" right after "[" or "[!" belongs to the class.
-    let close = pattern
-        .iter()
-        .enumerate()
-        .skip(body_start + 1)
-        .find(|(_, c)| **c == ']')
-        .map(|(i, _)| i)?;
+    let close = pattern.iter().enumerate().skip(body_start + 1).find(|(_, c)| **c == ']').map(|(i, _)| i)?;
     let body: Vec<char> = pattern[body_start..close].to_vec();
     let test = move |c: char| {
         let mut i = 0;
@@ -334,7 +316,9 @@ mod tests {
             "resource_registry": {"My::A": "a.yaml", "OS::Nova::*": "AWS::EC2::*"}
         }))
         .unwrap();
-        let b = Environment::from_value(&json!({"parameters": {"x": 2}, "resource_registry": {"My::B": "OS::Heat::None"}})).unwrap();
+        let b =
+            Environment::from_value(&json!({"parameters": {"x": 2}, "resource_registry": {"My::B": "OS::Heat::None"}}))
+                .unwrap();
         a.merge(&b);
         assert_eq!(a.parameters["x"], 2);
         assert_eq!(a.resolve_type("My::A"), Some(RegistryTarget::TemplateFile("a.yaml".into())));
@@ -378,7 +362,10 @@ mod tests {
     #[test]
     fn merge_strategy_merge_for_defaults() {
         let mut a = Environment::from_value(&json!({"parameter_defaults": {"m": {"a": 1}}})).unwrap();
-        let b = Environment::from_value(&json!({"parameter_defaults": {"m": {"b": 2}}, "parameter_merge_strategies": {"m": "merge"}})).unwrap();
+        let b = Environment::from_value(
+            &json!({"parameter_defaults": {"m": {"b": 2}}, "parameter_merge_strategies": {"m": "merge"}}),
+        )
+        .unwrap();
         a.merge(&b);
         assert_eq!(a.parameter_defaults["m"], json!({"a": 1, "b": 2}));
     }

@@ -100,51 +100,25 @@ impl FunctionTable {
         }
         // Conditions only use the condition functions; the API's table for
         // conditions lists the others too, but upstream rejects them there.
-        const CONDITION_ONLY: &[&str] = &[
-            "get_param",
-            "equals",
-            "not",
-            "and",
-            "or",
-            "contains",
-            "yaql",
-        ];
+        const CONDITION_ONLY: &[&str] = &["get_param", "equals", "not", "and", "or", "contains", "yaql"];
         if self.conditions && !self.cfn && !CONDITION_ONLY.contains(&key) {
             return Some(Func::Invalid);
         }
         Some(match key {
             "get_param" => Func::GetParam,
             "get_resource" => Func::GetResource,
-            "get_attr" => Func::GetAttr {
-                all: v.at_least("2015-10-15"),
-            },
+            "get_attr" => Func::GetAttr { all: v.at_least("2015-10-15") },
             "get_file" => Func::GetFile,
-            "list_join" => Func::ListJoin {
-                multi: v.at_least("2015-10-15"),
-            },
-            "str_replace" => Func::StrReplace {
-                json: v.at_least("2015-10-15"),
-                strict: 0,
-            },
-            "str_replace_strict" => Func::StrReplace {
-                json: true,
-                strict: 1,
-            },
-            "str_replace_vstrict" => Func::StrReplace {
-                json: true,
-                strict: 2,
-            },
-            "repeat" => Func::Repeat {
-                maps: v.at_least("2016-10-14"),
-                permutations: v.at_least("2017-09-01"),
-            },
+            "list_join" => Func::ListJoin { multi: v.at_least("2015-10-15") },
+            "str_replace" => Func::StrReplace { json: v.at_least("2015-10-15"), strict: 0 },
+            "str_replace_strict" => Func::StrReplace { json: true, strict: 1 },
+            "str_replace_vstrict" => Func::StrReplace { json: true, strict: 2 },
+            "repeat" => Func::Repeat { maps: v.at_least("2016-10-14"), permutations: v.at_least("2017-09-01") },
             "digest" => Func::Digest,
             "str_split" => Func::StrSplit,
             "map_merge" => Func::MapMerge,
             "map_replace" => Func::MapReplace,
-            "if" => Func::If {
-                nullable: v.at_least("2021-04-16"),
-            },
+            "if" => Func::If { nullable: v.at_least("2021-04-16") },
             "filter" => Func::Filter,
             "make_url" => Func::MakeUrl,
             "list_concat" => Func::ListConcat { unique: false },
@@ -204,9 +178,7 @@ fn repeat_syntax_error() -> TemplateError {
 fn map_replace_example(name: &str) -> String {
     format!("\"{name}\" : [ {{ \"key1\": \"val1\" }}, {{\"keys\": {{\"key1\": \"key2\"}}, \"values\": {{\"val1\": \"val2\"}}}}]")
 }
-const MAKE_URL_KEYS: &[&str] = &[
-    "scheme", "username", "password", "host", "path", "port", "query", "fragment",
-];
+const MAKE_URL_KEYS: &[&str] = &["scheme", "username", "password", "host", "path", "port", "query", "fragment"];
 
 fn list_items(s: &Snippet) -> Option<&[Snippet]> {
     match &s.0 {
@@ -403,28 +375,18 @@ const DIGEST_ALGORITHMS: &[&str] = &["md5", "sha1", "sha224", "sha256", "sha384"
 fn check_digest_args(name: &str, args: &Value) -> Result<(), TemplateError> {
     let Some(items) = args.as_array().filter(|a| a.iter().all(Value::is_string)) else {
         // Unresolved functions inside are checked at resolution.
-        if args
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x.is_object()))
-        {
+        if args.as_array().is_some_and(|a| a.iter().any(|x| x.is_object())) {
             return Ok(());
         }
-        return Err(invalid(format!(
-            "Argument to function \"{name}\" must be a list of strings"
-        )));
+        return Err(invalid(format!("Argument to function \"{name}\" must be a list of strings")));
     };
     if items.len() != 2 {
-        return Err(invalid(format!(
-            "Function \"{name}\" usage: [\"<algorithm>\", \"<value>\"]"
-        )));
+        return Err(invalid(format!("Function \"{name}\" usage: [\"<algorithm>\", \"<value>\"]")));
     }
     let algorithm = items[0].as_str().unwrap_or_default().to_lowercase();
     if !DIGEST_ALGORITHMS.contains(&algorithm.as_str()) {
         let listed: Vec<String> = DIGEST_ALGORITHMS.iter().map(|a| format!("'{a}'")).collect();
-        return Err(invalid(format!(
-            "Algorithm must be one of {{{}}}",
-            listed.join(", ")
-        )));
+        return Err(invalid(format!("Algorithm must be one of {{{}}}", listed.join(", "))));
     }
     Ok(())
 }
@@ -445,20 +407,12 @@ pub(crate) fn choose_if_branch<'a>(
     let Some(condition) = items.first() else {
         return Err(invalid("if requires a condition"));
     };
-    let chosen = if conditions::evaluate_inline(condition, conds, params)? {
-        items.get(1)
-    } else {
-        items.get(2)
-    };
+    let chosen = if conditions::evaluate_inline(condition, conds, params)? { items.get(1) } else { items.get(2) };
     Ok(chosen)
 }
 
 /// Evaluates one call under `budget`; None when the value is dropped.
-pub(crate) fn evaluate(
-    call: &Call,
-    ctx: &dyn ResolveContext,
-    budget: &Budget,
-) -> Result<Option<Value>, TemplateError> {
+pub(crate) fn evaluate(call: &Call, ctx: &dyn ResolveContext, budget: &Budget) -> Result<Option<Value>, TemplateError> {
     let name = call.name.as_str();
     if let Func::If { .. } = call.func {
         // Conditions were not applied (a bare snippet): only literal
@@ -505,9 +459,7 @@ fn apply(
             Value::String(key) => match ctx.get_file(key) {
                 Some(content) => Value::String(content),
                 None => {
-                    return Err(invalid(format!(
-                        "No content found in the \"files\" section for {name} path: {key}"
-                    )))
+                    return Err(invalid(format!("No content found in the \"files\" section for {name} path: {key}")))
                 }
             },
             _ => return Err(invalid(format!("Argument to \"{name}\" must be a string"))),
@@ -535,7 +487,11 @@ fn apply(
         }
         Func::ResourceFacade => match &args {
             Value::String(key) => ctx.resource_facade(key)?,
-            _ => return Err(invalid(format!("Incorrect arguments to \"{name}\" should be one of: metadata, deletion_policy, update_policy"))),
+            _ => {
+                return Err(invalid(format!(
+                    "Incorrect arguments to \"{name}\" should be one of: metadata, deletion_policy, update_policy"
+                )))
+            }
         },
         Func::Select => select(name, &args)?,
         Func::Base64 => args,
@@ -553,16 +509,10 @@ fn get_param(name: &str, args: &Value, ctx: &dyn ResolveContext) -> Result<Value
         Value::Array(items) if !items.is_empty() => (&items[0], &items[1..]),
         Value::Null => return Err(invalid(format!("Function \"{name}\" must have arguments"))),
         Value::Array(_) => return Err(invalid(format!("Function \"{name}\" must have arguments"))),
-        _ => {
-            return Err(invalid(format!(
-                "Argument to \"{name}\" must be string or list"
-            )))
-        }
+        _ => return Err(invalid(format!("Argument to \"{name}\" must be string or list"))),
     };
     let Some(param_name) = param_name.as_str() else {
-        return Err(invalid(format!(
-            "Parameter name in \"{name}\" must be string"
-        )));
+        return Err(invalid(format!("Parameter name in \"{name}\" must be string")));
     };
     let Some(mut current) = ctx.param(param_name) else {
         return Err(TemplateError::new(
@@ -597,12 +547,7 @@ fn get_param(name: &str, args: &Value, ctx: &dyn ResolveContext) -> Result<Value
     Ok(current)
 }
 
-fn get_attr(
-    name: &str,
-    all: bool,
-    args: &Value,
-    ctx: &dyn ResolveContext,
-) -> Result<Value, TemplateError> {
+fn get_attr(name: &str, all: bool, args: &Value, ctx: &dyn ResolveContext) -> Result<Value, TemplateError> {
     let Some(items) = args.as_array() else {
         return Err(invalid(format!("Argument to \"{name}\" must be a list")));
     };
@@ -611,9 +556,9 @@ fn get_attr(
     };
     match items.get(1) {
         None if all => ctx.get_attr_all(resource),
-        None => Err(invalid(format!(
-            "Arguments to \"{name}\" must be of the form [resource_name, attribute, (path), ...]"
-        ))),
+        None => {
+            Err(invalid(format!("Arguments to \"{name}\" must be of the form [resource_name, attribute, (path), ...]")))
+        }
         Some(attribute) => {
             let attribute = match attribute {
                 Value::String(s) => s.clone(),
@@ -624,18 +569,9 @@ fn get_attr(
     }
 }
 
-fn list_join(
-    name: &str,
-    multi: bool,
-    args: &Value,
-    budget: &Budget,
-) -> Result<Value, TemplateError> {
-    let bad_args = || {
-        invalid(format!(
-            "Incorrect arguments to \"{name}\" should be: {}",
-            list_join_example(name, multi)
-        ))
-    };
+fn list_join(name: &str, multi: bool, args: &Value, budget: &Budget) -> Result<Value, TemplateError> {
+    let bad_args =
+        || invalid(format!("Incorrect arguments to \"{name}\" should be: {}", list_join_example(name, multi)));
     let items = args.as_array().ok_or_else(bad_args)?;
     let (delim, lists) = match items.split_first() {
         Some((d, rest)) if (multi && !rest.is_empty()) || rest.len() == 1 => (d, rest),
@@ -679,10 +615,9 @@ fn list_join(
         }
     }
     // The joined length is known before the text is built.
-    let len = parts.iter().fold(
-        delim.len().saturating_mul(parts.len().saturating_sub(1)),
-        |acc, p| acc.saturating_add(p.len()),
-    );
+    let len = parts
+        .iter()
+        .fold(delim.len().saturating_mul(parts.len().saturating_sub(1)), |acc, p| acc.saturating_add(p.len()));
     budget.reserve(name, Size::new(len.saturating_add(2), 0))?;
     let mut out = String::with_capacity(len);
     for (i, part) in parts.iter().enumerate() {
@@ -694,13 +629,7 @@ fn list_join(
     Ok(Value::String(out))
 }
 
-fn str_replace(
-    name: &str,
-    json: bool,
-    strict: u8,
-    args: &Value,
-    budget: &Budget,
-) -> Result<Value, TemplateError> {
+fn str_replace(name: &str, json: bool, strict: u8, args: &Value, budget: &Budget) -> Result<Value, TemplateError> {
     let Some(m) = args.as_object() else {
         return Err(invalid(format!("Arguments to \"{name}\" must be a map")));
     };
@@ -739,11 +668,7 @@ fn str_replace_in(
                 budget.reserve(name, Size::new(Size::of(value).bytes.saturating_mul(6), 0))?;
                 py_json_dumps(value).into()
             }
-            _ if json => {
-                return Err(invalid(format!(
-                    "\"{name}\" params must be strings, numbers, list or map."
-                )))
-            }
+            _ if json => return Err(invalid(format!("\"{name}\" params must be strings, numbers, list or map."))),
             _ => {
                 return Err(invalid(format!(
                     "\"{name}\" params must be strings or numbers, param {placeholder} is not valid"
@@ -761,17 +686,10 @@ fn str_replace_in(
     let mut result = String::with_capacity(len);
     replace_into(&mut result, template, &replacements, &mut found);
     if strict >= 1 {
-        let mut missing: Vec<&str> = params
-            .keys()
-            .map(String::as_str)
-            .filter(|p| !found.contains(*p))
-            .collect();
+        let mut missing: Vec<&str> = params.keys().map(String::as_str).filter(|p| !found.contains(*p)).collect();
         missing.sort_by(|a, b| by_length_then_name(a, b));
         if !missing.is_empty() {
-            return Err(invalid(format!(
-                "The following params were not found in the template: {}",
-                missing.join(",")
-            )));
+            return Err(invalid(format!("The following params were not found in the template: {}", missing.join(","))));
         }
     }
     Ok(Value::String(result))
@@ -824,14 +742,10 @@ fn replaced_len(template: &str, replacements: &[(&str, std::borrow::Cow<'_, str>
     if placeholder.is_empty() || template.is_empty() {
         return replaced_len(template, rest);
     }
-    template
-        .split(placeholder)
-        .enumerate()
-        .fold(0usize, |acc, (i, piece)| {
-            let joint = if i > 0 { value.len() } else { 0 };
-            acc.saturating_add(joint)
-                .saturating_add(replaced_len(piece, rest))
-        })
+    template.split(placeholder).enumerate().fold(0usize, |acc, (i, piece)| {
+        let joint = if i > 0 { value.len() } else { 0 };
+        acc.saturating_add(joint).saturating_add(replaced_len(piece, rest))
+    })
 }
 
 fn cfn_replace(name: &str, args: &Value, budget: &Budget) -> Result<Value, TemplateError> {
@@ -857,16 +771,12 @@ fn repeat(
         return Err(repeat_syntax_error());
     };
     let Some(for_each) = for_each.as_object() else {
-        return Err(invalid(format!(
-            "The \"for_each\" argument to \"{name}\" must contain a map"
-        )));
+        return Err(invalid(format!("The \"for_each\" argument to \"{name}\" must contain a map")));
     };
     let permutations = match m.get("permutations") {
         Some(Value::Bool(b)) if permutations_allowed => *b,
         Some(_) if permutations_allowed => {
-            return Err(invalid(format!(
-                "\"permutations\" should be boolean type for {name} function."
-            )))
+            return Err(invalid(format!("\"permutations\" should be boolean type for {name} function.")))
         }
         _ => true,
     };
@@ -880,21 +790,14 @@ fn repeat(
             Value::Array(a) => std::borrow::Cow::Borrowed(a.as_slice()),
             Value::Object(o) if maps_allowed => {
                 budget.reserve(name, Size::of(v))?;
-                o.keys()
-                    .map(|k| Value::String(k.clone()))
-                    .collect::<Vec<_>>()
-                    .into()
+                o.keys().map(|k| Value::String(k.clone())).collect::<Vec<_>>().into()
             }
             _ if maps_allowed => {
                 return Err(invalid(format!(
                     "The values of the \"for_each\" argument to \"{name}\" must be lists or maps"
                 )))
             }
-            _ => {
-                return Err(invalid(format!(
-                    "The values of the \"for_each\" argument to \"{name}\" must be lists"
-                )))
-            }
+            _ => return Err(invalid(format!("The values of the \"for_each\" argument to \"{name}\" must be lists"))),
         };
         keys.push(k);
         lists.push(items);
@@ -903,9 +806,7 @@ fn repeat(
         return Ok(Value::Array(vec![]));
     }
     let count = if permutations {
-        lists
-            .iter()
-            .fold(1usize, |acc, l| acc.saturating_mul(l.len()))
+        lists.iter().fold(1usize, |acc, l| acc.saturating_mul(l.len()))
     } else {
         let len = lists.first().map(|l| l.len()).unwrap_or(0);
         if lists.iter().any(|l| l.len() != len) {
@@ -918,10 +819,7 @@ fn repeat(
     // The result's items (each a copy of the template) are counted before
     // any is built; each copy's text as it is made.
     let per_copy = Size::of(template);
-    budget.reserve(
-        name,
-        Size::new(0, per_copy.items.saturating_add(1)).times(count),
-    )?;
+    budget.reserve(name, Size::new(0, per_copy.items.saturating_add(1)).times(count))?;
     let mut out = Vec::with_capacity(count);
     // The combinations in itertools.product's order (the last list varies
     // fastest), or zip's.
@@ -955,19 +853,13 @@ fn substitute(
 ) -> Result<Value, TemplateError> {
     Ok(match template {
         Value::String(s) => Value::String(substitute_str(name, s, keys, values, budget)?),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|i| substitute(name, i, keys, values, budget))
-                .collect::<Result<_, _>>()?,
-        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| substitute(name, i, keys, values, budget)).collect::<Result<_, _>>()?)
+        }
         Value::Object(m) => {
             let mut out = Map::new();
             for (k, v) in m {
-                out.insert(
-                    substitute_str(name, k, keys, values, budget)?,
-                    substitute(name, v, keys, values, budget)?,
-                );
+                out.insert(substitute_str(name, k, keys, values, budget)?, substitute(name, v, keys, values, budget)?);
             }
             Value::Object(out)
         }
@@ -996,10 +888,7 @@ fn substitute_str(
             other => py_str(other).into(),
         };
         let occurrences = out.matches(k).count();
-        let grown = text
-            .len()
-            .saturating_sub(k.len())
-            .saturating_mul(occurrences);
+        let grown = text.len().saturating_sub(k.len()).saturating_mul(occurrences);
         budget.reserve(name, Size::new(grown, 0))?;
         out = out.replace(k, &text);
     }
@@ -1009,16 +898,8 @@ fn substitute_str(
 fn digest(name: &str, args: &Value) -> Result<Value, TemplateError> {
     check_digest_args(name, args)?;
     let items = args.as_array().map(Vec::as_slice).unwrap_or_default();
-    let algorithm = items
-        .first()
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_lowercase();
-    let data = items
-        .get(1)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .as_bytes();
+    let algorithm = items.first().and_then(Value::as_str).unwrap_or_default().to_lowercase();
+    let data = items.get(1).and_then(Value::as_str).unwrap_or_default().as_bytes();
     use sha2::Digest as _;
     let hexdigest = match algorithm.as_str() {
         "md5" => hex::encode(md5::Md5::digest(data)),
@@ -1033,11 +914,7 @@ fn digest(name: &str, args: &Value) -> Result<Value, TemplateError> {
 
 fn str_split(name: &str, args: &Value, budget: &Budget) -> Result<Value, TemplateError> {
     let example = format!("\"{name}\" : [ \",\", \"apples,pears\", <index>]");
-    let bad = || {
-        invalid(format!(
-            "Incorrect arguments to \"{name}\" should be: {example}"
-        ))
-    };
+    let bad = || invalid(format!("Incorrect arguments to \"{name}\" should be: {example}"));
     let items = args.as_array().ok_or_else(bad)?;
     if items.len() < 2 {
         return Err(bad());
@@ -1053,14 +930,8 @@ fn str_split(name: &str, args: &Value, budget: &Budget) -> Result<Value, Templat
     }
     // The parts are counted before they are built.
     let count = text.matches(delim).count().saturating_add(1);
-    budget.reserve(
-        name,
-        Size::new(text.len().saturating_add(count.saturating_mul(3)), count),
-    )?;
-    let parts: Vec<Value> = text
-        .split(delim)
-        .map(|s| Value::String(s.to_string()))
-        .collect();
+    budget.reserve(name, Size::new(text.len().saturating_add(count.saturating_mul(3)), count))?;
+    let parts: Vec<Value> = text.split(delim).map(|s| Value::String(s.to_string())).collect();
     match items.get(2) {
         None => Ok(Value::Array(parts)),
         Some(index) => {
@@ -1070,24 +941,15 @@ fn str_split(name: &str, args: &Value, budget: &Budget) -> Result<Value, Templat
                 _ => None,
             };
             let Some(idx) = idx else {
-                return Err(invalid(format!(
-                    "Incorrect index to \"{name}\" should be: {example}"
-                )));
+                return Err(invalid(format!("Incorrect index to \"{name}\" should be: {example}")));
             };
-            let resolved = if idx < 0 {
-                parts.len() as i64 + idx
-            } else {
-                idx
-            };
-            usize::try_from(resolved)
-                .ok()
-                .and_then(|i| parts.get(i).cloned())
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "Incorrect index to \"{name}\" should be between 0 and {}",
-                        parts.len().saturating_sub(1)
-                    ))
-                })
+            let resolved = if idx < 0 { parts.len() as i64 + idx } else { idx };
+            usize::try_from(resolved).ok().and_then(|i| parts.get(i).cloned()).ok_or_else(|| {
+                invalid(format!(
+                    "Incorrect index to \"{name}\" should be between 0 and {}",
+                    parts.len().saturating_sub(1)
+                ))
+            })
         }
     }
 }
@@ -1099,13 +961,8 @@ fn map_merge(name: &str, args: &Value, budget: &Budget) -> Result<Value, Templat
         )));
     };
     // At most a copy of every map given, counted before it is made.
-    budget.reserve(
-        name,
-        items
-            .iter()
-            .filter(|i| i.is_object())
-            .fold(Size::default(), |acc, i| acc.plus(Size::of(i))),
-    )?;
+    budget
+        .reserve(name, items.iter().filter(|i| i.is_object()).fold(Size::default(), |acc, i| acc.plus(Size::of(i))))?;
     let mut out = Map::new();
     for item in items {
         match item {
@@ -1118,12 +975,7 @@ fn map_merge(name: &str, args: &Value, budget: &Budget) -> Result<Value, Templat
 }
 
 fn map_replace(name: &str, args: &Value, budget: &Budget) -> Result<Value, TemplateError> {
-    let bad = || {
-        invalid(format!(
-            "Incorrect arguments to \"{name}\" should be: {}",
-            map_replace_example(name)
-        ))
-    };
+    let bad = || invalid(format!("Incorrect arguments to \"{name}\" should be: {}", map_replace_example(name)));
     let not_maps = || {
         invalid(format!(
             "Incorrect arguments: to \"{name}\", arguments must be a list of maps. Example:  {}",
@@ -1157,13 +1009,8 @@ fn map_replace(name: &str, args: &Value, budget: &Budget) -> Result<Value, Templ
         }
     };
     let result_size = input.iter().fold(Size::new(2, input.len()), |acc, (k, v)| {
-        let key_size = keys
-            .get(k)
-            .map(|nk| Size::of(nk).plus(Size::new(2, 0)))
-            .unwrap_or_else(|| Size::of_str(k));
-        acc.plus(key_size)
-            .plus(Size::of(replaced_value(v).unwrap_or(v)))
-            .plus(Size::new(2, 0))
+        let key_size = keys.get(k).map(|nk| Size::of(nk).plus(Size::new(2, 0))).unwrap_or_else(|| Size::of_str(k));
+        acc.plus(key_size).plus(Size::of(replaced_value(v).unwrap_or(v))).plus(Size::new(2, 0))
     });
     budget.reserve(name, result_size)?;
     let mut out = Map::new();
@@ -1176,14 +1023,10 @@ fn map_replace(name: &str, args: &Value, budget: &Budget) -> Result<Value, Templ
                     other => py_str(other),
                 };
                 if input.contains_key(&new_key) && &new_key != k {
-                    return Err(invalid(format!(
-                        "key replacement {new_key} collides with a key in the input map"
-                    )));
+                    return Err(invalid(format!("key replacement {new_key} collides with a key in the input map")));
                 }
                 if out.contains_key(&new_key) {
-                    return Err(invalid(format!(
-                        "key replacement {new_key} collides with a key in the output map"
-                    )));
+                    return Err(invalid(format!("key replacement {new_key} collides with a key in the output map")));
                 }
                 new_key
             }
@@ -1216,59 +1059,33 @@ fn filter(name: &str, args: &Value) -> Result<Value, TemplateError> {
         return Err(invalid(format!("\"{name}\" filters a list of values")));
     };
     let values = ValueSet::new(values);
-    Ok(Value::Array(
-        sequence
-            .iter()
-            .filter(|i| !values.contains(i))
-            .cloned()
-            .collect(),
-    ))
+    Ok(Value::Array(sequence.iter().filter(|i| !values.contains(i)).cloned().collect()))
 }
 
 fn make_url(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Some(m) = args.as_object() else {
-        return Err(invalid(format!(
-            "The arguments to \"{name}\" must be a map"
-        )));
+        return Err(invalid(format!("The arguments to \"{name}\" must be a map")));
     };
     let text = |k: &str| -> Result<String, TemplateError> {
         match m.get(k) {
             None => Ok(String::new()),
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(invalid(format!(
-                "The \"{k}\" argument to \"{name}\" must be a string"
-            ))),
+            Some(_) => Err(invalid(format!("The \"{k}\" argument to \"{name}\" must be a string"))),
         }
     };
     let port = match m.get("port") {
         None => String::new(),
         Some(Value::Number(n)) => match n.as_i64() {
             Some(p) if (1..=65535).contains(&p) => p.to_string(),
-            Some(p) => {
-                return Err(invalid(format!(
-                    "Invalid URL port {p}, must be in range 1-65535"
-                )))
-            }
-            None => {
-                return Err(invalid(format!(
-                    "Invalid URL port \"{n}\" for {name} called with {}",
-                    py_repr(args)
-                )))
-            }
+            Some(p) => return Err(invalid(format!("Invalid URL port {p}, must be in range 1-65535"))),
+            None => return Err(invalid(format!("Invalid URL port \"{n}\" for {name} called with {}", py_repr(args)))),
         },
         Some(Value::String(s)) if s.is_empty() => String::new(),
         Some(Value::String(s)) => match s.trim().parse::<i64>() {
             Ok(p) if (1..=65535).contains(&p) => s.clone(),
-            Ok(p) => {
-                return Err(invalid(format!(
-                    "Invalid URL port {p}, must be in range 1-65535"
-                )))
-            }
+            Ok(p) => return Err(invalid(format!("Invalid URL port {p}, must be in range 1-65535"))),
             Err(_) => {
-                return Err(invalid(format!(
-                    "Invalid URL port \"{s}\" for {name} called with {}",
-                    py_repr(args)
-                )))
+                return Err(invalid(format!("Invalid URL port \"{s}\" for {name} called with {}", py_repr(args))))
             }
         },
         Some(other) => {
@@ -1282,11 +1099,7 @@ fn make_url(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let query = match m.get("query") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(q)) => q.clone(),
-        Some(_) => {
-            return Err(invalid(format!(
-                "The \"query\" argument to \"{name}\" must be a map"
-            )))
-        }
+        Some(_) => return Err(invalid(format!("The \"query\" argument to \"{name}\" must be a map"))),
     };
     let scheme = text("scheme")?;
     if scheme.contains(':') {
@@ -1320,13 +1133,10 @@ fn make_url(name: &str, args: &Value) -> Result<Value, TemplateError> {
     }
     let mut url = percent_encode(&text("path")?, b"/");
     const USES_NETLOC: &[&str] = &[
-        "", "ftp", "http", "gopher", "nntp", "telnet", "imap", "wais", "file", "mms", "https",
-        "shttp", "snews", "prospero", "rtsp", "rtspu", "rsync", "svn", "svn+ssh", "sftp", "nfs",
-        "git", "git+ssh", "ws", "wss",
+        "", "ftp", "http", "gopher", "nntp", "telnet", "imap", "wais", "file", "mms", "https", "shttp", "snews",
+        "prospero", "rtsp", "rtspu", "rsync", "svn", "svn+ssh", "sftp", "nfs", "git", "git+ssh", "ws", "wss",
     ];
-    if !netloc.is_empty()
-        || (!scheme.is_empty() && USES_NETLOC.contains(&scheme.as_str()) && !url.starts_with("//"))
-    {
+    if !netloc.is_empty() || (!scheme.is_empty() && USES_NETLOC.contains(&scheme.as_str()) && !url.starts_with("//")) {
         if !url.is_empty() && !url.starts_with('/') {
             url.insert(0, '/');
         }
@@ -1375,12 +1185,7 @@ fn quote_plus(s: &str) -> String {
     percent_encode(s, b" ").replace(' ', "+")
 }
 
-fn list_concat(
-    name: &str,
-    unique: bool,
-    args: &Value,
-    budget: &Budget,
-) -> Result<Value, TemplateError> {
+fn list_concat(name: &str, unique: bool, args: &Value, budget: &Budget) -> Result<Value, TemplateError> {
     let Some(items) = args.as_array() else {
         return Err(invalid(format!(
             "Incorrect arguments to \"{name}\" should be: \"{name}\" : [ [ <value 1>, <value 2> ], [ <value 3>, <value 4> ] ]"
@@ -1391,11 +1196,7 @@ fn list_concat(
         match item {
             Value::Null => {}
             Value::Array(_) => size = size.plus(Size::of(item)),
-            _ => {
-                return Err(invalid(
-                    "Incorrect arguments: Items to concat must be lists.",
-                ))
-            }
+            _ => return Err(invalid("Incorrect arguments: Items to concat must be lists.")),
         }
     }
     // The copy is counted before it is made.
@@ -1444,9 +1245,7 @@ impl<'a> ValueSet<'a> {
     }
 
     fn contains(&self, v: &Value) -> bool {
-        self.0
-            .get(&value_hash(v))
-            .is_some_and(|bucket| bucket.contains(&v))
+        self.0.get(&value_hash(v)).is_some_and(|bucket| bucket.contains(&v))
     }
 }
 
@@ -1482,23 +1281,15 @@ fn value_hash(v: &Value) -> u64 {
 fn contains(name: &str, args: &Value) -> Result<Value, TemplateError> {
     match args.as_array().map(Vec::as_slice) {
         Some([value, Value::Array(seq)]) => Ok(Value::Bool(seq.contains(value))),
-        Some([Value::String(needle), Value::String(hay)]) => {
-            Ok(Value::Bool(hay.contains(needle.as_str())))
-        }
-        Some([_, _]) => Err(invalid(format!(
-            "Second argument to \"{name}\" should be a sequence."
-        ))),
-        _ => Err(invalid(format!(
-            "Arguments to \"{name}\" must be of the form: [value1, [value1, value2]]"
-        ))),
+        Some([Value::String(needle), Value::String(hay)]) => Ok(Value::Bool(hay.contains(needle.as_str()))),
+        Some([_, _]) => Err(invalid(format!("Second argument to \"{name}\" should be a sequence."))),
+        _ => Err(invalid(format!("Arguments to \"{name}\" must be of the form: [value1, [value1, value2]]"))),
     }
 }
 
 fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Some([index, collection]) = args.as_array().map(Vec::as_slice) else {
-        return Err(invalid(format!(
-            "Arguments to \"{name}\" must be of the form [index, collection]"
-        )));
+        return Err(invalid(format!("Arguments to \"{name}\" must be of the form [index, collection]")));
     };
     let collection = match collection {
         Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
@@ -1516,10 +1307,7 @@ fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
                 _ => None,
             };
             match i {
-                Some(i) => Ok(a
-                    .get(i as usize)
-                    .cloned()
-                    .unwrap_or(Value::String(String::new()))),
+                Some(i) => Ok(a.get(i as usize).cloned().unwrap_or(Value::String(String::new()))),
                 None => Err(invalid(format!("Index to \"{name}\" must be an integer"))),
             }
         }
@@ -1530,7 +1318,9 @@ fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
 
 fn member_list_to_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let bad = || {
-        invalid(format!("Wrong Arguments try: \"{name}\" : [ \"Name\", \"Value\", [ \"MemberList.member.0.Name=key\", ...]]"))
+        invalid(format!(
+            "Wrong Arguments try: \"{name}\" : [ \"Name\", \"Value\", [ \"MemberList.member.0.Name=key\", ...]]"
+        ))
     };
     let Some([Value::String(key_name), Value::String(value_name), Value::Array(members)]) =
         args.as_array().map(Vec::as_slice)
@@ -1557,19 +1347,14 @@ fn member_list_to_map(name: &str, args: &Value) -> Result<Value, TemplateError> 
     }
     let mut out = Map::new();
     for (idx, k) in keys {
-        out.insert(
-            k,
-            Value::String(values.get(&idx).cloned().unwrap_or_default()),
-        );
+        out.insert(k, Value::String(values.get(&idx).cloned().unwrap_or_default()));
     }
     Ok(Value::Object(out))
 }
 
 fn find_in_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
     let Some([mappings, map, key, value]) = args.as_array().map(Vec::as_slice) else {
-        return Err(invalid(format!(
-            "Arguments to \"{name}\" must be of the form [map_name, key, value]"
-        )));
+        return Err(invalid(format!("Arguments to \"{name}\" must be of the form [map_name, key, value]")));
     };
     let lookup = |v: &Value| py_str(v);
     mappings
@@ -1577,11 +1362,7 @@ fn find_in_map(name: &str, args: &Value) -> Result<Value, TemplateError> {
         .and_then(|m| m.get(lookup(key)))
         .and_then(|m| m.get(lookup(value)))
         .cloned()
-        .ok_or_else(|| {
-            invalid(format!(
-                "Arguments to \"{name}\" must be of the form [map_name, key, value]"
-            ))
-        })
+        .ok_or_else(|| invalid(format!("Arguments to \"{name}\" must be of the form [map_name, key, value]")))
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -31,9 +31,7 @@ pub use budget::EvaluationLimits;
 pub use document::parse_document;
 pub use environment::{is_template_reference, Environment, RegistryTarget};
 pub use error::TemplateError;
-pub use parameters::{
-    Constraint, ConstraintKind, ParamSchema, ParamType, ParamValues, PseudoParams,
-};
+pub use parameters::{Constraint, ConstraintKind, ParamSchema, ParamType, ParamValues, PseudoParams};
 pub use snippet::{ResolveContext, Snippet};
 pub use template::{OutputDefn, ResourceDefn, Template};
 pub use versions::{template_functions, template_versions, HotVersion};

@@ -43,9 +43,18 @@ impl ParamType {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConstraintKind {
-    Length { min: Option<Number>, max: Option<Number> },
-    Range { min: Option<Number>, max: Option<Number> },
-    Modulo { step: Number, offset: Number },
+    Length {
+        min: Option<Number>,
+        max: Option<Number>,
+    },
+    Range {
+        min: Option<Number>,
+        max: Option<Number>,
+    },
+    Modulo {
+        step: Number,
+        offset: Number,
+    },
     AllowedValues(Vec<Value>),
     AllowedPattern(String),
     /// Service-backed (e.g. nova.flavor): accepted without checking.
@@ -128,8 +137,8 @@ impl ParamSchema {
             Some(other) => return Err(schema_error(format!("Invalid type ({})", py_str(other)))),
             None => return Err(schema_error(format!("Missing parameter type for parameter: {name}"))),
         };
-        let param_type = ParamType::from_hot(type_name)
-            .ok_or_else(|| schema_error(format!("Invalid type ({type_name})")))?;
+        let param_type =
+            ParamType::from_hot(type_name).ok_or_else(|| schema_error(format!("Invalid type ({type_name})")))?;
         let text = |k: &str| m.get(k).map(py_str);
         let flag = |k: &str| match m.get(k) {
             Some(Value::Bool(b)) => Ok(*b),
@@ -168,8 +177,18 @@ impl ParamSchema {
     /// Min/MaxLength, Min/MaxValue, Description, ConstraintDescription, Label.
     pub(crate) fn parse_cfn(name: &str, v: &Value) -> Result<ParamSchema, TemplateError> {
         const KEYS: &[&str] = &[
-            "Type", "Default", "NoEcho", "AllowedValues", "AllowedPattern", "MaxLength", "MinLength",
-            "MaxValue", "MinValue", "Description", "ConstraintDescription", "Label",
+            "Type",
+            "Default",
+            "NoEcho",
+            "AllowedValues",
+            "AllowedPattern",
+            "MaxLength",
+            "MinLength",
+            "MaxValue",
+            "MinValue",
+            "Description",
+            "ConstraintDescription",
+            "Label",
         ];
         let Some(m) = v.as_object() else {
             return Err(schema_error(format!("Invalid parameter schema for parameter: {name}")));
@@ -289,7 +308,13 @@ impl ParamSchema {
                 items.iter().map(py_str).collect::<Vec<_>>().join(",")
             }
             (ParamType::Json, _) => py_json_dumps_with(value, false),
-            (ParamType::Boolean, Value::Bool(b)) => if *b { "True".into() } else { "False".into() },
+            (ParamType::Boolean, Value::Bool(b)) => {
+                if *b {
+                    "True".into()
+                } else {
+                    "False".into()
+                }
+            }
             _ => py_str(value),
         }
     }
@@ -315,12 +340,20 @@ impl ParamSchema {
         for c in &self.constraints {
             match &c.kind {
                 ConstraintKind::Length { min, max } => {
-                    if let Some(n) = min { m.insert("MinLength".into(), Value::Number(n.clone())); }
-                    if let Some(n) = max { m.insert("MaxLength".into(), Value::Number(n.clone())); }
+                    if let Some(n) = min {
+                        m.insert("MinLength".into(), Value::Number(n.clone()));
+                    }
+                    if let Some(n) = max {
+                        m.insert("MaxLength".into(), Value::Number(n.clone()));
+                    }
                 }
                 ConstraintKind::Range { min, max } => {
-                    if let Some(n) = min { m.insert("MinValue".into(), Value::Number(n.clone())); }
-                    if let Some(n) = max { m.insert("MaxValue".into(), Value::Number(n.clone())); }
+                    if let Some(n) = min {
+                        m.insert("MinValue".into(), Value::Number(n.clone()));
+                    }
+                    if let Some(n) = max {
+                        m.insert("MaxValue".into(), Value::Number(n.clone()));
+                    }
                 }
                 ConstraintKind::Modulo { step, offset } => {
                     m.insert("Step".into(), Value::Number(step.clone()));
@@ -347,7 +380,11 @@ impl ParamSchema {
     }
 }
 
-fn parse_constraints(v: Option<&Value>, param_type: ParamType, version: HotVersion) -> Result<Vec<Constraint>, TemplateError> {
+fn parse_constraints(
+    v: Option<&Value>,
+    param_type: ParamType,
+    version: HotVersion,
+) -> Result<Vec<Constraint>, TemplateError> {
     let items = match v {
         None | Some(Value::Null) => return Ok(vec![]),
         Some(Value::Array(items)) => items,
@@ -358,7 +395,8 @@ fn parse_constraints(v: Option<&Value>, param_type: ParamType, version: HotVersi
         let Some(m) = item.as_object() else {
             return Err(schema_error("Invalid parameter constraints, expected a list"));
         };
-        let mut valid = vec!["description", "length", "range", "allowed_values", "allowed_pattern", "custom_constraint"];
+        let mut valid =
+            vec!["description", "length", "range", "allowed_values", "allowed_pattern", "custom_constraint"];
         if version.at_least("2017-02-24") {
             valid.push("modulo");
         }
@@ -376,7 +414,9 @@ fn parse_constraints(v: Option<&Value>, param_type: ParamType, version: HotVersi
             let num = |x: &str| -> Result<Option<Number>, TemplateError> {
                 match cdef.get(x) {
                     None | Some(Value::Null) => Ok(None),
-                    Some(v) => as_number(v).map(Some).ok_or_else(|| schema_error(format!("Invalid {x} value for {k} constraint"))),
+                    Some(v) => as_number(v)
+                        .map(Some)
+                        .ok_or_else(|| schema_error(format!("Invalid {x} value for {k} constraint"))),
                 }
             };
             Ok((num("min")?, num("max")?))
@@ -413,7 +453,9 @@ fn parse_constraints(v: Option<&Value>, param_type: ParamType, version: HotVersi
         let applies = match (&kind, param_type) {
             (ConstraintKind::Range { .. } | ConstraintKind::Modulo { .. }, ParamType::Number) => true,
             (ConstraintKind::Range { .. } | ConstraintKind::Modulo { .. }, _) => false,
-            (ConstraintKind::Length { .. }, ParamType::String | ParamType::CommaDelimitedList | ParamType::Json) => true,
+            (ConstraintKind::Length { .. }, ParamType::String | ParamType::CommaDelimitedList | ParamType::Json) => {
+                true
+            }
             (ConstraintKind::Length { .. }, _) => false,
             (ConstraintKind::AllowedPattern(_), ParamType::String) => true,
             (ConstraintKind::AllowedPattern(_), _) => false,
@@ -447,7 +489,12 @@ fn check_constraint(kind: &ConstraintKind, value: &Value) -> Result<(), String> 
             let below = min.as_ref().is_some_and(|m| v < num_f64(m));
             let above = max.as_ref().is_some_and(|m| v > num_f64(m));
             if below || above {
-                return Err(format!("{} is out of range (min: {}, max: {})", py_str(value), opt_num(min), opt_num(max)));
+                return Err(format!(
+                    "{} is out of range (min: {}, max: {})",
+                    py_str(value),
+                    opt_num(min),
+                    opt_num(max)
+                ));
             }
             Ok(())
         }
@@ -461,7 +508,12 @@ fn check_constraint(kind: &ConstraintKind, value: &Value) -> Result<(), String> 
             let short = min.as_ref().is_some_and(|m| len < num_f64(m));
             let long = max.as_ref().is_some_and(|m| len > num_f64(m));
             if short || long {
-                return Err(format!("length ({}) is out of range (min: {}, max: {})", len as u64, opt_num(min), opt_num(max)));
+                return Err(format!(
+                    "length ({}) is out of range (min: {}, max: {})",
+                    len as u64,
+                    opt_num(min),
+                    opt_num(max)
+                ));
             }
             Ok(())
         }
@@ -504,7 +556,6 @@ fn check_constraint(kind: &ConstraintKind, value: &Value) -> Result<(), String> 
     }
 }
 
-
 /// The parameter values of one stack, typed, with pseudo parameters.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ParamValues {
@@ -537,7 +588,9 @@ impl ParamValues {
         let arn = format!("arn:openstack:heat::{}:stacks/{}/{}", pseudo.project_id, pseudo.stack_name, pseudo.stack_id);
         let region = if pseudo.region.is_empty() { "ap-southeast-1".to_string() } else { pseudo.region.clone() };
         let mut shown = Vec::new();
-        for (name, value) in [("AWS::Region", region), ("AWS::StackId", arn), ("AWS::StackName", pseudo.stack_name.clone())] {
+        for (name, value) in
+            [("AWS::Region", region), ("AWS::StackId", arn), ("AWS::StackName", pseudo.stack_name.clone())]
+        {
             self.values.insert(name.to_string(), Value::String(value.clone()));
             shown.push((name.to_string(), value));
         }
@@ -620,7 +673,8 @@ mod tests {
 
     #[test]
     fn length_pattern_allowed_modulo() {
-        let s = schema(json!({"type": "string", "constraints": [{"length": {"min": 2}}, {"allowed_pattern": "[a-z]+"}]}));
+        let s =
+            schema(json!({"type": "string", "constraints": [{"length": {"min": 2}}, {"allowed_pattern": "[a-z]+"}]}));
         assert_eq!(s.check_value(&json!("a")).unwrap_err().message, "length (1) is out of range (min: 2, max: None)");
         assert_eq!(s.check_value(&json!("AB")).unwrap_err().message, "\"AB\" does not match pattern \"[a-z]+\"");
         let s = schema(json!({"type": "string", "constraints": [{"allowed_values": ["a", "b"]}]}));
@@ -634,7 +688,10 @@ mod tests {
 
     #[test]
     fn types_convert() {
-        assert_eq!(schema(json!({"type": "comma_delimited_list"})).check_value(&json!("a, b")).unwrap(), json!(["a", "b"]));
+        assert_eq!(
+            schema(json!({"type": "comma_delimited_list"})).check_value(&json!("a, b")).unwrap(),
+            json!(["a", "b"])
+        );
         assert_eq!(schema(json!({"type": "json"})).check_value(&json!("{\"a\": 1}")).unwrap(), json!({"a": 1}));
         assert_eq!(schema(json!({"type": "boolean"})).check_value(&json!("yes")).unwrap(), json!(true));
         assert!(schema(json!({"type": "number"})).check_value(&json!("x")).is_err());

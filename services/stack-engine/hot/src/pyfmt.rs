@@ -56,10 +56,9 @@ pub(crate) fn py_repr(v: &Value) -> String {
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("'{s}'"),
         Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => format!(
-            "{{{}}}",
-            m.iter().map(|(k, v)| format!("'{k}': {}", py_repr(v))).collect::<Vec<_>>().join(", ")
-        ),
+        Value::Object(m) => {
+            format!("{{{}}}", m.iter().map(|(k, v)| format!("'{k}': {}", py_repr(v))).collect::<Vec<_>>().join(", "))
+        }
     }
 }
 
@@ -72,7 +71,9 @@ pub(crate) fn py_json_dumps(v: &Value) -> String {
 /// Python's json.dumps(v), keys sorted or in their given order.
 pub(crate) fn py_json_dumps_with(v: &Value, sort_keys: bool) -> String {
     match v {
-        Value::Array(a) => format!("[{}]", a.iter().map(|x| py_json_dumps_with(x, sort_keys)).collect::<Vec<_>>().join(", ")),
+        Value::Array(a) => {
+            format!("[{}]", a.iter().map(|x| py_json_dumps_with(x, sort_keys)).collect::<Vec<_>>().join(", "))
+        }
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             if sort_keys {

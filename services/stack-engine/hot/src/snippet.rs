@@ -15,12 +15,7 @@ pub trait ResolveContext {
     /// The reference id; Null for a skipped (condition false) resource.
     fn get_resource(&self, name: &str) -> Result<Value, TemplateError>;
     /// `path` is the rest of get_attr's arguments, already resolved.
-    fn get_attr(
-        &self,
-        resource: &str,
-        attribute: &str,
-        path: &[Value],
-    ) -> Result<Value, TemplateError>;
+    fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError>;
     /// get_attr with no attribute name (>= 2015-10-15): all attributes.
     fn get_attr_all(&self, resource: &str) -> Result<Value, TemplateError>;
     fn get_file(&self, name: &str) -> Option<String>;
@@ -28,9 +23,7 @@ pub trait ResolveContext {
     /// update_policy for a nested stack; top-level stacks have none.
     fn resource_facade(&self, key: &str) -> Result<Value, TemplateError> {
         let _ = key;
-        Err(TemplateError::validation_failed(
-            "resource_facade is only valid in nested stacks (provider templates)",
-        ))
+        Err(TemplateError::validation_failed("resource_facade is only valid in nested stacks (provider templates)"))
     }
     /// The budget each resolution runs under (see [`EvaluationLimits`]):
     /// the process's installed limits unless the context chooses.
@@ -70,18 +63,8 @@ impl Snippet {
 
     /// Parses `v` with the function table of `version` ("conditions": the
     /// condition-function table). `path` locates errors ("resources.a.properties").
-    pub fn parse(
-        v: &Value,
-        version: HotVersion,
-        conditions: bool,
-        path: &str,
-    ) -> Result<Snippet, TemplateError> {
-        let table = functions::FunctionTable {
-            version,
-            conditions,
-            full_name: version.full_name(),
-            cfn: false,
-        };
+    pub fn parse(v: &Value, version: HotVersion, conditions: bool, path: &str) -> Result<Snippet, TemplateError> {
+        let table = functions::FunctionTable { version, conditions, full_name: version.full_name(), cfn: false };
         parse_with(&table, v, path)
     }
 
@@ -109,9 +92,7 @@ impl Snippet {
         match &mut self.0 {
             Node::Literal(_) => {}
             Node::List(items) => items.iter_mut().for_each(|s| s.attach_mappings(mappings)),
-            Node::Map(entries) => entries
-                .iter_mut()
-                .for_each(|(_, s)| s.attach_mappings(mappings)),
+            Node::Map(entries) => entries.iter_mut().for_each(|(_, s)| s.attach_mappings(mappings)),
             Node::Call(call) => {
                 call.args.attach_mappings(mappings);
                 if call.func == Func::FindInMap {
@@ -184,11 +165,7 @@ impl Snippet {
     }
 
     /// None = dropped (a false two-argument `if`).
-    pub(crate) fn eval(
-        &self,
-        ctx: &dyn ResolveContext,
-        budget: &Budget,
-    ) -> Result<Option<Value>, TemplateError> {
+    pub(crate) fn eval(&self, ctx: &dyn ResolveContext, budget: &Budget) -> Result<Option<Value>, TemplateError> {
         match &self.0 {
             Node::Literal(v) => Ok(Some(v.clone())),
             Node::List(items) => {
@@ -243,15 +220,8 @@ impl Snippet {
                 }
             }
             Node::Call(call) => {
-                let args = call
-                    .args
-                    .apply_conditions(conds, params)?
-                    .unwrap_or(Snippet::literal(Value::Null));
-                Ok(Some(Snippet(Node::Call(Box::new(Call {
-                    func: call.func,
-                    name: call.name.clone(),
-                    args,
-                })))))
+                let args = call.args.apply_conditions(conds, params)?.unwrap_or(Snippet::literal(Value::Null));
+                Ok(Some(Snippet(Node::Call(Box::new(Call { func: call.func, name: call.name.clone(), args })))))
             }
         }
     }
@@ -261,12 +231,7 @@ impl Snippet {
         match &self.0 {
             Node::Literal(v) => v.clone(),
             Node::List(items) => Value::Array(items.iter().map(Snippet::to_value).collect()),
-            Node::Map(entries) => Value::Object(
-                entries
-                    .iter()
-                    .map(|(k, s)| (k.clone(), s.to_value()))
-                    .collect(),
-            ),
+            Node::Map(entries) => Value::Object(entries.iter().map(|(k, s)| (k.clone(), s.to_value())).collect()),
             Node::Call(call) => {
                 let mut m = Map::new();
                 let mut args = call.args.to_value();
@@ -290,20 +255,13 @@ impl Snippet {
         match &mut self.0 {
             Node::Literal(_) => {}
             Node::List(items) => items.iter_mut().for_each(|s| s.rewrite_refs(param_names)),
-            Node::Map(entries) => entries
-                .iter_mut()
-                .for_each(|(_, s)| s.rewrite_refs(param_names)),
+            Node::Map(entries) => entries.iter_mut().for_each(|(_, s)| s.rewrite_refs(param_names)),
             Node::Call(call) => {
                 if call.func == Func::Ref {
                     if let Node::Literal(Value::String(target)) = &call.args.0 {
-                        let is_param = param_names.contains(target)
-                            || target.starts_with("OS::")
-                            || target.starts_with("AWS::");
-                        call.func = if is_param {
-                            Func::GetParam
-                        } else {
-                            Func::GetResource
-                        };
+                        let is_param =
+                            param_names.contains(target) || target.starts_with("OS::") || target.starts_with("AWS::");
+                        call.func = if is_param { Func::GetParam } else { Func::GetResource };
                     }
                 }
                 call.args.rewrite_refs(param_names);
@@ -336,11 +294,7 @@ impl Call {
     }
 }
 
-fn parse_with(
-    table: &functions::FunctionTable,
-    v: &Value,
-    path: &str,
-) -> Result<Snippet, TemplateError> {
+fn parse_with(table: &functions::FunctionTable, v: &Value, path: &str) -> Result<Snippet, TemplateError> {
     match v {
         Value::Object(m) => {
             if m.len() == 1 {
@@ -348,11 +302,7 @@ fn parse_with(
                     if let Some(func) = table.lookup(key) {
                         let fn_path = join_path(path, key);
                         let parsed_args = parse_with(table, args, &fn_path)?;
-                        let call = Call {
-                            func,
-                            name: key.clone(),
-                            args: parsed_args,
-                        };
+                        let call = Call { func, name: key.clone(), args: parsed_args };
                         functions::check_arguments(&call).map_err(|e| {
                             // Only validation failures carry a location.
                             if e.type_name == "StackValidationFailed" {

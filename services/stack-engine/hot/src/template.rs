@@ -4,11 +4,11 @@
 
 use crate::conditions;
 use crate::environment::Environment;
+use crate::functions::Func;
 use crate::parameters::{ParamSchema, ParamValues, PseudoParams, PSEUDO_NAMES};
+use crate::pyfmt::py_str;
 use crate::snippet::{join_path, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{valid_version_list, HotVersion};
-use crate::functions::Func;
-use crate::pyfmt::py_str;
 use crate::TemplateError;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -110,7 +110,8 @@ fn py_type(v: &Value) -> &'static str {
     }
 }
 
-const RESOURCE_KEYS: &[&str] = &["type", "properties", "metadata", "depends_on", "deletion_policy", "update_policy", "description"];
+const RESOURCE_KEYS: &[&str] =
+    &["type", "properties", "metadata", "depends_on", "deletion_policy", "update_policy", "description"];
 const RESOURCE_KEYS_2016: &[&str] = &["condition", "external_id"];
 
 /// Parameters only: what conditions may use.
@@ -145,7 +146,8 @@ impl Template {
             return Self::from_cfn(doc, top);
         }
         let (version, full_version) = parse_version(top)?;
-        let mut sections = vec!["heat_template_version", "description", "parameter_groups", "parameters", "resources", "outputs"];
+        let mut sections =
+            vec!["heat_template_version", "description", "parameter_groups", "parameters", "resources", "outputs"];
         if version.at_least("2016-10-14") {
             sections.push("conditions");
         }
@@ -163,7 +165,10 @@ impl Template {
                 }
             }
             Some(other) => {
-                return Err(failed(format!("The section \"parameters\" must be a map, found a [{}] instead", py_type(other))))
+                return Err(failed(format!(
+                    "The section \"parameters\" must be a map, found a [{}] instead",
+                    py_type(other)
+                )))
             }
         }
 
@@ -195,7 +200,10 @@ impl Template {
                 }
             }
             Some(other) => {
-                return Err(failed(format!("\"resources\" must contain a map of resource maps. Found a [{}] instead", py_type(other))))
+                return Err(failed(format!(
+                    "\"resources\" must contain a map of resource maps. Found a [{}] instead",
+                    py_type(other)
+                )))
             }
         }
 
@@ -208,7 +216,10 @@ impl Template {
                 }
             }
             Some(other) => {
-                return Err(failed(format!("\"outputs\" must contain a map of output maps. Found a [{}] instead", py_type(other))))
+                return Err(failed(format!(
+                    "\"outputs\" must contain a map of output maps. Found a [{}] instead",
+                    py_type(other)
+                )))
             }
         }
 
@@ -247,7 +258,11 @@ impl Template {
     fn finish(mut self) -> Result<Template, TemplateError> {
         let param_names: BTreeSet<String> = self.params.iter().map(|p| p.name.clone()).collect();
         for r in &mut self.resources {
-            for s in [&mut r.properties, &mut r.metadata, &mut r.update_policy, &mut r.deletion_policy, &mut r.external_id].into_iter().flatten() {
+            for s in
+                [&mut r.properties, &mut r.metadata, &mut r.update_policy, &mut r.deletion_policy, &mut r.external_id]
+                    .into_iter()
+                    .flatten()
+            {
                 s.rewrite_refs(&param_names);
             }
         }
@@ -288,7 +303,12 @@ impl Template {
 
     /// Request params (strings from heatclient, or JSON) > env.parameters >
     /// env.parameter_defaults > the schema default.
-    pub fn validate_parameters(&self, env: &Environment, user: &Map<String, Value>, pseudo: &PseudoParams) -> Result<ParamValues, TemplateError> {
+    pub fn validate_parameters(
+        &self,
+        env: &Environment,
+        user: &Map<String, Value>,
+        pseudo: &PseudoParams,
+    ) -> Result<ParamValues, TemplateError> {
         self.parameter_values(env, user, pseudo, false)
     }
 
@@ -316,9 +336,7 @@ impl Template {
         let mut values = ParamValues::default();
         for schema in &self.params {
             let given = user.get(&schema.name).or_else(|| env.parameters.get(&schema.name));
-            let raw = given
-                .or_else(|| env.parameter_defaults.get(&schema.name))
-                .or(schema.default.as_ref());
+            let raw = given.or_else(|| env.parameter_defaults.get(&schema.name)).or(schema.default.as_ref());
             let raw = match raw {
                 Some(Value::Null) | None if allow_missing => {
                     values.insert(schema, Value::Null, None);
@@ -332,9 +350,9 @@ impl Template {
                     format!("The Parameter ({}) was not provided.", schema.name),
                 ));
             };
-            let value = schema.check_value(raw).map_err(|e| {
-                failed(format!("Parameter '{}' is invalid: {}", schema.name, e.message))
-            })?;
+            let value = schema
+                .check_value(raw)
+                .map_err(|e| failed(format!("Parameter '{}' is invalid: {}", schema.name, e.message)))?;
             values.insert(schema, value, given.cloned());
         }
         if self.cfn {
@@ -387,7 +405,12 @@ impl Template {
         conditions::evaluate_section(&self.conditions, &ParamsOnly(params))
     }
 
-    fn is_enabled(&self, condition: &Option<Snippet>, conds: &ConditionValues, params: &ParamValues) -> Result<bool, TemplateError> {
+    fn is_enabled(
+        &self,
+        condition: &Option<Snippet>,
+        conds: &ConditionValues,
+        params: &ParamValues,
+    ) -> Result<bool, TemplateError> {
         match condition {
             None => Ok(true),
             Some(c) => conditions::evaluate_inline(c, conds, &ParamsOnly(params)),
@@ -468,7 +491,11 @@ impl Template {
 
     /// As `check_references`; `class_name(type)` names resources in the
     /// cycle message as Heat's Python classes do ("NoneResource").
-    pub fn check_references_with(&self, params: &ParamValues, class_name: &dyn Fn(&str) -> String) -> Result<(), TemplateError> {
+    pub fn check_references_with(
+        &self,
+        params: &ParamValues,
+        class_name: &dyn Fn(&str) -> String,
+    ) -> Result<(), TemplateError> {
         let all: BTreeSet<&str> = self.resources.iter().map(|r| r.name.as_str()).collect();
         let defns = self.resources(params)?;
         for d in &defns {
@@ -518,7 +545,9 @@ impl Template {
 fn parse_version(top: &Map<String, Value>) -> Result<(HotVersion, String), TemplateError> {
     let Some(given) = top.get("heat_template_version") else {
         if top.contains_key("AWSTemplateFormatVersion") || top.contains_key("HeatTemplateFormatVersion") {
-            return Err(version_error("CFN templates (AWSTemplateFormatVersion / HeatTemplateFormatVersion) are not supported".into()));
+            return Err(version_error(
+                "CFN templates (AWSTemplateFormatVersion / HeatTemplateFormatVersion) are not supported".into(),
+            ));
         }
         return Err(version_error("Template version was not provided".into()));
     };
@@ -672,8 +701,8 @@ fn parse_output(name: &str, body: &Value, version: HotVersion) -> Result<ParsedO
         )));
     }
     for key in m.keys() {
-        let allowed = matches!(key.as_str(), "value" | "description")
-            || (version.at_least("2016-10-14") && key == "condition");
+        let allowed =
+            matches!(key.as_str(), "value" | "description") || (version.at_least("2016-10-14") && key == "condition");
         if !allowed {
             return Err(failed(format!("\"{key}\" is not a valid keyword inside a output definition")));
         }
@@ -714,7 +743,12 @@ fn reference_error(resource: &str, key: &str) -> TemplateError {
 
 /// Walks a snippet with upstream's dependency paths ("a.Properties.value",
 /// ".fn_name" for function arguments, "[i]" for list items).
-fn check_snippet_refs(s: &Snippet, path: &str, resources: &BTreeSet<&str>, params: &ParamValues) -> Result<(), TemplateError> {
+fn check_snippet_refs(
+    s: &Snippet,
+    path: &str,
+    resources: &BTreeSet<&str>,
+    params: &ParamValues,
+) -> Result<(), TemplateError> {
     match &s.0 {
         Node::Literal(_) => Ok(()),
         Node::List(items) => {
@@ -733,7 +767,9 @@ fn check_snippet_refs(s: &Snippet, path: &str, resources: &BTreeSet<&str>, param
             let target = match call.func {
                 Func::GetResource => call.args.as_literal().and_then(Value::as_str).map(str::to_string),
                 Func::GetAttr { .. } => match &call.args.0 {
-                    Node::List(items) => items.first().and_then(Snippet::as_literal).and_then(Value::as_str).map(str::to_string),
+                    Node::List(items) => {
+                        items.first().and_then(Snippet::as_literal).and_then(Value::as_str).map(str::to_string)
+                    }
                     _ => None,
                 },
                 _ => None,

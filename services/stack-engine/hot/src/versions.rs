@@ -59,18 +59,11 @@ fn version_data() -> &'static Value {
 
 /// Body of GET /template_versions.
 pub fn template_versions() -> Value {
-    let listed = version_data()
-        .get("template_versions")
-        .cloned()
-        .unwrap_or_else(|| Value::Array(vec![]));
+    let listed = version_data().get("template_versions").cloned().unwrap_or_else(|| Value::Array(vec![]));
     let entries: Vec<Value> = listed
         .as_array()
         .map(|a| {
-            a.iter()
-                .map(|v| {
-                    json!({"version": v["version"], "type": v["type"], "aliases": v["aliases"]})
-                })
-                .collect()
+            a.iter().map(|v| json!({"version": v["version"], "type": v["type"], "aliases": v["aliases"]})).collect()
         })
         .unwrap_or_default();
     json!({ "template_versions": entries })
@@ -78,13 +71,47 @@ pub fn template_versions() -> Value {
 
 /// Upstream registers functions in this order; the API lists them so.
 const FUNCTION_ORDER: &[&str] = &[
-    "get_attr", "get_file", "get_param", "get_resource", "list_join", "repeat",
-    "resource_facade", "str_replace", "digest", "str_split", "map_merge", "yaql",
-    "map_replace", "if", "filter", "str_replace_strict", "make_url", "list_concat",
-    "str_replace_vstrict", "list_concat_unique", "contains", "equals", "not", "and", "or",
-    "Fn::Select", "Fn::GetAZs", "Ref", "Fn::Join", "Fn::Split", "Fn::Replace", "Fn::Base64",
-    "Fn::MemberListToMap", "Fn::ResourceFacade", "Fn::FindInMap", "Fn::GetAtt", "Fn::If",
-    "Fn::Equals", "Fn::Not", "Fn::And", "Fn::Or",
+    "get_attr",
+    "get_file",
+    "get_param",
+    "get_resource",
+    "list_join",
+    "repeat",
+    "resource_facade",
+    "str_replace",
+    "digest",
+    "str_split",
+    "map_merge",
+    "yaql",
+    "map_replace",
+    "if",
+    "filter",
+    "str_replace_strict",
+    "make_url",
+    "list_concat",
+    "str_replace_vstrict",
+    "list_concat_unique",
+    "contains",
+    "equals",
+    "not",
+    "and",
+    "or",
+    "Fn::Select",
+    "Fn::GetAZs",
+    "Ref",
+    "Fn::Join",
+    "Fn::Split",
+    "Fn::Replace",
+    "Fn::Base64",
+    "Fn::MemberListToMap",
+    "Fn::ResourceFacade",
+    "Fn::FindInMap",
+    "Fn::GetAtt",
+    "Fn::If",
+    "Fn::Equals",
+    "Fn::Not",
+    "Fn::And",
+    "Fn::Or",
 ];
 
 fn function_description(name: &str) -> &'static str {
@@ -95,9 +122,7 @@ fn function_description(name: &str) -> &'static str {
         "get_resource" => "A function for resolving resource references.",
         "list_join" => "A function for joining one or more lists of strings.",
         "repeat" => "A function for iterating over a list of items or a dict of keys.",
-        "resource_facade" | "Fn::ResourceFacade" => {
-            "A function for retrieving data in a parent provider template."
-        }
+        "resource_facade" | "Fn::ResourceFacade" => "A function for retrieving data in a parent provider template.",
         "str_replace" | "str_replace_strict" | "str_replace_vstrict" | "Fn::Replace" => {
             "A function for performing string substitutions."
         }
@@ -106,9 +131,7 @@ fn function_description(name: &str) -> &'static str {
         "map_merge" => "A function for merging maps.",
         "yaql" => "A function for executing a yaql expression.",
         "map_replace" | "make_url" => "A function for performing substitutions on maps.",
-        "if" | "Fn::If" => {
-            "A function to return corresponding value based on condition evaluation."
-        }
+        "if" | "Fn::If" => "A function to return corresponding value based on condition evaluation.",
         "filter" => "A function for filtering out values from lists.",
         "list_concat" => "A function for extending lists.",
         "list_concat_unique" => "A function for extending lists with unique items.",
@@ -123,9 +146,7 @@ fn function_description(name: &str) -> &'static str {
         "Fn::Join" => "A function for joining strings.",
         "Fn::Split" => "A function for splitting strings.",
         "Fn::Base64" => "A placeholder function for converting to base64.",
-        "Fn::MemberListToMap" => {
-            "A function to convert lists with enumerated keys and values to mapping."
-        }
+        "Fn::MemberListToMap" => "A function to convert lists with enumerated keys and values to mapping.",
         "Fn::FindInMap" => "A function for resolving keys in the template mappings.",
         _ => "",
     }
@@ -154,10 +175,7 @@ pub(crate) fn offers_function(full_version: &str, conditions: bool, name: &str) 
 /// Body of GET /template_versions/{version}/functions.
 pub fn template_functions(version: &str, with_condition_func: bool) -> Result<Value, TemplateError> {
     let Some(mut names) = function_names(version, with_condition_func) else {
-        return Err(TemplateError::new(
-            "NotFound",
-            format!("Template with version {version} not found"),
-        ));
+        return Err(TemplateError::new("NotFound", format!("Template with version {version} not found")));
     };
     let rank = |n: &str| FUNCTION_ORDER.iter().position(|o| *o == n).unwrap_or(usize::MAX);
     names.sort_by_key(|n| rank(n));
@@ -186,12 +204,8 @@ mod tests {
     #[test]
     fn functions_of_wallaby_in_upstream_order() {
         let v = template_functions("heat_template_version.2021-04-16", false).unwrap();
-        let names: Vec<&str> = v["template_functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["functions"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> =
+            v["template_functions"].as_array().unwrap().iter().map(|e| e["functions"].as_str().unwrap()).collect();
         assert_eq!(names[..4], ["get_attr", "get_file", "get_param", "get_resource"]);
         assert_eq!(names.last(), Some(&"contains"));
         assert_eq!(v["template_functions"][0]["description"], "A function for resolving resource attributes.");

@@ -10,13 +10,7 @@ use support::{eval, Ctx};
 const W: &str = "2021-04-16";
 
 fn within(max_bytes: usize, max_items: usize) -> Ctx {
-    Ctx {
-        limits: Some(EvaluationLimits {
-            max_bytes,
-            max_items,
-        }),
-        ..Ctx::default()
-    }
+    Ctx { limits: Some(EvaluationLimits { max_bytes, max_items }), ..Ctx::default() }
 }
 
 fn refused(ctx: &Ctx, template: Value) -> String {
@@ -36,10 +30,7 @@ fn byte_threshold(function: &str, template: Value) -> (usize, Value) {
     let (limit, value) = byte_threshold_loose(function, template);
     // The budget does not overcount a result wildly.
     let json_len = value.to_string().len();
-    assert!(
-        limit <= 2 * json_len + 64,
-        "{function}: threshold {limit} for {json_len} bytes"
-    );
+    assert!(limit <= 2 * json_len + 64, "{function}: threshold {limit} for {json_len} bytes");
     (limit, value)
 }
 
@@ -58,17 +49,11 @@ fn byte_threshold_loose(function: &str, template: Value) -> (usize, Value) {
         }
     }
     let message = refused(&within(lo - 1, usize::MAX / 4), template.clone());
-    assert!(
-        message.starts_with(&format!("Request limit exceeded: {function}: ")),
-        "{message}"
-    );
+    assert!(message.starts_with(&format!("Request limit exceeded: {function}: ")), "{message}");
     let value = ok(lo).expect("resolves at the threshold");
     // The budget bounds the result (its JSON size).
     let json_len = value.to_string().len();
-    assert!(
-        lo >= json_len,
-        "{function}: threshold {lo} for {json_len} bytes"
-    );
+    assert!(lo >= json_len, "{function}: threshold {lo} for {json_len} bytes");
     (lo, value)
 }
 
@@ -118,8 +103,7 @@ fn repeat_bytes_are_counted_as_each_copy_is_made() {
 fn nested_repeat_is_bounded() {
     let list: Vec<Value> = (0..200).map(|i| json!(i)).collect();
     let inner = json!({"repeat": {"template": "%b%", "for_each": {"%b%": list.clone()}}});
-    let outer =
-        json!({"repeat": {"template": [inner], "for_each": {"%a%": list.clone(), "%c%": list}}});
+    let outer = json!({"repeat": {"template": [inner], "for_each": {"%a%": list.clone(), "%c%": list}}});
     let e = refused(&Ctx::default(), outer);
     assert!(e.starts_with("Request limit exceeded: repeat: "), "{e}");
 }
@@ -143,8 +127,7 @@ fn list_join_length_is_known_before_the_text_is_built() {
 fn str_replace_amplification_is_refused() {
     // Each of 2,000 one-byte placeholders becomes 1,000 bytes: 2·10^6
     // bytes from a 3 KB template.
-    let t =
-        json!({"str_replace": {"template": "x".repeat(2000), "params": {"x": "y".repeat(1000)}}});
+    let t = json!({"str_replace": {"template": "x".repeat(2000), "params": {"x": "y".repeat(1000)}}});
     let e = refused(&Ctx::default(), t);
     assert_eq!(
         e,
@@ -159,9 +142,7 @@ fn str_replace_amplification_is_refused() {
 
 #[test]
 fn map_merge_and_map_replace_are_bounded() {
-    let m: serde_json::Map<String, Value> = (0..50)
-        .map(|i| (format!("k{i}"), json!("v".repeat(20))))
-        .collect();
+    let m: serde_json::Map<String, Value> = (0..50).map(|i| (format!("k{i}"), json!("v".repeat(20)))).collect();
     let merge = json!({"map_merge": [m.clone(), {"extra": 1}]});
     let (_, v) = byte_threshold("map_merge", merge);
     assert_eq!(v.as_object().map(|o| o.len()), Some(51));
@@ -186,12 +167,7 @@ fn list_concat_and_unique_are_bounded_and_unique_keeps_last_occurrences() {
     assert_eq!(v, json!([0, 1, 2, 4, 5, 6, 7, 8, 9, 3, {"a": 2, "b": 1}]));
     // Many items are compared by hash, not pair by pair.
     let many: Vec<Value> = (0..100_000).map(|i| json!(i)).collect();
-    let v = eval(
-        W,
-        json!({"list_concat_unique": [many.clone(), many]}),
-        &within(1 << 24, 1 << 20),
-    )
-    .unwrap();
+    let v = eval(W, json!({"list_concat_unique": [many.clone(), many]}), &within(1 << 24, 1 << 20)).unwrap();
     assert_eq!(v.as_array().map(Vec::len), Some(100_000));
 }
 
@@ -202,10 +178,7 @@ fn str_split_counts_its_parts_first() {
     assert_eq!(v, json!(["a", "b", "", "c"]));
     let many = json!({"str_split": [",", ",".repeat(10_000)]});
     let e = refused(&within(1 << 20, 10_000), many.clone());
-    assert!(
-        e.contains("10001 items, which exceeds the limit of 10000 items"),
-        "{e}"
-    );
+    assert!(e.contains("10001 items, which exceeds the limit of 10000 items"), "{e}");
     assert!(eval(W, many, &within(1 << 20, 10_001)).is_ok());
 }
 
@@ -214,10 +187,7 @@ fn digest_of_a_huge_string_is_refused_where_the_string_is_built() {
     let list: Vec<Value> = (0..2000).map(|i| json!(i)).collect();
     let huge = json!({"digest": ["sha512", {"list_join": ["", {"repeat": {"template": "0123456789", "for_each": {"%a%": list}}}, [{"str_replace": {"template": "x".repeat(3000), "params": {"x": "y".repeat(400)}}}]]}]});
     let e = refused(&Ctx::default(), huge);
-    assert!(
-        e.starts_with("Request limit exceeded: str_replace: "),
-        "{e}"
-    );
+    assert!(e.starts_with("Request limit exceeded: str_replace: "), "{e}");
     // A digest's own result is small and counted like any other.
     let (_, v) = byte_threshold("digest", json!({"digest": ["md5", "abc"]}));
     assert_eq!(v, json!("900150983cd24fb0d6963f7d28e17f72"));
@@ -230,40 +200,17 @@ fn copies_of_parameters_files_and_attributes_are_held_against_the_budget() {
     // Eleven copies of a 100 KB parameter exceed 1 MiB held at once.
     let copies = |f: Value| Value::Array(std::iter::repeat(f).take(11).collect());
     let e = eval(W, copies(json!({"get_param": "big"})), &ctx).unwrap_err();
-    assert!(
-        e.message.starts_with("Request limit exceeded: get_param: "),
-        "{}",
-        e.message
-    );
+    assert!(e.message.starts_with("Request limit exceeded: get_param: "), "{}", e.message);
     let e = eval(W, copies(json!({"get_file": "f"})), &ctx).unwrap_err();
-    assert!(
-        e.message.starts_with("Request limit exceeded: get_file: "),
-        "{}",
-        e.message
-    );
+    assert!(e.message.starts_with("Request limit exceeded: get_file: "), "{}", e.message);
     // Ten fit.
-    let ten = Value::Array(
-        std::iter::repeat(json!({"get_param": "big"}))
-            .take(10)
-            .collect(),
-    );
-    assert_eq!(
-        eval(W, ten, &ctx).unwrap().as_array().map(Vec::len),
-        Some(10)
-    );
+    let ten = Value::Array(std::iter::repeat(json!({"get_param": "big"})).take(10).collect());
+    assert_eq!(eval(W, ten, &ctx).unwrap().as_array().map(Vec::len), Some(10));
     // get_attr results count like any other.
-    let attrs = Value::Array(
-        std::iter::repeat(json!({"get_attr": ["r", "list"]}))
-            .take(10)
-            .collect(),
-    );
+    let attrs = Value::Array(std::iter::repeat(json!({"get_attr": ["r", "list"]})).take(10).collect());
     assert!(eval(W, attrs.clone(), &within(1 << 20, 20)).is_ok());
     let e = eval(W, attrs, &within(1 << 20, 19)).unwrap_err();
-    assert!(
-        e.message.starts_with("Request limit exceeded: get_attr: "),
-        "{}",
-        e.message
-    );
+    assert!(e.message.starts_with("Request limit exceeded: get_attr: "), "{}", e.message);
 }
 
 #[test]
@@ -272,8 +219,7 @@ fn what_a_function_consumes_is_released() {
     // repeat is small, so many of them fit where their repeats together
     // would not.
     let list: Vec<Value> = (0..1000).map(|i| json!(i)).collect();
-    let joined =
-        json!({"list_join": [",", {"repeat": {"template": "a", "for_each": {"%a%": list}}}]});
+    let joined = json!({"list_join": [",", {"repeat": {"template": "a", "for_each": {"%a%": list}}}]});
     let many = Value::Array(std::iter::repeat(joined).take(20).collect());
     let v = eval(W, many, &within(1 << 20, 1500)).unwrap();
     assert_eq!(v.as_array().map(Vec::len), Some(20));
@@ -290,12 +236,7 @@ fn total_production_is_bounded() {
     assert_eq!(v.as_str().map(str::len), Some(40_000));
     let many = json!({"list_join": ["", Value::Array(std::iter::repeat(json!({"digest": ["md5", joined]})).take(40).collect())]});
     let e = refused(&ctx, many);
-    assert!(
-        e.contains(
-            "bytes in total, which exceeds the limit of 2097152 bytes in total per evaluation"
-        ),
-        "{e}"
-    );
+    assert!(e.contains("bytes in total, which exceeds the limit of 2097152 bytes in total per evaluation"), "{e}");
 }
 
 #[test]
@@ -303,26 +244,19 @@ fn cfn_functions_share_the_budget() {
     use keelson_hot::Template;
     let list: Vec<Value> = (0..3000).map(|i| json!(format!("item{i}"))).collect();
     let props = |p: Value| {
-        let t = Template::parse(&json!({"AWSTemplateFormatVersion": "2010-09-09", "Resources": {"A": {"Type": "X", "Properties": p}}}))
-            .unwrap();
+        let t = Template::parse(
+            &json!({"AWSTemplateFormatVersion": "2010-09-09", "Resources": {"A": {"Type": "X", "Properties": p}}}),
+        )
+        .unwrap();
         let env = keelson_hot::Environment::default();
-        let params = t
-            .validate_parameters(
-                &env,
-                &serde_json::Map::new(),
-                &keelson_hot::PseudoParams::default(),
-            )
-            .unwrap();
+        let params =
+            t.validate_parameters(&env, &serde_json::Map::new(), &keelson_hot::PseudoParams::default()).unwrap();
         t.resources(&params).unwrap().remove(0).properties
     };
     let ctx = within(20_000, 10_000);
     let join = props(json!({"j": {"Fn::Join": ["-".repeat(10), list.clone()]}}));
     let e = join.resolve(&ctx).unwrap_err();
-    assert!(
-        e.message.starts_with("Request limit exceeded: Fn::Join: "),
-        "{}",
-        e.message
-    );
+    assert!(e.message.starts_with("Request limit exceeded: Fn::Join: "), "{}", e.message);
     let small = props(json!({"j": {"Fn::Join": [",", ["a", "b"]]}}));
     assert_eq!(small.resolve(&ctx).unwrap(), json!({"j": "a,b"}));
     let replace = props(json!({"r": {"Fn::Replace": [{"$": "y".repeat(100)}, "$".repeat(300)]}}));
@@ -334,9 +268,7 @@ fn cfn_functions_share_the_budget() {
     let split = props(json!({"s": {"Fn::Split": [",", ",".repeat(10_000)]}}));
     let e = split.resolve(&ctx).unwrap_err();
     assert!(
-        e.message.starts_with(
-            "Request limit exceeded: Fn::Split: the values produced would reach 10001 items"
-        ),
+        e.message.starts_with("Request limit exceeded: Fn::Split: the values produced would reach 10001 items"),
         "{}",
         e.message
     );

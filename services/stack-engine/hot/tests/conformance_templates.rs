@@ -7,7 +7,8 @@ use serde_json::Map;
 /// With default parameter values (when the template has them all):
 /// resources, outputs and references must work.
 fn exercise(t: &Template) -> Result<(), TemplateError> {
-    let pseudo = PseudoParams { stack_id: "id".into(), stack_name: "n".into(), project_id: "p".into(), region: "r".into() };
+    let pseudo =
+        PseudoParams { stack_id: "id".into(), stack_name: "n".into(), project_id: "p".into(), region: "r".into() };
     let params = match t.validate_parameters(&Environment::default(), &Map::new(), &pseudo) {
         Ok(p) => p,
         Err(e) if e.type_name == "UserParameterMissing" => return Ok(()),

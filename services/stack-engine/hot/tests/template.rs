@@ -5,7 +5,12 @@ use keelson_hot::{parse_document, Environment, PseudoParams, Template, TemplateE
 use serde_json::{json, Map, Value};
 
 fn pseudo() -> PseudoParams {
-    PseudoParams { stack_id: "sid".into(), stack_name: "sname".into(), project_id: "pid".into(), region: "RegionOne".into() }
+    PseudoParams {
+        stack_id: "sid".into(),
+        stack_name: "sname".into(),
+        project_id: "pid".into(),
+        region: "RegionOne".into(),
+    }
 }
 
 fn params(t: &Template, user: Value) -> Result<keelson_hot::ParamValues, TemplateError> {
@@ -51,12 +56,19 @@ fn validate_view_matches_capture() {
 fn parameter_errors_from_capture() {
     let t = Template::parse(&capture_template()).unwrap();
     let e = params(&t, json!({"n": 9})).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("StackValidationFailed", "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)"));
+    assert_eq!(
+        (e.type_name, e.message.as_str()),
+        ("StackValidationFailed", "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)")
+    );
     let e = params(&t, json!({"n": "9"})).unwrap_err();
     assert_eq!(e.message, "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)");
     let e = params(&t, json!({"zzz": 1})).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("UnknownUserParameter", "The Parameter (zzz) was not defined in template."));
-    let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "parameters": {"req": {"type": "string"}}})).unwrap();
+    assert_eq!(
+        (e.type_name, e.message.as_str()),
+        ("UnknownUserParameter", "The Parameter (zzz) was not defined in template.")
+    );
+    let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "parameters": {"req": {"type": "string"}}}))
+        .unwrap();
     let e = params(&t, json!({})).unwrap_err();
     assert_eq!((e.type_name, e.message.as_str()), ("UserParameterMissing", "The Parameter (req) was not provided."));
 }
@@ -89,7 +101,10 @@ fn invalid_reference_from_capture() {
     let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::Value", "properties": {"value": {"get_attr": ["nope", "x"]}}}}})).unwrap();
     let p = params(&t, json!({})).unwrap();
     let e = t.check_references(&p).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("InvalidTemplateReference", "The specified reference \"nope\" (in a.Properties.value) is incorrect."));
+    assert_eq!(
+        (e.type_name, e.message.as_str()),
+        ("InvalidTemplateReference", "The specified reference \"nope\" (in a.Properties.value) is incorrect.")
+    );
     let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::None", "depends_on": "zz"}}})).unwrap();
     let e = t.check_references(&params(&t, json!({})).unwrap()).unwrap_err();
     assert_eq!(e.message, "The specified reference \"zz\" (in a) is incorrect.");
@@ -109,7 +124,10 @@ fn version_and_section_errors() {
     assert_eq!(e.type_name, "InvalidTemplateVersion");
     assert_eq!(e.message, "The template version is invalid: \"heat_template_version: 2099-01-01\". \"heat_template_version\" should be one of: 2013-05-23, 2014-10-16, 2015-04-30, 2015-10-15, 2016-04-08, 2016-10-14, 2017-02-24, 2017-09-01, 2018-03-02, 2018-08-31, 2021-04-16, newton, ocata, pike, queens, rocky, wallaby");
     let e = Template::parse(&json!({"heat_template_version": "2016-04-08", "conditions": {}})).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("InvalidTemplateSection", "The template section is invalid: conditions"));
+    assert_eq!(
+        (e.type_name, e.message.as_str()),
+        ("InvalidTemplateSection", "The template section is invalid: conditions")
+    );
     let t = Template::parse(&parse_document("heat_template_version: wallaby\n").unwrap()).unwrap();
     assert_eq!(t.version(), "heat_template_version.2021-04-16");
     let t = Template::parse(&parse_document("heat_template_version: 2013-05-23\n").unwrap()).unwrap();
@@ -119,17 +137,27 @@ fn version_and_section_errors() {
 #[test]
 fn resource_definition_errors() {
     let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::None", "propertes": {}}}})).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("StackValidationFailed", "\"propertes\" is not a valid keyword inside a resource definition"));
+    assert_eq!(
+        (e.type_name, e.message.as_str()),
+        ("StackValidationFailed", "\"propertes\" is not a valid keyword inside a resource definition")
+    );
     let e = Template::parse(&json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "OS::Heat::None", "condition": true}}})).unwrap_err();
     assert_eq!(e.message, "\"condition\" is not a valid keyword inside a resource definition");
-    let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"properties": {}}}})).unwrap_err();
+    let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"properties": {}}}}))
+        .unwrap_err();
     assert_eq!(e.message, "Resource a is missing \"type\"");
     let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "X", "deletion_policy": "retain"}, "b": {"type": "X", "deletion_policy": "Bogus"}}})).unwrap();
     let e = t.resources(&params(&t, json!({})).unwrap()).unwrap_err();
     assert_eq!(e.message, "Invalid deletion policy \"Bogus\"");
-    let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "X", "deletion_policy": "retain"}}})).unwrap();
+    let t = Template::parse(
+        &json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "X", "deletion_policy": "retain"}}}),
+    )
+    .unwrap();
     assert_eq!(t.resources(&params(&t, json!({})).unwrap()).unwrap()[0].deletion_policy, "Retain");
-    let t = Template::parse(&json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "X", "deletion_policy": "retain"}}})).unwrap();
+    let t = Template::parse(
+        &json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "X", "deletion_policy": "retain"}}}),
+    )
+    .unwrap();
     assert!(t.resources(&params(&t, json!({})).unwrap()).is_err());
 }
 
@@ -168,9 +196,15 @@ fn conditions_select_resources_outputs_and_branches() {
 
 #[test]
 fn condition_errors() {
-    let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "X", "condition": "nope"}}})).unwrap_err();
+    let e = Template::parse(
+        &json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "X", "condition": "nope"}}}),
+    )
+    .unwrap_err();
     assert_eq!(e.message, "resources.a.condition: Invalid condition \"nope\"");
-    let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "conditions": {"c1": {"not": "c2"}, "c2": {"not": "c1"}}})).unwrap();
+    let t = Template::parse(
+        &json!({"heat_template_version": "2021-04-16", "conditions": {"c1": {"not": "c2"}, "c2": {"not": "c1"}}}),
+    )
+    .unwrap();
     assert!(t.condition_values(&params(&t, json!({})).unwrap()).unwrap_err().message.contains("Circular"));
     let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "parameters": {"s": {"type": "string", "default": "x"}}, "conditions": {"c": {"get_param": "s"}}})).unwrap();
     assert_eq!(
@@ -182,17 +216,22 @@ fn condition_errors() {
 #[test]
 fn parameter_groups_validated() {
     let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "parameters": {"a": {"type": "string"}},
-        "parameter_groups": [{"label": "g", "parameters": ["a", "b"]}]})).unwrap_err();
+        "parameter_groups": [{"label": "g", "parameters": ["a", "b"]}]}))
+    .unwrap_err();
     assert!(e.message.contains("The grouped parameter b does not reference a valid parameter."), "{}", e.message);
     let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "parameters": {"a": {"type": "string"}},
-        "parameter_groups": [{"label": "g", "parameters": ["a"]}, {"label": "h", "parameters": ["a"]}]})).unwrap_err();
+        "parameter_groups": [{"label": "g", "parameters": ["a"]}, {"label": "h", "parameters": ["a"]}]}))
+    .unwrap_err();
     assert!(e.message.contains("The a parameter must be assigned to one parameter group only."));
 }
 
 #[test]
 fn ref_in_2013_templates_becomes_param_or_resource() {
-    let t = Template::parse(&json!({"heat_template_version": "2013-05-23", "parameters": {"p": {"type": "string", "default": "v"}},
-        "resources": {"a": {"type": "X"}, "b": {"type": "X", "properties": {"x": {"Ref": "a"}, "y": {"Ref": "p"}}}}})).unwrap();
+    let t = Template::parse(
+        &json!({"heat_template_version": "2013-05-23", "parameters": {"p": {"type": "string", "default": "v"}},
+        "resources": {"a": {"type": "X"}, "b": {"type": "X", "properties": {"x": {"Ref": "a"}, "y": {"Ref": "p"}}}}}),
+    )
+    .unwrap();
     let p = params(&t, json!({})).unwrap();
     let b = t.resources(&p).unwrap().into_iter().find(|r| r.name == "b").unwrap();
     assert_eq!(b.requires().into_iter().collect::<Vec<_>>(), vec!["a"]);
@@ -206,7 +245,10 @@ fn stack_show_parameters_and_environment_as_captured() {
     let shown = p.display();
     let keys: Vec<&str> = shown.keys().map(String::as_str).collect();
     assert_eq!(keys, vec!["OS::stack_id", "OS::project_id", "OS::stack_name", "v", "n"]);
-    assert_eq!(Value::Object(shown.clone()), json!({"OS::stack_id": "sid", "OS::project_id": "pid", "OS::stack_name": "sname", "v": "alpha", "n": "2"}));
+    assert_eq!(
+        Value::Object(shown.clone()),
+        json!({"OS::stack_id": "sid", "OS::project_id": "pid", "OS::stack_name": "sname", "v": "alpha", "n": "2"})
+    );
     assert_eq!(
         serde_json::to_string(&env.to_value()).unwrap(),
         r#"{"resource_registry":{"resources":{}},"parameters":{"v":"alpha"},"parameter_defaults":{},"event_sinks":[],"encrypted_param_names":[]}"#
@@ -215,7 +257,8 @@ fn stack_show_parameters_and_environment_as_captured() {
 
 #[test]
 fn cfn_templates_parse_and_resolve() {
-    let doc = parse_document(r#"
+    let doc = parse_document(
+        r#"
 AWSTemplateFormatVersion: 2010-09-09
 Parameters:
   Size:
@@ -237,7 +280,9 @@ Resources:
       y: {"Fn::GetAtt": [A, name]}
 Outputs:
   O: {Value: {Ref: B}}
-"#).unwrap();
+"#,
+    )
+    .unwrap();
     let t = Template::parse(&doc).unwrap();
     assert_eq!(t.version(), "AWSTemplateFormatVersion.2010-09-09");
     let p = params(&t, json!({})).unwrap();
@@ -256,10 +301,17 @@ Outputs:
 #[test]
 fn non_condition_functions_rejected_in_conditions() {
     let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"r": {"type": "X"}},
-        "conditions": {"c": {"equals": [{"get_resource": "r"}, "x"]}}})).unwrap_err();
-    assert_eq!(e.message, "conditions.c.equals[0].get_resource: The function \"get_resource\" is invalid in this context");
+        "conditions": {"c": {"equals": [{"get_resource": "r"}, "x"]}}}))
+    .unwrap_err();
+    assert_eq!(
+        e.message,
+        "conditions.c.equals[0].get_resource: The function \"get_resource\" is invalid in this context"
+    );
     // Before 2017-09-01 "contains" is no function: a map is no condition.
-    let t = Template::parse(&json!({"heat_template_version": "2016-10-14", "conditions": {"c": {"contains": ["a", ["a"]]}}})).unwrap();
+    let t = Template::parse(
+        &json!({"heat_template_version": "2016-10-14", "conditions": {"c": {"contains": ["a", ["a"]]}}}),
+    )
+    .unwrap();
     let e = t.condition_values(&params(&t, json!({})).unwrap()).unwrap_err();
     assert!(e.message.starts_with("Invalid condition"), "{}", e.message);
 }

@@ -33,14 +33,10 @@ use super::graph::{node_label, Node};
 use super::traversal::graph_key;
 use super::Engine;
 use crate::definition::{LiveContext, ResourceFacts, StackDefinition};
-use crate::resources::{
-    ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision,
-};
+use crate::resources::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
 use crate::store::resources::ResourceDataEntry;
 use crate::store::sync_points::Report;
-use crate::store::{
-    self, action, status, MergeOutcome, NewEvent, ResourceChange, ResourceRow, StackRow,
-};
+use crate::store::{self, action, status, MergeOutcome, NewEvent, ResourceChange, ResourceRow, StackRow};
 use crate::EngineError;
 
 /// Times a check reads the row again after finding it changed between
@@ -107,12 +103,7 @@ struct EventSpec<'a> {
 
 impl<'a> EventSpec<'a> {
     fn new(action: &'a str, status: &'a str, reason: &'a str, properties: Option<Value>) -> Self {
-        EventSpec {
-            action,
-            status,
-            reason,
-            properties,
-        }
+        EventSpec { action, status, reason, properties }
     }
 }
 
@@ -164,7 +155,11 @@ fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
 
 /// The resource's `update_policy`, resolved, for the plugins that act on
 /// it (groups batch by it).
-fn update_policy_of(plugin: &dyn ResourceType, defn: &keelson_hot::ResourceDefn, ctx: &LiveContext) -> Result<Option<Value>, EngineError> {
+fn update_policy_of(
+    plugin: &dyn ResourceType,
+    defn: &keelson_hot::ResourceDefn,
+    ctx: &LiveContext,
+) -> Result<Option<Value>, EngineError> {
     match &defn.update_policy {
         Some(policy) if plugin.takes_update_policy() => Ok(Some(policy.resolve(ctx)?).filter(|p| !p.is_null())),
         _ => Ok(None),
@@ -175,10 +170,7 @@ fn update_policy_of(plugin: &dyn ResourceType, defn: &keelson_hot::ResourceDefn,
 fn state_from(row: &ResourceRow, data: &BTreeMap<String, ResourceDataEntry>) -> ResourceState {
     ResourceState {
         physical_id: row.physical_resource_id.clone(),
-        data: data
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect(),
+        data: data.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect(),
         properties: match &row.properties_data {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
@@ -208,20 +200,13 @@ impl Engine {
             tracing::warn!(error = %e, stack_id = msg.stack_id, resource_id = msg.resource_id, "check_resource failed");
             // A lock left behind by this engine would look alive forever;
             // freeing it lets the watchdog re-trigger the stack.
-            let _ = store::resources::release_lock(
-                &self.db,
-                msg.resource_id,
-                &self.engine_id,
-                ResourceChange::default(),
-            )
-            .await;
+            let _ =
+                store::resources::release_lock(&self.db, msg.resource_id, &self.engine_id, ResourceChange::default())
+                    .await;
         }
     }
 
-    async fn check_resource_inner(
-        self: &Arc<Self>,
-        msg: &CheckResourceMsg,
-    ) -> Result<(), EngineError> {
+    async fn check_resource_inner(self: &Arc<Self>, msg: &CheckResourceMsg) -> Result<(), EngineError> {
         for _ in 0..LOCK_ATTEMPTS {
             let Some(seen) = self.read_seen(msg).await? else {
                 return Ok(());
@@ -231,8 +216,7 @@ impl Engine {
                 return Ok(());
             }
             if self.timed_out(stack) {
-                self.mark_failed(&stack.id, &msg.traversal_id, "Timed out")
-                    .await?;
+                self.mark_failed(&stack.id, &msg.traversal_id, "Timed out").await?;
                 return Ok(());
             }
             let Some(row) = seen.row.clone() else {
@@ -247,10 +231,7 @@ impl Engine {
             match outcome {
                 Outcome::Raced => continue,
                 Outcome::Done(row, data, last) => {
-                    if self
-                        .propagate(stack, &row, msg.is_update, data, last)
-                        .await?
-                    {
+                    if self.propagate(stack, &row, msg.is_update, data, last).await? {
                         return Ok(());
                     }
                     // The row changed before the node's only write: the
@@ -258,26 +239,18 @@ impl Engine {
                     continue;
                 }
                 Outcome::Replaced(new_id) => {
-                    let next = CheckResourceMsg {
-                        resource_id: new_id,
-                        ..msg.clone()
-                    };
+                    let next = CheckResourceMsg { resource_id: new_id, ..msg.clone() };
                     self.dispatcher.dispatch(self, next).await;
                     return Ok(());
                 }
                 Outcome::Locked => return Ok(()),
                 Outcome::Failed(reason) => {
-                    if !self
-                        .mark_failed(&stack.id, &msg.traversal_id, &reason)
-                        .await?
-                    {
+                    if !self.mark_failed(&stack.id, &msg.traversal_id, &reason).await? {
                         self.retrigger(&stack.id, row_id, msg.is_update).await?;
                     }
                     return Ok(());
                 }
-                Outcome::Retrigger => {
-                    return self.retrigger(&stack.id, row_id, msg.is_update).await
-                }
+                Outcome::Retrigger => return self.retrigger(&stack.id, row_id, msg.is_update).await,
             }
         }
         // The row kept changing under us: whoever changed it holds or held
@@ -288,16 +261,11 @@ impl Engine {
     /// The stack, the row and the row's data, in one statement (the row
     /// is not read for a stale traversal).
     async fn read_seen(&self, msg: &CheckResourceMsg) -> Result<Option<Seen>, EngineError> {
-        Ok(
-            store::check_snapshot(&self.db, &msg.stack_id, &msg.traversal_id, msg.resource_id)
-                .await?,
-        )
+        Ok(store::check_snapshot(&self.db, &msg.stack_id, &msg.traversal_id, msg.resource_id).await?)
     }
 
     fn timed_out(&self, stack: &StackRow) -> bool {
-        let (Some(mins), Some(started)) =
-            (stack.timeout_mins, stack.updated_at.or(stack.created_at))
-        else {
+        let (Some(mins), Some(started)) = (stack.timeout_mins, stack.updated_at.or(stack.created_at)) else {
             return false;
         };
         let elapsed = keelson_common::db::now() - started;
@@ -315,11 +283,7 @@ impl Engine {
         if holder == self.engine_id || self.dispatcher.is_alive(self, &holder).await {
             return Ok(Lockable::Held(row));
         }
-        let act = if row.action == action::INIT {
-            action::CREATE
-        } else {
-            row.action.as_str()
-        };
+        let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
         let reason = format!("Worker went down during resource {act}");
         let act = act.to_string();
         if store::resources::steal_lock(
@@ -331,8 +295,7 @@ impl Engine {
         .await?
         {
             if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                self.resource_event(&stolen, &act, status::FAILED, &reason, None)
-                    .await;
+                self.resource_event(&stolen, &act, status::FAILED, &reason, None).await;
             }
         }
         Ok(Lockable::Stolen)
@@ -355,27 +318,16 @@ impl Engine {
         event: Option<EventSpec<'_>>,
     ) -> Result<bool, EngineError> {
         let now = db::now();
-        let change = ResourceChange {
-            engine_id: Some(hold.then(|| self.engine_id.clone())),
-            updated_at: Some(now),
-            ..change
-        };
+        let change =
+            ResourceChange { engine_id: Some(hold.then(|| self.engine_id.clone())), updated_at: Some(now), ..change };
         let mut after = row.clone();
         change.apply_to(&mut after, now);
-        let event = event.map(|e| {
-            super::events::resource_event_of(&after, e.action, e.status, e.reason, e.properties)
-        });
+        let event = event.map(|e| super::events::resource_event_of(&after, e.action, e.status, e.reason, e.properties));
         let expected = row.engine_id.clone();
         let applied = db::retrying("resource write", || async {
             let mut tx = self.db.begin().await?;
-            if !store::resources::update_cas_tx(
-                &mut tx,
-                row.id,
-                expected.as_deref(),
-                row.atomic_key,
-                change.clone(),
-            )
-            .await?
+            if !store::resources::update_cas_tx(&mut tx, row.id, expected.as_deref(), row.atomic_key, change.clone())
+                .await?
             {
                 // Dropping the transaction rolls it back.
                 return Ok(false);
@@ -390,10 +342,7 @@ impl Engine {
         .await?;
         if !applied {
             if expected.is_some() {
-                return Err(EngineError::internal(format!(
-                    "lost the lock of resource {}",
-                    row.id
-                )));
+                return Err(EngineError::internal(format!("lost the lock of resource {}", row.id)));
             }
             return Ok(false);
         }
@@ -414,16 +363,10 @@ impl Engine {
         event: Option<EventSpec<'_>>,
     ) -> (LastWrite, ResourceRow) {
         let now = db::now();
-        let change = ResourceChange {
-            engine_id: Some(None),
-            updated_at: Some(now),
-            ..change
-        };
+        let change = ResourceChange { engine_id: Some(None), updated_at: Some(now), ..change };
         let mut after = row.clone();
         change.apply_to(&mut after, now);
-        let event = event.map(|e| {
-            super::events::resource_event_of(&after, e.action, e.status, e.reason, e.properties)
-        });
+        let event = event.map(|e| super::events::resource_event_of(&after, e.action, e.status, e.reason, e.properties));
         let last = LastWrite {
             id: row.id,
             engine: row.engine_id.clone(),
@@ -450,12 +393,7 @@ impl Engine {
 
     /// ACTION_IN_PROGRESS "state changed" and its event, taking the lock
     /// of a row unlocked as read. False: the row changed since the read.
-    async fn begin(
-        &self,
-        row: &mut ResourceRow,
-        act: &str,
-        properties: Option<Value>,
-    ) -> Result<bool, EngineError> {
+    async fn begin(&self, row: &mut ResourceRow, act: &str, properties: Option<Value>) -> Result<bool, EngineError> {
         let reason = "state changed";
         // A resource being created starts with its template metadata (set
         // on the row by the caller).
@@ -464,26 +402,14 @@ impl Engine {
             rsrc_metadata: (creating && row.rsrc_metadata.is_some()).then(|| row.rsrc_metadata.clone()),
             ..ResourceChange::state(act, status::IN_PROGRESS, reason)
         };
-        self.write_row(
-            row,
-            change,
-            true,
-            &[],
-            Some(EventSpec::new(act, status::IN_PROGRESS, reason, properties)),
-        )
-        .await
+        self.write_row(row, change, true, &[], Some(EventSpec::new(act, status::IN_PROGRESS, reason, properties))).await
     }
 
     async fn state_of(&self, row: &ResourceRow) -> Result<ResourceState, EngineError> {
         crate::definition::resource_state(&self.db, row).await
     }
 
-    async fn facts_of(
-        &self,
-        plugin: &dyn ResourceType,
-        row: &ResourceRow,
-        state: &ResourceState,
-    ) -> ResourceFacts {
+    async fn facts_of(&self, plugin: &dyn ResourceType, row: &ResourceRow, state: &ResourceState) -> ResourceFacts {
         crate::definition::resource_facts(plugin, &row.name, state).await
     }
 
@@ -500,25 +426,14 @@ impl Engine {
         let mut facts = BTreeMap::new();
         for v in input.values() {
             if let Some(n) = v.get("name").and_then(Value::as_str) {
-                let attributes = v
-                    .get("attrs")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
+                let attributes = v.get("attrs").and_then(Value::as_object).cloned().unwrap_or_default();
                 facts.insert(
                     n.to_string(),
-                    ResourceFacts {
-                        reference_id: v.get("reference_id").cloned().unwrap_or(Value::Null),
-                        attributes,
-                    },
+                    ResourceFacts { reference_id: v.get("reference_id").cloned().unwrap_or(Value::Null), attributes },
                 );
             }
         }
-        let missing: Vec<String> = def
-            .requires(name)
-            .into_iter()
-            .filter(|r| !facts.contains_key(r))
-            .collect();
+        let missing: Vec<String> = def.requires(name).into_iter().filter(|r| !facts.contains_key(r)).collect();
         if missing.is_empty() {
             return Ok(facts);
         }
@@ -527,13 +442,7 @@ impl Engine {
             let best = rows
                 .iter()
                 .filter(|r| r.name == req && r.action != action::INIT && r.action != action::DELETE)
-                .max_by_key(|r| {
-                    (
-                        r.current_template_id == Some(stack.raw_template_id),
-                        r.replaced_by.is_none(),
-                        r.id,
-                    )
-                });
+                .max_by_key(|r| (r.current_template_id == Some(stack.raw_template_id), r.replaced_by.is_none(), r.id));
             let Some(row) = best else { continue };
             let Some((_, plugin)) = self.plugin_of_row(stack, row).await else {
                 continue;
@@ -565,27 +474,14 @@ impl Engine {
             }
             Lockable::Stolen => return Ok(Outcome::Raced),
         };
-        let def = self
-            .definitions
-            .get(
-                &self.db,
-                stack,
-                stack.raw_template_id,
-                &self.settings.region_name,
-            )
-            .await?;
+        let def = self.definitions.get(&self.db, stack, stack.raw_template_id, &self.settings.region_name).await?;
         let Some(defn) = def.resource(&row.name) else {
             let (last, after) = self.last_write(&row, ResourceChange::default(), Vec::new(), None);
             return Ok(Outcome::Done(Box::new(after), Value::Null, Some(last)));
         };
         let graph = self.graph_of(stack).await?;
         let key = graph_key(&graph, &row, true);
-        let requires: Vec<i64> = graph
-            .predecessors(key)
-            .into_iter()
-            .filter(|n| n.1)
-            .map(|n| n.0)
-            .collect();
+        let requires: Vec<i64> = graph.predecessors(key).into_iter().filter(|n| n.1).map(|n| n.0).collect();
         let type_name = def.plugin_identity(&defn.name, &defn.type_name);
         let plugin = match def.plugin_for(&self.registry, &defn.name, &defn.type_name) {
             Ok(p) => p,
@@ -593,14 +489,10 @@ impl Engine {
                 return self.fail_before_action(&mut row, Act::Create, &e.message).await;
             }
             Err(e) => {
-                return self
-                    .fail_before_action(&mut row, Act::Create, &format!("{}: {}", e.type_name, e.message))
-                    .await
+                return self.fail_before_action(&mut row, Act::Create, &format!("{}: {}", e.type_name, e.message)).await
             }
         };
-        let facts = self
-            .gather_facts(stack, &def, &row.name, &msg.input)
-            .await?;
+        let facts = self.gather_facts(stack, &def, &row.name, &msg.input).await?;
         let mut ctx = LiveContext::new(&def, facts);
         if def.nested && def.uses_resource_facade {
             ctx = ctx.with_facade(self.resource_facade(stack).await?);
@@ -609,11 +501,7 @@ impl Engine {
             let policy = update_policy_of(plugin.as_ref(), defn, &ctx)?;
             Ok((plugin.validate_properties(&row.name, &given)?, policy))
         });
-        let act = if row.action == action::INIT {
-            Act::Create
-        } else {
-            Act::Update
-        };
+        let act = if row.action == action::INIT { Act::Create } else { Act::Update };
         let (props, update_policy) = match inputs {
             Ok(inputs) => inputs,
             Err(e) => {
@@ -634,34 +522,24 @@ impl Engine {
             }
             if stack.action == action::ADOPT && plugin.runs_nested_stack() {
                 return self
-                    .run_action(stack, row, data, plugin, Act::AdoptNested, (props, update_policy), requires, None, written)
-                    .await;
-            }
-            if stack.action == action::ADOPT {
-                return self
-                    .run_adopt(
+                    .run_action(
                         stack,
                         row,
                         data,
                         plugin,
-                        props,
+                        Act::AdoptNested,
+                        (props, update_policy),
                         requires,
-                        defn.type_name.clone(),
+                        None,
+                        written,
                     )
                     .await;
             }
+            if stack.action == action::ADOPT {
+                return self.run_adopt(stack, row, data, plugin, props, requires, defn.type_name.clone()).await;
+            }
             return self
-                .run_action(
-                    stack,
-                    row,
-                    data,
-                    plugin,
-                    Act::Create,
-                    (props, update_policy),
-                    requires,
-                    None,
-                    written,
-                )
+                .run_action(stack, row, data, plugin, Act::Create, (props, update_policy), requires, None, written)
                 .await;
         }
         // The environment's restricted_actions for this resource (upstream
@@ -686,11 +564,7 @@ impl Engine {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
         };
-        let decision = if broken {
-            UpdateDecision::Replace
-        } else {
-            plugin.update_decision(&old_props, &props)
-        };
+        let decision = if broken { UpdateDecision::Replace } else { plugin.update_decision(&old_props, &props) };
         match decision {
             UpdateDecision::InPlace if restricted.contains("update") => {
                 return self.restricted_failure(row, "update").await;
@@ -740,12 +614,7 @@ impl Engine {
                         ResourceChange::state(action::UPDATE, status::COMPLETE, reason.clone()),
                         false,
                         &[],
-                        Some(EventSpec::new(
-                            action::UPDATE,
-                            status::COMPLETE,
-                            &reason,
-                            None,
-                        )),
+                        Some(EventSpec::new(action::UPDATE, status::COMPLETE, &reason, None)),
                     )
                     .await?;
                 }
@@ -777,16 +646,8 @@ impl Engine {
         row: &ResourceRow,
     ) -> Option<(String, Arc<dyn ResourceType>)> {
         let region = &self.settings.region_name;
-        for template_id in row
-            .current_template_id
-            .into_iter()
-            .chain([stack.raw_template_id])
-        {
-            if let Ok(def) = self
-                .definitions
-                .get(&self.db, stack, template_id, region)
-                .await
-            {
+        for template_id in row.current_template_id.into_iter().chain([stack.raw_template_id]) {
+            if let Ok(def) = self.definitions.get(&self.db, stack, template_id, region).await {
                 let type_name = def.plugin_identity(&row.name, &row.resource_type);
                 let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type).ok()?;
                 return Some((type_name, plugin));
@@ -799,11 +660,7 @@ impl Engine {
     /// An update the environment restricts: an UPDATE_FAILED event only
     /// (the resource keeps its state), and the stack fails (upstream
     /// ResourceActionRestricted).
-    async fn restricted_failure(
-        &self,
-        mut row: ResourceRow,
-        what: &str,
-    ) -> Result<Outcome, EngineError> {
+    async fn restricted_failure(&self, mut row: ResourceRow, what: &str) -> Result<Outcome, EngineError> {
         let message = format!("{what} is restricted for resource.");
         if !self
             .write_row(
@@ -811,12 +668,7 @@ impl Engine {
                 ResourceChange::default(),
                 false,
                 &[],
-                Some(EventSpec::new(
-                    action::UPDATE,
-                    status::FAILED,
-                    &message,
-                    None,
-                )),
+                Some(EventSpec::new(action::UPDATE, status::FAILED, &message, None)),
             )
             .await?
         {
@@ -847,7 +699,12 @@ impl Engine {
         }
         let Some(this) = self.this.upgrade() else { return };
         match this.cancel_update(child_id, false).await {
-            Ok(()) => tracing::info!(stack_id = stack.id, resource = row.name, child_id, "preempted the nested stack's update"),
+            Ok(()) => tracing::info!(
+                stack_id = stack.id,
+                resource = row.name,
+                child_id,
+                "preempted the nested stack's update"
+            ),
             // Not in progress (any more): nothing to preempt.
             Err(e) => tracing::debug!(error = %e, child_id, "nested stack not preempted"),
         }
@@ -865,17 +722,15 @@ impl Engine {
             return Ok(facade);
         };
         let rows = store::resources::list(&self.db, owner_id).await?;
-        let live = rows
-            .iter()
-            .filter(|r| &r.name == resource_name && r.replaced_by.is_none())
-            .max_by_key(|r| r.id);
+        let live = rows.iter().filter(|r| &r.name == resource_name && r.replaced_by.is_none()).max_by_key(|r| r.id);
         let metadata = live.and_then(|r| r.rsrc_metadata.clone()).filter(|m| !m.is_null()).unwrap_or_else(|| json!({}));
         facade.insert("metadata".into(), metadata);
         let def = self.definition(&parent, parent.raw_template_id).await?;
         if let Some(defn) = def.resource(resource_name) {
             facade.insert("deletion_policy".into(), Value::String(defn.deletion_policy.clone()));
             let unknown = LiveContext::placeholders(&def);
-            let policy = defn.update_policy.as_ref().and_then(|p| p.resolve(&unknown).ok()).unwrap_or_else(|| json!({}));
+            let policy =
+                defn.update_policy.as_ref().and_then(|p| p.resolve(&unknown).ok()).unwrap_or_else(|| json!({}));
             facade.insert("update_policy".into(), policy);
         }
         Ok(facade)
@@ -884,7 +739,11 @@ impl Engine {
     /// The adopt data of a nested-stack resource's children, which
     /// `prepare_adoption` kept in the row's data: taken out of the data
     /// (the child stack holds it from now on).
-    async fn take_nested_adopt_data(&self, row: &ResourceRow, state: &mut ResourceState) -> Result<Option<Value>, EngineError> {
+    async fn take_nested_adopt_data(
+        &self,
+        row: &ResourceRow,
+        state: &mut ResourceState,
+    ) -> Result<Option<Value>, EngineError> {
         let Some(text) = state.data.remove(super::operations::NESTED_ADOPT_KEY) else {
             return Ok(None);
         };
@@ -907,21 +766,11 @@ impl Engine {
         written_type: String,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        if !self
-            .begin(&mut row, action::ADOPT, Some(props_json.clone()))
-            .await?
-        {
+        if !self.begin(&mut row, action::ADOPT, Some(props_json.clone())).await? {
             return Ok(Outcome::Raced);
         }
-        if row
-            .physical_resource_id
-            .as_deref()
-            .is_none_or(str::is_empty)
-        {
-            let reason = format!(
-                "Exception: resources.{}: Resource ID was not provided.",
-                row.name
-            );
+        if row.physical_resource_id.as_deref().is_none_or(str::is_empty) {
+            let reason = format!("Exception: resources.{}: Resource ID was not provided.", row.name);
             self.write_row(
                 &mut row,
                 ResourceChange::state(action::ADOPT, status::FAILED, reason.clone()),
@@ -935,20 +784,8 @@ impl Engine {
         let mut state = state_from(&row, data);
         state.properties = props;
         let facts = self.facts_of(plugin.as_ref(), &row, &state).await;
-        let change = ResourceChange {
-            resource_type: Some(written_type),
-            ..Default::default()
-        };
-        Ok(self.complete(
-            stack,
-            &row,
-            action::ADOPT,
-            change,
-            Vec::new(),
-            props_json,
-            facts,
-            requires,
-        ))
+        let change = ResourceChange { resource_type: Some(written_type), ..Default::default() };
+        Ok(self.complete(stack, &row, action::ADOPT, change, Vec::new(), props_json, facts, requires))
     }
 
     /// ACTION_COMPLETE "state changed" with what the action produced
@@ -983,12 +820,7 @@ impl Engine {
             row,
             change,
             data,
-            Some(EventSpec::new(
-                act,
-                status::COMPLETE,
-                "state changed",
-                Some(props_json),
-            )),
+            Some(EventSpec::new(act, status::COMPLETE, "state changed", Some(props_json))),
         );
         let node = node_data(&after, &facts);
         Outcome::Done(Box::new(after), node, Some(last))
@@ -996,12 +828,7 @@ impl Engine {
 
     /// A failure found before the action (type, properties): FAILED and
     /// its event, no IN_PROGRESS.
-    async fn fail_before_action(
-        &self,
-        row: &mut ResourceRow,
-        act: Act,
-        reason: &str,
-    ) -> Result<Outcome, EngineError> {
+    async fn fail_before_action(&self, row: &mut ResourceRow, act: Act, reason: &str) -> Result<Outcome, EngineError> {
         if !self
             .write_row(
                 row,
@@ -1014,10 +841,7 @@ impl Engine {
         {
             return Ok(Outcome::Raced);
         }
-        Ok(Outcome::Failed(format!(
-            "Resource {} failed: {reason}",
-            act.name()
-        )))
+        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name())))
     }
 
     /// Runs create/update/delete of a row through its plugin, under the
@@ -1037,10 +861,7 @@ impl Engine {
         written_type: Option<String>,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        if !self
-            .begin(&mut row, act.name(), Some(props_json.clone()))
-            .await?
-        {
+        if !self.begin(&mut row, act.name(), Some(props_json.clone())).await? {
             return Ok(Outcome::Raced);
         }
         let mut state = state_from(&row, data);
@@ -1089,16 +910,7 @@ impl Engine {
                     rsrc_metadata: (ctx.state.metadata != metadata_before).then(|| Some(ctx.state.metadata.clone())),
                     ..Default::default()
                 };
-                Ok(self.complete(
-                    stack,
-                    &row,
-                    act.name(),
-                    change,
-                    changed,
-                    props_json,
-                    facts,
-                    requires,
-                ))
+                Ok(self.complete(stack, &row, act.name(), change, changed, props_json, facts, requires))
             }
             Err(failure) => {
                 let reason = failure_reason(&row.name, &failure, act);
@@ -1116,10 +928,9 @@ impl Engine {
                 .await?;
                 match failure {
                     ResourceFailure::Cancelled => Ok(Outcome::Retrigger),
-                    ResourceFailure::Error { .. } => Ok(Outcome::Failed(format!(
-                        "Resource {} failed: {reason}",
-                        act.name()
-                    ))),
+                    ResourceFailure::Error { .. } => {
+                        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name())))
+                    }
                 }
             }
         }
@@ -1157,17 +968,7 @@ impl Engine {
             _ => Map::new(),
         };
         match self
-            .run_action(
-                stack,
-                row.clone(),
-                data,
-                plugin,
-                Act::Delete,
-                (props, None),
-                row.requires.clone(),
-                None,
-                None,
-            )
+            .run_action(stack, row.clone(), data, plugin, Act::Delete, (props, None), row.requires.clone(), None, None)
             .await?
         {
             Outcome::Done(done, _, Some(mut last)) => {
@@ -1215,27 +1016,17 @@ impl Engine {
                 .map(|n| Report {
                     entity_id: n.0.to_string(),
                     is_update: n.1,
-                    input: if n.1 {
-                        data.clone()
-                    } else {
-                        json!({ "replacement": row.id })
-                    },
+                    input: if n.1 { data.clone() } else { json!({ "replacement": row.id }) },
                     expected_required: graph.predecessors(*n).len() as i64,
                 })
                 .collect()
         };
-        let outcomes = match self
-            .commit_reports(traversal, &label, &reports, last.as_ref())
-            .await?
-        {
+        let outcomes = match self.commit_reports(traversal, &label, &reports, last.as_ref()).await? {
             Some(outcomes) => outcomes,
             None => {
                 let held = last.as_ref().and_then(|l| l.engine.clone()).is_some();
                 if held {
-                    return Err(EngineError::internal(format!(
-                        "lost the lock of resource {}",
-                        row.id
-                    )));
+                    return Err(EngineError::internal(format!("lost the lock of resource {}", row.id)));
                 }
                 return Ok(false);
             }
@@ -1269,12 +1060,7 @@ impl Engine {
         } else {
             // A fan-out's successors go out at once, not one round trip
             // after the other.
-            futures::future::join_all(
-                ready
-                    .into_iter()
-                    .map(|msg| self.dispatcher.dispatch(self, msg)),
-            )
-            .await;
+            futures::future::join_all(ready.into_iter().map(|msg| self.dispatcher.dispatch(self, msg))).await;
         }
         if stack_ready {
             self.mark_complete(&stack.id, traversal).await?;
@@ -1307,15 +1093,11 @@ impl Engine {
                 let outcomes = if one_by_one {
                     let mut out = Vec::with_capacity(reports.len());
                     for r in reports {
-                        out.push(
-                            store::sync_points::report_tx(&mut tx, traversal, label, r).await?,
-                        );
+                        out.push(store::sync_points::report_tx(&mut tx, traversal, label, r).await?);
                     }
                     out
                 } else {
-                    match store::sync_points::report_all_tx(&mut tx, traversal, label, reports)
-                        .await?
-                    {
+                    match store::sync_points::report_all_tx(&mut tx, traversal, label, reports).await? {
                         Some(out) => out,
                         // Dropping the transaction rolls the batch back.
                         None => return Ok(Committed::Unbatchable),
@@ -1360,13 +1142,7 @@ impl Engine {
                 _ => return Ok(()),
             }
         }
-        let ready = match store::sync_points::get(
-            &self.db,
-            &key.0.to_string(),
-            &stack.current_traversal,
-            key.1,
-        )
-        .await?
+        let ready = match store::sync_points::get(&self.db, &key.0.to_string(), &stack.current_traversal, key.1).await?
         {
             Some(sp) => sp.satisfied >= sp.required,
             None => false,
@@ -1390,22 +1166,16 @@ impl Engine {
 async fn apply_last_tx(tx: &mut db::Tx, last: &LastWrite) -> Result<bool, db::DbError> {
     let applied = match &last.kind {
         LastKind::Update(change) => {
-            let applied = store::resources::update_cas_tx(
-                tx,
-                last.id,
-                last.engine.as_deref(),
-                last.atomic_key,
-                change.clone(),
-            )
-            .await?;
+            let applied =
+                store::resources::update_cas_tx(tx, last.id, last.engine.as_deref(), last.atomic_key, change.clone())
+                    .await?;
             if applied {
                 store::resources::data_set_many_tx(tx, last.id, &last.data).await?;
             }
             applied
         }
         LastKind::Delete => {
-            store::resources::delete_cas_tx(tx, last.id, last.engine.as_deref(), last.atomic_key)
-                .await?
+            store::resources::delete_cas_tx(tx, last.id, last.engine.as_deref(), last.atomic_key).await?
         }
     };
     if applied {

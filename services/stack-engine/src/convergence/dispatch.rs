@@ -28,11 +28,7 @@ pub trait Dispatcher: Send + Sync + 'static {
     /// Queues the one check a node's report completed: the continuation
     /// of `from`'s own work (a chain's next link). By default anywhere,
     /// as [`Dispatcher::dispatch`].
-    fn dispatch_continuation<'a>(
-        &'a self,
-        from: &'a Arc<Engine>,
-        msg: CheckResourceMsg,
-    ) -> BoxFuture<'a, ()> {
+    fn dispatch_continuation<'a>(&'a self, from: &'a Arc<Engine>, msg: CheckResourceMsg) -> BoxFuture<'a, ()> {
         self.dispatch(from, msg)
     }
 
@@ -82,10 +78,7 @@ impl QueueDispatcher {
     }
 
     pub fn pending(&self) -> Vec<CheckResourceMsg> {
-        self.queue
-            .lock()
-            .map(|q| q.iter().cloned().collect())
-            .unwrap_or_default()
+        self.queue.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default()
     }
 
     pub fn len(&self) -> usize {
@@ -121,11 +114,8 @@ impl Dispatcher for QueueDispatcher {
     fn cancel_all<'a>(&'a self, from: &'a Arc<Engine>, stack_id: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             from.cancel_check_resource(stack_id);
-            let engines: Vec<Arc<Engine>> = self
-                .engines
-                .lock()
-                .map(|e| e.iter().filter_map(Weak::upgrade).collect())
-                .unwrap_or_default();
+            let engines: Vec<Arc<Engine>> =
+                self.engines.lock().map(|e| e.iter().filter_map(Weak::upgrade).collect()).unwrap_or_default();
             for e in engines {
                 e.cancel_check_resource(stack_id);
             }
@@ -137,11 +127,7 @@ impl Dispatcher for QueueDispatcher {
             if engine_id == from.engine_id() {
                 return true;
             }
-            !self
-                .dead
-                .lock()
-                .map(|d| d.contains(engine_id))
-                .unwrap_or(false)
+            !self.dead.lock().map(|d| d.contains(engine_id)).unwrap_or(false)
         })
     }
 }

@@ -18,12 +18,7 @@ const PURGE_CHECK_EVERY: u64 = (PURGE_BATCH / 2) as u64;
 static EVENTS_WRITTEN: AtomicU64 = AtomicU64::new(0);
 
 /// The event of a stack state change.
-pub(super) fn stack_event_of(
-    stack: &StackRow,
-    action: &str,
-    status: &str,
-    reason: &str,
-) -> NewEvent {
+pub(super) fn stack_event_of(stack: &StackRow, action: &str, status: &str, reason: &str) -> NewEvent {
     NewEvent {
         stack_id: stack.id.clone(),
         resource_name: stack.name.clone(),
@@ -57,15 +52,8 @@ pub(super) fn resource_event_of(
 }
 
 impl Engine {
-    pub(super) async fn stack_event(
-        &self,
-        stack: &StackRow,
-        action: &str,
-        status: &str,
-        reason: &str,
-    ) {
-        self.write_event(stack_event_of(stack, action, status, reason))
-            .await;
+    pub(super) async fn stack_event(&self, stack: &StackRow, action: &str, status: &str, reason: &str) {
+        self.write_event(stack_event_of(stack, action, status, reason)).await;
         self.notifier.stack_state(stack, action, status, reason);
     }
 
@@ -77,8 +65,7 @@ impl Engine {
         reason: &str,
         properties: Option<Value>,
     ) {
-        self.write_event(resource_event_of(row, action, status, reason, properties))
-            .await;
+        self.write_event(resource_event_of(row, action, status, reason, properties)).await;
     }
 
     /// Events are a record, not a control path: a failed write is logged.
@@ -102,8 +89,7 @@ impl Engine {
         let first = EVENTS_WRITTEN.fetch_add(n, Ordering::Relaxed);
         let crossed = (first..first + n).any(|i| i % PURGE_CHECK_EVERY == 0);
         if keep > 0 && crossed {
-            if let Err(e) = store::events::purge_oldest(&self.db, stack_id, keep, PURGE_BATCH).await
-            {
+            if let Err(e) = store::events::purge_oldest(&self.db, stack_id, keep, PURGE_BATCH).await {
                 tracing::warn!(error = %e, stack_id, "event purge failed");
             }
         }

@@ -41,36 +41,21 @@ impl TraversalGraph {
     }
 
     pub fn predecessors(&self, n: Node) -> Vec<Node> {
-        self.preds
-            .get(&n)
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default()
+        self.preds.get(&n).map(|s| s.iter().copied().collect()).unwrap_or_default()
     }
 
     pub fn successors(&self, n: Node) -> Vec<Node> {
-        self.succs
-            .get(&n)
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default()
+        self.succs.get(&n).map(|s| s.iter().copied().collect()).unwrap_or_default()
     }
 
     /// Nodes nothing waits for: they report to the stack's sync point.
     pub fn roots(&self) -> Vec<Node> {
-        self.succs
-            .iter()
-            .filter(|(_, s)| s.is_empty())
-            .map(|(n, _)| *n)
-            .collect()
+        self.succs.iter().filter(|(_, s)| s.is_empty()).map(|(n, _)| *n).collect()
     }
 
     /// Nodes that wait for nothing, cleanup nodes first (as upstream).
     pub fn leaves(&self) -> Vec<Node> {
-        let mut leaves: Vec<Node> = self
-            .preds
-            .iter()
-            .filter(|(_, p)| p.is_empty())
-            .map(|(n, _)| *n)
-            .collect();
+        let mut leaves: Vec<Node> = self.preds.iter().filter(|(_, p)| p.is_empty()).map(|(n, _)| *n).collect();
         leaves.sort_by_key(|(id, is_update)| (*is_update, *id));
         leaves
     }
@@ -88,13 +73,8 @@ impl TraversalGraph {
 
     pub fn from_json(v: &Value) -> TraversalGraph {
         let mut g = TraversalGraph::default();
-        let node_of =
-            |v: &Value| -> Option<Node> { Some((v.get(0)?.as_i64()?, v.get(1)?.as_bool()?)) };
-        let edges = v
-            .get("edges")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let node_of = |v: &Value| -> Option<Node> { Some((v.get(0)?.as_i64()?, v.get(1)?.as_bool()?)) };
+        let edges = v.get("edges").and_then(Value::as_array).cloned().unwrap_or_default();
         for e in &edges {
             if let Some(n) = e.get(0).and_then(node_of) {
                 g.add_node(n);

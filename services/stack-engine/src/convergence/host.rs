@@ -20,7 +20,9 @@ use crate::definition::{resource_facts, resource_state, LiveContext, StackDefini
 use crate::resources::host::{
     template_resource_count, NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec, PluginHost,
 };
-use crate::resources::host::{DeploymentSpec, DeploymentState, MetadataMerge, NewSoftwareConfig, PeerResource, SignalUrls};
+use crate::resources::host::{
+    DeploymentSpec, DeploymentState, MetadataMerge, NewSoftwareConfig, PeerResource, SignalUrls,
+};
 use crate::resources::{short_id, ResourceFailure};
 use crate::store::{self, action, status, ResourceRow, StackRow};
 use crate::EngineError;
@@ -77,7 +79,11 @@ impl Engine {
         }
     }
 
-    async fn create_nested_stack(&self, parent: &NestedParent, spec: NestedStackSpec) -> Result<NestedStackRef, EngineError> {
+    async fn create_nested_stack(
+        &self,
+        parent: &NestedParent,
+        spec: NestedStackSpec,
+    ) -> Result<NestedStackRef, EngineError> {
         let owner = self.live_parent(&parent.stack_id).await?;
         let depth = owner.nested_depth + 1;
         if depth > self.settings.max_nested_stack_depth {
@@ -90,12 +96,7 @@ impl Engine {
         self.check_tree_size(&owner.id, None, resources).await?;
         let id = uuid::Uuid::new_v4().to_string();
         let name = format!("{}-{}-{}", owner.name, parent.resource_name, short_id(&uuid::Uuid::new_v4()));
-        let child = StackRow {
-            id: id.clone(),
-            name: name.clone(),
-            tenant: owner.tenant.clone(),
-            ..Default::default()
-        };
+        let child = StackRow { id: id.clone(), name: name.clone(), tenant: owner.tenant.clone(), ..Default::default() };
         let def = StackDefinition::parse(
             &spec.template,
             &spec.files,
@@ -196,7 +197,11 @@ impl Engine {
         Ok(Some(NestedOutcome { action: row.action, status: row.status, status_reason: row.status_reason }))
     }
 
-    async fn wait_for_stack(&self, id: &str, mut cancel: watch::Receiver<bool>) -> Result<NestedOutcome, ResourceFailure> {
+    async fn wait_for_stack(
+        &self,
+        id: &str,
+        mut cancel: watch::Receiver<bool>,
+    ) -> Result<NestedOutcome, ResourceFailure> {
         release_check_slot();
         let notify = self.waiter(id);
         let mut pause = POLL_FIRST;
@@ -252,11 +257,7 @@ impl Engine {
         let def = self.definition(&stack, stack.raw_template_id).await?;
         let rows = self.live_rows(id).await?;
         let ctx = LiveContext::load(&self.db, &self.registry, &def, rows.iter(), None).await?;
-        Ok(ctx
-            .outputs(&def)
-            .into_iter()
-            .filter_map(|(name, _, value)| value.ok().map(|v| (name, v)))
-            .collect())
+        Ok(ctx.outputs(&def).into_iter().filter_map(|(name, _, value)| value.ok().map(|v| (name, v))).collect())
     }
 
     async fn stack_members(&self, id: &str, attributes: &[String]) -> Result<Vec<NestedMember>, EngineError> {
@@ -275,7 +276,10 @@ impl Engine {
             let values = if attributes.is_empty() {
                 facts.attributes
             } else {
-                attributes.iter().map(|n| (n.clone(), facts.attributes.get(n).cloned().unwrap_or(Value::Null))).collect()
+                attributes
+                    .iter()
+                    .map(|n| (n.clone(), facts.attributes.get(n).cloned().unwrap_or(Value::Null)))
+                    .collect()
             };
             members.push(NestedMember {
                 name: row.name.clone(),
@@ -307,7 +311,11 @@ impl PluginHost for Engine {
         Box::pin(async move { self.check_tree_size(stack_id, child_id, resources).await.map_err(failure) })
     }
 
-    fn update_nested<'a>(&'a self, child_id: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update_nested<'a>(
+        &'a self,
+        child_id: &'a str,
+        spec: NestedStackSpec,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let resources = u64::try_from(template_resource_count(&spec.template)).unwrap_or(u64::MAX);
             self.check_tree_size(child_id, Some(child_id), resources).await.map_err(failure)?;
@@ -355,7 +363,13 @@ impl PluginHost for Engine {
         Box::pin(self.stack_outputs(child_id))
     }
 
-    fn notify<'a>(&'a self, stack_id: &'a str, event_type: &'a str, error: bool, extra: Map<String, Value>) -> BoxFuture<'a, ()> {
+    fn notify<'a>(
+        &'a self,
+        stack_id: &'a str,
+        event_type: &'a str,
+        error: bool,
+        extra: Map<String, Value>,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if !self.notifier.is_enabled() {
                 return;
@@ -365,12 +379,17 @@ impl PluginHost for Engine {
             if let Value::Object(b) = &mut body {
                 b.extend(extra);
             }
-            let priority = if error { crate::notifications::Priority::Error } else { crate::notifications::Priority::Info };
+            let priority =
+                if error { crate::notifications::Priority::Error } else { crate::notifications::Priority::Info };
             self.notifier.notify(event_type, priority, body);
         })
     }
 
-    fn check_nested<'a>(&'a self, child_id: &'a str, cancel: watch::Receiver<bool>) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn check_nested<'a>(
+        &'a self,
+        child_id: &'a str,
+        cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let engine = self.arc().map_err(failure)?;
             engine.stack_action(child_id, super::StackOperation::Check).await.map_err(failure)?;
@@ -383,7 +402,10 @@ impl PluginHost for Engine {
         })
     }
 
-    fn parent_documents<'a>(&'a self, stack_id: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
+    fn parent_documents<'a>(
+        &'a self,
+        stack_id: &'a str,
+    ) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
         Box::pin(async move {
             let stack = self.live_parent(stack_id).await?;
             let def = self.definition(&stack, stack.raw_template_id).await?;
@@ -414,7 +436,11 @@ impl PluginHost for Engine {
     // ---- signals and software deployments (convergence/signals.rs,
     // convergence/software.rs).
 
-    fn resource_by_refid<'a>(&'a self, stack_id: &'a str, refid: &'a str) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
+    fn resource_by_refid<'a>(
+        &'a self,
+        stack_id: &'a str,
+        refid: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
         Box::pin(async move { self.peer_by_refid(stack_id, refid).await.map_err(failure) })
     }
 
@@ -422,11 +448,19 @@ impl PluginHost for Engine {
         Box::pin(async move { self.metadata_of(resource_id).await.map_err(failure) })
     }
 
-    fn merge_metadata<'a>(&'a self, resource_id: i64, merge: MetadataMerge<'a>) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
+    fn merge_metadata<'a>(
+        &'a self,
+        resource_id: i64,
+        merge: MetadataMerge<'a>,
+    ) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
         Box::pin(self.merge_metadata_of(resource_id, merge))
     }
 
-    fn signal_urls<'a>(&'a self, stack_id: &'a str, resource_name: &'a str) -> BoxFuture<'a, Result<SignalUrls, ResourceFailure>> {
+    fn signal_urls<'a>(
+        &'a self,
+        stack_id: &'a str,
+        resource_name: &'a str,
+    ) -> BoxFuture<'a, Result<SignalUrls, ResourceFailure>> {
         Box::pin(async move { self.signal_urls_of(stack_id, resource_name).await.map_err(failure) })
     }
 
@@ -434,7 +468,12 @@ impl PluginHost for Engine {
         release_check_slot();
     }
 
-    fn set_physical_id<'a>(&'a self, stack_id: &'a str, resource_name: &'a str, physical_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn set_physical_id<'a>(
+        &'a self,
+        stack_id: &'a str,
+        resource_name: &'a str,
+        physical_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             store::software::set_locked_physical_id(&self.db, stack_id, resource_name, &self.engine_id, physical_id)
                 .await
@@ -443,7 +482,11 @@ impl PluginHost for Engine {
         })
     }
 
-    fn create_software_config<'a>(&'a self, stack_id: &'a str, new: NewSoftwareConfig) -> BoxFuture<'a, Result<String, ResourceFailure>> {
+    fn create_software_config<'a>(
+        &'a self,
+        stack_id: &'a str,
+        new: NewSoftwareConfig,
+    ) -> BoxFuture<'a, Result<String, ResourceFailure>> {
         Box::pin(async move { self.create_config_for(stack_id, new).await.map_err(failure) })
     }
 
@@ -455,7 +498,11 @@ impl PluginHost for Engine {
         Box::pin(async move { self.delete_config_row(id).await.map_err(failure) })
     }
 
-    fn write_deployment<'a>(&'a self, stack_id: &'a str, spec: DeploymentSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn write_deployment<'a>(
+        &'a self,
+        stack_id: &'a str,
+        spec: DeploymentSpec,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move { self.write_deployment_row(stack_id, spec).await.map_err(failure) })
     }
 
@@ -467,7 +514,11 @@ impl PluginHost for Engine {
         Box::pin(async move { self.delete_deployment_row(id).await.map_err(failure) })
     }
 
-    fn signal_deployment<'a>(&'a self, id: &'a str, details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+    fn signal_deployment<'a>(
+        &'a self,
+        id: &'a str,
+        details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
         Box::pin(async move { self.signal_deployment_row(id, details).await.map_err(failure) })
     }
 }

@@ -68,15 +68,9 @@ pub struct Engine {
 impl Engine {
     /// Starts the production engine: cluster dispatch over the service
     /// registry, service row registered, heartbeat + watchdog running.
-    pub async fn start(
-        db: Db,
-        registry: Arc<Registry>,
-        settings: EngineSettings,
-    ) -> Result<Arc<Engine>, EngineError> {
-        let dispatcher: Arc<dyn Dispatcher> = Arc::new(crate::rpc::worker::ClusterDispatcher::new(
-            db.clone(),
-            &settings,
-        ));
+    pub async fn start(db: Db, registry: Arc<Registry>, settings: EngineSettings) -> Result<Arc<Engine>, EngineError> {
+        let dispatcher: Arc<dyn Dispatcher> =
+            Arc::new(crate::rpc::worker::ClusterDispatcher::new(db.clone(), &settings));
         let engine = Engine::new(db, registry, settings, dispatcher).await?;
         watchdog::spawn_background(&engine);
         Ok(engine)
@@ -90,10 +84,7 @@ impl Engine {
         settings: EngineSettings,
         dispatcher: Arc<dyn Dispatcher>,
     ) -> Result<Arc<Engine>, EngineError> {
-        let engine_id = settings
-            .engine_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let engine_id = settings.engine_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         crate::store::services::register(
             &db,
             &engine_id,
@@ -147,9 +138,7 @@ impl Engine {
         stack: &crate::store::StackRow,
         template_id: i64,
     ) -> Result<Arc<crate::definition::StackDefinition>, EngineError> {
-        self.definitions
-            .get(&self.db, stack, template_id, &self.settings.region_name)
-            .await
+        self.definitions.get(&self.db, stack, template_id, &self.settings.region_name).await
     }
 
     /// The liveness probe answer (`EngineWorker.Listening`).
@@ -191,10 +180,7 @@ impl Engine {
 
     fn cancel_receiver(&self, stack_id: &str) -> watch::Receiver<bool> {
         match self.cancels.lock() {
-            Ok(mut map) => map
-                .entry(stack_id.to_string())
-                .or_insert_with(|| watch::channel(false).0)
-                .subscribe(),
+            Ok(mut map) => map.entry(stack_id.to_string()).or_insert_with(|| watch::channel(false).0).subscribe(),
             Err(_) => watch::channel(false).1,
         }
     }

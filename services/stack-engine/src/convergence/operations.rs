@@ -61,11 +61,7 @@ pub enum StackOperation {
 }
 
 fn user_params(environment: &Value) -> Map<String, Value> {
-    environment
-        .get("parameters")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
+    environment.get("parameters").and_then(Value::as_object).cloned().unwrap_or_default()
 }
 
 impl Engine {
@@ -106,14 +102,12 @@ impl Engine {
         row.raw_template_id = template_id;
         let stack_action = match &new.adopt_stack_data {
             Some(adopt) => {
-                self.prepare_adoption(&row, template_id, &new, adopt)
-                    .await?;
+                self.prepare_adoption(&row, template_id, &new, adopt).await?;
                 action::ADOPT
             }
             None => action::CREATE,
         };
-        self.converge_stack(&row, template_id, stack_action, "", StackChanges::default())
-            .await?;
+        self.converge_stack(&row, template_id, stack_action, "", StackChanges::default()).await?;
         self.live_stack(&new.id).await
     }
 
@@ -181,21 +175,12 @@ impl Engine {
 
     /// Starts an UPDATE traversal to the new definition; a traversal in
     /// progress is superseded (its workers retrigger into this one).
-    pub async fn update_stack(
-        self: &Arc<Self>,
-        stack_id: &str,
-        new: NewDefinition,
-    ) -> Result<(), EngineError> {
-        let template_id = self
-            .store_template(&new.template, &new.files, &new.environment)
-            .await?;
+    pub async fn update_stack(self: &Arc<Self>, stack_id: &str, new: NewDefinition) -> Result<(), EngineError> {
+        let template_id = self.store_template(&new.template, &new.files, &new.environment).await?;
         for _ in 0..3 {
             let stack = self.live_stack(stack_id).await?;
             if matches!(stack.action.as_str(), action::SUSPEND | action::DELETE) {
-                return Err(EngineError::not_supported(format!(
-                    "Updating a stack when it is {}",
-                    stack.state()
-                )));
+                return Err(EngineError::not_supported(format!("Updating a stack when it is {}", stack.state())));
             }
             let changes = StackChanges {
                 timeout_mins: Some(new.timeout_mins),
@@ -203,16 +188,7 @@ impl Engine {
                 tags: Some(new.tags.clone()),
                 params: Some(user_params(&new.environment)),
             };
-            if self
-                .converge_stack(
-                    &stack,
-                    template_id,
-                    action::UPDATE,
-                    &stack.current_traversal,
-                    changes,
-                )
-                .await?
-            {
+            if self.converge_stack(&stack, template_id, action::UPDATE, &stack.current_traversal, changes).await? {
                 return Ok(());
             }
         }
@@ -222,9 +198,7 @@ impl Engine {
     /// Stops a traversal in progress (cancelling running actions), then
     /// converges to the empty template with DELETE.
     pub async fn delete_stack(self: &Arc<Self>, stack_id: &str) -> Result<(), EngineError> {
-        let template_id = self
-            .store_template(&empty_template(), &Map::new(), &serde_json::json!({}))
-            .await?;
+        let template_id = self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?;
         for _ in 0..3 {
             let mut stack = self.live_stack(stack_id).await?;
             if stack.action == action::DELETE && stack.status == status::COMPLETE {
@@ -242,13 +216,7 @@ impl Engine {
             // which would otherwise hold their resources until they end.
             self.dispatcher.cancel_all(self, &stack.id).await;
             if self
-                .converge_stack(
-                    &stack,
-                    template_id,
-                    action::DELETE,
-                    &stack.current_traversal,
-                    StackChanges::default(),
-                )
+                .converge_stack(&stack, template_id, action::DELETE, &stack.current_traversal, StackChanges::default())
                 .await?
             {
                 return Ok(());
@@ -262,7 +230,10 @@ impl Engine {
     /// whatever traversal runs (its later writes fail), running actions
     /// are cancelled, then every row of the stack is purged. Its nested
     /// stacks are abandoned with it (their resources are left alone too).
-    pub fn abandon_stack<'a>(self: &'a Arc<Self>, stack_id: &'a str) -> futures::future::BoxFuture<'a, Result<(), EngineError>> {
+    pub fn abandon_stack<'a>(
+        self: &'a Arc<Self>,
+        stack_id: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(self.abandon_stack_tree(stack_id))
     }
 
@@ -290,11 +261,7 @@ impl Engine {
 
     /// Suspend/resume/check: run over the live resources in one pass (the
     /// built-in types do nothing for them); states and events as upstream.
-    pub async fn stack_action(
-        self: &Arc<Self>,
-        stack_id: &str,
-        op: StackOperation,
-    ) -> Result<(), EngineError> {
+    pub async fn stack_action(self: &Arc<Self>, stack_id: &str, op: StackOperation) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
         if stack.status == status::IN_PROGRESS {
             return Err(EngineError::action_in_progress(&stack.name, &stack.action));
@@ -313,8 +280,7 @@ impl Engine {
         if !store::stacks::set_state(&self.db, stack_id, &stack.current_traversal, change).await? {
             return Err(EngineError::action_in_progress(&stack.name, &stack.action));
         }
-        self.stack_event(&stack, act, status::IN_PROGRESS, &started)
-            .await;
+        self.stack_event(&stack, act, status::IN_PROGRESS, &started).await;
         let engine = self.clone();
         let stack_id = stack_id.to_string();
         tokio::spawn(async move {
@@ -325,12 +291,7 @@ impl Engine {
         Ok(())
     }
 
-    async fn run_stack_action(
-        &self,
-        stack_id: &str,
-        traversal: &str,
-        act: &str,
-    ) -> Result<(), EngineError> {
+    async fn run_stack_action(&self, stack_id: &str, traversal: &str, act: &str) -> Result<(), EngineError> {
         let rows = store::resources::list(&self.db, stack_id).await?;
         let stack = self.live_stack(stack_id).await?;
         let (unsupported, failure) = if act == action::CHECK {
@@ -372,10 +333,16 @@ impl Engine {
     /// it depends on; a failed one stops those that depend on it (they
     /// keep their state). Answers whether some type has no check, and the
     /// first failure.
-    async fn check_resources(&self, stack: &StackRow, rows: &[store::ResourceRow]) -> Result<(bool, Option<String>), EngineError> {
+    async fn check_resources(
+        &self,
+        stack: &StackRow,
+        rows: &[store::ResourceRow],
+    ) -> Result<(bool, Option<String>), EngineError> {
         use std::collections::BTreeSet;
-        let live: Vec<&store::ResourceRow> =
-            rows.iter().filter(|r| r.replaced_by.is_none() && !(r.action == action::DELETE && r.status == status::COMPLETE)).collect();
+        let live: Vec<&store::ResourceRow> = rows
+            .iter()
+            .filter(|r| r.replaced_by.is_none() && !(r.action == action::DELETE && r.status == status::COMPLETE))
+            .collect();
         // What each resource needs first: the current definition's
         // dependencies (never-created rows have no stored ones), and those
         // it was last acted on with.
@@ -400,7 +367,8 @@ impl Engine {
         let (mut unsupported, mut failure) = (false, None);
         while done.len() < live.len() {
             let pending: Vec<&store::ResourceRow> = live.iter().copied().filter(|r| !done.contains(&r.name)).collect();
-            let ready: Vec<&store::ResourceRow> = pending.iter().copied().filter(|r| needs(r).iter().all(|n| done.contains(n))).collect();
+            let ready: Vec<&store::ResourceRow> =
+                pending.iter().copied().filter(|r| needs(r).iter().all(|n| done.contains(n))).collect();
             // A dependency cycle cannot be stored; guard anyway.
             let ready = if ready.is_empty() { pending } else { ready };
             for row in ready {
@@ -451,7 +419,10 @@ impl Engine {
         if row.action == action::INIT {
             let reason = format!("Can not check {}, resource not created yet.", row.name);
             self.write_check_state(row, status::FAILED, &reason).await?;
-            return Ok(CheckResult::Failed(format!("Exception: resources.{}: Resource {} not created yet.", row.name, row.name)));
+            return Ok(CheckResult::Failed(format!(
+                "Exception: resources.{}: Resource {} not created yet.",
+                row.name, row.name
+            )));
         }
         self.resource_event(row, action::CHECK, status::IN_PROGRESS, "state changed", None).await;
         match check.await {
@@ -464,7 +435,9 @@ impl Engine {
                     crate::resources::ResourceFailure::Error { type_name, message } => {
                         format!("{type_name}: resources.{}: {message}", row.name)
                     }
-                    crate::resources::ResourceFailure::Cancelled => format!("Exception: resources.{}: cancelled", row.name),
+                    crate::resources::ResourceFailure::Cancelled => {
+                        format!("Exception: resources.{}: cancelled", row.name)
+                    }
                 };
                 self.write_check_state(row, status::FAILED, &reason).await?;
                 Ok(CheckResult::Failed(reason))
@@ -476,7 +449,14 @@ impl Engine {
         // Re-read: the check may have run long, and a signal may have
         // changed the row meanwhile (the CAS is on the fresh version).
         let atomic_key = store::resources::get(&self.db, row.id).await?.map(|r| r.atomic_key).unwrap_or(row.atomic_key);
-        store::resources::update_cas(&self.db, row.id, None, atomic_key, ResourceChange::state(action::CHECK, state, reason)).await?;
+        store::resources::update_cas(
+            &self.db,
+            row.id,
+            None,
+            atomic_key,
+            ResourceChange::state(action::CHECK, state, reason),
+        )
+        .await?;
         self.resource_event(row, action::CHECK, state, reason, None).await;
         Ok(())
     }
@@ -486,17 +466,9 @@ impl Engine {
     /// progress), stop the traversal where it is: the stack fails "Stack
     /// ACTION cancelled" and the actions running finish normally but
     /// propagate no further (upstream stop_traversal).
-    pub async fn cancel_update(
-        self: &Arc<Self>,
-        stack_id: &str,
-        rollback: bool,
-    ) -> Result<(), EngineError> {
+    pub async fn cancel_update(self: &Arc<Self>, stack_id: &str, rollback: bool) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
-        let allowed: &[&str] = if rollback {
-            &[action::UPDATE]
-        } else {
-            &[action::UPDATE, action::CREATE]
-        };
+        let allowed: &[&str] = if rollback { &[action::UPDATE] } else { &[action::UPDATE, action::CREATE] };
         if !(stack.status == status::IN_PROGRESS && allowed.contains(&stack.action.as_str())) {
             return Err(EngineError::not_supported(format!(
                 "Cancelling update when stack is {} is not supported.",
@@ -546,18 +518,11 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
         let rows = store::resources::list(&self.db, stack_id).await?;
-        let Some(row) = rows
-            .iter()
-            .filter(|r| r.name == resource_name)
-            .max_by_key(|r| (r.replaced_by.is_none(), r.id))
+        let Some(row) = rows.iter().filter(|r| r.name == resource_name).max_by_key(|r| (r.replaced_by.is_none(), r.id))
         else {
             return Err(EngineError::resource_not_found(resource_name, &stack.name));
         };
-        let reason = if reason.is_empty() {
-            "state changed by resource_mark_unhealthy api"
-        } else {
-            reason
-        };
+        let reason = if reason.is_empty() { "state changed by resource_mark_unhealthy api" } else { reason };
         let target = if mark {
             Some(status::FAILED)
         } else if row.action == action::CHECK && row.status == status::FAILED {
@@ -577,8 +542,7 @@ impl Engine {
         {
             return Err(EngineError::action_in_progress(resource_name, &row.action));
         }
-        self.resource_event(row, action::CHECK, target, reason, None)
-            .await;
+        self.resource_event(row, action::CHECK, target, reason, None).await;
         Ok(())
     }
 }

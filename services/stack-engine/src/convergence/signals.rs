@@ -114,7 +114,10 @@ pub struct ResourceArn {
 
 impl ResourceArn {
     pub fn text(&self) -> String {
-        format!("arn:openstack:heat::{}:stacks/{}/{}/resources/{}", self.tenant, self.stack_name, self.stack_id, self.resource_name)
+        format!(
+            "arn:openstack:heat::{}:stacks/{}/{}/resources/{}",
+            self.tenant, self.stack_name, self.stack_id, self.resource_name
+        )
     }
 
     /// Parses `arn:openstack:heat::<tenant>:stacks/<name>/<id>/resources/<res>`.
@@ -181,7 +184,11 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 fn signature_mismatch() -> EngineError {
-    EngineError::new("SignatureDoesNotMatch", 403, "The request signature we calculated does not match the signature you provided.")
+    EngineError::new(
+        "SignatureDoesNotMatch",
+        403,
+        "The request signature we calculated does not match the signature you provided.",
+    )
 }
 
 fn failure(e: EngineError) -> ResourceFailure {
@@ -244,7 +251,13 @@ impl Engine {
 
     /// A pre-signed URL for the resource: `kind`'s path, signed; valid for
     /// `[orchestration] signal_url_lifetime` unless `never_expires`.
-    async fn presigned_url(&self, base: &str, kind: PresignedKind, arn: &ResourceArn, never_expires: bool) -> Result<String, EngineError> {
+    async fn presigned_url(
+        &self,
+        base: &str,
+        kind: PresignedKind,
+        arn: &ResourceArn,
+        never_expires: bool,
+    ) -> Result<String, EngineError> {
         let mut query: Vec<(String, String)> = Vec::new();
         if let Some(life) = self.settings.signals.url_lifetime.filter(|_| !never_expires) {
             let life = i64::try_from(life.as_secs()).unwrap_or(i64::MAX);
@@ -277,7 +290,13 @@ impl Engine {
             _ => root.to_string(),
         };
         Ok(SignalUrls {
-            resource_url: format!("{}/stacks/{}/{}/resources/{}", s.api_base(&stack.tenant), stack.name, stack.id, quote(resource_name)),
+            resource_url: format!(
+                "{}/stacks/{}/{}/resources/{}",
+                s.api_base(&stack.tenant),
+                stack.name,
+                stack.id,
+                quote(resource_name)
+            ),
             waitcondition_url: self.presigned_url(&wc_base, PresignedKind::WaitCondition, &arn, false).await?,
             signal_url: self.presigned_url(&format!("{md_base}/v1/signal"), PresignedKind::Signal, &arn, false).await?,
             alarm_url: self.presigned_url(&format!("{md_base}/v1/signal"), PresignedKind::Signal, &arn, true).await?,
@@ -303,7 +322,9 @@ impl Engine {
         let mut live: Vec<ResourceRow> = Vec::new();
         for row in rows {
             match live.iter_mut().find(|r| r.name == row.name) {
-                Some(have) if (row.replaced_by.is_none(), row.id) > (have.replaced_by.is_none(), have.id) => *have = row,
+                Some(have) if (row.replaced_by.is_none(), row.id) > (have.replaced_by.is_none(), have.id) => {
+                    *have = row
+                }
                 Some(_) => {}
                 None => live.push(row),
             }
@@ -343,7 +364,11 @@ impl Engine {
     }
 
     /// Upstream `metadata_set(merge_metadata=…)` with `retry_on_conflict`.
-    pub(super) async fn merge_metadata_of(&self, resource_id: i64, mut merge: MetadataMerge<'_>) -> Result<Value, ResourceFailure> {
+    pub(super) async fn merge_metadata_of(
+        &self,
+        resource_id: i64,
+        mut merge: MetadataMerge<'_>,
+    ) -> Result<Value, ResourceFailure> {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(10);
         loop {
@@ -354,7 +379,10 @@ impl Engine {
                 let current = row.rsrc_metadata.clone().unwrap_or(Value::Null);
                 let merged = merge(&current)?;
                 let change = ResourceChange { rsrc_metadata: Some(Some(merged.clone())), ..Default::default() };
-                if store::resources::update_cas(&self.db, row.id, None, row.atomic_key, change).await.map_err(|e| failure(e.into()))? {
+                if store::resources::update_cas(&self.db, row.id, None, row.atomic_key, change)
+                    .await
+                    .map_err(|e| failure(e.into()))?
+                {
                     return Ok(merged);
                 }
             }
@@ -372,7 +400,11 @@ impl Engine {
 
     /// Checks a signal for `resource_name` (404 before the row exists, 400
     /// for types without a handler) and answers what handling it needs.
-    async fn signal_target(&self, stack_id: &str, resource_name: &str) -> Result<(StackRow, ResourceRow, Arc<dyn ResourceType>), EngineError> {
+    async fn signal_target(
+        &self,
+        stack_id: &str,
+        resource_name: &str,
+    ) -> Result<(StackRow, ResourceRow, Arc<dyn ResourceType>), EngineError> {
         let stack = self.live_stack_row(stack_id).await?;
         let def = self.definition(&stack, stack.raw_template_id).await?;
         let Some(row) = self.live_row(stack_id, resource_name).await? else {
@@ -387,16 +419,31 @@ impl Engine {
         }
         let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
         if !plugin.handles_signal() {
-            return Err(EngineError::bad_request("ResourceActionNotSupported", "signal is not supported for resource."));
+            return Err(EngineError::bad_request(
+                "ResourceActionNotSupported",
+                "signal is not supported for resource.",
+            ));
         }
         Ok((stack, row, plugin))
     }
 
     /// Upstream `Resource.signal`: the action check, the handler, the
     /// SIGNAL event.
-    async fn run_signal(&self, row: &ResourceRow, plugin: &dyn ResourceType, details: &Value) -> Result<(), EngineError> {
+    async fn run_signal(
+        &self,
+        row: &ResourceRow,
+        plugin: &dyn ResourceType,
+        details: &Value,
+    ) -> Result<(), EngineError> {
         if row.action == action::DELETE || row.action == action::SUSPEND {
-            self.resource_event(row, &row.action, &row.status, &format!("Cannot signal resource during {}", row.action), None).await;
+            self.resource_event(
+                row,
+                &row.action,
+                &row.status,
+                &format!("Cannot signal resource during {}", row.action),
+                None,
+            )
+            .await;
             return Err(EngineError::not_supported(format!("Signal resource during {} is not supported.", row.action)));
         }
         let target = SignalTarget {
@@ -430,12 +477,23 @@ impl Engine {
     }
 
     /// `POST …/signal`: checked now, handled in the background.
-    pub(super) async fn signal_async(self: &Arc<Self>, stack_id: &str, resource_name: &str, details: Value) -> Result<(), EngineError> {
+    pub(super) async fn signal_async(
+        self: &Arc<Self>,
+        stack_id: &str,
+        resource_name: &str,
+        details: Value,
+    ) -> Result<(), EngineError> {
         let (_, row, plugin) = self.signal_target(stack_id, resource_name).await?;
         let engine = self.clone();
         tokio::spawn(async move {
             if let Err(e) = engine.run_signal(&row, plugin.as_ref(), &details).await {
-                tracing::info!(stack_id = row.stack_id, resource = row.name, "signal not handled: {}: {}", e.type_name, e.message);
+                tracing::info!(
+                    stack_id = row.stack_id,
+                    resource = row.name,
+                    "signal not handled: {}: {}",
+                    e.type_name,
+                    e.message
+                );
             }
         });
         Ok(())
@@ -488,10 +546,18 @@ impl Engine {
     }
 
     /// An attribute of a live resource, for the services that show one.
-    pub async fn live_attribute(&self, stack_id: &str, resource_name: &str, attribute: &str) -> Result<Value, EngineError> {
+    pub async fn live_attribute(
+        &self,
+        stack_id: &str,
+        resource_name: &str,
+        attribute: &str,
+    ) -> Result<Value, EngineError> {
         let stack = self.live_stack_row(stack_id).await?;
         let def = self.definition(&stack, stack.raw_template_id).await?;
-        let row = self.live_row(stack_id, resource_name).await?.ok_or_else(|| EngineError::resource_not_found(resource_name, &stack.name))?;
+        let row = self
+            .live_row(stack_id, resource_name)
+            .await?
+            .ok_or_else(|| EngineError::resource_not_found(resource_name, &stack.name))?;
         let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
         let state = crate::definition::resource_state(&self.db, &row).await?;
         resolve_attribute(plugin.as_ref(), &row.name, &state, attribute).await
@@ -504,7 +570,12 @@ mod tests {
 
     #[test]
     fn arns_round_trip() {
-        let arn = ResourceArn { tenant: "t".into(), stack_name: "s".into(), stack_id: "id".into(), resource_name: "wait handle".into() };
+        let arn = ResourceArn {
+            tenant: "t".into(),
+            stack_name: "s".into(),
+            stack_id: "id".into(),
+            resource_name: "wait handle".into(),
+        };
         assert_eq!(ResourceArn::parse(&arn.text()), Some(arn));
         assert_eq!(ResourceArn::parse("arn:openstack:heat::t:stacks/s/id"), None);
         assert_eq!(ResourceArn::parse("arn:openstack:heat::t:stacks/s/id/events/x"), None);

@@ -53,7 +53,12 @@ pub fn deployment_view(row: &SoftwareDeploymentRow) -> Value {
 
 /// Upstream `signal_software_deployment`'s decision: the new outputs,
 /// status and reason, and the event text.
-pub fn deployment_outcome(id: &str, outputs_schema: &[Value], current: &Value, details: &Value) -> (Value, String, String, String) {
+pub fn deployment_outcome(
+    id: &str,
+    outputs_schema: &[Value],
+    current: &Value,
+    details: &Value,
+) -> (Value, String, String, String) {
     let empty = Map::new();
     let details_map = details.as_object().unwrap_or(&empty);
     let mut ov: Map<String, Value> = current.as_object().cloned().unwrap_or_default();
@@ -69,7 +74,8 @@ pub fn deployment_outcome(id: &str, outputs_schema: &[Value], current: &Value, d
     let truthy = !matches!(&code, Value::Null | Value::Bool(false)) && code_text != "0" && !code_text.is_empty();
     let mut event = if truthy && code_text != "0" {
         failed = true;
-        reasons.push(("deploy_status_code".into(), format!("Deployment exited with non-zero status code: {code_text}")));
+        reasons
+            .push(("deploy_status_code".into(), format!("Deployment exited with non-zero status code: {code_text}")));
         format!("deployment {id} failed ({code_text})")
     } else {
         format!("deployment {id} succeeded")
@@ -102,7 +108,11 @@ pub fn deployment_outcome(id: &str, outputs_schema: &[Value], current: &Value, d
 }
 
 impl Engine {
-    pub(super) async fn create_config_for(&self, stack_id: &str, new: NewSoftwareConfig) -> Result<String, EngineError> {
+    pub(super) async fn create_config_for(
+        &self,
+        stack_id: &str,
+        new: NewSoftwareConfig,
+    ) -> Result<String, EngineError> {
         let tenant = match crate::store::stacks::get(&self.db, stack_id).await? {
             Some(s) => s.tenant,
             None => return Err(EngineError::stack_not_found(stack_id)),
@@ -228,7 +238,12 @@ impl Engine {
             None => Vec::new(),
         };
         let (ov, status, reason, event) = deployment_outcome(id, &outputs, &d.output_values, details);
-        let change = DeploymentChange { output_values: Some(ov), status: Some(status), status_reason: Some(reason), ..Default::default() };
+        let change = DeploymentChange {
+            output_values: Some(ov),
+            status: Some(status),
+            status_reason: Some(reason),
+            ..Default::default()
+        };
         software::update_deployment(&self.db, id, &change).await?;
         Ok(Some(event))
     }
@@ -240,8 +255,12 @@ mod tests {
 
     #[test]
     fn outcomes_as_upstream() {
-        let (ov, status, reason, event) = deployment_outcome("d1", &[], &json!({}), &json!({"deploy_stdout": "hi", "deploy_status_code": 0}));
-        assert_eq!((status.as_str(), reason.as_str(), event.as_str()), ("COMPLETE", "Outputs received", "deployment d1 succeeded"));
+        let (ov, status, reason, event) =
+            deployment_outcome("d1", &[], &json!({}), &json!({"deploy_stdout": "hi", "deploy_status_code": 0}));
+        assert_eq!(
+            (status.as_str(), reason.as_str(), event.as_str()),
+            ("COMPLETE", "Outputs received", "deployment d1 succeeded")
+        );
         assert_eq!(ov, json!({"deploy_stdout": "hi", "deploy_stderr": null, "deploy_status_code": 0}));
         let (ov, status, reason, event) =
             deployment_outcome("d1", &[], &json!({}), &json!({"deploy_stderr": "boom", "deploy_status_code": 3}));
@@ -250,7 +269,8 @@ mod tests {
         assert_eq!(event, "deployment d1 failed (3)");
         assert_eq!(ov["deploy_stderr"], json!("boom"));
         let schema = vec![json!({"name": "result"}), json!({"name": "err", "error_output": true})];
-        let (ov, status, reason, _) = deployment_outcome("d", &schema, &json!({}), &json!({"result": "r", "err": "bad"}));
+        let (ov, status, reason, _) =
+            deployment_outcome("d", &schema, &json!({}), &json!({"result": "r", "err": "bad"}));
         assert_eq!((status.as_str(), reason.as_str()), ("FAILED", "err : bad"));
         assert_eq!(ov["result"], json!("r"));
         let (_, status, _, _) = deployment_outcome("d", &[], &json!({}), &json!({"deploy_status_code": "0"}));

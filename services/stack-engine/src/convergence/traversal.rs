@@ -81,24 +81,16 @@ impl Engine {
         let Some(stack) = store::stacks::get(&self.db, &stack.id).await? else {
             return Ok(false);
         };
-        self.stack_event(&stack, stack_action, status::IN_PROGRESS, &reason)
-            .await;
+        self.stack_event(&stack, stack_action, status::IN_PROGRESS, &reason).await;
         store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
 
-        let definition = self
-            .definitions
-            .get(&self.db, &stack, template_id, &self.settings.region_name)
-            .await?;
+        let definition = self.definitions.get(&self.db, &stack, template_id, &self.settings.region_name).await?;
         let graph = self.build_graph(&stack, &definition, template_id).await?;
-        if !store::stacks::set_current_deps(&self.db, &stack.id, &traversal, &graph.to_json())
-            .await?
-        {
+        if !store::stacks::set_current_deps(&self.db, &stack.id, &traversal, &graph.to_json()).await? {
             return Ok(true);
         }
-        let mut points: Vec<(String, bool, i64)> = graph
-            .nodes()
-            .map(|n| (n.0.to_string(), n.1, graph.predecessors(n).len() as i64))
-            .collect();
+        let mut points: Vec<(String, bool, i64)> =
+            graph.nodes().map(|n| (n.0.to_string(), n.1, graph.predecessors(n).len() as i64)).collect();
         points.push((stack.id.clone(), true, graph.roots().len() as i64));
         store::sync_points::create_all(&self.db, &stack.id, &traversal, &points).await?;
         self.remember_graph(&traversal, Arc::new(graph.clone()));
@@ -218,16 +210,8 @@ impl Engine {
     /// (a traversal's graph never changes), else parsed from the stack row
     /// when it was read with its `current_deps`, else read for that
     /// traversal. An empty graph (not cached) when the stack moved on.
-    pub(super) async fn graph_of(
-        &self,
-        stack: &StackRow,
-    ) -> Result<Arc<TraversalGraph>, EngineError> {
-        if let Some(g) = self
-            .graphs
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&stack.current_traversal).cloned())
-        {
+    pub(super) async fn graph_of(&self, stack: &StackRow) -> Result<Arc<TraversalGraph>, EngineError> {
+        if let Some(g) = self.graphs.lock().ok().and_then(|m| m.get(&stack.current_traversal).cloned()) {
             return Ok(g);
         }
         let parsed = match &stack.current_deps {
@@ -248,11 +232,7 @@ impl Engine {
     /// soft delete), its event and the traversal's sync points gone, in
     /// one transaction under the traversal CAS; then the replaced
     /// template.
-    pub(super) async fn mark_complete(
-        &self,
-        stack_id: &str,
-        traversal: &str,
-    ) -> Result<(), EngineError> {
+    pub(super) async fn mark_complete(&self, stack_id: &str, traversal: &str) -> Result<(), EngineError> {
         let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
             return Ok(());
         };
@@ -260,17 +240,14 @@ impl Engine {
             return Ok(());
         }
         let reason = format!("Stack {} completed successfully", stack.action);
-        let stale_template = stack
-            .prev_raw_template_id
-            .filter(|p| *p != stack.raw_template_id);
+        let stale_template = stack.prev_raw_template_id.filter(|p| *p != stack.raw_template_id);
         let event = super::events::stack_event_of(&stack, &stack.action, status::COMPLETE, &reason);
         let applied = keelson_common::db::retrying("stack completion", || async {
             let mut tx = self.db.begin().await?;
             let applied = if stack.action == action::DELETE {
                 store::stacks::complete_delete_tx(&mut tx, stack_id, traversal, &reason).await?
             } else {
-                let mut change =
-                    StackStateChange::new(&stack.action, status::COMPLETE, reason.clone());
+                let mut change = StackStateChange::new(&stack.action, status::COMPLETE, reason.clone());
                 if stack.prev_raw_template_id.is_some() {
                     change.prev_raw_template_id = Some(None);
                 }
@@ -319,13 +296,9 @@ impl Engine {
             return Ok(false);
         }
         self.stack_settled(stack_id);
-        self.stack_event(&stack, &stack.action, status::FAILED, reason)
-            .await;
-        let rolls_back = !stack.disable_rollback
-            && matches!(
-                stack.action.as_str(),
-                action::CREATE | action::UPDATE | action::ADOPT
-            );
+        self.stack_event(&stack, &stack.action, status::FAILED, reason).await;
+        let rolls_back =
+            !stack.disable_rollback && matches!(stack.action.as_str(), action::CREATE | action::UPDATE | action::ADOPT);
         if rolls_back {
             // The stack as this traversal saw it: when two failures race,
             // both mark it FAILED, but only one rollback wins the CAS on
@@ -342,19 +315,10 @@ impl Engine {
     pub(super) async fn rollback(self: &Arc<Self>, stack: &StackRow) -> Result<bool, EngineError> {
         let template_id = match (stack.action.as_str(), stack.prev_raw_template_id) {
             (action::UPDATE, Some(prev)) => prev,
-            _ => {
-                self.store_template(&empty_template(), &Map::new(), &serde_json::json!({}))
-                    .await?
-            }
+            _ => self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?,
         };
-        self.converge_stack(
-            stack,
-            template_id,
-            action::ROLLBACK,
-            &stack.current_traversal,
-            StackChanges::default(),
-        )
-        .await
+        self.converge_stack(stack, template_id, action::ROLLBACK, &stack.current_traversal, StackChanges::default())
+            .await
     }
 
     /// A failed traversal ends: current_traversal := '' so its workers
@@ -376,10 +340,7 @@ impl Engine {
     /// are not interrupted: they finish and propagate no further (delete
     /// cancels them itself). Answers the new traversal id (None: lost the
     /// race).
-    pub(super) async fn stop_traversal(
-        self: &Arc<Self>,
-        stack: &StackRow,
-    ) -> Result<Option<String>, EngineError> {
+    pub(super) async fn stop_traversal(self: &Arc<Self>, stack: &StackRow) -> Result<Option<String>, EngineError> {
         let traversal = uuid::Uuid::new_v4().to_string();
         let reason = format!("Stack {} cancelled", stack.action);
         let change = StackStateChange {
@@ -389,8 +350,7 @@ impl Engine {
         if !store::stacks::set_state(&self.db, &stack.id, &stack.current_traversal, change).await? {
             return Ok(None);
         }
-        self.stack_event(stack, &stack.action, status::FAILED, &reason)
-            .await;
+        self.stack_event(stack, &stack.action, status::FAILED, &reason).await;
         store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
         Ok(Some(traversal))
     }

@@ -89,9 +89,7 @@ impl Engine {
                 continue;
             };
             let prior = store::retriggers::get(&self.db, &id).await?;
-            let retriggers = prior
-                .filter(|p| p.covers(&stack.current_traversal))
-                .map_or(0, |p| p.retriggers);
+            let retriggers = prior.filter(|p| p.covers(&stack.current_traversal)).map_or(0, |p| p.retriggers);
             if retriggers >= WATCHDOG_RETRIGGER_LIMIT {
                 if self.give_up(&stack, retriggers).await? {
                     report.given_up.push(id);
@@ -100,13 +98,7 @@ impl Engine {
             }
             // Counted before the operation runs again: it may kill this
             // engine too.
-            store::retriggers::record_attempt(
-                &self.db,
-                &id,
-                &stack.current_traversal,
-                retriggers + 1,
-            )
-            .await?;
+            store::retriggers::record_attempt(&self.db, &id, &stack.current_traversal, retriggers + 1).await?;
             let started = self
                 .converge_stack(
                     &stack,
@@ -118,8 +110,7 @@ impl Engine {
                 .await?;
             if started {
                 if let Some(now) = store::stacks::get(&self.db, &id).await? {
-                    store::retriggers::record_started(&self.db, &id, &now.current_traversal)
-                        .await?;
+                    store::retriggers::record_started(&self.db, &id, &now.current_traversal).await?;
                 }
                 report.retriggered.push(id);
             }
@@ -131,11 +122,7 @@ impl Engine {
     /// re-triggers: ACTION_FAILED with the reason (no rollback, which
     /// would run the same definition again), its traversal ended. False
     /// when another traversal took over meanwhile.
-    async fn give_up(
-        self: &Arc<Self>,
-        stack: &StackRow,
-        retriggers: i64,
-    ) -> Result<bool, EngineError> {
+    async fn give_up(self: &Arc<Self>, stack: &StackRow, retriggers: i64) -> Result<bool, EngineError> {
         let traversal = stack.current_traversal.as_str();
         let reason = format!(
             "Engine went down during stack {} {} times (re-triggered {retriggers} times by the watchdog); not re-triggered again",
@@ -153,39 +140,25 @@ impl Engine {
         store::sync_points::delete_for_traversal(&self.db, &stack.id, traversal).await?;
         store::retriggers::forget(&self.db, &stack.id).await?;
         self.stack_settled(&stack.id);
-        self.stack_event(stack, &stack.action, status::FAILED, &reason)
-            .await;
+        self.stack_event(stack, &stack.action, status::FAILED, &reason).await;
         Ok(true)
     }
 
     /// Clears the locks `dead` engines hold on the stack's resources, as
     /// check_resource does when it meets one.
-    async fn reclaim_locks(
-        self: &Arc<Self>,
-        stack_id: &str,
-        dead: &[String],
-    ) -> Result<u32, EngineError> {
+    async fn reclaim_locks(self: &Arc<Self>, stack_id: &str, dead: &[String]) -> Result<u32, EngineError> {
         let mut reclaimed = 0;
         for row in store::resources::list(&self.db, stack_id).await? {
-            let Some(holder) = row
-                .engine_id
-                .as_deref()
-                .filter(|h| dead.iter().any(|d| d == h))
-            else {
+            let Some(holder) = row.engine_id.as_deref().filter(|h| dead.iter().any(|d| d == h)) else {
                 continue;
             };
-            let act = if row.action == action::INIT {
-                action::CREATE
-            } else {
-                row.action.as_str()
-            };
+            let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
             let reason = format!("Worker went down during resource {act}");
             let change = ResourceChange::state(act, status::FAILED, reason.clone());
             if store::resources::steal_lock(&self.db, row.id, holder, change).await? {
                 reclaimed += 1;
                 if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                    self.resource_event(&stolen, act, status::FAILED, &reason, None)
-                        .await;
+                    self.resource_event(&stolen, act, status::FAILED, &reason, None).await;
                 }
             }
         }
@@ -194,10 +167,7 @@ impl Engine {
 
     /// None: the stack is not stuck (a live engine holds a lock, or it
     /// moved within `stall_timeout`). Some(the dead lock holders).
-    async fn stuck_stack_dead_holders(
-        self: &Arc<Self>,
-        stack_id: &str,
-    ) -> Result<Option<Vec<String>>, EngineError> {
+    async fn stuck_stack_dead_holders(self: &Arc<Self>, stack_id: &str) -> Result<Option<Vec<String>>, EngineError> {
         let holders = store::resources::lock_holders(&self.db, stack_id).await?;
         for h in &holders {
             if self.dispatcher.is_alive(self, h).await {
@@ -214,15 +184,9 @@ impl Engine {
                 &[stack_id.into(), stack_id.into()],
             )
             .await?;
-        let last = rows
-            .iter()
-            .filter_map(|r| r.opt_time(0).ok().flatten())
-            .max();
+        let last = rows.iter().filter_map(|r| r.opt_time(0).ok().flatten()).max();
         let Some(last) = last else { return Ok(None) };
         let idle = keelson_common::db::now() - last;
-        Ok(
-            (idle.num_milliseconds() > self.settings.stall_timeout.as_millis() as i64)
-                .then(Vec::new),
-        )
+        Ok((idle.num_milliseconds() > self.settings.stall_timeout.as_millis() as i64).then(Vec::new))
     }
 }

@@ -179,17 +179,29 @@ impl AutoScalingGroup {
                     .update_allowed(),
                     size("max_size", "The largest number of members."),
                     size("min_size", "The smallest number of members."),
-                    PropertySchema::new("cooldown", T::Integer, "Seconds after a scaling during which no other scaling starts.")
-                        .update_allowed(),
-                    PropertySchema::new("desired_capacity", T::Integer, "The number of members to start with (and to resize to on update).")
-                        .update_allowed(),
+                    PropertySchema::new(
+                        "cooldown",
+                        T::Integer,
+                        "Seconds after a scaling during which no other scaling starts.",
+                    )
+                    .update_allowed(),
+                    PropertySchema::new(
+                        "desired_capacity",
+                        T::Integer,
+                        "The number of members to start with (and to resize to on update).",
+                    )
+                    .update_allowed(),
                     PropertySchema::new("rolling_updates", T::Map, "How a changed member definition is rolled out.")
                         .update_allowed()
                         .default_value(json!({"min_in_service": 0, "max_batch_size": 1, "pause_time": 0}))
                         .map_of(vec![
-                            PropertySchema::new("min_in_service", T::Integer, "Members that stay in service during the roll-out.")
-                                .default_value(0)
-                                .constraint(Constraint::range(Some(0), None)),
+                            PropertySchema::new(
+                                "min_in_service",
+                                T::Integer,
+                                "Members that stay in service during the roll-out.",
+                            )
+                            .default_value(0)
+                            .constraint(Constraint::range(Some(0), None)),
                             PropertySchema::new("max_batch_size", T::Integer, "Members replaced at once.")
                                 .default_value(1)
                                 .constraint(Constraint::range(Some(1), None)),
@@ -199,8 +211,16 @@ impl AutoScalingGroup {
                         ]),
                 ],
                 attributes: vec![
-                    AttributeSchema::new("outputs", "Each member's value of the attribute named next, by member name.", Some("map")),
-                    AttributeSchema::new("outputs_list", "Each member's value of the attribute named next, in member order.", Some("list")),
+                    AttributeSchema::new(
+                        "outputs",
+                        "Each member's value of the attribute named next, by member name.",
+                        Some("map"),
+                    ),
+                    AttributeSchema::new(
+                        "outputs_list",
+                        "Each member's value of the attribute named next, in member order.",
+                        Some("list"),
+                    ),
                     AttributeSchema::new("current_size", "The number of members.", Some("integer")),
                     AttributeSchema::new("refs", "The members' references, in member order.", Some("list")),
                     AttributeSchema::new("refs_map", "The members' references by member name.", Some("map")),
@@ -217,7 +237,8 @@ impl AutoScalingGroup {
     /// upstream's order.
     async fn members(host: &dyn PluginHost, child_id: Option<&str>) -> Result<Vec<NestedMember>, ResourceFailure> {
         let Some(child) = child_id else { return Ok(Vec::new()) };
-        let members = host.nested_resources(child, &[]).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let members =
+            host.nested_resources(child, &[]).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
         Ok(ordered(members))
     }
 
@@ -227,18 +248,23 @@ impl AutoScalingGroup {
 
     /// Each member (failed first, then oldest first) with the definition
     /// the nested stack runs it with (upstream `get_member_definitions`).
-    async fn current_definitions(host: &dyn PluginHost, child_id: &str) -> Result<Vec<(String, Value)>, ResourceFailure> {
+    async fn current_definitions(
+        host: &dyn PluginHost,
+        child_id: &str,
+    ) -> Result<Vec<(String, Value)>, ResourceFailure> {
         let members = Self::members(host, Some(child_id)).await?;
-        let template = host.nested_template(child_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let template =
+            host.nested_template(child_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
         let definitions = template.get("resources").and_then(Value::as_object).cloned().unwrap_or_default();
-        Ok(members
-            .into_iter()
-            .filter_map(|m| definitions.get(&m.name).map(|d| (m.name, d.clone())))
-            .collect())
+        Ok(members.into_iter().filter_map(|m| definitions.get(&m.name).map(|d| (m.name, d.clone()))).collect())
     }
 
     /// Moves the nested stack to `members` and waits for it.
-    async fn push(host: &dyn PluginHost, scope: &Scope<'_>, members: &[(String, Value)]) -> Result<(), ResourceFailure> {
+    async fn push(
+        host: &dyn PluginHost,
+        scope: &Scope<'_>,
+        members: &[(String, Value)],
+    ) -> Result<(), ResourceFailure> {
         let spec = group_spec(host, scope.stack_id, Some(scope.child_id), scaling::group_template(members)).await?;
         host.update_nested(scope.child_id, spec).await?;
         let outcome = host.wait_nested(scope.child_id, scope.cancel.clone()).await?;
@@ -250,9 +276,15 @@ impl AutoScalingGroup {
 
     /// Upstream `resize`: `capacity` members, the oldest dropped first,
     /// new ones on the current definition.
-    async fn resize(host: &dyn PluginHost, scope: &Scope<'_>, props: &Properties, capacity: i64) -> Result<(), ResourceFailure> {
+    async fn resize(
+        host: &dyn PluginHost,
+        scope: &Scope<'_>,
+        props: &Properties,
+        capacity: i64,
+    ) -> Result<(), ResourceFailure> {
         let capacity = usize::try_from(capacity).unwrap_or_default();
-        host.check_nested_size(scope.stack_id, Some(scope.child_id), u64::try_from(capacity).unwrap_or(u64::MAX)).await?;
+        host.check_nested_size(scope.stack_id, Some(scope.child_id), u64::try_from(capacity).unwrap_or(u64::MAX))
+            .await?;
         let old = Self::current_definitions(host, scope.child_id).await?;
         let members = scaling::member_definitions(&old, &member_definition(props), capacity, 0, new_member_name);
         Self::push(host, scope, &members).await
@@ -267,7 +299,12 @@ impl AutoScalingGroup {
         let pause = policy.get("pause_time").and_then(Value::as_f64).unwrap_or(0.0).max(0.0);
         let capacity = Self::members(host, Some(scope.child_id)).await?.len();
         let target = desired(props).map(|d| d.max(0) as usize).unwrap_or(capacity).min(capacity);
-        let batches = scaling::rolling_batches(target, capacity, policy_int("max_batch_size", 1), policy_int("min_in_service", 0));
+        let batches = scaling::rolling_batches(
+            target,
+            capacity,
+            policy_int("max_batch_size", 1),
+            policy_int("min_in_service", 0),
+        );
         let definition = member_definition(props);
         for (i, (size, batch)) in batches.iter().enumerate() {
             let old = Self::current_definitions(host, scope.child_id).await?;
@@ -327,7 +364,12 @@ impl AutoScalingGroup {
     /// in cooldown or already at its bound (then [`scaling::no_action_required`]).
     /// The cooldown and `scaling_in_progress` are written to the group's
     /// metadata under its row's compare-and-swap, so one scaling runs at a time.
-    pub async fn adjust(&self, stack_id: &str, group: &PeerResource, adjustment: &Adjustment) -> Result<(), ResourceFailure> {
+    pub async fn adjust(
+        &self,
+        stack_id: &str,
+        group: &PeerResource,
+        adjustment: &Adjustment,
+    ) -> Result<(), ResourceFailure> {
         if group.status != crate::store::status::COMPLETE {
             return Err(scaling::no_action_required(&group.name, "group is not COMPLETE"));
         }
@@ -338,7 +380,8 @@ impl AutoScalingGroup {
         let props = &group.properties;
         let capacity = Self::healthy_size(&Self::members(host.as_ref(), Some(child_id)).await?);
         let (min, max) = (int(props, "min_size").unwrap_or(0), int(props, "max_size").unwrap_or(0));
-        let target = scaling::new_capacity(capacity, adjustment.adjustment, adjustment.kind, adjustment.min_step, min, max);
+        let target =
+            scaling::new_capacity(capacity, adjustment.adjustment, adjustment.kind, adjustment.min_step, min, max);
         if target == capacity {
             return Err(scaling::no_action_required(&group.name, "no change in capacity"));
         }
@@ -352,20 +395,36 @@ impl AutoScalingGroup {
             m.insert("message".into(), Value::String(message));
             m
         };
-        host.notify(stack_id, "autoscaling.start", false, notice(capacity as i64, format!("Start resizing the group {}", group.name))).await;
+        host.notify(
+            stack_id,
+            "autoscaling.start",
+            false,
+            notice(capacity as i64, format!("Start resizing the group {}", group.name)),
+        )
+        .await;
         let name = group.name.clone();
-        host.merge_metadata(group.id, Box::new(move |md: &Value| scaling::begin_scaling(&name, md, cooldown, now()))).await?;
+        host.merge_metadata(group.id, Box::new(move |md: &Value| scaling::begin_scaling(&name, md, cooldown, now())))
+            .await?;
         // Nobody cancels a signal's resize: the sender lives as long as the wait.
         let (_keep, cancel) = watch::channel(false);
         let scope = Scope { stack_id, child_id, cancel };
         let result = Self::resize(host.as_ref(), &scope, props, target).await;
         match &result {
-            Ok(()) => host.notify(stack_id, "autoscaling.end", false, notice(target as i64, format!("End resizing the group {}", group.name))).await,
+            Ok(()) => {
+                host.notify(
+                    stack_id,
+                    "autoscaling.end",
+                    false,
+                    notice(target as i64, format!("End resizing the group {}", group.name)),
+                )
+                .await
+            }
             Err(e) => host.notify(stack_id, "autoscaling.error", true, notice(capacity as i64, e.to_string())).await,
         }
         let reason = format!("{} : {}", adjustment.kind_text, scaling::py_number(adjustment.adjustment));
         let size_changed = result.is_ok();
-        let finish = Box::new(move |md: &Value| Ok(scaling::finish_scaling(md, cooldown, &reason, size_changed, now())));
+        let finish =
+            Box::new(move |md: &Value| Ok(scaling::finish_scaling(md, cooldown, &reason, size_changed, now())));
         if let Err(e) = host.merge_metadata(group.id, finish).await {
             tracing::warn!(group = group.name, error = %e, "scaling finished but the group's metadata was not updated");
         }
@@ -415,7 +474,11 @@ impl ResourceType for AutoScalingGroup {
         Box::pin(self.create_group(ctx))
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(self.update_group(ctx, old))
     }
 
@@ -478,10 +541,18 @@ mod tests {
     }
 
     impl PluginHost for FakeHost {
-        fn create_nested<'a>(&'a self, _: &'a NestedParent, _: NestedStackSpec) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
+        fn create_nested<'a>(
+            &'a self,
+            _: &'a NestedParent,
+            _: NestedStackSpec,
+        ) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
             Box::pin(async { Ok(NestedStackRef { id: "child".into(), arn: "arn".into() }) })
         }
-        fn update_nested<'a>(&'a self, _: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        fn update_nested<'a>(
+            &'a self,
+            _: &'a str,
+            spec: NestedStackSpec,
+        ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
             Box::pin(async move {
                 *self.updates.lock().unwrap() += 1;
                 let wanted: Vec<String> = spec.template["resources"].as_object().unwrap().keys().cloned().collect();
@@ -499,22 +570,39 @@ mod tests {
         fn delete_nested<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
             Box::pin(async { Ok(()) })
         }
-        fn wait_nested<'a>(&'a self, _: &'a str, _: watch::Receiver<bool>) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
-            Box::pin(async { Ok(NestedOutcome { action: "UPDATE".into(), status: "COMPLETE".into(), status_reason: String::new() }) })
+        fn wait_nested<'a>(
+            &'a self,
+            _: &'a str,
+            _: watch::Receiver<bool>,
+        ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
+            Box::pin(async {
+                Ok(NestedOutcome { action: "UPDATE".into(), status: "COMPLETE".into(), status_reason: String::new() })
+            })
         }
-        fn parent_documents<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
+        fn parent_documents<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
             Box::pin(async { Ok((Map::new(), json!({}))) })
         }
         fn nested_outputs<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
             Box::pin(async { Ok(Map::new()) })
         }
-        fn nested_resources<'a>(&'a self, _: &'a str, _: &'a [String]) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
+        fn nested_resources<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a [String],
+        ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
             Box::pin(async { Ok(self.members.lock().unwrap().clone()) })
         }
         fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
             Box::pin(async { Ok(self.template.lock().unwrap().clone()) })
         }
-        fn merge_metadata<'a>(&'a self, _: i64, mut merge: MetadataMerge<'a>) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
+        fn merge_metadata<'a>(
+            &'a self,
+            _: i64,
+            mut merge: MetadataMerge<'a>,
+        ) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
             Box::pin(async move {
                 let merged = merge(&self.metadata.lock().unwrap().clone())?;
                 *self.metadata.lock().unwrap() = merged.clone();
@@ -544,7 +632,13 @@ mod tests {
     }
 
     fn change(by: f64) -> Adjustment {
-        Adjustment { adjustment: by, kind: AdjustmentType::Change, kind_text: "change_in_capacity".into(), min_step: None, cooldown: None }
+        Adjustment {
+            adjustment: by,
+            kind: AdjustmentType::Change,
+            kind_text: "change_in_capacity".into(),
+            min_step: None,
+            cooldown: None,
+        }
     }
 
     #[tokio::test]
@@ -553,7 +647,10 @@ mod tests {
         let g = group_on(&host);
         // Already at max_size: nothing to do, nothing written.
         let e = g.adjust("sid", &peer(60), &change(1.0)).await.unwrap_err();
-        assert!(matches!(&e, ResourceFailure::Error { type_name, .. } if type_name == scaling::NO_ACTION_REQUIRED), "{e}");
+        assert!(
+            matches!(&e, ResourceFailure::Error { type_name, .. } if type_name == scaling::NO_ACTION_REQUIRED),
+            "{e}"
+        );
         assert_eq!(*host.metadata.lock().unwrap(), Value::Null);
         // Scaling down drops the oldest member.
         g.adjust("sid", &peer(60), &change(-1.0)).await.unwrap();
@@ -589,12 +686,23 @@ mod tests {
         let at = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap().and_hms_opt(10, 0, secs).unwrap();
         let mut attributes = Map::new();
         attributes.insert("value".into(), json!(value));
-        NestedMember { name: name.into(), reference: json!(format!("ref-{name}")), attributes, created_at: Some(at), failed }
+        NestedMember {
+            name: name.into(),
+            reference: json!(format!("ref-{name}")),
+            attributes,
+            created_at: Some(at),
+            failed,
+        }
     }
 
     #[test]
     fn members_are_ordered_failed_first_then_oldest() {
-        let members = ordered(vec![member("b", 5, false, "x"), member("a", 5, false, "y"), member("z", 9, true, "f"), member("c", 1, false, "w")]);
+        let members = ordered(vec![
+            member("b", 5, false, "x"),
+            member("a", 5, false, "y"),
+            member("z", 9, true, "f"),
+            member("c", 1, false, "w"),
+        ]);
         let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, vec!["z", "c", "a", "b"]);
         assert_eq!(AutoScalingGroup::healthy_size(&members), 3);
@@ -602,7 +710,11 @@ mod tests {
 
     #[test]
     fn attributes_index_the_healthy_members_in_order() {
-        let members = member_values(&ordered(vec![member("new", 9, false, "n"), member("old", 1, false, "o"), member("bad", 5, true, "f")]));
+        let members = member_values(&ordered(vec![
+            member("new", 9, false, "n"),
+            member("old", 1, false, "o"),
+            member("bad", 5, true, "f"),
+        ]));
         assert_eq!(group_attribute(&members, "current_size"), Some(json!(2)));
         assert_eq!(group_attribute(&members, "refs"), Some(json!(["ref-old", "ref-new"])));
         assert_eq!(group_attribute(&members, "refs_map"), Some(json!({"old": "ref-old", "new": "ref-new"})));
@@ -617,9 +729,7 @@ mod tests {
     #[test]
     fn sizes_are_validated_against_each_other() {
         let g = AutoScalingGroup::new(Arc::new(HostSlot::default()));
-        let props = |min: i64, max: i64, desired: Option<i64>| {
-            json!({"resource": {"type": "OS::Heat::None"}, "min_size": min, "max_size": max, "desired_capacity": desired})
-        };
+        let props = |min: i64, max: i64, desired: Option<i64>| json!({"resource": {"type": "OS::Heat::None"}, "min_size": min, "max_size": max, "desired_capacity": desired});
         assert!(g.validate_properties("g", &props(1, 3, Some(2))).is_ok());
         let e = g.validate_properties("g", &props(3, 1, None)).unwrap_err();
         assert_eq!(e.message, "MinSize can not be greater than MaxSize");

@@ -8,7 +8,11 @@ use serde_json::Value;
 /// `data` as cloud-init's `#cloud-config` document: block-style YAML with
 /// mapping keys sorted, as PyYAML dumps them.
 pub fn cloud_config_text(data: &Value) -> Result<String, String> {
-    let yaml = if data.is_null() { "null\n".to_string() } else { serde_yaml::to_string(&sorted_yaml(data)).map_err(|e| e.to_string())? };
+    let yaml = if data.is_null() {
+        "null\n".to_string()
+    } else {
+        serde_yaml::to_string(&sorted_yaml(data)).map_err(|e| e.to_string())?
+    };
     Ok(format!("#cloud-config\n{yaml}"))
 }
 
@@ -17,7 +21,9 @@ fn sorted_yaml(value: &Value) -> serde_yaml::Value {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            serde_yaml::Value::Mapping(keys.into_iter().map(|k| (serde_yaml::Value::String(k.clone()), sorted_yaml(&m[k]))).collect())
+            serde_yaml::Value::Mapping(
+                keys.into_iter().map(|k| (serde_yaml::Value::String(k.clone()), sorted_yaml(&m[k]))).collect(),
+            )
         }
         Value::Array(items) => serde_yaml::Value::Sequence(items.iter().map(sorted_yaml).collect()),
         Value::String(s) => serde_yaml::Value::String(s.clone()),
@@ -51,7 +57,11 @@ pub fn multipart_message(parts: &[MimePart]) -> String {
         if part.multipart {
             texts.extend(split_multipart(&part.content));
         } else {
-            texts.push(TextPart { body: part.content.clone(), subtype: part.subtype.clone(), filename: part.filename.clone() });
+            texts.push(TextPart {
+                body: part.content.clone(),
+                subtype: part.subtype.clone(),
+                filename: part.filename.clone(),
+            });
         }
     }
     // Python's boundary: 15 '=', a 19-digit random number, '=='.
@@ -112,8 +122,14 @@ fn split_multipart(message: &str) -> Vec<TextPart> {
         let chunk = chunk.strip_suffix('\n').unwrap_or(chunk);
         let (part_headers, part_body) = split_headers(chunk);
         let part_type = header(&part_headers, "content-type").unwrap_or_else(|| "text/plain".into());
-        let subtype = part_type.split(';').next().and_then(|t| t.split_once('/')).map(|(_, s)| s.trim().to_ascii_lowercase()).unwrap_or_else(|| "plain".into());
-        let filename = header(&part_headers, "content-disposition").and_then(|d| parameter(&d, "filename")).unwrap_or_default();
+        let subtype = part_type
+            .split(';')
+            .next()
+            .and_then(|t| t.split_once('/'))
+            .map(|(_, s)| s.trim().to_ascii_lowercase())
+            .unwrap_or_else(|| "plain".into());
+        let filename =
+            header(&part_headers, "content-disposition").and_then(|d| parameter(&d, "filename")).unwrap_or_default();
         parts.push(TextPart { body: part_body.to_string(), subtype, filename });
     }
     parts
@@ -158,7 +174,8 @@ mod tests {
 
     #[test]
     fn cloud_config_is_sorted_block_yaml_after_the_marker() {
-        let text = cloud_config_text(&json!({"write_files": [{"path": "/a", "content": "x"}], "package_update": true})).unwrap();
+        let text = cloud_config_text(&json!({"write_files": [{"path": "/a", "content": "x"}], "package_update": true}))
+            .unwrap();
         assert_eq!(text, "#cloud-config\npackage_update: true\nwrite_files:\n- content: x\n  path: /a\n");
     }
 
@@ -169,7 +186,12 @@ mod tests {
     #[test]
     fn text_parts_take_subtype_filename_and_charset() {
         let message = multipart_message(&[
-            MimePart { content: "#!/bin/sh\necho hi".into(), subtype: "x-shellscript".into(), filename: "run.sh".into(), ..Default::default() },
+            MimePart {
+                content: "#!/bin/sh\necho hi".into(),
+                subtype: "x-shellscript".into(),
+                filename: "run.sh".into(),
+                ..Default::default()
+            },
             MimePart { content: "#cloud-config\n".into(), filename: "cloud.cfg".into(), ..Default::default() },
             MimePart { content: "é".into(), ..Default::default() },
         ]);
@@ -190,11 +212,17 @@ mod tests {
     #[test]
     fn a_multipart_part_contributes_its_own_parts() {
         let inner = multipart_message(&[
-            MimePart { content: "one".into(), subtype: "x-shellscript".into(), filename: "a.sh".into(), ..Default::default() },
+            MimePart {
+                content: "one".into(),
+                subtype: "x-shellscript".into(),
+                filename: "a.sh".into(),
+                ..Default::default()
+            },
             MimePart { content: "two".into(), ..Default::default() },
         ]);
         let parts = split_multipart(&inner);
-        let summary: Vec<(&str, &str, &str)> = parts.iter().map(|p| (p.body.as_str(), p.subtype.as_str(), p.filename.as_str())).collect();
+        let summary: Vec<(&str, &str, &str)> =
+            parts.iter().map(|p| (p.body.as_str(), p.subtype.as_str(), p.filename.as_str())).collect();
         assert_eq!(summary, vec![("one", "x-shellscript", "a.sh"), ("two", "plain", "")]);
         let outer = multipart_message(&[MimePart { content: inner, multipart: true, ..Default::default() }]);
         assert_eq!(split_multipart(&outer).len(), 2);

@@ -102,7 +102,11 @@ impl ResourceType for DeployedServer {
         })
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             if old.get("software_config_transport") != ctx.properties.get("software_config_transport") {
                 self.publish_transport(ctx).await?;

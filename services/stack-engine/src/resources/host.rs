@@ -30,11 +30,7 @@ pub struct NestedStackSpec {
 /// The resources a template defines at its top level (HOT `resources`,
 /// CFN `Resources`): what upstream counts against `max_resources_per_stack`.
 pub fn template_resource_count(template: &Value) -> usize {
-    template
-        .get("resources")
-        .or_else(|| template.get("Resources"))
-        .and_then(Value::as_object)
-        .map_or(0, |r| r.len())
+    template.get("resources").or_else(|| template.get("Resources")).and_then(Value::as_object).map_or(0, |r| r.len())
 }
 
 /// Upstream `RequestLimitExceeded(StackResourceLimitExceeded.msg_fmt)`:
@@ -82,7 +78,11 @@ pub trait PluginHost: Send + Sync {
     ) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>>;
 
     /// Starts an UPDATE of nested stack `child_id` to `spec`.
-    fn update_nested<'a>(&'a self, child_id: &'a str, spec: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+    fn update_nested<'a>(
+        &'a self,
+        child_id: &'a str,
+        spec: NestedStackSpec,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
     /// Refuses a nested stack of `resources` resources under stack
     /// `stack_id` (replacing child `child_id`'s, when given) that would
@@ -113,13 +113,20 @@ pub trait PluginHost: Send + Sync {
 
     /// Runs a CHECK of nested stack `child_id` and waits for it; Ok when
     /// every resource of it passed (upstream `StackResource.handle_check`).
-    fn check_nested<'a>(&'a self, _child_id: &'a str, _cancel: watch::Receiver<bool>) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn check_nested<'a>(
+        &'a self,
+        _child_id: &'a str,
+        _cancel: watch::Receiver<bool>,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })
     }
 
     /// The files and the environment (without parameters) of stack
     /// `stack_id`: what a nested stack it owns inherits.
-    fn parent_documents<'a>(&'a self, stack_id: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>>;
+    fn parent_documents<'a>(
+        &'a self,
+        stack_id: &'a str,
+    ) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>>;
 
     /// The nested stack's outputs, resolved (an output that fails to
     /// resolve is left out).
@@ -144,7 +151,11 @@ pub trait PluginHost: Send + Sync {
 
     /// The live resource of stack `stack_id` whose reference
     /// (`get_resource`) is `refid` (upstream `stack.resource_by_refid`).
-    fn resource_by_refid<'a>(&'a self, _stack_id: &'a str, _refid: &'a str) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
+    fn resource_by_refid<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _refid: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })
     }
 
@@ -156,18 +167,31 @@ pub trait PluginHost: Send + Sync {
     /// Replaces the metadata of row `resource_id` with `merge(current)`,
     /// a compare-and-swap on the row's `atomic_key` (unlocked rows only),
     /// retried with a fresh read when it loses; answers what was written.
-    fn merge_metadata<'a>(&'a self, _resource_id: i64, _merge: MetadataMerge<'a>) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
+    fn merge_metadata<'a>(
+        &'a self,
+        _resource_id: i64,
+        _merge: MetadataMerge<'a>,
+    ) -> BoxFuture<'a, Result<Value, ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })
     }
 
     /// Where resource `resource_name` of stack `stack_id` is signalled.
-    fn signal_urls<'a>(&'a self, _stack_id: &'a str, _resource_name: &'a str) -> BoxFuture<'a, Result<SignalUrls, ResourceFailure>> {
+    fn signal_urls<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _resource_name: &'a str,
+    ) -> BoxFuture<'a, Result<SignalUrls, ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })
     }
 
     /// Records the physical id of resource `resource_name` (locked by the
     /// running action) before the action ends (upstream `resource_id_set`).
-    fn set_physical_id<'a>(&'a self, _stack_id: &'a str, _resource_name: &'a str, _physical_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn set_physical_id<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _resource_name: &'a str,
+        _physical_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -175,7 +199,13 @@ pub trait PluginHost: Send + Sync {
     /// prefix) about stack `stack_id`: its state with `extra` added
     /// (upstream's scaling group notifications). Nothing when notifications
     /// are off.
-    fn notify<'a>(&'a self, _stack_id: &'a str, _event_type: &'a str, _error: bool, _extra: Map<String, Value>) -> BoxFuture<'a, ()> {
+    fn notify<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _event_type: &'a str,
+        _error: bool,
+        _extra: Map<String, Value>,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
 
@@ -185,7 +215,11 @@ pub trait PluginHost: Send + Sync {
 
     /// Stores a software config for stack `stack_id`'s tenant; answers
     /// its id. `config` is `{config, inputs, outputs, options}`.
-    fn create_software_config<'a>(&'a self, _stack_id: &'a str, _new: NewSoftwareConfig) -> BoxFuture<'a, Result<String, ResourceFailure>> {
+    fn create_software_config<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _new: NewSoftwareConfig,
+    ) -> BoxFuture<'a, Result<String, ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })
     }
 
@@ -202,7 +236,11 @@ pub trait PluginHost: Send + Sync {
 
     /// Creates (no `id` yet stored) or updates a software deployment and
     /// publishes the server's deployments in its metadata.
-    fn write_deployment<'a>(&'a self, _stack_id: &'a str, _spec: DeploymentSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn write_deployment<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _spec: DeploymentSpec,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })
     }
 
@@ -219,7 +257,11 @@ pub trait PluginHost: Send + Sync {
 
     /// Upstream `signal_software_deployment`: records an agent's outputs
     /// on deployment `id` (IN_PROGRESS only); answers the event text.
-    fn signal_deployment<'a>(&'a self, _id: &'a str, _details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+    fn signal_deployment<'a>(
+        &'a self,
+        _id: &'a str,
+        _details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })
     }
 }
@@ -351,7 +393,11 @@ fn no_engine() -> ResourceFailure {
 }
 
 impl PluginHost for NoHost {
-    fn create_nested<'a>(&'a self, _: &'a NestedParent, _: NestedStackSpec) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
+    fn create_nested<'a>(
+        &'a self,
+        _: &'a NestedParent,
+        _: NestedStackSpec,
+    ) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
         Box::pin(async { Err(no_engine()) })
     }
     fn update_nested<'a>(&'a self, _: &'a str, _: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
@@ -360,7 +406,11 @@ impl PluginHost for NoHost {
     fn delete_nested<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Err(no_engine()) })
     }
-    fn wait_nested<'a>(&'a self, _: &'a str, _: watch::Receiver<bool>) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
+    fn wait_nested<'a>(
+        &'a self,
+        _: &'a str,
+        _: watch::Receiver<bool>,
+    ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
         Box::pin(async { Err(no_engine()) })
     }
     fn nested_outputs<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
@@ -369,7 +419,11 @@ impl PluginHost for NoHost {
     fn parent_documents<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
         Box::pin(async { Ok((Map::new(), Value::Object(Map::new()))) })
     }
-    fn nested_resources<'a>(&'a self, _: &'a str, _: &'a [String]) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
+    fn nested_resources<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
         Box::pin(async { Ok(Vec::new()) })
     }
     fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {

@@ -20,6 +20,7 @@
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
 mod autoscaling_group;
+mod config_formats;
 mod context;
 mod deployed_server;
 pub mod host;
@@ -33,7 +34,6 @@ mod resource_group;
 mod scaling;
 mod scaling_policy;
 mod schema;
-mod config_formats;
 mod software_config;
 mod software_deployment;
 mod stack_resource;
@@ -52,6 +52,8 @@ use crate::EngineError;
 
 pub use autoscaling_group::AutoScalingGroup;
 pub use context::{physical_resource_name, short_id, ActionContext};
+pub use deployed_server::DeployedServer;
+pub use host::{HostSlot, PluginHost};
 pub use none::NoneResource;
 pub use properties::{validate_properties, validate_update_policy, Properties};
 pub use random_string::RandomString;
@@ -64,14 +66,12 @@ pub use schema::{
     show_attribute, AttributeSchema, Constraint, ConstraintKind, NestedSchema, PropertySchema, PropertyType,
     ResourceSchema, SupportStatus, SUPPORT_STATUSES,
 };
-pub use template_resource::TemplateResource;
-pub use stack_resource::StackResource;
-pub use test_resource::TestResource;
-pub use host::{HostSlot, PluginHost};
-pub use value::ValueResource;
-pub use deployed_server::DeployedServer;
 pub use software_config::SoftwareConfig;
 pub use software_deployment::SoftwareDeployment;
+pub use stack_resource::StackResource;
+pub use template_resource::TemplateResource;
+pub use test_resource::TestResource;
+pub use value::ValueResource;
 pub use wait_condition::{WaitCondition, WaitConditionHandle};
 
 /// The fact under which a nested-stack resource's members (name,
@@ -274,8 +274,14 @@ pub trait ResourceType: Send + Sync + 'static {
     /// resource that exists (not INIT); answers the text of the event's
     /// "Signal: …" reason, or None for the generic one. Only called when
     /// [`ResourceType::handles_signal`] is true.
-    fn handle_signal<'a>(&'a self, _target: &'a SignalTarget, _details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
-        Box::pin(async { Err(ResourceFailure::error("ResourceActionNotSupported", "signal is not supported for resource.")) })
+    fn handle_signal<'a>(
+        &'a self,
+        _target: &'a SignalTarget,
+        _details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+        Box::pin(async {
+            Err(ResourceFailure::error("ResourceActionNotSupported", "signal is not supported for resource."))
+        })
     }
 
     /// Upstream `handle_check`; None when the type has none (CHECK then

@@ -522,7 +522,8 @@ mod tests {
 
     #[test]
     fn update_policies_are_validated_under_their_section() {
-        let pause = PropertySchema::new("pause_time", PropertyType::Number, "").constraint(Constraint::range(Some(0), None));
+        let pause =
+            PropertySchema::new("pause_time", PropertyType::Number, "").constraint(Constraint::range(Some(0), None));
         let s = vec![PropertySchema::new("batch", PropertyType::Map, "").map_of(vec![pause])];
         let e = validate_update_policy(&s, "g", &json!({"batch": {"pause_time": -1}})).unwrap_err();
         assert_eq!(

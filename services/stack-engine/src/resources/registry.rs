@@ -4,14 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use keelson_policy::{
-    ContextValues, Credentials, Denied, Enforcer, HeatEnforcer, PolicyFile, Target,
-};
+use keelson_policy::{ContextValues, Credentials, Denied, Enforcer, HeatEnforcer, PolicyFile, Target};
 use serde_json::{json, Map, Value};
 
-use super::schema::{
-    show_attribute, ConstraintKind, PropertySchema, PropertyType, SUPPORT_STATUSES,
-};
+use super::schema::{show_attribute, ConstraintKind, PropertySchema, PropertyType, SUPPORT_STATUSES};
 use super::{HostSlot, NoneResource, RandomString, ResourceType, TestResource, ValueResource};
 use crate::service::Caller;
 use crate::EngineError;
@@ -116,26 +112,16 @@ impl Registry {
         registry.register(Arc::new(super::ResourceChain::new(registry.host.clone())));
         let host = registry.host().clone();
         registry.register(Arc::new(super::WaitConditionHandle::heat(host.clone())));
-        registry.register(Arc::new(super::WaitConditionHandle::update_handle(
-            host.clone(),
-        )));
+        registry.register(Arc::new(super::WaitConditionHandle::update_handle(host.clone())));
         registry.register(Arc::new(super::WaitCondition::new(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::new(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::structured(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::cloud_config(host.clone())));
-        registry.register(Arc::new(super::SoftwareConfig::multipart_mime(
-            host.clone(),
-        )));
+        registry.register(Arc::new(super::SoftwareConfig::multipart_mime(host.clone())));
         registry.register(Arc::new(super::SoftwareDeployment::new(host.clone())));
-        registry.register(Arc::new(super::SoftwareDeployment::structured(
-            host.clone(),
-        )));
-        registry.register(Arc::new(super::ResourceGroup::software_deployment_group(
-            host.clone(),
-        )));
-        registry.register(Arc::new(super::ResourceGroup::structured_deployment_group(
-            host.clone(),
-        )));
+        registry.register(Arc::new(super::SoftwareDeployment::structured(host.clone())));
+        registry.register(Arc::new(super::ResourceGroup::software_deployment_group(host.clone())));
+        registry.register(Arc::new(super::ResourceGroup::structured_deployment_group(host.clone())));
         registry.register(Arc::new(super::DeployedServer::new(host.clone())));
         let scaling_group = Arc::new(super::AutoScalingGroup::new(host.clone()));
         registry.register(scaling_group.clone());
@@ -156,9 +142,7 @@ impl Registry {
     pub fn with_placement(client: super::placement::PlacementClient) -> Registry {
         let mut registry = Self::builtin();
         let client = Arc::new(client);
-        registry.register(Arc::new(super::placement::ResourceProvider::new(
-            client.clone(),
-        )));
+        registry.register(Arc::new(super::placement::ResourceProvider::new(client.clone())));
         registry.register(Arc::new(super::placement::Allocation::new(client)));
         registry
     }
@@ -196,9 +180,7 @@ impl Registry {
         caller: &Caller,
         types: impl IntoIterator<Item = &'a str>,
     ) -> Result<(), EngineError> {
-        types
-            .into_iter()
-            .try_for_each(|t| self.authorize_type(caller, t))
+        types.into_iter().try_for_each(|t| self.authorize_type(caller, t))
     }
 
     /// Adds (or replaces) a type under its `type_name()`.
@@ -213,15 +195,7 @@ impl Registry {
     /// Type names in upstream's listing order.
     pub fn type_names(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = self.types.keys().copied().collect();
-        names.sort_by_key(|n| {
-            (
-                UPSTREAM_ORDER
-                    .iter()
-                    .position(|u| u == n)
-                    .unwrap_or(usize::MAX),
-                *n,
-            )
-        });
+        names.sort_by_key(|n| (UPSTREAM_ORDER.iter().position(|u| u == n).unwrap_or(usize::MAX), *n));
         names
     }
 
@@ -229,18 +203,8 @@ impl Registry {
     /// start of the type name), `support_status`, `version`,
     /// `with_description`. A repeated key counts with its last value.
     /// Types the caller may not use are left out, as upstream does.
-    pub fn list_view(
-        &self,
-        caller: &Caller,
-        query: &[(String, Vec<String>)],
-    ) -> Result<Value, EngineError> {
-        let param = |key: &str| {
-            query
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key)
-                .and_then(|(_, v)| v.last().cloned())
-        };
+    pub fn list_view(&self, caller: &Caller, query: &[(String, Vec<String>)]) -> Result<Value, EngineError> {
+        let param = |key: &str| query.iter().rev().find(|(k, _)| k == key).and_then(|(_, v)| v.last().cloned());
         let with_description = match param("with_description") {
             Some(v) => extract_bool("with_description", &v)?,
             None => false,
@@ -248,8 +212,7 @@ impl Registry {
         let support_status = param("support_status");
         if let Some(s) = &support_status {
             if !SUPPORT_STATUSES.contains(&s.as_str()) {
-                let statuses: Vec<String> =
-                    SUPPORT_STATUSES.iter().map(|s| format!("'{s}'")).collect();
+                let statuses: Vec<String> = SUPPORT_STATUSES.iter().map(|s| format!("'{s}'")).collect();
                 return Err(EngineError::bad_request(
                     "Invalid",
                     format!(
@@ -276,12 +239,8 @@ impl Registry {
             let status = &rt.schema().support_status;
             if status.is_hidden()
                 || name_filter.as_ref().is_some_and(|re| !re.is_match(name))
-                || version
-                    .as_deref()
-                    .is_some_and(|v| status.version != Some(v))
-                || support_status
-                    .as_deref()
-                    .is_some_and(|s| status.status != s)
+                || version.as_deref().is_some_and(|v| status.version != Some(v))
+                || support_status.as_deref().is_some_and(|s| status.status != s)
                 || self.authorize_type(caller, name).is_err()
             {
                 continue;
@@ -296,34 +255,20 @@ impl Registry {
     }
 
     fn visible(&self, type_name: &str) -> Result<&Arc<dyn ResourceType>, EngineError> {
-        let rt = self
-            .types
-            .get(type_name)
-            .ok_or_else(|| EngineError::entity_not_found("Resource Type", type_name))?;
+        let rt = self.types.get(type_name).ok_or_else(|| EngineError::entity_not_found("Resource Type", type_name))?;
         if rt.schema().support_status.is_hidden() {
-            return Err(EngineError::not_supported(format!(
-                "{type_name} is not supported."
-            )));
+            return Err(EngineError::not_supported(format!("{type_name} is not supported.")));
         }
         Ok(rt)
     }
 
     /// `GET /resource_types/{type}` (the type's rule first, as upstream).
-    pub fn schema_view(
-        &self,
-        caller: &Caller,
-        type_name: &str,
-        with_description: bool,
-    ) -> Result<Value, EngineError> {
+    pub fn schema_view(&self, caller: &Caller, type_name: &str, with_description: bool) -> Result<Value, EngineError> {
         self.authorize_type(caller, type_name)?;
         let rt = self.visible(type_name)?;
         let schema = rt.schema();
-        let properties: Map<String, Value> = schema
-            .properties
-            .iter()
-            .filter(|p| !p.hidden)
-            .map(|p| (p.name.to_string(), p.to_json()))
-            .collect();
+        let properties: Map<String, Value> =
+            schema.properties.iter().filter(|p| !p.hidden).map(|p| (p.name.to_string(), p.to_json())).collect();
         let attributes: Map<String, Value> = schema
             .attributes
             .iter()
@@ -346,12 +291,7 @@ impl Registry {
     /// provider template mirroring the type (parameters from properties,
     /// outputs from attributes). Like upstream, a type with an `any`
     /// property cannot be rendered: 500 `KeyError`.
-    pub fn template_view(
-        &self,
-        caller: &Caller,
-        type_name: &str,
-        template_type: &str,
-    ) -> Result<Value, EngineError> {
+    pub fn template_view(&self, caller: &Caller, type_name: &str, template_type: &str) -> Result<Value, EngineError> {
         self.authorize_type(caller, type_name)?;
         let rt = self.visible(type_name)?;
         let hot = template_type == "hot";
@@ -360,14 +300,7 @@ impl Registry {
         let mut params = Map::new();
         let mut props = Map::new();
         for p in schema.properties.iter().filter(|p| !p.hidden) {
-            params.insert(
-                p.name.to_string(),
-                if hot {
-                    hot_parameter(p)?
-                } else {
-                    cfn_parameter(p)?
-                },
-            );
+            params.insert(p.name.to_string(), if hot { hot_parameter(p)? } else { cfn_parameter(p)? });
             let prop = if hot {
                 json!({"get_param": p.name})
             } else if p.kind == PropertyType::List {
@@ -378,12 +311,7 @@ impl Registry {
             props.insert(p.name.to_string(), prop);
         }
         let mut outputs = Map::new();
-        for a in schema
-            .attributes
-            .iter()
-            .cloned()
-            .chain(std::iter::once(show_attribute()))
-        {
+        for a in schema.attributes.iter().cloned().chain(std::iter::once(show_attribute())) {
             let output = if hot {
                 json!({"value": {"get_attr": [resource_name, a.name]}, "description": a.description})
             } else {
@@ -481,10 +409,7 @@ fn cfn_parameter(p: &PropertySchema) -> Result<Value, EngineError> {
         }
     }
     if p.kind == PropertyType::Boolean {
-        out.insert(
-            "AllowedValues".into(),
-            json!(["True", "true", "False", "false"]),
-        );
+        out.insert("AllowedValues".into(), json!(["True", "true", "False", "false"]));
     }
     Ok(Value::Object(out))
 }
@@ -570,51 +495,26 @@ mod tests {
     const CAPTURED: &str = include_str!("testdata/resource_type_schemas.json");
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, Vec<String>)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), vec![v.to_string()])).collect()
     }
 
     #[test]
     fn schema_views_equal_the_captures() {
         let captured: Value = serde_json::from_str(CAPTURED).unwrap();
         let registry = Registry::builtin();
-        for name in [
-            "OS::Heat::None",
-            "OS::Heat::RandomString",
-            "OS::Heat::TestResource",
-            "OS::Heat::Value",
-        ] {
-            assert_eq!(
-                registry.schema_view(&admin(), name, false).unwrap(),
-                captured[name],
-                "{name}"
-            );
+        for name in ["OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::TestResource", "OS::Heat::Value"] {
+            assert_eq!(registry.schema_view(&admin(), name, false).unwrap(), captured[name], "{name}");
         }
     }
 
     #[test]
     fn schema_view_with_description_and_unknown() {
         let registry = Registry::builtin();
-        let v = registry
-            .schema_view(&admin(), "OS::Heat::Value", true)
-            .unwrap();
-        assert!(v["description"]
-            .as_str()
-            .unwrap()
-            .starts_with("A resource which exposes its value property"));
-        let e = registry
-            .schema_view(&admin(), "OS::Nova::Server", false)
-            .unwrap_err();
-        assert_eq!(
-            (e.type_name.as_str(), e.http_status),
-            ("EntityNotFound", 404)
-        );
-        assert_eq!(
-            e.message,
-            "The Resource Type (OS::Nova::Server) could not be found."
-        );
+        let v = registry.schema_view(&admin(), "OS::Heat::Value", true).unwrap();
+        assert!(v["description"].as_str().unwrap().starts_with("A resource which exposes its value property"));
+        let e = registry.schema_view(&admin(), "OS::Nova::Server", false).unwrap_err();
+        assert_eq!((e.type_name.as_str(), e.http_status), ("EntityNotFound", 404));
+        assert_eq!(e.message, "The Resource Type (OS::Nova::Server) could not be found.");
     }
 
     #[test]
@@ -632,61 +532,33 @@ mod tests {
             ]})
         );
         assert_eq!(
-            registry
-                .list_view(&admin(), &q(&[("name", "OS::Heat::R.*")]))
-                .unwrap(),
+            registry.list_view(&admin(), &q(&[("name", "OS::Heat::R.*")])).unwrap(),
             json!({"resource_types": ["OS::Heat::RandomString", "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup"]})
         );
         // re.match: anchored at the start, not a substring search
+        assert_eq!(registry.list_view(&admin(), &q(&[("name", "Value")])).unwrap(), json!({"resource_types": []}));
+        assert_eq!(registry.list_view(&admin(), &q(&[("name", "(")])).unwrap(), json!({"resource_types": []}));
         assert_eq!(
-            registry
-                .list_view(&admin(), &q(&[("name", "Value")]))
-                .unwrap(),
-            json!({"resource_types": []})
-        );
-        assert_eq!(
-            registry.list_view(&admin(), &q(&[("name", "(")])).unwrap(),
-            json!({"resource_types": []})
-        );
-        assert_eq!(
-            registry
-                .list_view(&admin(), &q(&[("version", "5.0.0")]))
-                .unwrap(),
+            registry.list_view(&admin(), &q(&[("version", "5.0.0")])).unwrap(),
             json!({"resource_types": [
                 "OS::Heat::None", "OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup", "OS::Heat::TestResource"
             ]})
         );
         assert_eq!(
-            registry
-                .list_view(&admin(), &q(&[("support_status", "DEPRECATED")]))
-                .unwrap(),
+            registry.list_view(&admin(), &q(&[("support_status", "DEPRECATED")])).unwrap(),
             json!({"resource_types": []})
         );
-        let e = registry
-            .list_view(&admin(), &q(&[("support_status", "BOGUS")]))
-            .unwrap_err();
+        let e = registry.list_view(&admin(), &q(&[("support_status", "BOGUS")])).unwrap_err();
         assert_eq!(e.type_name, "Invalid");
         assert_eq!(
             e.message,
             "Data supplied was not valid: Invalid support status and should be one of ('UNKNOWN', 'SUPPORTED', 'DEPRECATED', 'UNSUPPORTED', 'HIDDEN')"
         );
-        let described = registry
-            .list_view(
-                &admin(),
-                &q(&[("with_description", "True"), ("name", "OS::Heat::None")]),
-            )
-            .unwrap();
-        assert_eq!(
-            described["resource_types"][0]["resource_type"],
-            json!("OS::Heat::None")
-        );
-        assert!(described["resource_types"][0]["description"]
-            .as_str()
-            .unwrap()
-            .starts_with("Enables easily"));
-        let e = registry
-            .list_view(&admin(), &q(&[("with_description", "maybe")]))
-            .unwrap_err();
+        let described =
+            registry.list_view(&admin(), &q(&[("with_description", "True"), ("name", "OS::Heat::None")])).unwrap();
+        assert_eq!(described["resource_types"][0]["resource_type"], json!("OS::Heat::None"));
+        assert!(described["resource_types"][0]["description"].as_str().unwrap().starts_with("Enables easily"));
+        let e = registry.list_view(&admin(), &q(&[("with_description", "maybe")])).unwrap_err();
         assert_eq!(
             e.message,
             "Unrecognized value \"maybe\" for \"with_description\", acceptable values are: true, false."
@@ -696,59 +568,27 @@ mod tests {
     #[test]
     fn template_views() {
         let registry = Registry::builtin();
-        let hot = registry
-            .template_view(&admin(), "OS::Heat::RandomString", "hot")
-            .unwrap();
+        let hot = registry.template_view(&admin(), "OS::Heat::RandomString", "hot").unwrap();
         assert_eq!(hot["heat_template_version"], json!("2016-10-14"));
-        assert_eq!(
-            hot["description"],
-            json!("Initial template of RandomString")
-        );
+        assert_eq!(hot["description"], json!("Initial template of RandomString"));
         assert_eq!(hot["parameters"]["length"]["type"], json!("number"));
         assert_eq!(hot["parameters"]["length"]["default"], json!(32));
-        assert_eq!(
-            hot["parameters"]["length"]["constraints"],
-            json!([{"range": {"min": 1, "max": 512}}])
-        );
+        assert_eq!(hot["parameters"]["length"]["constraints"], json!([{"range": {"min": 1, "max": 512}}]));
         assert!(hot["parameters"].get("sequence").is_none());
-        assert_eq!(
-            hot["resources"]["RandomString"]["properties"]["salt"],
-            json!({"get_param": "salt"})
-        );
-        assert_eq!(
-            hot["outputs"]["value"]["value"],
-            json!({"get_attr": ["RandomString", "value"]})
-        );
-        assert_eq!(
-            hot["outputs"]["OS::stack_id"],
-            json!({"value": {"get_resource": "RandomString"}})
-        );
-        let cfn = registry
-            .template_view(&admin(), "OS::Heat::TestResource", "cfn")
-            .unwrap();
+        assert_eq!(hot["resources"]["RandomString"]["properties"]["salt"], json!({"get_param": "salt"}));
+        assert_eq!(hot["outputs"]["value"]["value"], json!({"get_attr": ["RandomString", "value"]}));
+        assert_eq!(hot["outputs"]["OS::stack_id"], json!({"value": {"get_resource": "RandomString"}}));
+        let cfn = registry.template_view(&admin(), "OS::Heat::TestResource", "cfn").unwrap();
         assert_eq!(cfn["HeatTemplateFormatVersion"], json!("2012-12-12"));
-        assert_eq!(
-            cfn["Parameters"]["fail"]["AllowedValues"],
-            json!(["True", "true", "False", "false"])
-        );
+        assert_eq!(cfn["Parameters"]["fail"]["AllowedValues"], json!(["True", "true", "False", "false"]));
         assert_eq!(cfn["Parameters"]["action_wait_secs"]["Type"], json!("Json"));
-        assert_eq!(
-            cfn["Resources"]["TestResource"]["Properties"]["value"],
-            json!({"Ref": "value"})
-        );
-        assert_eq!(
-            cfn["Outputs"]["show"]["Value"],
-            json!({"Fn::GetAtt": ["TestResource", "show"]})
-        );
-        let none = registry
-            .template_view(&admin(), "OS::Heat::None", "hot")
-            .unwrap();
+        assert_eq!(cfn["Resources"]["TestResource"]["Properties"]["value"], json!({"Ref": "value"}));
+        assert_eq!(cfn["Outputs"]["show"]["Value"], json!({"Fn::GetAtt": ["TestResource", "show"]}));
+        let none = registry.template_view(&admin(), "OS::Heat::None", "hot").unwrap();
         assert_eq!(none["parameters"], json!({}));
         assert!(none["resources"].get("NoneResource").is_some());
         // As captured from the real Heat: 500 KeyError for an `any` property.
-        let e = registry
-            .template_view(&admin(), "OS::Heat::Value", "hot")
-            .unwrap_err();
+        let e = registry.template_view(&admin(), "OS::Heat::Value", "hot").unwrap_err();
         assert_eq!((e.type_name.as_str(), e.http_status), ("KeyError", 500));
     }
 }

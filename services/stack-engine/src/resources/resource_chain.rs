@@ -67,7 +67,8 @@ impl ResourceChain {
         }
         let host = self.host.get();
         let template = json!({"heat_template_version": "2015-04-30", "resources": resources});
-        super::template_resource::group_spec(host.as_ref(), &ctx.stack_id, ctx.state.physical_id.as_deref(), template).await
+        super::template_resource::group_spec(host.as_ref(), &ctx.stack_id, ctx.state.physical_id.as_deref(), template)
+            .await
     }
 }
 
@@ -109,7 +110,11 @@ impl ResourceType for ResourceChain {
         })
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let spec = self.spec(ctx).await?;
             update_child(self.host.get().as_ref(), ctx, spec).await

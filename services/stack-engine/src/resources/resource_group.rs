@@ -18,13 +18,14 @@ use serde_json::{json, Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{check_child, create_child, delete_child, nested_reference, stored_members, update_child};
+use super::template_resource::{
+    check_child, create_child, delete_child, nested_reference, stored_members, update_child,
+};
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
 use crate::EngineError;
 
 /// resource_data keys.
 const REMOVED_KEY: &str = "removed_rsrc_list";
-
 
 pub struct ResourceGroup {
     type_name: &'static str,
@@ -43,7 +44,9 @@ const DEFAULT_ACTION_TIMEOUT_SECS: f64 = 3600.0;
 /// below its minimum.
 fn update_policy_schema() -> Vec<PropertySchema> {
     let max_batch_size = |what| {
-        PropertySchema::new("max_batch_size", T::Integer, what).default_value(1).constraint(Constraint::range(Some(1), None))
+        PropertySchema::new("max_batch_size", T::Integer, what)
+            .default_value(1)
+            .constraint(Constraint::range(Some(1), None))
     };
     let pause_time = |what| {
         PropertySchema::new("pause_time", T::Number, what).default_value(0).constraint(Constraint::range(Some(0), None))
@@ -119,13 +122,23 @@ impl ResourceGroup {
             schema: ResourceSchema {
                 properties,
                 attributes: vec![
-                    per_server("deploy_stdouts", "A map of server names and the stdout captured from the configuration execution on each."),
-                    per_server("deploy_stderrs", "A map of server names and the stderr captured from the configuration execution on each."),
-                    per_server("deploy_status_codes", "A map of server names and the status code returned by the configuration execution on each."),
+                    per_server(
+                        "deploy_stdouts",
+                        "A map of server names and the stdout captured from the configuration execution on each.",
+                    ),
+                    per_server(
+                        "deploy_stderrs",
+                        "A map of server names and the stderr captured from the configuration execution on each.",
+                    ),
+                    per_server(
+                        "deploy_status_codes",
+                        "A map of server names and the status code returned by the configuration execution on each.",
+                    ),
                     super::show_attribute(),
                 ],
                 support_status: SupportStatus::supported("5.0.0"),
-                description: "Associates a group of servers with some configuration: one software deployment per server.",
+                description:
+                    "Associates a group of servers with some configuration: one software deployment per server.",
             },
             host,
         }
@@ -251,7 +264,8 @@ fn member_definition(members: Members, properties: &Properties, name: &str) -> V
 /// A deployment group's member: the group's deployment properties (those
 /// given) and the entry's server.
 fn deployment_definition(member_type: &str, properties: &Properties, name: &str) -> Value {
-    let passed = ["config", "input_values", "actions", "signal_transport", "name", "input_key", "input_values_validate"];
+    let passed =
+        ["config", "input_values", "actions", "signal_transport", "name", "input_key", "input_values_validate"];
     let mut props: Map<String, Value> = passed
         .into_iter()
         .filter_map(|k| properties.get(k).filter(|v| !v.is_null()).map(|v| (k.to_string(), v.clone())))
@@ -284,7 +298,12 @@ fn counted_member_definition(properties: &Properties, name: &str) -> Value {
 /// The nested template holding `names`, each defined by `props` (or, for
 /// names in `old_names`, by `old` when given: a rolling update's members
 /// not yet in the batch).
-fn group_template(members: Members, names: &[String], props: &Properties, keep_old: Option<(&Properties, &BTreeSet<String>)>) -> Value {
+fn group_template(
+    members: Members,
+    names: &[String],
+    props: &Properties,
+    keep_old: Option<(&Properties, &BTreeSet<String>)>,
+) -> Value {
     let mut resources = Map::new();
     for name in names {
         let defn = match keep_old {
@@ -350,7 +369,8 @@ fn batching(ctx: &ActionContext, schema: &[PropertySchema], key: &str) -> Result
         return Ok(None);
     };
     // Validated Integers fit i64; usize is at least as wide here.
-    let size = |k: &str, d: i64| usize::try_from(policy.get(k).and_then(Value::as_i64).unwrap_or(d)).unwrap_or(usize::MAX);
+    let size =
+        |k: &str, d: i64| usize::try_from(policy.get(k).and_then(Value::as_i64).unwrap_or(d)).unwrap_or(usize::MAX);
     Ok(Some(Batching {
         max_batch_size: size("max_batch_size", 1).max(1),
         min_in_service: size("min_in_service", 0),
@@ -367,7 +387,10 @@ fn check_pauses_fit(policy: Batching, batches: usize, timeout_mins: Option<i64>)
     };
     let total = policy.pause_secs * batches.saturating_sub(1) as f64;
     if total >= timeout_secs {
-        return Err(ResourceFailure::error("ValueError", "The current update policy will result in stack update timeout."));
+        return Err(ResourceFailure::error(
+            "ValueError",
+            "The current update policy will result in stack update timeout.",
+        ));
     }
     Ok(())
 }
@@ -387,7 +410,12 @@ impl ResourceGroup {
         host.check_nested_size(&ctx.stack_id, ctx.state.physical_id.as_deref(), members).await
     }
 
-    async fn spec(&self, host: &dyn PluginHost, ctx: &ActionContext, template: Value) -> Result<NestedStackSpec, ResourceFailure> {
+    async fn spec(
+        &self,
+        host: &dyn PluginHost,
+        ctx: &ActionContext,
+        template: Value,
+    ) -> Result<NestedStackSpec, ResourceFailure> {
         super::template_resource::group_spec(host, &ctx.stack_id, ctx.state.physical_id.as_deref(), template).await
     }
 
@@ -416,7 +444,9 @@ impl ResourceGroup {
             // rolling_update: members whose definition changes move to it
             // a batch at a time (batch size limited so min_in_service stay).
             (Some(b), Some(old_props))
-                if names.iter().any(|n| member_definition(self.members, old_props, n) != member_definition(self.members, &props, n)) =>
+                if names.iter().any(|n| {
+                    member_definition(self.members, old_props, n) != member_definition(self.members, &props, n)
+                }) =>
             {
                 let existing: Vec<String> = stored_members(&ctx.state)
                     .iter()
@@ -502,7 +532,12 @@ impl ResourceType for ResourceGroup {
     /// The members a create would make (upstream validates them only
     /// when there are any: `count: 0` disables a group whatever its
     /// definition holds).
-    fn nested_stack_spec(&self, properties: &Properties, files: &Map<String, Value>, environment: &Value) -> Option<NestedStackSpec> {
+    fn nested_stack_spec(
+        &self,
+        properties: &Properties,
+        files: &Map<String, Value>,
+        environment: &Value,
+    ) -> Option<NestedStackSpec> {
         let names = match self.members {
             Members::Counted => member_names(count_of(properties), &BTreeSet::new()),
             Members::PerServer(_) => server_names(properties),
@@ -531,7 +566,11 @@ impl ResourceType for ResourceGroup {
         })
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             if matches!(self.members, Members::PerServer(_)) {
                 let names = server_names(&ctx.properties);
@@ -638,7 +677,9 @@ pub(crate) fn group_attribute(state: &ResourceState, name: &str) -> Option<Value
                 let member = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
                 if let Some(Value::Object(attrs)) = m.get("attrs") {
                     for (a, v) in attrs {
-                        if let Value::Object(map) = by_attr.entry(a.clone()).or_insert_with(|| Value::Object(Map::new())) {
+                        if let Value::Object(map) =
+                            by_attr.entry(a.clone()).or_insert_with(|| Value::Object(Map::new()))
+                        {
                             map.insert(member.clone(), v.clone());
                         }
                     }
@@ -658,7 +699,8 @@ mod tests {
     #[test]
     fn pauses_must_end_within_the_stacks_timeout() {
         let policy = |pause_secs| Batching { max_batch_size: 1, min_in_service: 0, pause_secs };
-        let refused = Err(ResourceFailure::error("ValueError", "The current update policy will result in stack update timeout."));
+        let refused =
+            Err(ResourceFailure::error("ValueError", "The current update policy will result in stack update timeout."));
         assert_eq!(check_pauses_fit(policy(1e20), 2, None), refused);
         assert_eq!(check_pauses_fit(policy(1e20), 1, None), Ok(()));
         assert_eq!(check_pauses_fit(policy(1799.0), 3, None), Ok(()));
@@ -677,10 +719,11 @@ mod tests {
 
     #[test]
     fn a_deployment_group_deploys_its_config_to_each_server() {
-        let props: Properties = json!({"servers": {"b": "srv-b", "a": "srv-a"}, "config": "cfg", "input_values": {"foo": 1}, "name": null})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let props: Properties =
+            json!({"servers": {"b": "srv-b", "a": "srv-a"}, "config": "cfg", "input_values": {"foo": 1}, "name": null})
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
         // In the order the map gives them, as upstream iterates its dict.
         assert_eq!(server_names(&props), vec!["b".to_string(), "a".to_string()]);
         assert_eq!(

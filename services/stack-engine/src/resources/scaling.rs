@@ -63,7 +63,11 @@ pub fn new_capacity(
             // Below one member the change rounds away from zero, above it
             // towards zero.
             let mut rounded = if delta.abs() < 1.0 {
-                if delta > 0.0 { delta.ceil() } else { delta.floor() }
+                if delta > 0.0 {
+                    delta.ceil()
+                } else {
+                    delta.floor()
+                }
             } else if delta > 0.0 {
                 delta.floor()
             } else {
@@ -123,7 +127,12 @@ pub const NO_ACTION_REQUIRED: &str = "NoActionRequired";
 /// Upstream `_check_scaling_allowed`: refuses while a scaling runs or
 /// the cooldown lasts, else marks the group's `metadata` as scaling.
 /// Answers the metadata to write.
-pub fn begin_scaling(group: &str, metadata: &Value, cooldown: Option<f64>, now: NaiveDateTime) -> Result<Value, ResourceFailure> {
+pub fn begin_scaling(
+    group: &str,
+    metadata: &Value,
+    cooldown: Option<f64>,
+    now: NaiveDateTime,
+) -> Result<Value, ResourceFailure> {
     let mut md = match metadata {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
@@ -134,9 +143,8 @@ pub fn begin_scaling(group: &str, metadata: &Value, cooldown: Option<f64>, now: 
     }
     let cooldown = sanitize_cooldown(cooldown);
     let in_cooldown = || no_action_required(group, &format!("due to cooldown, cooldown {}", py_number(cooldown)));
-    let younger_than_cooldown = |text: &str| {
-        parse_iso(text).is_some_and(|at| now - at <= Duration::milliseconds((cooldown * 1000.0) as i64))
-    };
+    let younger_than_cooldown =
+        |text: &str| parse_iso(text).is_some_and(|at| now - at <= Duration::milliseconds((cooldown * 1000.0) as i64));
     if let Some(end) = first_key(&md, "cooldown_end") {
         if isoformat(now).as_str() < end {
             return Err(in_cooldown());
@@ -159,7 +167,13 @@ pub fn begin_scaling(group: &str, metadata: &Value, cooldown: Option<f64>, now: 
 /// Upstream `_finished_scaling`: the cooldown starts now (never ending
 /// before an earlier one) when the size changed, and the group is no
 /// longer scaling.
-pub fn finish_scaling(metadata: &Value, cooldown: Option<f64>, reason: &str, size_changed: bool, now: NaiveDateTime) -> Value {
+pub fn finish_scaling(
+    metadata: &Value,
+    cooldown: Option<f64>,
+    reason: &str,
+    size_changed: bool,
+    now: NaiveDateTime,
+) -> Value {
     let mut md = match metadata {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
@@ -199,14 +213,25 @@ pub fn needs_update(target: usize, capacity: usize, updated: usize) -> bool {
 /// size after it and how many members get the new definition in it. The
 /// group may grow above `target` meanwhile so that `min_in_service`
 /// members stay up.
-pub fn next_batch(target: usize, capacity: usize, updated: usize, batch_size: usize, min_in_service: usize) -> (usize, usize) {
+pub fn next_batch(
+    target: usize,
+    capacity: usize,
+    updated: usize,
+    batch_size: usize,
+    min_in_service: usize,
+) -> (usize, usize) {
     let efft_min = min_in_service.min(target).min(capacity);
     let efft_batch = batch_size.min(target.saturating_sub(updated));
     (efft_batch + capacity.min(target.saturating_sub(efft_batch)).max(efft_min), efft_batch)
 }
 
 /// Every batch of a rolling update from `capacity` members to `target`.
-pub fn rolling_batches(target: usize, mut capacity: usize, batch_size: usize, min_in_service: usize) -> Vec<(usize, usize)> {
+pub fn rolling_batches(
+    target: usize,
+    mut capacity: usize,
+    batch_size: usize,
+    min_in_service: usize,
+) -> Vec<(usize, usize)> {
     let batch_size = batch_size.max(1);
     let mut batches = Vec::new();
     let mut updated = 0;
@@ -289,11 +314,17 @@ mod tests {
     fn cooldown_end_blocks_until_it_passes() {
         let now = at("2026-01-01T10:00:00");
         let done = finish_scaling(&Value::Null, Some(60.0), "ExactCapacity : 3", true, now);
-        assert_eq!(done, json!({"cooldown_end": {"2026-01-01T10:01:00": "ExactCapacity : 3"}, "scaling_in_progress": false}));
+        assert_eq!(
+            done,
+            json!({"cooldown_end": {"2026-01-01T10:01:00": "ExactCapacity : 3"}, "scaling_in_progress": false})
+        );
         let refused = begin_scaling("g", &done, Some(60.0), at("2026-01-01T10:00:30")).unwrap_err();
         assert_eq!(
             refused,
-            ResourceFailure::error(NO_ACTION_REQUIRED, "The resource g could not perform scaling action: due to cooldown, cooldown 60")
+            ResourceFailure::error(
+                NO_ACTION_REQUIRED,
+                "The resource g could not perform scaling action: due to cooldown, cooldown 60"
+            )
         );
         let started = begin_scaling("g", &done, Some(60.0), at("2026-01-01T10:01:00.5")).unwrap();
         assert_eq!(started["scaling_in_progress"], json!(true));

@@ -33,16 +33,29 @@ impl ScalingPolicy {
         ScalingPolicy {
             schema: ResourceSchema {
                 properties: vec![
-                    PropertySchema::new("auto_scaling_group_id", T::String, "The reference of the group the policy resizes.").required(),
+                    PropertySchema::new(
+                        "auto_scaling_group_id",
+                        T::String,
+                        "The reference of the group the policy resizes.",
+                    )
+                    .required(),
                     PropertySchema::new("scaling_adjustment", T::Number, "How much a signal resizes the group.")
                         .required()
                         .update_allowed(),
-                    PropertySchema::new("adjustment_type", T::String, "How scaling_adjustment is read: a change, a size, or a percentage.")
-                        .required()
-                        .update_allowed()
-                        .constraint(Constraint::allowed_values(AdjustmentType::HEAT_NAMES)),
-                    PropertySchema::new("cooldown", T::Number, "Seconds after a scaling during which the group does not scale again.")
-                        .update_allowed(),
+                    PropertySchema::new(
+                        "adjustment_type",
+                        T::String,
+                        "How scaling_adjustment is read: a change, a size, or a percentage.",
+                    )
+                    .required()
+                    .update_allowed()
+                    .constraint(Constraint::allowed_values(AdjustmentType::HEAT_NAMES)),
+                    PropertySchema::new(
+                        "cooldown",
+                        T::Number,
+                        "Seconds after a scaling during which the group does not scale again.",
+                    )
+                    .update_allowed(),
                     PropertySchema::new(
                         "min_adjustment_step",
                         T::Integer,
@@ -53,7 +66,11 @@ impl ScalingPolicy {
                 ],
                 attributes: vec![
                     AttributeSchema::new("alarm_url", "A pre-signed URL that signals the policy.", Some("string")),
-                    AttributeSchema::new("signal_url", "The policy's signal endpoint in the Orchestration API.", Some("string")),
+                    AttributeSchema::new(
+                        "signal_url",
+                        "The policy's signal endpoint in the Orchestration API.",
+                        Some("string"),
+                    ),
                     super::show_attribute(),
                 ],
                 support_status: SupportStatus::supported("2014.1"),
@@ -136,7 +153,11 @@ impl ResourceType for ScalingPolicy {
     }
 
     /// The new properties are what the next signal reads.
-    fn update<'a>(&'a self, _ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        _ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -162,7 +183,11 @@ impl ResourceType for ScalingPolicy {
         true
     }
 
-    fn handle_signal<'a>(&'a self, target: &'a SignalTarget, details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+    fn handle_signal<'a>(
+        &'a self,
+        target: &'a SignalTarget,
+        details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
         Box::pin(self.scale(target, details))
     }
 }
@@ -184,7 +209,12 @@ mod tests {
         assert!(p.validate_properties("p", &given("percent_change_in_capacity")).is_ok());
         let e = p.validate_properties("p", &given("change_in_capacity")).unwrap_err();
         assert!(e.message.starts_with("min_adjustment_step property should only be specified"), "{}", e.message);
-        let e = p.validate_properties("p", &json!({"auto_scaling_group_id": "g", "scaling_adjustment": 1, "adjustment_type": "ChangeInCapacity"})).unwrap_err();
+        let e = p
+            .validate_properties(
+                "p",
+                &json!({"auto_scaling_group_id": "g", "scaling_adjustment": 1, "adjustment_type": "ChangeInCapacity"}),
+            )
+            .unwrap_err();
         assert!(e.message.contains("adjustment_type"), "{}", e.message);
     }
 
@@ -206,7 +236,10 @@ mod tests {
         assert_eq!(p.attribute(&state, "alarm_url").await.unwrap(), Value::Null);
         state.physical_id = Some("u".into());
         state.data.insert(SIGNAL_URL_KEY.into(), "http://h/v1/t/stacks/s/i/resources/p/signal".into());
-        assert_eq!(p.attribute(&state, "signal_url").await.unwrap(), json!("http://h/v1/t/stacks/s/i/resources/p/signal"));
+        assert_eq!(
+            p.attribute(&state, "signal_url").await.unwrap(),
+            json!("http://h/v1/t/stacks/s/i/resources/p/signal")
+        );
         assert!(p.attribute(&state, "nope").await.is_err());
     }
 }

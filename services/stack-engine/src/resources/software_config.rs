@@ -51,7 +51,11 @@ impl SoftwareConfig {
         config.kind = ConfigKind::Structured;
         // Upstream declares the map-typed `config` after the inherited ones.
         config.schema.properties.retain(|p| p.name != "config");
-        config.schema.properties.push(PropertySchema::new("config", T::Map, "The configuration as a data structure, stored and delivered as JSON."));
+        config.schema.properties.push(PropertySchema::new(
+            "config",
+            T::Map,
+            "The configuration as a data structure, stored and delivered as JSON.",
+        ));
         config.schema.description = "Like OS::Heat::SoftwareConfig, but the config is a map rather than a string.\n\nMeant for configuration tools whose input is YAML or JSON data; the config is\nstored and returned by the software_configs API as structured data.";
         config
     }
@@ -134,7 +138,11 @@ impl SoftwareConfig {
     }
 
     /// The row to store: the properties as given, or the rendered document.
-    async fn stored_config(&self, host: &dyn PluginHost, props: &Properties) -> Result<(Option<String>, Value), ResourceFailure> {
+    async fn stored_config(
+        &self,
+        host: &dyn PluginHost,
+        props: &Properties,
+    ) -> Result<(Option<String>, Value), ResourceFailure> {
         let rendered = match self.kind {
             ConfigKind::Script | ConfigKind::Structured => {
                 let group = props.get("group").and_then(Value::as_str).map(str::to_string);
@@ -162,7 +170,8 @@ async fn resolve_parts(host: &dyn PluginHost, props: &Properties) -> Result<Vec<
         let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let mut content = field("config");
         if uuid::Uuid::parse_str(&content).is_ok() {
-            let stored = host.software_config(&content).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+            let stored =
+                host.software_config(&content).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
             if let Some(text) = stored.as_ref().and_then(|c| c.get("config")) {
                 content = match text {
                     Value::String(s) => s.clone(),
@@ -170,7 +179,12 @@ async fn resolve_parts(host: &dyn PluginHost, props: &Properties) -> Result<Vec<
                 };
             }
         }
-        parts.push(MimePart { content, multipart: field("type") == "multipart", subtype: field("subtype"), filename: field("filename") });
+        parts.push(MimePart {
+            content,
+            multipart: field("type") == "multipart",
+            subtype: field("subtype"),
+            filename: field("filename"),
+        });
     }
     Ok(parts)
 }
@@ -211,7 +225,11 @@ impl ResourceType for SoftwareConfig {
         })
     }
 
-    fn update<'a>(&'a self, _ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        _ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         // No property is update_allowed: every change is a replacement.
         Box::pin(async { Ok(()) })
     }
@@ -252,19 +270,22 @@ mod tests {
         assert_eq!(structured.type_name(), "OS::Heat::StructuredConfig");
         let names: Vec<&str> = structured.schema().properties.iter().map(|p| p.name).collect();
         assert_eq!(names, ["group", "options", "inputs", "outputs", "config"]);
-        let (group, doc) = structured.stored_config(&NoHost, &props(json!({"group": "ansible", "config": {"a": [1]}}))).await.unwrap();
+        let (group, doc) =
+            structured.stored_config(&NoHost, &props(json!({"group": "ansible", "config": {"a": [1]}}))).await.unwrap();
         assert_eq!(group.as_deref(), Some("ansible"));
         assert_eq!(doc, json!({"config": {"a": [1]}, "inputs": [], "outputs": [], "options": {}}));
 
         let cloud = SoftwareConfig::cloud_config(host.clone());
-        let (group, doc) = cloud.stored_config(&NoHost, &props(json!({"cloud_config": {"runcmd": ["ls"]}}))).await.unwrap();
+        let (group, doc) =
+            cloud.stored_config(&NoHost, &props(json!({"cloud_config": {"runcmd": ["ls"]}}))).await.unwrap();
         assert_eq!(group.as_deref(), Some("Heat::Ungrouped"));
         assert_eq!(doc["config"], json!("#cloud-config\nruncmd:\n- ls\n"));
 
         let mime = SoftwareConfig::multipart_mime(host);
         // An id no config has is kept as the part's text, as upstream.
         let id = uuid::Uuid::new_v4().to_string();
-        let (_, doc) = mime.stored_config(&NoHost, &props(json!({"parts": [{"config": id, "type": "text"}]}))).await.unwrap();
+        let (_, doc) =
+            mime.stored_config(&NoHost, &props(json!({"parts": [{"config": id, "type": "text"}]}))).await.unwrap();
         let message = doc["config"].as_str().unwrap_or_default();
         assert!(message.starts_with("Content-Type: multipart/mixed; boundary="));
         assert!(message.contains(&format!("Content-Type: text/plain; charset=\"us-ascii\"\nMIME-Version: 1.0\nContent-Transfer-Encoding: 7bit\n\n{id}\n")));

@@ -107,7 +107,12 @@ impl SoftwareDeployment {
         } else {
             match host.software_config(&config_id).await {
                 Ok(Some(c)) => c,
-                Ok(None) => return Err(ResourceFailure::error("NotFound", format!("Software config with id {config_id} not found"))),
+                Ok(None) => {
+                    return Err(ResourceFailure::error(
+                        "NotFound",
+                        format!("Software config with id {config_id} not found"),
+                    ))
+                }
                 Err(e) => return Err(ResourceFailure::error(e.type_name, e.message)),
             }
         };
@@ -129,7 +134,8 @@ impl SoftwareDeployment {
 
         // The derived inputs: declared inputs with their values, undeclared
         // values as String inputs, then the deploy_* inputs.
-        let mut values: Map<String, Value> = ctx.properties.get("input_values").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut values: Map<String, Value> =
+            ctx.properties.get("input_values").and_then(Value::as_object).cloned().unwrap_or_default();
         let mut inputs: Vec<Value> = Vec::new();
         for declared in config.get("inputs").and_then(Value::as_array).cloned().unwrap_or_default() {
             let mut declared = declared.as_object().cloned().unwrap_or_default();
@@ -144,11 +150,23 @@ impl SoftwareDeployment {
         inputs.push(input("deploy_server_id", "ID of the server being deployed to", json!(server)));
         inputs.push(input("deploy_action", "Name of the current action being deployed", json!(action)));
         inputs.push(input("deploy_stack_id", "ID of the stack this deployment belongs to", json!(urls.stack_path)));
-        inputs.push(input("deploy_resource_name", "Name of this deployment resource in the stack", json!(ctx.resource_name)));
-        inputs.push(input("deploy_signal_transport", "How the server should signal to heat with the deployment output values.", json!(transport)));
+        inputs.push(input(
+            "deploy_resource_name",
+            "Name of this deployment resource in the stack",
+            json!(ctx.resource_name),
+        ));
+        inputs.push(input(
+            "deploy_signal_transport",
+            "How the server should signal to heat with the deployment output values.",
+            json!(transport),
+        ));
         match transport.as_str() {
             "CFN_SIGNAL" => {
-                inputs.push(input("deploy_signal_id", "ID of signal to use for signaling output values", json!(urls.signal_url)));
+                inputs.push(input(
+                    "deploy_signal_id",
+                    "ID of signal to use for signaling output values",
+                    json!(urls.signal_url),
+                ));
                 inputs.push(input("deploy_signal_verb", "HTTP verb to use for signaling output values", json!("POST")));
             }
             "HEAT_SIGNAL" => {
@@ -160,7 +178,11 @@ impl SoftwareDeployment {
                 inputs.push(input("deploy_password", "Password for API authentication", Value::Null));
                 inputs.push(input("deploy_project_id", "ID of project for API authentication", json!(urls.tenant)));
                 inputs.push(input("deploy_region_name", "Region name for API authentication", json!(urls.region_name)));
-                inputs.push(input("deploy_signal_id", "URL to signal output values to (keelson)", json!(format!("{}/signal", urls.resource_url))));
+                inputs.push(input(
+                    "deploy_signal_id",
+                    "URL to signal output values to (keelson)",
+                    json!(format!("{}/signal", urls.resource_url)),
+                ));
                 inputs.push(input("deploy_signal_verb", "HTTP verb to use for signaling output values", json!("POST")));
             }
             _ => {}
@@ -175,12 +197,15 @@ impl SoftwareDeployment {
         if self.structured {
             let values: Map<String, Value> = inputs
                 .iter()
-                .filter_map(|i| Some((i.get("name")?.as_str()?.to_string(), i.get("value").cloned().unwrap_or(Value::Null))))
+                .filter_map(|i| {
+                    Some((i.get("name")?.as_str()?.to_string(), i.get("value").cloned().unwrap_or(Value::Null)))
+                })
                 .collect();
             let key = ctx.properties.get("input_key").and_then(Value::as_str).unwrap_or("get_input");
             let strict = ctx.properties.get("input_values_validate").and_then(Value::as_str) == Some("STRICT");
-            derived_config = substitute_inputs(&derived_config, key, &values, strict)
-                .map_err(|name| ResourceFailure::error("UserParameterMissing", format!("The Parameter ({name}) was not provided.")))?;
+            derived_config = substitute_inputs(&derived_config, key, &values, strict).map_err(|name| {
+                ResourceFailure::error("UserParameterMissing", format!("The Parameter ({name}) was not provided."))
+            })?;
         }
         let derived = NewSoftwareConfig {
             name,
@@ -215,7 +240,8 @@ impl SoftwareDeployment {
             input_values: ctx.properties.get("input_values").cloned().unwrap_or_else(|| json!({})),
             action: action.to_string(),
             status: if no_signal { "COMPLETE" } else { "IN_PROGRESS" }.to_string(),
-            status_reason: if no_signal { "Not waiting for outputs signal" } else { "Deploy data available" }.to_string(),
+            status_reason: if no_signal { "Not waiting for outputs signal" } else { "Deploy data available" }
+                .to_string(),
         };
         host.write_deployment(&ctx.stack_id, spec).await?;
         if let Some(old) = previous {
@@ -232,7 +258,10 @@ impl SoftwareDeployment {
             match state {
                 Some(s) if s.status == "COMPLETE" => return Ok(()),
                 Some(s) if s.status == "FAILED" => {
-                    return Err(ResourceFailure::error("Error", format!("Deployment to server failed: {}", s.status_reason)));
+                    return Err(ResourceFailure::error(
+                        "Error",
+                        format!("Deployment to server failed: {}", s.status_reason),
+                    ));
                 }
                 Some(_) => {}
                 None => return Err(ResourceFailure::error("NotFound", format!("Deployment with id {id} not found"))),
@@ -246,17 +275,31 @@ impl SoftwareDeployment {
 /// StructuredDeployment's own properties (its group's too).
 pub fn structured_properties() -> Vec<PropertySchema> {
     vec![
-        PropertySchema::new("input_key", T::String, "The function name whose occurrences in the config are replaced by input values.").default_value("get_input"),
-        PropertySchema::new("input_values_validate", T::String, "STRICT fails the deployment when the config asks for an input that has no value; LAX substitutes null.")
-            .default_value("LAX")
-            .constraint(Constraint::allowed_values(["LAX", "STRICT"])),
+        PropertySchema::new(
+            "input_key",
+            T::String,
+            "The function name whose occurrences in the config are replaced by input values.",
+        )
+        .default_value("get_input"),
+        PropertySchema::new(
+            "input_values_validate",
+            T::String,
+            "STRICT fails the deployment when the config asks for an input that has no value; LAX substitutes null.",
+        )
+        .default_value("LAX")
+        .constraint(Constraint::allowed_values(["LAX", "STRICT"])),
     ]
 }
 
 /// `config` with every single-entry map `{key: "<name>"}` replaced by the
 /// value of input `name` (null when there is none, or `Err(name)` when
 /// `strict`).
-pub fn substitute_inputs(config: &Value, key: &str, values: &Map<String, Value>, strict: bool) -> Result<Value, String> {
+pub fn substitute_inputs(
+    config: &Value,
+    key: &str,
+    values: &Map<String, Value>,
+    strict: bool,
+) -> Result<Value, String> {
     Ok(match config {
         Value::Object(m) => {
             if let (1, Some(Value::String(name))) = (m.len(), m.get(key)) {
@@ -272,7 +315,9 @@ pub fn substitute_inputs(config: &Value, key: &str, values: &Map<String, Value>,
             }
             Value::Object(out)
         }
-        Value::Array(items) => Value::Array(items.iter().map(|v| substitute_inputs(v, key, values, strict)).collect::<Result<_, _>>()?),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| substitute_inputs(v, key, values, strict)).collect::<Result<_, _>>()?)
+        }
         other => other.clone(),
     })
 }
@@ -290,7 +335,11 @@ impl ResourceType for SoftwareDeployment {
         Box::pin(self.run(ctx, "CREATE"))
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(self.run(ctx, "UPDATE"))
     }
 
@@ -327,7 +376,11 @@ impl ResourceType for SoftwareDeployment {
         true
     }
 
-    fn handle_signal<'a>(&'a self, target: &'a SignalTarget, details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+    fn handle_signal<'a>(
+        &'a self,
+        target: &'a SignalTarget,
+        details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
         Box::pin(async move {
             let Some(id) = &target.state.physical_id else {
                 return Err(ResourceFailure::error("ValueError", "deployment_id must be specified"));
@@ -354,13 +407,19 @@ mod tests {
         );
         // A map with more than the function key is data, walked into.
         let config = json!({"get_input": "port", "other": {"get_input": "port"}});
-        assert_eq!(substitute_inputs(&config, "get_input", &values(), false), Ok(json!({"get_input": "port", "other": 8080})));
+        assert_eq!(
+            substitute_inputs(&config, "get_input", &values(), false),
+            Ok(json!({"get_input": "port", "other": 8080}))
+        );
     }
 
     #[test]
     fn input_key_names_the_function_and_strict_requires_values() {
         let config = json!({"a": {"get_input": "port"}, "b": {"my_input": "port"}});
-        assert_eq!(substitute_inputs(&config, "my_input", &values(), false), Ok(json!({"a": {"get_input": "port"}, "b": 8080})));
+        assert_eq!(
+            substitute_inputs(&config, "my_input", &values(), false),
+            Ok(json!({"a": {"get_input": "port"}, "b": 8080}))
+        );
         let missing = json!([{"get_input": "nope"}]);
         assert_eq!(substitute_inputs(&missing, "get_input", &values(), false), Ok(json!([null])));
         assert_eq!(substitute_inputs(&missing, "get_input", &values(), true), Err("nope".to_string()));

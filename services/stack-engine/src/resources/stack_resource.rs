@@ -60,7 +60,13 @@ impl StackResource {
         let timeout_mins = ctx.properties.get("timeout").and_then(Value::as_i64);
         let mut environment = Map::new();
         environment.insert("parameters".into(), parameters);
-        Ok(NestedStackSpec { template, files: Map::new(), environment: Value::Object(environment), timeout_mins, adopt: None })
+        Ok(NestedStackSpec {
+            template,
+            files: Map::new(),
+            environment: Value::Object(environment),
+            timeout_mins,
+            adopt: None,
+        })
     }
 }
 
@@ -87,7 +93,11 @@ impl ResourceType for StackResource {
         })
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let spec = self.spec(ctx).await?;
             let host = self.host.get();

@@ -26,7 +26,6 @@ pub(crate) const OUTPUTS_KEY: &str = "nested_outputs";
 pub(crate) const REFERENCE_KEY: &str = "nested_reference";
 pub(crate) const MEMBERS_KEY: &str = "nested_members";
 
-
 /// Names for schemas built from user templates: the schema types hold
 /// `&'static str`, so each distinct name is kept once for the process.
 pub(crate) fn intern(name: &str) -> &'static str {
@@ -83,7 +82,10 @@ impl TemplateResource {
         })?;
         let template = keelson_hot::parse_document(text).map_err(EngineError::from)?;
         let parsed = Template::parse(&template).map_err(|e| {
-            EngineError::validation(format!("Failed to parse template of {resource_name} ({template_name}): {}", e.message))
+            EngineError::validation(format!(
+                "Failed to parse template of {resource_name} ({template_name}): {}",
+                e.message
+            ))
         })?;
         let properties = parsed
             .param_schemata()
@@ -98,10 +100,8 @@ impl TemplateResource {
                 schema
             })
             .collect();
-        let mut attributes: Vec<AttributeSchema> = outputs_of(&template)
-            .into_iter()
-            .map(|name| AttributeSchema::new(intern(&name), "", None))
-            .collect();
+        let mut attributes: Vec<AttributeSchema> =
+            outputs_of(&template).into_iter().map(|name| AttributeSchema::new(intern(&name), "", None)).collect();
         if !attributes.iter().any(|a| a.name == "OS::stack_id") {
             attributes.push(AttributeSchema::new("OS::stack_id", "", None));
         }
@@ -124,15 +124,18 @@ impl TemplateResource {
 
     fn spec(&self, properties: &Properties, timeout_mins: Option<i64>) -> NestedStackSpec {
         let mut environment = self.child_environment.clone();
-        let parameters: Map<String, Value> = properties
-            .iter()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let parameters: Map<String, Value> =
+            properties.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
         if let Value::Object(env) = &mut environment {
             env.insert("parameters".into(), Value::Object(parameters));
         }
-        NestedStackSpec { template: self.template.clone(), files: self.files.clone(), environment, timeout_mins, adopt: None }
+        NestedStackSpec {
+            template: self.template.clone(),
+            files: self.files.clone(),
+            environment,
+            timeout_mins,
+            adopt: None,
+        }
     }
 }
 
@@ -222,11 +225,7 @@ pub(crate) async fn remember_members(host: &dyn PluginHost, state: &mut Resource
 
 /// The members kept by [`remember_members`].
 pub(crate) fn stored_members(state: &ResourceState) -> Vec<Value> {
-    state
-        .data
-        .get(MEMBERS_KEY)
-        .and_then(|t| serde_json::from_str::<Vec<Value>>(t).ok())
-        .unwrap_or_default()
+    state.data.get(MEMBERS_KEY).and_then(|t| serde_json::from_str::<Vec<Value>>(t).ok()).unwrap_or_default()
 }
 
 pub(crate) async fn remember_outputs(host: &dyn PluginHost, state: &mut ResourceState, child_id: &str) {
@@ -375,7 +374,11 @@ impl ResourceType for TemplateResource {
         })
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let host = self.host.get();
             let spec = self.spec(&ctx.properties, None);
@@ -394,7 +397,12 @@ impl ResourceType for TemplateResource {
         true
     }
 
-    fn nested_stack_spec(&self, properties: &Properties, _files: &Map<String, Value>, _env: &Value) -> Option<NestedStackSpec> {
+    fn nested_stack_spec(
+        &self,
+        properties: &Properties,
+        _files: &Map<String, Value>,
+        _env: &Value,
+    ) -> Option<NestedStackSpec> {
         Some(self.spec(properties, None))
     }
 
@@ -445,7 +453,8 @@ mod tests {
 
     #[test]
     fn a_failed_child_keeps_its_exception_and_path() {
-        let f = nested_failure(&outcome("Resource CREATE failed: ValueError: resources.oops: Test Resource failed oops"));
+        let f =
+            nested_failure(&outcome("Resource CREATE failed: ValueError: resources.oops: Test Resource failed oops"));
         assert_eq!(f, ResourceFailure::error("ValueError", "resources.oops: Test Resource failed oops"));
         let f = nested_failure(&outcome("Timed out"));
         assert_eq!(f, ResourceFailure::error("Error", "CREATE FAILED: Timed out"));
@@ -479,12 +488,14 @@ mod tests {
             json!("heat_template_version: 2015-04-30\nparameters:\n  length:\n    type: number\n  salt:\n    type: string\n    default: x\noutputs:\n  value:\n    value: 1\n"),
         );
         let env = Environment::from_value(&json!({})).unwrap();
-        let t = TemplateResource::build("nested.yaml", "r", "nested.yaml", &files, &env, Arc::new(HostSlot::default())).unwrap();
+        let t = TemplateResource::build("nested.yaml", "r", "nested.yaml", &files, &env, Arc::new(HostSlot::default()))
+            .unwrap();
         let length = t.schema().property("length").unwrap();
         assert!(length.required && length.update_allowed);
         assert!(!t.schema().property("salt").unwrap().required);
         assert!(t.schema().has_attribute("value") && t.schema().has_attribute("OS::stack_id"));
-        let missing = TemplateResource::build("gone.yaml", "r", "gone.yaml", &files, &env, Arc::new(HostSlot::default()));
+        let missing =
+            TemplateResource::build("gone.yaml", "r", "gone.yaml", &files, &env, Arc::new(HostSlot::default()));
         assert!(missing.is_err());
     }
 }

@@ -28,7 +28,8 @@ use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, SignalTarget, UpdateDecision};
 use crate::EngineError;
 
-pub const TRANSPORTS: [&str; 6] = ["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "NO_SIGNAL", "ZAQAR_SIGNAL", "TOKEN_SIGNAL"];
+pub const TRANSPORTS: [&str; 6] =
+    ["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "NO_SIGNAL", "ZAQAR_SIGNAL", "TOKEN_SIGNAL"];
 
 /// The metadata keys of a handle's signals: OS::Heat's lower-case ones,
 /// or the CloudFormation ones of the AWS-derived handles.
@@ -302,7 +303,11 @@ impl ResourceType for WaitConditionHandle {
         Box::pin(self.create_handle(ctx))
     }
 
-    fn update<'a>(&'a self, _ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        _ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -348,7 +353,11 @@ impl ResourceType for WaitConditionHandle {
         true
     }
 
-    fn handle_signal<'a>(&'a self, target: &'a SignalTarget, details: &'a Value) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+    fn handle_signal<'a>(
+        &'a self,
+        target: &'a SignalTarget,
+        details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
         Box::pin(async move {
             let flavor = self.flavor();
             let mut reason = String::new();
@@ -460,7 +469,11 @@ impl ResourceType for WaitCondition {
         Box::pin(self.wait(ctx))
     }
 
-    fn update<'a>(&'a self, ctx: &'a mut ActionContext, _old: &'a Properties) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn update<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        _old: &'a Properties,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(self.wait(ctx))
     }
 
@@ -487,13 +500,13 @@ impl ResourceType for WaitCondition {
             let Some(id) = state.data.get("handle_id").and_then(|v| v.parse::<i64>().ok()) else {
                 return Ok(Value::Null);
             };
-            let flavor = if state.data.get("handle_flavor").map(String::as_str) == Some("cfn") { Flavor::Cfn } else { Flavor::Heat };
-            let metadata = self
-                .host
-                .get()
-                .resource_metadata(id)
-                .await
-                .map_err(|e| EngineError::internal(e.to_string()))?;
+            let flavor = if state.data.get("handle_flavor").map(String::as_str) == Some("cfn") {
+                Flavor::Cfn
+            } else {
+                Flavor::Heat
+            };
+            let metadata =
+                self.host.get().resource_metadata(id).await.map_err(|e| EngineError::internal(e.to_string()))?;
             let data_k = flavor.keys()[0];
             let mut out = Map::new();
             if let Value::Object(m) = metadata {
@@ -515,7 +528,8 @@ mod tests {
         let (m, reason) = merge_signal(Flavor::Heat, &Value::Null, &Value::Null).unwrap();
         assert_eq!(m, json!({"1": {"data": null, "reason": "Signal 1 received", "status": "SUCCESS"}}));
         assert_eq!(reason, "status:SUCCESS reason:Signal 1 received");
-        let (m, reason) = merge_signal(Flavor::Heat, &m, &json!({"status": "FAILURE", "reason": "boom", "data": "x"})).unwrap();
+        let (m, reason) =
+            merge_signal(Flavor::Heat, &m, &json!({"status": "FAILURE", "reason": "boom", "data": "x"})).unwrap();
         assert_eq!(m["2"], json!({"data": "x", "reason": "boom", "status": "FAILURE"}));
         assert_eq!(reason, "status:FAILURE reason:boom");
         let (m, _) = merge_signal(Flavor::Heat, &m, &json!({"id": "abc"})).unwrap();
@@ -530,7 +544,12 @@ mod tests {
         }
         // CloudFormation handles need every key.
         assert!(merge_signal(Flavor::Cfn, &json!({}), &json!({"Status": "SUCCESS"})).is_err());
-        let (m, _) = merge_signal(Flavor::Cfn, &json!({}), &json!({"Status": "SUCCESS", "Reason": "r", "Data": "d", "UniqueId": 7})).unwrap();
+        let (m, _) = merge_signal(
+            Flavor::Cfn,
+            &json!({}),
+            &json!({"Status": "SUCCESS", "Reason": "r", "Data": "d", "UniqueId": 7}),
+        )
+        .unwrap();
         assert_eq!(m, json!({"7": {"Data": "d", "Reason": "r", "Status": "SUCCESS"}}));
     }
 
@@ -540,7 +559,10 @@ mod tests {
         assert_eq!(verdict(&s(&[]), 1), Verdict::Waiting);
         assert_eq!(verdict(&s(&[("SUCCESS", "a")]), 2), Verdict::Waiting);
         assert_eq!(verdict(&s(&[("SUCCESS", "a"), ("SUCCESS", "b")]), 2), Verdict::Done);
-        assert_eq!(verdict(&s(&[("SUCCESS", "a"), ("FAILURE", "x"), ("FAILURE", "y")]), 1), Verdict::Failed("x;y".into()));
+        assert_eq!(
+            verdict(&s(&[("SUCCESS", "a"), ("FAILURE", "x"), ("FAILURE", "y")]), 1),
+            Verdict::Failed("x;y".into())
+        );
         assert_eq!(timeout_message(&s(&[]), 1), "0 of 1 received");
         assert_eq!(timeout_message(&s(&[("SUCCESS", "a"), ("SUCCESS", "b")]), 3), "2 of 3 received - a;b");
     }

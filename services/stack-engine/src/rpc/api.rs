@@ -63,7 +63,8 @@ fn body(text: &str) -> Result<Value, Status> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_str(text).map_err(|e| EngineError::bad_request("HTTPBadRequest", python_json_error(text, &e)).into())
+    serde_json::from_str(text)
+        .map_err(|e| EngineError::bad_request("HTTPBadRequest", python_json_error(text, &e)).into())
 }
 
 /// The message Python's `json.loads` gives for the same defect (heat-api
@@ -116,7 +117,10 @@ fn identity(result: Result<StackIdentity, EngineError>) -> Result<Response<pb::S
 
 #[tonic::async_trait]
 impl OrchestrationRpc for OrchestrationApi {
-    async fn create_stack(&self, request: Request<pb::CreateStackRequest>) -> Result<Response<pb::StackIdentity>, Status> {
+    async fn create_stack(
+        &self,
+        request: Request<pb::CreateStackRequest>,
+    ) -> Result<Response<pb::StackIdentity>, Status> {
         let r = request.into_inner();
         let body = body(&r.body_json)?;
         identity(self.service.create_stack(&caller(r.caller), &body).await)
@@ -133,7 +137,10 @@ impl OrchestrationRpc for OrchestrationApi {
         reply(self.service.list_stacks(&caller(r.caller), &query(r.query), r.detail).await)
     }
 
-    async fn lookup_stack(&self, request: Request<pb::LookupStackRequest>) -> Result<Response<pb::StackIdentity>, Status> {
+    async fn lookup_stack(
+        &self,
+        request: Request<pb::LookupStackRequest>,
+    ) -> Result<Response<pb::StackIdentity>, Status> {
         let r = request.into_inner();
         identity(self.service.lookup_stack(&caller(r.caller), &r.name_or_id, r.show_deleted).await)
     }
@@ -164,13 +171,14 @@ impl OrchestrationRpc for OrchestrationApi {
         reply(self.service.update_stack(&caller(r.caller), &stack_ref(r.stack), &body, r.patch).await)
     }
 
-    async fn preview_update(&self, request: Request<pb::PreviewUpdateRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn preview_update(
+        &self,
+        request: Request<pb::PreviewUpdateRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = body(&r.body_json)?;
         reply(
-            self.service
-                .preview_update(&caller(r.caller), &stack_ref(r.stack), &body, r.patch, &query(r.query))
-                .await,
+            self.service.preview_update(&caller(r.caller), &stack_ref(r.stack), &body, r.patch, &query(r.query)).await,
         )
     }
 
@@ -205,7 +213,10 @@ impl OrchestrationRpc for OrchestrationApi {
         reply(self.service.show_output(&caller(r.caller), &stack_ref(r.stack), &r.output_key).await)
     }
 
-    async fn list_resources(&self, request: Request<pb::ListResourcesRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn list_resources(
+        &self,
+        request: Request<pb::ListResourcesRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.list_resources(&caller(r.caller), &stack_ref(r.stack), &query(r.query)).await)
     }
@@ -213,83 +224,92 @@ impl OrchestrationRpc for OrchestrationApi {
     async fn show_resource(&self, request: Request<pb::ResourceRequest>) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(
-            self.service
-                .show_resource(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &query(r.query))
-                .await,
+            self.service.show_resource(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &query(r.query)).await,
         )
     }
 
-    async fn resource_metadata(&self, request: Request<pb::ResourceRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn resource_metadata(
+        &self,
+        request: Request<pb::ResourceRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.resource_metadata(&caller(r.caller), &stack_ref(r.stack), &r.resource_name).await)
     }
 
-    async fn signal_resource(&self, request: Request<pb::SignalResourceRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn signal_resource(
+        &self,
+        request: Request<pb::SignalResourceRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let details = signal_body(&r.body_json)?;
-        reply(
-            self.service
-                .signal_resource(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &details)
-                .await,
-        )
+        reply(self.service.signal_resource(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &details).await)
     }
 
-    async fn mark_unhealthy(&self, request: Request<pb::MarkUnhealthyRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn mark_unhealthy(
+        &self,
+        request: Request<pb::MarkUnhealthyRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = body(&r.body_json)?;
-        reply(
-            self.service
-                .mark_unhealthy(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &body)
-                .await,
-        )
+        reply(self.service.mark_unhealthy(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &body).await)
     }
 
     async fn list_events(&self, request: Request<pb::ListEventsRequest>) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let resource = (!r.resource_name.is_empty()).then_some(r.resource_name.as_str());
-        reply(
-            self.service
-                .list_events(&caller(r.caller), &stack_ref(r.stack), resource, &query(r.query))
-                .await,
-        )
+        reply(self.service.list_events(&caller(r.caller), &stack_ref(r.stack), resource, &query(r.query)).await)
     }
 
     async fn show_event(&self, request: Request<pb::ShowEventRequest>) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
-        reply(
-            self.service
-                .show_event(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &r.event_id)
-                .await,
-        )
+        reply(self.service.show_event(&caller(r.caller), &stack_ref(r.stack), &r.resource_name, &r.event_id).await)
     }
 
-    async fn validate_template(&self, request: Request<pb::ValidateTemplateRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn validate_template(
+        &self,
+        request: Request<pb::ValidateTemplateRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = body(&r.body_json)?;
         reply(self.service.validate_template(&caller(r.caller), &body, &query(r.query)).await)
     }
 
-    async fn list_resource_types(&self, request: Request<pb::ListResourceTypesRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn list_resource_types(
+        &self,
+        request: Request<pb::ListResourceTypesRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.list_resource_types(&caller(r.caller), &query(r.query)).await)
     }
 
-    async fn resource_type_schema(&self, request: Request<pb::ResourceTypeRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn resource_type_schema(
+        &self,
+        request: Request<pb::ResourceTypeRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.resource_type_schema(&caller(r.caller), &r.type_name, &query(r.query)).await)
     }
 
-    async fn resource_type_template(&self, request: Request<pb::ResourceTypeRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn resource_type_template(
+        &self,
+        request: Request<pb::ResourceTypeRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.resource_type_template(&caller(r.caller), &r.type_name, &query(r.query)).await)
     }
 
-    async fn list_template_versions(&self, request: Request<pb::CallerOnly>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn list_template_versions(
+        &self,
+        request: Request<pb::CallerOnly>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.list_template_versions(&caller(r.caller)).await)
     }
 
-    async fn list_template_functions(&self, request: Request<pb::TemplateVersionRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn list_template_functions(
+        &self,
+        request: Request<pb::TemplateVersionRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.list_template_functions(&caller(r.caller), &r.version, &query(r.query)).await)
     }
@@ -304,68 +324,102 @@ impl OrchestrationRpc for OrchestrationApi {
         reply(self.service.list_services(&caller(r.caller)).await)
     }
 
-    async fn presigned_signal(&self, request: Request<pb::PresignedSignalRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn presigned_signal(
+        &self,
+        request: Request<pb::PresignedSignalRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let details = signal_body(&r.body_json)?;
-        let pairs: Vec<(String, String)> = r.query.into_iter().flat_map(|p| p.values.into_iter().map(move |v| (p.key.clone(), v))).collect();
+        let pairs: Vec<(String, String)> =
+            r.query.into_iter().flat_map(|p| p.values.into_iter().map(move |v| (p.key.clone(), v))).collect();
         reply(self.service.presigned_signal(&r.method, &r.path, &pairs, details).await)
     }
 
-    async fn list_software_configs(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn list_software_configs(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = Value::Null;
         reply(self.service.list_software_configs(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn create_software_config(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn create_software_config(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = body(&r.body_json)?;
         reply(self.service.create_software_config(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn show_software_config(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn show_software_config(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = Value::Null;
         reply(self.service.show_software_config(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn delete_software_config(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn delete_software_config(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = Value::Null;
         reply(self.service.delete_software_config(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn list_software_deployments(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn list_software_deployments(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = Value::Null;
         reply(self.service.list_software_deployments(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn create_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn create_software_deployment(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = body(&r.body_json)?;
         reply(self.service.create_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn show_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn show_software_deployment(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = Value::Null;
         reply(self.service.show_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn update_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn update_software_deployment(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = body(&r.body_json)?;
         reply(self.service.update_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn delete_software_deployment(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn delete_software_deployment(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = Value::Null;
         reply(self.service.delete_software_deployment(&caller(r.caller), &r.id, &body, &query(r.query)).await)
     }
 
-    async fn software_deployment_metadata(&self, request: Request<pb::SoftwareRequest>) -> Result<Response<pb::JsonReply>, Status> {
+    async fn software_deployment_metadata(
+        &self,
+        request: Request<pb::SoftwareRequest>,
+    ) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         let body = Value::Null;
         reply(self.service.software_deployment_metadata(&caller(r.caller), &r.id, &body, &query(r.query)).await)

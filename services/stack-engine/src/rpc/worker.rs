@@ -22,8 +22,8 @@ use keelson_common::tls::MeshTls;
 use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
 use keelson_proto::orchestration::v1::engine_worker_server::{EngineWorker, EngineWorkerServer};
 use keelson_proto::orchestration::v1::{
-    CancelCheckResourceReply, CancelCheckResourceRequest, CheckResourceReply, CheckResourceRequest,
-    ListeningReply, ListeningRequest, RunWatchdogReply, RunWatchdogRequest,
+    CancelCheckResourceReply, CancelCheckResourceRequest, CheckResourceReply, CheckResourceRequest, ListeningReply,
+    ListeningRequest, RunWatchdogReply, RunWatchdogRequest,
 };
 use serde_json::{Map, Value};
 use tonic::transport::Channel;
@@ -95,28 +95,18 @@ impl EngineWorker for WorkerService {
         &self,
         request: Request<CancelCheckResourceRequest>,
     ) -> Result<Response<CancelCheckResourceReply>, Status> {
-        self.engine
-            .cancel_check_resource(&request.into_inner().stack_id);
+        self.engine.cancel_check_resource(&request.into_inner().stack_id);
         Ok(Response::new(CancelCheckResourceReply {}))
     }
 
-    async fn listening(
-        &self,
-        request: Request<ListeningRequest>,
-    ) -> Result<Response<ListeningReply>, Status> {
+    async fn listening(&self, request: Request<ListeningRequest>) -> Result<Response<ListeningReply>, Status> {
         let listening = self.engine.is_listening(&request.into_inner().engine_id);
         Ok(Response::new(ListeningReply { listening }))
     }
 
-    async fn run_watchdog(
-        &self,
-        _request: Request<RunWatchdogRequest>,
-    ) -> Result<Response<RunWatchdogReply>, Status> {
-        let report = self
-            .engine
-            .run_watchdog_pass()
-            .await
-            .map_err(|e| Status::internal(format!("watchdog pass: {e}")))?;
+    async fn run_watchdog(&self, _request: Request<RunWatchdogRequest>) -> Result<Response<RunWatchdogReply>, Status> {
+        let report =
+            self.engine.run_watchdog_pass().await.map_err(|e| Status::internal(format!("watchdog pass: {e}")))?;
         if report.locks_reclaimed > 0 || !report.retriggered.is_empty() {
             tracing::info!(
                 locks = report.locks_reclaimed,
@@ -160,18 +150,11 @@ pub struct WorkerClients {
 
 impl WorkerClients {
     pub fn new(timeout: Duration, tls: Option<Arc<MeshTls>>) -> WorkerClients {
-        WorkerClients {
-            channels: Mutex::new(HashMap::new()),
-            timeout,
-            tls,
-        }
+        WorkerClients { channels: Mutex::new(HashMap::new()), timeout, tls }
     }
 
     pub fn client(&self, endpoint: &str) -> Result<EngineWorkerClient<Channel>, Status> {
-        let mut map = self
-            .channels
-            .lock()
-            .map_err(|_| Status::internal("client pool poisoned"))?;
+        let mut map = self.channels.lock().map_err(|_| Status::internal("client pool poisoned"))?;
         let limits = grpc::WireLimits::current();
         let sized = |c: Channel| {
             EngineWorkerClient::new(c)
@@ -233,10 +216,7 @@ impl ClusterDispatcher {
     }
 
     fn skipped(&self, engine_id: &str) -> bool {
-        self.unreachable
-            .lock()
-            .map(|m| m.get(engine_id).is_some_and(|t| t.elapsed() < DEAD_FOR))
-            .unwrap_or(false)
+        self.unreachable.lock().map(|m| m.get(engine_id).is_some_and(|t| t.elapsed() < DEAD_FOR)).unwrap_or(false)
     }
 
     fn mark_unreachable(&self, engine_id: &str) {
@@ -249,10 +229,9 @@ impl ClusterDispatcher {
     /// `service` table.
     async fn others(&self, from: &Engine) -> Vec<store::ServiceRow> {
         match store::services::live(&self.db, self.max_age).await {
-            Ok(rows) => rows
-                .into_iter()
-                .filter(|s| s.engine_id != from.engine_id() && !s.worker_endpoint.is_empty())
-                .collect(),
+            Ok(rows) => {
+                rows.into_iter().filter(|s| s.engine_id != from.engine_id() && !s.worker_endpoint.is_empty()).collect()
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "service registry unreadable: dispatching locally");
                 Vec::new()
@@ -294,10 +273,7 @@ impl Dispatcher for ClusterDispatcher {
                     continue;
                 }
                 let sent = match self.clients.client(&target.worker_endpoint) {
-                    Ok(mut c) => c
-                        .check_resource(request_of(&msg, from.engine_id()))
-                        .await
-                        .map(|_| ()),
+                    Ok(mut c) => c.check_resource(request_of(&msg, from.engine_id())).await.map(|_| ()),
                     Err(e) => Err(e),
                 };
                 match sent {
@@ -330,9 +306,7 @@ impl Dispatcher for ClusterDispatcher {
             from.cancel_check_resource(stack_id);
             for target in self.others(from).await {
                 if let Ok(mut c) = self.clients.client(&target.worker_endpoint) {
-                    let req = CancelCheckResourceRequest {
-                        stack_id: stack_id.to_string(),
-                    };
+                    let req = CancelCheckResourceRequest { stack_id: stack_id.to_string() };
                     if let Err(e) = c.cancel_check_resource(req).await {
                         tracing::info!(engine = target.engine_id, error = %e, "cancel not delivered");
                     }
@@ -350,14 +324,13 @@ impl Dispatcher for ClusterDispatcher {
                 match registry.0.is_registered(engine_id).await {
                     Ok(true) => return true,
                     Ok(false) => {}
-                    Err(e) => tracing::info!(engine = engine_id, error = %e, "controller registry unreachable: probing"),
+                    Err(e) => {
+                        tracing::info!(engine = engine_id, error = %e, "controller registry unreachable: probing")
+                    }
                 }
             }
             let services = store::services::list(&self.db).await.unwrap_or_default();
-            let Some(target) = services
-                .iter()
-                .find(|s| s.engine_id == engine_id && s.deleted_at.is_none())
-            else {
+            let Some(target) = services.iter().find(|s| s.engine_id == engine_id && s.deleted_at.is_none()) else {
                 return false;
             };
             if target.worker_endpoint.is_empty() {
@@ -366,9 +339,7 @@ impl Dispatcher for ClusterDispatcher {
             let Ok(mut c) = self.clients.client(&target.worker_endpoint) else {
                 return false;
             };
-            let call = c.listening(ListeningRequest {
-                engine_id: engine_id.to_string(),
-            });
+            let call = c.listening(ListeningRequest { engine_id: engine_id.to_string() });
             matches!(tokio::time::timeout(self.life_check, call).await, Ok(Ok(r)) if r.get_ref().listening)
         })
     }

@@ -88,7 +88,11 @@ impl StackModel {
 
     /// The plugin a stored resource of this stack runs as (its written
     /// type mapped by the environment).
-    pub fn plugin_of(&self, registry: &crate::resources::Registry, row: &ResourceRow) -> Option<std::sync::Arc<dyn crate::resources::ResourceType>> {
+    pub fn plugin_of(
+        &self,
+        registry: &crate::resources::Registry,
+        row: &ResourceRow,
+    ) -> Option<std::sync::Arc<dyn crate::resources::ResourceType>> {
         self.def.plugin_for(registry, &row.name, &row.resource_type).ok()
     }
 
@@ -164,7 +168,10 @@ impl Orchestration {
         for output in &def.outputs {
             if let Err(e) = output.value.resolve(&checking) {
                 if e.type_name == "StackValidationFailed" {
-                    return Err(EngineError::validation(format!("outputs.{}.value.get_attr: : {}", output.name, e.message)));
+                    return Err(EngineError::validation(format!(
+                        "outputs.{}.value.get_attr: : {}",
+                        output.name, e.message
+                    )));
                 }
             }
         }
@@ -196,7 +203,12 @@ impl Orchestration {
         let view = template.validate_view(&env, &Map::new())?;
         // Validation needs no parameter values (upstream validates them
         // only when a stack is created).
-        let def = StackDefinition::parse_allow_missing(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
+        let def = StackDefinition::parse_allow_missing(
+            &input.template,
+            &input.files,
+            &environment,
+            &self.pseudo_params(&input),
+        )?;
         self.validate_resources(&def)?;
         Ok(view)
     }
@@ -279,7 +291,12 @@ impl Orchestration {
         self.engine.abandon_stack(&current.id).await
     }
 
-    pub(super) async fn engine_action(&self, _caller: &Caller, current: &StackRow, action: StackAction) -> Result<(), EngineError> {
+    pub(super) async fn engine_action(
+        &self,
+        _caller: &Caller,
+        current: &StackRow,
+        action: StackAction,
+    ) -> Result<(), EngineError> {
         use crate::convergence::StackOperation;
         match action {
             StackAction::Suspend => self.engine.stack_action(&current.id, StackOperation::Suspend).await,
@@ -289,7 +306,13 @@ impl Orchestration {
         }
     }
 
-    pub(super) async fn engine_signal(&self, _caller: &Caller, stack: &StackRow, row: &ResourceRow, details: Value) -> Result<(), EngineError> {
+    pub(super) async fn engine_signal(
+        &self,
+        _caller: &Caller,
+        stack: &StackRow,
+        row: &ResourceRow,
+        details: Value,
+    ) -> Result<(), EngineError> {
         self.engine.signal_resource(&stack.id, &row.name, details).await
     }
 
@@ -305,7 +328,12 @@ impl Orchestration {
     }
 
     /// Every output (or only `only`) resolved against the live resources.
-    pub(super) async fn resolve_outputs(&self, stack: &StackRow, model: &StackModel, only: Option<&str>) -> Result<Vec<ResolvedOutput>, EngineError> {
+    pub(super) async fn resolve_outputs(
+        &self,
+        stack: &StackRow,
+        model: &StackModel,
+        only: Option<&str>,
+    ) -> Result<Vec<ResolvedOutput>, EngineError> {
         // Only the resources the outputs refer to are read; none at all
         // when no output refers to one (every status poll of a stack
         // without such outputs would otherwise read the whole stack).
@@ -316,12 +344,16 @@ impl Orchestration {
             .filter(|o| only.is_none_or(|k| k == o.name))
             .flat_map(|o| o.value.referenced_resources())
             .collect();
-        let rows = if referenced.is_empty() {
-            Vec::new()
-        } else {
-            super::records::resources(&self.db, &stack.id).await?
-        };
-        let live = LiveContext::load(&self.db, &self.registry, &model.def, views::best_rows(&rows).into_values(), Some(&referenced)).await?;
+        let rows =
+            if referenced.is_empty() { Vec::new() } else { super::records::resources(&self.db, &stack.id).await? };
+        let live = LiveContext::load(
+            &self.db,
+            &self.registry,
+            &model.def,
+            views::best_rows(&rows).into_values(),
+            Some(&referenced),
+        )
+        .await?;
         Ok(live
             .outputs(&model.def)
             .into_iter()
@@ -332,7 +364,12 @@ impl Orchestration {
 
     /// A resource's attributes for show / `with_detail`: every attribute of
     /// its type but `show`, plus `with_attr`; what cannot resolve is null.
-    pub(super) async fn resource_attributes(&self, stack: &StackModel, row: &ResourceRow, with_attr: &[String]) -> Result<Map<String, Value>, EngineError> {
+    pub(super) async fn resource_attributes(
+        &self,
+        stack: &StackModel,
+        row: &ResourceRow,
+        with_attr: &[String],
+    ) -> Result<Map<String, Value>, EngineError> {
         let Some(plugin) = stack.plugin_of(&self.registry, row) else {
             return Ok(Map::new());
         };
@@ -361,7 +398,13 @@ impl Orchestration {
         stack.def.resources.iter().map(|defn| self.preview_of(&stack.def, &unknown, identity, defn)).collect()
     }
 
-    fn preview_of(&self, def: &StackDefinition, live: &LiveContext, identity: &StackIdentity, defn: &keelson_hot::ResourceDefn) -> Value {
+    fn preview_of(
+        &self,
+        def: &StackDefinition,
+        live: &LiveContext,
+        identity: &StackIdentity,
+        defn: &keelson_hot::ResourceDefn,
+    ) -> Value {
         let attributes = self
             .registry
             .get(&model::plugin_type(def, defn))
@@ -398,7 +441,9 @@ impl Orchestration {
         unknown
             .outputs(&stack.def)
             .into_iter()
-            .map(|(key, description, value)| views::output(&key, description.as_deref(), Some(Ok(value.unwrap_or(Value::Null)))))
+            .map(|(key, description, value)| {
+                views::output(&key, description.as_deref(), Some(Ok(value.unwrap_or(Value::Null))))
+            })
             .collect()
     }
 
@@ -406,7 +451,12 @@ impl Orchestration {
     /// definition is added, replaced, updated or unchanged; live ones it
     /// drops are deleted. With `show_nested`, the changes inside nested
     /// stacks are listed too, each with its `parent_resource`.
-    pub(super) async fn resource_changes(&self, current: &StackRow, new: &PreparedStack, show_nested: bool) -> Result<Value, EngineError> {
+    pub(super) async fn resource_changes(
+        &self,
+        current: &StackRow,
+        new: &PreparedStack,
+        show_nested: bool,
+    ) -> Result<Value, EngineError> {
         let mut changes: Map<String, Value> = Map::new();
         for key in ["added", "deleted", "replaced", "updated", "unchanged"] {
             changes.insert(key.to_string(), json!([]));
@@ -433,7 +483,14 @@ impl Orchestration {
             };
             let identity = views::identity_of(current);
             let live_rows = resources.live();
-            let live_values = LiveContext::load(&self.db, &self.registry, new_def, views::best_rows(&resources.rows).into_values(), None).await?;
+            let live_values = LiveContext::load(
+                &self.db,
+                &self.registry,
+                new_def,
+                views::best_rows(&resources.rows).into_values(),
+                None,
+            )
+            .await?;
             for defn in &new_def.resources {
                 let preview = self.preview_of(new_def, &live_values, &identity, defn);
                 let Some((row, required_by)) = live_rows.iter().find(|(r, _)| r.name == defn.name) else {
@@ -445,7 +502,9 @@ impl Orchestration {
                 let properties = model::resolved_properties(new_def, &self.registry, &live_values, defn);
                 let decision = match &plugin {
                     // Another plugin: replaced (upstream compares classes).
-                    _ if current_model.def.plugin_identity(&row.name, &row.resource_type) != new_type => UpdateDecision::Replace,
+                    _ if current_model.def.plugin_identity(&row.name, &row.resource_type) != new_type => {
+                        UpdateDecision::Replace
+                    }
                     // A failed or never created resource is replaced, as upstream.
                     _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
                     Some(plugin) => {
@@ -467,9 +526,17 @@ impl Orchestration {
                     UpdateDecision::Unchanged => push_change(changes, "unchanged", preview, parent),
                     UpdateDecision::InPlace => {
                         let attributes = self.resource_attributes(&current_model, row, &[]).await?;
-                        let doc = self.existing_preview(&identity, row, required_by.clone(), defn.description.clone().unwrap_or_default(), attributes);
+                        let doc = self.existing_preview(
+                            &identity,
+                            row,
+                            required_by.clone(),
+                            defn.description.clone().unwrap_or_default(),
+                            attributes,
+                        );
                         push_change(changes, "updated", doc, parent);
-                        let nested = child_of(row).zip(plugin.as_ref().and_then(|p| self.nested_definition(new_def, p.as_ref(), &properties)));
+                        let nested = child_of(row).zip(
+                            plugin.as_ref().and_then(|p| self.nested_definition(new_def, p.as_ref(), &properties)),
+                        );
                         if let Some((child, child_def)) = nested {
                             let child_def = child_def?;
                             self.collect_changes(child, &child_def, Some(&row.name), show_nested, changes).await?;
@@ -479,7 +546,12 @@ impl Orchestration {
             }
             for (row, required_by) in &live_rows {
                 if new_def.resource(&row.name).is_none() {
-                    push_change(changes, "deleted", self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()), parent);
+                    push_change(
+                        changes,
+                        "deleted",
+                        self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()),
+                        parent,
+                    );
                     if let Some(child) = child_of(row) {
                         self.collect_deleted(child, &row.name, changes).await?;
                     }
@@ -503,7 +575,10 @@ impl Orchestration {
         }
         let spec = plugin.nested_stack_spec(properties, &def.files, &environment)?;
         let pseudo = keelson_hot::PseudoParams { region: self.settings.region_name.clone(), ..Default::default() };
-        Some(StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo).map(|d| d.into_nested(true)))
+        Some(
+            StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo)
+                .map(|d| d.into_nested(true)),
+        )
     }
 
     /// Every live resource of nested stack `stack` (and of its own nested
@@ -519,7 +594,12 @@ impl Orchestration {
             let children = records::child_stacks(&self.db, &stack.id).await?;
             let identity = views::identity_of(stack);
             for (row, required_by) in resources.live() {
-                push_change(changes, "deleted", self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()), Some(parent));
+                push_change(
+                    changes,
+                    "deleted",
+                    self.existing_preview(&identity, row, required_by.clone(), String::new(), Map::new()),
+                    Some(parent),
+                );
                 let child = row.physical_resource_id.as_deref().and_then(|id| children.iter().find(|c| c.id == id));
                 if let Some(child) = child {
                     self.collect_deleted(child, &row.name, changes).await?;

@@ -9,16 +9,22 @@ use super::identity::{link, StackIdentity};
 use super::params::QueryParams;
 use super::records::{self, EventQuery, StackRow};
 use super::stacks::StackRef;
-use crate::store::SortDir;
 use super::views;
 use super::{Caller, Orchestration, Reply};
+use crate::store::SortDir;
 use crate::EngineError;
 
 const EVENT_FILTERS: &[&str] = &["resource_status", "resource_action", "resource_name", "resource_type"];
 
 impl Orchestration {
     /// `GET .../events` and `GET .../resources/{name}/events`.
-    pub async fn list_events(&self, caller: &Caller, stack: &StackRef, resource_name: Option<&str>, query: &QueryParams) -> Reply {
+    pub async fn list_events(
+        &self,
+        caller: &Caller,
+        stack: &StackRef,
+        resource_name: Option<&str>,
+        query: &QueryParams,
+    ) -> Reply {
         let limit = query.int("limit")?;
         let nested_depth = query.int("nested_depth")?.unwrap_or(0);
         let sort_dir = query.single("sort_dir");
@@ -71,7 +77,8 @@ impl Orchestration {
                 return Err(EngineError::new("HTTPNotFound", 404, format!("No events found for resource {name}")));
             }
         }
-        let identities: HashMap<&str, StackIdentity> = stacks.iter().map(|s| (s.id.as_str(), views::identity_of(s))).collect();
+        let identities: HashMap<&str, StackIdentity> =
+            stacks.iter().map(|s| (s.id.as_str(), views::identity_of(s))).collect();
         let root = views::identity_of(&record);
         let events: Vec<Value> = page
             .iter()
@@ -117,4 +124,3 @@ impl Orchestration {
         Ok(all)
     }
 }
-

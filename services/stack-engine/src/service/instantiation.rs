@@ -102,8 +102,11 @@ impl Instantiation {
     }
 
     fn read_args(&mut self, data: &Map<String, Value>, purpose: Purpose) -> Result<(), EngineError> {
-        let args: Map<String, Value> =
-            data.iter().filter(|(k, _)| !DATA_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let args: Map<String, Value> = data
+            .iter()
+            .filter(|(k, _)| !DATA_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if let Some(v) = args.get("timeout_mins").filter(|v| !v.is_null()) {
             let n = extract_int("timeout_mins", v)?;
             self.timeout_mins = (n > 0).then_some(n);
@@ -132,7 +135,11 @@ impl Instantiation {
     }
 }
 
-fn read_template(data: &Map<String, Value>, purpose: Purpose, settings: &ServiceSettings) -> Result<Option<Value>, EngineError> {
+fn read_template(
+    data: &Map<String, Value>,
+    purpose: Purpose,
+    settings: &ServiceSettings,
+) -> Result<Option<Value>, EngineError> {
     if let Some(adopt) = data.get("adopt_stack_data") {
         if purpose == Purpose::Create && !settings.enable_stack_adopt {
             return Err(EngineError::not_supported("Stack Adopt is not supported."));
@@ -197,8 +204,9 @@ fn template_too_large(len: usize, settings: &ServiceSettings) -> EngineError {
 
 fn parse_adopt_data(value: &Value) -> Result<Map<String, Value>, EngineError> {
     let parsed = match value {
-        Value::String(text) => serde_json::from_str::<Value>(text)
-            .map_err(|e| bad_request(format!("Invalid adopt data: {e}")))?,
+        Value::String(text) => {
+            serde_json::from_str::<Value>(text).map_err(|e| bad_request(format!("Invalid adopt data: {e}")))?
+        }
         other => other.clone(),
     };
     match parsed {
@@ -221,7 +229,9 @@ fn read_environment(env: &Value) -> Result<Map<String, Value>, EngineError> {
     match doc {
         Value::Object(map) => Ok(map),
         Value::Null => Ok(Map::new()),
-        _ => Err(bad_request("Environment not in valid format: The environment is not a valid YAML mapping data type.")),
+        _ => {
+            Err(bad_request("Environment not in valid format: The environment is not a valid YAML mapping data type."))
+        }
     }
 }
 
@@ -254,13 +264,15 @@ mod tests {
         assert_eq!((e.type_name.as_str(), e.message.as_str()), ("HTTPBadRequest", "No stack name specified"));
         let e = Instantiation::parse(&json!({"stack_name": "s"}), Purpose::Create, &settings()).unwrap_err();
         assert_eq!(e.message, "No template specified");
-        let ok = Instantiation::parse(&json!({"stack_name": "s", "template": {"a": 1}}), Purpose::Create, &settings()).unwrap();
+        let ok = Instantiation::parse(&json!({"stack_name": "s", "template": {"a": 1}}), Purpose::Create, &settings())
+            .unwrap();
         assert_eq!(ok.template, Some(json!({"a": 1})));
     }
 
     #[test]
     fn patch_may_omit_the_template() {
-        let p = Instantiation::parse(&json!({"parameters": {"v": "x"}}), Purpose::Update { patch: true }, &settings()).unwrap();
+        let p = Instantiation::parse(&json!({"parameters": {"v": "x"}}), Purpose::Update { patch: true }, &settings())
+            .unwrap();
         assert!(p.template.is_none());
         assert_eq!(p.parameters.get("v"), Some(&json!("x")));
     }

@@ -38,9 +38,7 @@ pub fn check_tree_size(
 }
 
 fn take(remaining: &mut u64, n: u64) -> Result<(), EngineError> {
-    *remaining = remaining
-        .checked_sub(n)
-        .ok_or_else(resource_limit_exceeded)?;
+    *remaining = remaining.checked_sub(n).ok_or_else(resource_limit_exceeded)?;
     Ok(())
 }
 
@@ -51,10 +49,7 @@ fn count_into(
     max_depth: i64,
     remaining: &mut u64,
 ) -> Result<(), EngineError> {
-    take(
-        remaining,
-        u64::try_from(def.resources.len()).unwrap_or(u64::MAX),
-    )?;
+    take(remaining, u64::try_from(def.resources.len()).unwrap_or(u64::MAX))?;
     let unknown = LiveContext::placeholders(def);
     let mut environment = def.environment.to_value();
     if let Value::Object(env) = &mut environment {
@@ -90,24 +85,15 @@ fn count_into(
             }
             continue;
         };
-        let param = |n: &str| {
-            def.params
-                .get(n)
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        };
+        let param = |n: &str| def.params.get(n).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         let pseudo = PseudoParams {
             stack_id: String::new(),
             stack_name: format!("{}-{}", param("OS::stack_name"), defn.name),
             project_id: param("OS::project_id"),
             region: param("OS::region"),
         };
-        let Ok(nested) = StackDefinition::parse_allow_missing(
-            &spec.template,
-            &spec.files,
-            &spec.environment,
-            &pseudo,
-        ) else {
+        let Ok(nested) = StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo)
+        else {
             continue;
         };
         count_into(&nested, registry, depth + 1, max_depth, remaining)?;

@@ -43,7 +43,11 @@ pub fn plugin_type(def: &StackDefinition, defn: &ResourceDefn) -> String {
 
 /// Names of the resources that require `name` in this definition.
 pub fn required_by(def: &StackDefinition, name: &str) -> Vec<String> {
-    def.resources.iter().filter(|r| r.name != name && def.requires(&r.name).contains(name)).map(|r| r.name.clone()).collect()
+    def.resources
+        .iter()
+        .filter(|r| r.name != name && def.requires(&r.name).contains(name))
+        .map(|r| r.name.clone())
+        .collect()
 }
 
 /// Immutable parameters whose value `new` changes (`ImmutableParameterModified`).
@@ -58,7 +62,12 @@ pub fn immutable_params_modified(old: &StackDefinition, new: &StackDefinition) -
 
 /// A resource's properties resolved in `ctx` with its plugin's defaults
 /// applied (as a preview shows them).
-pub fn resolved_properties(def: &StackDefinition, registry: &Registry, ctx: &LiveContext, defn: &ResourceDefn) -> Map<String, Value> {
+pub fn resolved_properties(
+    def: &StackDefinition,
+    registry: &Registry,
+    ctx: &LiveContext,
+    defn: &ResourceDefn,
+) -> Map<String, Value> {
     let given = defn.properties.resolve(ctx).unwrap_or_else(|_| Value::Object(Map::new()));
     let plain = |v: Value| match v {
         Value::Object(m) => m,
@@ -86,7 +95,8 @@ impl AttributeCheck {
             .map(|defn| {
                 let names = def.plugin_for(registry, &defn.name, &defn.type_name).ok().and_then(|plugin| {
                     (!plugin.accepts_any_attribute()).then(|| {
-                        let mut names: Vec<String> = plugin.schema().attributes.iter().map(|a| a.name.to_string()).collect();
+                        let mut names: Vec<String> =
+                            plugin.schema().attributes.iter().map(|a| a.name.to_string()).collect();
                         if plugin.runs_nested_stack() {
                             names.push(crate::resources::MEMBERS_FACT.to_string());
                         }
@@ -113,7 +123,8 @@ impl ResolveContext for AttributeCheck {
         if let Some(Some(names)) = self.known.get(resource) {
             // `resource.<name>[.<attr>]` reaches into a nested stack's
             // resources (template resources, groups).
-            let nested = attribute.starts_with("resource.") && names.iter().any(|n| n == crate::resources::MEMBERS_FACT);
+            let nested =
+                attribute.starts_with("resource.") && names.iter().any(|n| n == crate::resources::MEMBERS_FACT);
             if !nested && !names.iter().any(|n| n == attribute) {
                 return Err(TemplateError::validation_failed(format!(
                     "The Referenced Attribute ({resource} {attribute}) is incorrect."

@@ -27,7 +27,12 @@ pub async fn child_stacks(db: &Db, owner_id: &str) -> Result<Vec<StackRow>, DbEr
 }
 
 /// The stacks of `tenant` (None = every tenant) before the API's filters.
-pub async fn stacks(db: &Db, tenant: Option<&str>, show_deleted: bool, show_nested: bool) -> Result<Vec<StackRow>, DbError> {
+pub async fn stacks(
+    db: &Db,
+    tenant: Option<&str>,
+    show_deleted: bool,
+    show_nested: bool,
+) -> Result<Vec<StackRow>, DbError> {
     store::stacks::list_for_tenant(db, tenant, show_deleted, show_nested).await
 }
 
@@ -55,11 +60,7 @@ pub async fn resources(db: &Db, stack_id: &str) -> Result<Vec<ResourceRow>, DbEr
 
 /// resource_data of one resource as the plugin sees it.
 pub async fn resource_data(db: &Db, resource_id: i64) -> Result<std::collections::BTreeMap<String, String>, DbError> {
-    Ok(store::resources::data_get_all(db, resource_id)
-        .await?
-        .into_iter()
-        .map(|(k, entry)| (k, entry.value))
-        .collect())
+    Ok(store::resources::data_get_all(db, resource_id).await?.into_iter().map(|(k, entry)| (k, entry.value)).collect())
 }
 
 pub async fn events(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, EngineError> {

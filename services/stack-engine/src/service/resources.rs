@@ -74,7 +74,13 @@ impl Orchestration {
         Ok(json!({ "resources": out }))
     }
 
-    async fn append_resources(&self, stack: &StackRow, filters: &ResourceFilters, with_detail: bool, out: &mut Vec<Value>) -> Result<(), EngineError> {
+    async fn append_resources(
+        &self,
+        stack: &StackRow,
+        filters: &ResourceFilters,
+        with_detail: bool,
+        out: &mut Vec<Value>,
+    ) -> Result<(), EngineError> {
         let resources = StackResources::load(self, stack).await?;
         let loaded = if with_detail { Some(self.load_definition(stack).await?) } else { None };
         let children = records::child_stacks(&self.db, &stack.id).await?;
@@ -96,7 +102,13 @@ impl Orchestration {
     }
 
     /// `GET .../resources/{name}` (`with_attr` may repeat).
-    pub async fn show_resource(&self, caller: &Caller, stack: &StackRef, resource_name: &str, query: &QueryParams) -> Reply {
+    pub async fn show_resource(
+        &self,
+        caller: &Caller,
+        stack: &StackRef,
+        resource_name: &str,
+        query: &QueryParams,
+    ) -> Reply {
         let record = self.find_stack(caller, stack, true).await?;
         let resources = StackResources::load(self, &record).await?;
         let Some((row, required_by)) = resources.find(resource_name) else {
@@ -132,7 +144,13 @@ impl Orchestration {
     /// `POST .../resources/{name}/signal`: 400 for types without a signal
     /// handler, 404 ResourceNotAvailable before the resource exists; the
     /// handler itself runs asynchronously.
-    pub async fn signal_resource(&self, caller: &Caller, stack: &StackRef, resource_name: &str, details: &Value) -> Reply {
+    pub async fn signal_resource(
+        &self,
+        caller: &Caller,
+        stack: &StackRef,
+        resource_name: &str,
+        details: &Value,
+    ) -> Reply {
         let record = self.find_stack(caller, stack, false).await?;
         let loaded = self.load_definition(&record).await?;
         if !loaded.has_resource(resource_name) {
@@ -147,7 +165,10 @@ impl Orchestration {
         }
         let handles = loaded.plugin_of(&self.registry, row).is_some_and(|t| t.handles_signal());
         if !handles {
-            return Err(EngineError::bad_request("ResourceActionNotSupported", "signal is not supported for resource."));
+            return Err(EngineError::bad_request(
+                "ResourceActionNotSupported",
+                "signal is not supported for resource.",
+            ));
         }
         self.engine_signal(caller, &record, row, details.clone()).await?;
         Ok(Value::Null)

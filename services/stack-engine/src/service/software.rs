@@ -56,7 +56,13 @@ fn io_list(body: &Map<String, Value>, key: &str) -> Result<Value, EngineError> {
 
 impl Orchestration {
     /// A pre-signed signal: no caller; the engine checks the signature.
-    pub async fn presigned_signal(&self, method: &str, path: &str, query: &[(String, String)], details: Value) -> Reply {
+    pub async fn presigned_signal(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(String, String)],
+        details: Value,
+    ) -> Reply {
         self.engine.presigned_signal(method, path, query, details).await
     }
 
@@ -98,7 +104,13 @@ impl Orchestration {
     }
 
     /// `POST /software_configs`.
-    pub async fn create_software_config(&self, caller: &Caller, _id: &str, body: &Value, _query: &QueryParams) -> Reply {
+    pub async fn create_software_config(
+        &self,
+        caller: &Caller,
+        _id: &str,
+        body: &Value,
+        _query: &QueryParams,
+    ) -> Reply {
         let body = object(body)?;
         let options = match body.get("options") {
             None | Some(Value::Null) => json!({}),
@@ -126,30 +138,56 @@ impl Orchestration {
         Ok(json!({ "software_config": config_view(&self.visible_config(caller, id).await?) }))
     }
 
-    pub async fn delete_software_config(&self, caller: &Caller, id: &str, _body: &Value, _query: &QueryParams) -> Reply {
+    pub async fn delete_software_config(
+        &self,
+        caller: &Caller,
+        id: &str,
+        _body: &Value,
+        _query: &QueryParams,
+    ) -> Reply {
         self.visible_config(caller, id).await?;
         software::delete_config(&self.db, id).await?;
         Ok(Value::Null)
     }
 
     /// `GET /software_deployments` (`server_id`).
-    pub async fn list_software_deployments(&self, caller: &Caller, _id: &str, _body: &Value, query: &QueryParams) -> Reply {
+    pub async fn list_software_deployments(
+        &self,
+        caller: &Caller,
+        _id: &str,
+        _body: &Value,
+        query: &QueryParams,
+    ) -> Reply {
         let server = query.single("server_id");
         let rows = software::list_deployments(&self.db, self.tenant_filter(caller), server.as_deref()).await?;
         Ok(json!({ "software_deployments": rows.iter().map(deployment_view).collect::<Vec<_>>() }))
     }
 
     /// `GET /software_deployments/metadata/{server_id}`.
-    pub async fn software_deployment_metadata(&self, caller: &Caller, server_id: &str, _body: &Value, _query: &QueryParams) -> Reply {
+    pub async fn software_deployment_metadata(
+        &self,
+        caller: &Caller,
+        server_id: &str,
+        _body: &Value,
+        _query: &QueryParams,
+    ) -> Reply {
         let configs = self.engine.server_deployments(server_id, self.tenant_filter(caller)).await?;
         Ok(json!({ "metadata": configs }))
     }
 
     /// `POST /software_deployments`.
-    pub async fn create_software_deployment(&self, caller: &Caller, _id: &str, body: &Value, _query: &QueryParams) -> Reply {
+    pub async fn create_software_deployment(
+        &self,
+        caller: &Caller,
+        _id: &str,
+        body: &Value,
+        _query: &QueryParams,
+    ) -> Reply {
         let body = object(body)?;
-        let config_id = opt_string(&body, "config_id")?.ok_or_else(|| bad_request("Missing required parameter config_id."))?;
-        let server_id = opt_string(&body, "server_id")?.ok_or_else(|| bad_request("Missing required parameter server_id."))?;
+        let config_id =
+            opt_string(&body, "config_id")?.ok_or_else(|| bad_request("Missing required parameter config_id."))?;
+        let server_id =
+            opt_string(&body, "server_id")?.ok_or_else(|| bad_request("Missing required parameter server_id."))?;
         self.visible_config(caller, &config_id).await?;
         let input_values = match body.get("input_values") {
             None | Some(Value::Null) => json!({}),
@@ -175,13 +213,25 @@ impl Orchestration {
         Ok(json!({ "software_deployment": deployment_view(&stored) }))
     }
 
-    pub async fn show_software_deployment(&self, caller: &Caller, id: &str, _body: &Value, _query: &QueryParams) -> Reply {
+    pub async fn show_software_deployment(
+        &self,
+        caller: &Caller,
+        id: &str,
+        _body: &Value,
+        _query: &QueryParams,
+    ) -> Reply {
         Ok(json!({ "software_deployment": deployment_view(&self.visible_deployment(caller, id).await?) }))
     }
 
     /// `PUT /software_deployments/{id}`: the given fields only; a new
     /// config republishes the server's metadata.
-    pub async fn update_software_deployment(&self, caller: &Caller, id: &str, body: &Value, _query: &QueryParams) -> Reply {
+    pub async fn update_software_deployment(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: &Value,
+        _query: &QueryParams,
+    ) -> Reply {
         let body = object(body)?;
         let current = self.visible_deployment(caller, id).await?;
         let map_field = |key: &str| -> Result<Option<Value>, EngineError> {
@@ -210,7 +260,13 @@ impl Orchestration {
         Ok(json!({ "software_deployment": deployment_view(&updated) }))
     }
 
-    pub async fn delete_software_deployment(&self, caller: &Caller, id: &str, _body: &Value, _query: &QueryParams) -> Reply {
+    pub async fn delete_software_deployment(
+        &self,
+        caller: &Caller,
+        id: &str,
+        _body: &Value,
+        _query: &QueryParams,
+    ) -> Reply {
         let current = self.visible_deployment(caller, id).await?;
         software::delete_deployment(&self.db, id).await?;
         self.engine.push_server_metadata(&current.server_id).await?;

@@ -60,7 +60,12 @@ const STACK_FILTER_KEYS: &[&str] = &[
 impl Orchestration {
     /// The stack `stack` names, in the caller's project. `show_deleted`
     /// lets a soft-deleted stack be found by id (show does, delete does not).
-    pub(super) async fn find_stack(&self, caller: &Caller, stack: &StackRef, show_deleted: bool) -> Result<StackRow, EngineError> {
+    pub(super) async fn find_stack(
+        &self,
+        caller: &Caller,
+        stack: &StackRef,
+        show_deleted: bool,
+    ) -> Result<StackRow, EngineError> {
         let not_found = || EngineError::stack_not_found(stack.display_name());
         let found = if !stack.id.is_empty() {
             records::stack_by_id(&self.db, &caller.project_id, &stack.id).await?
@@ -107,7 +112,12 @@ impl Orchestration {
             request.adopt_stack_data.as_ref().and_then(|d| d.get("environment")).and_then(|e| e.get("parameters"))
         {
             let in_environment = request.environment.get("parameters").and_then(Value::as_object);
-            parameters.extend(adopted.iter().filter(|(k, _)| !in_environment.is_some_and(|p| p.contains_key(*k))).map(|(k, v)| (k.clone(), v.clone())));
+            parameters.extend(
+                adopted
+                    .iter()
+                    .filter(|(k, _)| !in_environment.is_some_and(|p| p.contains_key(*k)))
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
         }
         parameters.extend(request.parameters.clone());
         let input = DefinitionInput {
@@ -127,7 +137,8 @@ impl Orchestration {
             disable_rollback: request.disable_rollback.unwrap_or(true),
             tags: request.tags.clone().flatten(),
         };
-        let id = self.engine_create(caller, &stack_id, &name, prepared, settings, request.adopt_stack_data.clone()).await?;
+        let id =
+            self.engine_create(caller, &stack_id, &name, prepared, settings, request.adopt_stack_data.clone()).await?;
         Ok(StackIdentity::new(&caller.project_id, &name, &id))
     }
 
@@ -195,7 +206,11 @@ impl Orchestration {
 
     /// Heat's `enforce_stack`: every type the stack would instantiate
     /// passes its `resource_types:<type>` rule for the caller.
-    fn authorize_types(&self, caller: &Caller, prepared: &super::engine_port::PreparedStack) -> Result<(), EngineError> {
+    fn authorize_types(
+        &self,
+        caller: &Caller,
+        prepared: &super::engine_port::PreparedStack,
+    ) -> Result<(), EngineError> {
         let types = prepared.def.resource_types(&self.registry);
         self.registry.authorize_types(caller, types.iter().map(String::as_str))
     }
@@ -256,9 +271,20 @@ impl Orchestration {
         let count = stacks.len();
         let sort_keys = query.all("sort_keys");
         sort_stacks(&mut stacks, &sort_keys, query.single("sort_dir").as_deref())?;
-        let page = paginate(stacks, query.single("marker").as_deref(), limit, |s| &s.id, |a, b| {
-            compare_stacks(a, b, &stack_sort_columns(&sort_keys), sort_direction(&sort_keys, query.single("sort_dir").as_deref()))
-        });
+        let page = paginate(
+            stacks,
+            query.single("marker").as_deref(),
+            limit,
+            |s| &s.id,
+            |a, b| {
+                compare_stacks(
+                    a,
+                    b,
+                    &stack_sort_columns(&sort_keys),
+                    sort_direction(&sort_keys, query.single("sort_dir").as_deref()),
+                )
+            },
+        );
         let items: Vec<Value> = page.iter().map(|s| views::stack_summary(s, caller.is_admin)).collect();
         let mut doc = Map::new();
         let next = match (limit, page.last()) {
@@ -289,7 +315,12 @@ impl Orchestration {
 
     /// Resolves a name, id or ARN to the canonical identity (the REST 302).
     /// By id a soft-deleted stack is still found; by name it is not.
-    pub async fn lookup_stack(&self, caller: &Caller, name_or_id: &str, show_deleted: bool) -> Result<StackIdentity, EngineError> {
+    pub async fn lookup_stack(
+        &self,
+        caller: &Caller,
+        name_or_id: &str,
+        show_deleted: bool,
+    ) -> Result<StackIdentity, EngineError> {
         if let Some(identity) = parse_arn(name_or_id) {
             return Ok(identity);
         }
@@ -422,10 +453,7 @@ impl Orchestration {
         if !modified.is_empty() {
             return Err(EngineError::bad_request(
                 "ImmutableParameterModified",
-                format!(
-                    "The following parameters are immutable and may not be updated: {}",
-                    modified.join(", ")
-                ),
+                format!("The following parameters are immutable and may not be updated: {}", modified.join(", ")),
             ));
         }
         Ok(prepared)
@@ -456,7 +484,14 @@ impl Orchestration {
     }
 
     /// `PUT|PATCH .../preview`: what an update would do, per resource.
-    pub async fn preview_update(&self, caller: &Caller, stack: &StackRef, body: &Value, patch: bool, query: &QueryParams) -> Reply {
+    pub async fn preview_update(
+        &self,
+        caller: &Caller,
+        stack: &StackRef,
+        body: &Value,
+        patch: bool,
+        query: &QueryParams,
+    ) -> Reply {
         let show_nested = query.bool_or("show_nested", false)?;
         let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
         let current = self.find_stack(caller, stack, false).await?;
@@ -708,7 +743,9 @@ impl StackFilters {
                     if let Some(index) = value.rfind(s) {
                         statuses.push(value[index..].to_string());
                         // The action is what precedes "_STATUS" (if anything).
-                        if let Some(action) = value.get(..index.saturating_sub(1)).filter(|a| index > 1 && !a.is_empty()) {
+                        if let Some(action) =
+                            value.get(..index.saturating_sub(1)).filter(|a| index > 1 && !a.is_empty())
+                        {
                             actions.push(action.to_string());
                         }
                         break;

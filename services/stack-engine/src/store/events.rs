@@ -60,7 +60,8 @@ pub struct NewEvent {
 /// The resource type of stack-level events.
 pub const STACK_EVENT_TYPE: &str = "OS::Heat::Stack";
 
-const INSERT: &str = "INSERT INTO event (uuid, stack_id, resource_name, physical_resource_id, resource_action, resource_status, \
+const INSERT: &str =
+    "INSERT INTO event (uuid, stack_id, resource_name, physical_resource_id, resource_action, resource_status, \
      resource_status_reason, resource_type, resource_properties, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 fn insert_params(event: &NewEvent, uuid: &str) -> [Value; 10] {
@@ -164,7 +165,9 @@ pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::E
     for k in &query.sort_keys {
         match SORT_KEYS.iter().find(|s| **s == k.as_str()) {
             Some(s) => keys.push(s),
-            None => return Err(crate::EngineError::bad_request("Invalid", format!("Sort key supplied is invalid: {k}"))),
+            None => {
+                return Err(crate::EngineError::bad_request("Invalid", format!("Sort key supplied is invalid: {k}")))
+            }
         }
     }
     let dir = match (keys.is_empty(), query.sort_dir) {
@@ -192,9 +195,7 @@ pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::E
     push_in(&mut clauses, &mut params, "resource_type", &query.resource_type);
 
     if let Some(marker) = &query.marker {
-        let found = db
-            .fetch_all(&format!("SELECT {COLUMNS} FROM event WHERE uuid = ?"), &[marker.into()])
-            .await?;
+        let found = db.fetch_all(&format!("SELECT {COLUMNS} FROM event WHERE uuid = ?"), &[marker.into()]).await?;
         if let Some(m) = found.first().map(from_row).transpose()? {
             let (clause, values) = after_marker(&keys, dir, &m);
             clauses.push(clause);
@@ -207,7 +208,8 @@ pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::E
         SortDir::Desc => "DESC",
     };
     let order_by: Vec<String> = keys.iter().map(|k| format!("{k} {order}")).collect();
-    let mut sql = format!("SELECT {COLUMNS} FROM event WHERE {} ORDER BY {}", clauses.join(" AND "), order_by.join(", "));
+    let mut sql =
+        format!("SELECT {COLUMNS} FROM event WHERE {} ORDER BY {}", clauses.join(" AND "), order_by.join(", "));
     if let Some(limit) = query.limit {
         sql.push_str(&format!(" LIMIT {}", limit.max(0)));
     }
@@ -255,7 +257,10 @@ fn after_marker(keys: &[&str], dir: SortDir, marker: &EventRow) -> (String, Vec<
 /// One event of a stack by uuid.
 pub async fn get(db: &Db, stack_id: &str, uuid: &str) -> Result<Option<EventRow>, DbError> {
     let rows = db
-        .fetch_all(&format!("SELECT {COLUMNS} FROM event WHERE stack_id = ? AND uuid = ?"), &[stack_id.into(), uuid.into()])
+        .fetch_all(
+            &format!("SELECT {COLUMNS} FROM event WHERE stack_id = ? AND uuid = ?"),
+            &[stack_id.into(), uuid.into()],
+        )
         .await?;
     rows.first().map(from_row).transpose()
 }
@@ -275,13 +280,17 @@ pub async fn purge_oldest(db: &Db, stack_id: &str, keep: i64, batch: i64) -> Res
         return Ok(0);
     }
     let oldest = db
-        .fetch_all(&format!("SELECT id FROM event WHERE stack_id = ? ORDER BY id LIMIT {}", batch.max(1)), &[stack_id.into()])
+        .fetch_all(
+            &format!("SELECT id FROM event WHERE stack_id = ? ORDER BY id LIMIT {}", batch.max(1)),
+            &[stack_id.into()],
+        )
         .await?;
     let ids: Vec<Value> = oldest.iter().map(|r| r.i64(0).map(Value::Int)).collect::<Result<_, _>>()?;
     if ids.is_empty() {
         return Ok(0);
     }
-    super::write_one(db, "event purge", &format!("DELETE FROM event WHERE id IN ({})", db::in_list(ids.len())), &ids).await
+    super::write_one(db, "event purge", &format!("DELETE FROM event WHERE id IN ({})", db::in_list(ids.len())), &ids)
+        .await
 }
 
 /// Removes every event of the stack.

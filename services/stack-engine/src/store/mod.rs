@@ -48,7 +48,12 @@ pub struct CheckSnapshot {
 /// Reads a [`CheckSnapshot`] in one statement (stack, row and data
 /// joined: one row per data entry), so a check starts after one round
 /// trip instead of three reads. None: no such stack.
-pub async fn check_snapshot(db: &Db, stack_id: &str, traversal: &str, resource_id: i64) -> Result<Option<CheckSnapshot>, DbError> {
+pub async fn check_snapshot(
+    db: &Db,
+    stack_id: &str,
+    traversal: &str,
+    resource_id: i64,
+) -> Result<Option<CheckSnapshot>, DbError> {
     let sql = format!(
         "SELECT {}, {}, d.data_key, d.data_value, d.redact FROM stack s \
          LEFT JOIN resource r ON r.id = ? AND s.current_traversal = ? \
@@ -60,7 +65,8 @@ pub async fn check_snapshot(db: &Db, stack_id: &str, traversal: &str, resource_i
     let rows = db.fetch_all(&sql, &[resource_id.into(), traversal.into(), stack_id.into()]).await?;
     let Some(first) = rows.first() else { return Ok(None) };
     let (s_end, r_end) = (stacks::COLUMN_COUNT, stacks::COLUMN_COUNT + resources::COLUMN_COUNT);
-    let part = |row: &db::Row, from: usize, to: usize| db::Row(row.0.get(from..to).map(<[Value]>::to_vec).unwrap_or_default());
+    let part =
+        |row: &db::Row, from: usize, to: usize| db::Row(row.0.get(from..to).map(<[Value]>::to_vec).unwrap_or_default());
     let stack = stacks::from_row(&part(first, 0, s_end))?;
     let row = if first.is_null(s_end) { None } else { Some(resources::from_row(&part(first, s_end, r_end))?) };
     let mut data = std::collections::BTreeMap::new();
@@ -70,7 +76,10 @@ pub async fn check_snapshot(db: &Db, stack_id: &str, traversal: &str, resource_i
         }
         data.insert(
             r.string(r_end)?,
-            resources::ResourceDataEntry { value: r.opt_string(r_end + 1)?.unwrap_or_default(), redact: codec::read_bool(r, r_end + 2)? },
+            resources::ResourceDataEntry {
+                value: r.opt_string(r_end + 1)?.unwrap_or_default(),
+                redact: codec::read_bool(r, r_end + 2)?,
+            },
         );
     }
     Ok(Some(CheckSnapshot { stack, row, data }))

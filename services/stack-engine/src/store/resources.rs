@@ -242,7 +242,10 @@ pub async fn list_named(db: &Db, stack_id: &str, names: &[String]) -> Result<Vec
     for chunk in names.chunks(500) {
         let mut params: Vec<Value> = vec![stack_id.into()];
         params.extend(chunk.iter().map(Value::from));
-        let sql = format!("SELECT {COLUMNS} FROM resource WHERE stack_id = ? AND name IN ({}) ORDER BY id", db::in_list(chunk.len()));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM resource WHERE stack_id = ? AND name IN ({}) ORDER BY id",
+            db::in_list(chunk.len())
+        );
         for r in &db.fetch_all(&sql, &params).await? {
             out.push(from_row(r)?);
         }
@@ -259,14 +262,19 @@ pub async fn get_by_uuid(db: &Db, uuid: &str) -> Result<Option<ResourceRow>, DbE
 
 /// Every row of the stack, replaced ones included, by id.
 pub async fn list(db: &Db, stack_id: &str) -> Result<Vec<ResourceRow>, DbError> {
-    let rows = db.fetch_all(&format!("SELECT {COLUMNS} FROM resource WHERE stack_id = ? ORDER BY id"), &[stack_id.into()]).await?;
+    let rows = db
+        .fetch_all(&format!("SELECT {COLUMNS} FROM resource WHERE stack_id = ? ORDER BY id"), &[stack_id.into()])
+        .await?;
     rows.iter().map(from_row).collect()
 }
 
 /// Every row of every stack in the tree rooted at `root_stack_id`, by id.
 pub async fn list_by_root(db: &Db, root_stack_id: &str) -> Result<Vec<ResourceRow>, DbError> {
     let rows = db
-        .fetch_all(&format!("SELECT {COLUMNS} FROM resource WHERE root_stack_id = ? ORDER BY id"), &[root_stack_id.into()])
+        .fetch_all(
+            &format!("SELECT {COLUMNS} FROM resource WHERE root_stack_id = ? ORDER BY id"),
+            &[root_stack_id.into()],
+        )
         .await?;
     rows.iter().map(from_row).collect()
 }
@@ -277,7 +285,10 @@ pub async fn get_many(db: &Db, ids: &[i64]) -> Result<Vec<ResourceRow>, DbError>
     for chunk in ids.chunks(500) {
         let params: Vec<Value> = chunk.iter().map(|i| Value::Int(*i)).collect();
         let rows = db
-            .fetch_all(&format!("SELECT {COLUMNS} FROM resource WHERE id IN ({}) ORDER BY id", db::in_list(chunk.len())), &params)
+            .fetch_all(
+                &format!("SELECT {COLUMNS} FROM resource WHERE id IN ({}) ORDER BY id", db::in_list(chunk.len())),
+                &params,
+            )
             .await?;
         for r in &rows {
             out.push(from_row(r)?);
@@ -417,7 +428,13 @@ impl ResourceChange {
 }
 
 /// Runs `UPDATE resource SET <change> WHERE id = ? AND <guard>`.
-async fn update_where(db: &Db, id: i64, change: ResourceChange, guard: &str, guard_params: Vec<Value>) -> Result<bool, DbError> {
+async fn update_where(
+    db: &Db,
+    id: i64,
+    change: ResourceChange,
+    guard: &str,
+    guard_params: Vec<Value>,
+) -> Result<bool, DbError> {
     let set = change.assignments();
     let mut params = set.params.clone();
     params.push(id.into());
@@ -437,10 +454,18 @@ pub async fn update_cas(
     change: ResourceChange,
 ) -> Result<bool, DbError> {
     match expected_engine {
-        None => update_where(db, id, change, "engine_id IS NULL AND atomic_key = ?", vec![expected_atomic_key.into()]).await,
+        None => {
+            update_where(db, id, change, "engine_id IS NULL AND atomic_key = ?", vec![expected_atomic_key.into()]).await
+        }
         Some(engine) => {
-            update_where(db, id, change, "engine_id = ? AND atomic_key = ?", vec![engine.into(), expected_atomic_key.into()])
-                .await
+            update_where(
+                db,
+                id,
+                change,
+                "engine_id = ? AND atomic_key = ?",
+                vec![engine.into(), expected_atomic_key.into()],
+            )
+            .await
         }
     }
 }
@@ -472,7 +497,12 @@ pub async fn update_cas_tx(
 /// Removes a resource row and its data in the caller's transaction, only
 /// if it is still held by `expected_engine` (None: unlocked) at version
 /// `expected_atomic_key`: the delete is the CAS. Answers whether it was.
-pub async fn delete_cas_tx(tx: &mut Tx, id: i64, expected_engine: Option<&str>, expected_atomic_key: i64) -> Result<bool, DbError> {
+pub async fn delete_cas_tx(
+    tx: &mut Tx,
+    id: i64,
+    expected_engine: Option<&str>,
+    expected_atomic_key: i64,
+) -> Result<bool, DbError> {
     let mut params: Vec<Value> = vec![id.into()];
     let guard = match expected_engine {
         None => "engine_id IS NULL AND atomic_key = ?",
@@ -610,7 +640,10 @@ pub async fn delete_cas(db: &Db, id: i64, atomic_key: i64) -> Result<bool, DbErr
 async fn delete_cas_once(db: &Db, id: i64, atomic_key: i64) -> Result<bool, DbError> {
     let mut tx = db.begin().await?;
     let n = tx
-        .execute("DELETE FROM resource WHERE id = ? AND engine_id IS NULL AND atomic_key = ?", &[id.into(), atomic_key.into()])
+        .execute(
+            "DELETE FROM resource WHERE id = ? AND engine_id IS NULL AND atomic_key = ?",
+            &[id.into(), atomic_key.into()],
+        )
         .await?;
     if n > 0 {
         tx.execute("DELETE FROM resource_data WHERE resource_id = ?", &[id.into()]).await?;
@@ -630,7 +663,10 @@ pub struct ResourceDataEntry {
 /// Every data entry of a resource, by key.
 pub async fn data_get_all(db: &Db, resource_id: i64) -> Result<BTreeMap<String, ResourceDataEntry>, DbError> {
     let rows = db
-        .fetch_all("SELECT data_key, data_value, redact FROM resource_data WHERE resource_id = ?", &[resource_id.into()])
+        .fetch_all(
+            "SELECT data_key, data_value, redact FROM resource_data WHERE resource_id = ?",
+            &[resource_id.into()],
+        )
         .await?;
     let mut out = BTreeMap::new();
     for r in &rows {
@@ -645,7 +681,10 @@ pub async fn data_get_all(db: &Db, resource_id: i64) -> Result<BTreeMap<String, 
 /// [`data_get_all`] in the caller's transaction.
 pub async fn data_get_all_tx(tx: &mut Tx, resource_id: i64) -> Result<BTreeMap<String, ResourceDataEntry>, DbError> {
     let rows = tx
-        .fetch_all("SELECT data_key, data_value, redact FROM resource_data WHERE resource_id = ?", &[resource_id.into()])
+        .fetch_all(
+            "SELECT data_key, data_value, redact FROM resource_data WHERE resource_id = ?",
+            &[resource_id.into()],
+        )
         .await?;
     let mut out = BTreeMap::new();
     for r in &rows {
@@ -665,7 +704,9 @@ pub async fn data_set_many_tx(tx: &mut Tx, resource_id: i64, entries: &[(String,
         return Ok(());
     }
     let now = db::now();
-    let mut sql = String::from("INSERT INTO resource_data (resource_id, data_key, data_value, redact, created_at, updated_at) VALUES ");
+    let mut sql = String::from(
+        "INSERT INTO resource_data (resource_id, data_key, data_value, redact, created_at, updated_at) VALUES ",
+    );
     let mut params: Vec<Value> = Vec::with_capacity(entries.len() * 6);
     for (i, (key, value)) in entries.iter().enumerate() {
         if i > 0 {
@@ -742,7 +783,10 @@ pub async fn count_in_stacks(db: &Db, stack_ids: &[String]) -> Result<u64, DbErr
     for chunk in stack_ids.chunks(500) {
         let params: Vec<Value> = chunk.iter().map(|id| id.as_str().into()).collect();
         let rows = db
-            .fetch_all(&format!("SELECT COUNT(*) FROM resource WHERE stack_id IN ({})", db::in_list(chunk.len())), &params)
+            .fetch_all(
+                &format!("SELECT COUNT(*) FROM resource WHERE stack_id IN ({})", db::in_list(chunk.len())),
+                &params,
+            )
             .await?;
         let n = rows.first().map(|r| r.i64(0)).transpose()?.unwrap_or_default();
         total = total.saturating_add(u64::try_from(n).unwrap_or_default());

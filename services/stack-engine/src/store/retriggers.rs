@@ -24,11 +24,7 @@ impl RetriggerRow {
     /// own last re-trigger (or the attempt of it, if it never started):
     /// the operation it re-ran got stuck again.
     pub fn covers(&self, traversal: &str) -> bool {
-        self.stuck_traversal == traversal
-            || self
-                .started_traversal
-                .as_deref()
-                .is_none_or(|t| t == traversal)
+        self.stuck_traversal == traversal || self.started_traversal.as_deref().is_none_or(|t| t == traversal)
     }
 }
 
@@ -54,12 +50,7 @@ pub async fn get(db: &Db, stack_id: &str) -> Result<Option<RetriggerRow>, DbErro
 /// Records, before the watchdog re-runs `stuck_traversal`'s operation,
 /// that this is re-trigger number `retriggers` (so a crash during it is
 /// counted).
-pub async fn record_attempt(
-    db: &Db,
-    stack_id: &str,
-    stuck_traversal: &str,
-    retriggers: i64,
-) -> Result<(), DbError> {
+pub async fn record_attempt(db: &Db, stack_id: &str, stuck_traversal: &str, retriggers: i64) -> Result<(), DbError> {
     db::retrying("watchdog re-trigger", || async {
         let mut tx = db.begin().await?;
         tx.execute("DELETE FROM watchdog_retrigger WHERE stack_id = ?", &[stack_id.into()]).await?;
@@ -76,15 +67,8 @@ pub async fn record_attempt(
 
 /// The traversal the last re-trigger started.
 pub async fn record_started(db: &Db, stack_id: &str, traversal: &str) -> Result<(), DbError> {
-    let sql =
-        "UPDATE watchdog_retrigger SET started_traversal = ?, updated_at = ? WHERE stack_id = ?";
-    super::write_one(
-        db,
-        "watchdog re-trigger",
-        sql,
-        &[traversal.into(), db::now().into(), stack_id.into()],
-    )
-    .await?;
+    let sql = "UPDATE watchdog_retrigger SET started_traversal = ?, updated_at = ? WHERE stack_id = ?";
+    super::write_one(db, "watchdog re-trigger", sql, &[traversal.into(), db::now().into(), stack_id.into()]).await?;
     Ok(())
 }
 

@@ -394,7 +394,8 @@ pub async fn sync(db: &Db) -> Result<(), DbError> {
         }
     }
     let mut tx = db.begin().await?;
-    let present = tx.fetch_optional("SELECT version FROM orchestration_schema WHERE version = ?", &[VERSION.into()]).await?;
+    let present =
+        tx.fetch_optional("SELECT version FROM orchestration_schema WHERE version = ?", &[VERSION.into()]).await?;
     if present.is_none() {
         match tx.execute("INSERT INTO orchestration_schema (version) VALUES (?)", &[VERSION.into()]).await {
             Ok(_) => tx.commit().await?,
@@ -421,7 +422,10 @@ mod tests {
         }
         let mysql = ddl(Dialect::MySql).join("\n");
         assert!(mysql.contains("template LONGTEXT") && mysql.contains("DATETIME(6)"));
-        assert!(mysql.contains("INDEX ix_stack_tenant_name (tenant, name)"), "inline: MySQL has no CREATE INDEX IF NOT EXISTS");
+        assert!(
+            mysql.contains("INDEX ix_stack_tenant_name (tenant, name)"),
+            "inline: MySQL has no CREATE INDEX IF NOT EXISTS"
+        );
         let pg = ddl(Dialect::Postgres).join("\n");
         assert!(pg.contains("id SERIAL PRIMARY KEY") && pg.contains("TIMESTAMP WITHOUT TIME ZONE"));
         let sqlite = ddl(Dialect::Sqlite).join("\n");

@@ -63,7 +63,14 @@ pub async fn register(
         .execute(
             "UPDATE service SET host = ?, hostname = ?, worker_endpoint = ?, report_interval = ?, updated_at = ?, \
              deleted_at = NULL WHERE engine_id = ?",
-            &[host.into(), hostname.into(), worker_endpoint.into(), report_interval.into(), now.into(), engine_id.into()],
+            &[
+                host.into(),
+                hostname.into(),
+                worker_endpoint.into(),
+                report_interval.into(),
+                now.into(),
+                engine_id.into(),
+            ],
         )
         .await?;
     if updated == 0 {
@@ -85,7 +92,8 @@ pub async fn register(
         )
         .await?;
     }
-    let row = tx.fetch_optional(&format!("SELECT {COLUMNS} FROM service WHERE engine_id = ?"), &[engine_id.into()]).await?;
+    let row =
+        tx.fetch_optional(&format!("SELECT {COLUMNS} FROM service WHERE engine_id = ?"), &[engine_id.into()]).await?;
     tx.commit().await?;
     row.as_ref()
         .map(from_row)
@@ -108,7 +116,9 @@ fn cutoff(max_age: Duration) -> NaiveDateTime {
 pub async fn live(db: &Db, max_age: Duration) -> Result<Vec<ServiceRow>, DbError> {
     let rows = db
         .fetch_all(
-            &format!("SELECT {COLUMNS} FROM service WHERE deleted_at IS NULL AND updated_at >= ? ORDER BY created_at, id"),
+            &format!(
+                "SELECT {COLUMNS} FROM service WHERE deleted_at IS NULL AND updated_at >= ? ORDER BY created_at, id"
+            ),
             &[cutoff(max_age).into()],
         )
         .await?;

@@ -83,7 +83,12 @@ pub async fn get_config(db: &Db, id: &str) -> Result<Option<SoftwareConfigRow>, 
 
 /// Configs of `tenant` (every tenant's when None), oldest first, after
 /// `marker` (an id), at most `limit`.
-pub async fn list_configs(db: &Db, tenant: Option<&str>, marker: Option<&SoftwareConfigRow>, limit: Option<i64>) -> Result<Vec<SoftwareConfigRow>, DbError> {
+pub async fn list_configs(
+    db: &Db,
+    tenant: Option<&str>,
+    marker: Option<&SoftwareConfigRow>,
+    limit: Option<i64>,
+) -> Result<Vec<SoftwareConfigRow>, DbError> {
     let mut sql = format!("SELECT {} FROM software_config WHERE 1 = 1", config_columns(db));
     let mut params: Vec<Value> = Vec::new();
     if let Some(t) = tenant {
@@ -104,10 +109,12 @@ pub async fn list_configs(db: &Db, tenant: Option<&str>, marker: Option<&Softwar
 }
 
 pub async fn delete_config(db: &Db, id: &str) -> Result<bool, DbError> {
-    Ok(super::write_one(db, "software_config delete", "DELETE FROM software_config WHERE id = ?", &[id.into()]).await? > 0)
+    Ok(super::write_one(db, "software_config delete", "DELETE FROM software_config WHERE id = ?", &[id.into()]).await?
+        > 0)
 }
 
-const DEPLOYMENT_COLUMNS: &str = "id, config_id, server_id, input_values, output_values, tenant, stack_user_project_id, \
+const DEPLOYMENT_COLUMNS: &str =
+    "id, config_id, server_id, input_values, output_values, tenant, stack_user_project_id, \
      action, status, status_reason, created_at, updated_at";
 
 fn deployment_from_row(row: &Row) -> Result<SoftwareDeploymentRow, DbError> {
@@ -129,9 +136,8 @@ fn deployment_from_row(row: &Row) -> Result<SoftwareDeploymentRow, DbError> {
 
 pub async fn create_deployment(db: &Db, new: &SoftwareDeploymentRow) -> Result<SoftwareDeploymentRow, DbError> {
     let now = db::now();
-    let sql = format!(
-        "INSERT INTO software_deployment ({DEPLOYMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    );
+    let sql =
+        format!("INSERT INTO software_deployment ({DEPLOYMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     let params: Vec<Value> = vec![
         new.id.as_str().into(),
         new.config_id.as_str().into(),
@@ -157,7 +163,11 @@ pub async fn get_deployment(db: &Db, id: &str) -> Result<Option<SoftwareDeployme
 
 /// Deployments of `tenant` (all when None), of `server_id` when given,
 /// oldest first.
-pub async fn list_deployments(db: &Db, tenant: Option<&str>, server_id: Option<&str>) -> Result<Vec<SoftwareDeploymentRow>, DbError> {
+pub async fn list_deployments(
+    db: &Db,
+    tenant: Option<&str>,
+    server_id: Option<&str>,
+) -> Result<Vec<SoftwareDeploymentRow>, DbError> {
     let mut sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM software_deployment WHERE 1 = 1");
     let mut params: Vec<Value> = Vec::new();
     if let Some(t) = tenant {
@@ -219,7 +229,9 @@ pub async fn update_deployment(db: &Db, id: &str, change: &DeploymentChange) -> 
 }
 
 pub async fn delete_deployment(db: &Db, id: &str) -> Result<bool, DbError> {
-    Ok(super::write_one(db, "software_deployment delete", "DELETE FROM software_deployment WHERE id = ?", &[id.into()]).await? > 0)
+    Ok(super::write_one(db, "software_deployment delete", "DELETE FROM software_deployment WHERE id = ?", &[id.into()])
+        .await?
+        > 0)
 }
 
 /// The live resource whose physical id is `physical_id` (a server's
@@ -236,7 +248,13 @@ pub async fn resource_by_physical_id(db: &Db, physical_id: &str) -> Result<Optio
 /// of the row of `name` that `engine_id` holds locked, leaving its
 /// `atomic_key` alone (the lock holder's own CAS still applies); a signal
 /// arriving before the action ends can then find what it is for.
-pub async fn set_locked_physical_id(db: &Db, stack_id: &str, name: &str, engine_id: &str, physical_id: &str) -> Result<bool, DbError> {
+pub async fn set_locked_physical_id(
+    db: &Db,
+    stack_id: &str,
+    name: &str,
+    engine_id: &str,
+    physical_id: &str,
+) -> Result<bool, DbError> {
     let n = super::write_one(
         db,
         "resource physical id",
@@ -265,7 +283,10 @@ pub async fn signing_key(db: &Db, name: &str, generate: impl Fn() -> String) -> 
     let inserted = db::retrying("signing_key insert", || async {
         let mut tx = db.begin().await?;
         match tx
-            .execute("INSERT INTO signing_key (name, secret, created_at) VALUES (?, ?, ?)", &[name.into(), secret.as_str().into(), db::now().into()])
+            .execute(
+                "INSERT INTO signing_key (name, secret, created_at) VALUES (?, ?, ?)",
+                &[name.into(), secret.as_str().into(), db::now().into()],
+            )
             .await
         {
             Ok(_) => {

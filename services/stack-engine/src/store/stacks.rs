@@ -151,7 +151,8 @@ pub async fn get(db: &Db, id: &str) -> Result<Option<StackRow>, DbError> {
 /// The columns of [`COLUMNS`] with `current_deps` read as NULL: the graph
 /// is O(resources) of JSON, and a check that already has its traversal's
 /// graph in memory need not read and parse it again.
-const COLUMNS_WITHOUT_DEPS: &str = "id, name, raw_template_id, prev_raw_template_id, tenant, username, user_id, owner_id, \
+const COLUMNS_WITHOUT_DEPS: &str =
+    "id, name, raw_template_id, prev_raw_template_id, tenant, username, user_id, owner_id, \
      parent_resource_name, timeout_mins, disable_rollback, nested_depth, stack_user_project_id, tags, params, \
      current_traversal, NULL, action, status, status_reason, created_at, updated_at, deleted_at";
 
@@ -166,7 +167,10 @@ pub async fn get_without_deps_tx(tx: &mut Tx, id: &str) -> Result<Option<StackRo
 /// stack's current one (None otherwise).
 pub async fn current_deps(db: &Db, id: &str, traversal: &str) -> Result<Option<Json>, DbError> {
     let rows = db
-        .fetch_all("SELECT current_deps FROM stack WHERE id = ? AND current_traversal = ?", &[id.into(), traversal.into()])
+        .fetch_all(
+            "SELECT current_deps FROM stack WHERE id = ? AND current_traversal = ?",
+            &[id.into(), traversal.into()],
+        )
         .await?;
     match rows.first() {
         Some(r) => codec::read_opt_json(r, 0),
@@ -178,7 +182,9 @@ pub async fn current_deps(db: &Db, id: &str, traversal: &str) -> Result<Option<J
 pub async fn get_by_name(db: &Db, tenant: &str, name: &str) -> Result<Option<StackRow>, DbError> {
     let rows = db
         .fetch_all(
-            &format!("SELECT {COLUMNS} FROM stack WHERE tenant = ? AND name = ? AND deleted_at IS NULL ORDER BY created_at"),
+            &format!(
+                "SELECT {COLUMNS} FROM stack WHERE tenant = ? AND name = ? AND deleted_at IS NULL ORDER BY created_at"
+            ),
             &[tenant.into(), name.into()],
         )
         .await?;
@@ -239,7 +245,8 @@ pub async fn in_progress(db: &Db) -> Result<Vec<StackRow>, DbError> {
 
 /// How many live stacks `tenant` has (Heat's `max_stacks_per_tenant`).
 pub async fn count_live(db: &Db, tenant: &str) -> Result<i64, DbError> {
-    let rows = db.fetch_all("SELECT COUNT(*) FROM stack WHERE tenant = ? AND deleted_at IS NULL", &[tenant.into()]).await?;
+    let rows =
+        db.fetch_all("SELECT COUNT(*) FROM stack WHERE tenant = ? AND deleted_at IS NULL", &[tenant.into()]).await?;
     rows.first().map(|r| r.i64(0)).transpose().map(Option::unwrap_or_default)
 }
 
@@ -284,7 +291,12 @@ pub async fn set_state(db: &Db, id: &str, expected_traversal: &str, change: Stac
 
 /// [`set_state`] in the caller's transaction (the traversal CAS all the
 /// same: the transaction's other writes are meant to commit only with it).
-pub async fn set_state_tx(tx: &mut Tx, id: &str, expected_traversal: &str, change: StackStateChange) -> Result<bool, DbError> {
+pub async fn set_state_tx(
+    tx: &mut Tx,
+    id: &str,
+    expected_traversal: &str,
+    change: StackStateChange,
+) -> Result<bool, DbError> {
     let (sql, params) = set_state_sql(id, expected_traversal, change);
     Ok(tx.execute(&sql, &params).await? > 0)
 }
@@ -388,7 +400,10 @@ pub async fn purge_deleted(db: &Db, age_seconds: i64, tenant: Option<&str>) -> R
     let age = chrono::TimeDelta::try_seconds(age_seconds).unwrap_or(chrono::TimeDelta::MAX);
     let cutoff = db::now().checked_sub_signed(age).unwrap_or(NaiveDateTime::MIN);
     let rows = match tenant {
-        Some(t) => db.fetch_all("SELECT id, deleted_at FROM stack WHERE deleted_at IS NOT NULL AND tenant = ?", &[t.into()]).await?,
+        Some(t) => {
+            db.fetch_all("SELECT id, deleted_at FROM stack WHERE deleted_at IS NOT NULL AND tenant = ?", &[t.into()])
+                .await?
+        }
         None => db.fetch_all("SELECT id, deleted_at FROM stack WHERE deleted_at IS NOT NULL", &[]).await?,
     };
     let mut purged = 0;
@@ -405,9 +420,8 @@ pub async fn purge_deleted(db: &Db, age_seconds: i64, tenant: Option<&str>) -> R
 /// Answers whether the stack row existed.
 pub async fn delete_for_purge(db: &Db, id: &str) -> Result<bool, DbError> {
     let mut tx = db.begin().await?;
-    let Some(row) = tx
-        .fetch_optional("SELECT raw_template_id, prev_raw_template_id FROM stack WHERE id = ?", &[id.into()])
-        .await?
+    let Some(row) =
+        tx.fetch_optional("SELECT raw_template_id, prev_raw_template_id FROM stack WHERE id = ?", &[id.into()]).await?
     else {
         return Ok(false);
     };

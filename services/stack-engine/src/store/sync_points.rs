@@ -65,7 +65,12 @@ const ROWS_PER_INSERT: usize = 200;
 
 /// Creates the sync points of a traversal, one per `(entity_id,
 /// is_update, required)`, in one transaction.
-pub async fn create_all(db: &Db, stack_id: &str, traversal: &str, nodes: &[(String, bool, i64)]) -> Result<(), DbError> {
+pub async fn create_all(
+    db: &Db,
+    stack_id: &str,
+    traversal: &str,
+    nodes: &[(String, bool, i64)],
+) -> Result<(), DbError> {
     db::retrying("sync point creation", || async {
         let mut tx = db.begin().await?;
         create_all_tx(&mut tx, stack_id, traversal, nodes).await?;
@@ -75,7 +80,12 @@ pub async fn create_all(db: &Db, stack_id: &str, traversal: &str, nodes: &[(Stri
 }
 
 /// [`create_all`] in the caller's transaction.
-pub async fn create_all_tx(tx: &mut Tx, stack_id: &str, traversal: &str, nodes: &[(String, bool, i64)]) -> Result<(), DbError> {
+pub async fn create_all_tx(
+    tx: &mut Tx,
+    stack_id: &str,
+    traversal: &str,
+    nodes: &[(String, bool, i64)],
+) -> Result<(), DbError> {
     let now = db::now();
     for chunk in nodes.chunks(ROWS_PER_INSERT) {
         let mut sql = String::from(
@@ -199,7 +209,12 @@ fn insert_ignore(dialect: Dialect, rows: usize) -> String {
 /// The lock is taken after the input insert and held only by the UPDATE
 /// and the commit that follows, so reports on a wide fan-in queue for the
 /// shortest time.
-pub async fn report_tx(tx: &mut Tx, traversal: &str, predecessor: &str, report: &Report) -> Result<MergeOutcome, DbError> {
+pub async fn report_tx(
+    tx: &mut Tx,
+    traversal: &str,
+    predecessor: &str,
+    report: &Report,
+) -> Result<MergeOutcome, DbError> {
     let key: [Value; 3] = [report.entity_id.as_str().into(), traversal.into(), codec::bool_int(report.is_update)];
     let bump = |condition: &str| {
         format!(
@@ -224,7 +239,8 @@ pub async fn report_tx(tx: &mut Tx, traversal: &str, predecessor: &str, report: 
     params.push(codec::json(&report.input));
     let added = tx.execute(&insert_ignore(tx.dialect, 1), &params).await?;
     let lock = lock_suffix(tx);
-    let exists_sql = format!("SELECT 1 FROM sync_point WHERE entity_id = ? AND traversal_id = ? AND is_update = ?{lock}");
+    let exists_sql =
+        format!("SELECT 1 FROM sync_point WHERE entity_id = ? AND traversal_id = ? AND is_update = ?{lock}");
     if added == 0 {
         // A re-delivery: already counted. Gone if the point is.
         let exists = tx.fetch_optional(&exists_sql, &key).await?.is_some();
@@ -233,7 +249,11 @@ pub async fn report_tx(tx: &mut Tx, traversal: &str, predecessor: &str, report: 
     let params = bump_params;
     let last = bump("satisfied = required - 1");
     let not_last = bump("satisfied < required - 1");
-    let order = if report.expected_required <= 1 { [(&last, true), (&not_last, false)] } else { [(&not_last, false), (&last, true)] };
+    let order = if report.expected_required <= 1 {
+        [(&last, true), (&not_last, false)]
+    } else {
+        [(&not_last, false), (&last, true)]
+    };
     for (sql, completes) in order {
         if tx.execute(sql, &params).await? == 0 {
             continue;
@@ -282,9 +302,14 @@ const REPORTS_PER_STATEMENT: usize = 200;
 /// successor with other predecessors): the caller rolls the transaction
 /// back and reports one by one with [`report_tx`], which tells each case
 /// apart.
-pub async fn report_all_tx(tx: &mut Tx, traversal: &str, predecessor: &str, reports: &[Report]) -> Result<Option<Vec<MergeOutcome>>, DbError> {
-    let batchable = reports.len() > 1
-        && reports.iter().all(|r| r.expected_required == 1 && r.is_update == reports[0].is_update);
+pub async fn report_all_tx(
+    tx: &mut Tx,
+    traversal: &str,
+    predecessor: &str,
+    reports: &[Report],
+) -> Result<Option<Vec<MergeOutcome>>, DbError> {
+    let batchable =
+        reports.len() > 1 && reports.iter().all(|r| r.expected_required == 1 && r.is_update == reports[0].is_update);
     if !batchable {
         let mut out = Vec::with_capacity(reports.len());
         for r in reports {
@@ -340,7 +365,8 @@ pub async fn delete_for_traversal_tx(tx: &mut Tx, stack_id: &str, traversal: &st
         &[traversal.into(), stack_id.into(), traversal.into()],
     )
     .await?;
-    tx.execute("DELETE FROM sync_point WHERE stack_id = ? AND traversal_id = ?", &[stack_id.into(), traversal.into()]).await
+    tx.execute("DELETE FROM sync_point WHERE stack_id = ? AND traversal_id = ?", &[stack_id.into(), traversal.into()])
+        .await
 }
 
 /// Removes the sync points (and inputs) of every traversal of the stack

@@ -30,14 +30,8 @@ impl ResolveContext for Ctx {
     fn get_resource(&self, name: &str) -> Result<Value, TemplateError> {
         Ok(json!(format!("{name}-id")))
     }
-    fn get_attr(
-        &self,
-        resource: &str,
-        attribute: &str,
-        path: &[Value],
-    ) -> Result<Value, TemplateError> {
-        let mut v =
-            json!({"resource": resource, "attr": attribute, "list": ["x", "y"], "map": {"k": "v"}});
+    fn get_attr(&self, resource: &str, attribute: &str, path: &[Value]) -> Result<Value, TemplateError> {
+        let mut v = json!({"resource": resource, "attr": attribute, "list": ["x", "y"], "map": {"k": "v"}});
         if attribute == "list" || attribute == "map" {
             v = v[attribute].clone();
         } else {

@@ -27,12 +27,10 @@ use uuid::Uuid;
 use super::super::schema::{
     AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{
-    validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType,
-};
+use super::super::{validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
 use super::{
-    call, failure, pattern_mismatch, property_error, retrying, str_prop, valid_name,
-    validate_nested, PlacementClient, NAME_PATTERN, UUID_PATTERN,
+    call, failure, pattern_mismatch, property_error, retrying, str_prop, valid_name, validate_nested, PlacementClient,
+    NAME_PATTERN, UUID_PATTERN,
 };
 use crate::EngineError;
 
@@ -51,12 +49,8 @@ impl Allocation {
 
     pub fn new(client: Arc<PlacementClient>) -> Self {
         let properties = vec![
-            PropertySchema::new(
-                "consumer",
-                T::String,
-                "UUID of the consumer; a new one when not given.",
-            )
-            .constraint(Constraint::allowed_pattern(UUID_PATTERN)),
+            PropertySchema::new("consumer", T::String, "UUID of the consumer; a new one when not given.")
+                .constraint(Constraint::allowed_pattern(UUID_PATTERN)),
             PropertySchema::new(
                 "project_id",
                 T::String,
@@ -69,36 +63,16 @@ impl Allocation {
                 "User of the consumer; Placement's incomplete-consumer user when not given.",
             )
             .update_allowed(),
-            PropertySchema::new(
-                "consumer_type",
-                T::String,
-                "Type of the consumer (e.g. INSTANCE, MIGRATION).",
-            )
-            .constraint(Constraint::allowed_pattern("[A-Z0-9_]+"))
-            .update_allowed(),
-            PropertySchema::new(
-                "allocations",
-                T::List,
-                "The consumer's allocations, one entry per resource provider.",
-            )
-            .required()
-            .list_of(
-                PropertySchema::new("*", T::Map, "").map_of(vec![
-                    PropertySchema::new(
-                        "resource_provider",
-                        T::String,
-                        "UUID of the resource provider.",
-                    )
-                    .required(),
-                    PropertySchema::new(
-                        "resources",
-                        T::Map,
-                        "Amounts by resource class: {CLASS: amount}.",
-                    )
-                    .required(),
-                ]),
-            )
-            .update_allowed(),
+            PropertySchema::new("consumer_type", T::String, "Type of the consumer (e.g. INSTANCE, MIGRATION).")
+                .constraint(Constraint::allowed_pattern("[A-Z0-9_]+"))
+                .update_allowed(),
+            PropertySchema::new("allocations", T::List, "The consumer's allocations, one entry per resource provider.")
+                .required()
+                .list_of(PropertySchema::new("*", T::Map, "").map_of(vec![
+                    PropertySchema::new("resource_provider", T::String, "UUID of the resource provider.").required(),
+                    PropertySchema::new("resources", T::Map, "Amounts by resource class: {CLASS: amount}.").required(),
+                ]))
+                .update_allowed(),
         ];
         Allocation {
             client,
@@ -121,21 +95,14 @@ impl Allocation {
 
     /// The allocations with every amount an integer, a provider at most
     /// once and class names Placement accepts.
-    fn normalize_allocations(
-        &self,
-        resource_name: &str,
-        given: &Value,
-    ) -> Result<Value, EngineError> {
+    fn normalize_allocations(&self, resource_name: &str, given: &Value) -> Result<Value, EngineError> {
         let Some(entries) = given.as_array() else {
             return Ok(given.clone());
         };
         let mut providers = BTreeSet::new();
         let mut out = Vec::new();
         for (i, entry) in entries.iter().enumerate() {
-            let rp = entry
-                .get("resource_provider")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let rp = entry.get("resource_provider").and_then(Value::as_str).unwrap_or("");
             // Empty: a reference not resolved yet.
             if !rp.is_empty() && !providers.insert(rp.to_string()) {
                 return Err(property_error(
@@ -150,11 +117,7 @@ impl Allocation {
                 for (class, amount) in resources {
                     let path = format!(".allocations[{i}].resources");
                     if !valid_name(class) {
-                        return Err(property_error(
-                            resource_name,
-                            &path,
-                            &pattern_mismatch(class, NAME_PATTERN),
-                        ));
+                        return Err(property_error(resource_name, &path, &pattern_mismatch(class, NAME_PATTERN)));
                     }
                     let checked = validate_nested(
                         &self.amount,
@@ -163,10 +126,7 @@ impl Allocation {
                         Some("amount"),
                         &format!("{path}.{class}"),
                     )?;
-                    amounts.insert(
-                        class.clone(),
-                        checked.get("amount").cloned().unwrap_or(Value::Null),
-                    );
+                    amounts.insert(class.clone(), checked.get("amount").cloned().unwrap_or(Value::Null));
                 }
                 entry.insert("resources".into(), Value::Object(amounts));
             }
@@ -177,11 +137,7 @@ impl Allocation {
 
     /// The consumer's allocations as the inventory service takes them,
     /// checked against `generation` (None: the consumer must not exist).
-    fn write(
-        consumer: &str,
-        props: &Properties,
-        generation: Option<u32>,
-    ) -> pb::ConsumerAllocationsWrite {
+    fn write(consumer: &str, props: &Properties, generation: Option<u32>) -> pb::ConsumerAllocationsWrite {
         let allocations = props
             .get("allocations")
             .and_then(Value::as_array)
@@ -225,22 +181,11 @@ impl Allocation {
     /// The consumer generation this resource's last write left. A resource
     /// written before generations were recorded reads the current one
     /// (the stack created that consumer when it had no generation check).
-    async fn recorded_generation(
-        &self,
-        ctx: &ActionContext,
-        consumer: &str,
-    ) -> Result<Option<u32>, ResourceFailure> {
-        if let Some(g) = ctx
-            .state
-            .data
-            .get(CONSUMER_GENERATION)
-            .and_then(|g| g.parse().ok())
-        {
+    async fn recorded_generation(&self, ctx: &ActionContext, consumer: &str) -> Result<Option<u32>, ResourceFailure> {
+        if let Some(g) = ctx.state.data.get(CONSUMER_GENERATION).and_then(|g| g.parse().ok()) {
             return Ok(Some(g));
         }
-        Ok(call(ctx, || self.client.get_allocations(consumer))
-            .await?
-            .consumer_generation)
+        Ok(call(ctx, || self.client.get_allocations(consumer)).await?.consumer_generation)
     }
 
     /// Writes the properties' allocations under `generation` and records
@@ -255,16 +200,13 @@ impl Allocation {
         let write = Self::write(consumer, &ctx.properties, generation);
         call(ctx, || self.client.replace_allocations(write.clone())).await?;
         let next = generation.map_or(1, |g| g.saturating_add(1));
-        ctx.state
-            .data
-            .insert(CONSUMER_GENERATION.into(), next.to_string());
+        ctx.state.data.insert(CONSUMER_GENERATION.into(), next.to_string());
         Ok(())
     }
 
     async fn do_create(&self, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
-        let consumer = str_prop(&ctx.properties, "consumer")
-            .map(str::to_string)
-            .unwrap_or_else(|| Uuid::new_v4().to_string());
+        let consumer =
+            str_prop(&ctx.properties, "consumer").map(str::to_string).unwrap_or_else(|| Uuid::new_v4().to_string());
         // Recorded only once the consumer is the stack's: a refused create
         // leaves no id, so the stack's delete never touches that consumer.
         self.replace(ctx, &consumer, None).await?;
@@ -274,10 +216,7 @@ impl Allocation {
 
     async fn do_update(&self, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
         let Some(consumer) = ctx.state.physical_id.clone() else {
-            return Err(ResourceFailure::error(
-                "NotFound",
-                "The allocations were never created.",
-            ));
+            return Err(ResourceFailure::error("NotFound", "The allocations were never created."));
         };
         let generation = self.recorded_generation(ctx, &consumer).await?;
         self.replace(ctx, &consumer, generation).await
@@ -315,17 +254,11 @@ impl Allocation {
     /// CHECK: the consumer still has allocations.
     async fn do_check(&self, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
         let Some(consumer) = ctx.state.physical_id.clone() else {
-            return Err(ResourceFailure::error(
-                "NotFound",
-                "The allocations were never created.",
-            ));
+            return Err(ResourceFailure::error("NotFound", "The allocations were never created."));
         };
         let current = call(ctx, || self.client.get_allocations(&consumer)).await?;
         if current.allocations.is_empty() {
-            return Err(ResourceFailure::error(
-                "NotFound",
-                format!("Consumer {consumer} has no allocations."),
-            ));
+            return Err(ResourceFailure::error("NotFound", format!("Consumer {consumer} has no allocations.")));
         }
         Ok(())
     }
@@ -340,11 +273,7 @@ impl ResourceType for Allocation {
         &self.schema
     }
 
-    fn validate_properties(
-        &self,
-        resource_name: &str,
-        given: &Value,
-    ) -> Result<Properties, EngineError> {
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
         let mut props = validate_properties(&self.schema, resource_name, given)?;
         if let Some(allocations) = props.get("allocations") {
             let normalized = self.normalize_allocations(resource_name, allocations)?;
@@ -353,10 +282,7 @@ impl ResourceType for Allocation {
         Ok(props)
     }
 
-    fn create<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(self.do_create(ctx))
     }
 
@@ -368,37 +294,20 @@ impl ResourceType for Allocation {
         Box::pin(self.do_update(ctx))
     }
 
-    fn delete<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(self.do_delete(ctx))
     }
 
-    fn attribute<'a>(
-        &'a self,
-        state: &'a ResourceState,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Value, EngineError>> {
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
         Box::pin(async move {
             match name {
-                "consumer" => Ok(state
-                    .physical_id
-                    .clone()
-                    .map(Value::String)
-                    .unwrap_or(Value::Null)),
-                _ => Err(EngineError::bad_request(
-                    "InvalidTemplateAttribute",
-                    name.to_string(),
-                )),
+                "consumer" => Ok(state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)),
+                _ => Err(EngineError::bad_request("InvalidTemplateAttribute", name.to_string())),
             }
         })
     }
 
-    fn check<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-    ) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
         Some(Box::pin(self.do_check(ctx)))
     }
 }
@@ -428,50 +337,25 @@ mod tests {
                         "allocations": [{"resource_provider": RP, "resources": {"VCPU": "2", "MEMORY_MB": 512}}]}),
             )
             .unwrap();
-        assert_eq!(
-            props["allocations"][0]["resources"],
-            json!({"MEMORY_MB": 512, "VCPU": 2})
-        );
+        assert_eq!(props["allocations"][0]["resources"], json!({"MEMORY_MB": 512, "VCPU": 2}));
         let w = Allocation::write("c-1", &props, None);
-        assert_eq!(
-            w.generation_check,
-            i32::from(pb::ConsumerGenerationCheck::ConsumerGenerationRequired)
-        );
+        assert_eq!(w.generation_check, i32::from(pb::ConsumerGenerationCheck::ConsumerGenerationRequired));
         assert_eq!(w.consumer_generation, None);
-        assert_eq!(
-            Allocation::write("c-1", &props, Some(3)).consumer_generation,
-            Some(3)
-        );
+        assert_eq!(Allocation::write("c-1", &props, Some(3)).consumer_generation, Some(3));
         assert_eq!(w.consumer_uuid, "c-1");
-        assert_eq!(
-            (
-                w.project_id.as_str(),
-                w.user_id.as_str(),
-                w.consumer_type.as_deref()
-            ),
-            ("p", "u", None)
-        );
+        assert_eq!((w.project_id.as_str(), w.user_id.as_str(), w.consumer_type.as_deref()), ("p", "u", None));
         assert_eq!(w.allocations.len(), 1);
         assert_eq!(w.allocations[0].resource_provider_uuid, RP);
-        let amounts: Vec<(String, i64)> = w.allocations[0]
-            .resources
-            .iter()
-            .map(|r| (r.resource_class.clone(), r.amount))
-            .collect();
-        assert_eq!(
-            amounts,
-            [("VCPU".to_string(), 2), ("MEMORY_MB".to_string(), 512)]
-        );
+        let amounts: Vec<(String, i64)> =
+            w.allocations[0].resources.iter().map(|r| (r.resource_class.clone(), r.amount)).collect();
+        assert_eq!(amounts, [("VCPU".to_string(), 2), ("MEMORY_MB".to_string(), 512)]);
     }
 
     #[tokio::test]
     async fn property_errors() {
         let rt = plugin();
         let err = |given: Value| rt.validate_properties("a", &given).unwrap_err().message;
-        assert_eq!(
-            err(json!({})),
-            "Property error: resources.a.properties: Property allocations not assigned"
-        );
+        assert_eq!(err(json!({})), "Property error: resources.a.properties: Property allocations not assigned");
         assert_eq!(
             err(json!({"allocations": [{"resource_provider": RP, "resources": {"VCPU": 0}}]})),
             "Property error: resources.a.properties.allocations[0].resources.VCPU: 0 is out of range (min: 1, max: None)"
@@ -495,16 +379,12 @@ mod tests {
     async fn allocations_update_in_place_and_a_new_consumer_replaces() {
         let rt = plugin();
         let props = |v: Value| rt.validate_properties("a", &v).unwrap();
-        let base =
-            props(json!({"allocations": [{"resource_provider": RP, "resources": {"VCPU": 1}}]}));
-        let more = props(
-            json!({"allocations": [{"resource_provider": RP, "resources": {"VCPU": 2}},
-                                                {"resource_provider": RP2, "resources": {"DISK_GB": 10}}]}),
-        );
+        let base = props(json!({"allocations": [{"resource_provider": RP, "resources": {"VCPU": 1}}]}));
+        let more = props(json!({"allocations": [{"resource_provider": RP, "resources": {"VCPU": 2}},
+                                                {"resource_provider": RP2, "resources": {"DISK_GB": 10}}]}));
         assert_eq!(rt.update_decision(&base, &more), UpdateDecision::InPlace);
-        let other = props(
-            json!({"consumer": RP2, "allocations": [{"resource_provider": RP, "resources": {"VCPU": 1}}]}),
-        );
+        let other =
+            props(json!({"consumer": RP2, "allocations": [{"resource_provider": RP, "resources": {"VCPU": 1}}]}));
         assert_eq!(rt.update_decision(&base, &other), UpdateDecision::Replace);
     }
 }

@@ -71,11 +71,7 @@ impl PlacementError {
 impl From<tonic::Status> for PlacementError {
     fn from(status: tonic::Status) -> Self {
         let e = ApiError::from_status(&status, "");
-        PlacementError {
-            http_status: e.http_status,
-            code: e.code,
-            detail: e.detail,
-        }
+        PlacementError { http_status: e.http_status, code: e.code, detail: e.detail }
     }
 }
 
@@ -109,173 +105,86 @@ impl PlacementClient {
     }
 
     pub async fn get_provider(&self, uuid: &str) -> Result<pb::ResourceProvider> {
-        let req = pb::GetResourceProviderRequest {
-            uuid: uuid.to_string(),
-        };
-        Ok(self
-            .providers
-            .clone()
-            .get_resource_provider(req)
-            .await?
-            .into_inner())
+        let req = pb::GetResourceProviderRequest { uuid: uuid.to_string() };
+        Ok(self.providers.clone().get_resource_provider(req).await?.into_inner())
     }
 
-    pub async fn create_provider(
-        &self,
-        uuid: &str,
-        name: &str,
-        parent: &str,
-    ) -> Result<pb::ResourceProvider> {
+    pub async fn create_provider(&self, uuid: &str, name: &str, parent: &str) -> Result<pb::ResourceProvider> {
         let req = pb::CreateResourceProviderRequest {
             uuid: uuid.to_string(),
             name: name.to_string(),
             parent_provider_uuid: parent.to_string(),
         };
-        Ok(self
-            .providers
-            .clone()
-            .create_resource_provider(req)
-            .await?
-            .into_inner())
+        Ok(self.providers.clone().create_resource_provider(req).await?.into_inner())
     }
 
     /// Renames and/or re-parents (`parent` None: unchanged; Some(""):
     /// un-parented).
-    pub async fn update_provider(
-        &self,
-        uuid: &str,
-        name: &str,
-        parent: Option<&str>,
-    ) -> Result<pb::ResourceProvider> {
+    pub async fn update_provider(&self, uuid: &str, name: &str, parent: Option<&str>) -> Result<pb::ResourceProvider> {
         let req = pb::UpdateResourceProviderRequest {
             uuid: uuid.to_string(),
             name: name.to_string(),
             parent_provider_uuid: parent.map(str::to_string),
             allow_reparent: true,
         };
-        Ok(self
-            .providers
-            .clone()
-            .update_resource_provider(req)
-            .await?
-            .into_inner())
+        Ok(self.providers.clone().update_resource_provider(req).await?.into_inner())
     }
 
     pub async fn delete_provider(&self, uuid: &str) -> Result<()> {
-        let req = pb::DeleteResourceProviderRequest {
-            uuid: uuid.to_string(),
-        };
+        let req = pb::DeleteResourceProviderRequest { uuid: uuid.to_string() };
         self.providers.clone().delete_resource_provider(req).await?;
         Ok(())
     }
 
     /// Replaces the provider's inventories; answers the new generation.
-    pub async fn set_inventories(
-        &self,
-        uuid: &str,
-        generation: u32,
-        inventories: Vec<pb::Inventory>,
-    ) -> Result<u32> {
+    pub async fn set_inventories(&self, uuid: &str, generation: u32, inventories: Vec<pb::Inventory>) -> Result<u32> {
         let req = pb::SetInventoriesRequest {
             uuid: uuid.to_string(),
             resource_provider_generation: generation,
             inventories,
             allow_reserved_equal_total: true,
         };
-        Ok(self
-            .inventories
-            .clone()
-            .set_inventories(req)
-            .await?
-            .into_inner()
-            .resource_provider_generation)
+        Ok(self.inventories.clone().set_inventories(req).await?.into_inner().resource_provider_generation)
     }
 
     /// Replaces the provider's traits; answers the new generation.
-    pub async fn set_traits(
-        &self,
-        uuid: &str,
-        generation: u32,
-        traits: Vec<String>,
-    ) -> Result<u32> {
-        let req = pb::SetProviderTraitsRequest {
-            uuid: uuid.to_string(),
-            resource_provider_generation: generation,
-            traits,
-        };
-        Ok(self
-            .providers
-            .clone()
-            .set_provider_traits(req)
-            .await?
-            .into_inner()
-            .resource_provider_generation)
+    pub async fn set_traits(&self, uuid: &str, generation: u32, traits: Vec<String>) -> Result<u32> {
+        let req =
+            pb::SetProviderTraitsRequest { uuid: uuid.to_string(), resource_provider_generation: generation, traits };
+        Ok(self.providers.clone().set_provider_traits(req).await?.into_inner().resource_provider_generation)
     }
 
     /// Replaces the provider's aggregates (generation checked); answers the
     /// new generation.
-    pub async fn set_aggregates(
-        &self,
-        uuid: &str,
-        generation: u32,
-        aggregates: Vec<String>,
-    ) -> Result<u32> {
+    pub async fn set_aggregates(&self, uuid: &str, generation: u32, aggregates: Vec<String>) -> Result<u32> {
         let req = pb::SetProviderAggregatesRequest {
             uuid: uuid.to_string(),
             resource_provider_generation: Some(generation),
             aggregates,
         };
-        Ok(self
-            .providers
-            .clone()
-            .set_provider_aggregates(req)
-            .await?
-            .into_inner()
-            .resource_provider_generation)
+        Ok(self.providers.clone().set_provider_aggregates(req).await?.into_inner().resource_provider_generation)
     }
 
     pub async fn ensure_trait(&self, name: &str) -> Result<()> {
-        self.traits
-            .clone()
-            .ensure_trait(pb::EnsureTraitRequest {
-                name: name.to_string(),
-            })
-            .await?;
+        self.traits.clone().ensure_trait(pb::EnsureTraitRequest { name: name.to_string() }).await?;
         Ok(())
     }
 
     pub async fn ensure_resource_class(&self, name: &str) -> Result<()> {
-        self.classes
-            .clone()
-            .ensure_resource_class(pb::EnsureResourceClassRequest {
-                name: name.to_string(),
-            })
-            .await?;
+        self.classes.clone().ensure_resource_class(pb::EnsureResourceClassRequest { name: name.to_string() }).await?;
         Ok(())
     }
 
     /// Replaces one consumer's allocations (an empty set removes them).
     pub async fn replace_allocations(&self, consumer: pb::ConsumerAllocationsWrite) -> Result<()> {
-        let req = pb::ReplaceConsumerAllocationsRequest {
-            consumer: Some(consumer),
-        };
-        self.allocations
-            .clone()
-            .replace_consumer_allocations(req)
-            .await?;
+        let req = pb::ReplaceConsumerAllocationsRequest { consumer: Some(consumer) };
+        self.allocations.clone().replace_consumer_allocations(req).await?;
         Ok(())
     }
 
     pub async fn get_allocations(&self, consumer: &str) -> Result<pb::ConsumerAllocations> {
-        let req = pb::GetConsumerAllocationsRequest {
-            consumer_uuid: consumer.to_string(),
-        };
-        Ok(self
-            .allocations
-            .clone()
-            .get_consumer_allocations(req)
-            .await?
-            .into_inner())
+        let req = pb::GetConsumerAllocationsRequest { consumer_uuid: consumer.to_string() };
+        Ok(self.allocations.clone().get_consumer_allocations(req).await?.into_inner())
     }
 }
 
@@ -295,14 +204,10 @@ mod tests {
         assert_eq!(e.http_status, 409);
         assert_eq!(e.type_name(), "placement.resource_provider.inuse");
         assert!(!e.is_concurrent_update());
-        let e = PlacementError::from(
-            ApiError::new(404, "", "No resource provider with uuid x found").to_status(),
-        );
+        let e = PlacementError::from(ApiError::new(404, "", "No resource provider with uuid x found").to_status());
         assert!(e.is_not_found());
         assert_eq!(e.type_name(), "NotFound");
-        let e = PlacementError::from(
-            ApiError::new(409, CONCURRENT_UPDATE, "generation conflict").to_status(),
-        );
+        let e = PlacementError::from(ApiError::new(409, CONCURRENT_UPDATE, "generation conflict").to_status());
         assert!(e.is_concurrent_update());
         // A transport failure (no detail): retryable, named by its status.
         let e = PlacementError::from(tonic::Status::unavailable("connection refused"));

@@ -38,8 +38,7 @@ const ATTEMPTS: u32 = 5;
 const NAME_PATTERN: &str = "^[A-Z0-9_]+$";
 
 /// A UUID as Placement accepts it (with or without dashes).
-const UUID_PATTERN: &str =
-    "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}";
+const UUID_PATTERN: &str = "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}";
 
 /// The failure a Placement error becomes: `<code>: <Placement's text>`.
 fn failure(e: PlacementError) -> ResourceFailure {
@@ -59,10 +58,7 @@ where
 
 /// [`call`] with Placement's error left to the caller (the outer error is
 /// the cancellation of a wait).
-async fn retrying<T, F, Fut>(
-    ctx: &ActionContext,
-    mut op: F,
-) -> Result<client::Result<T>, ResourceFailure>
+async fn retrying<T, F, Fut>(ctx: &ActionContext, mut op: F) -> Result<client::Result<T>, ResourceFailure>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = client::Result<T>>,
@@ -135,10 +131,7 @@ where
 /// A string property, None when absent or empty (an unresolved reference
 /// validates as the empty string).
 fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
-    props
-        .get(name)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+    props.get(name).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 /// A list-of-strings property, empty strings dropped.
@@ -146,14 +139,7 @@ fn str_list(props: &Properties, name: &str) -> Vec<String> {
     props
         .get(name)
         .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|items| items.iter().filter_map(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string).collect())
         .unwrap_or_default()
 }
 
@@ -182,9 +168,7 @@ fn validate_nested(
 
 /// The property error for `path` below `properties`, in Heat's words.
 fn property_error(resource_name: &str, path: &str, message: &str) -> EngineError {
-    EngineError::validation(format!(
-        "Property error: resources.{resource_name}.properties{path}: {message}"
-    ))
+    EngineError::validation(format!("Property error: resources.{resource_name}.properties{path}: {message}"))
 }
 
 /// Heat's AllowedPattern failure text.
@@ -194,19 +178,13 @@ fn pattern_mismatch(value: &str, pattern: &str) -> String {
 
 /// Whether `name` is a resource class or trait name Placement accepts.
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The provider generation an action last saw (kept in the resource's
 /// data, so resolving the attribute costs no call).
 fn generation_value(data: &std::collections::BTreeMap<String, String>) -> Value {
-    data.get("generation")
-        .and_then(|g| g.parse::<u64>().ok())
-        .map(|g| json!(g))
-        .unwrap_or(Value::Null)
+    data.get("generation").and_then(|g| g.parse::<u64>().ok()).map(|g| json!(g)).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
@@ -222,11 +200,7 @@ mod tests {
     use super::{generation_loop, PlacementClient, PlacementError};
 
     fn err(http_status: u16, code: &str) -> PlacementError {
-        PlacementError {
-            http_status,
-            code: code.into(),
-            detail: format!("{http_status} {code}"),
-        }
+        PlacementError { http_status, code: code.into(), detail: format!("{http_status} {code}") }
     }
 
     #[tokio::test]
@@ -268,29 +242,12 @@ mod tests {
             },
         )
         .await;
-        assert_eq!(
-            g,
-            Err(ResourceFailure::error(
-                "placement.inventory.inuse",
-                "409 placement.inventory.inuse"
-            ))
-        );
+        assert_eq!(g, Err(ResourceFailure::error("placement.inventory.inuse", "409 placement.inventory.inuse")));
         assert_eq!(*writes.borrow(), 1);
         // A race that never ends gives up after the attempts.
-        let g = generation_loop(
-            &ctx,
-            Some(1),
-            || async { Ok(1) },
-            |_| async { Err(err(409, CONCURRENT_UPDATE)) },
-        )
-        .await;
-        assert_eq!(
-            g,
-            Err(ResourceFailure::error(
-                CONCURRENT_UPDATE,
-                "409 placement.concurrent_update"
-            ))
-        );
+        let g =
+            generation_loop(&ctx, Some(1), || async { Ok(1) }, |_| async { Err(err(409, CONCURRENT_UPDATE)) }).await;
+        assert_eq!(g, Err(ResourceFailure::error(CONCURRENT_UPDATE, "409 placement.concurrent_update")));
     }
 
     #[tokio::test]
@@ -312,27 +269,14 @@ mod tests {
         let registry = Registry::with_placement(PlacementClient::new(channel));
         // Not in upstream's list: after it, by name.
         let mut expected = builtin.as_array().unwrap().clone();
-        expected.extend([
-            json!("OS::Placement::Allocation"),
-            json!("OS::Placement::ResourceProvider"),
-        ]);
+        expected.extend([json!("OS::Placement::Allocation"), json!("OS::Placement::ResourceProvider")]);
         assert_eq!(listed(&registry), Value::Array(expected));
-        let view = registry
-            .schema_view(&admin, "OS::Placement::ResourceProvider", false)
-            .unwrap();
-        assert_eq!(
-            view["properties"]["inventories"]["update_allowed"],
-            json!(true)
-        );
+        let view = registry.schema_view(&admin, "OS::Placement::ResourceProvider", false).unwrap();
+        assert_eq!(view["properties"]["inventories"]["update_allowed"], json!(true));
         assert_eq!(view["properties"]["uuid"]["update_allowed"], json!(false));
         assert_eq!(view["attributes"]["generation"]["type"], json!("integer"));
-        let hot = registry
-            .template_view(&admin, "OS::Placement::Allocation", "hot")
-            .unwrap();
-        assert_eq!(
-            hot["parameters"]["allocations"]["type"],
-            json!("comma_delimited_list")
-        );
+        let hot = registry.template_view(&admin, "OS::Placement::Allocation", "hot").unwrap();
+        assert_eq!(hot["parameters"]["allocations"]["type"], json!("comma_delimited_list"));
     }
 
     #[tokio::test]
@@ -350,16 +294,10 @@ mod tests {
             .unwrap()
             .iter()
             .any(|t| t.as_str().is_some_and(|t| t.starts_with("OS::Placement"))));
-        for t in [
-            "OS::Placement::ResourceProvider",
-            "OS::Placement::Allocation",
-        ] {
+        for t in ["OS::Placement::ResourceProvider", "OS::Placement::Allocation"] {
             let e = registry.authorize_type(&member, t).unwrap_err();
             assert_eq!((e.http_status, e.type_name.as_str()), (403, "Forbidden"));
-            assert_eq!(
-                e.message,
-                format!("You are not authorized to use resource_types:{t}.")
-            );
+            assert_eq!(e.message, format!("You are not authorized to use resource_types:{t}."));
             assert!(registry.schema_view(&member, t, false).is_err());
         }
         assert!(registry.authorize_type(&member, "OS::Heat::None").is_ok());

@@ -20,12 +20,10 @@ use uuid::Uuid;
 use super::super::schema::{
     AttributeSchema, Constraint, ConstraintKind, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{
-    validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType,
-};
+use super::super::{validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
 use super::{
-    call, failure, generation_value, retrying, pattern_mismatch, property_error, str_list, str_prop, valid_name, validate_nested,
-    with_generation, PlacementClient, NAME_PATTERN, UUID_PATTERN,
+    call, failure, generation_value, pattern_mismatch, property_error, retrying, str_list, str_prop, valid_name,
+    validate_nested, with_generation, PlacementClient, NAME_PATTERN, UUID_PATTERN,
 };
 use crate::EngineError;
 
@@ -49,8 +47,10 @@ impl ResourceProvider {
         let inventory = ResourceSchema {
             properties: vec![
                 count("total", "The actual amount of the resource that the provider can accommodate.", 1).required(),
-                count("reserved", "The amount of the resource that is not available for allocations.", 0).default_value(0),
-                count("min_unit", "The smallest amount of the resource a single allocation may take.", 1).default_value(1),
+                count("reserved", "The amount of the resource that is not available for allocations.", 0)
+                    .default_value(0),
+                count("min_unit", "The smallest amount of the resource a single allocation may take.", 1)
+                    .default_value(1),
                 count("max_unit", "The largest amount of the resource a single allocation may take.", 1)
                     .default_value(MAX_INT),
                 count("step_size", "The unit an allocation's amount must be a multiple of.", 1).default_value(1),
@@ -198,19 +198,23 @@ impl ResourceProvider {
         let client = &self.client;
         if parts.inventories {
             let inventories = Self::inventories(props);
-            let g = with_generation(ctx, client, uuid, generation, |g| client.set_inventories(uuid, g, inventories.clone()))
-                .await?;
+            let g = with_generation(ctx, client, uuid, generation, |g| {
+                client.set_inventories(uuid, g, inventories.clone())
+            })
+            .await?;
             generation = Some(g);
         }
         if parts.traits {
             let traits = str_list(props, "traits");
-            let g = with_generation(ctx, client, uuid, generation, |g| client.set_traits(uuid, g, traits.clone())).await?;
+            let g =
+                with_generation(ctx, client, uuid, generation, |g| client.set_traits(uuid, g, traits.clone())).await?;
             generation = Some(g);
         }
         if parts.aggregates {
             let aggregates = str_list(props, "aggregates");
-            let g = with_generation(ctx, client, uuid, generation, |g| client.set_aggregates(uuid, g, aggregates.clone()))
-                .await?;
+            let g =
+                with_generation(ctx, client, uuid, generation, |g| client.set_aggregates(uuid, g, aggregates.clone()))
+                    .await?;
             generation = Some(g);
         }
         Ok(generation)
@@ -256,7 +260,8 @@ impl ResourceProvider {
             let rp = call(ctx, || self.client.update_provider(&uuid, &name, parent)).await?;
             generation = Some(rp.generation);
         }
-        let parts = Parts { inventories: changed("inventories"), traits: changed("traits"), aggregates: changed("aggregates") };
+        let parts =
+            Parts { inventories: changed("inventories"), traits: changed("traits"), aggregates: changed("aggregates") };
         self.ensure_custom(ctx, parts.inventories, parts.traits).await?;
         if let Some(g) = self.write_parts(ctx, &uuid, generation, parts).await? {
             ctx.state.data.insert("generation".into(), g.to_string());
@@ -413,7 +418,10 @@ mod tests {
         // before the stack resolves them.
         let rt = plugin();
         let props = rt
-            .validate_properties("rp", &json!({"parent_provider": null, "inventories": {"VCPU": null, "DISK_GB": {"total": null}}}))
+            .validate_properties(
+                "rp",
+                &json!({"parent_provider": null, "inventories": {"VCPU": null, "DISK_GB": {"total": null}}}),
+            )
             .unwrap();
         assert_eq!(props["parent_provider"], json!(""));
         assert_eq!(props["inventories"]["VCPU"], Value::Null);
@@ -437,9 +445,13 @@ mod tests {
             assert_eq!(rt.update_decision(&base, &props(changed.clone())), UpdateDecision::InPlace, "{changed}");
         }
         // Spelling a default out is no change.
-        let explicit = props(json!({"name": "n1", "inventories": {"VCPU": {"total": 8, "reserved": 0, "step_size": 1}}, "traits": ["CUSTOM_A"]}));
+        let explicit = props(
+            json!({"name": "n1", "inventories": {"VCPU": {"total": 8, "reserved": 0, "step_size": 1}}, "traits": ["CUSTOM_A"]}),
+        );
         assert_eq!(rt.update_decision(&base, &explicit), UpdateDecision::Unchanged);
-        let moved = props(json!({"name": "n1", "uuid": "8d8a0e31-3a0b-4a47-9b4e-5b8f6f0f2a11", "inventories": {"VCPU": {"total": 8}}, "traits": ["CUSTOM_A"]}));
+        let moved = props(
+            json!({"name": "n1", "uuid": "8d8a0e31-3a0b-4a47-9b4e-5b8f6f0f2a11", "inventories": {"VCPU": {"total": 8}}, "traits": ["CUSTOM_A"]}),
+        );
         assert_eq!(rt.update_decision(&base, &moved), UpdateDecision::Replace);
     }
 
