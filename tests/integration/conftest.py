@@ -136,6 +136,16 @@ def procs():
         p.stop()
 
 
+@pytest.fixture(scope='module')
+def module_procs():
+    """Processes shared by the tests of one module, stopped in reverse
+    order of start after its last test."""
+    started = []
+    yield started
+    for p in reversed(started):
+        p.stop()
+
+
 def write_conf(path, sections):
     with open(path, 'w') as f:
         for group, opts in sections.items():

@@ -47,14 +47,6 @@ def placement_forbidden(rule):
 
 
 @pytest.fixture(scope='module')
-def module_procs():
-    started = []
-    yield started
-    for p in reversed(started):
-        p.stop()
-
-
-@pytest.fixture(scope='module')
 def keystone(module_procs):
     ks = start_keystone(module_procs)
     ks.roles['heat_stack_user'] = ks.call('POST', '/v3/roles', {'role': {'name': 'heat_stack_user'}})['role']['id']

@@ -44,14 +44,6 @@ def start(procs, name, api=None):
 
 
 @pytest.fixture(scope='module')
-def module_procs():
-    started = []
-    yield started
-    for p in started:
-        p.stop()
-
-
-@pytest.fixture(scope='module')
 def edge(module_procs):
     """All-in-one with short header and idle timeouts."""
     return start(module_procs, 'edge', {'header_read_timeout': HEADER_READ_TIMEOUT, 'idle_timeout': IDLE_TIMEOUT})

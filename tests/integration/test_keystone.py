@@ -27,14 +27,6 @@ REFERENCE = os.environ.get('KEELSON_KEYSTONE_REFERENCE') == '1'
 
 
 @pytest.fixture(scope='module')
-def module_procs():
-    started = []
-    yield started
-    for p in reversed(started):
-        p.stop()
-
-
-@pytest.fixture(scope='module')
 def keystone(module_procs):
     return start_keystone(module_procs)
 
