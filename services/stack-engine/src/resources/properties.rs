@@ -41,15 +41,7 @@ pub fn validate_properties(
     resource_name: &str,
     given: &Value,
 ) -> Result<Properties, EngineError> {
-    let empty = Map::new();
-    let data = match given {
-        Value::Null => &empty,
-        Value::Object(m) => m,
-        other => {
-            return Err(property_error(resource_name, &[], &format!("\"{}\" is not a map", py_str(other))));
-        }
-    };
-    validate_map(&schema.properties, data).map_err(|f| property_error(resource_name, &f.path, &f.message))
+    validate_section(&schema.properties, resource_name, "properties", given)
 }
 
 /// Validates a resource's resolved `update_policy` section against the
@@ -61,20 +53,27 @@ pub fn validate_update_policy(
     resource_name: &str,
     given: &Value,
 ) -> Result<Properties, EngineError> {
+    validate_section(schemas, resource_name, "update_policy", given)
+}
+
+/// One section of a resource (`properties`, `update_policy`) against its
+/// schema; a missing section is an empty map.
+fn validate_section(
+    schemas: &[PropertySchema],
+    resource_name: &str,
+    section: &str,
+    given: &Value,
+) -> Result<Properties, EngineError> {
     let empty = Map::new();
     let data = match given {
         Value::Null => &empty,
         Value::Object(m) => m,
         other => {
             let message = format!("\"{}\" is not a map", py_str(other));
-            return Err(section_error(resource_name, "update_policy", &[], &message));
+            return Err(section_error(resource_name, section, &[], &message));
         }
     };
-    validate_map(schemas, data).map_err(|f| section_error(resource_name, "update_policy", &f.path, &f.message))
-}
-
-fn property_error(resource_name: &str, path: &[String], message: &str) -> EngineError {
-    section_error(resource_name, "properties", path, message)
+    validate_map(schemas, data).map_err(|f| section_error(resource_name, section, &f.path, &f.message))
 }
 
 fn section_error(resource_name: &str, section: &str, path: &[String], message: &str) -> EngineError {
