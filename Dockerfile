@@ -5,8 +5,8 @@
 #   docker build -t keelson:0.1.0 .
 #   docker run --rm keelson:0.1.0 --help
 
-# The newest stable toolchain (the workspace's rust-version is a minimum).
-ARG RUST_VERSION=1
+# The toolchain the project is built and tested with (the workspace's rust-version).
+ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
 
 # ---- build ------------------------------------------------------------------
