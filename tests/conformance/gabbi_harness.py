@@ -122,7 +122,7 @@ def merged_fixture(names):
 
 class Server:
 
-    def __init__(self, command, tmpdir, port, startup_timeout):
+    def __init__(self, command, tmpdir, port):
         self.log_path = os.path.join(tmpdir, 'server.log')
         self.port = port
         env = dict(os.environ, PLACEMENT_CONFIG_FILE=os.path.join(tmpdir, 'placement.conf'),
@@ -130,7 +130,6 @@ class Server:
         with open(self.log_path, 'wb') as log:
             self.proc = subprocess.Popen(['sh', '-c', command], env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
-        self.wait_ready(startup_timeout)
 
     def wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
@@ -148,6 +147,7 @@ class Server:
         raise RuntimeError('server did not answer GET / within %ss' % timeout)
 
     def log_tail(self, chars=4000):
+        """The end of the server's output, for error messages."""
         try:
             with open(self.log_path, 'rb') as log:
                 return log.read().decode('utf-8', 'replace')[-chars:]
@@ -289,7 +289,8 @@ def run_file(path, args):
         config.update(fixture['config'])
         config['oslo_policy'] = dict(config.get('oslo_policy', {}), policy_file=os.path.join(tmpdir, 'policy.yaml'))
         write_config(os.path.join(tmpdir, 'placement.conf'), config)
-        server = Server(args.server_cmd, tmpdir, port, args.startup_timeout)
+        server = Server(args.server_cmd, tmpdir, port)
+        server.wait_ready(args.startup_timeout)
         send_fixture_requests(port, fixture, variables)
         os.environ.update({name: variables[name] for name in exported})
         suite = build_suite(path, port)
