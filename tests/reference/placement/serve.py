@@ -110,13 +110,14 @@ class Handler(simple_server.WSGIRequestHandler):
 
 
 def make_server(args, app):
-    """(serve forever, stop) for the chosen server."""
+    """The chosen server's serve-forever function, its socket bound."""
     if args.server == 'cheroot':
         from cheroot import wsgi
         server = wsgi.Server((args.bind, args.port), app, numthreads=args.threads, server_name='keelson-ref-placement')
-        return server.start, server.stop
+        server.prepare()
+        return server.serve
     server = simple_server.make_server(args.bind, args.port, app, server_class=ThreadingServer, handler_class=Handler)
-    return server.serve_forever, server.server_close
+    return server.serve_forever
 
 
 def main():
@@ -125,18 +126,17 @@ def main():
     try:
         write_config(args, config_dir)
         app = load_application(config_dir, args.fix_upstream_defects)
-        serve, stop = make_server(args, app)
+        serve = make_server(args, app)
     except BaseException:
         shutil.rmtree(config_dir, ignore_errors=True)
         raise
 
     def on_signal(signum, frame):
-        try:
-            stop()
-        finally:
-            shutil.rmtree(config_dir, ignore_errors=True)
-            # Worker threads may hold requests; nothing of theirs matters.
-            os._exit(0)
+        # No orderly shutdown: the servers' stop waits for the serving loop
+        # this handler interrupts (cheroot's never returns), and nothing a
+        # request in flight holds needs saving.
+        shutil.rmtree(config_dir, ignore_errors=True)
+        os._exit(0)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
