@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of GET /allocation_candidates (microversion 1.39):
 keelson against the real Python Placement (openstack-placement 16.0.0,
-shared/reference/placement) serving the same database in one run.
+tests/reference/placement) serving the same database in one run.
 
 Scenarios (each on its own database, both servers started on it):
 
@@ -48,7 +48,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -58,7 +57,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
 
 import conftest  # noqa: E402  (shared helpers: processes, databases, ports)
-from conftest import AllInOne, Proc, create_database, free_port, http, wait_http, write_conf  # noqa: E402
+from conftest import AllInOne, create_database, http  # noqa: E402
 
 VERSION = '1.39'
 SHARING = 'MISC_SHARES_VIA_AGGREGATE'
@@ -280,19 +279,10 @@ SCENARIOS = {
 def python_placement(procs, url, extra):
     """The reference served by cheroot (a production-grade threaded WSGI
     server) on the same database; it creates the schema."""
-    venv = conftest.ref_placement_venv()
-    d = tempfile.mkdtemp(prefix='kb-ref-')
     sections = {'placement_database': {'connection': url}, 'api': {'auth_strategy': 'noauth2'}}
     for g, o in extra.items():
         sections.setdefault(g, {}).update(o)
-    conf = write_conf(os.path.join(d, 'placement.conf'), sections)
-    port = free_port()
-    p = Proc([os.path.join(conftest.SHARED, 'reference', 'placement', 'serve')], env={
-        'PLACEMENT_CONFIG_FILE': conf, 'PLACEMENT_PORT': str(port), 'PLACEMENT_BIND': '127.0.0.1',
-        'PLACEMENT_WSGI_SERVER': 'cheroot', 'PLACEMENT_THREADS': '4', 'KEELSON_REF_PLACEMENT_VENV': venv})
-    procs.append(p)
-    wait_http('http://127.0.0.1:%d/' % port, timeout=180, proc=p)
-    return 'http://127.0.0.1:%d' % port, p
+    return conftest.ref_placement(procs, conf=sections, server='cheroot', threads=4, timeout=180)
 
 
 def get(base, query):

@@ -14,8 +14,10 @@ fan-out/fan-in), and group: one OS::Heat::ResourceGroup of N TestResources
 deleted (the `scale_s` column).
 
 keelson: two `keelson engine` processes and a `keelson gateway` on a fresh
-MariaDB database. Heat: openstack-heat 27.0.1 from PyPI started by
-../shared/reference/heat (RabbitMQ + MariaDB; REF_HEAT_ENGINES engines).
+MariaDB database. Heat: openstack-heat 27.0.1 from PyPI, installed and
+started by tests/reference/heat (--engines heat-engine processes and
+heat-api, on a MariaDB database and a RabbitMQ virtual host of the run's
+own; the MariaDB and RabbitMQ servers must be running on loopback).
 
 usage: tests/bench/heat.py [--sizes 200,1000] [--shapes chain,fanout,fanin]
                            [--reference-sizes 200] [--no-reference]
@@ -23,10 +25,8 @@ usage: tests/bench/heat.py [--sizes 200,1000] [--shapes chain,fanout,fanin]
 Uses the keelson binary the tests use (KEELSON_BIN, else the release build).
 """
 import argparse
-import glob
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -34,10 +34,8 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
 
-from conftest import SHARED, create_database  # noqa: E402
-from heat import Heat, Mesh  # noqa: E402
-
-REF = os.path.join(SHARED, 'reference', 'heat')
+from conftest import create_database  # noqa: E402
+from heat import Mesh, ReferenceHeat  # noqa: E402
 
 
 def template(shape, n):
@@ -147,42 +145,24 @@ def keelson_runs(sizes, shapes, timeout):
             p.stop()
 
 
-def heat_engine_pids():
-    pids = []
-    for d in glob.glob('/proc/[0-9]*'):
-        try:
-            with open(d + '/cmdline', 'rb') as f:
-                if b'heat-engine' in f.read():
-                    pids.append(int(os.path.basename(d)))
-        except OSError:
-            pass
-    return pids
-
-
 def reference_runs(sizes, shapes, timeout, engines):
-    env = dict(os.environ, REF_HEAT_ENGINES=str(engines), REF_HEAT_PORT=os.environ.get('REF_HEAT_PORT', '18004'))
-    for script in ('start-rabbitmq.sh', 'start-mariadb.sh', 'start-heat.sh'):
-        subprocess.run([os.path.join(REF, script)], env=env, check=True, stdout=subprocess.DEVNULL)
+    procs = Started()
+    ref = None
     try:
-        heat = Heat('http://127.0.0.1:%s' % env['REF_HEAT_PORT'], project='admin')
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if heat.call('GET', '/stacks')[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(1)
+        ref = ReferenceHeat(procs, engines=engines)
         out = {}
         for n in sizes:
             for shape in shapes:
-                r = run_one(heat, shape, n, timeout)
-                r['engines_peak_rss_mib'] = peak_rss_mib(heat_engine_pids())
+                r = run_one(ref.heat, shape, n, timeout)
+                r['engines_peak_rss_mib'] = peak_rss_mib(ref.engine_process_ids())
                 out['%s-%d' % (shape, n)] = r
                 print('heat    %-7s %5d: %s' % (shape, n, r), flush=True)
         return out
     finally:
-        subprocess.run([os.path.join(REF, 'stop-heat.sh')], env=env)
+        if ref is not None:
+            ref.stop()
+        for p in procs:
+            p.stop()
 
 
 def main():

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark: keelson against the real Python Placement
-(openstack-placement 16.0.0, shared/reference/placement) serving the same
+(openstack-placement 16.0.0, tests/reference/placement) serving the same
 database in one run.
 
 For each of GET /resource_providers, PUT /allocations/{consumer} and
@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
 
 import conftest  # noqa: E402  (shared helpers: processes, databases, ports)
-from conftest import AllInOne, Proc, create_database, free_port, http, new_uuid, wait_http, write_conf  # noqa: E402
+from conftest import AllInOne, create_database, http  # noqa: E402
 
 PUT_LUA = r'''
 math.randomseed(os.time() + %(seed)d)
@@ -129,17 +129,7 @@ def main():
 def conftest_python_placement(procs, url):
     """The reference served by cheroot (a production-grade threaded WSGI
     server) on the same database."""
-    venv = conftest.ref_placement_venv()
-    d = tempfile.mkdtemp(prefix='kb-ref-')
-    conf = write_conf(os.path.join(d, 'placement.conf'), {
-        'placement_database': {'connection': url}, 'api': {'auth_strategy': 'noauth2'}})
-    port = free_port()
-    p = Proc([os.path.join(conftest.SHARED, 'reference', 'placement', 'serve')], env={
-        'PLACEMENT_CONFIG_FILE': conf, 'PLACEMENT_PORT': str(port), 'PLACEMENT_BIND': '127.0.0.1',
-        'PLACEMENT_WSGI_SERVER': 'cheroot', 'PLACEMENT_THREADS': '16', 'KEELSON_REF_PLACEMENT_VENV': venv})
-    procs.append(p)
-    wait_http('http://127.0.0.1:%d/' % port, timeout=120, proc=p)
-    return 'http://127.0.0.1:%d' % port
+    return conftest.ref_placement(procs, url, server='cheroot', threads=16)[0]
 
 
 if __name__ == '__main__':

@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.environ.get('KEELSON_SHARED', os.path.join(os.path.dirname(ROOT), 'shared'))
+# The project's launchers of the reference Python services (tests/reference).
+REFERENCE = os.path.join(ROOT, 'tests', 'reference')
 RUN_ID = os.environ.get('KEELSON_RUN_ID', str(os.getpid()))
 BACKENDS = os.environ.get('KEELSON_BACKENDS', 'sqlite').split()
 MYSQL = os.environ.get('KEELSON_TEST_MYSQL', 'mysql+pymysql://root@127.0.0.1:3306')
@@ -217,12 +218,33 @@ def new_uuid():
 
 
 def ref_placement_venv():
-    """The reference Python Placement's virtualenv (installed on demand),
-    with the PostgreSQL driver its setup script does not add."""
-    venv = os.environ.get('KEELSON_REF_PLACEMENT_VENV',
-                          os.path.join(os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')), 'keelson-ref', 'placement'))
-    subprocess.run([os.path.join(SHARED, 'reference', 'placement', 'setup')], check=True, stdout=subprocess.DEVNULL)
-    py = os.path.join(venv, 'bin', 'python')
-    if subprocess.run([py, '-c', 'import psycopg2'], capture_output=True).returncode != 0:
-        subprocess.run([py, '-m', 'pip', 'install', '-q', 'psycopg2-binary'], check=True)
-    return venv
+    """The reference Python Placement's virtualenv, installed on first use
+    by tests/reference/placement/setup."""
+    out = subprocess.run([os.path.join(REFERENCE, 'placement', 'setup')], check=True, stdout=subprocess.PIPE, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def ref_placement(procs, db_url=None, conf=None, server='wsgiref', threads=4, fix_upstream_defects=False, env=None,
+                  timeout=120, wait=True):
+    """The reference Python Placement (tests/reference/placement/serve.py)
+    on a free loopback port, serving `db_url` without authentication or
+    with the oslo.config sections `conf`; answers (url, Proc). The
+    launcher keeps its configuration in a temporary directory of its own.
+    With wait=False the caller waits (wait_http) when it needs it."""
+    venv = ref_placement_venv()
+    port = free_port()
+    args = [os.path.join(venv, 'bin', 'python'), os.path.join(REFERENCE, 'placement', 'serve.py'),
+            '--port', str(port), '--server', server, '--threads', str(threads)]
+    if conf is not None:
+        d = tempfile.mkdtemp(prefix='kt-ref-')
+        args += ['--config-file', write_conf(os.path.join(d, 'placement.conf'), conf)]
+    else:
+        args += ['--db', db_url]
+    if fix_upstream_defects:
+        args.append('--fix-upstream-defects')
+    p = Proc(args, env=env)
+    procs.append(p)
+    url = 'http://127.0.0.1:%d' % port
+    if wait:
+        wait_http(url + '/', timeout=timeout, proc=p)
+    return url, p

@@ -1,14 +1,16 @@
 """A small Orchestration API client and the mesh the stack-engine tests
 run: N `keelson engine` processes on one database and a `keelson gateway`
-in front of them, each its own process, as the Helm chart runs them."""
+in front of them, each its own process, as the Helm chart runs them; and
+the reference Python Heat (tests/reference/heat) for side-by-side runs."""
 import json
 import os
+import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
 
-from conftest import Proc, free_port, keelson_bin, wait_http, wait_port, write_conf
+from conftest import REFERENCE, Proc, free_port, keelson_bin, wait_http, wait_port, write_conf
 
 PROJECT = 'demo'
 
@@ -178,3 +180,62 @@ class Mesh:
         self.procs.append(p)
         wait_port(self.engine_ports[i], proc=p)
         return p
+
+
+class ReferenceHeat:
+    """The reference Python Heat (openstack-heat 27.0.1 from PyPI, installed
+    on first use by tests/reference/heat/setup) on a free loopback port:
+    heat-api and `engines` heat-engine processes on a MariaDB database and
+    a RabbitMQ virtual host of their own, created and dropped by the
+    launcher (tests/reference/heat/serve.py); noauth, project `project`."""
+
+    READY = 'reference-heat-ready '
+
+    def __init__(self, procs, engines=1, workers=1, project='admin', timeout=300):
+        here = os.path.join(REFERENCE, 'heat')
+        venv = subprocess.run([os.path.join(here, 'setup')], check=True, stdout=subprocess.PIPE,
+                              text=True).stdout.strip().splitlines()[-1]
+        self.proc = Proc([os.path.join(venv, 'bin', 'python'), os.path.join(here, 'serve.py'), '--port',
+                          str(free_port()), '--engines', str(engines), '--workers', str(workers), '--project', project])
+        procs.append(self.proc)
+        info = self._wait_ready(timeout)
+        self.url = info['url']
+        self.engine_pids = info['engine_pids']
+        self.heat = Heat(self.url, project=project)
+
+    def _wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.proc.output().splitlines():
+                if line.startswith(self.READY):
+                    return json.loads(line[len(self.READY):])
+            if self.proc.p.poll() is not None:
+                raise RuntimeError('reference heat exited early:\n' + self.proc.output())
+            time.sleep(0.5)
+        raise RuntimeError('reference heat not ready in %ss:\n%s' % (timeout, self.proc.output()))
+
+    def engine_process_ids(self):
+        """The heat-engine processes and the workers they fork (where the
+        stacks are worked on)."""
+        children = {}
+        for entry in os.listdir('/proc'):
+            if not entry.isdigit():
+                continue
+            try:
+                with open('/proc/%s/stat' % entry) as f:
+                    # pid (comm) state ppid ...: comm may hold spaces.
+                    ppid = int(f.read().rsplit(')', 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+        out, todo = [], list(self.engine_pids)
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo.extend(children.get(pid, []))
+        return out
+
+    def stop(self):
+        """Waits for the launcher's clean-up (engines, database, virtual
+        host), which takes longer than Proc.stop's default."""
+        return self.proc.stop(timeout=60)

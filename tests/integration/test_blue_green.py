@@ -1,29 +1,15 @@
 """Blue/green: the real Python Placement (openstack-placement 16.0.0) and
 keelson serve the same database at the same time; what one writes, the
 other reads correctly."""
-import os
-import tempfile
-
 import pytest
 
-from conftest import (AllInOne, BACKENDS, Proc, SHARED, create_database, free_port, http, new_uuid, ref_placement_venv,
-                      wait_http, write_conf)
+from conftest import AllInOne, BACKENDS, create_database, http, new_uuid, ref_placement
 
 BG_BACKENDS = [b for b in BACKENDS if b == 'mysql'] or [b for b in BACKENDS if b == 'postgresql'] or ['sqlite']
 
 
 def python_placement(procs, url):
-    venv = ref_placement_venv()
-    d = tempfile.mkdtemp(prefix='kt-ref-')
-    conf = write_conf(os.path.join(d, 'placement.conf'), {
-        'placement_database': {'connection': url}, 'api': {'auth_strategy': 'noauth2'}})
-    port = free_port()
-    p = Proc([os.path.join(SHARED, 'reference', 'placement', 'serve')], env={
-        'PLACEMENT_CONFIG_FILE': conf, 'PLACEMENT_PORT': str(port), 'PLACEMENT_BIND': '127.0.0.1',
-        'KEELSON_REF_PLACEMENT_VENV': venv})
-    procs.append(p)
-    wait_http('http://127.0.0.1:%d/' % port, timeout=120, proc=p)
-    return 'http://127.0.0.1:%d' % port
+    return ref_placement(procs, url)[0]
 
 
 @pytest.mark.parametrize('backend', BG_BACKENDS)

@@ -32,7 +32,8 @@ servers, and the answers are compared:
   for validity, every candidate of the reference whose amounts add up must
   be in keelson's answer, and keelson's answer must equal, as a multiset
   (so in count too), that of the same reference with its defects fixed
-  (FIXED_REFERENCE, a third server).  A third defect shows on PostgreSQL
+  (a third server: tests/reference/placement/serve.py
+  --fix-upstream-defects, fixes in upstream_fixes.py beside it).  A third defect shows on PostgreSQL
   only: the tree search gets forbidden trait names where ids belong, and
   PostgreSQL fails such requests with a 500; those cases are compared with
   the fixed reference too ('forbidden-names').  The references run with a
@@ -53,15 +54,13 @@ import collections
 import concurrent.futures
 import os
 import random
-import tempfile
 import time
 import urllib.parse
 import uuid
 
 import pytest
 
-from conftest import (AllInOne, BACKENDS, Proc, SHARED, create_database, free_port, http, ref_placement_venv, wait_http,
-                      write_conf)
+from conftest import AllInOne, BACKENDS, create_database, http, ref_placement, wait_http
 
 DIFF_BACKENDS = ['sqlite'] + [b for b in ('mysql', 'postgresql') if b in BACKENDS]
 CASES = int(os.environ.get('KEELSON_DIFF_CASES', '500'))
@@ -329,7 +328,7 @@ class Case:
 
     def reference_defects(self, f):
         """The reference's defects this request may meet (the answer is then
-        compared with the fixed reference, see FIXED_REFERENCE):
+        compared with the fixed reference, see reference_placement):
         - 'consolidation': a class asked by several groups with isolate or
           no policy: consolidation adds amounts into objects shared between
           candidates, inflating them and losing others, by hash order;
@@ -750,55 +749,12 @@ def describe(f, areq):
 
 # ---- running ----------------------------------------------------------------
 
-# The reference with its three defects fixed, the oracle for the shapes they
-# affect (see `Case.reference_defects`):
-# - consolidation adds every amount into a fresh object;
-# - the unsuffixed group's allocation requests are kept per anchor:
-#   upstream gathers them in one set, and AllocationRequest equality ignores
-#   the anchor, so a request made only of sharing providers survives under
-#   one anchor only, the first in the set's iteration order;
-# - the tree search gets the forbidden traits' ids: upstream hands
-#   `_get_trees_with_traits` the name -> id map, whose names SQL then
-#   compares with integer trait ids. MariaDB and SQLite find no match (the
-#   traits are checked again later, so the answer stands); PostgreSQL
-#   refuses the statement and the request fails with a 500.
-FIXED_REFERENCE = r"""
-import copy, inspect, runpy, sys
-from placement.objects import allocation_candidate, research_context
-research_context.RequestWideSearchContext.copy_arr_if_needed = lambda self, arr: copy.copy(arr)
-src = inspect.getsource(allocation_candidate._alloc_candidates_multiple_providers)
-for old, new in (('alloc_requests = set()', 'alloc_requests = []'),
-                 ('alloc_requests |= root_alloc_reqs', 'alloc_requests.extend(root_alloc_reqs)')):
-    assert old in src, old
-    src = src.replace(old, new)
-exec(compile(src, allocation_candidate.__file__, 'exec'), allocation_candidate.__dict__)
-trees_with_traits = research_context._get_trees_with_traits
-research_context._get_trees_with_traits = lambda ctx, rp_ids, required, forbidden: trees_with_traits(
-    ctx, rp_ids, required, list(forbidden.values()) if isinstance(forbidden, dict) else forbidden)
-sys.argv = [sys.argv[1]]
-runpy.run_path(sys.argv[0], run_name='__main__')
-"""
-
-
 def reference_placement(procs, url, fixed=False):
-    """The reference on `url` (started without waiting: see `wait_ready`)."""
-    venv = ref_placement_venv()
-    d = tempfile.mkdtemp(prefix='kt-ref-')
-    conf = write_conf(os.path.join(d, 'placement.conf'), {
-        'placement_database': {'connection': url}, 'api': {'auth_strategy': 'noauth2'}})
-    port = free_port()
-    serve = os.path.join(SHARED, 'reference', 'placement', 'serve.py')
-    if fixed:
-        script = os.path.join(d, 'fixed_reference.py')
-        with open(script, 'w') as out:
-            out.write(FIXED_REFERENCE)
-        args = [os.path.join(venv, 'bin', 'python'), script, serve]
-    else:
-        args = [os.path.join(SHARED, 'reference', 'placement', 'serve')]
-    p = Proc(args, env={'PLACEMENT_CONFIG_FILE': conf, 'PLACEMENT_PORT': str(port), 'PLACEMENT_BIND': '127.0.0.1',
-                        'KEELSON_REF_PLACEMENT_VENV': venv, 'PYTHONHASHSEED': HASHSEED})
-    procs.append(p)
-    return 'http://127.0.0.1:%d' % port, p
+    """The reference on `url` (started without waiting: see the test), with
+    a fixed hash seed; `fixed`: with its three defects fixed (the project's
+    tests/reference/placement/upstream_fixes.py, see its docstring), the
+    oracle for the shapes they affect (`Case.reference_defects`)."""
+    return ref_placement(procs, url, fix_upstream_defects=fixed, env={'PYTHONHASHSEED': HASHSEED}, wait=False)
 
 
 def ask(base, case, limit=True):
@@ -826,7 +782,7 @@ def run_case(servers, case, f):
     answers = {n: ask(servers[n], case) for n in names}
     status, body = answers['reference']
     if status == 500 and 'InvalidTextRepresentation' in str(body):
-        # The reference's third defect (see FIXED_REFERENCE), seen on
+        # The reference's third defect (see upstream_fixes.py), seen on
         # PostgreSQL only: the fixed reference is the oracle.
         case.defects = case.defects + ['forbidden-names']
         servers = dict(servers, reference=servers['fixed'])

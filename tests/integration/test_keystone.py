@@ -9,12 +9,11 @@ machine at all; anything that goes wrong after that fails."""
 import datetime
 import json
 import os
-import tempfile
 import time
 
 import pytest
 
-from conftest import AllInOne, SHARED, Proc, create_database, free_port, http, ref_placement_venv, wait_http, write_conf
+from conftest import AllInOne, create_database, free_port, http, ref_placement
 from keystone import ADMIN_PASSWORD, PASSWORD, start_keystone
 
 # The 401 keystonemiddleware's auth_token answers for a missing or bad token.
@@ -35,15 +34,7 @@ class Reference:
     """Upstream Placement with keystonemiddleware, in AllInOne's place."""
 
     def __init__(self, procs, conf):
-        venv = ref_placement_venv()
-        self.dir = tempfile.mkdtemp(prefix='kt-ref-')
-        self.port = free_port()
-        self.url = 'http://127.0.0.1:%d' % self.port
-        self.conf = write_conf(os.path.join(self.dir, 'placement.conf'), conf)
-        self.proc = Proc([os.path.join(venv, 'bin', 'python'), os.path.join(SHARED, 'reference', 'placement', 'serve.py')],
-                         env={'PLACEMENT_CONFIG_FILE': self.conf, 'PLACEMENT_PORT': str(self.port)})
-        procs.append(self.proc)
-        wait_http(self.url + '/', timeout=120, proc=self.proc)
+        self.url, self.proc = ref_placement(procs, conf=conf)
 
 
 def placement(procs, keystone, **authtoken):
