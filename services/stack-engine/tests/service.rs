@@ -1,8 +1,8 @@
 //! The API operations of `service::Orchestration`, driven directly on
 //! SQLite with the real engine: round trips, every 4xx text, list
 //! filters/sort/pagination, event order and markers. Response key sets are
-//! the ones recorded from the real Heat 27.0.1
-//! (/work/shared/conformance/heat/api-captures/v1-exchanges.json).
+//! the ones the real heat-api 27.0.1 returned when its v1 exchanges were
+//! recorded; they are written out below, nothing is read at run time.
 
 mod service_support;
 
