@@ -143,8 +143,9 @@ pub async fn serve(
     refusals: Arc<dyn Refusals>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let max = limits.max_connections.max(1);
-    let slots = Arc::new(Semaphore::new(max));
+    // Held in u32: closing waits for all the slots in one acquire_many.
+    let max = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
+    let slots = Arc::new(Semaphore::new(max as usize));
     let (closing_tx, closing) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -179,7 +180,7 @@ pub async fn serve(
     drop(listener);
     let _ = closing_tx.send(true);
     // Every connection holds a slot until it ends.
-    let _ = slots.acquire_many(max as u32).await;
+    let _ = slots.acquire_many(max).await;
     Ok(())
 }
 

@@ -4,6 +4,9 @@
 //! tested in the stack-engine crate; this checks the translation (routes,
 //! status codes, headers, error bodies, the caller, links).
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;

@@ -92,7 +92,10 @@ fn cmp_int_float(i: i128, f: f64) -> Option<Ordering> {
         return Some(Ordering::Greater);
     }
     let whole = f.trunc();
-    match i.cmp(&(whole as i128)) {
+    // Exact: `whole` has no fraction and lies within ±2^127 (checked above).
+    #[allow(clippy::cast_possible_truncation)]
+    let whole_int = whole as i128;
+    match i.cmp(&whole_int) {
         Ordering::Equal => {
             let frac = f - whole;
             Some(if frac > 0.0 {
@@ -129,7 +132,10 @@ impl Canonical {
                 PyNum::Int(i) => Canonical::Int(i),
                 PyNum::Float(f) => {
                     if f.is_finite() && f.fract() == 0.0 && f.abs() < 1.7014118346046923e38 {
-                        Canonical::Int(f as i128)
+                        // Exact: a whole number within ±2^127.
+                        #[allow(clippy::cast_possible_truncation)]
+                        let whole = f as i128;
+                        Canonical::Int(whole)
                     } else {
                         Canonical::Float(f.to_bits())
                     }

@@ -9,6 +9,9 @@
 //! `str(exc)` with newlines turned into spaces by webob. Expectations written
 //! `/like this/` are regexes, as in gabbi.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use keelson_jsonschema::compile_python_regex;
 use keelson_jsonschema::placement::{body_error_text, placement_schema, query_error_text};
 use serde_json::Value;

@@ -5,6 +5,9 @@
 //! embeds in its 400 detail, the failing keyword and the instance path; or
 //! that the instance is valid.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use keelson_jsonschema::{placement_schema, PathElement, Validator};
 use serde_json::Value;
 

@@ -263,7 +263,11 @@ impl Spec {
                     if !f.is_finite() {
                         return Err(FormatError::Unsupported("non-finite %d".into()));
                     }
-                    f.trunc() as i128
+                    // Python's int() is unbounded; `as` saturates past ±2^127,
+                    // far beyond any number a policy check formats.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let whole = f.trunc() as i128;
+                    whole
                 }
             }
             _ => return Err(FormatError::Unsupported("%d format: a real number is required".into())),

@@ -1,6 +1,9 @@
 //! Differential tests against answers recorded from oslo.policy 6.0.1 itself
 //! (tests/data/oslo-cases.json, produced by tools/gen_oslo_cases.py).
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use keelson_policy::{parse_rule, ContextValues, Credentials, Denied, Enforcer, EnforcerConfig, PolicyFile, Target};
 use serde_json::{Map, Value};
 

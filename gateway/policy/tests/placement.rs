@@ -1,6 +1,9 @@
 //! Placement's 38 defaults against the personas of the upstream gabbi
 //! RBAC tests (gabbits/*-secure-rbac.yaml, *-legacy-rbac.yaml, *-policy.yaml).
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use keelson_policy::{
     placement_defaults, ContextValues, Credentials, Denied, Enforcer, EnforcerConfig, PolicyFile, Target,
 };

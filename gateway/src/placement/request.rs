@@ -198,10 +198,10 @@ fn percent_decode(s: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' => {
-                let hex = |b: u8| (b as char).to_digit(16);
+                let hex = |b: u8| (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
                 match (bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
                     (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
+                        out.push(h * 16 + l);
                         i += 3;
                         continue;
                     }

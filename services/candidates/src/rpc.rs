@@ -76,10 +76,11 @@ impl IdIndex {
             count += 1;
         }
         let span = u64::try_from(max.saturating_sub(min)).ok().and_then(|s| s.checked_add(1));
-        let slots = match span {
-            // At most a few empty slots per id.
-            Some(span) if count > 0 && span <= 4 * count + 1024 => vec![u32::MAX; span as usize],
-            _ => Vec::new(),
+        // At most a few empty slots per id.
+        let dense = span.filter(|span| count > 0 && *span <= 4 * count + 1024);
+        let slots = match dense.and_then(|span| usize::try_from(span).ok()) {
+            Some(len) => vec![u32::MAX; len],
+            None => Vec::new(),
         };
         IdIndex { min, slots, others: rustc_hash::FxHashMap::default() }
     }
@@ -133,6 +134,12 @@ impl<F: Fn(i64) -> String> Table<F> {
     }
 }
 
+/// A count in the packed columns. Each counts entries of the answer's
+/// tables, which never reach 2^32 (see [`Table::index_of`]); saturates.
+fn count_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// The answer as tables and packed columns (see the proto): providers,
 /// classes and traits named once each.
 pub fn outcome_to_pb(o: &Outcome) -> pb::GetAllocationCandidatesResponse {
@@ -162,7 +169,7 @@ pub fn outcome_to_pb(o: &Outcome) -> pb::GetAllocationCandidatesResponse {
                 order.push(part.provider);
             }
         }
-        ar.allocation_counts.push(order.len() as u32);
+        ar.allocation_counts.push(count_u32(order.len()));
         for p in &order {
             ar.providers.push(providers.index_of(*p));
             let mut count = 0u32;
@@ -176,7 +183,7 @@ pub fn outcome_to_pb(o: &Outcome) -> pb::GetAllocationCandidatesResponse {
         // Exactly one entry per suffix, so that readers stay aligned.
         for i in 0..o.suffixes.len() {
             let m = c.mappings.get(i).map(Vec::as_slice).unwrap_or(&[]);
-            ar.mapping_counts.push(m.len() as u32);
+            ar.mapping_counts.push(count_u32(m.len()));
             ar.mapping_providers.extend(m.iter().map(|p| providers.index_of(*p)));
         }
     }
@@ -185,13 +192,13 @@ pub fn outcome_to_pb(o: &Outcome) -> pb::GetAllocationCandidatesResponse {
         ps.providers.push(providers.index_of(s.provider));
         ps.parents.push(s.parent.map(|p| providers.index_of(p) + 1).unwrap_or(0));
         ps.roots.push(providers.index_of(s.root));
-        ps.resource_counts.push(s.resources.len() as u32);
+        ps.resource_counts.push(count_u32(s.resources.len()));
         for (class, capacity, used) in &s.resources {
             ps.resource_classes.push(classes.index_of(*class));
             ps.capacities.push(*capacity);
             ps.used.push(*used);
         }
-        ps.trait_counts.push(s.traits.len() as u32);
+        ps.trait_counts.push(count_u32(s.traits.len()));
         ps.traits.extend(s.traits.iter().map(|t| traits.index_of(*t)));
     }
     pb::GetAllocationCandidatesResponse {

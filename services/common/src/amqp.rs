@@ -71,10 +71,9 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex_digit), bytes.get(i + 2).copied().and_then(hex_digit)) {
             (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
+                out.push(h * 16 + l);
                 i += 3;
             }
             (b, _, _) => {
@@ -84,6 +83,16 @@ fn percent_decode(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The value of one hexadecimal digit (either case).
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
 }
 
 /// An open connection with channel 1 ready to publish.
@@ -103,7 +112,7 @@ impl Publisher {
         let mut start_ok = method(10, 11);
         put_table_empty(&mut start_ok);
         put_short_str(&mut start_ok, "PLAIN");
-        put_long_str(&mut start_ok, format!("\0{}\0{}", url.user, url.password).as_bytes());
+        put_long_str(&mut start_ok, format!("\0{}\0{}", url.user, url.password).as_bytes())?;
         put_short_str(&mut start_ok, "en_US");
         p.send_method(0, &start_ok).await?;
         let tune = p.expect_method(0, (10, 30)).await?; // Connection.Tune
@@ -158,7 +167,7 @@ impl Publisher {
         put_short_str(&mut publish, exchange);
         put_short_str(&mut publish, routing_key);
         publish.push(0); // mandatory, immediate: off
-        let mut out = frame(FRAME_METHOD, CHANNEL, &publish);
+        let mut out = frame(FRAME_METHOD, CHANNEL, &publish)?;
         let mut header = Vec::new();
         header.extend_from_slice(&60u16.to_be_bytes());
         header.extend_from_slice(&0u16.to_be_bytes());
@@ -166,17 +175,17 @@ impl Publisher {
         header.extend_from_slice(&0xC000u16.to_be_bytes()); // content-type, content-encoding
         put_short_str(&mut header, content_type);
         put_short_str(&mut header, "utf-8");
-        out.extend(frame(FRAME_HEADER, CHANNEL, &header));
+        out.extend(frame(FRAME_HEADER, CHANNEL, &header)?);
         let chunk = (self.frame_max as usize).saturating_sub(8).max(1);
         for part in body.chunks(chunk) {
-            out.extend(frame(FRAME_BODY, CHANNEL, part));
+            out.extend(frame(FRAME_BODY, CHANNEL, part)?);
         }
         self.stream.write_all(&out).await?;
         Ok(())
     }
 
     async fn send_method(&mut self, channel: u16, payload: &[u8]) -> io::Result<()> {
-        self.stream.write_all(&frame(FRAME_METHOD, channel, payload)).await
+        self.stream.write_all(&frame(FRAME_METHOD, channel, payload)?).await
     }
 
     /// Reads frames until a method on `channel`; an error unless it is
@@ -237,25 +246,34 @@ fn method(class: u16, method: u16) -> Vec<u8> {
     m
 }
 
-fn frame(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
+fn frame(kind: u8, channel: u16, payload: &[u8]) -> io::Result<Vec<u8>> {
     let mut f = Vec::with_capacity(payload.len() + 8);
     f.push(kind);
     f.extend_from_slice(&channel.to_be_bytes());
-    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    f.extend_from_slice(&long_len(payload.len())?);
     f.extend_from_slice(payload);
     f.push(FRAME_END);
-    f
+    Ok(f)
+}
+
+/// A frame's or long string's 32-bit size; anything longer cannot be sent.
+fn long_len(len: usize) -> io::Result<[u8; 4]> {
+    u32::try_from(len)
+        .map(u32::to_be_bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{len} bytes exceed an AMQP 32-bit size")))
 }
 
 fn put_short_str(buf: &mut Vec<u8>, s: &str) {
     let bytes = &s.as_bytes()[..s.len().min(255)];
-    buf.push(bytes.len() as u8);
+    // At most 255 by the slice above.
+    buf.push(u8::try_from(bytes.len()).unwrap_or(u8::MAX));
     buf.extend_from_slice(bytes);
 }
 
-fn put_long_str(buf: &mut Vec<u8>, bytes: &[u8]) {
-    buf.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+fn put_long_str(buf: &mut Vec<u8>, bytes: &[u8]) -> io::Result<()> {
+    buf.extend_from_slice(&long_len(bytes.len())?);
     buf.extend_from_slice(bytes);
+    Ok(())
 }
 
 fn put_table_empty(buf: &mut Vec<u8>) {
@@ -285,7 +303,12 @@ mod tests {
     }
 
     #[test]
+    fn percent_decoding_takes_either_case_and_keeps_stray_percents() {
+        assert_eq!(percent_decode("a%2fb%2F%zz%4"), "a/b/%zz%4");
+    }
+
+    #[test]
     fn frames_are_type_channel_size_payload_end() {
-        assert_eq!(frame(FRAME_METHOD, 1, &[1, 2]), vec![1, 0, 1, 0, 0, 0, 2, 1, 2, 0xCE]);
+        assert_eq!(frame(FRAME_METHOD, 1, &[1, 2]).unwrap(), vec![1, 0, 1, 0, 0, 0, 2, 1, 2, 0xCE]);
     }
 }

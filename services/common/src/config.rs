@@ -442,8 +442,26 @@ fn check_value(spec: &OptionSpec, value: &str) -> Result<(), String> {
     }
 }
 
+/// An integer option as a count: a negative one reads as 0, one past the
+/// type's range as its largest value (the options set no upper bound).
+pub fn clamp_u32(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// As [`clamp_u32`], for sizes and limits held in usize.
+pub fn clamp_usize(n: i64) -> usize {
+    usize::try_from(n.max(0)).unwrap_or(usize::MAX)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counts_clamp_into_their_type() {
+        use super::{clamp_u32, clamp_usize};
+        assert_eq!((clamp_u32(-5), clamp_u32(7), clamp_u32(i64::MAX)), (0, 7, u32::MAX));
+        assert_eq!((clamp_usize(-1), clamp_usize(1 << 40)), (0, 1 << 40));
+    }
+
     use super::*;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {

@@ -57,8 +57,9 @@ impl ApiError {
     /// `default_code`.
     pub fn from_status(status: &tonic::Status, default_code: &str) -> Self {
         if let Ok(d) = ErrorDetail::decode(status.details()) {
-            if d.http_status != 0 {
-                return ApiError { http_status: d.http_status as u16, code: d.code, detail: d.detail };
+            // Not an HTTP status (0 or past u16): read as no detail at all.
+            if let Some(http_status) = u16::try_from(d.http_status).ok().filter(|s| *s != 0) {
+                return ApiError { http_status, code: d.code, detail: d.detail };
             }
         }
         let http_status = match status.code() {

@@ -120,14 +120,18 @@ fn parse_peers(v: &serde_json::Value) -> Result<Vec<CtrlPeer>, DocError> {
     for item in items {
         let name = item.get("name").and_then(|n| n.as_str()).filter(|n| !n.is_empty());
         let host = item.get("host").and_then(|n| n.as_str()).filter(|n| !n.is_empty());
-        let port = item.get("port").and_then(|n| n.as_u64()).filter(|p| (1..=65535).contains(p));
+        let port = item
+            .get("port")
+            .and_then(|n| n.as_u64())
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|p| (1..=65535).contains(p));
         let (Some(name), Some(host), Some(port)) = (name, host, port) else {
             return Err(DocError::Peers(format!("bad entry {item}")));
         };
         if peers.iter().any(|p| p.name == name) {
             return Err(DocError::Peers(format!("duplicate name {name:?}")));
         }
-        peers.push(CtrlPeer { name: name.to_string(), host: host.to_string(), port: port as u32 });
+        peers.push(CtrlPeer { name: name.to_string(), host: host.to_string(), port });
     }
     Ok(peers)
 }

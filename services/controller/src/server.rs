@@ -58,7 +58,7 @@ impl controller::Server for RpcServer {
         let out = self.call(Request::CtrlStatus).await;
         let reply = results.get().init_reply();
         match out {
-            Ok(Response::CtrlStatus(s)) => wire::write_status(reply.init_ok(), &s),
+            Ok(Response::CtrlStatus(s)) => wire::write_status(reply.init_ok(), &s)?,
             Ok(_) => wire::write_error(reply.init_err(), &mismatch()),
             Err(e) => wire::write_error(reply.init_err(), &e),
         }
@@ -142,9 +142,10 @@ impl controller::Server for RpcServer {
         let reply = results.get().init_reply();
         match out {
             Ok(Response::List(items)) => {
-                let mut list = reply.init_ok(items.len() as u32);
-                for (i, r) in items.iter().enumerate() {
-                    wire::write_registration(list.reborrow().get(i as u32), r);
+                let count = wire::list_len(items.len())?;
+                let mut list = reply.init_ok(count);
+                for (i, r) in (0..count).zip(&items) {
+                    wire::write_registration(list.reborrow().get(i), r);
                 }
             }
             Ok(_) => wire::write_error(reply.init_err(), &mismatch()),

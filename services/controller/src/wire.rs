@@ -32,7 +32,12 @@ fn primary(name: String, address: String) -> Option<PrimaryRef> {
     (!name.is_empty()).then_some(PrimaryRef { name, address })
 }
 
-pub fn write_status(mut b: cp::ctrl_status::Builder<'_>, s: &CtrlStatus) {
+/// A list's length as Cap'n Proto takes it (lists hold under 2^29 elements).
+pub fn list_len(n: usize) -> capnp::Result<u32> {
+    u32::try_from(n).map_err(|_| capnp::Error::failed(format!("a list of {n} elements is too long to send")))
+}
+
+pub fn write_status(mut b: cp::ctrl_status::Builder<'_>, s: &CtrlStatus) -> capnp::Result<()> {
     b.set_cluster_name(s.cluster_name.as_str());
     b.set_primary_name(s.primary.as_ref().map(|p| p.name.as_str()).unwrap_or(""));
     b.set_primary_address(s.primary.as_ref().map(|p| p.address.as_str()).unwrap_or(""));
@@ -45,14 +50,16 @@ pub fn write_status(mut b: cp::ctrl_status::Builder<'_>, s: &CtrlStatus) {
     b.set_applied_lsn(s.applied_lsn);
     b.set_fenced(s.fenced);
     b.set_quorum(s.quorum);
-    b.set_peer_count(s.peers.len() as u32);
-    let mut peers = b.init_peers(s.peers.len() as u32);
-    for (i, p) in s.peers.iter().enumerate() {
-        let mut e = peers.reborrow().get(i as u32);
+    let count = list_len(s.peers.len())?;
+    b.set_peer_count(count);
+    let mut peers = b.init_peers(count);
+    for (i, p) in (0..count).zip(&s.peers) {
+        let mut e = peers.reborrow().get(i);
         e.set_name(p.name.as_str());
         e.set_host(p.host.as_str());
         e.set_port(p.port);
     }
+    Ok(())
 }
 
 pub fn read_status(r: cp::ctrl_status::Reader<'_>) -> capnp::Result<CtrlStatus> {
@@ -180,13 +187,13 @@ mod tests {
             quorum: true,
         };
         let mut msg = capnp::message::Builder::new_default();
-        write_status(msg.init_root::<cp::ctrl_status::Builder>(), &status);
+        write_status(msg.init_root::<cp::ctrl_status::Builder>(), &status).unwrap();
         let back = read_status(msg.get_root_as_reader::<cp::ctrl_status::Reader>().unwrap()).unwrap();
         assert_eq!(back, status);
 
         let unknown = CtrlStatus { primary: None, ..status };
         let mut msg = capnp::message::Builder::new_default();
-        write_status(msg.init_root::<cp::ctrl_status::Builder>(), &unknown);
+        write_status(msg.init_root::<cp::ctrl_status::Builder>(), &unknown).unwrap();
         assert_eq!(read_status(msg.get_root_as_reader::<cp::ctrl_status::Reader>().unwrap()).unwrap().primary, None);
 
         for e in [

@@ -2,6 +2,9 @@
 //! not installed): a primary that lost its leadership cannot commit, not
 //! with its old term and not with a forged one; terms are never reissued.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

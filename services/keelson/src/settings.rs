@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
+use keelson_common::config::clamp_u32;
 use keelson_common::db::{DatabaseUrl, PoolSettings};
 use keelson_common::Config;
 
@@ -131,7 +132,7 @@ pub fn pool_settings(config: &Config) -> PoolSettings {
     let mut s = PoolSettings::default();
     if let Some(n) = config.get_int("placement_database", "max_pool_size").filter(|n| *n > 0) {
         let overflow = config.get_int("placement_database", "max_overflow").unwrap_or(0).max(0);
-        s.max_connections = (n + overflow) as u32;
+        s.max_connections = clamp_u32(n.saturating_add(overflow));
     }
     if let Some(t) = config.get_int("placement_database", "pool_timeout").filter(|t| *t > 0) {
         s.acquire_timeout = std::time::Duration::from_secs(t as u64);

@@ -657,9 +657,12 @@ fn follow_path(mut value: Value, path: &[Value]) -> Value {
     for step in path {
         value = match (&value, step) {
             (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
-            (Value::Array(items), Value::Number(n)) => {
-                n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
-            }
+            (Value::Array(items), Value::Number(n)) => n
+                .as_u64()
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| items.get(i))
+                .cloned()
+                .unwrap_or(Value::Null),
             (Value::Array(items), Value::String(s)) => {
                 s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
             }
@@ -730,9 +733,12 @@ impl ResolveContext for LiveContext {
         for step in path {
             value = match (&value, step) {
                 (Value::Object(m), Value::String(k)) => m.get(k).cloned().unwrap_or(Value::Null),
-                (Value::Array(items), Value::Number(n)) => {
-                    n.as_u64().and_then(|i| items.get(i as usize)).cloned().unwrap_or(Value::Null)
-                }
+                (Value::Array(items), Value::Number(n)) => n
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| items.get(i))
+                    .cloned()
+                    .unwrap_or(Value::Null),
                 (Value::Array(items), Value::String(s)) => {
                     s.parse::<usize>().ok().and_then(|i| items.get(i)).cloned().unwrap_or(Value::Null)
                 }

@@ -30,6 +30,7 @@ pub use error::EngineError;
 
 use std::sync::Arc;
 
+use keelson_common::config::{clamp_u32, clamp_usize};
 use keelson_common::grpc::GrpcListener;
 use keelson_common::shutdown::Shutdown;
 use keelson_common::{Config, Db};
@@ -76,9 +77,9 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         periodic_interval: secs("periodic_interval", d.periodic_interval.as_secs()),
         max_events_per_stack: int("max_events_per_stack", d.max_events_per_stack),
         stall_timeout: secs("stall_timeout", d.stall_timeout.as_secs()),
-        action_retry_limit: int("action_retry_limit", d.action_retry_limit.into()).max(0) as u32,
-        client_retry_limit: int("client_retry_limit", d.client_retry_limit.into()).max(0) as u32,
-        max_concurrent_checks: int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1) as usize,
+        action_retry_limit: clamp_u32(int("action_retry_limit", d.action_retry_limit.into())),
+        client_retry_limit: clamp_u32(int("client_retry_limit", d.client_retry_limit.into())),
+        max_concurrent_checks: clamp_usize(int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1)),
         max_nested_stack_depth: int("max_nested_stack_depth", d.max_nested_stack_depth),
         max_resources_per_stack: int("max_resources_per_stack", d.max_resources_per_stack),
         signals: signal_settings(config),
@@ -92,7 +93,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         hidden_stack_tags: config.get_list("orchestration", "hidden_stack_tags"),
         max_stacks_per_tenant: int("max_stacks_per_tenant", s.max_stacks_per_tenant),
         max_resources_per_stack: int("max_resources_per_stack", s.max_resources_per_stack),
-        max_template_size: int("max_template_size", s.max_template_size as i64).max(0) as usize,
+        max_template_size: clamp_usize(int("max_template_size", s.max_template_size as i64)),
         max_nested_stack_depth: int("max_nested_stack_depth", s.max_nested_stack_depth),
         revision: env!("CARGO_PKG_VERSION").to_string(),
         ..s
@@ -111,7 +112,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         config.get_bool("oslo_policy", "enforce_new_defaults"),
         config.is_set("oslo_policy", "enforce_scope").then(|| config.get_bool("oslo_policy", "enforce_scope")),
     );
-    let body_size = config.get_int("orchestration", "max_json_body_size").unwrap_or(1_048_576).max(0) as usize;
+    let body_size = clamp_usize(config.get_int("orchestration", "max_json_body_size").unwrap_or(1_048_576));
     let evaluation_limits = keelson_hot::EvaluationLimits::from_heat_limits(body_size, service.max_template_size);
     Settings { engine, service, inventory_endpoint, policy, evaluation_limits }
 }

@@ -1,6 +1,9 @@
 //! Seed scenarios 1-4 and lock stealing at the engine level: a SQLite
 //! file, two engines sharing it, a step-able queue between them.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 
 use keelson_common::db::{DatabaseUrl, Db, PoolSettings};

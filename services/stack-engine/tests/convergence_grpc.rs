@@ -2,6 +2,9 @@
 //! `EngineWorker` gRPC, the liveness probe, and lock stealing from an
 //! engine that is registered but gone.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

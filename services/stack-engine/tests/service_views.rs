@@ -4,6 +4,9 @@
 //! markers and limits, outputs resolved from live resources, lookups and
 //! tenant scoping. Deterministic: no traversal runs.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod service_support;
 
 use serde_json::{json, Value};

@@ -3,6 +3,9 @@
 //! a server (each run gets a fresh `kt_<random>_orch` database, dropped at
 //! the end).
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

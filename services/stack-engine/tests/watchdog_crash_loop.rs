@@ -3,6 +3,9 @@
 //! then the stack is marked FAILED with the reason; the count lives in
 //! the database.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 
 use keelson_common::db::{DatabaseUrl, Db, PoolSettings};

@@ -28,7 +28,11 @@ const MAX_INT: i64 = 2_147_483_647;
 
 /// A validated JSON integer (the schema allows nothing else).
 pub fn int(v: &Value) -> i64 {
-    v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)).unwrap_or(0)
+    // A whole float (`1.0`) passes the schema, whose bounds are within i64;
+    // `as` would saturate one past them.
+    #[allow(clippy::cast_possible_truncation)]
+    let whole = |f: f64| f as i64;
+    v.as_i64().or_else(|| v.as_f64().map(whole)).unwrap_or(0)
 }
 
 /// An inventory from a validated body, with upstream's defaults for the

@@ -25,7 +25,9 @@ impl Inventory {
     /// `int()` does.
     pub fn capacity(&self) -> i64 {
         // `as` saturates a product past i64 (allocation_ratio goes to 3.4e38).
-        (self.total.saturating_sub(self.reserved) as f64 * self.allocation_ratio) as i64
+        #[allow(clippy::cast_possible_truncation)]
+        let capacity = (self.total.saturating_sub(self.reserved) as f64 * self.allocation_ratio) as i64;
+        capacity
     }
 
     /// Whether one allocation of `amount` fits on its own.

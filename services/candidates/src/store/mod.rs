@@ -451,12 +451,15 @@ async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> 
     Ok(trees)
 }
 
+/// The summarised providers' traits, and the names of those traits.
+type ProviderTraits = (Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>);
+
 /// Every provider in play's traits as sorted (provider, trait) pairs, then
 /// the names of the traits those providers have (a fleet's providers share
 /// a handful of traits: each name once). Two statements, not one: MariaDB
 /// builds a temporary table for a `UNION ALL` before it sends a row, where
 /// a plain read streams while this side decodes.
-async fn load_traits(tx: &mut Tx, trees: &Trees) -> Result<(Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>)> {
+async fn load_traits(tx: &mut Tx, trees: &Trees) -> Result<ProviderTraits> {
     let roots: BTreeSet<ProviderId> = trees.values().map(|t| t.root).collect();
     // Nothing in play (an empty `IN ()` is not SQL).
     if roots.is_empty() {
@@ -510,7 +513,7 @@ fn summaries(
     fleet: &Fleet,
     trees: &Trees,
     providers: &[ProviderId],
-    traits: Option<(Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>)>,
+    traits: Option<ProviderTraits>,
 ) -> (Vec<Summary>, FxHashMap<TraitId, String>) {
     // Summaries list classes by name: rank the few class ids once.
     let mut by_name: Vec<(&str, ClassId)> = fleet.class_names.iter().map(|(id, name)| (name.as_str(), *id)).collect();

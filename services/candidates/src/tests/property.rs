@@ -28,7 +28,7 @@ impl Rng {
         self.below(100) < percent
     }
     fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
+        &items[usize::try_from(self.below(items.len() as u64)).unwrap()]
     }
 }
 
@@ -48,7 +48,10 @@ struct Inv {
 
 impl Inv {
     fn cap(&self) -> i64 {
-        ((self.total - self.reserved) as f64 * self.ratio) as i64
+        // Saturates as the store's capacity does.
+        #[allow(clippy::cast_possible_truncation)]
+        let cap = ((self.total - self.reserved) as f64 * self.ratio) as i64;
+        cap
     }
     fn fits(&self, n: i64) -> bool {
         n % self.step == 0 && n <= self.max && self.used + n <= self.cap()

@@ -411,7 +411,7 @@ async fn bug_2126751_many_non_viable_candidates() {
                 for policy in [GroupPolicy::None, GroupPolicy::Isolate] {
                     let o =
                         w.ask(settings(strategy, optimize, cap), &wide_request(groups, policy, None)).await.unwrap();
-                    assert_eq!(o.allocation_requests.len(), cap as usize);
+                    assert_eq!(o.allocation_requests.len(), usize::try_from(cap).unwrap());
                     for a in &o.allocation_requests {
                         // Every group on its own child, one VF each.
                         let vfs: Vec<i64> = a

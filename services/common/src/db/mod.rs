@@ -212,7 +212,13 @@ impl Row {
     pub fn i64(&self, i: usize) -> Result<i64, DbError> {
         match self.at(i)? {
             Value::Int(v) => Ok(*v),
-            Value::Float(f) => Ok(*f as i64),
+            Value::Float(f) => {
+                // A REAL read as an integer truncates as SQL's CAST does;
+                // `as` saturates past i64 and maps NaN to 0.
+                #[allow(clippy::cast_possible_truncation)]
+                let v = *f as i64;
+                Ok(v)
+            }
             Value::Text(t) => {
                 t.parse().map_err(|_| DbError::Decode { column: i, reason: format!("{t:?} is not an integer") })
             }

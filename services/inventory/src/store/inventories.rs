@@ -53,7 +53,9 @@ impl InventoryRecord {
     /// overcommitted free amount truncated towards zero.
     pub fn capacity(&self) -> i64 {
         // `as` saturates a product past i64 (allocation_ratio goes to 3.4e38).
-        (self.total.saturating_sub(self.reserved) as f64 * self.allocation_ratio) as i64
+        #[allow(clippy::cast_possible_truncation)]
+        let capacity = (self.total.saturating_sub(self.reserved) as f64 * self.allocation_ratio) as i64;
+        capacity
     }
 
     pub fn last_modified(&self) -> Option<chrono::NaiveDateTime> {

@@ -800,7 +800,7 @@ mod tests {
         let c = create(&store, "c", None).await;
         let (agg1, agg2) =
             ("a1000000-0000-0000-0000-000000000000".to_string(), "a2000000-0000-0000-0000-000000000000".to_string());
-        store.set_provider_aggregates(&a.row.uuid, None, &[agg1.clone()]).await.unwrap();
+        store.set_provider_aggregates(&a.row.uuid, None, std::slice::from_ref(&agg1)).await.unwrap();
         store.set_provider_aggregates(&b.row.uuid, None, &[agg1.clone(), agg2.clone()]).await.unwrap();
         store.ensure_trait("CUSTOM_X").await.unwrap();
         store.ensure_trait("CUSTOM_Y").await.unwrap();

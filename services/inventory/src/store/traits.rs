@@ -308,7 +308,7 @@ mod tests {
         let rp = store.create_resource_provider(None, "rp", None).await.unwrap();
         let uuid = rp.row.uuid.as_str();
         let agg = "a0000000-0000-0000-0000-000000000000".to_string();
-        let a = store.set_provider_aggregates(uuid, None, &[agg.clone()]).await.unwrap();
+        let a = store.set_provider_aggregates(uuid, None, std::slice::from_ref(&agg)).await.unwrap();
         assert_eq!((a.aggregates.len(), a.generation), (1, 0));
         let a = store.set_provider_aggregates(uuid, Some(0), &[]).await.unwrap();
         assert_eq!((a.aggregates.len(), a.generation), (0, 1));

@@ -127,12 +127,11 @@ async fn bench_status(client: ControllerClient, requests: usize, concurrency: us
     }
     let elapsed = started.elapsed();
     latencies.sort();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
-            .map(|d| d.as_secs_f64() * 1e6)
-            .unwrap_or(0.0)
-    };
+    // With p within [0, 1] the index is within the list; `as` saturates an
+    // empty list's -1 to 0, which `get` then misses.
+    #[allow(clippy::cast_possible_truncation)]
+    let index = |p: f64| ((latencies.len() as f64 - 1.0) * p).round() as usize;
+    let pct = |p: f64| latencies.get(index(p)).map(|d| d.as_secs_f64() * 1e6).unwrap_or(0.0);
     let out = serde_json::json!({
         "requests": latencies.len(),
         "concurrency": concurrency,

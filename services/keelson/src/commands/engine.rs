@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use keelson_common::config::clamp_u32;
 use keelson_common::grpc::GrpcListener;
 use keelson_common::shutdown::Shutdown;
 use keelson_common::{Config, Db};
@@ -29,7 +30,7 @@ pub async fn open_orchestration_database(config: &Config) -> anyhow::Result<Db> 
     // pool rather than on the database; bounded so that a few engines stay
     // well within a default MariaDB's 151 connections.
     let mut pool = settings::pool_settings(config);
-    let checks = config.get_int("orchestration", "max_concurrent_checks").unwrap_or(64).max(1) as u32;
+    let checks = clamp_u32(config.get_int("orchestration", "max_concurrent_checks").unwrap_or(64).max(1));
     pool.max_connections = pool.max_connections.max(checks.min(32) + 8);
     let db = Db::connect(&url, &pool).await.with_context(|| format!("connecting to {}", url.display))?;
     keelson_stack_engine::store::schema::sync(&db).await.context("orchestration schema")?;
@@ -93,7 +94,7 @@ pub fn register_with_controller(
     engine.engine.controller_registry = Some(RegistryHandle(Arc::new(ControllerRegistry(client.clone()))));
     let interval = engine.engine.periodic_interval;
     // Three missed heartbeats and the registration is gone.
-    let ttl = (interval.as_secs() * 3).max(3) as u32;
+    let ttl = u32::try_from(interval.as_secs().saturating_mul(3).max(3)).unwrap_or(u32::MAX);
     let registration = Registration {
         service: ENGINE_SERVICE.into(),
         instance: engine_id,

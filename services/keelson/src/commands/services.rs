@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use keelson_common::config::clamp_u32;
 use keelson_common::grpc::GrpcListener;
 use keelson_common::shutdown::{self, Shutdown};
 use keelson_common::tls::MeshTls;
@@ -41,7 +42,7 @@ pub fn store_settings(config: &Config) -> StoreSettings {
     StoreSettings {
         allocation_conflict_retry_count: config
             .get_int("placement", "allocation_conflict_retry_count")
-            .map(|n| n.max(0) as u32)
+            .map(clamp_u32)
             .unwrap_or(d.allocation_conflict_retry_count),
         incomplete_consumer_project_id: config
             .get_str("placement", "incomplete_consumer_project_id")

@@ -524,7 +524,9 @@ fn get_param(name: &str, args: &Value, ctx: &dyn ResolveContext) -> Result<Value
         let next = match (&current, key) {
             (Value::Object(m), Value::String(k)) => m.get(k).cloned(),
             (Value::Object(m), Value::Number(n)) => m.get(&n.to_string()).cloned(),
-            (Value::Array(a), Value::Number(n)) => n.as_u64().and_then(|i| a.get(i as usize).cloned()),
+            (Value::Array(a), Value::Number(n)) => {
+                n.as_u64().and_then(|i| usize::try_from(i).ok()).and_then(|i| a.get(i).cloned())
+            }
             (Value::Array(a), Value::String(s)) => match s.parse::<usize>() {
                 Ok(i) => a.get(i).cloned(),
                 Err(_) => {
@@ -1307,7 +1309,9 @@ fn select(name: &str, args: &Value) -> Result<Value, TemplateError> {
                 _ => None,
             };
             match i {
-                Some(i) => Ok(a.get(i as usize).cloned().unwrap_or(Value::String(String::new()))),
+                Some(i) => {
+                    Ok(usize::try_from(i).ok().and_then(|i| a.get(i)).cloned().unwrap_or(Value::String(String::new())))
+                }
                 None => Err(invalid(format!("Index to \"{name}\" must be an integer"))),
             }
         }

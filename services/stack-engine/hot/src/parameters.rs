@@ -499,18 +499,19 @@ fn check_constraint(kind: &ConstraintKind, value: &Value) -> Result<(), String> 
             Ok(())
         }
         ConstraintKind::Length { min, max } => {
-            let len = match value {
+            let count = match value {
                 Value::String(s) => s.chars().count(),
                 Value::Array(a) => a.len(),
                 Value::Object(o) => o.len(),
                 _ => return Ok(()),
-            } as f64;
+            };
+            let len = count as f64;
             let short = min.as_ref().is_some_and(|m| len < num_f64(m));
             let long = max.as_ref().is_some_and(|m| len > num_f64(m));
             if short || long {
                 return Err(format!(
                     "length ({}) is out of range (min: {}, max: {})",
-                    len as u64,
+                    count,
                     opt_num(min),
                     opt_num(max)
                 ));

@@ -2,6 +2,9 @@
 //! limit it is refused (RequestLimitExceeded naming the function) before
 //! it builds its result; at the limit it answers as usual.
 
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 use keelson_hot::EvaluationLimits;
 use serde_json::{json, Value};
@@ -198,16 +201,16 @@ fn copies_of_parameters_files_and_attributes_are_held_against_the_budget() {
     let mut ctx = Ctx::with_params(json!({"big": "p".repeat(100_000)}));
     ctx.files.insert("f".into(), "f".repeat(100_000));
     // Eleven copies of a 100 KB parameter exceed 1 MiB held at once.
-    let copies = |f: Value| Value::Array(std::iter::repeat(f).take(11).collect());
+    let copies = |f: Value| Value::Array(std::iter::repeat_n(f, 11).collect());
     let e = eval(W, copies(json!({"get_param": "big"})), &ctx).unwrap_err();
     assert!(e.message.starts_with("Request limit exceeded: get_param: "), "{}", e.message);
     let e = eval(W, copies(json!({"get_file": "f"})), &ctx).unwrap_err();
     assert!(e.message.starts_with("Request limit exceeded: get_file: "), "{}", e.message);
     // Ten fit.
-    let ten = Value::Array(std::iter::repeat(json!({"get_param": "big"})).take(10).collect());
+    let ten = Value::Array(std::iter::repeat_n(json!({"get_param": "big"}), 10).collect());
     assert_eq!(eval(W, ten, &ctx).unwrap().as_array().map(Vec::len), Some(10));
     // get_attr results count like any other.
-    let attrs = Value::Array(std::iter::repeat(json!({"get_attr": ["r", "list"]})).take(10).collect());
+    let attrs = Value::Array(std::iter::repeat_n(json!({"get_attr": ["r", "list"]}), 10).collect());
     assert!(eval(W, attrs.clone(), &within(1 << 20, 20)).is_ok());
     let e = eval(W, attrs, &within(1 << 20, 19)).unwrap_err();
     assert!(e.message.starts_with("Request limit exceeded: get_attr: "), "{}", e.message);
@@ -220,7 +223,7 @@ fn what_a_function_consumes_is_released() {
     // would not.
     let list: Vec<Value> = (0..1000).map(|i| json!(i)).collect();
     let joined = json!({"list_join": [",", {"repeat": {"template": "a", "for_each": {"%a%": list}}}]});
-    let many = Value::Array(std::iter::repeat(joined).take(20).collect());
+    let many = Value::Array(std::iter::repeat_n(joined, 20).collect());
     let v = eval(W, many, &within(1 << 20, 1500)).unwrap();
     assert_eq!(v.as_array().map(Vec::len), Some(20));
 }
@@ -234,7 +237,8 @@ fn total_production_is_bounded() {
     let ctx = within(128 * 1024, 1 << 20);
     let v = eval(W, joined.clone(), &ctx).unwrap();
     assert_eq!(v.as_str().map(str::len), Some(40_000));
-    let many = json!({"list_join": ["", Value::Array(std::iter::repeat(json!({"digest": ["md5", joined]})).take(40).collect())]});
+    let many =
+        json!({"list_join": ["", Value::Array(std::iter::repeat_n(json!({"digest": ["md5", joined]}), 40).collect())]});
     let e = refused(&ctx, many);
     assert!(e.contains("bytes in total, which exceeds the limit of 2097152 bytes in total per evaluation"), "{e}");
 }

@@ -47,7 +47,8 @@ const LOCK_ATTEMPTS: usize = 3;
 enum Outcome {
     /// Done: report to successors with this data; the node's last write
     /// (if any) commits together with the reports.
-    Done(Box<ResourceRow>, Value, Option<LastWrite>),
+    /// (Boxed: the other outcomes are small.)
+    Done(Box<ResourceRow>, Value, Option<Box<LastWrite>>),
     /// A replacement row took over; it is checked in the same traversal.
     Replaced(i64),
     /// Another live engine holds the lock: it will retrigger.
@@ -78,8 +79,9 @@ struct LastWrite {
 }
 
 enum LastKind {
-    /// The change, the lock released.
-    Update(ResourceChange),
+    /// The change, the lock released (boxed: a change is large, a delete
+    /// holds nothing).
+    Update(Box<ResourceChange>),
     /// The row and its data removed (a cleanup node's delete).
     Delete,
 }
@@ -231,7 +233,7 @@ impl Engine {
             match outcome {
                 Outcome::Raced => continue,
                 Outcome::Done(row, data, last) => {
-                    if self.propagate(stack, &row, msg.is_update, data, last).await? {
+                    if self.propagate(stack, &row, msg.is_update, data, last.map(|l| *l)).await? {
                         return Ok(());
                     }
                     // The row changed before the node's only write: the
@@ -371,7 +373,7 @@ impl Engine {
             id: row.id,
             engine: row.engine_id.clone(),
             atomic_key: row.atomic_key,
-            kind: LastKind::Update(change),
+            kind: LastKind::Update(Box::new(change)),
             data,
             event,
         };
@@ -477,7 +479,7 @@ impl Engine {
         let def = self.definitions.get(&self.db, stack, stack.raw_template_id, &self.settings.region_name).await?;
         let Some(defn) = def.resource(&row.name) else {
             let (last, after) = self.last_write(&row, ResourceChange::default(), Vec::new(), None);
-            return Ok(Outcome::Done(Box::new(after), Value::Null, Some(last)));
+            return Ok(Outcome::Done(Box::new(after), Value::Null, Some(Box::new(last))));
         };
         let graph = self.graph_of(stack).await?;
         let key = graph_key(&graph, &row, true);
@@ -587,7 +589,7 @@ impl Engine {
                 let state = state_from(&after, data);
                 let facts = self.facts_of(plugin.as_ref(), &after, &state).await;
                 let data = node_data(&after, &facts);
-                Ok(Outcome::Done(Box::new(after), data, Some(last)))
+                Ok(Outcome::Done(Box::new(after), data, Some(Box::new(last))))
             }
             UpdateDecision::InPlace => {
                 self.run_action(
@@ -823,7 +825,7 @@ impl Engine {
             Some(EventSpec::new(act, status::COMPLETE, "state changed", Some(props_json))),
         );
         let node = node_data(&after, &facts);
-        Outcome::Done(Box::new(after), node, Some(last))
+        Outcome::Done(Box::new(after), node, Some(Box::new(last)))
     }
 
     /// A failure found before the action (type, properties): FAILED and
@@ -957,11 +959,11 @@ impl Engine {
         };
         if row.action == action::INIT {
             let last = Self::last_delete(&row);
-            return Ok(Outcome::Done(Box::new(row), Value::Null, Some(last)));
+            return Ok(Outcome::Done(Box::new(row), Value::Null, Some(Box::new(last))));
         }
         let Some((_, plugin)) = self.plugin_of_row(stack, &row).await else {
             let last = Self::last_delete(&row);
-            return Ok(Outcome::Done(Box::new(row), Value::Null, Some(last)));
+            return Ok(Outcome::Done(Box::new(row), Value::Null, Some(Box::new(last))));
         };
         let props = match &row.properties_data {
             Some(Value::Object(p)) => p.clone(),
@@ -1166,9 +1168,14 @@ impl Engine {
 async fn apply_last_tx(tx: &mut db::Tx, last: &LastWrite) -> Result<bool, db::DbError> {
     let applied = match &last.kind {
         LastKind::Update(change) => {
-            let applied =
-                store::resources::update_cas_tx(tx, last.id, last.engine.as_deref(), last.atomic_key, change.clone())
-                    .await?;
+            let applied = store::resources::update_cas_tx(
+                tx,
+                last.id,
+                last.engine.as_deref(),
+                last.atomic_key,
+                (**change).clone(),
+            )
+            .await?;
             if applied {
                 store::resources::data_set_many_tx(tx, last.id, &last.data).await?;
             }

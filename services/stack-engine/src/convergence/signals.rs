@@ -336,6 +336,9 @@ impl Engine {
             let Ok(plugin) = def.plugin_for(&self.registry, &row.name, &row.resource_type) else { continue };
             let state = crate::definition::resource_state(&self.db, &row).await?;
             let reference = plugin.reference_id(&state);
+            // As text: `Value == str` would match strings only, and a
+            // number's reference id is compared as printed.
+            #[allow(clippy::cmp_owned)]
             let matches = match &reference {
                 Value::String(s) => s == refid,
                 Value::Null => row.name == refid,

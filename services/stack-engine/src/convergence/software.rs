@@ -146,7 +146,7 @@ impl Engine {
                 configs.push(c);
             }
         }
-        configs.sort_by(|a, b| a.name.clone().unwrap_or_default().cmp(&b.name.clone().unwrap_or_default()));
+        configs.sort_by_key(|c| c.name.clone().unwrap_or_default());
         Ok(configs.iter().map(config_view).collect())
     }
 

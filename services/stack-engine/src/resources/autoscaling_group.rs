@@ -19,6 +19,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use keelson_common::config::clamp_usize;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
@@ -55,7 +56,7 @@ struct Scope<'a> {
 }
 
 fn int(props: &Properties, key: &str) -> Option<i64> {
-    props.get(key).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
+    props.get(key).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(scaling::saturating_i64)))
 }
 
 /// The members a new group starts with: `desired_capacity`, else
@@ -295,10 +296,10 @@ impl AutoScalingGroup {
     async fn roll_out(host: &dyn PluginHost, scope: &Scope<'_>, ctx: &ActionContext) -> Result<(), ResourceFailure> {
         let props = &ctx.properties;
         let policy = props.get("rolling_updates").cloned().unwrap_or(Value::Null);
-        let policy_int = |k: &str, d: i64| policy.get(k).and_then(Value::as_i64).unwrap_or(d).max(0) as usize;
+        let policy_int = |k: &str, d: i64| clamp_usize(policy.get(k).and_then(Value::as_i64).unwrap_or(d));
         let pause = policy.get("pause_time").and_then(Value::as_f64).unwrap_or(0.0).max(0.0);
         let capacity = Self::members(host, Some(scope.child_id)).await?.len();
-        let target = desired(props).map(|d| d.max(0) as usize).unwrap_or(capacity).min(capacity);
+        let target = desired(props).map(clamp_usize).unwrap_or(capacity).min(capacity);
         let batches = scaling::rolling_batches(
             target,
             capacity,
@@ -528,7 +529,7 @@ mod tests {
             let host = FakeHost::default();
             let mut resources = Map::new();
             for (i, n) in names.iter().enumerate() {
-                host.members.lock().unwrap().push(member(n, i as u32, false, n));
+                host.members.lock().unwrap().push(member(n, u32::try_from(i).unwrap(), false, n));
                 resources.insert(n.to_string(), json!({"type": "OS::Heat::None"}));
             }
             *host.template.lock().unwrap() = json!({"resources": resources});

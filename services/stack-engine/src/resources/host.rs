@@ -68,6 +68,9 @@ impl NestedOutcome {
     }
 }
 
+/// A parent stack's files and environment (see [`PluginHost::parent_documents`]).
+pub type ParentDocuments = (Map<String, Value>, Value);
+
 pub trait PluginHost: Send + Sync {
     /// Creates the nested stack of `parent` (owner = the parent stack,
     /// one level deeper) and starts its CREATE.
@@ -123,10 +126,7 @@ pub trait PluginHost: Send + Sync {
 
     /// The files and the environment (without parameters) of stack
     /// `stack_id`: what a nested stack it owns inherits.
-    fn parent_documents<'a>(
-        &'a self,
-        stack_id: &'a str,
-    ) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>>;
+    fn parent_documents<'a>(&'a self, stack_id: &'a str) -> BoxFuture<'a, Result<ParentDocuments, EngineError>>;
 
     /// The nested stack's outputs, resolved (an output that fails to
     /// resolve is left out).

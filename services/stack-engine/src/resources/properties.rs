@@ -206,7 +206,10 @@ fn coerce_integer(value: &Value) -> Result<Value, Failure> {
             let f = n.as_f64().unwrap_or(0.0).trunc();
             // -2**63 is exact in f64; 2**63 is the first value past i64.
             if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f) {
-                Ok(Value::from(f as i64))
+                // Exact: a whole number within i64 (checked just above).
+                #[allow(clippy::cast_possible_truncation)]
+                let whole = f as i64;
+                Ok(Value::from(whole))
             } else {
                 Err(integer_out_of_range(&py_str(value)))
             }

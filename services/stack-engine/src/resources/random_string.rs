@@ -118,7 +118,8 @@ impl RandomString {
 /// sequences first, then classes, as upstream.
 fn char_classes(props: &Properties) -> Vec<(Vec<char>, usize)> {
     let entries = |key: &str| props.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
-    let min_of = |e: &Value| e.get("min").and_then(Value::as_u64).unwrap_or(0) as usize;
+    // Past usize (32-bit targets only) cannot be generated: saturate.
+    let min_of = |e: &Value| usize::try_from(e.get("min").and_then(Value::as_u64).unwrap_or(0)).unwrap_or(usize::MAX);
     let mut out = Vec::new();
     for e in entries("character_sequences") {
         let chars: BTreeSet<char> = e.get("sequence").and_then(Value::as_str).unwrap_or("").chars().collect();
@@ -209,7 +210,8 @@ impl ResourceType for RandomString {
 
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
-            let length = ctx.properties.get("length").and_then(Value::as_u64).unwrap_or(32) as usize;
+            let length = ctx.properties.get("length").and_then(Value::as_u64).unwrap_or(32);
+            let length = usize::try_from(length).unwrap_or(usize::MAX);
             let value = generate(length, &char_classes(&ctx.properties))?;
             ctx.state.data.insert("value".into(), value);
             ctx.state.physical_id = Some(ctx.physical_name());

@@ -484,9 +484,7 @@ impl ResourceGroup {
             } else {
                 update_child(host.as_ref(), ctx, spec).await
             };
-            if let Err(e) = result {
-                return Err(e);
-            }
+            result?;
             if i + 1 < count && pause > 0.0 {
                 ctx.sleep(pause).await?;
             }

@@ -42,6 +42,13 @@ impl AdjustmentType {
     }
 }
 
+/// Python's `int()` of a float, bounded: `as` truncates towards zero,
+/// saturates past i64 and maps NaN to 0.
+#[allow(clippy::cast_possible_truncation)]
+pub fn saturating_i64(f: f64) -> i64 {
+    f as i64
+}
+
 /// The capacity `adjustment` of `kind` gives a group of `current`
 /// members, kept within `[minimum, maximum]` (upstream
 /// `calculate_new_capacity`). A percentage always moves by at least one
@@ -56,13 +63,13 @@ pub fn new_capacity(
 ) -> i64 {
     let wanted = match kind {
         // `as` saturates a huge adjustment; the sum must not wrap.
-        AdjustmentType::Change => current.saturating_add(adjustment as i64),
-        AdjustmentType::Exact => adjustment as i64,
+        AdjustmentType::Change => current.saturating_add(saturating_i64(adjustment)),
+        AdjustmentType::Exact => saturating_i64(adjustment),
         AdjustmentType::PercentChange => {
             let delta = current as f64 * adjustment / 100.0;
             // Below one member the change rounds away from zero, above it
             // towards zero.
-            let mut rounded = if delta.abs() < 1.0 {
+            let mut rounded = saturating_i64(if delta.abs() < 1.0 {
                 if delta > 0.0 {
                     delta.ceil()
                 } else {
@@ -72,7 +79,7 @@ pub fn new_capacity(
                 delta.floor()
             } else {
                 delta.ceil()
-            } as i64;
+            });
             if let Some(step) = min_step.filter(|s| s.unsigned_abs() > rounded.unsigned_abs()) {
                 rounded = if rounded > 0 { step } else { step.saturating_neg() };
             }
@@ -143,8 +150,9 @@ pub fn begin_scaling(
     }
     let cooldown = sanitize_cooldown(cooldown);
     let in_cooldown = || no_action_required(group, &format!("due to cooldown, cooldown {}", py_number(cooldown)));
-    let younger_than_cooldown =
-        |text: &str| parse_iso(text).is_some_and(|at| now - at <= Duration::milliseconds((cooldown * 1000.0) as i64));
+    let younger_than_cooldown = |text: &str| {
+        parse_iso(text).is_some_and(|at| now - at <= Duration::milliseconds(saturating_i64(cooldown * 1000.0)))
+    };
     if let Some(end) = first_key(&md, "cooldown_end") {
         if isoformat(now).as_str() < end {
             return Err(in_cooldown());
@@ -181,7 +189,7 @@ pub fn finish_scaling(
     if size_changed {
         let seconds = sanitize_cooldown(cooldown);
         // A cooldown past the calendar ends at its last instant.
-        let until = now.checked_add_signed(Duration::microseconds((seconds * 1_000_000.0) as i64));
+        let until = now.checked_add_signed(Duration::microseconds(saturating_i64(seconds * 1_000_000.0)));
         let mut end = isoformat(until.unwrap_or(NaiveDateTime::MAX));
         if let Some(existing) = first_key(&md, "cooldown_end") {
             if existing > end.as_str() {
@@ -197,7 +205,7 @@ pub fn finish_scaling(
 /// A number as Python prints it in messages (`60`, `2.5`).
 pub fn py_number(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
+        format!("{}", saturating_i64(n))
     } else {
         n.to_string()
     }

@@ -90,9 +90,9 @@ fn unquote(text: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = |b: u8| (b as char).to_digit(16);
+            let hex = |b: u8| (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
             if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((hi * 16 + lo) as u8);
+                out.push(hi * 16 + lo);
                 i += 3;
                 continue;
             }

@@ -288,7 +288,9 @@ impl Orchestration {
         let items: Vec<Value> = page.iter().map(|s| views::stack_summary(s, caller.is_admin)).collect();
         let mut doc = Map::new();
         let next = match (limit, page.last()) {
-            (Some(limit), Some(last)) if limit > 0 && limit as usize == page.len() => Some(last.id.clone()),
+            (Some(limit), Some(last)) if limit > 0 && usize::try_from(limit).is_ok_and(|l| l == page.len()) => {
+                Some(last.id.clone())
+            }
             _ => None,
         };
         doc.insert("stacks".into(), Value::Array(items));
@@ -869,7 +871,7 @@ fn paginate<T: Clone>(
         }
     }
     if let Some(limit) = limit {
-        items.truncate(limit.max(0) as usize);
+        items.truncate(keelson_common::config::clamp_usize(limit));
     }
     items
 }

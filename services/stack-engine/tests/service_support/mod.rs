@@ -3,6 +3,8 @@
 //! API operations on top.
 
 #![allow(dead_code)]
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::Duration;

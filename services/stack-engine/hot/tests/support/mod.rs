@@ -1,5 +1,7 @@
 //! A ResolveContext with fixed parameters, resources and files.
 #![allow(dead_code)]
+// Fixture helpers outside #[test] functions fail the test by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use keelson_hot::{EvaluationLimits, HotVersion, ResolveContext, Snippet, TemplateError};
 use serde_json::{json, Value};
@@ -39,7 +41,7 @@ impl ResolveContext for Ctx {
         }
         for p in path {
             v = match p {
-                Value::Number(n) => v[n.as_u64().unwrap() as usize].clone(),
+                Value::Number(n) => v[usize::try_from(n.as_u64().unwrap()).unwrap()].clone(),
                 Value::String(s) => v[s.as_str()].clone(),
                 _ => Value::Null,
             };
