@@ -102,7 +102,9 @@ class Proc:
         return self.p.returncode
 
 
-def wait_http(url, timeout=30, proc=None):
+# Generous: creating the schema on MariaDB takes seconds per statement on
+# a loaded two-core machine. A process that dies is reported at once.
+def wait_http(url, timeout=90, proc=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.p.poll() is not None:

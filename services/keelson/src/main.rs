@@ -19,7 +19,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::run(cli)) {
+    let outcome = runtime.block_on(commands::run(cli));
+    // Every server has stopped by now; what is left on the blocking pool
+    // (a database driver's worker thread, a file read) must not hold the
+    // exit back.
+    runtime.shutdown_timeout(EXIT_GRACE);
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("keelson: {e:#}");
@@ -27,3 +32,6 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// How long the exit waits for blocking work left behind.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(200);

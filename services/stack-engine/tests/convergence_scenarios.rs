@@ -8,6 +8,9 @@
 //! KEELSON_HEAT_TEST_DATA. The tests are ignored by default; run with
 //! `--include-ignored` and the variable set.
 
+// A test: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -269,7 +272,7 @@ impl Replay {
                 "process_messages" => {
                     // n engine no-op turns, each followed by a worker turn
                     // (the last one by the turn every statement gets).
-                    let n = step["count"].as_u64().unwrap() as usize;
+                    let n = usize::try_from(step["count"].as_u64().unwrap()).unwrap();
                     for _ in 1..n {
                         self.worker_turn().await;
                     }

@@ -143,9 +143,19 @@ async fn keep_registered(
         }
     }
     if registered {
-        let _ = client.deregister(&registration.service, &registration.instance).await;
+        // Best effort and brief: the lease expires by itself, and a stopping
+        // process must not wait out the client's whole retry deadline for a
+        // controller that is stopping too (all-in-one's embedded one).
+        let deregistered =
+            tokio::time::timeout(DEREGISTER_TIMEOUT, client.deregister(&registration.service, &registration.instance));
+        if deregistered.await.is_err() {
+            tracing::info!(target: "keelson", "controller unreachable at shutdown; the engine's lease expires by itself");
+        }
     }
 }
+
+/// How long a stopping engine tries to deregister.
+const DEREGISTER_TIMEOUT: Duration = Duration::from_millis(500);
 
 fn new_engine_id() -> String {
     let nanos =
