@@ -119,12 +119,15 @@ pub enum DbCommand {
     Version,
     /// Record a revision without migrating.
     Stamp { revision: String },
-    /// Run the online data migrations (none are needed for databases at
-    /// this release's schema; old data is refused by `db sync`).
+    /// Run the online data migrations: root provider ids and consumer
+    /// records that older releases left out (`db sync` refuses to upgrade
+    /// past them).
     #[command(name = "online_data_migrations")]
     OnlineDataMigrations {
-        #[arg(long = "max-count")]
-        max_count: Option<u64>,
+        /// Maximum number of objects to consider (one batch); without it,
+        /// batches of 50 until complete.
+        #[arg(long = "max-count", value_name = "<number>", allow_negative_numbers = true)]
+        max_count: Option<String>,
     },
 }
 
@@ -164,7 +167,11 @@ pub enum StatusCommand {
 #[derive(Subcommand, Debug)]
 pub enum UpgradeCommand {
     /// Check that the database is ready for this release.
-    Check,
+    Check {
+        /// Output the results in JSON format (oslo.upgradecheck's).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl Command {

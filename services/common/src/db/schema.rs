@@ -400,7 +400,7 @@ async fn upgrade_to(db: &Db, revision: &str) -> Result<(), DbError> {
             let n = tx.fetch_all("SELECT COUNT(*) FROM resource_providers WHERE root_provider_id IS NULL", &[]).await?;
             if n.first().map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
                 return Err(DbError::Schema(
-                    "at least one resource provider has no root provider id; run the online data migrations of the Placement release that wrote it first".into(),
+                    "at least one resource provider has no root provider id; run `keelson db online_data_migrations` first".into(),
                 ));
             }
         }
