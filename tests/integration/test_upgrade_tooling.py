@@ -215,8 +215,12 @@ STATES = ['success', 'incomplete_consumers', 'missing_root_provider_ids', 'polic
           'all']
 
 
-@pytest.mark.parametrize('backend', ALL_BACKENDS)
-@pytest.mark.parametrize('state', STATES)
+# The policy-file checks read no database: SQLite is enough for them.
+BACKEND_STATES = [(b, s) for b in ALL_BACKENDS for s in STATES
+                  if b == 'sqlite' or s in ('incomplete_consumers', 'missing_root_provider_ids', 'all')]
+
+
+@pytest.mark.parametrize('backend,state', BACKEND_STATES)
 def test_status_checks_match_placement_status(backend, state):
     url = synced_database(backend)
     policy = None
@@ -252,7 +256,7 @@ def test_a_yaml_policy_file_passes_both(tmp_path):
     assert theirs.returncode == ours.returncode == 0
 
 
-@pytest.mark.parametrize('backend', ALL_BACKENDS)
+@pytest.mark.parametrize('backend', ['sqlite'])
 def test_json_output_is_oslo_upgradecheck_format(backend):
     import json
     url = synced_database(backend)
