@@ -84,6 +84,8 @@ struct Composer<'a> {
     anchor_names: HashMap<String, Mark>,
     char_offsets: Vec<usize>,
     max_depth: usize,
+    /// Whether each open collection is a flow collection.
+    flow: Vec<bool>,
 }
 
 impl<'a> Composer<'a> {
@@ -99,9 +101,7 @@ impl<'a> Composer<'a> {
         if id == 0 {
             return Ok(());
         }
-        if self.char_offsets.is_empty() {
-            self.char_offsets = self.text.char_indices().map(|(b, _)| b).collect();
-        }
+        self.offsets();
         let name = anchor_name(self.text, &self.char_offsets, &span.start);
         let here = mark(&span.start);
         if let Some(first) = self.anchor_names.insert(name.clone(), here) {
@@ -111,6 +111,66 @@ impl<'a> Composer<'a> {
             });
         }
         self.anchors.insert(id, None);
+        Ok(())
+    }
+
+    fn offsets(&mut self) -> &[usize] {
+        if self.char_offsets.is_empty() {
+            self.char_offsets = self.text.char_indices().map(|(b, _)| b).collect();
+        }
+        &self.char_offsets
+    }
+
+    /// The text from a character index on.
+    fn text_at(&mut self, index: usize) -> &'a str {
+        let text = self.text;
+        match self.offsets().get(index) {
+            Some(&byte) => &text[byte..],
+            None => "",
+        }
+    }
+
+    /// A node's text after its properties (anchor, tag), and whether a tag
+    /// is directly followed by a flow collection's end (libyaml wants white
+    /// space there).
+    fn after_properties(&mut self, span: &Span) -> (&'a str, bool) {
+        let mut rest = self.text_at(span.start.index());
+        let mut tag_glued = false;
+        for _ in 0..2 {
+            if rest.starts_with('&') || rest.starts_with('!') {
+                let is_tag = rest.starts_with('!') && !rest.starts_with("!<");
+                let end = rest.find(|c: char| c.is_whitespace() || ",[]{}".contains(c)).unwrap_or(rest.len());
+                tag_glued |= is_tag && rest[end..].starts_with(['[', ']', '{', '}']);
+                rest = rest[end..].trim_start_matches([' ', '\t']);
+            }
+        }
+        (rest, tag_glued)
+    }
+
+    /// What libyaml (Heat's first loader) refuses inside flow collections,
+    /// though the YAML grammar allows it: `key:` right before a flow
+    /// indicator, and a tag right before `]` or `}`.
+    fn check_flow_token(&mut self, span: &Span, plain: bool) -> Result<(), YamlError> {
+        if !self.flow.last().copied().unwrap_or(false) {
+            return Ok(());
+        }
+        let here = mark(&span.start);
+        if self.after_properties(span).1 {
+            return Err(YamlError::Syntax {
+                problem: "while scanning a tag, did not find expected whitespace or line break".into(),
+                mark: here,
+            });
+        }
+        if plain {
+            let after = self.text_at(span.end.index());
+            let mut chars = after.chars();
+            if chars.next() == Some(':') && chars.next().is_some_and(|c| ",?[]{}".contains(c)) {
+                return Err(YamlError::Syntax {
+                    problem: "while scanning a plain scalar, found unexpected ':'".into(),
+                    mark: mark(&span.end),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -133,6 +193,7 @@ impl<'a> Composer<'a> {
                 None => Err(YamlError::Compose { problem: "found undefined alias".into(), mark: here }),
             },
             Event::Scalar(value, style, anchor, tag) => {
+                self.check_flow_token(&span, style == ScalarStyle::Plain && !value.is_empty())?;
                 self.register_anchor(anchor, &span)?;
                 let tag = match tag.map(|t| format!("{}{}", t.handle, t.suffix)) {
                     Some(t) if t != "!" => t,
@@ -152,13 +213,19 @@ impl<'a> Composer<'a> {
                         mark: here,
                     });
                 }
+                self.check_flow_token(&span, false)?;
                 self.register_anchor(anchor, &span)?;
+                // Inside a flow collection all is flow (`[a: 1]` holds a flow pair).
+                let is_flow = self.flow.last().copied().unwrap_or(false)
+                    || self.after_properties(&span).0.starts_with(['[', '{']);
                 let tag = match tag.map(|t| format!("{}{}", t.handle, t.suffix)) {
                     Some(t) if t != "!" => t,
                     _ if is_sequence => format!("{TAG_PREFIX}seq"),
                     _ => format!("{TAG_PREFIX}map"),
                 };
+                self.flow.push(is_flow);
                 let kind = if is_sequence { self.sequence(depth)? } else { self.mapping(depth)? };
+                self.flow.pop();
                 let node = Rc::new(Node { tag, kind, mark: here });
                 self.finish_anchor(anchor, &node);
                 Ok(node)
@@ -216,6 +283,7 @@ pub(crate) fn compose(text: &str, limits: &Limits) -> Result<Option<Rc<Node>>, Y
         anchor_names: HashMap::new(),
         char_offsets: Vec::new(),
         max_depth: limits.max_depth,
+        flow: Vec::new(),
     };
     let mut root = None;
     loop {

@@ -144,6 +144,15 @@ mod tests {
             assert!(matches!(read(text), Err(YamlError::Unrepresentable { .. })), "{text:?}");
         }
         assert_eq!(value("!!binary aGVsbG8="), json!("hello"));
+        // libyaml's refusals inside flow collections (Heat's first loader).
+        for text in ["{a:, b: 1}", "[a:]", "{a:[1]}", "[!!str]", "{a: !!str}"] {
+            assert!(matches!(read(text), Err(YamlError::Syntax { .. })), "{text:?}");
+        }
+        assert_eq!(
+            value("{a: !!str, b: 1, \"c\":, d: x:y, e: [x]}"),
+            json!({"a": "", "b": 1, "c": null, "d": "x:y", "e": ["x"]})
+        );
+        assert_eq!(value("a:\n  b:\nc: [!!str , &x]"), json!({"a": {"b": null}, "c": ["", null]}));
         assert_eq!(value("{.inf: 1, .nan: 2}"), json!({"Infinity": 1, "NaN": 2}));
     }
 
