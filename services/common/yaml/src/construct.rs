@@ -3,7 +3,7 @@
 //! text, Python-equal keys (`1`, `1.0`, `true`) are one key, the last value
 //! wins and the first key's place and spelling stay.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use base64::Engine as _;
 use serde_json::{Map, Number, Value};
@@ -16,6 +16,43 @@ struct Builder<'l> {
     limits: &'l Limits,
     items: usize,
     bytes: usize,
+    /// Values JSON cannot hold, kept as markers: Heat fails on them only
+    /// if they survive (a later duplicate key or merge may drop them).
+    deferred: Vec<YamlError>,
+}
+
+/// The start of a deferred value's marker string (U+FFFF is refused in
+/// the text, so only an escape could spell it).
+const DEFERRED: &str = "\u{0}\u{FFFF}keelson-unrepresentable:";
+
+/// A mapping key's string object, as PyYAML's merge compares them.
+#[derive(Hash, PartialEq, Eq)]
+enum KeyObject<'n> {
+    Node(*const Node),
+    Shared(&'n str),
+}
+
+impl<'n> KeyObject<'n> {
+    fn of(node: &'n Node) -> Self {
+        match &node.kind {
+            Kind::Scalar(text)
+                if text.is_empty() || (text.chars().count() == 1 && text.chars().all(|c| c < '\u{100}')) =>
+            {
+                KeyObject::Shared(text)
+            }
+            _ => KeyObject::Node(node as *const Node),
+        }
+    }
+}
+
+/// The first deferred marker left in a value.
+fn first_deferred(value: &Value) -> Option<usize> {
+    match value {
+        Value::String(s) => s.strip_prefix(DEFERRED).and_then(|n| n.parse().ok()),
+        Value::Array(items) => items.iter().find_map(first_deferred),
+        Value::Object(m) => m.values().find_map(first_deferred),
+        _ => None,
+    }
 }
 
 /// A mapping key as Python holds it.
@@ -172,6 +209,17 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// An unrepresentable value becomes a marker; other errors stay errors.
+    fn defer(&mut self, result: Result<Value, YamlError>) -> Result<Value, YamlError> {
+        match result {
+            Err(e @ YamlError::Unrepresentable { .. }) => {
+                self.deferred.push(e);
+                Ok(Value::String(format!("{DEFERRED}{}", self.deferred.len() - 1)))
+            }
+            other => other,
+        }
+    }
+
     fn check_depth(&self, depth: usize, node: &Node) -> Result<(), YamlError> {
         if depth > self.limits.max_depth {
             return Err(YamlError::Limit {
@@ -193,12 +241,14 @@ impl Builder<'_> {
                 construct_bool(text).map(Value::Bool).ok_or_else(|| construct_error(format!("'{text}'"), node))
             }
             "int" => {
-                let i = construct_int(scalar_text(node)?).map_err(|e| number_error(e, node))?;
-                int_value(i, node.mark)
+                let result = construct_int(scalar_text(node)?)
+                    .map_err(|e| number_error(e, node))
+                    .and_then(|i| int_value(i, node.mark));
+                self.defer(result)
             }
             "float" => {
                 let f = construct_float(scalar_text(node)?).map_err(|e| number_error(e, node))?;
-                float_value(f, node.mark)
+                self.defer(float_value(f, node.mark))
             }
             "str" | "timestamp" => {
                 let text = scalar_text(node)?;
@@ -268,9 +318,11 @@ impl Builder<'_> {
         Ok(out)
     }
 
-    /// PyYAML's flatten_mapping: the pairs merged in through `<<` first
-    /// (from a list of mappings, the first listed wins), then the mapping's
-    /// own.
+    /// PyYAML's flatten_mapping (6.0.2 on): the pairs merged in through
+    /// `<<` first, source after source, then the mapping's own (later pairs
+    /// win). A merged pair is skipped when its key is the very key string
+    /// already merged: the same node, or, as CPython shares them, the same
+    /// empty or one-character (below U+0100) text.
     fn flatten<'n>(
         &mut self,
         node: &'n Node,
@@ -280,39 +332,41 @@ impl Builder<'_> {
         self.check_depth(depth, node)?;
         let Kind::Mapping(pairs) = &node.kind else { return Ok(()) };
         let mut own = Vec::new();
+        let mut merged = Vec::new();
+        let mut seen: HashSet<KeyObject<'n>> = HashSet::new();
         for (key, value) in pairs {
             if key.tag != format!("{TAG_PREFIX}merge") {
                 own.push((&**key, &**value));
                 continue;
             }
-            match &value.kind {
-                Kind::Mapping(_) => self.flatten(value, depth + 1, out)?,
-                Kind::Sequence(sources) => {
-                    let mut merged = Vec::new();
-                    for source in sources {
-                        if !matches!(source.kind, Kind::Mapping(_)) {
-                            return Err(construct_error(
-                                format!("expected a mapping for merging, but found {}", source.kind_name()),
-                                source,
-                            ));
-                        }
-                        let mut one = Vec::new();
-                        self.flatten(source, depth + 1, &mut one)?;
-                        merged.push(one);
-                    }
-                    for one in merged.into_iter().rev() {
-                        out.extend(one);
-                    }
-                }
+            let sources: Vec<&'n Node> = match &value.kind {
+                Kind::Mapping(_) => vec![&**value],
+                Kind::Sequence(items) => items.iter().map(|item| &**item).collect(),
                 Kind::Scalar(_) => {
                     return Err(construct_error(
                         "expected a mapping or list of mappings for merging, but found scalar",
                         value,
                     ))
                 }
+            };
+            for source in sources {
+                if !matches!(source.kind, Kind::Mapping(_)) {
+                    return Err(construct_error(
+                        format!("expected a mapping for merging, but found {}", source.kind_name()),
+                        source,
+                    ));
+                }
+                let mut one = Vec::new();
+                self.flatten(source, depth + 1, &mut one)?;
+                for pair in one {
+                    if seen.insert(KeyObject::of(pair.0)) {
+                        merged.push(pair);
+                    }
+                }
             }
         }
         self.charge(own.len(), 0, node)?;
+        out.extend(merged);
         out.extend(own);
         Ok(())
     }
@@ -399,7 +453,15 @@ fn unknown_tag(node: &Node) -> YamlError {
 }
 
 pub(crate) fn construct(root: &Node, limits: &Limits) -> Result<Value, YamlError> {
-    Builder { limits, items: 0, bytes: 0 }.value(root, 0)
+    let mut builder = Builder { limits, items: 0, bytes: 0, deferred: Vec::new() };
+    let value = builder.value(root, 0)?;
+    if builder.deferred.is_empty() {
+        return Ok(value);
+    }
+    match first_deferred(&value).and_then(|i| builder.deferred.get(i)) {
+        Some(e) => Err(e.clone()),
+        None => Ok(value),
+    }
 }
 
 #[cfg(test)]

@@ -130,6 +130,17 @@ mod tests {
         assert_eq!(value("a: 1\nb: 2\na: 3"), json!({"a": 3, "b": 2}));
         let merged = value("x: &x {a: 1, b: 2}\ny: &y {b: 3, c: 4}\nz:\n  <<: [*x, *y]\n  c: 5\n  =: 6");
         assert_eq!(merged["z"], json!({"a": 1, "b": 2, "c": 5, "=": 6}));
+        // PyYAML 6.0.2 on: sources in order, a later equal key wins unless
+        // it is the same string object (one-character texts are shared).
+        assert_eq!(
+            value("x: {<<: [{ab: 1, c: 1}, {d: 1, ab: 2}], e: 1}")["x"],
+            json!({"ab": 2, "c": 1, "d": 1, "e": 1})
+        );
+        assert_eq!(value("x: {<<: [{a: 1}, {a: 2}]}")["x"], json!({"a": 1}));
+        assert_eq!(value("x: &a {ab: 1}\ny: {<<: [*a, {ab: 2}, *a]}")["y"], json!({"ab": 2}));
+        // A value JSON cannot hold is refused only if it stays.
+        assert_eq!(value("a: .inf\na: 1\nb: {<<: {c: .nan}, c: 2}"), json!({"a": 1, "b": {"c": 2}}));
+        assert!(matches!(read("a: [.inf]\na: 1\nb: .nan"), Err(YamlError::Unrepresentable { .. })));
         assert!(matches!(read("a: <<"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("a: {<<: 1}"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("? [a]\n: 1"), Err(YamlError::Construct { .. })));
