@@ -10,6 +10,8 @@ use crate::resolve::{resolve_plain, Implicit};
 use crate::{Limits, Mark, YamlError};
 
 pub(crate) const TAG_PREFIX: &str = "tag:yaml.org,2002:";
+/// An alias to a node that contains it (no tag can be spelled so).
+pub(crate) const RECURSIVE_TAG: &str = " recursive alias";
 
 #[derive(Debug)]
 pub(crate) enum Kind {
@@ -186,10 +188,11 @@ impl<'a> Composer<'a> {
         match event {
             Event::Alias(id) => match self.anchors.get(&id) {
                 Some(Some(node)) => Ok(Rc::clone(node)),
-                Some(None) => Err(YamlError::Unrepresentable {
-                    problem: "found an alias to a node that contains it: JSON cannot hold a recursive value".into(),
-                    mark: here,
-                }),
+                // Refused when constructed, and only if it survives (a later
+                // duplicate key may drop it).
+                Some(None) => {
+                    Ok(Rc::new(Node { tag: RECURSIVE_TAG.to_string(), kind: Kind::Scalar(String::new()), mark: here }))
+                }
                 None => Err(YamlError::Compose { problem: "found undefined alias".into(), mark: here }),
             },
             Event::Scalar(value, style, anchor, tag) => {

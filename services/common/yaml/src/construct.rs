@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use base64::Engine as _;
 use serde_json::{Map, Number, Value};
 
-use crate::compose::{Kind, Node, TAG_PREFIX};
+use crate::compose::{Kind, Node, RECURSIVE_TAG, TAG_PREFIX};
 use crate::resolve::{construct_bool, construct_float, construct_int, NumberError};
 use crate::{Limits, Mark, YamlError};
 
@@ -231,6 +231,12 @@ impl Builder<'_> {
     }
 
     fn value(&mut self, node: &Node, depth: usize) -> Result<Value, YamlError> {
+        if node.tag == RECURSIVE_TAG {
+            return self.defer(Err(YamlError::Unrepresentable {
+                problem: "found an alias to a node that contains it: JSON cannot hold a recursive value".into(),
+                mark: node.mark,
+            }));
+        }
         let Some(name) = node.tag.strip_prefix(TAG_PREFIX) else {
             return Err(unknown_tag(node));
         };

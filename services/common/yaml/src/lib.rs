@@ -141,6 +141,7 @@ mod tests {
         // A value JSON cannot hold is refused only if it stays.
         assert_eq!(value("a: .inf\na: 1\nb: {<<: {c: .nan}, c: 2}"), json!({"a": 1, "b": {"c": 2}}));
         assert!(matches!(read("a: [.inf]\na: 1\nb: .nan"), Err(YamlError::Unrepresentable { .. })));
+        assert_eq!(value("a: &x [*x]\na: 1"), json!({"a": 1}));
         assert!(matches!(read("a: <<"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("a: {<<: 1}"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("? [a]\n: 1"), Err(YamlError::Construct { .. })));
