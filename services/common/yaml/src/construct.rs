@@ -261,11 +261,13 @@ impl Builder<'_> {
                 self.charge(0, text.len(), node)?;
                 Ok(Value::String(text.to_string()))
             }
-            "binary" => {
-                let text = self.binary(node)?;
-                self.charge(0, text.len(), node)?;
-                Ok(Value::String(text))
-            }
+            "binary" => match self.binary(node) {
+                Ok(text) => {
+                    self.charge(0, text.len(), node)?;
+                    Ok(Value::String(text))
+                }
+                Err(e) => self.defer(Err(e)),
+            },
             "seq" => {
                 let Kind::Sequence(items) = &node.kind else {
                     return Err(construct_error(

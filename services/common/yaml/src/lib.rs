@@ -142,6 +142,8 @@ mod tests {
         assert_eq!(value("a: .inf\na: 1\nb: {<<: {c: .nan}, c: 2}"), json!({"a": 1, "b": {"c": 2}}));
         assert!(matches!(read("a: [.inf]\na: 1\nb: .nan"), Err(YamlError::Unrepresentable { .. })));
         assert_eq!(value("a: &x [*x]\na: 1"), json!({"a": 1}));
+        assert_eq!(value("a: !!binary //79\na: 1"), json!({"a": 1}));
+        assert!(matches!(read("a: !!binary //79"), Err(YamlError::Unrepresentable { .. })));
         assert!(matches!(read("a: <<"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("a: {<<: 1}"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("? [a]\n: 1"), Err(YamlError::Construct { .. })));
