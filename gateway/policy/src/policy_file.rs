@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_yaml::Value as Yaml;
+use serde_json::Value as Yaml;
 
 use crate::checks::Check;
 use crate::error::PolicyError;
@@ -28,17 +28,17 @@ impl PolicyFile {
 
     /// Parses the text of a policy file (YAML, or JSON).
     pub fn parse(text: &str) -> Result<Self, PolicyError> {
-        let document: Yaml = match serde_yaml::from_str(text) {
-            Ok(doc) => doc,
+        // Aliases may expand a file to at most this many entries and bytes.
+        let limits = keelson_yaml::Limits::for_text(text.len(), 100_000, 16 << 20);
+        let document: Yaml = match keelson_yaml::load(text, &limits) {
+            Ok(doc) => doc.unwrap_or(Yaml::Null),
             // JSON is read as YAML by oslo; fall back for the rare JSON that
             // our YAML parser is stricter about.
             Err(yaml_err) => serde_json::from_str::<serde_json::Value>(text)
-                .ok()
-                .and_then(|json| serde_yaml::to_value(json).ok())
-                .ok_or_else(|| PolicyError::PolicyFileSyntax(yaml_err.to_string()))?,
+                .map_err(|_| PolicyError::PolicyFileSyntax(yaml_err.to_string()))?,
         };
         let mapping = match document {
-            Yaml::Mapping(mapping) => mapping,
+            Yaml::Object(mapping) => mapping,
             other if !yaml_truthy(&other) => return Ok(Self::empty()),
             _ => {
                 return Err(PolicyError::PolicyFileShape("the document must be a mapping of rule name to rule".into()))
@@ -46,13 +46,10 @@ impl PolicyFile {
         };
         let mut file = Self::empty();
         for (key, value) in mapping {
-            let Some(name) = key.as_str() else {
-                file.warnings.push(format!("ignoring policy file entry with non-string name {key:?}"));
-                continue;
-            };
-            let parsed = rule_from_yaml(name, &value)?;
-            file.warnings.extend(parsed.warnings.into_iter().map(|w| format!("policy file rule {name}: {w}")));
-            file.rules.insert(name.to_owned(), parsed.check);
+            // Keys are text already: a non-string YAML key is its JSON text.
+            let parsed = rule_from_yaml(&key, &value)?;
+            file.warnings.extend(parsed.warnings.into_iter().map(|w| format!("policy file rule {key}: {w}")));
+            file.rules.insert(key, parsed.check);
         }
         Ok(file)
     }
@@ -115,9 +112,8 @@ fn yaml_truthy(value: &Yaml) -> bool {
         Yaml::Bool(b) => *b,
         Yaml::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
         Yaml::String(s) => !s.is_empty(),
-        Yaml::Sequence(s) => !s.is_empty(),
-        Yaml::Mapping(m) => !m.is_empty(),
-        Yaml::Tagged(t) => yaml_truthy(&t.value),
+        Yaml::Array(s) => !s.is_empty(),
+        Yaml::Object(m) => !m.is_empty(),
     }
 }
 
@@ -127,14 +123,14 @@ fn yaml_truthy(value: &Yaml) -> bool {
 fn rule_from_yaml(name: &str, value: &Yaml) -> Result<Parsed, PolicyError> {
     match value {
         Yaml::String(text) => Ok(parse_rule(text)),
-        Yaml::Sequence(outer) => {
+        Yaml::Array(outer) => {
             let mut warnings = Vec::new();
             let mut lists: Vec<Vec<String>> = Vec::with_capacity(outer.len());
             for item in outer {
                 match item {
                     Yaml::String(s) if s.is_empty() => lists.push(Vec::new()),
                     Yaml::String(s) => lists.push(vec![s.clone()]),
-                    Yaml::Sequence(inner) => {
+                    Yaml::Array(inner) => {
                         let checks = inner
                             .iter()
                             .map(|element| match element.as_str() {

@@ -57,6 +57,8 @@ pub enum Command {
     Controller,
     /// Controller client: ctrlstatus, wait-primary, clusterconf, setconf.
     Ctl(CtlArgs),
+    /// Templates as the engine reads them (parse).
+    Template(crate::commands::template::TemplateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -188,6 +190,7 @@ impl Command {
             Command::Status { .. } => "status",
             Command::Controller => "controller",
             Command::Ctl(_) => "ctl",
+            Command::Template(_) => "template",
         }
     }
 

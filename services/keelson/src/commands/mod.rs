@@ -8,6 +8,7 @@ mod engine;
 mod services;
 mod stack_db;
 mod status;
+pub(crate) mod template;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status { command } => status::run(config, command).await,
         Command::Controller => controller::run(config).await,
         Command::Ctl(args) => ctl::run(config, args).await,
+        Command::Template(args) => template::run(config, args),
     };
     telemetry.shutdown();
     outcome

@@ -8,28 +8,18 @@ use serde_json::Value;
 /// `data` as cloud-init's `#cloud-config` document: block-style YAML with
 /// mapping keys sorted, as PyYAML dumps them.
 pub fn cloud_config_text(data: &Value) -> Result<String, String> {
-    let yaml = if data.is_null() {
-        "null\n".to_string()
-    } else {
-        serde_yaml::to_string(&sorted_yaml(data)).map_err(|e| e.to_string())?
-    };
-    Ok(format!("#cloud-config\n{yaml}"))
+    Ok(format!("#cloud-config\n{}", keelson_yaml::to_block_string(&sorted(data))))
 }
 
-fn sorted_yaml(value: &Value) -> serde_yaml::Value {
+fn sorted(value: &Value) -> Value {
     match value {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            serde_yaml::Value::Mapping(
-                keys.into_iter().map(|k| (serde_yaml::Value::String(k.clone()), sorted_yaml(&m[k]))).collect(),
-            )
+            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
         }
-        Value::Array(items) => serde_yaml::Value::Sequence(items.iter().map(sorted_yaml).collect()),
-        Value::String(s) => serde_yaml::Value::String(s.clone()),
-        Value::Bool(b) => serde_yaml::Value::Bool(*b),
-        Value::Number(n) => serde_yaml::to_value(n).unwrap_or(serde_yaml::Value::Null),
-        Value::Null => serde_yaml::Value::Null,
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
     }
 }
 
