@@ -121,6 +121,12 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("oslo_messaging_notifications", "transport_url", "str", None),
     ("oslo_messaging_notifications", "topics", "list", Some("notifications")),
     ("DEFAULT", "transport_url", "str", None),
+    // The publisher's connection (oslo.messaging's rabbit driver options):
+    // the heartbeat timeout asked of the broker, and the reconnection
+    // back-off (doubling from the interval up to the maximum).
+    ("oslo_messaging_rabbit", "heartbeat_timeout_threshold", "int", Some("60")),
+    ("oslo_messaging_rabbit", "rabbit_retry_interval", "int", Some("1")),
+    ("oslo_messaging_rabbit", "rabbit_interval_max", "int", Some("30")),
     ("DEFAULT", "control_exchange", "str", Some("heat")),
     ("database", "connection", "str", None),
     // keystoneauth's password plugin options, which keystonemiddleware

@@ -6,21 +6,25 @@
 //! routing key `<topic>.<priority>`, the `messagingv2` envelope), so that
 //! Ceilometer and other listeners of a Heat deployment read them unchanged.
 //!
-//! Publishing never holds up the engine: messages go through a bounded
-//! queue to one background task; when the broker is away they are dropped
-//! (logged once per outage), as a notification is a record, not a control
-//! path.
+//! Publishing never holds up the engine: messages go to the AMQP
+//! publisher's bounded outbox (`keelson_common::amqp`), which keeps each
+//! one until the broker confirms it and publishes it again after a lost
+//! connection. Only when the outbox is full (the broker away for long)
+//! are new notifications refused, counted and logged: a notification is a
+//! record, not a control path, and must not hold the engine up.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
 
-use keelson_common::amqp::{BrokerUrl, Publisher};
+use keelson_common::amqp::{BrokerUrl, OutboundMessage, PublisherHandle, PublisherSettings};
 use keelson_common::Config;
 
 use crate::store::StackRow;
 
-/// How many notifications may wait for the broker.
-const QUEUE: usize = 1024;
+/// How many notifications may wait for the broker's confirmation.
+const OUTBOX: usize = 4096;
 
 /// `[oslo_messaging_notifications]` and the transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +37,12 @@ pub struct NotificationSettings {
     /// `messagingv2`: the oslo envelope; `messaging`: the bare message.
     pub envelope: bool,
     pub publisher_id: String,
+    /// `[oslo_messaging_rabbit] heartbeat_timeout_threshold` (0: none).
+    pub heartbeat: Duration,
+    /// `[oslo_messaging_rabbit] rabbit_retry_interval`, doubling up to
+    /// `rabbit_interval_max` between reconnection attempts.
+    pub retry_interval: Duration,
+    pub retry_max: Duration,
 }
 
 impl NotificationSettings {
@@ -69,6 +79,9 @@ impl NotificationSettings {
             exchange: text("DEFAULT", "control_exchange").unwrap_or_else(|| "heat".into()),
             envelope,
             publisher_id: format!("orchestration.{host}"),
+            heartbeat: seconds(config, "heartbeat_timeout_threshold"),
+            retry_interval: seconds(config, "rabbit_retry_interval").max(Duration::from_millis(100)),
+            retry_max: seconds(config, "rabbit_interval_max").max(Duration::from_secs(1)),
         })
     }
 }
@@ -88,6 +101,13 @@ impl Priority {
     }
 }
 
+/// An `[oslo_messaging_rabbit]` option in seconds (its default comes
+/// from the option registry; a negative value counts as zero).
+fn seconds(config: &Config, name: &str) -> Duration {
+    let secs = config.get_int("oslo_messaging_rabbit", name).and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+    Duration::from_secs(secs)
+}
+
 struct Outgoing {
     event_type: String,
     priority: Priority,
@@ -97,27 +117,40 @@ struct Outgoing {
 /// Sends notifications, or does nothing when they are off.
 #[derive(Clone, Default)]
 pub struct Notifier {
-    tx: Option<mpsc::Sender<Outgoing>>,
+    publisher: Option<(PublisherHandle, Arc<NotificationSettings>)>,
 }
 
 impl Notifier {
     /// Starts the publishing task (within a Tokio runtime).
     pub fn start(settings: NotificationSettings) -> Notifier {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(publish_loop(settings, rx));
-        Notifier { tx: Some(tx) }
+        let publisher = PublisherHandle::spawn(PublisherSettings {
+            broker: settings.broker.clone(),
+            exchanges: vec![settings.exchange.clone()],
+            heartbeat: settings.heartbeat,
+            retry_interval: settings.retry_interval,
+            retry_max: settings.retry_max,
+            capacity: OUTBOX,
+        });
+        Notifier { publisher: Some((publisher, Arc::new(settings))) }
     }
 
     pub fn is_enabled(&self) -> bool {
-        self.tx.is_some()
+        self.publisher.is_some()
     }
 
-    /// `orchestration.<event_type>` with `payload`.
+    /// `orchestration.<event_type>` with `payload`, stamped now: one
+    /// message per topic.
     pub fn notify(&self, event_type: &str, priority: Priority, payload: Value) {
-        let Some(tx) = &self.tx else { return };
+        let Some((publisher, settings)) = &self.publisher else { return };
         let outgoing = Outgoing { event_type: format!("orchestration.{event_type}"), priority, payload };
-        if tx.try_send(outgoing).is_err() {
-            tracing::debug!(event_type, "notification dropped: the queue to the broker is full");
+        let body = message(settings, &outgoing).to_string().into_bytes();
+        for topic in &settings.topics {
+            publisher.try_publish(OutboundMessage {
+                exchange: settings.exchange.clone(),
+                routing_key: format!("{topic}.{}", priority.as_str().to_lowercase()),
+                body: body.clone(),
+                content_type: "application/json".into(),
+            });
         }
     }
 
@@ -175,56 +208,6 @@ fn message(settings: &NotificationSettings, n: &Outgoing) -> Value {
     }
 }
 
-async fn publish_loop(settings: NotificationSettings, mut rx: mpsc::Receiver<Outgoing>) {
-    let mut connection: Option<Publisher> = None;
-    let mut broker_down = false;
-    while let Some(n) = rx.recv().await {
-        let body = message(&settings, &n).to_string();
-        let routing_keys: Vec<String> =
-            settings.topics.iter().map(|t| format!("{t}.{}", n.priority.as_str().to_lowercase())).collect();
-        // One reconnection per message: a connection the broker dropped
-        // since the last one fails its first write.
-        for _attempt in 0..2 {
-            let publisher = match connection.as_mut() {
-                Some(p) => p,
-                None => match connect(&settings).await {
-                    Ok(p) => {
-                        if broker_down {
-                            tracing::info!(host = settings.broker.host, "notifications: broker reachable again");
-                            broker_down = false;
-                        }
-                        connection.insert(p)
-                    }
-                    Err(e) => {
-                        if !broker_down {
-                            tracing::warn!(host = settings.broker.host, error = %e, "notifications: broker unreachable, dropping until it is back");
-                            broker_down = true;
-                        }
-                        break;
-                    }
-                },
-            };
-            let mut sent = true;
-            for key in &routing_keys {
-                if publisher.publish(&settings.exchange, key, body.as_bytes(), "application/json").await.is_err() {
-                    sent = false;
-                    break;
-                }
-            }
-            if sent {
-                break;
-            }
-            connection = None;
-        }
-    }
-}
-
-async fn connect(settings: &NotificationSettings) -> std::io::Result<Publisher> {
-    let mut p = Publisher::connect(&settings.broker).await?;
-    p.declare_topic_exchange(&settings.exchange).await?;
-    Ok(p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +219,9 @@ mod tests {
             exchange: "heat".into(),
             envelope,
             publisher_id: "orchestration.h".into(),
+            heartbeat: Duration::from_secs(60),
+            retry_interval: Duration::from_secs(1),
+            retry_max: Duration::from_secs(30),
         }
     }
 
