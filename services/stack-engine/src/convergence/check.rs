@@ -145,11 +145,13 @@ fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
     match failure {
         // A nested stack's failure already names its resource path:
         // upstream joins the paths (`resources.parent.resources.child`).
-        ResourceFailure::Error { type_name, message } if message.starts_with("resources.") => {
-            format!("{type_name}: resources.{name}.{message}")
-        }
-        ResourceFailure::Error { type_name, message } => {
-            format!("{type_name}: resources.{name}: {message}")
+        ResourceFailure::Error { .. } | ResourceFailure::NoActionRequired(_) => {
+            let (type_name, message) = failure.exception().unwrap_or_default();
+            if message.starts_with("resources.") {
+                format!("{type_name}: resources.{name}.{message}")
+            } else {
+                format!("{type_name}: resources.{name}: {message}")
+            }
         }
         ResourceFailure::Cancelled => format!("{} aborted (user triggered cancel)", act.name()),
     }
@@ -487,12 +489,10 @@ impl Engine {
         let type_name = def.plugin_identity(&defn.name, &defn.type_name);
         let plugin = match def.plugin_for(&self.registry, &defn.name, &defn.type_name) {
             Ok(p) => p,
-            Err(e) if e.type_name == "HTTPBadRequest" => {
-                return self.fail_before_action(&mut row, Act::Create, &e.message).await;
+            Err(EngineError::BadRequest(message)) => {
+                return self.fail_before_action(&mut row, Act::Create, &message).await;
             }
-            Err(e) => {
-                return self.fail_before_action(&mut row, Act::Create, &format!("{}: {}", e.type_name, e.message)).await
-            }
+            Err(e) => return self.fail_before_action(&mut row, Act::Create, &e.to_string()).await,
         };
         let facts = self.gather_facts(stack, &def, &row.name, &msg.input).await?;
         let mut ctx = LiveContext::new(&def, facts);
@@ -507,7 +507,7 @@ impl Engine {
         let (props, update_policy) = match inputs {
             Ok(inputs) => inputs,
             Err(e) => {
-                let reason = format!("{}: resources.{}: {}", e.type_name, row.name, e.message);
+                let reason = format!("{}: resources.{}: {}", e.heat_type(), row.name, e.message());
                 return self.fail_before_action(&mut row, act, &reason).await;
             }
         };
@@ -930,7 +930,7 @@ impl Engine {
                 .await?;
                 match failure {
                     ResourceFailure::Cancelled => Ok(Outcome::Retrigger),
-                    ResourceFailure::Error { .. } => {
+                    ResourceFailure::Error { .. } | ResourceFailure::NoActionRequired(_) => {
                         Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name())))
                     }
                 }

@@ -40,7 +40,7 @@ fn release_check_slot() {
 }
 
 fn failure(e: EngineError) -> ResourceFailure {
-    ResourceFailure::error(e.type_name, e.message)
+    ResourceFailure::from(e)
 }
 
 /// Polling bounds while waiting for a child on another engine.
@@ -87,10 +87,10 @@ impl Engine {
         let owner = self.live_parent(&parent.stack_id).await?;
         let depth = owner.nested_depth + 1;
         if depth > self.settings.max_nested_stack_depth {
-            return Err(EngineError::bad_request(
-                "RecursionDepthExceeded",
-                format!("Recursion depth exceeds {}.", self.settings.max_nested_stack_depth),
-            ));
+            return Err(EngineError::RecursionDepthExceeded(format!(
+                "Recursion depth exceeds {}.",
+                self.settings.max_nested_stack_depth
+            )));
         }
         let resources = u64::try_from(template_resource_count(&spec.template)).unwrap_or(u64::MAX);
         self.check_tree_size(&owner.id, None, resources).await?;
@@ -345,7 +345,7 @@ impl PluginHost for Engine {
             let engine = self.arc().map_err(failure)?;
             match engine.delete_stack(child_id).await {
                 Ok(()) => Ok(()),
-                Err(e) if e.type_name == "EntityNotFound" || e.http_status == 404 => Ok(()),
+                Err(e) if e.is_not_found() => Ok(()),
                 Err(e) => Err(failure(e)),
             }
         })

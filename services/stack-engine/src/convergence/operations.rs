@@ -251,7 +251,7 @@ impl Engine {
         for child in store::stacks::children(&self.db, stack_id).await? {
             match self.abandon_stack(&child.id).await {
                 // Gone meanwhile: nothing left to forget.
-                Err(e) if e.type_name == "EntityNotFound" => {}
+                Err(EngineError::EntityNotFound { .. }) => {}
                 other => other?,
             }
         }
@@ -431,13 +431,9 @@ impl Engine {
                 Ok(CheckResult::Passed)
             }
             Err(f) => {
-                let reason = match &f {
-                    crate::resources::ResourceFailure::Error { type_name, message } => {
-                        format!("{type_name}: resources.{}: {message}", row.name)
-                    }
-                    crate::resources::ResourceFailure::Cancelled => {
-                        format!("Exception: resources.{}: cancelled", row.name)
-                    }
+                let reason = match f.exception() {
+                    Some((type_name, message)) => format!("{type_name}: resources.{}: {message}", row.name),
+                    None => format!("Exception: resources.{}: cancelled", row.name),
                 };
                 self.write_check_state(row, status::FAILED, &reason).await?;
                 Ok(CheckResult::Failed(reason))

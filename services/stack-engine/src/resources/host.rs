@@ -36,7 +36,7 @@ pub fn template_resource_count(template: &Value) -> usize {
 /// Upstream `RequestLimitExceeded(StackResourceLimitExceeded.msg_fmt)`:
 /// a root stack's tree past `max_resources_per_stack`.
 pub fn resource_limit_exceeded() -> EngineError {
-    EngineError::bad_request("RequestLimitExceeded", "Request limit exceeded: Maximum resources per stack exceeded.")
+    EngineError::RequestLimitExceeded("Request limit exceeded: Maximum resources per stack exceeded.".into())
 }
 
 /// Which resource of which stack owns a nested stack.

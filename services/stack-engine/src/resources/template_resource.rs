@@ -263,8 +263,7 @@ pub(crate) async fn documents_for(
     stack_id: &str,
     child_id: Option<&str>,
 ) -> Result<(Map<String, Value>, Value), ResourceFailure> {
-    let (mut files, environment) =
-        host.parent_documents(stack_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+    let (mut files, environment) = host.parent_documents(stack_id).await.map_err(ResourceFailure::from)?;
     if let Some(child) = child_id {
         if let Ok((old_files, _)) = host.parent_documents(child).await {
             for (name, text) in old_files {

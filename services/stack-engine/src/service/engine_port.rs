@@ -166,13 +166,14 @@ impl Orchestration {
         self.validate_update_policies(def)?;
         let checking = AttributeCheck::new(def, &self.registry);
         for output in &def.outputs {
-            if let Err(e) = output.value.resolve(&checking) {
-                if e.type_name == "StackValidationFailed" {
+            match output.value.resolve(&checking) {
+                Err(e) if e.kind == keelson_hot::TemplateErrorKind::StackValidationFailed => {
                     return Err(EngineError::validation(format!(
                         "outputs.{}.value.get_attr: : {}",
                         output.name, e.message
                     )));
                 }
+                _ => {}
             }
         }
         Ok(())
@@ -221,7 +222,7 @@ impl Orchestration {
             match self.engine.definition(stack, stack.raw_template_id).await {
                 Ok(def) => return Ok(StackModel { def }),
                 // A purged template shows as the empty one (model::load).
-                Err(e) if e.http_status == 404 => {}
+                Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -640,7 +641,7 @@ impl Orchestration {
 /// "Environment not in valid format" 400.
 fn environment_from(doc: &Value) -> Result<keelson_hot::Environment, EngineError> {
     keelson_hot::Environment::from_value(doc).map_err(|e| {
-        if e.type_name == "HTTPBadRequest" {
+        if e.kind == keelson_hot::TemplateErrorKind::BadRequest {
             super::params::bad_request(format!("Environment not in valid format: {}", e.message))
         } else {
             EngineError::from(e)

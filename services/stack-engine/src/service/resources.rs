@@ -165,10 +165,7 @@ impl Orchestration {
         }
         let handles = loaded.plugin_of(&self.registry, row).is_some_and(|t| t.handles_signal());
         if !handles {
-            return Err(EngineError::bad_request(
-                "ResourceActionNotSupported",
-                "signal is not supported for resource.",
-            ));
+            return Err(EngineError::ResourceActionNotSupported("signal is not supported for resource.".into()));
         }
         self.engine_signal(caller, &record, row, details.clone()).await?;
         Ok(Value::Null)
@@ -208,7 +205,7 @@ impl Orchestration {
 }
 
 fn resource_not_available(name: &str) -> EngineError {
-    EngineError::new("ResourceNotAvailable", 404, format!("The Resource ({name}) is not available."))
+    EngineError::ResourceNotAvailable(format!("The Resource ({name}) is not available."))
 }
 
 /// Resource list filters: exact on name/action/status/id/physical id,

@@ -453,10 +453,10 @@ impl Orchestration {
         let loaded = self.load_definition(current).await?;
         let modified = loaded.immutable_parameters_modified(&prepared);
         if !modified.is_empty() {
-            return Err(EngineError::bad_request(
-                "ImmutableParameterModified",
-                format!("The following parameters are immutable and may not be updated: {}", modified.join(", ")),
-            ));
+            return Err(EngineError::ImmutableParameterModified(format!(
+                "The following parameters are immutable and may not be updated: {}",
+                modified.join(", ")
+            )));
         }
         Ok(prepared)
     }
@@ -643,18 +643,18 @@ impl Orchestration {
         let record = self.find_stack(caller, stack, true).await?;
         let loaded = self.load_definition(&record).await?;
         if !loaded.output_list().iter().any(|(k, _)| k == key) {
-            return Err(EngineError::new("NotFound", 404, format!("Specified output key {key} not found.")));
+            return Err(EngineError::NotFound(format!("Specified output key {key} not found.")));
         }
         let resolved = self.resolve_outputs(&record, &loaded, Some(key)).await?;
         let Some(output) = resolved.into_iter().find(|o| o.key == key) else {
-            return Err(EngineError::new("NotFound", 404, format!("Specified output key {key} not found.")));
+            return Err(EngineError::NotFound(format!("Specified output key {key} not found.")));
         };
         Ok(json!({ "output": views::output(&output.key, output.description.as_deref(), Some(output.value)) }))
     }
 }
 
 fn request_limit(message: &str) -> EngineError {
-    EngineError::bad_request("RequestLimitExceeded", format!("Request limit exceeded: {message}"))
+    EngineError::RequestLimitExceeded(format!("Request limit exceeded: {message}"))
 }
 
 /// The environment document as `GET .../environment` shows it (every
