@@ -626,7 +626,7 @@ impl LiveContext {
     ) -> Result<LiveContext, EngineError> {
         let mut facts = BTreeMap::new();
         for row in rows {
-            if row.action == store::action::INIT || only.is_some_and(|names| !names.contains(&row.name)) {
+            if row.action == store::Action::Init || only.is_some_and(|names| !names.contains(&row.name)) {
                 continue;
             }
             let Ok(plugin) = def.plugin_for(registry, &row.name, &row.resource_type) else {

@@ -10,6 +10,8 @@
 
 use keelson_hot::{TemplateError, TemplateErrorKind};
 
+use crate::store::Action;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {}", self.heat_type(), self.message())]
 pub enum EngineError {
@@ -68,7 +70,7 @@ pub enum EngineError {
     /// `StackExists`: "The Stack ({name}) already exists."
     StackExists { name: String },
     /// `ActionInProgress`: "Stack {stack} already has an action ({action}) in progress."
-    ActionInProgress { stack: String, action: String },
+    ActionInProgress { stack: String, action: Action },
     /// `ConcurrentTransaction`: a conditional write lost a race.
     ConcurrentTransaction(String),
 
@@ -233,8 +235,8 @@ impl EngineError {
     }
 
     /// 409 `ActionInProgress`.
-    pub fn action_in_progress(stack: &str, action: &str) -> Self {
-        EngineError::ActionInProgress { stack: stack.to_string(), action: action.to_string() }
+    pub fn action_in_progress(stack: &str, action: Action) -> Self {
+        EngineError::ActionInProgress { stack: stack.to_string(), action }
     }
 
     /// 403 `Forbidden`.
@@ -312,7 +314,7 @@ impl EngineError {
             "ActionInProgress" => {
                 let rest = message.strip_prefix("Stack ")?.strip_suffix(") in progress.")?;
                 let (stack, action) = rest.rsplit_once(" already has an action (")?;
-                Self::action_in_progress(stack, action)
+                Self::action_in_progress(stack, action.parse().ok()?)
             }
             _ => return None,
         })
@@ -381,7 +383,7 @@ mod tests {
             EngineError::NotFound("n".into()),
             EngineError::HttpNotFound("h".into()),
             EngineError::stack_exists("s"),
-            EngineError::action_in_progress("s", "CREATE"),
+            EngineError::action_in_progress("s", Action::Create),
             EngineError::ConcurrentTransaction("c".into()),
             EngineError::KeyError("'k'".into()),
             EngineError::internal("i"),

@@ -52,8 +52,8 @@ async fn seed(h: &Harness, tenant: &str) -> (StackRow, Vec<String>) {
         username: "admin".into(),
         user_id: "admin".into(),
         disable_rollback: true,
-        action: "CREATE".into(),
-        status: "COMPLETE".into(),
+        action: "CREATE".parse().unwrap(),
+        status: "COMPLETE".parse().unwrap(),
         status_reason: "Stack CREATE completed successfully".into(),
         created_at: Some(keelson_common::db::now()),
         ..Default::default()
@@ -69,8 +69,8 @@ async fn seed(h: &Harness, tenant: &str) -> (StackRow, Vec<String>) {
         physical_resource_id: Some(format!("s-{name}-{action}")),
         properties_data: Some(props),
         requires,
-        action: action.into(),
-        status: status.into(),
+        action: action.parse().unwrap(),
+        status: status.parse().unwrap(),
         status_reason: "state changed".into(),
         current_template_id: Some(tid),
         ..Default::default()

@@ -24,7 +24,7 @@ use crate::resources::host::{
     DeploymentSpec, DeploymentState, MetadataMerge, NewSoftwareConfig, PeerResource, SignalUrls,
 };
 use crate::resources::{short_id, ResourceFailure};
-use crate::store::{self, action, status, ResourceRow, StackRow};
+use crate::store::{self, Action, ResourceRow, StackRow, Status};
 use crate::EngineError;
 
 tokio::task_local! {
@@ -179,19 +179,19 @@ impl Engine {
     async fn settled_state(&self, id: &str) -> Result<Option<NestedOutcome>, EngineError> {
         let Some(row) = store::stacks::get(&self.db, id).await? else {
             return Ok(Some(NestedOutcome {
-                action: action::DELETE.into(),
-                status: status::COMPLETE.into(),
+                action: Action::Delete,
+                status: Status::Complete,
                 status_reason: String::new(),
             }));
         };
         if row.deleted_at.is_some() {
             return Ok(Some(NestedOutcome {
-                action: action::DELETE.into(),
-                status: status::COMPLETE.into(),
+                action: Action::Delete,
+                status: Status::Complete,
                 status_reason: row.status_reason,
             }));
         }
-        if row.status == status::IN_PROGRESS {
+        if row.status == Status::InProgress {
             return Ok(None);
         }
         Ok(Some(NestedOutcome { action: row.action, status: row.status, status_reason: row.status_reason }))
@@ -265,7 +265,7 @@ impl Engine {
         let def = self.definition(&stack, stack.raw_template_id).await?;
         let mut members = Vec::new();
         for row in self.live_rows(id).await? {
-            if row.action == action::INIT || (row.action == action::DELETE && row.status == status::COMPLETE) {
+            if row.action == Action::Init || (row.action == Action::Delete && row.status == Status::Complete) {
                 continue;
             }
             let Ok(plugin) = def.plugin_for(&self.registry, &row.name, &row.resource_type) else {
@@ -286,7 +286,7 @@ impl Engine {
                 reference: facts.reference_id,
                 attributes: values,
                 created_at: row.created_at,
-                failed: row.status == status::FAILED,
+                failed: row.status == Status::Failed,
             });
         }
         Ok(members)
@@ -375,7 +375,7 @@ impl PluginHost for Engine {
                 return;
             }
             let Ok(Some(stack)) = store::stacks::get(&self.db, stack_id).await else { return };
-            let mut body = crate::notifications::stack_body(&stack, &stack.action, &stack.status, &stack.status_reason);
+            let mut body = crate::notifications::stack_body(&stack, stack.action, stack.status, &stack.status_reason);
             if let Value::Object(b) = &mut body {
                 b.extend(extra);
             }

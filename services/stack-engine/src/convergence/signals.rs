@@ -24,7 +24,7 @@ use tokio::sync::OnceCell;
 use super::Engine;
 use crate::resources::host::{MetadataMerge, PeerResource, SignalUrls};
 use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
-use crate::store::{self, action, ResourceChange, ResourceRow, StackRow};
+use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow};
 use crate::EngineError;
 
 /// Where signals and agents reach this cloud, and how pre-signed URLs
@@ -328,7 +328,7 @@ impl Engine {
             }
         }
         for row in live {
-            if row.action == action::INIT {
+            if row.action == Action::Init {
                 continue;
             }
             let Ok(plugin) = def.plugin_for(&self.registry, &row.name, &row.resource_type) else { continue };
@@ -349,7 +349,7 @@ impl Engine {
                     resource_type: row.resource_type.clone(),
                     physical_id: row.physical_resource_id.clone(),
                     metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
-                    status: row.status.clone(),
+                    status: row.status,
                     properties: state.properties,
                 }));
             }
@@ -415,7 +415,7 @@ impl Engine {
                 EngineError::resource_not_found(resource_name, &stack.name)
             });
         };
-        if row.action == action::INIT {
+        if row.action == Action::Init {
             return Err(resource_not_available(resource_name));
         }
         let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
@@ -433,11 +433,11 @@ impl Engine {
         plugin: &dyn ResourceType,
         details: &Value,
     ) -> Result<(), EngineError> {
-        if row.action == action::DELETE || row.action == action::SUSPEND {
+        if row.action == Action::Delete || row.action == Action::Suspend {
             self.resource_event(
                 row,
-                &row.action,
-                &row.status,
+                row.action,
+                row.status,
                 &format!("Cannot signal resource during {}", row.action),
                 None,
             )
@@ -456,7 +456,7 @@ impl Engine {
                     Some(t) => format!("Signal: {t}"),
                     None => signal_details_text(details),
                 };
-                self.resource_event(row, "SIGNAL", &row.status, &reason, None).await;
+                self.resource_event(row, super::events::SIGNAL_EVENT, row.status, &reason, None).await;
                 Ok(())
             }
             // Upstream leaves no event for a signal with nothing to do

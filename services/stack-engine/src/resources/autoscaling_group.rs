@@ -369,7 +369,7 @@ impl AutoScalingGroup {
         group: &PeerResource,
         adjustment: &Adjustment,
     ) -> Result<(), ResourceFailure> {
-        if group.status != crate::store::status::COMPLETE {
+        if group.status != crate::store::Status::Complete {
             return Err(scaling::no_action_required(&group.name, "group is not COMPLETE"));
         }
         let Some(child_id) = group.physical_id.as_deref() else {
@@ -508,6 +508,7 @@ impl ResourceType for AutoScalingGroup {
 mod tests {
     use super::*;
     use crate::resources::host::{MetadataMerge, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
+    use crate::store::{Action, Status};
     use chrono::NaiveDate;
     use std::sync::Mutex;
 
@@ -575,7 +576,7 @@ mod tests {
             _: watch::Receiver<bool>,
         ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
             Box::pin(async {
-                Ok(NestedOutcome { action: "UPDATE".into(), status: "COMPLETE".into(), status_reason: String::new() })
+                Ok(NestedOutcome { action: Action::Update, status: Status::Complete, status_reason: String::new() })
             })
         }
         fn parent_documents<'a>(
@@ -624,7 +625,7 @@ mod tests {
             name: "g".into(),
             resource_type: AutoScalingGroup::TYPE.into(),
             physical_id: Some("child".into()),
-            status: "COMPLETE".into(),
+            status: Status::Complete,
             properties: props.as_object().unwrap().clone(),
             ..Default::default()
         }
@@ -665,7 +666,7 @@ mod tests {
         let host = FakeHost::with_members(&["a", "b"]);
         let g = group_on(&host);
         let mut busy = peer(0);
-        busy.status = "IN_PROGRESS".into();
+        busy.status = Status::InProgress;
         assert!(g.adjust("sid", &busy, &change(1.0)).await.is_err());
         *host.metadata.lock().unwrap() = json!({"scaling_in_progress": true});
         let e = g.adjust("sid", &peer(0), &change(1.0)).await.unwrap_err();

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::ResourceFailure;
+use crate::store::{Action, Status};
 use crate::EngineError;
 
 /// The documents of a nested stack to create or update.
@@ -57,14 +58,14 @@ pub struct NestedStackRef {
 /// How a nested stack's action ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NestedOutcome {
-    pub action: String,
-    pub status: String,
+    pub action: Action,
+    pub status: Status,
     pub status_reason: String,
 }
 
 impl NestedOutcome {
     pub fn is_complete(&self) -> bool {
-        self.status == "COMPLETE"
+        self.status == Status::Complete
     }
 }
 
@@ -282,8 +283,8 @@ pub struct PeerResource {
     pub resource_type: String,
     pub physical_id: Option<String>,
     pub metadata: Value,
-    /// `COMPLETE`, `IN_PROGRESS` or `FAILED` (of its last action).
-    pub status: String,
+    /// The status of its last action.
+    pub status: Status,
     /// The properties it was last created or updated with.
     pub properties: super::Properties,
 }

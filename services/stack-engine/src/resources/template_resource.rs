@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::host::{HostSlot, NestedOutcome, NestedParent, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType, ResourceSchema, SupportStatus};
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use crate::store::Action;
 use crate::EngineError;
 
 /// resource_data keys.
@@ -325,7 +326,7 @@ pub(crate) async fn delete_child(host: &dyn PluginHost, ctx: &mut ActionContext)
     };
     host.delete_nested(&child_id).await?;
     let outcome = host.wait_nested(&child_id, ctx.cancel.clone()).await?;
-    if outcome.action == "DELETE" && !outcome.is_complete() {
+    if outcome.action == Action::Delete && !outcome.is_complete() {
         return Err(nested_failure(&outcome));
     }
     Ok(())
@@ -444,10 +445,11 @@ impl ResourceType for TemplateResource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Status;
     use serde_json::json;
 
     fn outcome(reason: &str) -> NestedOutcome {
-        NestedOutcome { action: "CREATE".into(), status: "FAILED".into(), status_reason: reason.into() }
+        NestedOutcome { action: Action::Create, status: Status::Failed, status_reason: reason.into() }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::identity::StackIdentity;
 use super::model::{self, AttributeCheck, StackDefinition};
-use super::records::{self, ResourceRow, StackRow};
+use super::records::{self, Action, ResourceRow, StackRow, Status};
 use super::resources::StackResources;
 use super::views::{self, ResourcePreview};
 use super::{Caller, Orchestration};
@@ -423,8 +423,8 @@ impl Orchestration {
             name: &defn.name,
             type_name: &defn.type_name,
             physical_resource_id: None,
-            action: "INIT",
-            status: "COMPLETE",
+            action: Action::Init.as_str(),
+            status: Status::Complete.as_str(),
             status_reason: "",
             created_at: None,
             updated_at: None,
@@ -507,7 +507,7 @@ impl Orchestration {
                         UpdateDecision::Replace
                     }
                     // A failed or never created resource is replaced, as upstream.
-                    _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
+                    _ if row.status == Status::Failed || row.action == Action::Init => UpdateDecision::Replace,
                     Some(plugin) => {
                         let old = match &row.properties_data {
                             Some(Value::Object(p)) => p.clone(),
@@ -623,8 +623,8 @@ impl Orchestration {
             name: &row.name,
             type_name: &row.resource_type,
             physical_resource_id: row.physical_resource_id.as_deref(),
-            action: &row.action,
-            status: &row.status,
+            action: row.action.as_str(),
+            status: row.status.as_str(),
             status_reason: &row.status_reason,
             created_at: row.created_at,
             updated_at: row.updated_at,
