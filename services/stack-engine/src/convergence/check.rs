@@ -143,18 +143,14 @@ impl Act {
 }
 
 fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
-    match failure {
+    match failure.exception() {
         // A nested stack's failure already names its resource path:
         // upstream joins the paths (`resources.parent.resources.child`).
-        ResourceFailure::Error { .. } | ResourceFailure::NoActionRequired(_) => {
-            let (type_name, message) = failure.exception().unwrap_or_default();
-            if message.starts_with("resources.") {
-                format!("{type_name}: resources.{name}.{message}")
-            } else {
-                format!("{type_name}: resources.{name}: {message}")
-            }
+        Some((type_name, message)) if message.starts_with("resources.") => {
+            format!("{type_name}: resources.{name}.{message}")
         }
-        ResourceFailure::Cancelled => format!("{} aborted (user triggered cancel)", act.action()),
+        Some((type_name, message)) => format!("{type_name}: resources.{name}: {message}"),
+        None => format!("{} aborted (user triggered cancel)", act.action()),
     }
 }
 

@@ -134,12 +134,9 @@ impl From<EngineError> for ResourceFailure {
 
 impl fmt::Display for ResourceFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ResourceFailure::Cancelled => f.write_str("Cancelled"),
-            other => match other.exception() {
-                Some((type_name, message)) => write!(f, "{type_name}: {message}"),
-                None => f.write_str("Cancelled"),
-            },
+        match self.exception() {
+            Some((type_name, message)) => write!(f, "{type_name}: {message}"),
+            None => f.write_str("Cancelled"),
         }
     }
 }
