@@ -200,10 +200,7 @@ impl StackDefinition {
         let Some(file) = self.template_file_of(name, written_type) else {
             let type_name = self.plugin_type_of(name, written_type);
             return registry.get(&type_name).ok_or_else(|| {
-                EngineError::bad_request(
-                    "HTTPBadRequest",
-                    format!("The Resource Type ({type_name}) could not be found."),
-                )
+                EngineError::BadRequest(format!("The Resource Type ({type_name}) could not be found."))
             });
         };
         let key = format!("{name}\u{0}{written_type}");
@@ -397,9 +394,8 @@ impl StackDefinition {
             Ok(())
         }
         for r in &self.resources {
-            visit(self, &r.name, &mut state).map_err(|name| {
-                EngineError::bad_request("CircularDependencyException", format!("Circular Dependency Found: {name}"))
-            })?;
+            visit(self, &r.name, &mut state)
+                .map_err(|name| EngineError::CircularDependency(format!("Circular Dependency Found: {name}")))?;
         }
         Ok(())
     }
@@ -630,7 +626,7 @@ impl LiveContext {
     ) -> Result<LiveContext, EngineError> {
         let mut facts = BTreeMap::new();
         for row in rows {
-            if row.action == store::action::INIT || only.is_some_and(|names| !names.contains(&row.name)) {
+            if row.action == store::Action::Init || only.is_some_and(|names| !names.contains(&row.name)) {
                 continue;
             }
             let Ok(plugin) = def.plugin_for(registry, &row.name, &row.resource_type) else {
@@ -767,12 +763,13 @@ const MAX_VALIDATION_DEPTH: usize = 5;
 /// checks read them, so a property error there names the resource only
 /// (`resources.r: : Value 'x' is not an integer`).
 fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
-    let property_error = e.message.strip_prefix("Property error: ").and_then(|rest| {
+    let text = e.message();
+    let property_error = text.strip_prefix("Property error: ").and_then(|rest| {
         let (path, message) = rest.split_once(": ")?;
         let resource = path.strip_prefix("resources.")?.split_once(".properties")?.0;
         Some(format!("resources.{resource}: : {message}"))
     });
-    let inner = property_error.unwrap_or_else(|| e.message.clone());
+    let inner = property_error.unwrap_or(text);
     let message = match inner.split_once(": ") {
         Some((kind, rest))
             if rest.starts_with("resources.") && !kind.contains(' ') && !kind.starts_with("resources.") =>
@@ -782,7 +779,7 @@ fn nested_validation_error(e: EngineError, outer: &str) -> EngineError {
         _ if inner.starts_with("resources.") => format!("{outer}.{inner}"),
         _ => format!("{outer}: {inner}"),
     };
-    EngineError { message, ..e }
+    e.with_message(&message)
 }
 
 /// Upstream `StackResource._validate_against_facade`: a provider
@@ -879,9 +876,9 @@ mod tests {
         empty.validate(&Registry::builtin()).unwrap();
         let two = StackDefinition::parse(&group(2), &files, &env, &pseudo()).unwrap();
         let e = two.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(e.type_name, "StackValidationFailed");
+        assert_eq!(e.heat_type(), "StackValidationFailed");
         assert_eq!(
-            e.message,
+            e.message(),
             "resources.g<nested_stack>.resources.0<provider.yaml>.resources.random: : Value 'BAD' is not an integer"
         );
     }
@@ -898,7 +895,7 @@ mod tests {
         let t = json!({"heat_template_version": "2015-10-15", "resources": {"it": {"type": "OS::Thingy", "properties": {"one": "a", "two": "b"}}}});
         let d = StackDefinition::parse(&t, &files, &env, &pseudo()).unwrap();
         let e = d.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(e.message, "Attribute here for facade OS::Thingy missing in provider");
+        assert_eq!(e.message(), "Attribute here for facade OS::Thingy missing in provider");
     }
 
     #[test]
@@ -907,7 +904,7 @@ mod tests {
             "resources": {"g": {"type": "OS::Heat::ResourceGroup", "properties": {"count": {"get_param": "n"},
                 "resource_def": {"type": "OS::Heat::RandomString"}}}}});
         let e = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap_err();
-        assert_eq!(e.message, "The Parameter (n) was not provided.");
+        assert_eq!(e.message(), "The Parameter (n) was not provided.");
         let d = StackDefinition::parse_allow_missing(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         d.validate(&Registry::builtin()).unwrap();
     }
@@ -917,7 +914,7 @@ mod tests {
         let t = json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "OS::No::Such"}}});
         let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
         let e = d.validate(&Registry::builtin()).unwrap_err();
-        assert_eq!(e.message, "The Resource Type (OS::No::Such) could not be found.");
+        assert_eq!(e.message(), "The Resource Type (OS::No::Such) could not be found.");
     }
 
     #[test]

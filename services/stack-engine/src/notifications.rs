@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 use keelson_common::amqp::{BrokerUrl, OutboundMessage, PublisherHandle, PublisherSettings};
 use keelson_common::Config;
 
-use crate::store::StackRow;
+use crate::store::{Action, StackRow, Status};
 
 /// How many notifications may wait for the broker's confirmation.
 const OUTBOX: usize = 4096;
@@ -155,27 +155,27 @@ impl Notifier {
     }
 
     /// Upstream `notification.stack.send`: the stack's new state.
-    pub fn stack_state(&self, stack: &StackRow, action: &str, status: &str, reason: &str) {
+    pub fn stack_state(&self, stack: &StackRow, action: Action, status: Status, reason: &str) {
         if !self.is_enabled() {
             return;
         }
         let (suffix, priority) = suffix_of(status);
         let body = stack_body(stack, action, status, reason);
-        self.notify(&format!("stack.{}.{suffix}", action.to_lowercase()), priority, body);
+        self.notify(&format!("stack.{}.{suffix}", action.as_str().to_lowercase()), priority, body);
     }
 }
 
 /// `start` while in progress, `error` once failed, else `end`.
-pub fn suffix_of(status: &str) -> (&'static str, Priority) {
+pub fn suffix_of(status: Status) -> (&'static str, Priority) {
     match status {
-        "IN_PROGRESS" => ("start", Priority::Info),
-        "FAILED" => ("error", Priority::Error),
-        _ => ("end", Priority::Info),
+        Status::InProgress => ("start", Priority::Info),
+        Status::Failed => ("error", Priority::Error),
+        Status::Complete => ("end", Priority::Info),
     }
 }
 
 /// Upstream `format_notification_body`: who, which stack, what state.
-pub fn stack_body(stack: &StackRow, action: &str, status: &str, reason: &str) -> Value {
+pub fn stack_body(stack: &StackRow, action: Action, status: Status, reason: &str) -> Value {
     let iso = |t: Option<chrono::NaiveDateTime>| t.map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string());
     json!({
         "tenant_id": stack.tenant,
@@ -244,8 +244,8 @@ mod tests {
 
     #[test]
     fn states_map_to_start_end_error() {
-        assert_eq!(suffix_of("IN_PROGRESS"), ("start", Priority::Info));
-        assert_eq!(suffix_of("COMPLETE"), ("end", Priority::Info));
-        assert_eq!(suffix_of("FAILED"), ("error", Priority::Error));
+        assert_eq!(suffix_of(Status::InProgress), ("start", Priority::Info));
+        assert_eq!(suffix_of(Status::Complete), ("end", Priority::Info));
+        assert_eq!(suffix_of(Status::Failed), ("error", Priority::Error));
     }
 }

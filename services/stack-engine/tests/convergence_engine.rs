@@ -357,7 +357,7 @@ async fn delete_of_complete_stack_goes_in_reverse_order_and_second_delete_is_404
     assert!(position(&events, "d", "DELETE", "COMPLETE") < position(&events, "b", "DELETE", "IN_PROGRESS"));
     assert!(position(&events, "b", "DELETE", "COMPLETE") < position(&events, "a", "DELETE", "IN_PROGRESS"));
     let err = c.a.delete_stack(&stack.id).await.unwrap_err();
-    assert_eq!(err.type_name, "EntityNotFound");
+    assert_eq!(err.heat_type(), "EntityNotFound");
 }
 
 #[tokio::test]
@@ -538,7 +538,7 @@ async fn cancel_without_rollback_stops_the_traversal_and_lets_actions_finish() {
     let stack = c.create("cancel", t, true).await;
     let e = c.a.cancel_update(&stack.id, true).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("NotSupported", "Cancelling update when stack is CREATE_IN_PROGRESS is not supported.")
     );
     let msg = c.queue.pop().unwrap();

@@ -23,7 +23,7 @@ use keelson_stack_engine::resources::{
     changed_properties, ActionContext, AttributeSchema, Properties, PropertySchema, PropertyType, Registry,
     ResourceFailure, ResourceSchema, ResourceState, ResourceType, SupportStatus, UpdateDecision,
 };
-use keelson_stack_engine::store::{self, ResourceRow};
+use keelson_stack_engine::store::{self, Action, ResourceRow, Status};
 use keelson_stack_engine::EngineError;
 
 /// Upstream's test-framework plugin (framework/fake_resource.py): string
@@ -154,7 +154,7 @@ impl Replay {
             .await
             .unwrap()
             .into_iter()
-            .filter(|r| (r.action == "CREATE" || r.action == "UPDATE") && r.status == "COMPLETE")
+            .filter(|r| (r.action == Action::Create || r.action == Action::Update) && r.status == Status::Complete)
             .collect()
     }
 

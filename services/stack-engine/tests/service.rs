@@ -245,8 +245,8 @@ async fn create_show_update_delete_round_trip() {
     assert_eq!(after_patch["stack"]["parameters"]["n"], json!("2"));
     // PATCH with an out-of-range value: the constraint text of Heat.
     let e = h.api.update_stack(&caller, &stack, &json!({"parameters": {"n": 9}}), true).await.unwrap_err();
-    assert_eq!(e.type_name, "StackValidationFailed");
-    assert_eq!(e.message, "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)");
+    assert_eq!(e.heat_type(), "StackValidationFailed");
+    assert_eq!(e.message(), "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)");
 
     // PUT replaces template and parameters.
     let mut t2 = capture_template();
@@ -264,10 +264,10 @@ async fn create_show_update_delete_round_trip() {
     h.api.delete_stack(&caller, &stack).await.expect("delete");
     h.wait_for_status(&caller, &stack, "DELETE_COMPLETE").await;
     let e = h.api.lookup_stack(&caller, "cap", false).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status), ("EntityNotFound", 404));
-    assert_eq!(e.message, "The Stack (cap) could not be found.");
+    assert_eq!((e.heat_type(), e.http_status()), ("EntityNotFound", 404));
+    assert_eq!(e.message(), "The Stack (cap) could not be found.");
     let e = h.api.delete_stack(&caller, &stack).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("EntityNotFound", "The Stack (cap) could not be found."));
+    assert_eq!((e.heat_type(), e.message().as_str()), ("EntityNotFound", "The Stack (cap) could not be found."));
     let listed = h.api.list_stacks(&caller, &q(&[]), false).await.unwrap();
     assert_eq!(listed["stacks"], json!([]));
     let deleted = h.api.list_stacks(&caller, &q(&[("show_deleted", "true")]), false).await.unwrap();
@@ -282,46 +282,46 @@ async fn create_errors_carry_heat_types_and_texts() {
 
     let e = h.api.create_stack(&caller, &json!({"stack_name": "x"})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        (e.heat_type(), e.http_status(), e.message().as_str()),
         ("HTTPBadRequest", 400, "No template specified")
     );
     let e = h.api.create_stack(&caller, &json!({"template": t})).await.unwrap_err();
-    assert_eq!(e.message, "No stack name specified");
+    assert_eq!(e.message(), "No stack name specified");
     let e = h.api.create_stack(&caller, &json!({"stack_name": "9lives", "template": t})).await.unwrap_err();
-    assert_eq!(e.type_name, "StackValidationFailed");
+    assert_eq!(e.heat_type(), "StackValidationFailed");
     assert_eq!(
-        e.message,
+        e.message(),
         "Invalid stack name 9lives must contain only alphanumeric or \"_-.\" characters, must start with alpha and must be 255 characters or less."
     );
     let e =
         h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
-    assert_eq!(e.type_name, "HTTPBadRequest");
-    assert!(e.message.starts_with("Could not retrieve template"));
+    assert_eq!(e.heat_type(), "HTTPBadRequest");
+    assert!(e.message().starts_with("Could not retrieve template"));
 
     h.api.create_stack(&caller, &json!({"stack_name": "dup", "template": t})).await.expect("create");
     let e = h.api.create_stack(&caller, &json!({"stack_name": "dup", "template": t})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status), ("StackExists", 409));
-    assert_eq!(e.message, "The Stack (dup) already exists.");
+    assert_eq!((e.heat_type(), e.http_status()), ("StackExists", 409));
+    assert_eq!(e.message(), "The Stack (dup) already exists.");
 
     let circular = json!({"heat_template_version": "2021-04-16", "resources": {
         "a": {"type": "OS::Heat::None", "depends_on": ["b"]},
         "b": {"type": "OS::Heat::None", "depends_on": ["a"]}}});
     let e = h.api.create_stack(&caller, &json!({"stack_name": "circ", "template": circular})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status), ("CircularDependencyException", 400));
+    assert_eq!((e.heat_type(), e.http_status()), ("CircularDependencyException", 400));
 
     let unknown = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::No::Such"}}});
     let e = h.api.create_stack(&caller, &json!({"stack_name": "u", "template": unknown})).await.unwrap_err();
-    assert_eq!(e.http_status, 400);
-    assert_eq!(e.message, "The Resource Type (OS::No::Such) could not be found.");
+    assert_eq!(e.http_status(), 400);
+    assert_eq!(e.message(), "The Resource Type (OS::No::Such) could not be found.");
 
     let bad_version = json!({"heat_template_version": "2099-01-01", "resources": {}});
     let e = h.api.validate_template(&caller, &json!({"template": bad_version}), &q(&[])).await.unwrap_err();
-    assert_eq!(e.type_name, "InvalidTemplateVersion");
+    assert_eq!(e.heat_type(), "InvalidTemplateVersion");
 
     let bad_ref = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::Value", "properties": {"value": {"get_attr": ["nope", "x"]}}}}});
     let e = h.api.validate_template(&caller, &json!({"template": bad_ref}), &q(&[])).await.unwrap_err();
-    assert_eq!(e.type_name, "InvalidTemplateReference");
-    assert_eq!(e.message, "The specified reference \"nope\" (in a.Properties.value) is incorrect.");
+    assert_eq!(e.heat_type(), "InvalidTemplateReference");
+    assert_eq!(e.message(), "The specified reference \"nope\" (in a.Properties.value) is incorrect.");
 
     // Nothing of the failed requests was stored.
     let listed = h.api.list_stacks(&caller, &q(&[]), false).await.unwrap();
@@ -399,15 +399,15 @@ async fn list_filters_sort_and_pagination() {
     assert_eq!(names(&not_all), vec!["s-a", "s-c"]);
 
     let e = h.api.list_stacks(&caller, &q(&[("show_deleted", "maybe")]), false).await.unwrap_err();
-    assert_eq!(e.message, "Unrecognized value \"maybe\" for \"show_deleted\", acceptable values are: true, false.");
+    assert_eq!(e.message(), "Unrecognized value \"maybe\" for \"show_deleted\", acceptable values are: true, false.");
     let e = h.api.list_stacks(&caller, &q(&[("limit", "x")]), false).await.unwrap_err();
-    assert_eq!(e.message, "Only integer is acceptable by 'limit'.");
+    assert_eq!(e.message(), "Only integer is acceptable by 'limit'.");
 
     // Admins list every tenant with global_tenant; others may not.
     let global = h.api.list_stacks(&caller, &q(&[("global_tenant", "true")]), false).await.unwrap();
     assert_eq!(global["stacks"].as_array().unwrap().len(), 4);
     let e = h.api.list_stacks(&member("admin"), &q(&[("global_tenant", "true")]), false).await.unwrap_err();
-    assert_eq!(e.http_status, 403);
+    assert_eq!(e.http_status(), 403);
     // A non-admin sees no `project` key.
     let plain = h.api.list_stacks(&member("admin"), &q(&[]), false).await.unwrap();
     assert!(plain["stacks"][0].get("project").is_none());
@@ -422,30 +422,30 @@ async fn request_errors_on_existing_stack() {
     h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
 
     let e = h.api.list_resources(&caller, &stack, &q(&[("foo", "bar")])).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("HTTPBadRequest", "Invalid filter parameters ['foo']"));
+    assert_eq!((e.heat_type(), e.message().as_str()), ("HTTPBadRequest", "Invalid filter parameters ['foo']"));
     let typed = h.api.list_resources(&caller, &stack, &q(&[("type", "Random")])).await.unwrap();
     assert_eq!(typed["resources"].as_array().unwrap().len(), 1);
 
     let e = h.api.show_resource(&caller, &stack, "nope", &q(&[])).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status), ("ResourceNotFound", 404));
-    assert_eq!(e.message, "The Resource (nope) could not be found in Stack s.");
+    assert_eq!((e.heat_type(), e.http_status()), ("ResourceNotFound", 404));
+    assert_eq!(e.message(), "The Resource (nope) could not be found in Stack s.");
 
     let e = h.api.show_output(&caller, &stack, "nope").await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        (e.heat_type(), e.http_status(), e.message().as_str()),
         ("NotFound", 404, "Specified output key nope not found.")
     );
 
     let e = h.api.signal_resource(&caller, &stack, "tr", &json!({"x": 1})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("ResourceActionNotSupported", "signal is not supported for resource.")
     );
 
     let e = h.api.mark_unhealthy(&caller, &stack, "tr", &json!({"foo": true})).await.unwrap_err();
-    assert_eq!(e.message, "Invalid keys in resource mark unhealthy {'foo'}");
+    assert_eq!(e.message(), "Invalid keys in resource mark unhealthy {'foo'}");
     let e = h.api.mark_unhealthy(&caller, &stack, "tr", &json!({})).await.unwrap_err();
-    assert_eq!(e.message, "Missing mandatory (mark_unhealthy) key from mark unhealthy request");
+    assert_eq!(e.message(), "Missing mandatory (mark_unhealthy) key from mark unhealthy request");
     h.api
         .mark_unhealthy(&caller, &stack, "tr", &json!({"mark_unhealthy": true, "resource_status_reason": "broken"}))
         .await
@@ -455,31 +455,31 @@ async fn request_errors_on_existing_stack() {
     assert_eq!(tr["resource"]["resource_status_reason"], json!("broken"));
 
     let e = h.api.stack_action(&caller, &stack, &json!({"frobnicate": null})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("HTTPBadRequest", "Invalid action frobnicate specified"));
+    assert_eq!((e.heat_type(), e.message().as_str()), ("HTTPBadRequest", "Invalid action frobnicate specified"));
     let e = h.api.stack_action(&caller, &stack, &json!({})).await.unwrap_err();
-    assert_eq!(e.message, "No action specified");
+    assert_eq!(e.message(), "No action specified");
     let e = h.api.stack_action(&caller, &stack, &json!({"suspend": null, "resume": null})).await.unwrap_err();
-    assert_eq!(e.message, "Multiple actions specified");
+    assert_eq!(e.message(), "Multiple actions specified");
     let e = h.api.stack_action(&caller, &stack, &json!({"cancel_update": null})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("NotSupported", "Cancelling update when stack is CREATE_COMPLETE is not supported.")
     );
 
     let e = h.api.abandon_stack(&caller, &stack).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("NotSupported", "Stack Abandon is not supported."));
+    assert_eq!((e.heat_type(), e.message().as_str()), ("NotSupported", "Stack Abandon is not supported."));
     let e = h.api.export_stack(&caller, &stack).await.unwrap_err();
-    assert_eq!(e.message, "Stack Abandon is not supported.");
+    assert_eq!(e.message(), "Stack Abandon is not supported.");
 
     let e = h.api.list_events(&caller, &stack, Some("nope"), &q(&[])).await.unwrap_err();
-    assert_eq!((e.http_status, e.message.as_str()), (404, "No events found for resource nope"));
+    assert_eq!((e.http_status(), e.message().as_str()), (404, "No events found for resource nope"));
 
     // Another tenant does not see the stack at all.
     let e = h.api.show_stack(&admin("other"), &stack, &q(&[])).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status), ("EntityNotFound", 404));
+    assert_eq!((e.heat_type(), e.http_status()), ("EntityNotFound", 404));
 
     let e = h.api.list_services(&member("admin")).await.unwrap_err();
-    assert_eq!(e.http_status, 403);
+    assert_eq!(e.http_status(), 403);
     let services = h.api.list_services(&caller).await.unwrap();
     assert_eq!(services["services"][0]["status"], json!("up"));
 }
@@ -495,7 +495,7 @@ async fn actions_and_preview() {
     h.api.stack_action(&caller, &stack, &json!({"suspend": null})).await.expect("suspend");
     h.wait_for_status(&caller, &stack, "SUSPEND_COMPLETE").await;
     let e = h.api.update_stack(&caller, &stack, &json!({"parameters": {"v": "x"}}), true).await.unwrap_err();
-    assert_eq!(e.message, "Updating a stack when it is suspended is not supported.");
+    assert_eq!(e.message(), "Updating a stack when it is suspended is not supported.");
     h.api.stack_action(&caller, &stack, &json!({"resume": null})).await.expect("resume");
     h.wait_for_status(&caller, &stack, "RESUME_COMPLETE").await;
     h.api.stack_action(&caller, &stack, &json!({"check": null})).await.expect("check");
@@ -546,7 +546,7 @@ async fn patch_keeps_merges_drops_and_clears_parameters() {
 
     let e = h.api.update_stack(&caller, &stack, &json!({"parameters": {"im": "b"}}), true).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        (e.heat_type(), e.http_status(), e.message().as_str()),
         ("ImmutableParameterModified", 400, "The following parameters are immutable and may not be updated: im")
     );
 
@@ -578,5 +578,5 @@ async fn patch_keeps_merges_drops_and_clears_parameters() {
         .update_stack(&caller, &stack, &json!({"template": t, "parameters": {"zzz": 1}}), false)
         .await
         .unwrap_err();
-    assert_eq!(e.http_status, 400, "{}", e.message);
+    assert_eq!(e.http_status(), 400, "{}", e.message());
 }

@@ -52,8 +52,8 @@ async fn seed(h: &Harness, tenant: &str) -> (StackRow, Vec<String>) {
         username: "admin".into(),
         user_id: "admin".into(),
         disable_rollback: true,
-        action: "CREATE".into(),
-        status: "COMPLETE".into(),
+        action: "CREATE".parse().unwrap(),
+        status: "COMPLETE".parse().unwrap(),
         status_reason: "Stack CREATE completed successfully".into(),
         created_at: Some(keelson_common::db::now()),
         ..Default::default()
@@ -69,8 +69,8 @@ async fn seed(h: &Harness, tenant: &str) -> (StackRow, Vec<String>) {
         physical_resource_id: Some(format!("s-{name}-{action}")),
         properties_data: Some(props),
         requires,
-        action: action.into(),
-        status: status.into(),
+        action: action.parse().unwrap(),
+        status: status.parse().unwrap(),
         status_reason: "state changed".into(),
         current_template_id: Some(tid),
         ..Default::default()
@@ -168,9 +168,9 @@ async fn show_resolves_parameters_and_outputs_from_live_rows() {
     );
     // A name that does not match the id is not this stack.
     let e = h.api.show_stack(&caller, &StackRef::new("other", &stack.id), &q(&[])).await.unwrap_err();
-    assert_eq!(e.message, "The Stack (other) could not be found.");
+    assert_eq!(e.message(), "The Stack (other) could not be found.");
     let e = h.api.show_stack(&admin("elsewhere"), &sref, &q(&[])).await.unwrap_err();
-    assert_eq!(e.http_status, 404);
+    assert_eq!(e.http_status(), 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,7 +197,7 @@ async fn resources_show_the_live_row_per_name() {
     let none = h.api.list_resources(&caller, &sref, &q(&[("status", "FAILED")])).await.unwrap();
     assert_eq!(none["resources"], json!([]));
     let e = h.api.list_resources(&caller, &sref, &q(&[("with_detail", "yes")])).await.unwrap_err();
-    assert_eq!(e.message, "Unrecognized value \"yes\" for \"with_detail\", acceptable values are: true, false.");
+    assert_eq!(e.message(), "Unrecognized value \"yes\" for \"with_detail\", acceptable values are: true, false.");
 
     let detail = h.api.list_resources(&caller, &sref, &q(&[("with_detail", "true"), ("name", "val")])).await.unwrap();
     assert_eq!(detail["resources"][0]["description"], json!("joined"));
@@ -256,16 +256,16 @@ async fn events_order_marker_limit_and_filters() {
     let tr = h.api.list_events(&caller, &sref, Some("tr"), &q(&[("sort_dir", "asc")])).await.unwrap();
     assert_eq!(ids(&tr, "events"), uuids[1..3].to_vec());
     let e = h.api.list_events(&caller, &sref, Some("nope"), &q(&[])).await.unwrap_err();
-    assert_eq!((e.http_status, e.message.as_str()), (404, "No events found for resource nope"));
+    assert_eq!((e.http_status(), e.message().as_str()), (404, "No events found for resource nope"));
 
     let shown = h.api.show_event(&caller, &sref, "tr", &uuids[2]).await.unwrap();
     assert_eq!(shown["event"]["resource_type"], json!("OS::Heat::TestResource"));
     assert_eq!(shown["event"]["resource_properties"], json!({"value": "alpha"}));
     let e = h.api.show_event(&caller, &sref, "val", &uuids[2]).await.unwrap_err();
-    assert_eq!(e.http_status, 404);
+    assert_eq!(e.http_status(), 404);
 
     let e = h.api.list_events(&caller, &sref, None, &q(&[("limit", "-1")])).await.unwrap_err();
-    assert_eq!(e.message, "Value '-1' is invalid for 'limit' which only accepts non-negative integer.");
+    assert_eq!(e.message(), "Value '-1' is invalid for 'limit' which only accepts non-negative integer.");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -280,7 +280,7 @@ async fn lookups_and_lists_are_tenant_scoped() {
     let arn = format!("arn:openstack:heat::admin:stacks/s/{}", stack.id);
     assert_eq!(h.api.lookup_stack(&caller, &arn, false).await.unwrap().stack_id, stack.id);
     let e = h.api.lookup_stack(&member("third"), "s", false).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.message.as_str()), ("EntityNotFound", "The Stack (s) could not be found."));
+    assert_eq!((e.heat_type(), e.message().as_str()), ("EntityNotFound", "The Stack (s) could not be found."));
 
     let listed = h.api.list_stacks(&caller, &q(&[]), false).await.unwrap();
     assert_eq!(ids(&listed, "stacks"), vec![stack.id.clone()]);
@@ -302,28 +302,28 @@ async fn create_is_validated_before_anything_is_stored() {
 
     let e = h.api.create_stack(&caller, &json!({"stack_name": "s", "template": t})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        (e.heat_type(), e.http_status(), e.message().as_str()),
         ("StackExists", 409, "The Stack (s) already exists.")
     );
     let e = h.api.create_stack(&caller, &json!({"stack_name": "x"})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        (e.heat_type(), e.http_status(), e.message().as_str()),
         ("HTTPBadRequest", 400, "No template specified")
     );
     let e = h.api.create_stack(&caller, &json!({"template": t})).await.unwrap_err();
-    assert_eq!(e.message, "No stack name specified");
+    assert_eq!(e.message(), "No stack name specified");
     let e =
         h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
-    assert!(e.message.starts_with("Could not retrieve template"), "{}", e.message);
+    assert!(e.message().starts_with("Could not retrieve template"), "{}", e.message());
     let e = h.api.create_stack(&caller, &json!({"stack_name": "9lives", "template": t})).await.unwrap_err();
-    assert_eq!(e.type_name, "StackValidationFailed");
+    assert_eq!(e.heat_type(), "StackValidationFailed");
     assert_eq!(
-        e.message,
+        e.message(),
         "Invalid stack name 9lives must contain only alphanumeric or \"_-.\" characters, must start with alpha and must be 255 characters or less."
     );
     let e = h.api.create_stack(&caller, &json!({"stack_name": "x", "template": "heat_template_version: 2021-04-16\nresources: {a: {type: OS::No::Such}}"})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("HTTPBadRequest", "The Resource Type (OS::No::Such) could not be found.")
     );
 
@@ -331,8 +331,8 @@ async fn create_is_validated_before_anything_is_stored() {
         "a": {"type": "OS::Heat::None", "depends_on": ["b"]},
         "b": {"type": "OS::Heat::None", "depends_on": ["a"]}}});
     let e = h.api.create_stack(&caller, &json!({"stack_name": "circ", "template": circular})).await.unwrap_err();
-    assert_eq!((e.type_name.as_str(), e.http_status), ("CircularDependencyException", 400));
-    assert!(e.message.starts_with("Circular Dependency Found: "), "{}", e.message);
+    assert_eq!((e.heat_type(), e.http_status()), ("CircularDependencyException", 400));
+    assert!(e.message().starts_with("Circular Dependency Found: "), "{}", e.message());
 
     let ranged = json!({"heat_template_version": "2021-04-16",
         "parameters": {"n": {"type": "number", "default": 2, "constraints": [{"range": {"min": 1, "max": 5}}]}},
@@ -343,19 +343,19 @@ async fn create_is_validated_before_anything_is_stored() {
         .await
         .unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("StackValidationFailed", "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)")
     );
 
     let bad_prop = json!({"heat_template_version": "2021-04-16", "resources": {"r": {"type": "OS::Heat::RandomString", "properties": {"length": "x"}}}});
     let e = h.api.create_stack(&caller, &json!({"stack_name": "p", "template": bad_prop})).await.unwrap_err();
-    assert_eq!(e.type_name, "StackValidationFailed", "{}", e.message);
+    assert_eq!(e.heat_type(), "StackValidationFailed", "{}", e.message());
 
     let limited = keelson_stack_engine::service::ServiceSettings { max_resources_per_stack: 0, ..Default::default() };
     let h2 = Harness::start_with(limited).await;
     let e = h2.api.create_stack(&member("admin"), &json!({"stack_name": "x", "template": t})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("RequestLimitExceeded", "Request limit exceeded: Maximum resources per stack exceeded.")
     );
 
@@ -390,11 +390,11 @@ async fn validate_and_preview_answer_heat_shapes() {
     );
     let bad_version = json!({"heat_template_version": "2099-01-01", "resources": {}});
     let e = h.api.validate_template(&caller, &json!({"template": bad_version}), &q(&[])).await.unwrap_err();
-    assert_eq!(e.type_name, "InvalidTemplateVersion");
+    assert_eq!(e.heat_type(), "InvalidTemplateVersion");
     let bad_ref = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::Value", "properties": {"value": {"get_attr": ["nope", "x"]}}}}});
     let e = h.api.validate_template(&caller, &json!({"template": bad_ref}), &q(&[])).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("InvalidTemplateReference", "The specified reference \"nope\" (in a.Properties.value) is incorrect.")
     );
 
@@ -432,7 +432,7 @@ async fn outputs_referring_to_unknown_attributes_are_refused() {
                    "outputs": {"bad": {"value": {"get_attr": ["tr", "no_such_attr"]}}}});
     let e = h.api.create_stack(&admin("admin"), &json!({"stack_name": "x-bad-out", "template": t})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         (
             "StackValidationFailed",
             "outputs.bad.value.get_attr: : The Referenced Attribute (tr no_such_attr) is incorrect."
@@ -474,7 +474,7 @@ async fn export_and_abandon_when_enabled() {
     let abandoned = h.api.abandon_stack(&caller, &sref).await.unwrap();
     assert_eq!(abandoned["id"], json!(stack.id));
     let e = h.api.lookup_stack(&caller, "s", false).await.unwrap_err();
-    assert_eq!(e.http_status, 404);
+    assert_eq!(e.http_status(), 404);
     assert!(store::resources::list(&h.db, &stack.id).await.unwrap().is_empty());
 }
 
@@ -489,11 +489,11 @@ async fn environments_and_hidden_stacks() {
         .await
         .unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.message.as_str()),
+        (e.heat_type(), e.message().as_str()),
         ("HTTPBadRequest", "Environment not in valid format: environment has wrong section \"foo\"")
     );
     let e = h.api.create_stack(&caller, &json!({"stack_name": "e", "template": t})).await.unwrap_err();
-    assert_eq!(e.type_name, "UserParameterMissing", "{}", e.message);
+    assert_eq!(e.heat_type(), "UserParameterMissing", "{}", e.message());
 
     // Environment files apply in order; the body's parameters win.
     let files = json!({"e1.yaml": "parameters: {v: from-e1}", "e2.yaml": "parameters: {v: from-e2}"});
@@ -522,7 +522,7 @@ async fn stacks_per_tenant_are_limited_for_non_admins() {
     let t = json!({"heat_template_version": "2021-04-16", "resources": {}});
     let e = h.api.create_stack(&member("demo"), &json!({"stack_name": "two", "template": t})).await.unwrap_err();
     assert_eq!(
-        (e.type_name.as_str(), e.http_status, e.message.as_str()),
+        (e.heat_type(), e.http_status(), e.message().as_str()),
         (
             "RequestLimitExceeded",
             400,

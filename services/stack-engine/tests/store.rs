@@ -13,8 +13,8 @@ use keelson_common::db::{DatabaseUrl, Db, Dialect, PoolSettings};
 use serde_json::json;
 
 use keelson_stack_engine::store::{
-    self, action, events, resources, schema, services, stacks, status, sync_points, templates, EventQuery,
-    MergeOutcome, NewEvent, NewResource, ResourceChange, SortDir, StackRow, StackStateChange,
+    self, events, resources, schema, services, stacks, sync_points, templates, Action, EventQuery, MergeOutcome,
+    NewEvent, NewResource, ResourceChange, SortDir, StackRow, StackStateChange, Status,
 };
 
 /// One database under test; [`TestDb::finish`] drops it.
@@ -98,8 +98,8 @@ fn stack_row(id: &str, name: &str, traversal: &str) -> StackRow {
         tags: Some(vec!["a".into(), "b".into()]),
         params: json!({"p": "v"}).as_object().cloned().unwrap_or_default(),
         current_traversal: traversal.into(),
-        action: action::CREATE.into(),
-        status: status::IN_PROGRESS.into(),
+        action: Action::Create,
+        status: Status::InProgress,
         status_reason: "Stack CREATE started".into(),
         ..Default::default()
     }
@@ -220,7 +220,7 @@ async fn traversal_cas_refuses_a_stale_traversal() {
     for t in backends(4).await {
         let db = &t.db;
         let id = new_stack(db, "cas", "t1").await;
-        let stale = StackStateChange::new(action::CREATE, status::COMPLETE, "stale");
+        let stale = StackStateChange::new(Action::Create, Status::Complete, "stale");
         assert!(!stacks::set_state(db, &id, "t0", stale).await.expect("cas"), "{}", t.name);
 
         let update = StackStateChange {
@@ -230,11 +230,11 @@ async fn traversal_cas_refuses_a_stale_traversal() {
             timeout_mins: Some(Some(5)),
             disable_rollback: Some(false),
             tags: Some(None),
-            ..StackStateChange::new(action::UPDATE, status::IN_PROGRESS, "Stack UPDATE started")
+            ..StackStateChange::new(Action::Update, Status::InProgress, "Stack UPDATE started")
         };
         assert!(stacks::set_state(db, &id, "t1", update).await.expect("cas"));
         // The old traversal lost its right to write.
-        let late = StackStateChange::new(action::CREATE, status::COMPLETE, "late");
+        let late = StackStateChange::new(Action::Create, Status::Complete, "late");
         assert!(!stacks::set_state(db, &id, "t1", late).await.expect("cas"));
         let got = stacks::get(db, &id).await.expect("get").expect("present");
         assert_eq!((got.current_traversal.as_str(), got.raw_template_id, got.prev_raw_template_id), ("t2", 7, Some(1)));
@@ -245,7 +245,7 @@ async fn traversal_cas_refuses_a_stale_traversal() {
         assert!(stacks::in_progress(db).await.expect("in progress").iter().any(|s| s.id == id));
         assert!(!stacks::soft_delete(db, &id, "t1").await.expect("soft delete"));
         assert!(stacks::soft_delete(db, &id, "t2").await.expect("soft delete"));
-        let after = StackStateChange::new(action::DELETE, status::COMPLETE, "");
+        let after = StackStateChange::new(Action::Delete, Status::Complete, "");
         assert!(!stacks::set_state(db, &id, "t2", after).await.expect("cas"), "a deleted stack takes no writes");
         assert!(stacks::get(db, &id).await.expect("get").expect("kept").deleted_at.is_some());
         assert!(stacks::get_by_name(db, "tenant-a", "cas").await.expect("by name").is_none());
@@ -271,7 +271,7 @@ async fn resource_lock_cas() {
         let progress = ResourceChange {
             physical_resource_id: Some(Some("phys-1".into())),
             properties_data: Some(Some(json!({"value": 1}))),
-            ..ResourceChange::state(action::CREATE, status::IN_PROGRESS, "state changed")
+            ..ResourceChange::state(Action::Create, Status::InProgress, "state changed")
         };
         assert!(!resources::update_cas(db, r.id, Some("e2"), 1, progress.clone()).await.expect("cas"), "wrong engine");
         assert!(!resources::update_cas(db, r.id, Some("e1"), 0, progress.clone()).await.expect("cas"), "stale key");
@@ -279,7 +279,7 @@ async fn resource_lock_cas() {
 
         let done = ResourceChange {
             attr_data: Some(Some(json!({"a": "b"}))),
-            ..ResourceChange::state(action::CREATE, status::COMPLETE, "state changed")
+            ..ResourceChange::state(Action::Create, Status::Complete, "state changed")
         };
         assert!(!resources::release_lock(db, r.id, "e2", done.clone()).await.expect("release"), "not the holder");
         assert!(resources::release_lock(db, r.id, "e1", done).await.expect("release"));
@@ -295,7 +295,7 @@ async fn resource_lock_cas() {
 
         // An engine that died holding the lock: another steals it.
         assert!(resources::acquire_lock(db, r.id, "dead", 3).await.expect("acquire"));
-        let failed = ResourceChange::state(action::UPDATE, status::FAILED, "Engine went down during resource UPDATE");
+        let failed = ResourceChange::state(Action::Update, Status::Failed, "Engine went down during resource UPDATE");
         assert!(!resources::steal_lock(db, r.id, "e1", failed.clone()).await.expect("steal"), "e1 does not hold it");
         assert!(resources::steal_lock(db, r.id, "dead", failed).await.expect("steal"));
         let got = resources::get(db, r.id).await.expect("get").expect("present");
@@ -460,15 +460,15 @@ async fn sync_points_for_a_thousand_resources_are_created_quickly() {
     }
 }
 
-async fn event(db: &Db, stack_id: &str, name: &str, action: &str, status: &str) -> String {
+async fn event(db: &Db, stack_id: &str, name: &str, action: Action, status: Status) -> String {
     events::insert(
         db,
         &NewEvent {
             stack_id: stack_id.into(),
             resource_name: name.into(),
             physical_resource_id: Some("phys".into()),
-            resource_action: action.into(),
-            resource_status: status.into(),
+            resource_action: action.to_string(),
+            resource_status: status.to_string(),
             resource_status_reason: "state changed".into(),
             resource_type: "OS::Heat::None".into(),
             resource_properties: Some(json!({})),
@@ -486,10 +486,10 @@ async fn event_list_ordering_marker_and_limit() {
         let other = new_stack(db, "ev2", "t1").await;
         let mut uuids = Vec::new();
         for (i, name) in ["a", "b", "c", "d", "e"].iter().enumerate() {
-            let status = if i % 2 == 0 { status::IN_PROGRESS } else { status::COMPLETE };
-            uuids.push(event(db, &sid, name, action::CREATE, status).await);
+            let status = if i % 2 == 0 { Status::InProgress } else { Status::Complete };
+            uuids.push(event(db, &sid, name, Action::Create, status).await);
         }
-        event(db, &other, "x", action::CREATE, status::COMPLETE).await;
+        event(db, &other, "x", Action::Create, Status::Complete).await;
         let q = |f: &dyn Fn(&mut EventQuery)| {
             let mut q = EventQuery { stack_ids: vec![sid.clone()], ..Default::default() };
             f(&mut q);
@@ -532,7 +532,7 @@ async fn event_list_ordering_marker_and_limit() {
         assert!(events::list(db, &q(&|q| q.sort_keys = vec!["bogus".into()])).await.is_err());
 
         let filtered =
-            events::list(db, &q(&|q| q.resource_status = vec![status::COMPLETE.into()])).await.expect("list");
+            events::list(db, &q(&|q| q.resource_status = vec![Status::Complete.to_string()])).await.expect("list");
         assert_eq!(names(&filtered), ["d", "b"]);
         let by_name = events::list(db, &q(&|q| q.resource_names = vec!["a".into(), "c".into()])).await.expect("list");
         assert_eq!(names(&by_name), ["c", "a"]);

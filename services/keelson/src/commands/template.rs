@@ -53,7 +53,7 @@ pub fn run(config: Config, args: TemplateArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("{}: {}", e.type_name, e.message);
+            eprintln!("{}: {}", e.type_name(), e.message);
             Ok(ExitCode::FAILURE)
         }
     }
@@ -70,7 +70,7 @@ fn batch_parse() -> anyhow::Result<ExitCode> {
         let answer = match serde_json::from_str::<Value>(&line) {
             Ok(Value::String(text)) => match keelson_hot::parse_document(&text) {
                 Ok(value) => json!({ "value": value }),
-                Err(e) => json!({ "error": { "type": e.type_name, "message": e.message } }),
+                Err(e) => json!({ "error": { "type": e.type_name(), "message": e.message } }),
             },
             _ => json!({ "error": { "type": "BadInput", "message": "each line must be a JSON string" } }),
         };

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 
 /// All values produced during one resolution, summed, may reach this many
 /// times the bytes it may hold at once.
@@ -197,7 +197,7 @@ impl Budget {
 /// Heat's RequestLimitExceeded, naming the function.
 fn limit_exceeded(name: &str, reached: usize, limit: usize, unit: &str) -> TemplateError {
     TemplateError::new(
-        "RequestLimitExceeded",
+        TemplateErrorKind::RequestLimitExceeded,
         format!(
             "Request limit exceeded: {name}: the values produced would reach {reached} {unit}, which exceeds the limit of {limit} {unit} per evaluation"
         ),
@@ -230,7 +230,7 @@ mod tests {
         let m = b.mark();
         b.reserve("f", Size::new(90, 9)).unwrap();
         let e = b.reserve("f", Size::new(11, 0)).unwrap_err();
-        assert_eq!(e.type_name, "RequestLimitExceeded");
+        assert_eq!(e.type_name(), "RequestLimitExceeded");
         assert_eq!(
             e.message,
             "Request limit exceeded: f: the values produced would reach 101 bytes, which exceeds the limit of 100 bytes per evaluation"

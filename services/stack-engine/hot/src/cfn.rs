@@ -6,7 +6,7 @@ use crate::parameters::ParamSchema;
 use crate::pyfmt::py_str;
 use crate::snippet::Snippet;
 use crate::template::{ParsedOutput, ParsedResource};
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use serde_json::{Map, Value};
 
 pub(crate) struct CfnParts {
@@ -28,7 +28,7 @@ fn version_of(top: &Map<String, Value>) -> Result<(&'static str, String), Templa
             let given = py_str(v);
             if given != valid {
                 return Err(TemplateError::new(
-                    "InvalidTemplateVersion",
+                    TemplateErrorKind::InvalidTemplateVersion,
                     format!("The template version is invalid: \"{key}: {given}\". \"{key}\" should be one of: {valid}"),
                 ));
             }
@@ -39,7 +39,7 @@ fn version_of(top: &Map<String, Value>) -> Result<(&'static str, String), Templa
         }
     }
     Err(TemplateError::new(
-        "InvalidTemplateVersion",
+        TemplateErrorKind::InvalidTemplateVersion,
         "The template version is invalid: Template version was not provided",
     ))
 }
@@ -60,7 +60,10 @@ pub(crate) fn parse(top: &Map<String, Value>) -> Result<CfnParts, TemplateError>
         sections.push("Conditions");
     }
     if let Some(bad) = top.keys().find(|k| !sections.contains(&k.as_str())) {
-        return Err(TemplateError::new("InvalidTemplateSection", format!("The template section is invalid: {bad}")));
+        return Err(TemplateError::new(
+            TemplateErrorKind::InvalidTemplateSection,
+            format!("The template section is invalid: {bad}"),
+        ));
     }
     let mappings = top.get("Mappings").cloned().unwrap_or(Value::Object(Map::new()));
     let snippet =

@@ -4,7 +4,7 @@
 //! (`keelson_yaml`); an empty YAML document is an empty map.
 
 use crate::budget::EvaluationLimits;
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use serde_json::{Map, Value};
 
 /// Parses template or environment text. The result must be a mapping.
@@ -19,7 +19,7 @@ pub fn parse_document(text: &str) -> Result<Value, TemplateError> {
         }
         PythonJson::Unrepresentable(what) => {
             return Err(TemplateError::new(
-                "HTTPBadRequest",
+                TemplateErrorKind::BadRequest,
                 format!("Error parsing template [root stack] the JSON number {what} has no JSON form here"),
             ))
         }
@@ -28,7 +28,9 @@ pub fn parse_document(text: &str) -> Result<Value, TemplateError> {
     let limits = EvaluationLimits::installed();
     let yaml =
         keelson_yaml::load(text, &keelson_yaml::Limits::for_text(text.len(), limits.max_items, limits.max_bytes))
-            .map_err(|e| TemplateError::new("HTTPBadRequest", format!("Error parsing template [root stack] {e}")))?;
+            .map_err(|e| {
+                TemplateError::new(TemplateErrorKind::BadRequest, format!("Error parsing template [root stack] {e}"))
+            })?;
     match yaml {
         // PyYAML's None: no document, or a null one.
         None | Some(Value::Null) => Ok(Value::Object(Map::new())),
@@ -39,7 +41,9 @@ pub fn parse_document(text: &str) -> Result<Value, TemplateError> {
 fn require_mapping(v: Value) -> Result<Value, TemplateError> {
     match v {
         Value::Object(_) => Ok(v),
-        _ => Err(TemplateError::new("HTTPBadRequest", "The template is not a JSON object or YAML mapping.")),
+        _ => {
+            Err(TemplateError::new(TemplateErrorKind::BadRequest, "The template is not a JSON object or YAML mapping."))
+        }
     }
 }
 

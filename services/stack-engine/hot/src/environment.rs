@@ -1,7 +1,7 @@
 //! Stack environments: parameters, parameter_defaults, resource_registry,
 //! and their merging (environment_files in order, then the request's).
 
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use std::collections::BTreeSet;
 
 use serde_json::{json, Map, Value};
@@ -36,7 +36,7 @@ pub enum RegistryTarget {
 }
 
 fn env_error(message: impl Into<String>) -> TemplateError {
-    TemplateError::new("HTTPBadRequest", message)
+    TemplateError::new(TemplateErrorKind::BadRequest, message)
 }
 
 fn section_map(v: &Value, name: &str) -> Result<Map<String, Value>, TemplateError> {

@@ -6,7 +6,7 @@ use crate::conditions;
 use crate::pyfmt::{is_falsy, py_json_dumps, py_repr, py_repr_str, py_str};
 use crate::snippet::{Call, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{self, HotVersion};
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,10 +210,10 @@ pub(crate) fn check_arguments(call: &Call) -> Result<(), TemplateError> {
     match call.func {
         Func::Invalid => Err(invalid(format!("The function \"{name}\" is invalid in this context"))),
         Func::Removed => Err(TemplateError::new(
-            "InvalidTemplateVersion",
+            TemplateErrorKind::InvalidTemplateVersion,
             format!("The template version is invalid: The function {name} is not supported in this version of HOT."),
         )),
-        Func::Yaql => Err(TemplateError::new("NotSupported", "yaql is not supported")),
+        Func::Yaql => Err(TemplateError::new(TemplateErrorKind::NotSupported, "yaql is not supported")),
         Func::GetAttr { all } => match list_items(args) {
             None => Err(invalid(format!("Argument to \"{name}\" must be a list"))),
             Some(items) if all && items.is_empty() => Err(invalid(format!(
@@ -516,7 +516,7 @@ fn get_param(name: &str, args: &Value, ctx: &dyn ResolveContext) -> Result<Value
     };
     let Some(mut current) = ctx.param(param_name) else {
         return Err(TemplateError::new(
-            "UserParameterMissing",
+            TemplateErrorKind::UserParameterMissing,
             format!("The Parameter ({param_name}) was not provided."),
         ));
     };

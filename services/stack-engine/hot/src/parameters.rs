@@ -4,7 +4,7 @@
 
 use crate::pyfmt::{is_falsy, py_json_dumps, py_json_dumps_with, py_str};
 use crate::versions::HotVersion;
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use regex::Regex;
 use serde_json::{Map, Number, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -93,7 +93,7 @@ pub struct PseudoParams {
 pub(crate) const PSEUDO_NAMES: &[&str] = &["OS::stack_id", "OS::stack_name", "OS::project_id", "OS::region"];
 
 fn schema_error(message: impl Into<String>) -> TemplateError {
-    TemplateError::new("InvalidSchemaError", message)
+    TemplateError::new(TemplateErrorKind::InvalidSchemaError, message)
 }
 
 fn as_number(v: &Value) -> Option<Number> {
@@ -166,7 +166,10 @@ impl ParamSchema {
         if let Some(default) = &schema.default {
             // Upstream validates the default against the schema.
             schema.check_value(default).map_err(|e| {
-                TemplateError::new("InvalidSchemaError", format!("Invalid default {} ({})", py_str(default), e.message))
+                TemplateError::new(
+                    TemplateErrorKind::InvalidSchemaError,
+                    format!("Invalid default {} ({})", py_str(default), e.message),
+                )
             })?;
         }
         Ok(schema)

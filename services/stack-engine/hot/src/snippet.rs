@@ -4,7 +4,7 @@
 use crate::budget::{Budget, EvaluationLimits};
 use crate::functions::{self, Func};
 use crate::versions::HotVersion;
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -305,7 +305,7 @@ fn parse_with(table: &functions::FunctionTable, v: &Value, path: &str) -> Result
                         let call = Call { func, name: key.clone(), args: parsed_args };
                         functions::check_arguments(&call).map_err(|e| {
                             // Only validation failures carry a location.
-                            if e.type_name == "StackValidationFailed" {
+                            if e.kind == TemplateErrorKind::StackValidationFailed {
                                 e.at_path(&fn_path)
                             } else {
                                 e

@@ -9,7 +9,7 @@ use crate::parameters::{ParamSchema, ParamValues, PseudoParams, PSEUDO_NAMES};
 use crate::pyfmt::py_str;
 use crate::snippet::{join_path, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{valid_version_list, HotVersion};
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -86,11 +86,14 @@ pub struct OutputDefn {
 }
 
 fn section_error(section: &str) -> TemplateError {
-    TemplateError::new("InvalidTemplateSection", format!("The template section is invalid: {section}"))
+    TemplateError::new(TemplateErrorKind::InvalidTemplateSection, format!("The template section is invalid: {section}"))
 }
 
 fn version_error(explanation: String) -> TemplateError {
-    TemplateError::new("InvalidTemplateVersion", format!("The template version is invalid: {explanation}"))
+    TemplateError::new(
+        TemplateErrorKind::InvalidTemplateVersion,
+        format!("The template version is invalid: {explanation}"),
+    )
 }
 
 fn failed(message: impl Into<String>) -> TemplateError {
@@ -346,7 +349,7 @@ impl Template {
             };
             let Some(raw) = raw else {
                 return Err(TemplateError::new(
-                    "UserParameterMissing",
+                    TemplateErrorKind::UserParameterMissing,
                     format!("The Parameter ({}) was not provided.", schema.name),
                 ));
             };
@@ -367,7 +370,7 @@ impl Template {
         for name in user.keys().chain(env.parameters.keys()) {
             if !self.params.iter().any(|p| &p.name == name) {
                 return Err(TemplateError::new(
-                    "UnknownUserParameter",
+                    TemplateErrorKind::UnknownUserParameter,
                     format!("The Parameter ({name}) was not defined in template."),
                 ));
             }
@@ -736,7 +739,7 @@ fn normalise_deletion_policy(v: &Value, version: HotVersion) -> Result<String, T
 
 fn reference_error(resource: &str, key: &str) -> TemplateError {
     TemplateError::new(
-        "InvalidTemplateReference",
+        TemplateErrorKind::InvalidTemplateReference,
         format!("The specified reference \"{resource}\" (in {key}) is incorrect."),
     )
 }
@@ -783,7 +786,7 @@ fn check_snippet_refs(
                 for p in s.referenced_params() {
                     if params.get(&p).is_none() && !PSEUDO_NAMES.contains(&p.as_str()) {
                         return Err(TemplateError::new(
-                            "UserParameterMissing",
+                            TemplateErrorKind::UserParameterMissing,
                             format!("The Parameter ({p}) was not provided."),
                         ));
                     }
@@ -861,7 +864,7 @@ fn check_cycles(defns: &[ResourceDefn], class_name: &dyn Fn(&str) -> String) -> 
         })
         .collect();
     Err(TemplateError::new(
-        "CircularDependencyException",
+        TemplateErrorKind::CircularDependency,
         format!("Circular Dependency Found: {{{}}}", parts.join(", ")),
     ))
 }

@@ -1,7 +1,7 @@
 //! Template versions and the function tables of each version
 //! (GET /template_versions, GET /template_versions/{v}/functions).
 
-use crate::TemplateError;
+use crate::{TemplateError, TemplateErrorKind};
 use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
 
@@ -175,7 +175,10 @@ pub(crate) fn offers_function(full_version: &str, conditions: bool, name: &str) 
 /// Body of GET /template_versions/{version}/functions.
 pub fn template_functions(version: &str, with_condition_func: bool) -> Result<Value, TemplateError> {
     let Some(mut names) = function_names(version, with_condition_func) else {
-        return Err(TemplateError::new("NotFound", format!("Template with version {version} not found")));
+        return Err(TemplateError::new(
+            TemplateErrorKind::NotFound,
+            format!("Template with version {version} not found"),
+        ));
     };
     let rank = |n: &str| FUNCTION_ORDER.iter().position(|o| *o == n).unwrap_or(usize::MAX);
     names.sort_by_key(|n| rank(n));
@@ -214,7 +217,7 @@ mod tests {
     #[test]
     fn unknown_version_is_not_found() {
         let e = template_functions("heat_template_version.2099-01-01", false).unwrap_err();
-        assert_eq!(e.type_name, "NotFound");
+        assert_eq!(e.type_name(), "NotFound");
     }
 
     #[test]

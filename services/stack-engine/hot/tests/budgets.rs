@@ -20,7 +20,7 @@ fn refused(ctx: &Ctx, template: Value) -> String {
     match eval(W, template, ctx) {
         Ok(v) => panic!("expected a refusal, got {} bytes", v.to_string().len()),
         Err(e) => {
-            assert_eq!(e.type_name, "RequestLimitExceeded", "{}", e.message);
+            assert_eq!(e.type_name(), "RequestLimitExceeded", "{}", e.message);
             e.message
         }
     }
@@ -67,7 +67,7 @@ fn the_reported_repeat_bomb_is_refused_before_it_is_expanded() {
     let list: Vec<Value> = (0..3000).map(|i| json!(format!("v{i}"))).collect();
     let bomb = json!({"repeat": {"template": "<%a%-%b%>", "for_each": {"%a%": list.clone(), "%b%": list}}});
     let e = eval(W, bomb, &Ctx::default()).unwrap_err();
-    assert_eq!(e.type_name, "RequestLimitExceeded");
+    assert_eq!(e.type_name(), "RequestLimitExceeded");
     assert_eq!(
         e.message,
         "Request limit exceeded: repeat: the values produced would reach 9000000 items, which exceeds the limit of 262144 items per evaluation"

@@ -11,7 +11,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use keelson_hot::{parse_document, Environment, PseudoParams, Template, TemplateError};
+use keelson_hot::{parse_document, Environment, PseudoParams, Template, TemplateError, TemplateErrorKind};
 use serde_json::Map;
 
 /// With default parameter values (when the template has them all):
@@ -21,7 +21,7 @@ fn exercise(t: &Template) -> Result<(), TemplateError> {
         PseudoParams { stack_id: "id".into(), stack_name: "n".into(), project_id: "p".into(), region: "r".into() };
     let params = match t.validate_parameters(&Environment::default(), &Map::new(), &pseudo) {
         Ok(p) => p,
-        Err(e) if e.type_name == "UserParameterMissing" => return Ok(()),
+        Err(e) if e.kind == TemplateErrorKind::UserParameterMissing => return Ok(()),
         Err(e) => return Err(e),
     };
     t.resources(&params)?;

@@ -14,7 +14,7 @@ fn get_param_with_path() {
     assert_eq!(eval(W, json!({"get_param": ["l", "1"]}), &ctx).unwrap(), json!("y"));
     assert_eq!(eval(W, json!({"get_param": ["p", "missing"]}), &ctx).unwrap(), json!(""));
     let e = eval(W, json!({"get_param": "nope"}), &ctx).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("UserParameterMissing", "The Parameter (nope) was not provided."));
+    assert_eq!((e.type_name(), e.message.as_str()), ("UserParameterMissing", "The Parameter (nope) was not provided."));
     assert_eq!(
         eval(W, json!({"get_param": ["s", "x"]}), &ctx).unwrap_err().message,
         "\"get_param\" can't traverse path"
@@ -236,7 +236,7 @@ fn version_gating_and_removed_functions() {
     // Not a function in 2013-05-23: a plain map.
     assert_eq!(eval_ok("2013-05-23", json!({"map_merge": [{"a": 1}]})), json!({"map_merge": [{"a": 1}]}));
     let e = parse("2015-10-15", json!({"Fn::Select": [0, ["a"]]})).unwrap_err();
-    assert_eq!(e.type_name, "InvalidTemplateVersion");
+    assert_eq!(e.type_name(), "InvalidTemplateVersion");
     assert_eq!(
         e.message,
         "The template version is invalid: The function Fn::Select is not supported in this version of HOT."
@@ -244,7 +244,7 @@ fn version_gating_and_removed_functions() {
     assert_eq!(eval_ok("2014-10-16", json!({"Fn::Select": [1, ["a", "b"]]})), json!("b"));
     assert_eq!(eval_ok("2013-05-23", json!({"Fn::Join": [",", ["a", "b"]]})), json!("a,b"));
     let e = parse(W, json!({"yaql": {"expression": "1", "data": {}}})).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("NotSupported", "yaql is not supported"));
+    assert_eq!((e.type_name(), e.message.as_str()), ("NotSupported", "yaql is not supported"));
     let e = eval(W, json!({"resource_facade": "metadata"}), &Ctx::default()).unwrap_err();
     assert!(e.message.contains("only valid in nested stacks"));
 }

@@ -57,20 +57,20 @@ fn parameter_errors_from_capture() {
     let t = Template::parse(&capture_template()).unwrap();
     let e = params(&t, json!({"n": 9})).unwrap_err();
     assert_eq!(
-        (e.type_name, e.message.as_str()),
+        (e.type_name(), e.message.as_str()),
         ("StackValidationFailed", "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)")
     );
     let e = params(&t, json!({"n": "9"})).unwrap_err();
     assert_eq!(e.message, "Parameter 'n' is invalid: 9 is out of range (min: 1, max: 5)");
     let e = params(&t, json!({"zzz": 1})).unwrap_err();
     assert_eq!(
-        (e.type_name, e.message.as_str()),
+        (e.type_name(), e.message.as_str()),
         ("UnknownUserParameter", "The Parameter (zzz) was not defined in template.")
     );
     let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "parameters": {"req": {"type": "string"}}}))
         .unwrap();
     let e = params(&t, json!({})).unwrap_err();
-    assert_eq!((e.type_name, e.message.as_str()), ("UserParameterMissing", "The Parameter (req) was not provided."));
+    assert_eq!((e.type_name(), e.message.as_str()), ("UserParameterMissing", "The Parameter (req) was not provided."));
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn invalid_reference_from_capture() {
     let p = params(&t, json!({})).unwrap();
     let e = t.check_references(&p).unwrap_err();
     assert_eq!(
-        (e.type_name, e.message.as_str()),
+        (e.type_name(), e.message.as_str()),
         ("InvalidTemplateReference", "The specified reference \"nope\" (in a.Properties.value) is incorrect.")
     );
     let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::None", "depends_on": "zz"}}})).unwrap();
@@ -114,18 +114,18 @@ fn invalid_reference_from_capture() {
 fn circular_dependency_from_capture() {
     let t = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::None", "depends_on": ["b"]}, "b": {"type": "OS::Heat::None", "depends_on": ["a"]}}})).unwrap();
     let e = t.check_references(&params(&t, json!({})).unwrap()).unwrap_err();
-    assert_eq!(e.type_name, "CircularDependencyException");
+    assert_eq!(e.type_name(), "CircularDependencyException");
     assert_eq!(e.message, "Circular Dependency Found: {NoneResource \"b\": {NoneResource \"a\"}, NoneResource \"a\": {NoneResource \"b\"}}");
 }
 
 #[test]
 fn version_and_section_errors() {
     let e = Template::parse(&json!({"heat_template_version": "2099-01-01", "resources": {}})).unwrap_err();
-    assert_eq!(e.type_name, "InvalidTemplateVersion");
+    assert_eq!(e.type_name(), "InvalidTemplateVersion");
     assert_eq!(e.message, "The template version is invalid: \"heat_template_version: 2099-01-01\". \"heat_template_version\" should be one of: 2013-05-23, 2014-10-16, 2015-04-30, 2015-10-15, 2016-04-08, 2016-10-14, 2017-02-24, 2017-09-01, 2018-03-02, 2018-08-31, 2021-04-16, newton, ocata, pike, queens, rocky, wallaby");
     let e = Template::parse(&json!({"heat_template_version": "2016-04-08", "conditions": {}})).unwrap_err();
     assert_eq!(
-        (e.type_name, e.message.as_str()),
+        (e.type_name(), e.message.as_str()),
         ("InvalidTemplateSection", "The template section is invalid: conditions")
     );
     let t = Template::parse(&parse_document("heat_template_version: wallaby\n").unwrap()).unwrap();
@@ -138,7 +138,7 @@ fn version_and_section_errors() {
 fn resource_definition_errors() {
     let e = Template::parse(&json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "OS::Heat::None", "propertes": {}}}})).unwrap_err();
     assert_eq!(
-        (e.type_name, e.message.as_str()),
+        (e.type_name(), e.message.as_str()),
         ("StackValidationFailed", "\"propertes\" is not a valid keyword inside a resource definition")
     );
     let e = Template::parse(&json!({"heat_template_version": "2015-04-30", "resources": {"a": {"type": "OS::Heat::None", "condition": true}}})).unwrap_err();
@@ -295,7 +295,7 @@ Outputs:
     let e = params(&t, json!({"Size": 9})).unwrap_err();
     assert_eq!(e.message, "Parameter 'Size' is invalid: 9 is out of range (min: 1, max: 5)");
     let e = Template::parse(&json!({"HeatTemplateFormatVersion": "2012-12-12", "Conditions": {}})).unwrap_err();
-    assert_eq!(e.type_name, "InvalidTemplateSection");
+    assert_eq!(e.type_name(), "InvalidTemplateSection");
 }
 
 #[test]

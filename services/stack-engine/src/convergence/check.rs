@@ -36,7 +36,7 @@ use crate::definition::{LiveContext, ResourceFacts, StackDefinition};
 use crate::resources::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
 use crate::store::resources::ResourceDataEntry;
 use crate::store::sync_points::Report;
-use crate::store::{self, action, status, MergeOutcome, NewEvent, ResourceChange, ResourceRow, StackRow};
+use crate::store::{self, Action, MergeOutcome, NewEvent, ResourceChange, ResourceRow, StackRow, Status};
 use crate::EngineError;
 
 /// Times a check reads the row again after finding it changed between
@@ -97,14 +97,14 @@ enum Committed {
 
 /// The event of a resource state change.
 struct EventSpec<'a> {
-    action: &'a str,
-    status: &'a str,
+    action: Action,
+    status: Status,
     reason: &'a str,
     properties: Option<Value>,
 }
 
 impl<'a> EventSpec<'a> {
-    fn new(action: &'a str, status: &'a str, reason: &'a str, properties: Option<Value>) -> Self {
+    fn new(action: Action, status: Status, reason: &'a str, properties: Option<Value>) -> Self {
         EventSpec { action, status, reason, properties }
     }
 }
@@ -131,27 +131,26 @@ enum Act {
 }
 
 impl Act {
-    fn name(self) -> &'static str {
+    /// The action the resource's row and events show.
+    fn action(self) -> Action {
         match self {
-            Act::Create => action::CREATE,
-            Act::Update => action::UPDATE,
-            Act::Delete => action::DELETE,
-            Act::AdoptNested => action::ADOPT,
+            Act::Create => Action::Create,
+            Act::Update => Action::Update,
+            Act::Delete => Action::Delete,
+            Act::AdoptNested => Action::Adopt,
         }
     }
 }
 
 fn failure_reason(name: &str, failure: &ResourceFailure, act: Act) -> String {
-    match failure {
+    match failure.exception() {
         // A nested stack's failure already names its resource path:
         // upstream joins the paths (`resources.parent.resources.child`).
-        ResourceFailure::Error { type_name, message } if message.starts_with("resources.") => {
+        Some((type_name, message)) if message.starts_with("resources.") => {
             format!("{type_name}: resources.{name}.{message}")
         }
-        ResourceFailure::Error { type_name, message } => {
-            format!("{type_name}: resources.{name}: {message}")
-        }
-        ResourceFailure::Cancelled => format!("{} aborted (user triggered cancel)", act.name()),
+        Some((type_name, message)) => format!("{type_name}: resources.{name}: {message}"),
+        None => format!("{} aborted (user triggered cancel)", act.action()),
     }
 }
 
@@ -285,19 +284,18 @@ impl Engine {
         if holder == self.engine_id || self.dispatcher.is_alive(self, &holder).await {
             return Ok(Lockable::Held(row));
         }
-        let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
+        let act = if row.action == Action::Init { Action::Create } else { row.action };
         let reason = format!("Worker went down during resource {act}");
-        let act = act.to_string();
         if store::resources::steal_lock(
             &self.db,
             row.id,
             &holder,
-            ResourceChange::state(&act, status::FAILED, reason.clone()),
+            ResourceChange::state(act, Status::Failed, reason.clone()),
         )
         .await?
         {
             if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                self.resource_event(&stolen, &act, status::FAILED, &reason, None).await;
+                self.resource_event(&stolen, act, Status::Failed, &reason, None).await;
             }
         }
         Ok(Lockable::Stolen)
@@ -395,16 +393,16 @@ impl Engine {
 
     /// ACTION_IN_PROGRESS "state changed" and its event, taking the lock
     /// of a row unlocked as read. False: the row changed since the read.
-    async fn begin(&self, row: &mut ResourceRow, act: &str, properties: Option<Value>) -> Result<bool, EngineError> {
+    async fn begin(&self, row: &mut ResourceRow, act: Action, properties: Option<Value>) -> Result<bool, EngineError> {
         let reason = "state changed";
         // A resource being created starts with its template metadata (set
         // on the row by the caller).
-        let creating = act == action::CREATE || act == action::ADOPT;
+        let creating = act == Action::Create || act == Action::Adopt;
         let change = ResourceChange {
             rsrc_metadata: (creating && row.rsrc_metadata.is_some()).then(|| row.rsrc_metadata.clone()),
-            ..ResourceChange::state(act, status::IN_PROGRESS, reason)
+            ..ResourceChange::state(act, Status::InProgress, reason)
         };
-        self.write_row(row, change, true, &[], Some(EventSpec::new(act, status::IN_PROGRESS, reason, properties))).await
+        self.write_row(row, change, true, &[], Some(EventSpec::new(act, Status::InProgress, reason, properties))).await
     }
 
     async fn state_of(&self, row: &ResourceRow) -> Result<ResourceState, EngineError> {
@@ -443,7 +441,7 @@ impl Engine {
         for req in missing {
             let best = rows
                 .iter()
-                .filter(|r| r.name == req && r.action != action::INIT && r.action != action::DELETE)
+                .filter(|r| r.name == req && r.action != Action::Init && r.action != Action::Delete)
                 .max_by_key(|r| (r.current_template_id == Some(stack.raw_template_id), r.replaced_by.is_none(), r.id));
             let Some(row) = best else { continue };
             let Some((_, plugin)) = self.plugin_of_row(stack, row).await else {
@@ -487,12 +485,10 @@ impl Engine {
         let type_name = def.plugin_identity(&defn.name, &defn.type_name);
         let plugin = match def.plugin_for(&self.registry, &defn.name, &defn.type_name) {
             Ok(p) => p,
-            Err(e) if e.type_name == "HTTPBadRequest" => {
-                return self.fail_before_action(&mut row, Act::Create, &e.message).await;
+            Err(EngineError::BadRequest(message)) => {
+                return self.fail_before_action(&mut row, Act::Create, &message).await;
             }
-            Err(e) => {
-                return self.fail_before_action(&mut row, Act::Create, &format!("{}: {}", e.type_name, e.message)).await
-            }
+            Err(e) => return self.fail_before_action(&mut row, Act::Create, &e.to_string()).await,
         };
         let facts = self.gather_facts(stack, &def, &row.name, &msg.input).await?;
         let mut ctx = LiveContext::new(&def, facts);
@@ -503,16 +499,16 @@ impl Engine {
             let policy = update_policy_of(plugin.as_ref(), defn, &ctx)?;
             Ok((plugin.validate_properties(&row.name, &given)?, policy))
         });
-        let act = if row.action == action::INIT { Act::Create } else { Act::Update };
+        let act = if row.action == Action::Init { Act::Create } else { Act::Update };
         let (props, update_policy) = match inputs {
             Ok(inputs) => inputs,
             Err(e) => {
-                let reason = format!("{}: resources.{}: {}", e.type_name, row.name, e.message);
+                let reason = format!("{}: resources.{}: {}", e.heat_type(), row.name, e.message());
                 return self.fail_before_action(&mut row, act, &reason).await;
             }
         };
         let written = Some(defn.type_name.clone());
-        if row.action == action::INIT {
+        if row.action == Action::Init {
             // The template's metadata is the new resource's stored
             // metadata (upstream `metadata_get` of an INIT resource),
             // written as the action begins: a nested stack's
@@ -522,7 +518,7 @@ impl Engine {
                     row.rsrc_metadata = m.resolve(&ctx).ok().filter(|m| !m.is_null());
                 }
             }
-            if stack.action == action::ADOPT && plugin.runs_nested_stack() {
+            if stack.action == Action::Adopt && plugin.runs_nested_stack() {
                 return self
                     .run_action(
                         stack,
@@ -537,7 +533,7 @@ impl Engine {
                     )
                     .await;
             }
-            if stack.action == action::ADOPT {
+            if stack.action == Action::Adopt {
                 return self.run_adopt(stack, row, data, plugin, props, requires, defn.type_name.clone()).await;
             }
             return self
@@ -558,10 +554,8 @@ impl Engine {
         }
         // A failed, half-created, deleted or retyped resource is replaced
         // without UPDATE events (upstream needs_replace_failed).
-        let broken = row.status == status::FAILED
-            || row.status == status::IN_PROGRESS
-            || row.action == action::DELETE
-            || retyped;
+        let broken =
+            row.status == Status::Failed || row.status == Status::InProgress || row.action == Action::Delete || retyped;
         let old_props = match &row.properties_data {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
@@ -607,16 +601,16 @@ impl Engine {
             }
             UpdateDecision::Replace => {
                 if !broken {
-                    if !self.begin(&mut row, action::UPDATE, None).await? {
+                    if !self.begin(&mut row, Action::Update, None).await? {
                         return Ok(Outcome::Raced);
                     }
                     let reason = format!("The Resource {} requires replacement.", row.name);
                     self.write_row(
                         &mut row,
-                        ResourceChange::state(action::UPDATE, status::COMPLETE, reason.clone()),
+                        ResourceChange::state(Action::Update, Status::Complete, reason.clone()),
                         false,
                         &[],
-                        Some(EventSpec::new(action::UPDATE, status::COMPLETE, &reason, None)),
+                        Some(EventSpec::new(Action::Update, Status::Complete, &reason, None)),
                     )
                     .await?;
                 }
@@ -670,7 +664,7 @@ impl Engine {
                 ResourceChange::default(),
                 false,
                 &[],
-                Some(EventSpec::new(action::UPDATE, status::FAILED, &message, None)),
+                Some(EventSpec::new(Action::Update, Status::Failed, &message, None)),
             )
             .await?
         {
@@ -768,17 +762,17 @@ impl Engine {
         written_type: String,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        if !self.begin(&mut row, action::ADOPT, Some(props_json.clone())).await? {
+        if !self.begin(&mut row, Action::Adopt, Some(props_json.clone())).await? {
             return Ok(Outcome::Raced);
         }
         if row.physical_resource_id.as_deref().is_none_or(str::is_empty) {
             let reason = format!("Exception: resources.{}: Resource ID was not provided.", row.name);
             self.write_row(
                 &mut row,
-                ResourceChange::state(action::ADOPT, status::FAILED, reason.clone()),
+                ResourceChange::state(Action::Adopt, Status::Failed, reason.clone()),
                 false,
                 &[],
-                Some(EventSpec::new(action::ADOPT, status::FAILED, &reason, None)),
+                Some(EventSpec::new(Action::Adopt, Status::Failed, &reason, None)),
             )
             .await?;
             return Ok(Outcome::Failed(format!("Resource ADOPT failed: {reason}")));
@@ -787,7 +781,7 @@ impl Engine {
         state.properties = props;
         let facts = self.facts_of(plugin.as_ref(), &row, &state).await;
         let change = ResourceChange { resource_type: Some(written_type), ..Default::default() };
-        Ok(self.complete(stack, &row, action::ADOPT, change, Vec::new(), props_json, facts, requires))
+        Ok(self.complete(stack, &row, Action::Adopt, change, Vec::new(), props_json, facts, requires))
     }
 
     /// ACTION_COMPLETE "state changed" with what the action produced
@@ -798,7 +792,7 @@ impl Engine {
         &self,
         stack: &StackRow,
         row: &ResourceRow,
-        act: &str,
+        act: Action,
         change: ResourceChange,
         data: Vec<(String, String)>,
         props_json: Value,
@@ -812,8 +806,8 @@ impl Engine {
             requires: Some(requires),
             replaced_by: Some(None),
             ..ResourceChange {
-                action: Some(act.to_string()),
-                status: Some(status::COMPLETE.to_string()),
+                action: Some(act),
+                status: Some(Status::Complete),
                 status_reason: Some("state changed".to_string()),
                 ..change
             }
@@ -822,7 +816,7 @@ impl Engine {
             row,
             change,
             data,
-            Some(EventSpec::new(act, status::COMPLETE, "state changed", Some(props_json))),
+            Some(EventSpec::new(act, Status::Complete, "state changed", Some(props_json))),
         );
         let node = node_data(&after, &facts);
         Outcome::Done(Box::new(after), node, Some(Box::new(last)))
@@ -834,16 +828,16 @@ impl Engine {
         if !self
             .write_row(
                 row,
-                ResourceChange::state(act.name(), status::FAILED, reason),
+                ResourceChange::state(act.action(), Status::Failed, reason),
                 false,
                 &[],
-                Some(EventSpec::new(act.name(), status::FAILED, reason, None)),
+                Some(EventSpec::new(act.action(), Status::Failed, reason, None)),
             )
             .await?
         {
             return Ok(Outcome::Raced);
         }
-        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name())))
+        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.action())))
     }
 
     /// Runs create/update/delete of a row through its plugin, under the
@@ -863,7 +857,7 @@ impl Engine {
         written_type: Option<String>,
     ) -> Result<Outcome, EngineError> {
         let props_json = Value::Object(props.clone());
-        if !self.begin(&mut row, act.name(), Some(props_json.clone())).await? {
+        if !self.begin(&mut row, act.action(), Some(props_json.clone())).await? {
             return Ok(Outcome::Raced);
         }
         let mut state = state_from(&row, data);
@@ -912,26 +906,26 @@ impl Engine {
                     rsrc_metadata: (ctx.state.metadata != metadata_before).then(|| Some(ctx.state.metadata.clone())),
                     ..Default::default()
                 };
-                Ok(self.complete(stack, &row, act.name(), change, changed, props_json, facts, requires))
+                Ok(self.complete(stack, &row, act.action(), change, changed, props_json, facts, requires))
             }
             Err(failure) => {
                 let reason = failure_reason(&row.name, &failure, act);
                 let change = ResourceChange {
                     physical_resource_id: physical,
-                    ..ResourceChange::state(act.name(), status::FAILED, reason.clone())
+                    ..ResourceChange::state(act.action(), Status::Failed, reason.clone())
                 };
                 self.write_row(
                     &mut row,
                     change,
                     false,
                     &changed,
-                    Some(EventSpec::new(act.name(), status::FAILED, &reason, None)),
+                    Some(EventSpec::new(act.action(), Status::Failed, &reason, None)),
                 )
                 .await?;
                 match failure {
                     ResourceFailure::Cancelled => Ok(Outcome::Retrigger),
-                    ResourceFailure::Error { .. } => {
-                        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.name())))
+                    ResourceFailure::Error { .. } | ResourceFailure::NoActionRequired(_) => {
+                        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", act.action())))
                     }
                 }
             }
@@ -957,7 +951,7 @@ impl Engine {
             }
             Lockable::Stolen => return Ok(Outcome::Raced),
         };
-        if row.action == action::INIT {
+        if row.action == Action::Init {
             let last = Self::last_delete(&row);
             return Ok(Outcome::Done(Box::new(row), Value::Null, Some(Box::new(last))));
         }

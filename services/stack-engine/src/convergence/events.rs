@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::Value;
 
 use super::Engine;
-use crate::store::{self, NewEvent, ResourceRow, StackRow};
+use crate::store::{self, Action, NewEvent, ResourceRow, StackRow, Status};
 
 /// How many oldest events one purge removes beyond the limit (upstream
 /// purges in batches too).
@@ -17,25 +17,30 @@ const PURGE_CHECK_EVERY: u64 = (PURGE_BATCH / 2) as u64;
 
 static EVENTS_WRITTEN: AtomicU64 = AtomicU64::new(0);
 
+/// The action of a handled signal's event (upstream's `SIGNAL`: an event
+/// action, not a resource action).
+pub(super) const SIGNAL_EVENT: &str = "SIGNAL";
+
 /// The event of a stack state change.
-pub(super) fn stack_event_of(stack: &StackRow, action: &str, status: &str, reason: &str) -> NewEvent {
+pub(super) fn stack_event_of(stack: &StackRow, action: Action, status: Status, reason: &str) -> NewEvent {
     NewEvent {
         stack_id: stack.id.clone(),
         resource_name: stack.name.clone(),
         physical_resource_id: Some(stack.id.clone()),
-        resource_action: action.to_string(),
-        resource_status: status.to_string(),
+        resource_action: action.as_str().to_string(),
+        resource_status: status.as_str().to_string(),
         resource_status_reason: reason.to_string(),
         resource_type: "OS::Heat::Stack".to_string(),
         resource_properties: None,
     }
 }
 
-/// The event of a resource state change, as the row is after it.
+/// The event of a resource state change, as the row is after it;
+/// `action` is a resource action or `SIGNAL`.
 pub(super) fn resource_event_of(
     row: &ResourceRow,
-    action: &str,
-    status: &str,
+    action: impl AsRef<str>,
+    status: Status,
     reason: &str,
     properties: Option<Value>,
 ) -> NewEvent {
@@ -43,8 +48,8 @@ pub(super) fn resource_event_of(
         stack_id: row.stack_id.clone(),
         resource_name: row.name.clone(),
         physical_resource_id: row.physical_resource_id.clone(),
-        resource_action: action.to_string(),
-        resource_status: status.to_string(),
+        resource_action: action.as_ref().to_string(),
+        resource_status: status.as_str().to_string(),
         resource_status_reason: reason.to_string(),
         resource_type: row.resource_type.clone(),
         resource_properties: properties.or_else(|| row.properties_data.clone()),
@@ -52,7 +57,7 @@ pub(super) fn resource_event_of(
 }
 
 impl Engine {
-    pub(super) async fn stack_event(&self, stack: &StackRow, action: &str, status: &str, reason: &str) {
+    pub(super) async fn stack_event(&self, stack: &StackRow, action: Action, status: Status, reason: &str) {
         self.write_event(stack_event_of(stack, action, status, reason)).await;
         self.notifier.stack_state(stack, action, status, reason);
     }
@@ -60,8 +65,8 @@ impl Engine {
     pub(super) async fn resource_event(
         &self,
         row: &ResourceRow,
-        action: &str,
-        status: &str,
+        action: impl AsRef<str>,
+        status: Status,
         reason: &str,
         properties: Option<Value>,
     ) {

@@ -24,7 +24,7 @@ use crate::resources::host::{
     DeploymentSpec, DeploymentState, MetadataMerge, NewSoftwareConfig, PeerResource, SignalUrls,
 };
 use crate::resources::{short_id, ResourceFailure};
-use crate::store::{self, action, status, ResourceRow, StackRow};
+use crate::store::{self, Action, ResourceRow, StackRow, Status};
 use crate::EngineError;
 
 tokio::task_local! {
@@ -40,7 +40,7 @@ fn release_check_slot() {
 }
 
 fn failure(e: EngineError) -> ResourceFailure {
-    ResourceFailure::error(e.type_name, e.message)
+    ResourceFailure::from(e)
 }
 
 /// Polling bounds while waiting for a child on another engine.
@@ -87,10 +87,10 @@ impl Engine {
         let owner = self.live_parent(&parent.stack_id).await?;
         let depth = owner.nested_depth + 1;
         if depth > self.settings.max_nested_stack_depth {
-            return Err(EngineError::bad_request(
-                "RecursionDepthExceeded",
-                format!("Recursion depth exceeds {}.", self.settings.max_nested_stack_depth),
-            ));
+            return Err(EngineError::RecursionDepthExceeded(format!(
+                "Recursion depth exceeds {}.",
+                self.settings.max_nested_stack_depth
+            )));
         }
         let resources = u64::try_from(template_resource_count(&spec.template)).unwrap_or(u64::MAX);
         self.check_tree_size(&owner.id, None, resources).await?;
@@ -179,19 +179,19 @@ impl Engine {
     async fn settled_state(&self, id: &str) -> Result<Option<NestedOutcome>, EngineError> {
         let Some(row) = store::stacks::get(&self.db, id).await? else {
             return Ok(Some(NestedOutcome {
-                action: action::DELETE.into(),
-                status: status::COMPLETE.into(),
+                action: Action::Delete,
+                status: Status::Complete,
                 status_reason: String::new(),
             }));
         };
         if row.deleted_at.is_some() {
             return Ok(Some(NestedOutcome {
-                action: action::DELETE.into(),
-                status: status::COMPLETE.into(),
+                action: Action::Delete,
+                status: Status::Complete,
                 status_reason: row.status_reason,
             }));
         }
-        if row.status == status::IN_PROGRESS {
+        if row.status == Status::InProgress {
             return Ok(None);
         }
         Ok(Some(NestedOutcome { action: row.action, status: row.status, status_reason: row.status_reason }))
@@ -265,7 +265,7 @@ impl Engine {
         let def = self.definition(&stack, stack.raw_template_id).await?;
         let mut members = Vec::new();
         for row in self.live_rows(id).await? {
-            if row.action == action::INIT || (row.action == action::DELETE && row.status == status::COMPLETE) {
+            if row.action == Action::Init || (row.action == Action::Delete && row.status == Status::Complete) {
                 continue;
             }
             let Ok(plugin) = def.plugin_for(&self.registry, &row.name, &row.resource_type) else {
@@ -286,7 +286,7 @@ impl Engine {
                 reference: facts.reference_id,
                 attributes: values,
                 created_at: row.created_at,
-                failed: row.status == status::FAILED,
+                failed: row.status == Status::Failed,
             });
         }
         Ok(members)
@@ -345,7 +345,7 @@ impl PluginHost for Engine {
             let engine = self.arc().map_err(failure)?;
             match engine.delete_stack(child_id).await {
                 Ok(()) => Ok(()),
-                Err(e) if e.type_name == "EntityNotFound" || e.http_status == 404 => Ok(()),
+                Err(e) if e.is_not_found() => Ok(()),
                 Err(e) => Err(failure(e)),
             }
         })
@@ -375,7 +375,7 @@ impl PluginHost for Engine {
                 return;
             }
             let Ok(Some(stack)) = store::stacks::get(&self.db, stack_id).await else { return };
-            let mut body = crate::notifications::stack_body(&stack, &stack.action, &stack.status, &stack.status_reason);
+            let mut body = crate::notifications::stack_body(&stack, stack.action, stack.status, &stack.status_reason);
             if let Value::Object(b) = &mut body {
                 b.extend(extra);
             }

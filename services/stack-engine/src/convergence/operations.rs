@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::traversal::StackChanges;
 use super::Engine;
 use crate::definition::{empty_template, StackDefinition};
-use crate::store::{self, action, status, ResourceChange, StackRow};
+use crate::store::{self, Action, ResourceChange, StackRow, Status};
 use crate::EngineError;
 
 /// Resource data key holding, during a stack ADOPT, the adopt data of a
@@ -87,8 +87,8 @@ impl Engine {
             owner_id: new.owner_id.clone(),
             parent_resource_name: new.parent_resource_name.clone(),
             nested_depth: new.nested_depth,
-            action: action::INIT.to_string(),
-            status: status::COMPLETE.to_string(),
+            action: Action::Init,
+            status: Status::Complete,
             ..Default::default()
         };
         let template_id = keelson_common::db::retrying("stack creation", || async {
@@ -103,9 +103,9 @@ impl Engine {
         let stack_action = match &new.adopt_stack_data {
             Some(adopt) => {
                 self.prepare_adoption(&row, template_id, &new, adopt).await?;
-                action::ADOPT
+                Action::Adopt
             }
-            None => action::CREATE,
+            None => Action::Create,
         };
         self.converge_stack(&row, template_id, stack_action, "", StackChanges::default()).await?;
         self.live_stack(&new.id).await
@@ -179,7 +179,7 @@ impl Engine {
         let template_id = self.store_template(&new.template, &new.files, &new.environment).await?;
         for _ in 0..3 {
             let stack = self.live_stack(stack_id).await?;
-            if matches!(stack.action.as_str(), action::SUSPEND | action::DELETE) {
+            if matches!(stack.action, Action::Suspend | Action::Delete) {
                 return Err(EngineError::not_supported(format!("Updating a stack when it is {}", stack.state())));
             }
             let changes = StackChanges {
@@ -188,11 +188,11 @@ impl Engine {
                 tags: Some(new.tags.clone()),
                 params: Some(user_params(&new.environment)),
             };
-            if self.converge_stack(&stack, template_id, action::UPDATE, &stack.current_traversal, changes).await? {
+            if self.converge_stack(&stack, template_id, Action::Update, &stack.current_traversal, changes).await? {
                 return Ok(());
             }
         }
-        Err(EngineError::action_in_progress(stack_id, action::UPDATE))
+        Err(EngineError::action_in_progress(stack_id, Action::Update))
     }
 
     /// Stops a traversal in progress (cancelling running actions), then
@@ -201,10 +201,10 @@ impl Engine {
         let template_id = self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?;
         for _ in 0..3 {
             let mut stack = self.live_stack(stack_id).await?;
-            if stack.action == action::DELETE && stack.status == status::COMPLETE {
+            if stack.action == Action::Delete && stack.status == Status::Complete {
                 return Err(EngineError::stack_not_found(stack_id));
             }
-            if stack.status == status::IN_PROGRESS && !stack.current_traversal.is_empty() {
+            if stack.status == Status::InProgress && !stack.current_traversal.is_empty() {
                 match self.stop_traversal(&stack).await? {
                     Some(t) => stack.current_traversal = t,
                     None => continue,
@@ -216,13 +216,13 @@ impl Engine {
             // which would otherwise hold their resources until they end.
             self.dispatcher.cancel_all(self, &stack.id).await;
             if self
-                .converge_stack(&stack, template_id, action::DELETE, &stack.current_traversal, StackChanges::default())
+                .converge_stack(&stack, template_id, Action::Delete, &stack.current_traversal, StackChanges::default())
                 .await?
             {
                 return Ok(());
             }
         }
-        Err(EngineError::action_in_progress(stack_id, action::DELETE))
+        Err(EngineError::action_in_progress(stack_id, Action::Delete))
     }
 
     /// Forgets the stack without touching its physical resources
@@ -239,19 +239,19 @@ impl Engine {
 
     async fn abandon_stack_tree(self: &Arc<Self>, stack_id: &str) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
-        let reason = format!("Stack {} completed successfully", action::DELETE);
+        let reason = format!("Stack {} completed successfully", Action::Delete);
         let change = store::StackStateChange {
             current_traversal: Some(String::new()),
-            ..store::StackStateChange::new(action::DELETE, status::COMPLETE, reason)
+            ..store::StackStateChange::new(Action::Delete, Status::Complete, reason)
         };
         if !store::stacks::set_state(&self.db, stack_id, &stack.current_traversal, change).await? {
-            return Err(EngineError::action_in_progress(&stack.name, &stack.action));
+            return Err(EngineError::action_in_progress(&stack.name, stack.action));
         }
         self.dispatcher.cancel_all(self, stack_id).await;
         for child in store::stacks::children(&self.db, stack_id).await? {
             match self.abandon_stack(&child.id).await {
                 // Gone meanwhile: nothing left to forget.
-                Err(e) if e.type_name == "EntityNotFound" => {}
+                Err(EngineError::EntityNotFound { .. }) => {}
                 other => other?,
             }
         }
@@ -263,24 +263,24 @@ impl Engine {
     /// built-in types do nothing for them); states and events as upstream.
     pub async fn stack_action(self: &Arc<Self>, stack_id: &str, op: StackOperation) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
-        if stack.status == status::IN_PROGRESS {
-            return Err(EngineError::action_in_progress(&stack.name, &stack.action));
+        if stack.status == Status::InProgress {
+            return Err(EngineError::action_in_progress(&stack.name, stack.action));
         }
         let act = match op {
-            StackOperation::Suspend => action::SUSPEND,
-            StackOperation::Resume => action::RESUME,
-            StackOperation::Check => action::CHECK,
+            StackOperation::Suspend => Action::Suspend,
+            StackOperation::Resume => Action::Resume,
+            StackOperation::Check => Action::Check,
         };
         let traversal = uuid::Uuid::new_v4().to_string();
         let started = format!("Stack {act} started");
         let change = store::StackStateChange {
             current_traversal: Some(traversal.clone()),
-            ..store::StackStateChange::new(act, status::IN_PROGRESS, started.clone())
+            ..store::StackStateChange::new(act, Status::InProgress, started.clone())
         };
         if !store::stacks::set_state(&self.db, stack_id, &stack.current_traversal, change).await? {
-            return Err(EngineError::action_in_progress(&stack.name, &stack.action));
+            return Err(EngineError::action_in_progress(&stack.name, stack.action));
         }
-        self.stack_event(&stack, act, status::IN_PROGRESS, &started).await;
+        self.stack_event(&stack, act, Status::InProgress, &started).await;
         let engine = self.clone();
         let stack_id = stack_id.to_string();
         tokio::spawn(async move {
@@ -291,24 +291,24 @@ impl Engine {
         Ok(())
     }
 
-    async fn run_stack_action(&self, stack_id: &str, traversal: &str, act: &str) -> Result<(), EngineError> {
+    async fn run_stack_action(&self, stack_id: &str, traversal: &str, act: Action) -> Result<(), EngineError> {
         let rows = store::resources::list(&self.db, stack_id).await?;
         let stack = self.live_stack(stack_id).await?;
-        let (unsupported, failure) = if act == action::CHECK {
+        let (unsupported, failure) = if act == Action::Check {
             self.check_resources(&stack, &rows).await?
         } else {
             // Suspend and resume: the built-in types have nothing to do.
-            for row in rows.iter().filter(|r| r.action != action::INIT) {
-                self.resource_event(row, act, status::IN_PROGRESS, "state changed", None).await;
+            for row in rows.iter().filter(|r| r.action != Action::Init) {
+                self.resource_event(row, act, Status::InProgress, "state changed", None).await;
                 store::resources::update_cas(
                     &self.db,
                     row.id,
                     None,
                     row.atomic_key,
-                    ResourceChange::state(act, status::COMPLETE, "state changed"),
+                    ResourceChange::state(act, Status::Complete, "state changed"),
                 )
                 .await?;
-                self.resource_event(row, act, status::COMPLETE, "state changed", None).await;
+                self.resource_event(row, act, Status::Complete, "state changed", None).await;
             }
             (false, None)
         };
@@ -316,8 +316,8 @@ impl Engine {
             return Ok(());
         };
         let (state, mut reason) = match failure {
-            Some(f) => (status::FAILED, format!("Resource {act} failed: {f}")),
-            None => (status::COMPLETE, format!("Stack {act} completed successfully")),
+            Some(f) => (Status::Failed, format!("Resource {act} failed: {f}")),
+            None => (Status::Complete, format!("Stack {act} completed successfully")),
         };
         if unsupported {
             reason.push_str(". 'CHECK' not fully supported (see resources)");
@@ -341,7 +341,7 @@ impl Engine {
         use std::collections::BTreeSet;
         let live: Vec<&store::ResourceRow> = rows
             .iter()
-            .filter(|r| r.replaced_by.is_none() && !(r.action == action::DELETE && r.status == status::COMPLETE))
+            .filter(|r| r.replaced_by.is_none() && !(r.action == Action::Delete && r.status == Status::Complete))
             .collect();
         // What each resource needs first: the current definition's
         // dependencies (never-created rows have no stored ones), and those
@@ -408,44 +408,45 @@ impl Engine {
             timeout_mins: stack.timeout_mins,
         };
         let Some(check) = plugin.as_ref().and_then(|p| p.check(&mut ctx)) else {
-            if row.action == action::INIT {
+            if row.action == Action::Init {
                 // Never created: nothing to check, nothing to record.
                 return Ok(CheckResult::Skipped);
             }
-            let reason = format!("{} not supported for {type_name}", action::CHECK);
-            self.write_check_state(row, status::COMPLETE, &reason).await?;
+            let reason = format!("{} not supported for {type_name}", Action::Check);
+            self.write_check_state(row, Status::Complete, &reason).await?;
             return Ok(CheckResult::Unsupported);
         };
-        if row.action == action::INIT {
+        if row.action == Action::Init {
             let reason = format!("Can not check {}, resource not created yet.", row.name);
-            self.write_check_state(row, status::FAILED, &reason).await?;
+            self.write_check_state(row, Status::Failed, &reason).await?;
             return Ok(CheckResult::Failed(format!(
                 "Exception: resources.{}: Resource {} not created yet.",
                 row.name, row.name
             )));
         }
-        self.resource_event(row, action::CHECK, status::IN_PROGRESS, "state changed", None).await;
+        self.resource_event(row, Action::Check, Status::InProgress, "state changed", None).await;
         match check.await {
             Ok(()) => {
-                self.write_check_state(row, status::COMPLETE, "state changed").await?;
+                self.write_check_state(row, Status::Complete, "state changed").await?;
                 Ok(CheckResult::Passed)
             }
             Err(f) => {
-                let reason = match &f {
-                    crate::resources::ResourceFailure::Error { type_name, message } => {
-                        format!("{type_name}: resources.{}: {message}", row.name)
-                    }
-                    crate::resources::ResourceFailure::Cancelled => {
-                        format!("Exception: resources.{}: cancelled", row.name)
-                    }
+                let reason = match f.exception() {
+                    Some((type_name, message)) => format!("{type_name}: resources.{}: {message}", row.name),
+                    None => format!("Exception: resources.{}: cancelled", row.name),
                 };
-                self.write_check_state(row, status::FAILED, &reason).await?;
+                self.write_check_state(row, Status::Failed, &reason).await?;
                 Ok(CheckResult::Failed(reason))
             }
         }
     }
 
-    async fn write_check_state(&self, row: &store::ResourceRow, state: &str, reason: &str) -> Result<(), EngineError> {
+    async fn write_check_state(
+        &self,
+        row: &store::ResourceRow,
+        state: Status,
+        reason: &str,
+    ) -> Result<(), EngineError> {
         // Re-read: the check may have run long, and a signal may have
         // changed the row meanwhile (the CAS is on the fresh version).
         let atomic_key = store::resources::get(&self.db, row.id).await?.map(|r| r.atomic_key).unwrap_or(row.atomic_key);
@@ -454,10 +455,10 @@ impl Engine {
             row.id,
             None,
             atomic_key,
-            ResourceChange::state(action::CHECK, state, reason),
+            ResourceChange::state(Action::Check, state, reason),
         )
         .await?;
-        self.resource_event(row, action::CHECK, state, reason, None).await;
+        self.resource_event(row, Action::Check, state, reason, None).await;
         Ok(())
     }
 
@@ -468,8 +469,8 @@ impl Engine {
     /// propagate no further (upstream stop_traversal).
     pub async fn cancel_update(self: &Arc<Self>, stack_id: &str, rollback: bool) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
-        let allowed: &[&str] = if rollback { &[action::UPDATE] } else { &[action::UPDATE, action::CREATE] };
-        if !(stack.status == status::IN_PROGRESS && allowed.contains(&stack.action.as_str())) {
+        let allowed: &[Action] = if rollback { &[Action::Update] } else { &[Action::Update, Action::Create] };
+        if !(stack.status == Status::InProgress && allowed.contains(&stack.action)) {
             return Err(EngineError::not_supported(format!(
                 "Cancelling update when stack is {} is not supported.",
                 stack.state()
@@ -494,7 +495,7 @@ impl Engine {
                 return Ok(());
             }
         }
-        Err(EngineError::action_in_progress(stack_id, action::ROLLBACK))
+        Err(EngineError::action_in_progress(stack_id, Action::Rollback))
     }
 
     /// Checks a signal now and handles it in the background
@@ -524,9 +525,9 @@ impl Engine {
         };
         let reason = if reason.is_empty() { "state changed by resource_mark_unhealthy api" } else { reason };
         let target = if mark {
-            Some(status::FAILED)
-        } else if row.action == action::CHECK && row.status == status::FAILED {
-            Some(status::COMPLETE)
+            Some(Status::Failed)
+        } else if row.action == Action::Check && row.status == Status::Failed {
+            Some(Status::Complete)
         } else {
             None
         };
@@ -536,13 +537,13 @@ impl Engine {
             row.id,
             row.engine_id.as_deref(),
             row.atomic_key,
-            ResourceChange::state(action::CHECK, target, reason),
+            ResourceChange::state(Action::Check, target, reason),
         )
         .await?
         {
-            return Err(EngineError::action_in_progress(resource_name, &row.action));
+            return Err(EngineError::action_in_progress(resource_name, row.action));
         }
-        self.resource_event(row, action::CHECK, target, reason, None).await;
+        self.resource_event(row, Action::Check, target, reason, None).await;
         Ok(())
     }
 }

@@ -23,8 +23,8 @@ use tokio::sync::OnceCell;
 
 use super::Engine;
 use crate::resources::host::{MetadataMerge, PeerResource, SignalUrls};
-use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget, NO_ACTION_REQUIRED};
-use crate::store::{self, action, ResourceChange, ResourceRow, StackRow};
+use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
+use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow};
 use crate::EngineError;
 
 /// Where signals and agents reach this cloud, and how pre-signed URLs
@@ -184,15 +184,13 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 fn signature_mismatch() -> EngineError {
-    EngineError::new(
-        "SignatureDoesNotMatch",
-        403,
-        "The request signature we calculated does not match the signature you provided.",
+    EngineError::SignatureDoesNotMatch(
+        "The request signature we calculated does not match the signature you provided.".into(),
     )
 }
 
 fn failure(e: EngineError) -> ResourceFailure {
-    ResourceFailure::error(e.type_name, e.message)
+    ResourceFailure::from(e)
 }
 
 /// Upstream `get_string_details`: the event text of a signal whose
@@ -213,7 +211,7 @@ fn signal_details_text(details: &Value) -> String {
 }
 
 fn resource_not_available(name: &str) -> EngineError {
-    EngineError::new("ResourceNotAvailable", 404, format!("The Resource ({name}) is not available."))
+    EngineError::ResourceNotAvailable(format!("The Resource ({name}) is not available."))
 }
 
 /// The signing key, read or created once per engine.
@@ -330,7 +328,7 @@ impl Engine {
             }
         }
         for row in live {
-            if row.action == action::INIT {
+            if row.action == Action::Init {
                 continue;
             }
             let Ok(plugin) = def.plugin_for(&self.registry, &row.name, &row.resource_type) else { continue };
@@ -351,7 +349,7 @@ impl Engine {
                     resource_type: row.resource_type.clone(),
                     physical_id: row.physical_resource_id.clone(),
                     metadata: row.rsrc_metadata.clone().unwrap_or(Value::Null),
-                    status: row.status.clone(),
+                    status: row.status,
                     properties: state.properties,
                 }));
             }
@@ -417,15 +415,12 @@ impl Engine {
                 EngineError::resource_not_found(resource_name, &stack.name)
             });
         };
-        if row.action == action::INIT {
+        if row.action == Action::Init {
             return Err(resource_not_available(resource_name));
         }
         let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
         if !plugin.handles_signal() {
-            return Err(EngineError::bad_request(
-                "ResourceActionNotSupported",
-                "signal is not supported for resource.",
-            ));
+            return Err(EngineError::ResourceActionNotSupported("signal is not supported for resource.".into()));
         }
         Ok((stack, row, plugin))
     }
@@ -438,11 +433,11 @@ impl Engine {
         plugin: &dyn ResourceType,
         details: &Value,
     ) -> Result<(), EngineError> {
-        if row.action == action::DELETE || row.action == action::SUSPEND {
+        if row.action == Action::Delete || row.action == Action::Suspend {
             self.resource_event(
                 row,
-                &row.action,
-                &row.status,
+                row.action,
+                row.status,
                 &format!("Cannot signal resource during {}", row.action),
                 None,
             )
@@ -461,19 +456,18 @@ impl Engine {
                     Some(t) => format!("Signal: {t}"),
                     None => signal_details_text(details),
                 };
-                self.resource_event(row, "SIGNAL", &row.status, &reason, None).await;
+                self.resource_event(row, super::events::SIGNAL_EVENT, row.status, &reason, None).await;
                 Ok(())
             }
             // Upstream leaves no event for a signal with nothing to do
             // (a scaling group in cooldown or already at its bound).
-            Err(ResourceFailure::Error { type_name, message }) if type_name == NO_ACTION_REQUIRED => {
+            Err(ResourceFailure::NoActionRequired(message)) => {
                 tracing::info!(resource = row.name, "signal {}: {message}", row.name);
                 Ok(())
             }
             Err(ResourceFailure::Error { type_name, message }) => {
                 tracing::info!(resource = row.name, "signal {}: {type_name}: {message}", row.name);
-                let status = if type_name == "ValueError" { 400 } else { 500 };
-                Err(EngineError::new(type_name, status, message))
+                Err(EngineError::from_plugin_failure(&type_name, &message))
             }
             Err(ResourceFailure::Cancelled) => Err(EngineError::internal("signal cancelled")),
         }
@@ -490,13 +484,7 @@ impl Engine {
         let engine = self.clone();
         tokio::spawn(async move {
             if let Err(e) = engine.run_signal(&row, plugin.as_ref(), &details).await {
-                tracing::info!(
-                    stack_id = row.stack_id,
-                    resource = row.name,
-                    "signal not handled: {}: {}",
-                    e.type_name,
-                    e.message
-                );
+                tracing::info!(stack_id = row.stack_id, resource = row.name, "signal not handled: {e}");
             }
         });
         Ok(())
@@ -521,7 +509,7 @@ impl Engine {
         };
         let given = query.iter().rev().find(|(k, _)| k == "Signature").map(|(_, v)| v.as_str()).unwrap_or_default();
         if given.is_empty() || query.iter().filter(|(k, _)| k == "Signature").count() > 1 {
-            return Err(EngineError::new("MissingAuthenticationToken", 403, "Request is missing a signature."));
+            return Err(EngineError::MissingAuthenticationToken("Request is missing a signature.".into()));
         }
         let expected = sign(&self.signing_key().await?, &canonical(&method.to_ascii_uppercase(), path, query));
         if !same(&expected, given) {
@@ -530,7 +518,7 @@ impl Engine {
         if let Some((_, expires)) = query.iter().find(|(k, _)| k == "Expires") {
             let at: i64 = expires.parse().map_err(|_| signature_mismatch())?;
             if chrono::Utc::now().timestamp() > at {
-                return Err(EngineError::new("RequestExpired", 403, "Request has expired."));
+                return Err(EngineError::RequestExpired("Request has expired.".into()));
             }
         }
         let arn = ResourceArn::parse(arn_text).ok_or_else(signature_mismatch)?;

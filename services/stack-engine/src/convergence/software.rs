@@ -165,7 +165,7 @@ impl Engine {
         self.merge_metadata_of(row.id, merge)
             .await
             .map(|_| ())
-            .map_err(|f| EngineError::new("ConcurrentTransaction", 409, f.to_string()))
+            .map_err(|f| EngineError::ConcurrentTransaction(f.to_string()))
     }
 
     pub(super) async fn write_deployment_row(&self, stack_id: &str, spec: DeploymentSpec) -> Result<(), EngineError> {

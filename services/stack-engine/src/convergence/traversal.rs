@@ -11,7 +11,7 @@ use super::dispatch::CheckResourceMsg;
 use super::graph::{Node, TraversalGraph};
 use super::Engine;
 use crate::definition::{empty_template, StackDefinition};
-use crate::store::{self, action, status, NewResource, ResourceRow, StackRow, StackStateChange};
+use crate::store::{self, Action, NewResource, ResourceRow, StackRow, StackStateChange, Status};
 use crate::EngineError;
 
 /// Stack settings a converge may change along with the template.
@@ -26,10 +26,10 @@ pub(super) struct StackChanges {
 /// Upstream `_get_best_existing_rsrc_db` scoring.
 fn score(row: &ResourceRow, template_id: i64, prev_template_id: Option<i64>) -> i64 {
     let mut s = 0;
-    if row.status == status::FAILED {
+    if row.status == Status::Failed {
         s -= 30;
     }
-    if row.action == action::DELETE {
+    if row.action == Action::Delete {
         s -= 50;
     }
     if row.replaced_by.is_some() {
@@ -52,13 +52,13 @@ impl Engine {
         self: &Arc<Self>,
         stack: &StackRow,
         template_id: i64,
-        stack_action: &str,
+        stack_action: Action,
         expected: &str,
         changes: StackChanges,
     ) -> Result<bool, EngineError> {
         let traversal = uuid::Uuid::new_v4().to_string();
         let reason = format!("Stack {stack_action} started");
-        let prev = if matches!(stack_action, action::CREATE | action::ADOPT) {
+        let prev = if matches!(stack_action, Action::Create | Action::Adopt) {
             None
         } else if template_id != stack.raw_template_id {
             Some(Some(stack.raw_template_id))
@@ -73,7 +73,7 @@ impl Engine {
             disable_rollback: changes.disable_rollback,
             tags: changes.tags,
             params: changes.params,
-            ..StackStateChange::new(stack_action, status::IN_PROGRESS, reason.clone())
+            ..StackStateChange::new(stack_action, Status::InProgress, reason.clone())
         };
         if !store::stacks::set_state(&self.db, &stack.id, expected, change).await? {
             return Ok(false);
@@ -81,7 +81,7 @@ impl Engine {
         let Some(stack) = store::stacks::get(&self.db, &stack.id).await? else {
             return Ok(false);
         };
-        self.stack_event(&stack, stack_action, status::IN_PROGRESS, &reason).await;
+        self.stack_event(&stack, stack_action, Status::InProgress, &reason).await;
         store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
 
         let definition = self.definitions.get(&self.db, &stack, template_id, &self.settings.region_name).await?;
@@ -127,7 +127,7 @@ impl Engine {
         let rows: Vec<ResourceRow> = store::resources::list(&self.db, &stack.id)
             .await?
             .into_iter()
-            .filter(|r| !(r.action == action::DELETE && r.status == status::COMPLETE))
+            .filter(|r| !(r.action == Action::Delete && r.status == Status::Complete))
             .collect();
         let mut by_name: HashMap<&str, Vec<&ResourceRow>> = HashMap::new();
         for r in &rows {
@@ -151,8 +151,8 @@ impl Engine {
                     name: defn.name.clone(),
                     resource_type: defn.type_name.clone(),
                     current_template_id: Some(template_id),
-                    action: action::INIT.to_string(),
-                    status: status::COMPLETE.to_string(),
+                    action: Action::Init,
+                    status: Status::Complete,
                     ..Default::default()
                 }),
             }
@@ -241,13 +241,13 @@ impl Engine {
         }
         let reason = format!("Stack {} completed successfully", stack.action);
         let stale_template = stack.prev_raw_template_id.filter(|p| *p != stack.raw_template_id);
-        let event = super::events::stack_event_of(&stack, &stack.action, status::COMPLETE, &reason);
+        let event = super::events::stack_event_of(&stack, stack.action, Status::Complete, &reason);
         let applied = keelson_common::db::retrying("stack completion", || async {
             let mut tx = self.db.begin().await?;
-            let applied = if stack.action == action::DELETE {
+            let applied = if stack.action == Action::Delete {
                 store::stacks::complete_delete_tx(&mut tx, stack_id, traversal, &reason).await?
             } else {
-                let mut change = StackStateChange::new(&stack.action, status::COMPLETE, reason.clone());
+                let mut change = StackStateChange::new(stack.action, Status::Complete, reason.clone());
                 if stack.prev_raw_template_id.is_some() {
                     change.prev_raw_template_id = Some(None);
                 }
@@ -267,7 +267,7 @@ impl Engine {
         }
         self.stack_settled(stack_id);
         self.events_written(stack_id, 1).await;
-        self.notifier.stack_state(&stack, &stack.action, status::COMPLETE, &reason);
+        self.notifier.stack_state(&stack, stack.action, Status::Complete, &reason);
         if let Some(old) = stale_template {
             self.definitions.forget(old);
             if let Err(e) = store::templates::delete(&self.db, old).await {
@@ -291,14 +291,14 @@ impl Engine {
         if stack.current_traversal != traversal || traversal.is_empty() {
             return Ok(false);
         }
-        let change = StackStateChange::new(&stack.action, status::FAILED, reason);
+        let change = StackStateChange::new(stack.action, Status::Failed, reason);
         if !store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
             return Ok(false);
         }
         self.stack_settled(stack_id);
-        self.stack_event(&stack, &stack.action, status::FAILED, reason).await;
+        self.stack_event(&stack, stack.action, Status::Failed, reason).await;
         let rolls_back =
-            !stack.disable_rollback && matches!(stack.action.as_str(), action::CREATE | action::UPDATE | action::ADOPT);
+            !stack.disable_rollback && matches!(stack.action, Action::Create | Action::Update | Action::Adopt);
         if rolls_back {
             // The stack as this traversal saw it: when two failures race,
             // both mark it FAILED, but only one rollback wins the CAS on
@@ -313,11 +313,11 @@ impl Engine {
 
     /// Converges to the previous template (the empty one after a create).
     pub(super) async fn rollback(self: &Arc<Self>, stack: &StackRow) -> Result<bool, EngineError> {
-        let template_id = match (stack.action.as_str(), stack.prev_raw_template_id) {
-            (action::UPDATE, Some(prev)) => prev,
+        let template_id = match (stack.action, stack.prev_raw_template_id) {
+            (Action::Update, Some(prev)) => prev,
             _ => self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?,
         };
-        self.converge_stack(stack, template_id, action::ROLLBACK, &stack.current_traversal, StackChanges::default())
+        self.converge_stack(stack, template_id, Action::Rollback, &stack.current_traversal, StackChanges::default())
             .await
     }
 
@@ -327,7 +327,7 @@ impl Engine {
         if let Some(stack) = store::stacks::get(&self.db, stack_id).await? {
             let change = StackStateChange {
                 current_traversal: Some(String::new()),
-                ..StackStateChange::new(&stack.action, &stack.status, stack.status_reason.clone())
+                ..StackStateChange::new(stack.action, stack.status, stack.status_reason.clone())
             };
             store::stacks::set_state(&self.db, stack_id, traversal, change).await?;
         }
@@ -345,12 +345,12 @@ impl Engine {
         let reason = format!("Stack {} cancelled", stack.action);
         let change = StackStateChange {
             current_traversal: Some(traversal.clone()),
-            ..StackStateChange::new(&stack.action, status::FAILED, reason.clone())
+            ..StackStateChange::new(stack.action, Status::Failed, reason.clone())
         };
         if !store::stacks::set_state(&self.db, &stack.id, &stack.current_traversal, change).await? {
             return Ok(None);
         }
-        self.stack_event(stack, &stack.action, status::FAILED, &reason).await;
+        self.stack_event(stack, stack.action, Status::Failed, &reason).await;
         store::sync_points::delete_for_stack_except(&self.db, &stack.id, &traversal).await?;
         Ok(Some(traversal))
     }

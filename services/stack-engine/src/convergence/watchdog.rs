@@ -21,7 +21,7 @@ use std::sync::{Arc, Weak};
 
 use super::traversal::StackChanges;
 use super::Engine;
-use crate::store::{self, action, status, ResourceChange, StackRow, StackStateChange};
+use crate::store::{self, Action, ResourceChange, StackRow, StackStateChange, Status};
 use crate::EngineError;
 
 /// How many times the watchdog re-runs one stuck operation before it
@@ -74,7 +74,7 @@ impl Engine {
             .db
             .fetch_all(
                 "SELECT id FROM stack WHERE status = ? AND deleted_at IS NULL AND current_traversal <> ''",
-                &[status::IN_PROGRESS.into()],
+                &[Status::InProgress.into()],
             )
             .await?;
         let mut report = WatchdogReport::default();
@@ -103,7 +103,7 @@ impl Engine {
                 .converge_stack(
                     &stack,
                     stack.raw_template_id,
-                    &stack.action.clone(),
+                    stack.action,
                     &stack.current_traversal,
                     StackChanges::default(),
                 )
@@ -131,7 +131,7 @@ impl Engine {
         );
         let change = StackStateChange {
             current_traversal: Some(String::new()),
-            ..StackStateChange::new(&stack.action, status::FAILED, reason.clone())
+            ..StackStateChange::new(stack.action, Status::Failed, reason.clone())
         };
         if !store::stacks::set_state(&self.db, &stack.id, traversal, change).await? {
             return Ok(false);
@@ -140,7 +140,7 @@ impl Engine {
         store::sync_points::delete_for_traversal(&self.db, &stack.id, traversal).await?;
         store::retriggers::forget(&self.db, &stack.id).await?;
         self.stack_settled(&stack.id);
-        self.stack_event(stack, &stack.action, status::FAILED, &reason).await;
+        self.stack_event(stack, stack.action, Status::Failed, &reason).await;
         Ok(true)
     }
 
@@ -152,13 +152,13 @@ impl Engine {
             let Some(holder) = row.engine_id.as_deref().filter(|h| dead.iter().any(|d| d == h)) else {
                 continue;
             };
-            let act = if row.action == action::INIT { action::CREATE } else { row.action.as_str() };
+            let act = if row.action == Action::Init { Action::Create } else { row.action };
             let reason = format!("Worker went down during resource {act}");
-            let change = ResourceChange::state(act, status::FAILED, reason.clone());
+            let change = ResourceChange::state(act, Status::Failed, reason.clone());
             if store::resources::steal_lock(&self.db, row.id, holder, change).await? {
                 reclaimed += 1;
                 if let Some(stolen) = store::resources::get(&self.db, row.id).await? {
-                    self.resource_event(&stolen, act, status::FAILED, &reason, None).await;
+                    self.resource_event(&stolen, act, Status::Failed, &reason, None).await;
                 }
             }
         }

@@ -238,8 +238,7 @@ impl AutoScalingGroup {
     /// upstream's order.
     async fn members(host: &dyn PluginHost, child_id: Option<&str>) -> Result<Vec<NestedMember>, ResourceFailure> {
         let Some(child) = child_id else { return Ok(Vec::new()) };
-        let members =
-            host.nested_resources(child, &[]).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let members = host.nested_resources(child, &[]).await.map_err(ResourceFailure::from)?;
         Ok(ordered(members))
     }
 
@@ -254,8 +253,7 @@ impl AutoScalingGroup {
         child_id: &str,
     ) -> Result<Vec<(String, Value)>, ResourceFailure> {
         let members = Self::members(host, Some(child_id)).await?;
-        let template =
-            host.nested_template(child_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let template = host.nested_template(child_id).await.map_err(ResourceFailure::from)?;
         let definitions = template.get("resources").and_then(Value::as_object).cloned().unwrap_or_default();
         Ok(members.into_iter().filter_map(|m| definitions.get(&m.name).map(|d| (m.name, d.clone()))).collect())
     }
@@ -371,7 +369,7 @@ impl AutoScalingGroup {
         group: &PeerResource,
         adjustment: &Adjustment,
     ) -> Result<(), ResourceFailure> {
-        if group.status != crate::store::status::COMPLETE {
+        if group.status != crate::store::Status::Complete {
             return Err(scaling::no_action_required(&group.name, "group is not COMPLETE"));
         }
         let Some(child_id) = group.physical_id.as_deref() else {
@@ -510,6 +508,7 @@ impl ResourceType for AutoScalingGroup {
 mod tests {
     use super::*;
     use crate::resources::host::{MetadataMerge, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
+    use crate::store::{Action, Status};
     use chrono::NaiveDate;
     use std::sync::Mutex;
 
@@ -577,7 +576,7 @@ mod tests {
             _: watch::Receiver<bool>,
         ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
             Box::pin(async {
-                Ok(NestedOutcome { action: "UPDATE".into(), status: "COMPLETE".into(), status_reason: String::new() })
+                Ok(NestedOutcome { action: Action::Update, status: Status::Complete, status_reason: String::new() })
             })
         }
         fn parent_documents<'a>(
@@ -626,7 +625,7 @@ mod tests {
             name: "g".into(),
             resource_type: AutoScalingGroup::TYPE.into(),
             physical_id: Some("child".into()),
-            status: "COMPLETE".into(),
+            status: Status::Complete,
             properties: props.as_object().unwrap().clone(),
             ..Default::default()
         }
@@ -648,10 +647,7 @@ mod tests {
         let g = group_on(&host);
         // Already at max_size: nothing to do, nothing written.
         let e = g.adjust("sid", &peer(60), &change(1.0)).await.unwrap_err();
-        assert!(
-            matches!(&e, ResourceFailure::Error { type_name, .. } if type_name == scaling::NO_ACTION_REQUIRED),
-            "{e}"
-        );
+        assert!(matches!(&e, ResourceFailure::NoActionRequired(_)), "{e}");
         assert_eq!(*host.metadata.lock().unwrap(), Value::Null);
         // Scaling down drops the oldest member.
         g.adjust("sid", &peer(60), &change(-1.0)).await.unwrap();
@@ -670,7 +666,7 @@ mod tests {
         let host = FakeHost::with_members(&["a", "b"]);
         let g = group_on(&host);
         let mut busy = peer(0);
-        busy.status = "IN_PROGRESS".into();
+        busy.status = Status::InProgress;
         assert!(g.adjust("sid", &busy, &change(1.0)).await.is_err());
         *host.metadata.lock().unwrap() = json!({"scaling_in_progress": true});
         let e = g.adjust("sid", &peer(0), &change(1.0)).await.unwrap_err();
@@ -733,9 +729,9 @@ mod tests {
         let props = |min: i64, max: i64, desired: Option<i64>| json!({"resource": {"type": "OS::Heat::None"}, "min_size": min, "max_size": max, "desired_capacity": desired});
         assert!(g.validate_properties("g", &props(1, 3, Some(2))).is_ok());
         let e = g.validate_properties("g", &props(3, 1, None)).unwrap_err();
-        assert_eq!(e.message, "MinSize can not be greater than MaxSize");
+        assert_eq!(e.message(), "MinSize can not be greater than MaxSize");
         let e = g.validate_properties("g", &props(1, 3, Some(5))).unwrap_err();
-        assert_eq!(e.message, "DesiredCapacity must be between MinSize and MaxSize");
+        assert_eq!(e.message(), "DesiredCapacity must be between MinSize and MaxSize");
         let p = g.validate_properties("g", &props(0, 0, None)).unwrap();
         assert_eq!(p["rolling_updates"], json!({"min_in_service": 0, "max_batch_size": 1, "pause_time": 0}));
     }

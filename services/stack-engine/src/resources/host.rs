@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::ResourceFailure;
+use crate::store::{Action, Status};
 use crate::EngineError;
 
 /// The documents of a nested stack to create or update.
@@ -36,7 +37,7 @@ pub fn template_resource_count(template: &Value) -> usize {
 /// Upstream `RequestLimitExceeded(StackResourceLimitExceeded.msg_fmt)`:
 /// a root stack's tree past `max_resources_per_stack`.
 pub fn resource_limit_exceeded() -> EngineError {
-    EngineError::bad_request("RequestLimitExceeded", "Request limit exceeded: Maximum resources per stack exceeded.")
+    EngineError::RequestLimitExceeded("Request limit exceeded: Maximum resources per stack exceeded.".into())
 }
 
 /// Which resource of which stack owns a nested stack.
@@ -57,14 +58,14 @@ pub struct NestedStackRef {
 /// How a nested stack's action ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NestedOutcome {
-    pub action: String,
-    pub status: String,
+    pub action: Action,
+    pub status: Status,
     pub status_reason: String,
 }
 
 impl NestedOutcome {
     pub fn is_complete(&self) -> bool {
-        self.status == "COMPLETE"
+        self.status == Status::Complete
     }
 }
 
@@ -282,8 +283,8 @@ pub struct PeerResource {
     pub resource_type: String,
     pub physical_id: Option<String>,
     pub metadata: Value,
-    /// `COMPLETE`, `IN_PROGRESS` or `FAILED` (of its last action).
-    pub status: String,
+    /// The status of its last action.
+    pub status: Status,
     /// The properties it was last created or updated with.
     pub properties: super::Properties,
 }

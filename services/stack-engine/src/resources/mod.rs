@@ -96,6 +96,9 @@ pub enum ResourceFailure {
     /// The action failed: `type_name` is the Python exception class name
     /// upstream raises (e.g. `ValueError`), shown in the status reason.
     Error { type_name: String, message: String },
+    /// Upstream's `NoActionRequired`: a signal with nothing to do (a
+    /// scaling group in cooldown or at its bound); it ends quietly.
+    NoActionRequired(String),
     /// The action was cancelled (stack update/delete pre-empted it).
     Cancelled,
 }
@@ -104,13 +107,36 @@ impl ResourceFailure {
     pub fn error(type_name: impl Into<String>, message: impl Into<String>) -> Self {
         ResourceFailure::Error { type_name: type_name.into(), message: message.into() }
     }
+
+    /// The exception name and message of a failure that is not a cancel.
+    pub fn exception(&self) -> Option<(&str, &str)> {
+        match self {
+            ResourceFailure::Error { type_name, message } => Some((type_name, message)),
+            ResourceFailure::NoActionRequired(message) => Some((scaling::NO_ACTION_REQUIRED, message)),
+            ResourceFailure::Cancelled => None,
+        }
+    }
+}
+
+/// A template error inside an action: its Heat type is the exception name.
+impl From<keelson_hot::TemplateError> for ResourceFailure {
+    fn from(e: keelson_hot::TemplateError) -> Self {
+        ResourceFailure::error(e.type_name(), e.message)
+    }
+}
+
+/// An engine error inside an action: its Heat type is the exception name.
+impl From<EngineError> for ResourceFailure {
+    fn from(e: EngineError) -> Self {
+        ResourceFailure::error(e.heat_type(), e.message())
+    }
 }
 
 impl fmt::Display for ResourceFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ResourceFailure::Error { type_name, message } => write!(f, "{type_name}: {message}"),
-            ResourceFailure::Cancelled => f.write_str("Cancelled"),
+        match self.exception() {
+            Some((type_name, message)) => write!(f, "{type_name}: {message}"),
+            None => f.write_str("Cancelled"),
         }
     }
 }
@@ -132,10 +158,9 @@ pub struct ResourceState {
 
 /// The Heat exception for an attribute a type does not have.
 pub fn invalid_attribute(resource_name: &str, attribute: &str) -> EngineError {
-    EngineError::bad_request(
-        "InvalidTemplateAttribute",
-        format!("The Referenced Attribute ({resource_name} {attribute}) is incorrect."),
-    )
+    EngineError::InvalidTemplateAttribute(format!(
+        "The Referenced Attribute ({resource_name} {attribute}) is incorrect."
+    ))
 }
 
 /// Resolves attribute `name` of resource `resource_name`: checks that the
@@ -151,7 +176,7 @@ pub async fn resolve_attribute(
         return Err(invalid_attribute(resource_name, name));
     }
     rt.attribute(state, name).await.map_err(|e| {
-        if e.type_name == "InvalidTemplateAttribute" {
+        if matches!(e, EngineError::InvalidTemplateAttribute(_)) {
             invalid_attribute(resource_name, name)
         } else {
             e

@@ -496,9 +496,9 @@ mod tests {
 
     fn err(s: &ResourceSchema, v: Value) -> String {
         let e = validate_properties(s, "r", &v).unwrap_err();
-        assert_eq!(e.type_name, "StackValidationFailed");
-        assert_eq!(e.http_status, 400);
-        e.message
+        assert_eq!(e.heat_type(), "StackValidationFailed");
+        assert_eq!(e.http_status(), 400);
+        e.message()
     }
 
     #[test]
@@ -529,7 +529,7 @@ mod tests {
         let s = vec![PropertySchema::new("batch", PropertyType::Map, "").map_of(vec![pause])];
         let e = validate_update_policy(&s, "g", &json!({"batch": {"pause_time": -1}})).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Property error: resources.g.update_policy.batch.pause_time: -1 is out of range (min: 0, max: None)"
         );
         assert!(validate_update_policy(&s, "g", &json!({"batch": {"pause_time": 1e20}})).is_ok());

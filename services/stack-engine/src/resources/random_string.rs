@@ -306,21 +306,21 @@ mod tests {
         let e = rt
             .validate_properties("r", &json!({"length": 2, "character_classes": [{"class": "digits", "min": 3}]}))
             .unwrap_err();
-        assert_eq!(e.type_name, "StackValidationFailed");
+        assert_eq!(e.heat_type(), "StackValidationFailed");
         assert_eq!(
-            e.message,
+            e.message(),
             "Length property cannot be smaller than combined character class and character sequence minimums"
         );
         let e = rt.validate_properties("r", &json!({"length": 0})).unwrap_err();
-        assert_eq!(e.message, "Property error: resources.r.properties.length: 0 is out of range (min: 1, max: 512)");
+        assert_eq!(e.message(), "Property error: resources.r.properties.length: 0 is out of range (min: 1, max: 512)");
         let e = rt.validate_properties("r", &json!({"character_sequences": [{"min": 1}]})).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Property error: resources.r.properties.character_sequences[0]: Property sequence not assigned"
         );
         let e = rt.validate_properties("r", &json!({"character_classes": [{"class": "emoji"}]})).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Property error: resources.r.properties.character_classes[0].class: \"emoji\" is not an allowed value [\"lettersdigits\", \"letters\", \"lowercase\", \"uppercase\", \"digits\", \"hexdigits\", \"octdigits\"]"
         );
     }

@@ -213,13 +213,10 @@ impl Registry {
         if let Some(s) = &support_status {
             if !SUPPORT_STATUSES.contains(&s.as_str()) {
                 let statuses: Vec<String> = SUPPORT_STATUSES.iter().map(|s| format!("'{s}'")).collect();
-                return Err(EngineError::bad_request(
-                    "Invalid",
-                    format!(
-                        "Data supplied was not valid: Invalid support status and should be one of ({})",
-                        statuses.join(", ")
-                    ),
-                ));
+                return Err(EngineError::Invalid(format!(
+                    "Data supplied was not valid: Invalid support status and should be one of ({})",
+                    statuses.join(", ")
+                )));
             }
         }
         let name_filter = match param("name") {
@@ -361,7 +358,7 @@ fn missing_param_type(kind: PropertyType) -> EngineError {
         PropertyType::Any => "Any",
         _ => "Unknown",
     };
-    EngineError::new("KeyError", 500, format!("'{upstream}'"))
+    EngineError::KeyError(format!("'{upstream}'"))
 }
 
 fn cfn_parameter(p: &PropertySchema) -> Result<Value, EngineError> {
@@ -469,10 +466,9 @@ fn extract_bool(name: &str, value: &str) -> Result<bool, EngineError> {
     match value.to_lowercase().as_str() {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(EngineError::bad_request(
-            "HTTPBadRequest",
-            format!("Unrecognized value \"{value}\" for \"{name}\", acceptable values are: true, false."),
-        )),
+        _ => Err(EngineError::BadRequest(format!(
+            "Unrecognized value \"{value}\" for \"{name}\", acceptable values are: true, false."
+        ))),
     }
 }
 
@@ -513,8 +509,8 @@ mod tests {
         let v = registry.schema_view(&admin(), "OS::Heat::Value", true).unwrap();
         assert!(v["description"].as_str().unwrap().starts_with("A resource which exposes its value property"));
         let e = registry.schema_view(&admin(), "OS::Nova::Server", false).unwrap_err();
-        assert_eq!((e.type_name.as_str(), e.http_status), ("EntityNotFound", 404));
-        assert_eq!(e.message, "The Resource Type (OS::Nova::Server) could not be found.");
+        assert_eq!((e.heat_type(), e.http_status()), ("EntityNotFound", 404));
+        assert_eq!(e.message(), "The Resource Type (OS::Nova::Server) could not be found.");
     }
 
     #[test]
@@ -549,9 +545,9 @@ mod tests {
             json!({"resource_types": []})
         );
         let e = registry.list_view(&admin(), &q(&[("support_status", "BOGUS")])).unwrap_err();
-        assert_eq!(e.type_name, "Invalid");
+        assert_eq!(e.heat_type(), "Invalid");
         assert_eq!(
-            e.message,
+            e.message(),
             "Data supplied was not valid: Invalid support status and should be one of ('UNKNOWN', 'SUPPORTED', 'DEPRECATED', 'UNSUPPORTED', 'HIDDEN')"
         );
         let described =
@@ -560,7 +556,7 @@ mod tests {
         assert!(described["resource_types"][0]["description"].as_str().unwrap().starts_with("Enables easily"));
         let e = registry.list_view(&admin(), &q(&[("with_description", "maybe")])).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Unrecognized value \"maybe\" for \"with_description\", acceptable values are: true, false."
         );
     }
@@ -589,6 +585,6 @@ mod tests {
         assert!(none["resources"].get("NoneResource").is_some());
         // As captured from the real Heat: 500 KeyError for an `any` property.
         let e = registry.template_view(&admin(), "OS::Heat::Value", "hot").unwrap_err();
-        assert_eq!((e.type_name.as_str(), e.http_status), ("KeyError", 500));
+        assert_eq!((e.heat_type(), e.http_status()), ("KeyError", 500));
     }
 }

@@ -363,8 +363,7 @@ fn batching(ctx: &ActionContext, schema: &[PropertySchema], key: &str) -> Result
     let Some(given) = ctx.update_policy.as_ref() else {
         return Ok(None);
     };
-    let policy = super::validate_update_policy(schema, &ctx.resource_name, given)
-        .map_err(|e| ResourceFailure::error(e.type_name.clone(), e.message))?;
+    let policy = super::validate_update_policy(schema, &ctx.resource_name, given).map_err(ResourceFailure::from)?;
     let Some(policy) = policy.get(key).and_then(Value::as_object) else {
         return Ok(None);
     };

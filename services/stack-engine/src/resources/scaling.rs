@@ -122,13 +122,10 @@ pub fn sanitize_cooldown(cooldown: Option<f64>) -> f64 {
 /// The failure that ends a signal quietly: nothing to do (no event).
 /// `reason` is empty when upstream gives none.
 pub fn no_action_required(group: &str, reason: &str) -> ResourceFailure {
-    ResourceFailure::error(
-        NO_ACTION_REQUIRED,
-        format!("The resource {group} could not perform scaling action: {reason}"),
-    )
+    ResourceFailure::NoActionRequired(format!("The resource {group} could not perform scaling action: {reason}"))
 }
 
-/// The type name of [`no_action_required`] failures.
+/// Upstream's exception name of [`no_action_required`] failures.
 pub const NO_ACTION_REQUIRED: &str = "NoActionRequired";
 
 /// Upstream `_check_scaling_allowed`: refuses while a scaling runs or
@@ -329,9 +326,8 @@ mod tests {
         let refused = begin_scaling("g", &done, Some(60.0), at("2026-01-01T10:00:30")).unwrap_err();
         assert_eq!(
             refused,
-            ResourceFailure::error(
-                NO_ACTION_REQUIRED,
-                "The resource g could not perform scaling action: due to cooldown, cooldown 60"
+            ResourceFailure::NoActionRequired(
+                "The resource g could not perform scaling action: due to cooldown, cooldown 60".into()
             )
         );
         let started = begin_scaling("g", &done, Some(60.0), at("2026-01-01T10:01:00.5")).unwrap();

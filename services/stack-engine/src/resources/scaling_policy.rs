@@ -208,14 +208,14 @@ mod tests {
         let given = |kind: &str| json!({"auto_scaling_group_id": "g", "scaling_adjustment": 10, "adjustment_type": kind, "min_adjustment_step": 2});
         assert!(p.validate_properties("p", &given("percent_change_in_capacity")).is_ok());
         let e = p.validate_properties("p", &given("change_in_capacity")).unwrap_err();
-        assert!(e.message.starts_with("min_adjustment_step property should only be specified"), "{}", e.message);
+        assert!(e.message().starts_with("min_adjustment_step property should only be specified"), "{}", e.message());
         let e = p
             .validate_properties(
                 "p",
                 &json!({"auto_scaling_group_id": "g", "scaling_adjustment": 1, "adjustment_type": "ChangeInCapacity"}),
             )
             .unwrap_err();
-        assert!(e.message.contains("adjustment_type"), "{}", e.message);
+        assert!(e.message().contains("adjustment_type"), "{}", e.message());
     }
 
     #[test]

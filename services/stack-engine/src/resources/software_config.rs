@@ -170,8 +170,7 @@ async fn resolve_parts(host: &dyn PluginHost, props: &Properties) -> Result<Vec<
         let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let mut content = field("config");
         if uuid::Uuid::parse_str(&content).is_ok() {
-            let stored =
-                host.software_config(&content).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+            let stored = host.software_config(&content).await.map_err(ResourceFailure::from)?;
             if let Some(text) = stored.as_ref().and_then(|c| c.get("config")) {
                 content = match text {
                     Value::String(s) => s.clone(),

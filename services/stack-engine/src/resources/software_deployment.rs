@@ -113,7 +113,7 @@ impl SoftwareDeployment {
                         format!("Software config with id {config_id} not found"),
                     ))
                 }
-                Err(e) => return Err(ResourceFailure::error(e.type_name, e.message)),
+                Err(e) => return Err(ResourceFailure::from(e)),
             }
         };
         let urls = host.signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
@@ -254,7 +254,7 @@ impl SoftwareDeployment {
         host.release_check_slot();
         let mut pause = POLL_FIRST;
         loop {
-            let state = host.deployment(&id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+            let state = host.deployment(&id).await.map_err(ResourceFailure::from)?;
             match state {
                 Some(s) if s.status == "COMPLETE" => return Ok(()),
                 Some(s) if s.status == "FAILED" => {

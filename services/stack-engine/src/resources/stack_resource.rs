@@ -55,7 +55,7 @@ impl StackResource {
 
     async fn spec(&self, ctx: &ActionContext) -> Result<NestedStackSpec, ResourceFailure> {
         let text = ctx.properties.get("template").and_then(Value::as_str).unwrap_or_default();
-        let template = keelson_hot::parse_document(text).map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+        let template = keelson_hot::parse_document(text).map_err(ResourceFailure::from)?;
         let parameters = ctx.properties.get("parameters").cloned().unwrap_or(Value::Object(Map::new()));
         let timeout_mins = ctx.properties.get("timeout").and_then(Value::as_i64);
         let mut environment = Map::new();

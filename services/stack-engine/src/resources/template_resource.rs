@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::host::{HostSlot, NestedOutcome, NestedParent, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType, ResourceSchema, SupportStatus};
 use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use crate::store::Action;
 use crate::EngineError;
 
 /// resource_data keys.
@@ -263,8 +264,7 @@ pub(crate) async fn documents_for(
     stack_id: &str,
     child_id: Option<&str>,
 ) -> Result<(Map<String, Value>, Value), ResourceFailure> {
-    let (mut files, environment) =
-        host.parent_documents(stack_id).await.map_err(|e| ResourceFailure::error(e.type_name, e.message))?;
+    let (mut files, environment) = host.parent_documents(stack_id).await.map_err(ResourceFailure::from)?;
     if let Some(child) = child_id {
         if let Ok((old_files, _)) = host.parent_documents(child).await {
             for (name, text) in old_files {
@@ -326,7 +326,7 @@ pub(crate) async fn delete_child(host: &dyn PluginHost, ctx: &mut ActionContext)
     };
     host.delete_nested(&child_id).await?;
     let outcome = host.wait_nested(&child_id, ctx.cancel.clone()).await?;
-    if outcome.action == "DELETE" && !outcome.is_complete() {
+    if outcome.action == Action::Delete && !outcome.is_complete() {
         return Err(nested_failure(&outcome));
     }
     Ok(())
@@ -445,10 +445,11 @@ impl ResourceType for TemplateResource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Status;
     use serde_json::json;
 
     fn outcome(reason: &str) -> NestedOutcome {
-        NestedOutcome { action: "CREATE".into(), status: "FAILED".into(), status_reason: reason.into() }
+        NestedOutcome { action: Action::Create, status: Status::Failed, status_reason: reason.into() }
     }
 
     #[test]

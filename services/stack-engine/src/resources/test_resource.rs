@@ -261,7 +261,7 @@ impl ResourceType for TestResource {
             let secs = number(&state.properties, "attr_wait_secs").unwrap_or(0.0);
             if secs > 0.0 {
                 if let Some(message) = wait_overflow(secs) {
-                    return Err(EngineError::bad_request("OverflowError", message));
+                    return Err(EngineError::OverflowError(message));
                 }
                 if let Some(deadline) = super::context::deadline_after(secs) {
                     tokio::time::sleep_until(deadline).await;
@@ -305,13 +305,13 @@ mod tests {
     fn validation_messages() {
         let e = TestResource::new().validate_properties("r", &json!({"wait_secs": "soon"})).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Property error: resources.r.properties.wait_secs: could not convert string to float: 'soon'"
         );
         let e = TestResource::new().validate_properties("r", &json!({"action_wait_secs": {"later": 1}})).unwrap_err();
-        assert_eq!(e.message, "Property error: resources.r.properties.action_wait_secs: Unknown Property later");
+        assert_eq!(e.message(), "Property error: resources.r.properties.action_wait_secs: Unknown Property later");
         let e = TestResource::new().validate_properties("r", &json!({"fail": "maybe"})).unwrap_err();
-        assert_eq!(e.message, "Property error: resources.r.properties.fail: \"maybe\" is not a valid boolean");
+        assert_eq!(e.message(), "Property error: resources.r.properties.fail: \"maybe\" is not a valid boolean");
     }
 
     #[test]
@@ -348,8 +348,8 @@ mod tests {
         assert_eq!(rt.attribute(&ctx.state, "output").await.unwrap(), json!("hello"));
         assert_eq!(rt.reference_id(&ctx.state), json!(pid));
         let e = crate::resources::resolve_attribute(&rt, "r", &ctx.state, "nope").await.unwrap_err();
-        assert_eq!(e.type_name, "InvalidTemplateAttribute");
-        assert_eq!(e.message, "The Referenced Attribute (r nope) is incorrect.");
+        assert_eq!(e.heat_type(), "InvalidTemplateAttribute");
+        assert_eq!(e.message(), "The Referenced Attribute (r nope) is incorrect.");
         assert!(rt.check(&mut ctx).unwrap().await.is_ok());
     }
 
@@ -428,7 +428,7 @@ mod tests {
         }
         let state = ResourceState { properties: props(json!({"attr_wait_secs": 1e20})), ..Default::default() };
         let e = rt.attribute(&state, "output").await.unwrap_err();
-        assert_eq!(e.type_name, "OverflowError");
+        assert_eq!(e.heat_type(), "OverflowError");
     }
 
     #[tokio::test]

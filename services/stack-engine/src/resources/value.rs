@@ -148,16 +148,16 @@ mod tests {
     fn validation_messages() {
         let rt = ValueResource::new();
         let e = rt.validate_properties("v", &json!({})).unwrap_err();
-        assert_eq!(e.message, "Property error: resources.v.properties: Property value not assigned");
+        assert_eq!(e.message(), "Property error: resources.v.properties: Property value not assigned");
         let e = rt.validate_properties("v", &json!({"value": 1, "type": "float"})).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Property error: resources.v.properties.type: \"float\" is not an allowed value [\"string\", \"number\", \"comma_delimited_list\", \"json\", \"boolean\"]"
         );
         let e = rt.validate_properties("v", &json!({"value": "x", "type": "number"})).unwrap_err();
-        assert_eq!(e.message, "Property error: resources.v.properties.value: could not convert string to float: 'x'");
+        assert_eq!(e.message(), "Property error: resources.v.properties.value: could not convert string to float: 'x'");
         let e = rt.validate_properties("v", &json!({"value": "a,b", "type": "comma_delimited_list"})).unwrap_err();
-        assert_eq!(e.message, "Property error: resources.v.properties.value: \"'a,b'\" is not a list");
+        assert_eq!(e.message(), "Property error: resources.v.properties.value: \"'a,b'\" is not a list");
     }
 
     #[tokio::test]

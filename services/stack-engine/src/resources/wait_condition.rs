@@ -165,7 +165,8 @@ pub fn timeout_message(statuses: &[(String, String)], count: i64) -> String {
 
 /// OS::Heat::WaitConditionHandle and OS::Heat::UpdateWaitConditionHandle.
 pub struct WaitConditionHandle {
-    type_name: &'static str,
+    /// Heat's handle (lower-case signal keys) or the update handle.
+    flavor: Flavor,
     schema: ResourceSchema,
     host: Arc<HostSlot>,
 }
@@ -177,7 +178,7 @@ impl WaitConditionHandle {
     /// OS::Heat::WaitConditionHandle.
     pub fn heat(host: Arc<HostSlot>) -> Self {
         WaitConditionHandle {
-            type_name: Self::HEAT_TYPE,
+            flavor: Flavor::Heat,
             schema: ResourceSchema {
                 properties: vec![PropertySchema::new(
                     "signal_transport",
@@ -203,7 +204,7 @@ impl WaitConditionHandle {
     /// pre-signed URL (its `get_resource`), replaced by every update.
     pub fn update_handle(host: Arc<HostSlot>) -> Self {
         WaitConditionHandle {
-            type_name: Self::UPDATE_TYPE,
+            flavor: Flavor::Cfn,
             schema: ResourceSchema {
                 properties: vec![],
                 attributes: vec![],
@@ -215,11 +216,16 @@ impl WaitConditionHandle {
     }
 
     fn flavor(&self) -> Flavor {
-        Flavor::of_type(self.type_name).unwrap_or(Flavor::Heat)
+        self.flavor
+    }
+
+    /// The update handle: signalled through its pre-signed URL, replaced by every update.
+    fn is_update_handle(&self) -> bool {
+        self.flavor == Flavor::Cfn
     }
 
     fn transport(&self, props: &Properties) -> String {
-        if self.type_name == Self::UPDATE_TYPE {
+        if self.is_update_handle() {
             return "CFN_SIGNAL".to_string();
         }
         props.get("signal_transport").and_then(Value::as_str).unwrap_or("TOKEN_SIGNAL").to_string()
@@ -284,7 +290,10 @@ impl WaitConditionHandle {
 
 impl ResourceType for WaitConditionHandle {
     fn type_name(&self) -> &'static str {
-        self.type_name
+        match self.flavor {
+            Flavor::Heat => Self::HEAT_TYPE,
+            Flavor::Cfn => Self::UPDATE_TYPE,
+        }
     }
 
     fn schema(&self) -> &ResourceSchema {
@@ -292,7 +301,7 @@ impl ResourceType for WaitConditionHandle {
     }
 
     fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
-        if self.type_name == Self::UPDATE_TYPE {
+        if self.is_update_handle() {
             // Every update gives a fresh handle (and URL), clearing signals.
             return UpdateDecision::Replace;
         }
@@ -341,7 +350,7 @@ impl ResourceType for WaitConditionHandle {
     /// UpdateWaitConditionHandle (an AWS-style handle) is referenced by
     /// its pre-signed URL.
     fn reference_id(&self, state: &ResourceState) -> Value {
-        if self.type_name == Self::UPDATE_TYPE {
+        if self.is_update_handle() {
             if let Some(url) = state.data.get("alarm_url") {
                 return json!(url);
             }

@@ -63,8 +63,7 @@ fn body(text: &str) -> Result<Value, Status> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_str(text)
-        .map_err(|e| EngineError::bad_request("HTTPBadRequest", python_json_error(text, &e)).into())
+    serde_json::from_str(text).map_err(|e| EngineError::BadRequest(python_json_error(text, &e)).into())
 }
 
 /// The message Python's `json.loads` gives for the same defect (heat-api
@@ -434,15 +433,15 @@ mod tests {
     fn bad_json_is_a_400_with_heat_type() {
         let status = body("{not json").unwrap_err();
         let e = EngineError::from_status(&status);
-        assert_eq!((e.type_name.as_str(), e.http_status), ("HTTPBadRequest", 400));
+        assert_eq!((e.heat_type(), e.http_status()), ("HTTPBadRequest", 400));
         assert!(body("").unwrap().is_object());
     }
 
     #[test]
     fn bad_json_messages_read_like_python() {
         let e = EngineError::from_status(&body("{not json").unwrap_err());
-        assert_eq!(e.message, "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)");
+        assert_eq!(e.message(), "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)");
         let e = EngineError::from_status(&body("{} x").unwrap_err());
-        assert_eq!(e.message, "Extra data: line 1 column 4 (char 3)");
+        assert_eq!(e.message(), "Extra data: line 1 column 4 (char 3)");
     }
 }

@@ -33,7 +33,8 @@ impl Orchestration {
         };
         match self.validate_definition(input) {
             Ok(view) => Ok(view),
-            Err(e) if ignore_errors.contains(&e.type_name) => Ok(json!({})),
+            // The caller names the error types to ignore (heat-api's `ignore_errors`).
+            Err(e) if ignore_errors.iter().any(|name| name == e.heat_type()) => Ok(json!({})),
             Err(e) => Err(e),
         }
     }

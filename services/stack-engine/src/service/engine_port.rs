@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::identity::StackIdentity;
 use super::model::{self, AttributeCheck, StackDefinition};
-use super::records::{self, ResourceRow, StackRow};
+use super::records::{self, Action, ResourceRow, StackRow, Status};
 use super::resources::StackResources;
 use super::views::{self, ResourcePreview};
 use super::{Caller, Orchestration};
@@ -166,13 +166,14 @@ impl Orchestration {
         self.validate_update_policies(def)?;
         let checking = AttributeCheck::new(def, &self.registry);
         for output in &def.outputs {
-            if let Err(e) = output.value.resolve(&checking) {
-                if e.type_name == "StackValidationFailed" {
+            match output.value.resolve(&checking) {
+                Err(e) if e.kind == keelson_hot::TemplateErrorKind::StackValidationFailed => {
                     return Err(EngineError::validation(format!(
                         "outputs.{}.value.get_attr: : {}",
                         output.name, e.message
                     )));
                 }
+                _ => {}
             }
         }
         Ok(())
@@ -221,7 +222,7 @@ impl Orchestration {
             match self.engine.definition(stack, stack.raw_template_id).await {
                 Ok(def) => return Ok(StackModel { def }),
                 // A purged template shows as the empty one (model::load).
-                Err(e) if e.http_status == 404 => {}
+                Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -422,8 +423,8 @@ impl Orchestration {
             name: &defn.name,
             type_name: &defn.type_name,
             physical_resource_id: None,
-            action: "INIT",
-            status: "COMPLETE",
+            action: Action::Init.as_str(),
+            status: Status::Complete.as_str(),
             status_reason: "",
             created_at: None,
             updated_at: None,
@@ -506,7 +507,7 @@ impl Orchestration {
                         UpdateDecision::Replace
                     }
                     // A failed or never created resource is replaced, as upstream.
-                    _ if row.status == "FAILED" || row.action == "INIT" => UpdateDecision::Replace,
+                    _ if row.status == Status::Failed || row.action == Action::Init => UpdateDecision::Replace,
                     Some(plugin) => {
                         let old = match &row.properties_data {
                             Some(Value::Object(p)) => p.clone(),
@@ -622,8 +623,8 @@ impl Orchestration {
             name: &row.name,
             type_name: &row.resource_type,
             physical_resource_id: row.physical_resource_id.as_deref(),
-            action: &row.action,
-            status: &row.status,
+            action: row.action.as_str(),
+            status: row.status.as_str(),
             status_reason: &row.status_reason,
             created_at: row.created_at,
             updated_at: row.updated_at,
@@ -640,7 +641,7 @@ impl Orchestration {
 /// "Environment not in valid format" 400.
 fn environment_from(doc: &Value) -> Result<keelson_hot::Environment, EngineError> {
     keelson_hot::Environment::from_value(doc).map_err(|e| {
-        if e.type_name == "HTTPBadRequest" {
+        if e.kind == keelson_hot::TemplateErrorKind::BadRequest {
             super::params::bad_request(format!("Environment not in valid format: {}", e.message))
         } else {
             EngineError::from(e)

@@ -74,7 +74,7 @@ impl Orchestration {
         let page = records::events(&self.db, &event_query).await?;
         if page.is_empty() {
             if let Some(name) = resource_name {
-                return Err(EngineError::new("HTTPNotFound", 404, format!("No events found for resource {name}")));
+                return Err(EngineError::HttpNotFound(format!("No events found for resource {name}")));
             }
         }
         let identities: HashMap<&str, StackIdentity> =
@@ -101,7 +101,7 @@ impl Orchestration {
         let record = self.find_stack(caller, stack, true).await?;
         let event = crate::store::events::get(&self.db, &record.id, event_id).await?;
         let Some(event) = event.filter(|e| e.resource_name == resource_name) else {
-            return Err(EngineError::new("HTTPNotFound", 404, format!("No event {event_id} found")));
+            return Err(EngineError::HttpNotFound(format!("No event {event_id} found")));
         };
         Ok(json!({ "event": views::event(&views::identity_of(&record), &event, true) }))
     }

@@ -193,13 +193,10 @@ fn check_template_size(template: &Value, settings: &ServiceSettings) -> Result<(
 }
 
 fn template_too_large(len: usize, settings: &ServiceSettings) -> EngineError {
-    EngineError::bad_request(
-        "RequestLimitExceeded",
-        format!(
-            "Request limit exceeded: Template size ({len} bytes) exceeds maximum allowed size ({} bytes).",
-            settings.max_template_size
-        ),
-    )
+    EngineError::RequestLimitExceeded(format!(
+        "Request limit exceeded: Template size ({len} bytes) exceeds maximum allowed size ({} bytes).",
+        settings.max_template_size
+    ))
 }
 
 fn parse_adopt_data(value: &Value) -> Result<Map<String, Value>, EngineError> {
@@ -261,9 +258,9 @@ mod tests {
     #[test]
     fn create_needs_name_and_template() {
         let e = Instantiation::parse(&json!({"template": {}}), Purpose::Create, &settings()).unwrap_err();
-        assert_eq!((e.type_name.as_str(), e.message.as_str()), ("HTTPBadRequest", "No stack name specified"));
+        assert_eq!((e.heat_type(), e.message().as_str()), ("HTTPBadRequest", "No stack name specified"));
         let e = Instantiation::parse(&json!({"stack_name": "s"}), Purpose::Create, &settings()).unwrap_err();
-        assert_eq!(e.message, "No template specified");
+        assert_eq!(e.message(), "No template specified");
         let ok = Instantiation::parse(&json!({"stack_name": "s", "template": {"a": 1}}), Purpose::Create, &settings())
             .unwrap();
         assert_eq!(ok.template, Some(json!({"a": 1})));
@@ -281,7 +278,7 @@ mod tests {
     fn args_are_checked() {
         let body = json!({"stack_name": "s", "template": {}, "timeout_mins": "x"});
         assert_eq!(
-            Instantiation::parse(&body, Purpose::Create, &settings()).unwrap_err().message,
+            Instantiation::parse(&body, Purpose::Create, &settings()).unwrap_err().message(),
             "Only integer is acceptable by 'timeout_mins'."
         );
         let body = json!({"stack_name": "s", "template": {}, "converge": true});
@@ -296,15 +293,15 @@ mod tests {
     fn adopt_is_gated() {
         let body = json!({"stack_name": "s", "adopt_stack_data": "{\"template\": {}}"});
         let e = Instantiation::parse(&body, Purpose::Create, &settings()).unwrap_err();
-        assert_eq!((e.type_name.as_str(), e.message.as_str()), ("NotSupported", "Stack Adopt is not supported."));
+        assert_eq!((e.heat_type(), e.message().as_str()), ("NotSupported", "Stack Adopt is not supported."));
     }
 
     #[test]
     fn stack_names_follow_heat_rule() {
         assert!(validate_stack_name("a-b_c.d1").is_ok());
         let e = validate_stack_name("1abc").unwrap_err();
-        assert_eq!(e.type_name, "StackValidationFailed");
-        assert!(e.message.starts_with("Invalid stack name 1abc must contain only alphanumeric"));
+        assert_eq!(e.heat_type(), "StackValidationFailed");
+        assert!(e.message().starts_with("Invalid stack name 1abc must contain only alphanumeric"));
         assert!(validate_stack_name(&"a".repeat(256)).is_err());
     }
 
@@ -314,6 +311,6 @@ mod tests {
         s.max_template_size = 10;
         let body = json!({"stack_name": "s", "template": {"description": "a long description"}});
         let e = Instantiation::parse(&body, Purpose::Create, &s).unwrap_err();
-        assert_eq!(e.type_name, "RequestLimitExceeded");
+        assert_eq!(e.heat_type(), "RequestLimitExceeded");
     }
 }

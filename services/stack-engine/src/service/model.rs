@@ -21,7 +21,7 @@ use crate::EngineError;
 pub async fn load(db: &Db, stack: &StackRow, region: &str) -> Result<StackDefinition, EngineError> {
     match StackDefinition::load(db, stack, stack.raw_template_id, region).await {
         Ok(def) => Ok(def),
-        Err(e) if e.http_status == 404 => StackDefinition::parse(
+        Err(e) if e.is_not_found() => StackDefinition::parse(
             &crate::definition::empty_template(),
             &Map::new(),
             &Value::Object(Map::new()),

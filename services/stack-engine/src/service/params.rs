@@ -69,7 +69,7 @@ impl QueryParams {
 /// 400 `HTTPBadRequest` with the given text: what heat-api's controllers
 /// raise for malformed requests.
 pub fn bad_request(message: impl Into<String>) -> EngineError {
-    EngineError::bad_request("HTTPBadRequest", message)
+    EngineError::BadRequest(message.into())
 }
 
 /// `param_utils.extract_bool`: only true/false (any case) are accepted.
@@ -116,23 +116,15 @@ pub fn tags_from_body(value: &Value) -> Result<Option<Vec<String>>, EngineError>
         Value::Null => return Ok(None),
         Value::String(s) => return extract_tags(s).map(Some),
         Value::Array(items) => items,
-        other => {
-            return Err(EngineError::bad_request(
-                "ValueError",
-                format!("Invalid tags, not a list: {}", python_str(other)),
-            ))
-        }
+        other => return Err(EngineError::ValueError(format!("Invalid tags, not a list: {}", python_str(other)))),
     };
     let mut tags = Vec::with_capacity(list.len());
     for item in list {
         let Some(tag) = item.as_str() else {
-            return Err(EngineError::bad_request(
-                "ValueError",
-                format!("Invalid tag, \"{}\" is not a string", python_str(item)),
-            ));
+            return Err(EngineError::ValueError(format!("Invalid tag, \"{}\" is not a string", python_str(item))));
         };
         if tag.contains(',') {
-            return Err(EngineError::bad_request("ValueError", format!("Invalid tag, \"{tag}\" contains a comma")));
+            return Err(EngineError::ValueError(format!("Invalid tag, \"{tag}\" contains a comma")));
         }
         tags.push(tag.to_string());
     }
@@ -192,16 +184,16 @@ mod tests {
         assert!(extract_bool("x", &json!("TRUE")).unwrap());
         assert!(!extract_bool("x", &json!(false)).unwrap());
         let e = extract_bool("show_deleted", &json!("yes")).unwrap_err();
-        assert_eq!(e.message, "Unrecognized value \"yes\" for \"show_deleted\", acceptable values are: true, false.");
-        assert_eq!(e.type_name, "HTTPBadRequest");
+        assert_eq!(e.message(), "Unrecognized value \"yes\" for \"show_deleted\", acceptable values are: true, false.");
+        assert_eq!(e.heat_type(), "HTTPBadRequest");
     }
 
     #[test]
     fn ints_refuse_text_and_negatives() {
         assert_eq!(extract_int("limit", &json!("3")).unwrap(), 3);
-        assert_eq!(extract_int("limit", &json!("x")).unwrap_err().message, "Only integer is acceptable by 'limit'.");
+        assert_eq!(extract_int("limit", &json!("x")).unwrap_err().message(), "Only integer is acceptable by 'limit'.");
         assert_eq!(
-            extract_int("limit", &json!("-1")).unwrap_err().message,
+            extract_int("limit", &json!("-1")).unwrap_err().message(),
             "Value '-1' is invalid for 'limit' which only accepts non-negative integer."
         );
     }

@@ -8,7 +8,7 @@ use keelson_common::db::{Db, DbError};
 use serde_json::Value as Json;
 
 use crate::store;
-pub use crate::store::{EventQuery, EventRow, RawTemplateRow, ResourceRow, ServiceRow, StackRow};
+pub use crate::store::{Action, EventQuery, EventRow, RawTemplateRow, ResourceRow, ServiceRow, StackRow, Status};
 use crate::EngineError;
 
 /// A stack by id in `tenant`, soft-deleted ones included.

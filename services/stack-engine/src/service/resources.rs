@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::params::{bad_request, extract_bool, python_list, python_set, QueryParams};
-use super::records::{self, ResourceRow, StackRow};
+use super::records::{self, Action, ResourceRow, StackRow, Status};
 use super::stacks::StackRef;
 use super::views::{self, ResourceDetails};
 use super::{Caller, Orchestration, Reply};
@@ -160,15 +160,12 @@ impl Orchestration {
         let Some((row, _)) = resources.find(resource_name) else {
             return Err(resource_not_available(resource_name));
         };
-        if row.action == "INIT" {
+        if row.action == Action::Init {
             return Err(resource_not_available(resource_name));
         }
         let handles = loaded.plugin_of(&self.registry, row).is_some_and(|t| t.handles_signal());
         if !handles {
-            return Err(EngineError::bad_request(
-                "ResourceActionNotSupported",
-                "signal is not supported for resource.",
-            ));
+            return Err(EngineError::ResourceActionNotSupported("signal is not supported for resource.".into()));
         }
         self.engine_signal(caller, &record, row, details.clone()).await?;
         Ok(Value::Null)
@@ -208,7 +205,7 @@ impl Orchestration {
 }
 
 fn resource_not_available(name: &str) -> EngineError {
-    EngineError::new("ResourceNotAvailable", 404, format!("The Resource ({name}) is not available."))
+    EngineError::ResourceNotAvailable(format!("The Resource ({name}) is not available."))
 }
 
 /// Resource list filters: exact on name/action/status/id/physical id,
@@ -230,7 +227,8 @@ impl ResourceFilters {
                 let mut statuses = Vec::new();
                 let mut actions = Vec::new();
                 for v in &values {
-                    match ["COMPLETE", "FAILED", "IN_PROGRESS"].iter().find_map(|s| v.rfind(s).map(|i| (i, s))) {
+                    let names = [Status::Complete, Status::Failed, Status::InProgress].map(Status::as_str);
+                    match names.iter().find_map(|s| v.rfind(s).map(|i| (i, s))) {
                         Some((i, _)) => {
                             statuses.push(v[i..].to_string());
                             if let Some(action) = v.get(..i.saturating_sub(1)).filter(|a| i > 1 && !a.is_empty()) {
@@ -255,8 +253,8 @@ impl ResourceFilters {
         self.filters.iter().all(|(key, values)| match key.as_str() {
             "type" => values.iter().any(|v| row.resource_type.contains(v.as_str())),
             "name" => values.contains(&row.name),
-            "action" => values.contains(&row.action),
-            "status" => values.contains(&row.status),
+            "action" => values.iter().any(|v| v == row.action.as_str()),
+            "status" => values.iter().any(|v| v == row.status.as_str()),
             "id" => values.iter().any(|v| *v == row.id.to_string() || *v == row.uuid),
             "physical_resource_id" => row.physical_resource_id.as_ref().is_some_and(|p| values.contains(p)),
             _ => true,

@@ -14,11 +14,11 @@ use crate::store::software::{self, DeploymentChange, SoftwareConfigRow, Software
 use crate::EngineError;
 
 fn config_not_found(id: &str) -> EngineError {
-    EngineError::new("NotFound", 404, format!("Software config with id {id} not found"))
+    EngineError::NotFound(format!("Software config with id {id} not found"))
 }
 
 fn deployment_not_found(id: &str) -> EngineError {
-    EngineError::new("NotFound", 404, format!("Deployment with id {id} not found"))
+    EngineError::NotFound(format!("Deployment with id {id} not found"))
 }
 
 /// The body as an object (heat-api's `body` is a dict).

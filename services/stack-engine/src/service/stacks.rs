@@ -10,7 +10,7 @@ use super::engine_port::{DefinitionInput, StackAction, StackSettings};
 use super::identity::{is_uuid_like, parse_arn, quote_plus, StackIdentity};
 use super::instantiation::{validate_stack_name, Instantiation, Purpose};
 use super::params::{bad_request, extract_tags, QueryParams};
-use super::records::{self, StackRow};
+use super::records::{self, Action, StackRow, Status};
 use super::views::{self, StackDetails};
 use super::{Caller, Orchestration, Reply};
 use crate::EngineError;
@@ -179,8 +179,9 @@ impl Orchestration {
             stack_user_project_id: None,
             tags: request.tags.clone().flatten(),
             params: request.parameters.clone(),
-            action: String::new(),
-            status: String::new(),
+            // A preview has no state of its own (the view drops it).
+            action: Action::default(),
+            status: Status::default(),
             status_reason: String::new(),
             created_at: Some(keelson_common::db::now()),
             ..Default::default()
@@ -351,7 +352,7 @@ impl Orchestration {
         let resolve_outputs = query.bool_or("resolve_outputs", true)?;
         let record = self.find_stack(caller, stack, true).await?;
         let loaded = self.load_definition(&record).await?;
-        let outputs = if resolve_outputs && !(record.action == "DELETE" && record.status == "COMPLETE") {
+        let outputs = if resolve_outputs && !(record.action == Action::Delete && record.status == Status::Complete) {
             let resolved = self.resolve_outputs(&record, &loaded, None).await?;
             Some(resolved.into_iter().map(|o| views::output(&o.key, o.description.as_deref(), Some(o.value))).collect())
         } else {
@@ -395,10 +396,10 @@ impl Orchestration {
         request: &Instantiation,
         patch: bool,
     ) -> Result<super::engine_port::PreparedStack, EngineError> {
-        if current.action == "SUSPEND" {
+        if current.action == Action::Suspend {
             return Err(EngineError::not_supported("Updating a stack when it is suspended is not supported."));
         }
-        if current.action == "DELETE" {
+        if current.action == Action::Delete {
             return Err(EngineError::not_supported("Updating a stack when it is deleting is not supported."));
         }
         let stored = self.raw_template_of(current).await?;
@@ -453,10 +454,10 @@ impl Orchestration {
         let loaded = self.load_definition(current).await?;
         let modified = loaded.immutable_parameters_modified(&prepared);
         if !modified.is_empty() {
-            return Err(EngineError::bad_request(
-                "ImmutableParameterModified",
-                format!("The following parameters are immutable and may not be updated: {}", modified.join(", ")),
-            ));
+            return Err(EngineError::ImmutableParameterModified(format!(
+                "The following parameters are immutable and may not be updated: {}",
+                modified.join(", ")
+            )));
         }
         Ok(prepared)
     }
@@ -506,7 +507,7 @@ impl Orchestration {
     /// `DELETE /stacks/{name}/{id}` (204): starts the DELETE traversal.
     pub async fn delete_stack(&self, caller: &Caller, stack: &StackRef) -> Reply {
         let current = self.find_stack(caller, stack, false).await?;
-        if current.action == "DELETE" && current.status == "COMPLETE" {
+        if current.action == Action::Delete && current.status == Status::Complete {
             return Err(EngineError::stack_not_found(stack.display_name()));
         }
         // Upstream checks the loaded stack's types; a stack whose stored
@@ -614,8 +615,8 @@ impl Orchestration {
         };
         let current = self.find_stack(caller, stack, false).await?;
         if let StackAction::CancelUpdate { rollback } = action {
-            let allowed: &[&str] = if rollback { &["UPDATE"] } else { &["UPDATE", "CREATE"] };
-            if !(current.status == "IN_PROGRESS" && allowed.contains(&current.action.as_str())) {
+            let allowed: &[Action] = if rollback { &[Action::Update] } else { &[Action::Update, Action::Create] };
+            if !(current.status == Status::InProgress && allowed.contains(&current.action)) {
                 return Err(EngineError::not_supported(format!(
                     "Cancelling update when stack is {} is not supported.",
                     current.state()
@@ -643,18 +644,18 @@ impl Orchestration {
         let record = self.find_stack(caller, stack, true).await?;
         let loaded = self.load_definition(&record).await?;
         if !loaded.output_list().iter().any(|(k, _)| k == key) {
-            return Err(EngineError::new("NotFound", 404, format!("Specified output key {key} not found.")));
+            return Err(EngineError::NotFound(format!("Specified output key {key} not found.")));
         }
         let resolved = self.resolve_outputs(&record, &loaded, Some(key)).await?;
         let Some(output) = resolved.into_iter().find(|o| o.key == key) else {
-            return Err(EngineError::new("NotFound", 404, format!("Specified output key {key} not found.")));
+            return Err(EngineError::NotFound(format!("Specified output key {key} not found.")));
         };
         Ok(json!({ "output": views::output(&output.key, output.description.as_deref(), Some(output.value)) }))
     }
 }
 
 fn request_limit(message: &str) -> EngineError {
-    EngineError::bad_request("RequestLimitExceeded", format!("Request limit exceeded: {message}"))
+    EngineError::RequestLimitExceeded(format!("Request limit exceeded: {message}"))
 }
 
 /// The environment document as `GET .../environment` shows it (every
@@ -741,7 +742,7 @@ impl StackFilters {
             let mut statuses = Vec::new();
             let mut actions = Vec::new();
             for value in &columns[pos].1 {
-                for s in ["COMPLETE", "FAILED", "IN_PROGRESS"] {
+                for s in [Status::Complete, Status::Failed, Status::InProgress].map(Status::as_str) {
                     if let Some(index) = value.rfind(s) {
                         statuses.push(value[index..].to_string());
                         // The action is what precedes "_STATUS" (if anything).
@@ -769,8 +770,8 @@ impl StackFilters {
         self.columns.iter().all(|(column, values)| {
             let actual: Option<String> = match *column {
                 "name" => Some(s.name.clone()),
-                "action" => Some(s.action.clone()),
-                "status" => Some(s.status.clone()),
+                "action" => Some(s.action.to_string()),
+                "status" => Some(s.status.to_string()),
                 "status_reason" => Some(s.status_reason.clone()),
                 "disable_rollback" => Some(if s.disable_rollback { "true" } else { "false" }.to_string()),
                 "timeout_mins" => s.timeout_mins.map(|t| t.to_string()),
@@ -835,7 +836,8 @@ fn compare_stacks(a: &StackRow, b: &StackRow, columns: &[&str], ascending: bool)
     for column in columns {
         let ord = match *column {
             "name" => a.name.cmp(&b.name),
-            "status" => a.status.cmp(&b.status),
+            // By name, as upstream's SQL sorts the column.
+            "status" => a.status.as_str().cmp(b.status.as_str()),
             "created_at" => a.created_at.cmp(&b.created_at),
             "updated_at" => a.updated_at.cmp(&b.updated_at),
             _ => a.id.cmp(&b.id),

@@ -8,7 +8,7 @@ use chrono::NaiveDateTime;
 use serde_json::{json, Map, Value};
 
 use super::identity::{link, StackIdentity};
-use super::records::{EventRow, ResourceRow, StackRow};
+use super::records::{Action, EventRow, ResourceRow, StackRow, Status};
 
 /// Heat's `isotime`: `YYYY-MM-DDTHH:MM:SSZ`, or null.
 pub fn isotime(t: Option<NaiveDateTime>) -> Value {
@@ -229,7 +229,7 @@ pub fn metadata_of(row: &ResourceRow) -> Value {
 /// its replaced predecessor, then the newest.
 pub fn best_rows(rows: &[ResourceRow]) -> BTreeMap<String, &ResourceRow> {
     let mut best: BTreeMap<String, &ResourceRow> = BTreeMap::new();
-    for row in rows.iter().filter(|r| !(r.action == "DELETE" && r.status == "COMPLETE")) {
+    for row in rows.iter().filter(|r| !(r.action == Action::Delete && r.status == Status::Complete)) {
         let better = match best.get(&row.name) {
             None => true,
             Some(current) => {

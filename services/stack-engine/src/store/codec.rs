@@ -86,3 +86,18 @@ impl Assignments {
         self.columns.join(", ")
     }
 }
+
+/// Decodes an `action` column; NULL or an unknown name is a decode error.
+pub(crate) fn read_action(row: &Row, i: usize) -> Result<super::Action, DbError> {
+    read_state(row, i)
+}
+
+/// Decodes a `status` column; NULL or an unknown name is a decode error.
+pub(crate) fn read_status(row: &Row, i: usize) -> Result<super::Status, DbError> {
+    read_state(row, i)
+}
+
+fn read_state<T: std::str::FromStr<Err = super::UnknownState>>(row: &Row, i: usize) -> Result<T, DbError> {
+    let text = row.opt_string(i)?.unwrap_or_default();
+    text.parse().map_err(|e: super::UnknownState| DbError::Decode { column: i, reason: e.to_string() })
+}

@@ -165,9 +165,7 @@ pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::E
     for k in &query.sort_keys {
         match SORT_KEYS.iter().find(|s| **s == k.as_str()) {
             Some(s) => keys.push(s),
-            None => {
-                return Err(crate::EngineError::bad_request("Invalid", format!("Sort key supplied is invalid: {k}")))
-            }
+            None => return Err(crate::EngineError::Invalid(format!("Sort key supplied is invalid: {k}"))),
         }
     }
     let dir = match (keys.is_empty(), query.sort_dir) {

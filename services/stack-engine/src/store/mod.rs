@@ -24,6 +24,7 @@ pub mod schema;
 pub mod services;
 pub mod software;
 pub mod stacks;
+pub mod state;
 pub mod sync_points;
 pub mod templates;
 
@@ -31,6 +32,7 @@ pub use events::{EventQuery, EventRow, NewEvent, SortDir};
 pub use resources::{NewResource, ResourceChange, ResourceRow};
 pub use services::ServiceRow;
 pub use stacks::{StackRow, StackStateChange};
+pub use state::{Action, Status, UnknownState};
 pub use sync_points::{MergeOutcome, SyncPointRow};
 pub use templates::RawTemplateRow;
 
@@ -95,27 +97,4 @@ async fn write_one(db: &Db, what: &'static str, sql: &str, params: &[Value]) -> 
         Ok(n)
     })
     .await
-}
-
-/// Heat's resource and stack actions (`action` columns).
-pub mod action {
-    pub const INIT: &str = "INIT";
-    pub const CREATE: &str = "CREATE";
-    pub const DELETE: &str = "DELETE";
-    pub const UPDATE: &str = "UPDATE";
-    pub const ROLLBACK: &str = "ROLLBACK";
-    pub const SUSPEND: &str = "SUSPEND";
-    pub const RESUME: &str = "RESUME";
-    pub const ADOPT: &str = "ADOPT";
-    pub const SNAPSHOT: &str = "SNAPSHOT";
-    pub const CHECK: &str = "CHECK";
-    pub const ALL: &[&str] = &[INIT, CREATE, DELETE, UPDATE, ROLLBACK, SUSPEND, RESUME, ADOPT, SNAPSHOT, CHECK];
-}
-
-/// Heat's resource and stack statuses (`status` columns).
-pub mod status {
-    pub const IN_PROGRESS: &str = "IN_PROGRESS";
-    pub const FAILED: &str = "FAILED";
-    pub const COMPLETE: &str = "COMPLETE";
-    pub const ALL: &[&str] = &[IN_PROGRESS, FAILED, COMPLETE];
 }

@@ -11,7 +11,7 @@ use keelson_common::db::{self, Db, DbError, Kind, Row, Tx, Value};
 use serde_json::Value as Json;
 
 use super::codec::{self, Assignments};
-use super::{action, status};
+use super::{Action, Status};
 
 /// A `resource` row.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -36,8 +36,8 @@ pub struct ResourceRow {
     pub replaces: Option<i64>,
     pub replaced_by: Option<i64>,
     pub current_template_id: Option<i64>,
-    pub action: String,
-    pub status: String,
+    pub action: Action,
+    pub status: Status,
     pub status_reason: String,
     pub created_at: Option<NaiveDateTime>,
     pub updated_at: Option<NaiveDateTime>,
@@ -80,8 +80,8 @@ pub(super) fn from_row(row: &Row) -> Result<ResourceRow, DbError> {
         replaces: row.opt_i64(13)?,
         replaced_by: row.opt_i64(14)?,
         current_template_id: row.opt_i64(15)?,
-        action: row.opt_string(16)?.unwrap_or_default(),
-        status: row.opt_string(17)?.unwrap_or_default(),
+        action: codec::read_action(row, 16)?,
+        status: codec::read_status(row, 17)?,
         status_reason: row.opt_string(18)?.unwrap_or_default(),
         created_at: row.opt_time(19)?,
         updated_at: row.opt_time(20)?,
@@ -110,8 +110,8 @@ pub struct NewResource {
     pub requires: Vec<i64>,
     pub replaces: Option<i64>,
     pub current_template_id: Option<i64>,
-    pub action: String,
-    pub status: String,
+    pub action: Action,
+    pub status: Status,
     pub status_reason: String,
 }
 
@@ -129,8 +129,8 @@ impl Default for NewResource {
             requires: Vec::new(),
             replaces: None,
             current_template_id: None,
-            action: action::INIT.to_string(),
-            status: status::COMPLETE.to_string(),
+            action: Action::Init,
+            status: Status::Complete,
             status_reason: String::new(),
         }
     }
@@ -187,8 +187,8 @@ pub async fn insert_tx(tx: &mut Tx, new: &NewResource) -> Result<ResourceRow, Db
         replaces: new.replaces,
         replaced_by: None,
         current_template_id: new.current_template_id,
-        action: new.action.clone(),
-        status: new.status.clone(),
+        action: new.action,
+        status: new.status,
         status_reason: new.status_reason.clone(),
         created_at: Some(now),
         updated_at: None,
@@ -303,8 +303,8 @@ pub async fn get_many(db: &Db, ids: &[i64]) -> Result<Vec<ResourceRow>, DbError>
 /// unless given; `atomic_key` always advances by one.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ResourceChange {
-    pub action: Option<String>,
-    pub status: Option<String>,
+    pub action: Option<Action>,
+    pub status: Option<Status>,
     pub status_reason: Option<String>,
     pub resource_type: Option<String>,
     pub physical_resource_id: Option<Option<String>>,
@@ -322,10 +322,10 @@ pub struct ResourceChange {
 
 impl ResourceChange {
     /// A change of action, status and reason only.
-    pub fn state(action: &str, status: &str, reason: impl Into<String>) -> Self {
+    pub fn state(action: Action, status: Status, reason: impl Into<String>) -> Self {
         ResourceChange {
-            action: Some(action.to_string()),
-            status: Some(status.to_string()),
+            action: Some(action),
+            status: Some(status),
             status_reason: Some(reason.into()),
             ..Default::default()
         }
@@ -336,11 +336,11 @@ impl ResourceChange {
     /// as given, else `now`), so a writer that holds the row's lock need
     /// not read it back.
     pub fn apply_to(&self, row: &mut ResourceRow, now: NaiveDateTime) {
-        if let Some(v) = &self.action {
-            row.action = v.clone();
+        if let Some(v) = self.action {
+            row.action = v;
         }
-        if let Some(v) = &self.status {
-            row.status = v.clone();
+        if let Some(v) = self.status {
+            row.status = v;
         }
         if let Some(v) = &self.status_reason {
             row.status_reason = v.clone();

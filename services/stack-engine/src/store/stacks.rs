@@ -7,6 +7,7 @@ use keelson_common::db::{self, Db, DbError, Kind, Row, Tx, Value};
 use serde_json::Value as Json;
 
 use super::codec::{self, Assignments};
+use super::{Action, Status};
 
 /// A `stack` row.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -33,8 +34,8 @@ pub struct StackRow {
     pub current_traversal: String,
     /// `{"edges": [[[rid, is_update], [rid, is_update]|null], ...]}`.
     pub current_deps: Option<Json>,
-    pub action: String,
-    pub status: String,
+    pub action: Action,
+    pub status: Status,
     pub status_reason: String,
     pub created_at: Option<NaiveDateTime>,
     pub updated_at: Option<NaiveDateTime>,
@@ -83,8 +84,8 @@ pub(super) fn from_row(row: &Row) -> Result<StackRow, DbError> {
         params: codec::read_object(row, 14)?,
         current_traversal: row.opt_string(15)?.unwrap_or_default(),
         current_deps: codec::read_opt_json(row, 16)?,
-        action: row.opt_string(17)?.unwrap_or_default(),
-        status: row.opt_string(18)?.unwrap_or_default(),
+        action: codec::read_action(row, 17)?,
+        status: codec::read_status(row, 18)?,
         status_reason: row.opt_string(19)?.unwrap_or_default(),
         created_at: row.opt_time(20)?,
         updated_at: row.opt_time(21)?,
@@ -237,7 +238,7 @@ pub async fn in_progress(db: &Db) -> Result<Vec<StackRow>, DbError> {
                 "SELECT {COLUMNS} FROM stack WHERE status = ? AND deleted_at IS NULL AND current_traversal <> '' \
                  ORDER BY updated_at, id"
             ),
-            &[super::status::IN_PROGRESS.into()],
+            &[super::Status::InProgress.into()],
         )
         .await?;
     rows.iter().map(from_row).collect()
@@ -254,8 +255,8 @@ pub async fn count_live(db: &Db, tenant: &str) -> Result<i64, DbError> {
 /// as it is; `Some(None)` on a nullable column sets NULL.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StackStateChange {
-    pub action: String,
-    pub status: String,
+    pub action: Action,
+    pub status: Status,
     pub status_reason: String,
     /// Starts a new traversal (the old one's writes then fail).
     pub current_traversal: Option<String>,
@@ -271,13 +272,8 @@ pub struct StackStateChange {
 }
 
 impl StackStateChange {
-    pub fn new(action: &str, status: &str, status_reason: impl Into<String>) -> Self {
-        StackStateChange {
-            action: action.to_string(),
-            status: status.to_string(),
-            status_reason: status_reason.into(),
-            ..Default::default()
-        }
+    pub fn new(action: Action, status: Status, status_reason: impl Into<String>) -> Self {
+        StackStateChange { action, status, status_reason: status_reason.into(), ..Default::default() }
     }
 }
 
@@ -383,8 +379,8 @@ fn complete_delete_sql(id: &str, traversal: &str, reason: &str) -> (&'static str
         "UPDATE stack SET action = ?, status = ?, status_reason = ?, updated_at = ?, deleted_at = ? \
          WHERE id = ? AND deleted_at IS NULL AND current_traversal = ?",
         vec![
-            super::action::DELETE.into(),
-            super::status::COMPLETE.into(),
+            super::Action::Delete.into(),
+            super::Status::Complete.into(),
             reason.into(),
             now.into(),
             now.into(),

@@ -302,7 +302,7 @@ impl ResourceType for Allocation {
         Box::pin(async move {
             match name {
                 "consumer" => Ok(state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)),
-                _ => Err(EngineError::bad_request("InvalidTemplateAttribute", name.to_string())),
+                _ => Err(EngineError::InvalidTemplateAttribute(name.to_string())),
             }
         })
     }
@@ -354,7 +354,7 @@ mod tests {
     #[tokio::test]
     async fn property_errors() {
         let rt = plugin();
-        let err = |given: Value| rt.validate_properties("a", &given).unwrap_err().message;
+        let err = |given: Value| rt.validate_properties("a", &given).unwrap_err().message();
         assert_eq!(err(json!({})), "Property error: resources.a.properties: Property allocations not assigned");
         assert_eq!(
             err(json!({"allocations": [{"resource_provider": RP, "resources": {"VCPU": 0}}]})),

@@ -155,14 +155,14 @@ fn validate_nested(
     prefix: Option<&str>,
     path: &str,
 ) -> Result<Properties, EngineError> {
-    validate_properties(schema, resource_name, given).map_err(|mut e| {
+    validate_properties(schema, resource_name, given).map_err(|e| {
         let base = format!("resources.{resource_name}.properties");
         let (from, to) = match prefix {
             Some(p) => (format!("{base}.{p}"), format!("{base}{path}")),
             None => (base.clone(), format!("{base}{path}")),
         };
-        e.message = e.message.replacen(&from, &to, 1);
-        e
+        let message = e.message().replacen(&from, &to, 1);
+        e.with_message(&message)
     })
 }
 
@@ -296,8 +296,8 @@ mod tests {
             .any(|t| t.as_str().is_some_and(|t| t.starts_with("OS::Placement"))));
         for t in ["OS::Placement::ResourceProvider", "OS::Placement::Allocation"] {
             let e = registry.authorize_type(&member, t).unwrap_err();
-            assert_eq!((e.http_status, e.type_name.as_str()), (403, "Forbidden"));
-            assert_eq!(e.message, format!("You are not authorized to use resource_types:{t}."));
+            assert_eq!((e.http_status(), e.heat_type()), (403, "Forbidden"));
+            assert_eq!(e.message(), format!("You are not authorized to use resource_types:{t}."));
             assert!(registry.schema_view(&member, t, false).is_err());
         }
         assert!(registry.authorize_type(&member, "OS::Heat::None").is_ok());

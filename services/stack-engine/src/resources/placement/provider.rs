@@ -336,7 +336,7 @@ impl ResourceType for ResourceProvider {
             match name {
                 "uuid" => Ok(state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)),
                 "generation" => Ok(generation_value(&state.data)),
-                _ => Err(EngineError::bad_request("InvalidTemplateAttribute", name.to_string())),
+                _ => Err(EngineError::InvalidTemplateAttribute(name.to_string())),
             }
         })
     }
@@ -384,7 +384,7 @@ mod tests {
     #[tokio::test]
     async fn property_errors_use_heats_wording_and_path() {
         let rt = plugin();
-        let err = |given: Value| rt.validate_properties("rp", &given).unwrap_err().message;
+        let err = |given: Value| rt.validate_properties("rp", &given).unwrap_err().message();
         assert_eq!(
             err(json!({"inventories": {"VCPU": {"total": "many"}}})),
             "Property error: resources.rp.properties.inventories.VCPU.total: Value 'many' is not an integer"
@@ -464,7 +464,7 @@ mod tests {
         assert_eq!(rt.attribute(&state, "generation").await.unwrap(), json!(7));
         assert_eq!(rt.reference_id(&state), json!("u-1"));
         let e = crate::resources::resolve_attribute(&rt, "rp", &state, "nope").await.unwrap_err();
-        assert_eq!(e.message, "The Referenced Attribute (rp nope) is incorrect.");
+        assert_eq!(e.message(), "The Referenced Attribute (rp nope) is incorrect.");
     }
 
     #[tokio::test]
