@@ -44,8 +44,6 @@ START_TIMEOUT = float(os.environ.get('KEELSON_NOVA_START_TIMEOUT', '60'))
 # Per-process scratch directory: one subdirectory per server.
 _scratch = None
 _spare = None
-# Servers told to stop and not yet reaped.
-_stopping = []
 # Startup figures of this process, written at exit when asked
 # (KEELSON_NOVA_STATS_DIR): seconds a setUp waited for its server.
 _waits = []
@@ -139,28 +137,23 @@ class KeelsonServer:
         raise RuntimeError('keelson did not answer on %s in %ss:\n%s' % (self.url, START_TIMEOUT, self.log_tail()))
 
     def stop(self, remove=True):
-        """SIGTERM without waiting: the exit (about 0.5 s of graceful
-        shutdown) overlaps the next test; reap() collects it."""
+        """Stop and reap at once: a stopped child left unreaped is a zombie
+        in the test process, which tests that list its children trip over
+        (test_bug_1568208's Guru Meditation report). A server whose
+        database is thrown away gets SIGKILL (milliseconds; graceful
+        shutdown is 0.5 s, and 5-20 s when the SIGTERM comes within
+        milliseconds of the start); one whose database a later fixture
+        reuses gets SIGTERM."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            _stopping.append(self)
+            self.proc.send_signal(signal.SIGKILL if self.owns_dir else signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self._log.close()
         if remove and self.owns_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def reap(block=False):
-    """Collect stopped servers; with block, wait for them (SIGKILL after
-    10 s)."""
-    for server in list(_stopping):
-        if block:
-            try:
-                server.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.proc.kill()
-                server.proc.wait()
-        if server.proc.poll() is not None:
-            _stopping.remove(server)
 
 
 def acquire(directory=None):
@@ -168,7 +161,6 @@ def acquire(directory=None):
     reuse) a new server on it; otherwise the spare one, and the next spare
     is started at once."""
     global _spare
-    reap()
     t0 = time.monotonic()
     if directory is not None:
         server = KeelsonServer(directory)
@@ -185,7 +177,6 @@ def _at_exit():
     if _spare is not None:
         _spare.stop()
         _spare = None
-    reap(block=True)
     stats = os.environ.get('KEELSON_NOVA_STATS_DIR')
     if stats and _waits:
         with open(os.path.join(stats, 'waits-%d.txt' % os.getpid()), 'w') as f:
