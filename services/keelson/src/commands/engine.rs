@@ -119,13 +119,24 @@ async fn keep_registered(
     );
     let stop = shutdown.wait();
     tokio::pin!(stop);
+    // Shutdown wins every race (`biased`, and it interrupts a call in
+    // flight): otherwise a stop that comes while a call is failing (the
+    // embedded controller stops first in all-in-one) meets an already-due
+    // tick, which select! may pick at random, and each pick costs another
+    // whole client retry deadline (5 s).
     loop {
         tokio::select! {
-            _ = ticker.tick() => {}
+            biased;
             () = &mut stop => break,
+            _ = ticker.tick() => {}
         }
         if registered {
-            match client.heartbeat(&registration.service, &registration.instance).await {
+            let beat = tokio::select! {
+                biased;
+                () = &mut stop => break,
+                beat = client.heartbeat(&registration.service, &registration.instance) => beat,
+            };
+            match beat {
                 Ok(_) => continue,
                 Err(ClientError::Refused(CtrlError::NotFound(_))) => registered = false,
                 Err(e) => {
@@ -134,7 +145,12 @@ async fn keep_registered(
                 }
             }
         }
-        match client.register(registration.clone()).await {
+        let outcome = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            outcome = client.register(registration.clone()) => outcome,
+        };
+        match outcome {
             Ok(_) => {
                 registered = true;
                 tracing::info!(target: "keelson", "stack engine {} registered with the controller", registration.instance);
