@@ -197,14 +197,27 @@ pub fn write_repr_str(s: &str, out: &mut String) {
 
 /// `repr()` of a list of strings: `['a', 'b']`.
 pub fn repr_str_list<S: AsRef<str>>(items: &[S]) -> String {
-    let mut out = String::from("[");
+    repr_str_sequence(items, '[', ']')
+}
+
+/// `repr()` of a set of strings, in the order given (Python's own order
+/// follows the strings' hashes): `{'a', 'b'}`; `set()` when empty.
+pub fn repr_str_set<S: AsRef<str>>(items: &[S]) -> String {
+    if items.is_empty() {
+        return "set()".to_owned();
+    }
+    repr_str_sequence(items, '{', '}')
+}
+
+fn repr_str_sequence<S: AsRef<str>>(items: &[S], open: char, close: char) -> String {
+    let mut out = String::from(open);
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
         write_repr_str(item.as_ref(), &mut out);
     }
-    out.push(']');
+    out.push(close);
     out
 }
 
@@ -225,4 +238,64 @@ pub fn is_printable(c: char) -> bool {
             }
         })
         .is_err()
+}
+
+#[cfg(test)]
+// The cases keelson-jsonschema's own `repr` copy was tested with.
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scalars() {
+        assert_eq!(repr(&json!(null)), "None");
+        assert_eq!(repr(&json!(true)), "True");
+        assert_eq!(repr(&json!(false)), "False");
+        assert_eq!(repr(&json!(-12)), "-12");
+        assert_eq!(repr(&json!(18446744073709551615u64)), "18446744073709551615");
+    }
+
+    #[test]
+    fn floats_follow_python_repr() {
+        let cases = [
+            (1.0, "1.0"),
+            (0.5, "0.5"),
+            (-0.0, "-0.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.5e-7, "1.5e-07"),
+            (1e15, "1000000000000000.0"),
+            (1e16, "1e+16"),
+            (123456789012345.6, "123456789012345.6"),
+            (3.40282e38, "3.40282e+38"),
+            (3.40282e39, "3.40282e+39"),
+            (1e300, "1e+300"),
+            (0.1, "0.1"),
+            (2.5e-300, "2.5e-300"),
+            (1234.5678, "1234.5678"),
+        ];
+        for (f, want) in cases {
+            assert_eq!(float_repr(f), want, "repr of {f:?}");
+        }
+    }
+
+    #[test]
+    fn strings_pick_quotes_and_escape_like_python() {
+        assert_eq!(repr_str("abc"), "'abc'");
+        assert_eq!(repr_str(""), "''");
+        assert_eq!(repr_str("it's"), "\"it's\"");
+        assert_eq!(repr_str("it's \"x\""), "'it\\'s \"x\"'");
+        assert_eq!(repr_str("a\\b"), "'a\\\\b'");
+        assert_eq!(repr_str("l1\nl2\tx\r"), "'l1\\nl2\\tx\\r'");
+        assert_eq!(repr_str("\u{7}\u{7f}\u{a0}"), "'\\x07\\x7f\\xa0'");
+        assert_eq!(repr_str("\u{200b}é中"), "'\\u200bé中'");
+        assert_eq!(repr_str("\u{e0001}😀"), "'\\U000e0001😀'");
+    }
+
+    #[test]
+    fn containers_keep_insertion_order() {
+        let v: Value =
+            serde_json::from_str(r#"{"b": [1, 2.0, "x"], "a": {}, "c": [], "d": null}"#).expect("valid json");
+        assert_eq!(repr(&v), "{'b': [1, 2.0, 'x'], 'a': {}, 'c': [], 'd': None}");
+    }
 }

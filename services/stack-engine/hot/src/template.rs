@@ -6,10 +6,10 @@ use crate::conditions;
 use crate::environment::Environment;
 use crate::functions::Func;
 use crate::parameters::{ParamSchema, ParamValues, PseudoParams, PSEUDO_NAMES};
-use crate::pyfmt::py_str;
 use crate::snippet::{join_path, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{valid_version_list, HotVersion};
 use crate::{TemplateError, TemplateErrorKind};
+use keelson_pyfmt::str_of as py_str;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
