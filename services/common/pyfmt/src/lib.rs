@@ -66,6 +66,19 @@ pub fn str_of(value: &Value) -> String {
     }
 }
 
+/// The name of the Python type a JSON value decodes to (`type(v).__name__`).
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
 /// Python truthiness (`bool(value)`): `None`, `False`, zero and empty
 /// containers are false.
 pub fn truthy(value: &Value) -> bool {
