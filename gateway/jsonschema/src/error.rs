@@ -10,7 +10,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::pformat::{pformat, WIDTH};
-use crate::repr::repr_str;
+use keelson_pyfmt::repr_str;
 
 /// A schema that cannot be turned into a [`Validator`](crate::Validator).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -36,9 +36,7 @@ mod messages;
 mod number;
 mod pformat;
 pub mod placement;
-mod printable;
 mod pyregex;
-mod repr;
 mod types;
 mod validate;
 
@@ -49,7 +47,6 @@ pub use format::{is_uuid_like, Format};
 pub use pformat::pformat;
 pub use placement::placement_schema;
 pub use pyregex::compile_python_regex;
-pub use repr::{py_repr, repr_float, repr_str};
 pub use types::JsonType;
 
 /// A compiled schema, reusable for any number of instances (it is `Send` and

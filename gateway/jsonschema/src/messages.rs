@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::number::PyNum;
-use crate::repr::{py_repr, repr_str};
+use keelson_pyfmt::{repr as py_repr, repr_str};
 
 /// `type`: `'abc' is not of type 'integer'`; a list of types is joined with
 /// `, ` (`1.5 is not of type 'integer', 'null'`).

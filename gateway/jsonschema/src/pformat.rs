@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::repr::{py_repr, repr_str};
+use keelson_pyfmt::{repr as py_repr, repr_str};
 
 /// The width jsonschema passes to `pformat`.
 pub const WIDTH: usize = 72;

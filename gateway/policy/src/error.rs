@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use crate::credentials::TokenScope;
+// Python's `str(list_of_str)`, which oslo uses in the InvalidScope message.
+use keelson_pyfmt::repr_str_list as py_list;
 
 /// Why an [`Enforcer`](crate::Enforcer) or its inputs could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -68,10 +70,4 @@ impl Denied {
     pub fn forbidden_message(&self) -> String {
         format!("Policy does not allow {} to be performed.", self.rule())
     }
-}
-
-/// Python's `str(list_of_str)`, which oslo uses in the InvalidScope message.
-fn py_list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| format!("'{s}'")).collect();
-    format!("[{}]", quoted.join(", "))
 }

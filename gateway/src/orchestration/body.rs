@@ -47,47 +47,7 @@ pub fn too_large(len: usize, max_size: usize) -> Fault {
 /// serde_json's error in the words of Python's `json.loads`
 /// (`"<what>: line L column C (char P)"`), which clients display.
 fn python_json_error(e: &serde_json::Error, body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let serde_text = e.to_string();
-    let what = serde_text.split(" at line ").next().unwrap_or(&serde_text);
-    let total_chars = text.chars().count();
-    let (python, pos) = if e.is_eof() {
-        // Python reports where the missing piece should start: the end.
-        let last = text.trim_end().chars().last();
-        let python = match (what, last) {
-            (_, Some('{')) => "Expecting property name enclosed in double quotes",
-            (w, Some(',')) if w.contains("object") => "Expecting property name enclosed in double quotes",
-            (w, _) if w.contains("string") => "Unterminated string starting at",
-            (_, Some('[' | ':' | ',')) | ("EOF while parsing a value", _) => "Expecting value",
-            _ => "Expecting ',' delimiter",
-        };
-        (python, total_chars)
-    } else {
-        let python = if what.starts_with("key must be a string") || what.starts_with("trailing comma") {
-            "Expecting property name enclosed in double quotes"
-        } else if what.starts_with("expected `:`") {
-            "Expecting ':' delimiter"
-        } else if what.starts_with("expected `,`") {
-            "Expecting ',' delimiter"
-        } else if what.starts_with("trailing characters") {
-            "Extra data"
-        } else if what.starts_with("control character") {
-            "Invalid control character at"
-        } else if what.starts_with("invalid escape") || what.starts_with("invalid unicode") {
-            "Invalid \\escape"
-        } else {
-            "Expecting value"
-        };
-        // serde's line and 1-based column of the offending character.
-        let (line, column) = (e.line().max(1), e.column().max(1));
-        let preceding: usize = text.split('\n').take(line - 1).map(|l| l.chars().count() + 1).sum();
-        (python, (preceding + column - 1).min(total_chars))
-    };
-    // Python counts lines from 1 and columns from 1 within the line.
-    let before: String = text.chars().take(pos).collect();
-    let line = before.matches('\n').count() + 1;
-    let column = pos - before.rfind('\n').map(|i| before[..=i].chars().count()).unwrap_or(0) + 1;
-    format!("{python}: line {line} column {column} (char {pos})")
+    keelson_pyfmt::json_loads_error(&String::from_utf8_lossy(body), e)
 }
 
 #[cfg(test)]

@@ -68,7 +68,9 @@ fn parse(text: &str) -> Result<Microversion, VersionError> {
         None => (text, None),
     };
     let num = |s: &str| -> Result<u16, VersionError> {
-        s.trim().parse::<u16>().map_err(|_| malformed(format!("invalid literal for int() with base 10: '{s}'")))
+        s.trim()
+            .parse::<u16>()
+            .map_err(|_| malformed(format!("invalid literal for int() with base 10: {}", keelson_pyfmt::repr_str(s))))
     };
     let major = num(major)?;
     let Some(minor) = minor else {

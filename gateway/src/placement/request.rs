@@ -215,15 +215,10 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// serde_json's parse errors, phrased like Python's `json` module where the
-/// upstream tests look at the text. serde_json reports the column after
-/// the offending character; Python names the character itself, with a
-/// 0-based offset into the document.
+/// serde_json's parse error as Python's `json.loads` words it (Placement
+/// puts that text after "Malformed JSON: ").
 fn python_json_error(e: &serde_json::Error, body: &[u8]) -> String {
-    let column = e.column().saturating_sub(1).max(1);
-    let text = String::from_utf8_lossy(body);
-    let line_start: usize = text.split('\n').take(e.line().saturating_sub(1)).map(|l| l.chars().count() + 1).sum();
-    format!("Expecting value: line {} column {column} (char {})", e.line(), line_start + column - 1)
+    keelson_pyfmt::json_loads_error(&String::from_utf8_lossy(body), e)
 }
 
 /// A JSON response.

@@ -91,8 +91,10 @@ fn request_wide(req: &Req, out: &mut pb::GetAllocationCandidatesRequest) -> Resu
         // The schema checked the last value; upstream uses the first.
         let digits = strip(limit);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.starts_with('0') {
+            // jsonschema's "%r does not match %r".
             return Err(bad_request(format!(
-                "Invalid query string parameters: '{limit}' does not match '^[1-9][0-9]*$'"
+                "Invalid query string parameters: {} does not match '^[1-9][0-9]*$'",
+                keelson_pyfmt::repr_str(limit)
             )));
         }
         // More than u32 can hold means no limit in practice.

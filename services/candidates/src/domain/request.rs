@@ -220,33 +220,9 @@ impl Request {
     }
 }
 
-/// Python's `repr()` of a string, as upstream's messages print lists.
-pub fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// Python's `repr()` of a list of strings.
-pub fn py_list(items: &[&str]) -> String {
-    format!("[{}]", items.iter().map(|s| py_repr(s)).collect::<Vec<_>>().join(", "))
-}
+/// Python's `repr()` of a string and of a list of strings, as upstream's
+/// messages print them.
+pub use keelson_pyfmt::{repr_str as py_repr, repr_str_list as py_list};
 
 #[cfg(test)]
 mod tests {

@@ -159,39 +159,8 @@ fn scalar_text(node: &Node) -> Result<&str, YamlError> {
     }
 }
 
-/// Python's `repr` of a float.
-pub(crate) fn python_float_repr(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity".into() } else { "-Infinity".into() };
-    }
-    // Rust's `{:e}` gives the shortest digits that round-trip, as Python's repr.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let sign = if f.is_sign_negative() { "-" } else { "" };
-    if (-4..16).contains(&exponent) {
-        let point = exponent + 1;
-        let body = if point <= 0 {
-            format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
-        } else {
-            let point = point.unsigned_abs() as usize;
-            if digits.len() > point {
-                format!("{}.{}", &digits[..point], &digits[point..])
-            } else {
-                format!("{digits}{}.0", "0".repeat(point - digits.len()))
-            }
-        };
-        format!("{sign}{body}")
-    } else {
-        let mantissa = if digits.len() > 1 { format!("{}.{}", &digits[..1], &digits[1..]) } else { digits };
-        let esign = if exponent < 0 { '-' } else { '+' };
-        format!("{sign}{mantissa}e{esign}{:02}", exponent.unsigned_abs())
-    }
-}
+/// A float as `json.dumps` writes it (`repr`, but `NaN`/`Infinity`).
+pub(crate) use keelson_pyfmt::json_float as python_float_repr;
 
 impl Builder<'_> {
     fn charge(&mut self, items: usize, bytes: usize, node: &Node) -> Result<(), YamlError> {

@@ -85,10 +85,9 @@ pub fn load(text: &str, limits: &Limits) -> Result<Option<Value>, YamlError> {
     construct::construct(&root, limits).map(Some)
 }
 
-/// Python's `repr` of a float (what `json.dumps` writes for a float key).
-pub fn python_float_repr(f: f64) -> String {
-    construct::python_float_repr(f)
-}
+/// A float as `json.dumps` writes it, e.g. for a float key: `repr`, but
+/// `NaN`/`Infinity`.
+pub use keelson_pyfmt::json_float as python_float_repr;
 
 #[cfg(test)]
 mod tests {

@@ -3,10 +3,10 @@
 //! the same parsed form as HOT.
 
 use crate::parameters::ParamSchema;
-use crate::pyfmt::py_str;
 use crate::snippet::Snippet;
 use crate::template::{ParsedOutput, ParsedResource};
 use crate::{TemplateError, TemplateErrorKind};
+use keelson_pyfmt::str_of as py_str;
 use serde_json::{Map, Value};
 
 pub(crate) struct CfnParts {

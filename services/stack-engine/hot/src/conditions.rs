@@ -2,7 +2,6 @@
 //! (equals, not, and, or, contains, get_param, names of other conditions).
 
 use crate::functions::Func;
-use crate::pyfmt;
 use crate::snippet::{ConditionValues, Node, ResolveContext, Snippet};
 use crate::TemplateError;
 use serde_json::Value;
@@ -61,7 +60,7 @@ fn evaluate_named(
 fn not_boolean(v: &Value) -> TemplateError {
     TemplateError::validation_failed(format!(
         "The condition value should be boolean, after resolved the value is: {}",
-        pyfmt::py_str(v)
+        keelson_pyfmt::str_of(v)
     ))
 }
 
@@ -74,9 +73,10 @@ fn evaluate(
         Node::Literal(Value::Bool(b)) => Ok(*b),
         Node::Literal(Value::String(name)) => lookup(name),
         Node::Literal(other) => Err(not_boolean(other)),
-        Node::List(_) | Node::Map(_) => {
-            Err(TemplateError::validation_failed(format!("Invalid condition \"{}\"", pyfmt::py_str(&expr.to_value()))))
-        }
+        Node::List(_) | Node::Map(_) => Err(TemplateError::validation_failed(format!(
+            "Invalid condition \"{}\"",
+            keelson_pyfmt::str_of(&expr.to_value())
+        ))),
         Node::Call(call) => match call.func {
             Func::Not => {
                 let operand = match &call.args.0 {

@@ -3,10 +3,10 @@
 
 use crate::budget::{Budget, Size};
 use crate::conditions;
-use crate::pyfmt::{is_falsy, py_json_dumps, py_repr, py_repr_str, py_str};
 use crate::snippet::{Call, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{self, HotVersion};
 use crate::{TemplateError, TemplateErrorKind};
+use keelson_pyfmt::{repr as py_repr, repr_str as py_repr_str, str_of as py_str, truthy};
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -599,7 +599,7 @@ fn list_join(name: &str, multi: bool, args: &Value, budget: &Budget) -> Result<V
                     // The encoding is new text: at most six bytes per
                     // byte of the item (\uXXXX escapes).
                     budget.reserve(name, Size::new(Size::of(item).bytes.saturating_mul(6), 0))?;
-                    py_json_dumps(item).into()
+                    keelson_pyfmt::json_dumps(item, true).into()
                 }
                 other if multi => {
                     return Err(invalid(format!(
@@ -668,7 +668,7 @@ fn str_replace_in(
             Value::Number(_) | Value::Bool(_) => py_str(value).into(),
             Value::Object(_) | Value::Array(_) if json => {
                 budget.reserve(name, Size::new(Size::of(value).bytes.saturating_mul(6), 0))?;
-                py_json_dumps(value).into()
+                keelson_pyfmt::json_dumps(value, true).into()
             }
             _ if json => return Err(invalid(format!("\"{name}\" params must be strings, numbers, list or map."))),
             _ => {
@@ -1048,13 +1048,13 @@ fn filter(name: &str, args: &Value) -> Result<Value, TemplateError> {
             items.len()
         )));
     };
-    if is_falsy(sequence) {
+    if !truthy(sequence) {
         return Ok(sequence.clone());
     }
     let Value::Array(sequence) = sequence else {
         return Err(invalid(format!("\"{name}\" only works with lists")));
     };
-    if is_falsy(values) {
+    if !truthy(values) {
         return Ok(Value::Array(sequence.clone()));
     }
     let Value::Array(values) = values else {

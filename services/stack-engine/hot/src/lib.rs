@@ -4,10 +4,10 @@
 //! Modules: `document` (YAML/JSON text), `environment`, `versions` (version
 //! and function tables), `snippet` (parsed values), `functions` (the
 //! intrinsic functions), `conditions`, `parameters` (schema, constraints,
-//! values), `pyfmt` (Python-style value formatting for upstream texts),
-//! `template` (HOT sections, resources, outputs, references) and
+//! values), `template` (HOT sections, resources, outputs, references) and
 //! `cfn` (the CFN template format), `budget` (what one resolution may
-//! produce).
+//! produce). Values inside upstream texts are formatted as Python would by
+//! keelson-pyfmt.
 //!
 //! Typical use: `parse_document` the texts, `Environment::from_value` +
 //! `merge`, `Template::parse`, `validate_parameters`, then `resources` /
@@ -22,7 +22,6 @@ mod environment;
 mod error;
 mod functions;
 mod parameters;
-mod pyfmt;
 mod snippet;
 mod template;
 mod versions;

@@ -2,9 +2,9 @@
 //! stack (request > environment > parameter_defaults > default) and how
 //! Heat displays them.
 
-use crate::pyfmt::{is_falsy, py_json_dumps, py_json_dumps_with, py_str};
 use crate::versions::HotVersion;
 use crate::{TemplateError, TemplateErrorKind};
+use keelson_pyfmt::{json_dumps, str_of as py_str, truthy};
 use regex::Regex;
 use serde_json::{Map, Number, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -260,7 +260,7 @@ impl ParamSchema {
             ParamType::String => Ok(match raw {
                 Value::String(_) => raw.clone(),
                 Value::Null => Value::String(String::new()),
-                Value::Object(_) | Value::Array(_) => Value::String(py_json_dumps(raw)),
+                Value::Object(_) | Value::Array(_) => Value::String(json_dumps(raw, true)),
                 other => Value::String(py_str(other)),
             }),
             ParamType::Number => match raw {
@@ -310,7 +310,7 @@ impl ParamSchema {
             (ParamType::CommaDelimitedList, Value::Array(items)) => {
                 items.iter().map(py_str).collect::<Vec<_>>().join(",")
             }
-            (ParamType::Json, _) => py_json_dumps_with(value, false),
+            (ParamType::Json, _) => json_dumps(value, false),
             (ParamType::Boolean, Value::Bool(b)) => {
                 if *b {
                     "True".into()
@@ -333,7 +333,7 @@ impl ParamSchema {
             m.insert("Default".into(), d.clone());
         }
         // Upstream shows the user's value only when it is truthy.
-        if let Some(v) = user_value.filter(|v| !is_falsy(v)) {
+        if let Some(v) = user_value.filter(|v| truthy(v)) {
             m.insert("Value".into(), v.clone());
         }
         if !self.tags.is_empty() {

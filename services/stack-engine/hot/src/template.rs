@@ -6,10 +6,10 @@ use crate::conditions;
 use crate::environment::Environment;
 use crate::functions::Func;
 use crate::parameters::{ParamSchema, ParamValues, PseudoParams, PSEUDO_NAMES};
-use crate::pyfmt::py_str;
 use crate::snippet::{join_path, ConditionValues, Node, ResolveContext, Snippet};
 use crate::versions::{valid_version_list, HotVersion};
 use crate::{TemplateError, TemplateErrorKind};
+use keelson_pyfmt::{str_of as py_str, type_name as py_type_name};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -100,17 +100,9 @@ fn failed(message: impl Into<String>) -> TemplateError {
     TemplateError::validation_failed(message)
 }
 
-/// Python's type name, as upstream's "Found a [<class 'str'>] instead".
-fn py_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<class 'NoneType'>",
-        Value::Bool(_) => "<class 'bool'>",
-        Value::Number(n) if n.is_f64() => "<class 'float'>",
-        Value::Number(_) => "<class 'int'>",
-        Value::String(_) => "<class 'str'>",
-        Value::Array(_) => "<class 'list'>",
-        Value::Object(_) => "<class 'dict'>",
-    }
+/// Python's type, as upstream's "Found a [<class 'str'>] instead".
+fn py_type(v: &Value) -> String {
+    format!("<class '{}'>", keelson_pyfmt::type_name(v))
 }
 
 const RESOURCE_KEYS: &[&str] =
@@ -677,18 +669,6 @@ fn parse_resource(name: &str, body: &Value, version: HotVersion) -> Result<Parse
         condition,
         external_id: parse("external_id", "any")?,
     })
-}
-
-fn py_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
 }
 
 fn parse_output(name: &str, body: &Value, version: HotVersion) -> Result<ParsedOutput, TemplateError> {

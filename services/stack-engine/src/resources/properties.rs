@@ -367,116 +367,12 @@ fn check_pattern(value: &Value, pattern: &str) -> Option<String> {
     (!matched).then(|| format!("\"{text}\" does not match pattern \"{pattern}\""))
 }
 
-/// Python `repr()` of a JSON value (as the value would be in Heat).
-pub(crate) fn py_repr(value: &Value) -> String {
-    match value {
-        Value::Null => "None".into(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Number(n) => py_number(n),
-        Value::String(s) => py_str_repr(s),
-        Value::Array(items) => format!("[{}]", items.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => format!(
-            "{{{}}}",
-            m.iter().map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v))).collect::<Vec<_>>().join(", ")
-        ),
-    }
-}
-
-/// Python `str()`: strings as themselves, everything else as `repr()`.
-pub(crate) fn py_str(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => py_repr(other),
-    }
-}
-
-fn py_number(n: &Number) -> String {
-    if n.is_i64() || n.is_u64() {
-        return n.to_string();
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    let abs = f.abs();
-    if abs != 0.0 && !(1e-4..1e16).contains(&abs) {
-        // Python: 1e+20, 1e-05
-        let s = format!("{f:e}");
-        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
-        let (sign, digits) = match exp.strip_prefix('-') {
-            Some(d) => ('-', d),
-            None => ('+', exp),
-        };
-        format!("{mantissa}e{sign}{digits:0>2}")
-    } else if f.fract() == 0.0 {
-        format!("{f:.1}")
-    } else {
-        format!("{f}")
-    }
-}
-
-fn py_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::new();
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
+// `repr()`, `str()` and `json.dumps()` as Heat prints values in messages.
+pub(crate) use keelson_pyfmt::{repr as py_repr, str_of as py_str};
 
 /// Python `json.dumps()` with its default separators and ASCII escaping.
 pub(crate) fn py_json_dumps(value: &Value) -> String {
-    match value {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => {
-            if n.is_f64() {
-                py_number(n)
-            } else {
-                n.to_string()
-            }
-        }
-        Value::String(s) => {
-            let mut out = String::from("\"");
-            for c in s.chars() {
-                match c {
-                    '"' => out.push_str("\\\""),
-                    '\\' => out.push_str("\\\\"),
-                    '\n' => out.push_str("\\n"),
-                    '\r' => out.push_str("\\r"),
-                    '\t' => out.push_str("\\t"),
-                    c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                        let mut buf = [0u16; 2];
-                        for unit in c.encode_utf16(&mut buf) {
-                            out.push_str(&format!("\\u{unit:04x}"));
-                        }
-                    }
-                    c => out.push(c),
-                }
-            }
-            out.push('"');
-            out
-        }
-        Value::Array(items) => format!("[{}]", items.iter().map(py_json_dumps).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => format!(
-            "{{{}}}",
-            m.iter()
-                .map(|(k, v)| format!("{}: {}", py_json_dumps(&Value::String(k.clone())), py_json_dumps(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+    keelson_pyfmt::json_dumps(value, false)
 }
 
 #[cfg(test)]

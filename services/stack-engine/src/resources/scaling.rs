@@ -199,14 +199,8 @@ pub fn finish_scaling(
     Value::Object(md)
 }
 
-/// A number as Python prints it in messages (`60`, `2.5`).
-pub fn py_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", saturating_i64(n))
-    } else {
-        n.to_string()
-    }
-}
+/// A number as Heat prints it in messages (`60`, `2.5`).
+pub use keelson_pyfmt::int_or_float_repr as py_number;
 
 /// Whether a rolling update has batches left: not once every member of a
 /// group already at its target size has the new definition.

@@ -63,32 +63,7 @@ fn body(text: &str) -> Result<Value, Status> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_str(text).map_err(|e| EngineError::BadRequest(python_json_error(text, &e)).into())
-}
-
-/// The message Python's `json.loads` gives for the same defect (heat-api
-/// answers it verbatim), for the defects serde_json distinguishes.
-fn python_json_error(text: &str, e: &serde_json::Error) -> String {
-    let line = e.line().max(1);
-    let column = e.column().max(1);
-    // Python counts characters from the start of the document.
-    let before: usize = text.split('\n').take(line - 1).map(|l| l.chars().count() + 1).sum();
-    let detail = e.to_string();
-    let (what, char_offset, col) = if detail.starts_with("key must be a string") {
-        ("Expecting property name enclosed in double quotes", before + column - 1, column)
-    } else if detail.starts_with("trailing characters") {
-        ("Extra data", before + column - 1, column)
-    } else if detail.starts_with("expected `,` or `}`") || detail.starts_with("expected `,` or `]`") {
-        ("Expecting ',' delimiter", before + column - 1, column)
-    } else if detail.starts_with("expected `:`") {
-        ("Expecting ':' delimiter", before + column - 1, column)
-    } else if detail.starts_with("EOF while parsing") {
-        let n = text.chars().count();
-        ("Expecting value", n, column + 1)
-    } else {
-        ("Expecting value", before + column - 1, column)
-    };
-    format!("{what}: line {line} column {col} (char {char_offset})")
+    serde_json::from_str(text).map_err(|e| EngineError::BadRequest(keelson_pyfmt::json_loads_error(text, &e)).into())
 }
 
 /// A signal body may legitimately be empty or `null`.

@@ -140,38 +140,17 @@ fn check_tags(tags: &[String]) -> Result<(), EngineError> {
 }
 
 /// How Python's `str()` shows a JSON value in messages.
-pub fn python_str(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Bool(true) => "True".to_string(),
-        Value::Bool(false) => "False".to_string(),
-        Value::Null => "None".to_string(),
-        Value::Number(n) => n.to_string(),
-        other => python_repr(other),
-    }
-}
-
-/// How Python's `repr()` shows a JSON value (lists and dicts in messages).
-pub fn python_repr(value: &Value) -> String {
-    match value {
-        Value::String(s) => format!("'{s}'"),
-        Value::Array(items) => format!("[{}]", items.iter().map(python_repr).collect::<Vec<_>>().join(", ")),
-        Value::Object(map) => format!(
-            "{{{}}}",
-            map.iter().map(|(k, v)| format!("'{k}': {}", python_repr(v))).collect::<Vec<_>>().join(", ")
-        ),
-        other => python_str(other),
-    }
-}
+pub use keelson_pyfmt::str_of as python_str;
 
 /// A Python list of strings as `str(list)` prints it: `['a', 'b']`.
 pub fn python_list(items: &[String]) -> String {
-    format!("[{}]", items.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", "))
+    keelson_pyfmt::repr_str_list(items)
 }
 
-/// A Python set of strings as `str(set)` prints it: `{'a', 'b'}`.
+/// A Python set of strings as `str(set)` prints it: `{'a', 'b'}` (in the
+/// order given: Python's own order depends on the string hashes).
 pub fn python_set(items: &[String]) -> String {
-    format!("{{{}}}", items.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", "))
+    keelson_pyfmt::repr_str_set(items)
 }
 
 #[cfg(test)]
