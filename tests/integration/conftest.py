@@ -72,6 +72,45 @@ def create_database(backend, name):
     raise ValueError(backend)
 
 
+# -- direct SQL, for tests that put a database into a state the API never writes
+
+def _connect(url):
+    if url.startswith('sqlite'):
+        import sqlite3
+        return sqlite3.connect(url.split(':///', 1)[1]), '?'
+    scheme, rest = url.split('://', 1)
+    p = urllib.parse.urlparse('x://' + rest)
+    if scheme.startswith('mysql'):
+        import pymysql
+        return pymysql.connect(host=p.hostname, port=p.port or 3306, user=p.username or 'root',
+                               password=p.password or '', database=p.path.lstrip('/')), '%s'
+    import psycopg2
+    return psycopg2.connect(host=p.hostname, port=p.port or 5432, user=p.username or 'postgres',
+                            dbname=p.path.lstrip('/')), '%s'
+
+
+def execute(url, *statements):
+    """Runs (sql, params) pairs in one transaction; `?` placeholders."""
+    conn, mark = _connect(url)
+    try:
+        cur = conn.cursor()
+        for sql, params in statements:
+            cur.execute(sql.replace('?', mark), params)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def query(url, sql):
+    conn, _ = _connect(url)
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        return [tuple(r) for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
 class Proc:
     """A keelson (or other) process with its log file."""
 

@@ -13,11 +13,10 @@ import os
 import re
 import subprocess
 import tempfile
-import urllib.parse
 
 import pytest
 
-from conftest import BACKENDS, create_database, keelson_bin, ref_placement_venv, write_conf
+from conftest import BACKENDS, create_database, execute, keelson_bin, query, ref_placement_venv, write_conf
 
 ALL_BACKENDS = sorted(set(BACKENDS) | {'sqlite'})
 UPSTREAM_CHECKS = ['Missing Root Provider IDs', 'Incomplete Consumers', 'Policy File JSON to YAML Migration']
@@ -26,43 +25,6 @@ INCOMPLETE_ID = '00000000-0000-0000-0000-000000000000'
 
 
 # -- databases -------------------------------------------------------------
-
-def _connect(url):
-    if url.startswith('sqlite'):
-        import sqlite3
-        return sqlite3.connect(url.split(':///', 1)[1]), '?'
-    scheme, rest = url.split('://', 1)
-    p = urllib.parse.urlparse('x://' + rest)
-    if scheme.startswith('mysql'):
-        import pymysql
-        return pymysql.connect(host=p.hostname, port=p.port or 3306, user=p.username or 'root',
-                               password=p.password or '', database=p.path.lstrip('/')), '%s'
-    import psycopg2
-    return psycopg2.connect(host=p.hostname, port=p.port or 5432, user=p.username or 'postgres',
-                            dbname=p.path.lstrip('/')), '%s'
-
-
-def execute(url, *statements):
-    """Runs (sql, params) pairs in one transaction; `?` placeholders."""
-    conn, mark = _connect(url)
-    try:
-        cur = conn.cursor()
-        for sql, params in statements:
-            cur.execute(sql.replace('?', mark), params)
-        conn.commit()
-    finally:
-        conn.close()
-
-
-def query(url, sql):
-    conn, _ = _connect(url)
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        return [tuple(r) for r in cur.fetchall()]
-    finally:
-        conn.close()
-
 
 def conf_for(url, policy=None):
     d = tempfile.mkdtemp(prefix='kt-upgrade-')

@@ -6,10 +6,13 @@
 //!   optimistic: `UPDATE … WHERE generation = :g`; no row locks.
 //! - [`rpc`]: the thin gRPC layer, one module per service of the .proto.
 //! - [`error`]: typed errors carrying Placement's codes and texts.
+//! - [`audit`]: the database's consistency as `keelson placement audit`
+//!   reports and repairs it (read directly, not through the API).
 //!
 //! The service keeps no state between requests, so any number of
 //! instances can serve one database.
 
+pub mod audit;
 pub mod error;
 pub mod rpc;
 pub mod store;

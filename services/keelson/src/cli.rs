@@ -42,6 +42,12 @@ pub enum Command {
         #[command(subcommand)]
         command: DbCommand,
     },
+    /// Operator tools for Placement's data (keelson's own, beside the
+    /// upstream-compatible API).
+    Placement {
+        #[command(subcommand)]
+        command: PlacementCommand,
+    },
     /// Orchestration database maintenance (heat-manage).
     StackDb {
         #[command(subcommand)]
@@ -134,6 +140,24 @@ pub enum DbCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum PlacementCommand {
+    /// Check the database for what the API never writes: allocations over
+    /// capacity or without inventory, consumers without allocations or
+    /// without records, broken provider trees. Exit status as `nova-manage
+    /// placement audit`: 0 nothing found, 3 found, 4 found and all
+    /// repaired, 1 error.
+    Audit {
+        /// Repair what is safe (consumer records, roots, generations; never
+        /// an allocation), each repair in a transaction of its own.
+        #[arg(long)]
+        fix: bool,
+        /// One JSON object (counts, findings, repairs) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum StackDbCommand {
     /// Remove for good the stacks deleted more than AGE units ago, with
     /// their resources, events and templates (heat-manage purge_deleted).
@@ -186,6 +210,7 @@ impl Command {
             Command::Candidates => "candidates",
             Command::Engine => "engine",
             Command::Db { .. } => "db",
+            Command::Placement { .. } => "placement",
             Command::StackDb { .. } => "stack-db",
             Command::Status { .. } => "status",
             Command::Controller => "controller",

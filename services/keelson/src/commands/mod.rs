@@ -5,6 +5,7 @@ mod controller;
 mod ctl;
 mod db;
 mod engine;
+mod placement;
 mod services;
 mod stack_db;
 mod status;
@@ -43,6 +44,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Candidates => services::candidates(config).await,
         Command::Engine => engine::run(config).await,
         Command::Db { command } => db::run(config, command).await,
+        Command::Placement { command } => placement::run(config, command).await,
         Command::StackDb { command } => stack_db::run(config, command).await,
         Command::Status { command } => status::run(config, command).await,
         Command::Controller => controller::run(config).await,

@@ -1,0 +1,111 @@
+//! `keelson placement …`: keelson's own operator tools for Placement's
+//! data. The checks and repairs are `keelson_inventory::audit`'s; this
+//! module only prints them and chooses the exit status.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use keelson_common::db::online_migrations::IncompleteConsumerOwner;
+use keelson_common::{Config, Db};
+use keelson_inventory::audit::{self, Finding, RepairOutcome, Report};
+
+use crate::cli::PlacementCommand;
+use crate::settings;
+
+/// `nova-manage placement audit`'s exit statuses.
+const FOUND: u8 = 3;
+const FOUND_AND_REPAIRED: u8 = 4;
+
+pub async fn run(config: Config, command: PlacementCommand) -> anyhow::Result<ExitCode> {
+    let PlacementCommand::Audit { fix, json } = command;
+    let url = settings::database_url(&config)?;
+    let db = Db::connect(&url, &settings::pool_settings(&config))
+        .await
+        .with_context(|| format!("connecting to {}", url.display))?;
+    let outcome = audit_and_repair(&db, fix, &incomplete_consumer_owner(&config)).await;
+    db.close().await;
+    let (report, repairs) = outcome?;
+    if json {
+        print_json(&report, repairs.as_deref())?;
+    } else {
+        print_text(&report, repairs.as_deref());
+    }
+    Ok(exit_code(&report, repairs.as_deref()))
+}
+
+async fn audit_and_repair(
+    db: &Db,
+    fix: bool,
+    owner: &IncompleteConsumerOwner,
+) -> anyhow::Result<(Report, Option<Vec<RepairOutcome>>)> {
+    let report = audit::audit(db).await.context("reading the database")?;
+    let repairs = if fix { Some(audit::repair(db, &report.findings, owner).await.context("repairing")?) } else { None };
+    Ok((report, repairs))
+}
+
+fn incomplete_consumer_owner(config: &Config) -> IncompleteConsumerOwner {
+    let store = super::services::store_settings(config);
+    IncompleteConsumerOwner { project: store.incomplete_consumer_project_id, user: store.incomplete_consumer_user_id }
+}
+
+fn exit_code(report: &Report, repairs: Option<&[RepairOutcome]>) -> ExitCode {
+    if report.findings.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    match repairs {
+        Some(r) if r.iter().all(|o| *o == RepairOutcome::Repaired) => ExitCode::from(FOUND_AND_REPAIRED),
+        _ => ExitCode::from(FOUND),
+    }
+}
+
+fn print_text(report: &Report, repairs: Option<&[RepairOutcome]>) {
+    for (i, finding) in report.findings.iter().enumerate() {
+        let suffix = match repairs.and_then(|r| r.get(i)) {
+            Some(RepairOutcome::Repaired) => " [repaired]",
+            Some(RepairOutcome::Changed) => " [changed meanwhile, not repaired]",
+            Some(RepairOutcome::Left) => " [left: needs an operator's decision]",
+            None if finding.is_repairable() => " [repairable with --fix]",
+            None => "",
+        };
+        println!("{finding}{suffix}");
+    }
+    let repaired = repairs.map_or(0, |r| r.iter().filter(|o| **o == RepairOutcome::Repaired).count());
+    println!(
+        "Checked {} resource providers, {} allocations, {} consumers: {} problem{} found{}",
+        report.providers,
+        report.allocations,
+        report.consumers,
+        report.findings.len(),
+        if report.findings.len() == 1 { "" } else { "s" },
+        if repairs.is_some() { format!(", {repaired} repaired") } else { String::new() },
+    );
+}
+
+fn print_json(report: &Report, repairs: Option<&[RepairOutcome]>) -> anyhow::Result<()> {
+    let findings: Vec<serde_json::Value> = report
+        .findings
+        .iter()
+        .enumerate()
+        .map(|(i, f)| finding_json(f, repairs.and_then(|r| r.get(i)).copied()))
+        .collect::<Result<_, _>>()?;
+    let doc = serde_json::json!({
+        "providers": report.providers,
+        "allocations": report.allocations,
+        "consumers": report.consumers,
+        "findings": findings,
+    });
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(())
+}
+
+fn finding_json(finding: &Finding, repair: Option<RepairOutcome>) -> serde_json::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(finding)?;
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("message".into(), finding.to_string().into());
+        obj.insert("repairable".into(), finding.is_repairable().into());
+        if let Some(r) = repair {
+            obj.insert("repair".into(), serde_json::to_value(r)?);
+        }
+    }
+    Ok(value)
+}
