@@ -17,6 +17,7 @@
 //!   `EngineWorker` between engines).
 //! - [`error`]: errors carrying Heat's exception type names.
 
+pub mod caller;
 pub mod convergence;
 pub mod definition;
 pub mod error;
