@@ -17,6 +17,7 @@
 //!   `EngineWorker` between engines).
 //! - [`error`]: errors carrying Heat's exception type names.
 
+pub mod caller;
 pub mod convergence;
 pub mod definition;
 pub mod error;
@@ -157,6 +158,17 @@ pub enum ServeError {
     Policy(#[from] keelson_policy::PolicyError),
 }
 
+/// Starts the production engine with its peers reached over
+/// `EngineWorker` gRPC.
+pub async fn start_engine(
+    db: Db,
+    registry: Arc<resources::Registry>,
+    settings: EngineSettings,
+) -> Result<Arc<convergence::Engine>, EngineError> {
+    let transport = Arc::new(rpc::worker::GrpcWorkers::new(settings.engine_life_check_timeout, settings.tls.clone()));
+    convergence::Engine::start(db, registry, settings, transport).await
+}
+
 /// Runs one engine on `db` (schema already synced): registers it, starts
 /// its heartbeat and watchdog, and serves `Orchestration` and
 /// `EngineWorker` on `listener` until `shutdown`.
@@ -185,7 +197,7 @@ pub async fn serve(
     }
     registry.set_type_policy(type_policy);
     let registry = Arc::new(registry);
-    let engine = convergence::Engine::start(db.clone(), registry.clone(), settings.engine).await?;
+    let engine = start_engine(db.clone(), registry.clone(), settings.engine).await?;
     let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));
     let worker = rpc::worker::WorkerService::new(engine.clone());
     let api = rpc::api::OrchestrationApi::new(api);

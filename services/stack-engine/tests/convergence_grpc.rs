@@ -32,7 +32,7 @@ async fn node(db: &Db, id: &str) -> Node {
         periodic_interval: Duration::from_secs(1),
         ..EngineSettings::default()
     };
-    let engine = Engine::start(db.clone(), Arc::new(Registry::builtin()), settings).await.unwrap();
+    let engine = keelson_stack_engine::start_engine(db.clone(), Arc::new(Registry::builtin()), settings).await.unwrap();
     let (stop, wait) = shutdown::channel();
     let worker = WorkerService::new(engine.clone());
     tokio::spawn(keelson_common::grpc::serve(listener, &[], |r| r.add_service(worker.into_server()), wait));

@@ -16,7 +16,7 @@ use keelson_common::shutdown::Shutdown;
 use keelson_common::{Config, Db};
 use keelson_controller::duties::BoxFuture;
 use keelson_controller::{ClientError, ClientOptions, ControllerClient, CtrlError, Registration};
-use keelson_stack_engine::rpc::worker::{EngineRegistry, RegistryHandle};
+use keelson_stack_engine::convergence::{EngineRegistry, RegistryHandle};
 
 use super::controller::{controller_addresses, ENGINE_SERVICE};
 use super::services::{bind, on_signal};

@@ -1,5 +1,5 @@
 //! Where check_resource messages go. The production dispatcher
-//! (`rpc::worker::ClusterDispatcher`) spreads them over live engines;
+//! ([`super::ClusterDispatcher`]) spreads them over live engines;
 //! [`QueueDispatcher`] holds them in a queue that tests step.
 
 use std::collections::{HashSet, VecDeque};

@@ -6,7 +6,9 @@
 //! point.
 //!
 //! Modules: `settings` (options), `graph` (the traversal graph and its
-//! stored form), `dispatch` (where check_resource messages go), `events`
+//! stored form), `dispatch` (where check_resource messages go: the
+//! [`Dispatcher`] trait and the test queue), `cluster` (the production
+//! dispatch policy over a [`WorkerTransport`]), `events`
 //! (event rows with upstream texts), `traversal` (converge_stack,
 //! mark_complete/failed, rollback, purge, stop_traversal), `check`
 //! (check_resource, propagate, retrigger, lock stealing), `operations`
@@ -14,6 +16,7 @@
 //! re-triggering of stalled or orphaned traversals).
 
 mod check;
+mod cluster;
 mod dispatch;
 mod events;
 mod graph;
@@ -35,6 +38,7 @@ use crate::definition::DefinitionCache;
 use crate::resources::Registry;
 use crate::EngineError;
 
+pub use cluster::{ClusterDispatcher, EngineRegistry, RegistryHandle, TransportError, WorkerTransport};
 pub use dispatch::{CheckResourceMsg, Dispatcher, QueueDispatcher};
 pub use graph::{Node, TraversalGraph};
 pub use operations::{NewDefinition, NewStack, StackOperation};
@@ -67,10 +71,15 @@ pub struct Engine {
 
 impl Engine {
     /// Starts the production engine: cluster dispatch over the service
-    /// registry, service row registered, heartbeat + watchdog running.
-    pub async fn start(db: Db, registry: Arc<Registry>, settings: EngineSettings) -> Result<Arc<Engine>, EngineError> {
-        let dispatcher: Arc<dyn Dispatcher> =
-            Arc::new(crate::rpc::worker::ClusterDispatcher::new(db.clone(), &settings));
+    /// registry through `transport`, service row registered, heartbeat +
+    /// watchdog running.
+    pub async fn start(
+        db: Db,
+        registry: Arc<Registry>,
+        settings: EngineSettings,
+        transport: Arc<dyn WorkerTransport>,
+    ) -> Result<Arc<Engine>, EngineError> {
+        let dispatcher: Arc<dyn Dispatcher> = Arc::new(ClusterDispatcher::new(db.clone(), &settings, transport));
         let engine = Engine::new(db, registry, settings, dispatcher).await?;
         watchdog::spawn_background(&engine);
         Ok(engine)

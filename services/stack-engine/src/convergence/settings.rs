@@ -36,7 +36,7 @@ pub struct EngineSettings {
     /// The controller's service registry, when one is configured: lock
     /// holders are asked about there first, and the watchdog runs only
     /// when the controller primary asks (`EngineWorker.RunWatchdog`).
-    pub controller_registry: Option<crate::rpc::worker::RegistryHandle>,
+    pub controller_registry: Option<super::cluster::RegistryHandle>,
     /// The mesh's mutual TLS identity for calls to other engines (None:
     /// plaintext).
     pub tls: Option<std::sync::Arc<keelson_common::tls::MeshTls>>,

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::schema::{show_attribute, ConstraintKind, PropertySchema, PropertyType, SUPPORT_STATUSES};
 use super::{HostSlot, NoneResource, RandomString, ResourceType, TestResource, ValueResource};
-use crate::service::Caller;
+use crate::caller::Caller;
 use crate::EngineError;
 
 /// `heat.common.exception.Forbidden(action=...)`'s text.

@@ -43,34 +43,10 @@ use crate::convergence::Engine;
 use crate::resources::Registry;
 use crate::EngineError;
 
+pub use crate::caller::Caller;
 pub use identity::StackIdentity;
 pub use params::QueryParams;
 pub use stacks::StackRef;
-
-/// Who is calling, as the gateway authenticated them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Caller {
-    pub project_id: String,
-    pub user_id: String,
-    pub user_name: String,
-    pub roles: Vec<String>,
-    pub is_admin: bool,
-    pub auth_token: String,
-    /// The project named in the request path (`/v1/{tenant_id}`); used for
-    /// links that echo the request path (the `next` link of a list).
-    pub path_project_id: String,
-}
-
-impl Caller {
-    /// The tenant segment of paths that echo the request (collection links).
-    fn path_tenant(&self) -> &str {
-        if self.path_project_id.is_empty() {
-            &self.project_id
-        } else {
-            &self.path_project_id
-        }
-    }
-}
 
 /// The `[DEFAULT]` options of heat.conf this layer enforces, with Heat's
 /// names and defaults.

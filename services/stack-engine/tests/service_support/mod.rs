@@ -44,7 +44,9 @@ impl Harness {
         let db = Db::connect(&url, &PoolSettings::default()).await.expect("connect");
         keelson_stack_engine::store::schema::sync(&db).await.expect("schema");
         let registry = Arc::new(Registry::builtin());
-        let engine = Engine::start(db.clone(), registry.clone(), EngineSettings::default()).await.expect("engine");
+        let engine = keelson_stack_engine::start_engine(db.clone(), registry.clone(), EngineSettings::default())
+            .await
+            .expect("engine");
         let api = Orchestration::new(engine.clone(), db.clone(), registry, settings);
         Harness { api, engine, db, _dir: TempDir(dir) }
     }

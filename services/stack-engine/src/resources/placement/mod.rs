@@ -252,7 +252,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_types_are_offered_only_with_an_inventory_service() {
-        let admin = crate::service::Caller {
+        let admin = crate::caller::Caller {
             project_id: "p".into(),
             roles: vec!["admin".into()],
             is_admin: true,
@@ -283,7 +283,7 @@ mod tests {
     async fn the_types_are_admin_only() {
         let channel = Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
         let registry = Registry::with_placement(PlacementClient::new(channel));
-        let member = crate::service::Caller {
+        let member = crate::caller::Caller {
             project_id: "p".into(),
             roles: vec!["member".into(), "reader".into()],
             ..Default::default()

@@ -1,0 +1,196 @@
+//! The decision of an update node, without a database: from the row as
+//! read, the plugin it will run as, the environment's restrictions and the
+//! old and new properties, what the node does.
+
+use std::collections::BTreeSet;
+
+use crate::resources::{Properties, ResourceType, UpdateDecision};
+use crate::store::{Action, ResourceRow, Status};
+
+/// What an update node decided to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// A new resource: its plugin creates it.
+    Create,
+    /// Stack ADOPT of a plain resource: the adopt data is taken as it is.
+    Adopt,
+    /// Stack ADOPT of a resource running a nested stack: its plugin
+    /// creates the child, which adopts the nested resources.
+    AdoptNested,
+    /// Nothing changed: the row moves to the new template without an event.
+    Unchanged,
+    /// The plugin updates the resource where it is.
+    InPlace,
+    /// A replacement row is made; `announce`: the old row first shows
+    /// UPDATE "requires replacement" (a broken row is replaced silently).
+    Replace { announce: bool },
+    /// The environment restricts this action (`update` or `replace`).
+    Restricted(&'static str),
+}
+
+/// What the decision is made from.
+pub(super) struct UpdateInputs<'a> {
+    pub row: &'a ResourceRow,
+    pub stack_action: Action,
+    pub plugin: &'a dyn ResourceType,
+    /// The row's stored type runs as another plugin now.
+    pub retyped: bool,
+    /// The environment's restricted_actions for the resource.
+    pub restricted: &'a BTreeSet<String>,
+    pub old_props: &'a Properties,
+    pub new_props: &'a Properties,
+}
+
+/// Upstream resource.create_convergence / update_convergence: which
+/// action an update node runs.
+pub(super) fn decide_update(inputs: &UpdateInputs<'_>) -> Step {
+    let row = inputs.row;
+    if row.action == Action::Init {
+        return match inputs.stack_action {
+            Action::Adopt if inputs.plugin.runs_nested_stack() => Step::AdoptNested,
+            Action::Adopt => Step::Adopt,
+            _ => Step::Create,
+        };
+    }
+    let restricted = |what: &str| inputs.restricted.contains(what);
+    // A resource whose plugin changes is replaced (upstream compares the
+    // classes the old and new environments map the types to).
+    if inputs.retyped && restricted("replace") {
+        return Step::Restricted("replace");
+    }
+    // A failed, half-created, deleted or retyped resource is replaced
+    // without UPDATE events (upstream needs_replace_failed).
+    let broken = row.status == Status::Failed
+        || row.status == Status::InProgress
+        || row.action == Action::Delete
+        || inputs.retyped;
+    let decision = if broken {
+        UpdateDecision::Replace
+    } else {
+        inputs.plugin.update_decision(inputs.old_props, inputs.new_props)
+    };
+    match decision {
+        UpdateDecision::InPlace if restricted("update") => Step::Restricted("update"),
+        UpdateDecision::Replace if restricted("replace") => Step::Restricted("replace"),
+        UpdateDecision::Unchanged => Step::Unchanged,
+        UpdateDecision::InPlace => Step::InPlace,
+        UpdateDecision::Replace => Step::Replace { announce: !broken },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Registry;
+    use serde_json::{json, Map, Value};
+    use std::sync::Arc;
+
+    fn plugin(type_name: &str) -> Arc<dyn ResourceType> {
+        match Registry::builtin().get(type_name) {
+            Some(p) => p,
+            None => panic!("no builtin {type_name}"),
+        }
+    }
+
+    fn props(v: Value) -> Properties {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    fn row(action: Action, status: Status) -> ResourceRow {
+        ResourceRow { name: "r".into(), action, status, ..ResourceRow::default() }
+    }
+
+    struct Case {
+        row: ResourceRow,
+        stack_action: Action,
+        type_name: &'static str,
+        retyped: bool,
+        restricted: &'static [&'static str],
+        old: Value,
+        new: Value,
+    }
+
+    impl Case {
+        fn new(action: Action, status: Status) -> Case {
+            Case {
+                row: row(action, status),
+                stack_action: Action::Update,
+                type_name: "OS::Heat::TestResource",
+                retyped: false,
+                restricted: &[],
+                old: json!({"value": "a"}),
+                new: json!({"value": "a"}),
+            }
+        }
+
+        fn decide(&self) -> Step {
+            let plugin = plugin(self.type_name);
+            let restricted: BTreeSet<String> = self.restricted.iter().map(|s| s.to_string()).collect();
+            let (old, new) = (props(self.old.clone()), props(self.new.clone()));
+            decide_update(&UpdateInputs {
+                row: &self.row,
+                stack_action: self.stack_action,
+                plugin: plugin.as_ref(),
+                retyped: self.retyped,
+                restricted: &restricted,
+                old_props: &old,
+                new_props: &new,
+            })
+        }
+    }
+
+    #[test]
+    fn a_new_row_is_created_or_adopted() {
+        let mut case = Case::new(Action::Init, Status::Complete);
+        assert_eq!(case.decide(), Step::Create);
+        case.stack_action = Action::Adopt;
+        assert_eq!(case.decide(), Step::Adopt);
+        case.type_name = "OS::Heat::ResourceGroup";
+        assert_eq!(case.decide(), Step::AdoptNested);
+        // Restrictions and old properties do not apply to a creation.
+        case.stack_action = Action::Create;
+        case.restricted = &["update", "replace"];
+        assert_eq!(case.decide(), Step::Create);
+    }
+
+    #[test]
+    fn same_properties_are_unchanged_and_changed_ones_updated_in_place() {
+        let mut case = Case::new(Action::Create, Status::Complete);
+        assert_eq!(case.decide(), Step::Unchanged);
+        case.new = json!({"value": "b"});
+        assert_eq!(case.decide(), Step::InPlace);
+        case.restricted = &["update"];
+        assert_eq!(case.decide(), Step::Restricted("update"));
+    }
+
+    #[test]
+    fn a_property_without_update_allowed_replaces_with_an_announcement() {
+        let mut case = Case::new(Action::Update, Status::Complete);
+        case.new = json!({"value": "a", "update_replace_value": "x"});
+        assert_eq!(case.decide(), Step::Replace { announce: true });
+        case.restricted = &["replace"];
+        assert_eq!(case.decide(), Step::Restricted("replace"));
+    }
+
+    #[test]
+    fn a_broken_or_retyped_row_is_replaced_silently() {
+        for (action, status) in
+            [(Action::Create, Status::Failed), (Action::Update, Status::InProgress), (Action::Delete, Status::Complete)]
+        {
+            let case = Case::new(action, status);
+            assert_eq!(case.decide(), Step::Replace { announce: false }, "{action:?} {status:?}");
+        }
+        let mut case = Case::new(Action::Create, Status::Complete);
+        case.retyped = true;
+        assert_eq!(case.decide(), Step::Replace { announce: false });
+        // A retyped row is refused by a replace restriction, not by an
+        // update one.
+        case.restricted = &["replace"];
+        assert_eq!(case.decide(), Step::Restricted("replace"));
+        case.restricted = &["update"];
+        assert_eq!(case.decide(), Step::Replace { announce: false });
+    }
+}
