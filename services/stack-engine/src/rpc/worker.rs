@@ -274,7 +274,10 @@ impl Dispatcher for ClusterDispatcher {
                     continue;
                 }
                 let sent = match self.clients.client(&target.worker_endpoint) {
-                    Ok(mut c) => c.check_resource(request_of(&msg, from.engine_id())).await.map(|_| ()),
+                    Ok(mut c) => {
+                        let req = keelson_common::context::traced(request_of(&msg, from.engine_id()));
+                        c.check_resource(req).await.map(|_| ())
+                    }
                     Err(e) => Err(e),
                 };
                 match sent {
