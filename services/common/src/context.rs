@@ -223,4 +223,36 @@ mod tests {
         assert_eq!(back.request_id, "req-1234");
         assert_eq!(back.trace_id(), ctx.trace_id());
     }
+
+    /// The server layer runs the call under the caller's request id and
+    /// trace (a new span id for this hop); health checks pass untouched.
+    #[tokio::test]
+    async fn server_layer_runs_the_call_under_the_callers_context() {
+        use tower::{Layer as _, Service as _};
+        let inner = tower::service_fn(|_req: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(RequestContext::current())
+        });
+        let mut svc = ServerContextLayer.layer(inner);
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let req = http::Request::builder()
+            .uri("/keelson.placement.v1.Traits/ListTraits")
+            .header(REQUEST_ID_HEADER, "req-1234")
+            .header(TRACEPARENT_HEADER, tp)
+            .body(())
+            .unwrap();
+        let ctx = svc.call(req).await.unwrap().expect("a current context");
+        assert_eq!(ctx.request_id, "req-1234");
+        assert_eq!(ctx.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_ne!(ctx.traceparent, tp);
+        let health = http::Request::builder().uri("/grpc.health.v1.Health/Check").body(()).unwrap();
+        assert!(svc.call(health).await.unwrap().is_none());
+    }
+
+    /// A task spawned with `inherit` keeps the request's context.
+    #[tokio::test]
+    async fn inherit_carries_the_context_into_a_spawned_task() {
+        let ctx = RequestContext::new(Some("req-5678"), None);
+        let seen = ctx.scope(async { tokio::spawn(inherit(async { RequestContext::current() })).await.unwrap() }).await;
+        assert_eq!(seen.map(|c| c.request_id).as_deref(), Some("req-5678"));
+    }
 }
