@@ -12,6 +12,7 @@ pub mod error;
 pub mod handlers;
 pub mod listener;
 pub mod microversion;
+pub mod params;
 pub mod policy;
 pub mod request;
 pub mod router;

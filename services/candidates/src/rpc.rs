@@ -3,7 +3,6 @@
 
 use keelson_proto::candidates::v2 as pb;
 use tonic::{Request, Response, Status};
-use tracing::Instrument as _;
 
 use crate::domain::request::{self, GroupPolicy, RequestGroup};
 use crate::domain::{self, Outcome};
@@ -218,10 +217,8 @@ impl pb::allocation_candidates_server::AllocationCandidates for AllocationCandid
         &self,
         req: Request<pb::GetAllocationCandidatesRequest>,
     ) -> Result<Response<pb::GetAllocationCandidatesResponse>, Status> {
-        let ctx = keelson_common::RequestContext::from_metadata(req.metadata());
-        let span = tracing::debug_span!("rpc", method = "GetAllocationCandidates", request_id = %ctx.request_id, trace_id = %ctx.trace_id());
         let request = request_from_pb(req.into_inner());
-        let outcome = self.store.allocation_candidates(&request).instrument(span).await?;
+        let outcome = self.store.allocation_candidates(&request).await?;
         let answer = outcome_to_pb(&outcome);
         // A large outcome is tens of thousands of small allocations: free
         // them on a blocking thread while the answer is sent, not before.

@@ -3,11 +3,17 @@
 //! (`traceparent`).
 //!
 //! The gateway runs each request's handler inside [`RequestContext::scope`];
-//! every gRPC client call made from it copies the context into metadata
-//! ([`RequestContext::inject`]); every gRPC server reads it back
-//! ([`RequestContext::from_metadata`]) and logs under the same ids.
+//! every gRPC client call copies the context into metadata
+//! ([`RequestContext::inject`], through [`propagate`] or [`traced`]); every
+//! gRPC server reads it back in one tower layer ([`ServerContextLayer`],
+//! composed by [`crate::grpc::serve`]) that opens the service's span as a
+//! child of the caller's and runs the handler under the same ids.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tracing::Instrument as _;
 
 pub const REQUEST_ID_HEADER: &str = "x-openstack-request-id";
 pub const TRACEPARENT_HEADER: &str = "traceparent";
@@ -54,15 +60,17 @@ impl RequestContext {
         CURRENT.try_with(Clone::clone).ok()
     }
 
-    /// Copies the current context into outgoing gRPC metadata.
+    /// Copies the current context into outgoing gRPC metadata: the
+    /// request id, and as traceparent the current span when spans are
+    /// exported (so the callee's span is its child), else the context's.
     pub fn inject(metadata: &mut tonic::metadata::MetadataMap) {
-        if let Some(ctx) = Self::current() {
-            if let Ok(v) = ctx.request_id.parse() {
-                metadata.insert(REQUEST_ID_HEADER, v);
-            }
-            if let Ok(v) = ctx.traceparent.parse() {
-                metadata.insert(TRACEPARENT_HEADER, v);
-            }
+        let ctx = Self::current();
+        if let Some(Ok(v)) = ctx.as_ref().map(|c| c.request_id.parse()) {
+            metadata.insert(REQUEST_ID_HEADER, v);
+        }
+        let traceparent = crate::telemetry::current_traceparent().or_else(|| ctx.map(|c| c.traceparent));
+        if let Some(Ok(v)) = traceparent.map(|t| t.parse()) {
+            metadata.insert(TRACEPARENT_HEADER, v);
         }
     }
 
@@ -80,6 +88,80 @@ impl RequestContext {
 pub fn propagate(mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
     RequestContext::inject(req.metadata_mut());
     Ok(req)
+}
+
+/// `message` as a request carrying the current context, for a client
+/// without the [`propagate`] interceptor.
+pub fn traced<T>(message: T) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(message);
+    RequestContext::inject(req.metadata_mut());
+    req
+}
+
+/// `fut` under the current request context (if any), for a task spawned
+/// on the request's behalf: task-locals do not cross `tokio::spawn`.
+pub fn inherit<F: Future>(fut: F) -> impl Future<Output = F::Output> {
+    let ctx = RequestContext::current();
+    async move {
+        match ctx {
+            Some(ctx) => ctx.scope(fut).await,
+            None => fut.await,
+        }
+    }
+}
+
+/// The tower layer every gRPC server runs its calls through: reads the
+/// caller's request id and traceparent from the metadata, opens the
+/// service's `rpc` span as the caller's child, and runs the call inside
+/// it with the context current (so the service's own outgoing calls
+/// carry it on). Health checks and reflection pass through untraced.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerContextLayer;
+
+impl<S> tower::Layer<S> for ServerContextLayer {
+    type Service = ServerContext<S>;
+
+    fn layer(&self, inner: S) -> ServerContext<S> {
+        ServerContext { inner }
+    }
+}
+
+/// The service [`ServerContextLayer`] wraps around a server's routes.
+#[derive(Debug, Clone)]
+pub struct ServerContext<S> {
+    inner: S,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for ServerContext<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        // `/<package>.<Service>/<Method>`.
+        let path = req.uri().path().trim_start_matches('/');
+        let (service, method) = path.split_once('/').unwrap_or((path, ""));
+        if service.starts_with("grpc.health.") || service.starts_with("grpc.reflection.") {
+            return Box::pin(self.inner.call(req));
+        }
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        let incoming = header(TRACEPARENT_HEADER);
+        let mut ctx = RequestContext::new(header(REQUEST_ID_HEADER), incoming);
+        let span =
+            tracing::info_span!("rpc", service, method, request_id = %ctx.request_id, trace_id = %ctx.trace_id());
+        ctx.traceparent = crate::telemetry::link(&span, incoming, &ctx.traceparent);
+        tracing::debug!(target: "keelson::rpc", parent: &span, request_id = %ctx.request_id, traceparent = %ctx.traceparent, "rpc call");
+        let call = span.in_scope(|| self.inner.call(req));
+        Box::pin(ctx.scope(call).instrument(span))
+    }
 }
 
 fn is_valid_request_id(r: &str) -> bool {
@@ -140,5 +222,37 @@ mod tests {
         let back = RequestContext::from_metadata(&md);
         assert_eq!(back.request_id, "req-1234");
         assert_eq!(back.trace_id(), ctx.trace_id());
+    }
+
+    /// The server layer runs the call under the caller's request id and
+    /// trace (a new span id for this hop); health checks pass untouched.
+    #[tokio::test]
+    async fn server_layer_runs_the_call_under_the_callers_context() {
+        use tower::{Layer as _, Service as _};
+        let inner = tower::service_fn(|_req: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(RequestContext::current())
+        });
+        let mut svc = ServerContextLayer.layer(inner);
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let req = http::Request::builder()
+            .uri("/keelson.placement.v1.Traits/ListTraits")
+            .header(REQUEST_ID_HEADER, "req-1234")
+            .header(TRACEPARENT_HEADER, tp)
+            .body(())
+            .unwrap();
+        let ctx = svc.call(req).await.unwrap().expect("a current context");
+        assert_eq!(ctx.request_id, "req-1234");
+        assert_eq!(ctx.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_ne!(ctx.traceparent, tp);
+        let health = http::Request::builder().uri("/grpc.health.v1.Health/Check").body(()).unwrap();
+        assert!(svc.call(health).await.unwrap().is_none());
+    }
+
+    /// A task spawned with `inherit` keeps the request's context.
+    #[tokio::test]
+    async fn inherit_carries_the_context_into_a_spawned_task() {
+        let ctx = RequestContext::new(Some("req-5678"), None);
+        let seen = ctx.scope(async { tokio::spawn(inherit(async { RequestContext::current() })).await.unwrap() }).await;
+        assert_eq!(seen.map(|c| c.request_id).as_deref(), Some("req-5678"));
     }
 }

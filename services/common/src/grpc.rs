@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tonic::transport::server::Router;
 use tonic::transport::Endpoint;
 
+use crate::context::ServerContextLayer;
 use crate::shutdown::Shutdown;
 use crate::tls::MeshTls;
 use crate::Config;
@@ -138,14 +139,19 @@ pub fn endpoint(url: &str, tls: Option<&MeshTls>) -> Result<Endpoint, tonic::tra
     Ok(Endpoint::from_shared(url)?.tls_config(tls.grpc_client())?.http2_max_header_list_size(header_list))
 }
 
+/// The router [`serve`] hands its caller: every route behind
+/// [`ServerContextLayer`].
+pub type ServiceRouter = Router<tower::layer::util::Stack<ServerContextLayer, tower::layer::util::Identity>>;
+
 /// Serves the services `add` puts on the router, on `listener`, until
 /// `shutdown` fires. `names` are the fully qualified service names
 /// reported SERVING by the health service. The services `add` builds set
-/// their message sizes from [`WireLimits::current`].
+/// their message sizes from [`WireLimits::current`]. Every call runs
+/// through [`ServerContextLayer`]: the service's span, the caller's child.
 pub async fn serve(
     listener: impl Into<GrpcListener>,
     names: &[&str],
-    add: impl FnOnce(Router) -> Router,
+    add: impl FnOnce(ServiceRouter) -> ServiceRouter,
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
     let GrpcListener { tcp: listener, tls } = listener.into();
@@ -167,6 +173,7 @@ pub async fn serve(
     if let Some(tls) = &tls {
         builder = builder.tls_config(tls.grpc_server())?;
     }
+    let mut builder = builder.layer(ServerContextLayer);
     let mut router = builder.add_service(health);
     // Both reflection versions: grpcurl releases before 1.9 speak v1alpha.
     if let Ok(v1) = reflection().build_v1() {

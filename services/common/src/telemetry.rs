@@ -97,11 +97,21 @@ pub fn link(span: &tracing::Span, incoming: Option<&str>, fallback: &str) -> Str
         let parent = TraceContextPropagator::new().extract(&carrier);
         let _ = span.set_parent(parent);
     }
+    traceparent_of(span).unwrap_or_else(|| fallback.to_string())
+}
+
+/// The traceparent naming the current span, when spans are exported: what
+/// an outgoing call sends so the callee's span is its child (also from a
+/// task spawned without the request's context).
+pub fn current_traceparent() -> Option<String> {
+    if !OTEL_ON.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    traceparent_of(&tracing::Span::current())
+}
+
+fn traceparent_of(span: &tracing::Span) -> Option<String> {
     let cx = span.context();
     let sc = cx.span().span_context().clone();
-    if sc.is_valid() {
-        format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8())
-    } else {
-        fallback.to_string()
-    }
+    sc.is_valid().then(|| format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8()))
 }

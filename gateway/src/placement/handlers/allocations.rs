@@ -5,13 +5,11 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
-use super::inventories::int;
-use super::resource_providers::normalize_uuid;
+use crate::placement::params::{consumer_write, consumer_writes, normalize_uuid};
 use crate::placement::request::{
     bad_request, cache_headers, empty, json, not_found, to_naive, HandlerResult, PlacementError, Req,
 };
 use crate::placement::router::Route;
-use crate::placement::Microversion;
 use crate::route;
 
 /// `GET /resource_providers/{uuid}/allocations` (declared before the
@@ -34,79 +32,6 @@ const UNKNOWN_CONSUMER_TYPE: &str = "unknown";
 
 fn resources_view(resources: &[pb::ResourceAmount]) -> Value {
     Value::Object(resources.iter().map(|r| (r.resource_class.clone(), json!(r.amount))).collect())
-}
-
-fn amounts(resources: &Value) -> Vec<pb::ResourceAmount> {
-    resources
-        .as_object()
-        .map(|m| m.iter().map(|(rc, n)| pb::ResourceAmount { resource_class: rc.clone(), amount: int(n) }).collect())
-        .unwrap_or_default()
-}
-
-/// Allocations in the dict form (1.12+): provider uuid → {resources}.
-fn allocations_from_dict(allocations: &Value) -> Vec<pb::ProviderResources> {
-    allocations
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(rp, a)| pb::ProviderResources {
-                    resource_provider_uuid: rp.clone(),
-                    resources: amounts(&a["resources"]),
-                    resource_provider_generation: 0,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Allocations in the list form (before 1.12); a provider listed twice
-/// keeps its first position and its last amounts, as a Python dict does.
-fn allocations_from_list(allocations: &Value) -> Vec<pb::ProviderResources> {
-    let mut by_provider = Map::new();
-    for a in allocations.as_array().map(Vec::as_slice).unwrap_or_default() {
-        let rp = a["resource_provider"]["uuid"].as_str().unwrap_or_default().to_string();
-        by_provider.insert(rp, json!({"resources": a["resources"].clone()}));
-    }
-    allocations_from_dict(&Value::Object(by_provider))
-}
-
-/// One consumer's write from a validated body (PUT's whole body, or one
-/// entry of POST /allocations or of the reshaper's allocations).
-pub fn consumer_write(version: Microversion, consumer_uuid: &str, body: &Value) -> pb::ConsumerAllocationsWrite {
-    let allocations = if version.at_least(1, 12) {
-        allocations_from_dict(&body["allocations"])
-    } else {
-        allocations_from_list(&body["allocations"])
-    };
-    let text = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
-    let (generation_check, consumer_generation) = if version.at_least(1, 28) {
-        let g = body.get("consumer_generation").filter(|v| !v.is_null()).map(int);
-        // A generation no consumer can have still has to fail the check.
-        (pb::ConsumerGenerationCheck::ConsumerGenerationRequired, g.map(|g| u32::try_from(g).unwrap_or(u32::MAX)))
-    } else {
-        (pb::ConsumerGenerationCheck::ConsumerGenerationIgnored, None)
-    };
-    pb::ConsumerAllocationsWrite {
-        consumer_uuid: consumer_uuid.to_string(),
-        allocations,
-        project_id: text("project_id"),
-        user_id: text("user_id"),
-        consumer_generation,
-        generation_check: generation_check as i32,
-        consumer_type: if version.at_least(1, 38) {
-            body.get("consumer_type").and_then(Value::as_str).map(str::to_string)
-        } else {
-            None
-        },
-    }
-}
-
-/// POST /allocations and the reshaper: consumer uuid → write, in order.
-pub fn consumer_writes(version: Microversion, by_consumer: &Value) -> Vec<pb::ConsumerAllocationsWrite> {
-    by_consumer
-        .as_object()
-        .map(|m| m.iter().map(|(c, body)| consumer_write(version, c, body)).collect())
-        .unwrap_or_default()
 }
 
 async fn list_for_consumer(req: Req) -> HandlerResult {
@@ -238,45 +163,4 @@ async fn delete(req: Req) -> HandlerResult {
         .delete_consumer_allocations(pb::DeleteConsumerAllocationsRequest { consumer_uuid })
         .await?;
     Ok(empty(StatusCode::NO_CONTENT))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn list_form_keeps_the_first_position_and_the_last_amounts() {
-        let body = json!({"allocations": [
-            {"resource_provider": {"uuid": "a"}, "resources": {"VCPU": 1}},
-            {"resource_provider": {"uuid": "b"}, "resources": {"DISK_GB": 2}},
-            {"resource_provider": {"uuid": "a"}, "resources": {"MEMORY_MB": 3}},
-        ]});
-        let w = consumer_write(Microversion(1, 7), "c", &body);
-        let got: Vec<_> = w
-            .allocations
-            .iter()
-            .map(|a| (a.resource_provider_uuid.as_str(), a.resources[0].resource_class.as_str()))
-            .collect();
-        assert_eq!(got, [("a", "MEMORY_MB"), ("b", "DISK_GB")]);
-        assert_eq!(w.generation_check(), pb::ConsumerGenerationCheck::ConsumerGenerationIgnored);
-        assert!(w.project_id.is_empty(), "an incomplete consumer before 1.8");
-    }
-
-    #[test]
-    fn generation_and_type_by_microversion() {
-        let body = json!({"allocations": {"a": {"resources": {"VCPU": 1, "DISK_GB": 4}}}, "project_id": "p", "user_id": "u",
-                          "consumer_generation": null, "consumer_type": "INSTANCE"});
-        let w = consumer_write(Microversion(1, 28), "c", &body);
-        assert_eq!(w.generation_check(), pb::ConsumerGenerationCheck::ConsumerGenerationRequired);
-        assert_eq!((w.consumer_generation, w.consumer_type.as_deref()), (None, None));
-        let classes: Vec<_> = w.allocations[0].resources.iter().map(|r| r.resource_class.as_str()).collect();
-        assert_eq!(classes, ["VCPU", "DISK_GB"], "request order is kept");
-        let w = consumer_write(
-            Microversion(1, 38),
-            "c",
-            &json!({"allocations": {}, "consumer_generation": 3, "consumer_type": "X"}),
-        );
-        assert_eq!((w.consumer_generation, w.consumer_type.as_deref()), (Some(3), Some("X")));
-        assert!(w.allocations.is_empty());
-    }
 }

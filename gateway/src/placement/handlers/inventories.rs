@@ -5,6 +5,7 @@ use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
 use crate::placement::error;
+use crate::placement::params::{int, inventories_from_json, inventory_from_json};
 use crate::placement::request::{
     cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, PlacementError, Req,
 };
@@ -21,39 +22,6 @@ pub fn routes() -> Vec<Route> {
         route!(PUT "/resource_providers/{uuid}/inventories/{resource_class}" => update),
         route!(DELETE "/resource_providers/{uuid}/inventories/{resource_class}" => delete),
     ]
-}
-
-/// Placement's largest inventory value.
-const MAX_INT: i64 = 2_147_483_647;
-
-/// A validated JSON integer (the schema allows nothing else).
-pub fn int(v: &Value) -> i64 {
-    // A whole float (`1.0`) passes the schema, whose bounds are within i64;
-    // `as` would saturate one past them.
-    #[allow(clippy::cast_possible_truncation)]
-    let whole = |f: f64| f as i64;
-    v.as_i64().or_else(|| v.as_f64().map(whole)).unwrap_or(0)
-}
-
-/// An inventory from a validated body, with upstream's defaults for the
-/// fields left out.
-pub fn inventory_from_json(resource_class: &str, body: &Value) -> pb::Inventory {
-    let field = |name: &str, default: i64| body.get(name).map(int).unwrap_or(default);
-    pb::Inventory {
-        resource_class: resource_class.to_string(),
-        total: field("total", 0),
-        reserved: field("reserved", 0),
-        min_unit: field("min_unit", 1),
-        max_unit: field("max_unit", MAX_INT),
-        step_size: field("step_size", 1),
-        allocation_ratio: body.get("allocation_ratio").and_then(Value::as_f64).unwrap_or(1.0),
-        last_modified: None,
-    }
-}
-
-/// Inventories keyed by class, in the body's order.
-pub fn inventories_from_json(by_class: &Value) -> Vec<pb::Inventory> {
-    by_class.as_object().map(|m| m.iter().map(|(rc, inv)| inventory_from_json(rc, inv)).collect()).unwrap_or_default()
 }
 
 fn inventory_view(inv: &pb::Inventory) -> Map<String, Value> {
@@ -230,6 +198,7 @@ async fn delete_all(req: Req) -> HandlerResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::params::MAX_INT;
 
     #[test]
     fn inventory_defaults() {

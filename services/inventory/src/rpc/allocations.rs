@@ -2,10 +2,9 @@
 
 use keelson_proto::placement::v1 as pb;
 use tonic::{Request, Response, Status};
-use tracing::Instrument as _;
 
 use super::inventories::{from_pb as inventory_from_pb, generation};
-use super::{enter, timestamp};
+use super::timestamp;
 use crate::store::allocations::{ConsumerWrite, GenerationCheck, ProviderAmounts, WriteOp};
 use crate::store::reshaper::ReshapeInventories;
 use crate::store::Store;
@@ -52,9 +51,8 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
         &self,
         req: Request<pb::GetConsumerAllocationsRequest>,
     ) -> Result<Response<pb::ConsumerAllocations>, Status> {
-        let span = enter(&req, "GetConsumerAllocations");
         let uuid = req.get_ref().consumer_uuid.clone();
-        let view = self.store.get_consumer_allocations(&uuid).instrument(span).await?;
+        let view = self.store.get_consumer_allocations(&uuid).await?;
         let consumer = view.consumer;
         Ok(Response::new(pb::ConsumerAllocations {
             consumer_uuid: uuid,
@@ -79,8 +77,7 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
         &self,
         req: Request<pb::ProviderRef>,
     ) -> Result<Response<pb::ProviderAllocations>, Status> {
-        let span = enter(&req, "GetProviderAllocations");
-        let view = self.store.get_provider_allocations(&req.get_ref().uuid).instrument(span).await?;
+        let view = self.store.get_provider_allocations(&req.get_ref().uuid).await?;
         Ok(Response::new(pb::ProviderAllocations {
             resource_provider_generation: generation(view.provider.generation),
             allocations: view
@@ -100,7 +97,6 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
         &self,
         req: Request<pb::ReplaceConsumerAllocationsRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "ReplaceConsumerAllocations");
         let w = req
             .get_ref()
             .consumer
@@ -108,14 +104,13 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
             .map(consumer_write)
             .ok_or_else(|| Status::invalid_argument("consumer is required"))?;
         let uuid = w.uuid.clone();
-        self.store.set_allocations(WriteOp::Consumer(&uuid), std::slice::from_ref(&w)).instrument(span).await?;
+        self.store.set_allocations(WriteOp::Consumer(&uuid), std::slice::from_ref(&w)).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
     async fn set_allocations(&self, req: Request<pb::SetAllocationsRequest>) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "SetAllocations");
         let writes: Vec<ConsumerWrite> = req.get_ref().consumers.iter().map(consumer_write).collect();
-        self.store.set_allocations(WriteOp::Many, &writes).instrument(span).await?;
+        self.store.set_allocations(WriteOp::Many, &writes).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -123,13 +118,11 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
         &self,
         req: Request<pb::DeleteConsumerAllocationsRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "DeleteConsumerAllocations");
-        self.store.delete_consumer_allocations(&req.get_ref().consumer_uuid).instrument(span).await?;
+        self.store.delete_consumer_allocations(&req.get_ref().consumer_uuid).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
     async fn reshape(&self, req: Request<pb::ReshapeRequest>) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "Reshape");
         let r = req.get_ref();
         let inventories: Vec<ReshapeInventories> = r
             .inventories
@@ -141,7 +134,7 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
             })
             .collect();
         let writes: Vec<ConsumerWrite> = r.allocations.iter().map(consumer_write).collect();
-        self.store.reshape(&inventories, &writes).instrument(span).await?;
+        self.store.reshape(&inventories, &writes).await?;
         Ok(Response::new(pb::Empty {}))
     }
 }

@@ -2,9 +2,8 @@
 
 use keelson_proto::placement::v1 as pb;
 use tonic::{Request, Response, Status};
-use tracing::Instrument as _;
 
-use super::{enter, timestamp};
+use super::timestamp;
 use crate::store::inventories::InventoryRecord;
 use crate::store::Store;
 
@@ -68,8 +67,7 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         &self,
         req: Request<pb::ProviderRef>,
     ) -> Result<Response<pb::ProviderInventories>, Status> {
-        let span = enter(&req, "GetInventories");
-        let (provider, invs) = self.store.get_inventories(&req.get_ref().uuid).instrument(span).await?;
+        let (provider, invs) = self.store.get_inventories(&req.get_ref().uuid).await?;
         Ok(Response::new(list(provider.generation, invs)))
     }
 
@@ -77,13 +75,11 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         &self,
         req: Request<pb::SetInventoriesRequest>,
     ) -> Result<Response<pb::ProviderInventories>, Status> {
-        let span = enter(&req, "SetInventories");
         let r = req.get_ref();
         let invs = r.inventories.iter().map(from_pb).collect();
         let (g, invs) = self
             .store
             .set_inventories(&r.uuid, r.resource_provider_generation.into(), invs, r.allow_reserved_equal_total)
-            .instrument(span)
             .await?;
         Ok(Response::new(list(g, invs)))
     }
@@ -92,9 +88,8 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         &self,
         req: Request<pb::GetInventoryRequest>,
     ) -> Result<Response<pb::InventoryResponse>, Status> {
-        let span = enter(&req, "GetInventory");
         let r = req.get_ref();
-        let (provider, inv) = self.store.get_inventory(&r.uuid, &r.resource_class).instrument(span).await?;
+        let (provider, inv) = self.store.get_inventory(&r.uuid, &r.resource_class).await?;
         Ok(Response::new(one(provider.generation, inv)))
     }
 
@@ -102,10 +97,9 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         &self,
         req: Request<pb::WriteInventoryRequest>,
     ) -> Result<Response<pb::InventoryResponse>, Status> {
-        let span = enter(&req, "CreateInventory");
         let r = req.get_ref();
         let inv = inventory_of(&r.inventory)?;
-        let (g, inv) = self.store.create_inventory(&r.uuid, inv, r.allow_reserved_equal_total).instrument(span).await?;
+        let (g, inv) = self.store.create_inventory(&r.uuid, inv, r.allow_reserved_equal_total).await?;
         Ok(Response::new(one(g, inv)))
     }
 
@@ -113,21 +107,18 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         &self,
         req: Request<pb::WriteInventoryRequest>,
     ) -> Result<Response<pb::InventoryResponse>, Status> {
-        let span = enter(&req, "UpdateInventory");
         let r = req.get_ref();
         let inv = inventory_of(&r.inventory)?;
         let (g, inv) = self
             .store
             .update_inventory(&r.uuid, r.resource_provider_generation.into(), inv, r.allow_reserved_equal_total)
-            .instrument(span)
             .await?;
         Ok(Response::new(one(g, inv)))
     }
 
     async fn delete_inventory(&self, req: Request<pb::DeleteInventoryRequest>) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "DeleteInventory");
         let r = req.get_ref();
-        self.store.delete_inventory(&r.uuid, &r.resource_class).instrument(span).await?;
+        self.store.delete_inventory(&r.uuid, &r.resource_class).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -135,9 +126,8 @@ impl pb::inventories_server::Inventories for InventoriesRpc {
         &self,
         req: Request<pb::DeleteInventoriesRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "DeleteInventories");
         let r = req.get_ref();
-        self.store.delete_inventories(&r.uuid, r.resource_provider_generation.map(i64::from)).instrument(span).await?;
+        self.store.delete_inventories(&r.uuid, r.resource_provider_generation.map(i64::from)).await?;
         Ok(Response::new(pb::Empty {}))
     }
 }

@@ -17,16 +17,6 @@ pub fn timestamp(t: Option<chrono::NaiveDateTime>) -> Option<prost_types::Timest
     t.map(|t| prost_types::Timestamp { seconds: t.and_utc().timestamp(), nanos: 0 })
 }
 
-/// Logs the request context of an incoming call (request id, trace).
-pub fn enter<T>(req: &tonic::Request<T>, method: &'static str) -> tracing::Span {
-    let ctx = keelson_common::RequestContext::from_metadata(req.metadata());
-    tracing::debug!(target: "keelson::rpc", method, request_id = %ctx.request_id, traceparent = %ctx.traceparent, "rpc call");
-    let span = tracing::info_span!("rpc", service = "inventory", method, request_id = %ctx.request_id, trace_id = %ctx.trace_id());
-    let incoming = req.metadata().get(keelson_common::context::TRACEPARENT_HEADER).and_then(|v| v.to_str().ok());
-    keelson_common::telemetry::link(&span, incoming, &ctx.traceparent);
-    span
-}
-
 /// Every service of the inventory API, ready to add to a tonic server.
 pub struct Services {
     pub resource_classes: pb::resource_classes_server::ResourceClassesServer<resource_classes::ResourceClassesRpc>,
@@ -75,7 +65,7 @@ impl Services {
     }
 
     /// Adds every service to a tonic router.
-    pub fn add_to(self, router: tonic::transport::server::Router) -> tonic::transport::server::Router {
+    pub fn add_to(self, router: keelson_common::grpc::ServiceRouter) -> keelson_common::grpc::ServiceRouter {
         router
             .add_service(self.resource_classes)
             .add_service(self.resource_providers)

@@ -2,9 +2,8 @@
 
 use keelson_proto::placement::v1 as pb;
 use tonic::{Request, Response, Status};
-use tracing::Instrument as _;
 
-use super::{enter, timestamp};
+use super::timestamp;
 use crate::store::resource_classes::ResourceClassRow;
 use crate::store::Store;
 
@@ -21,10 +20,9 @@ fn to_pb(rc: ResourceClassRow) -> pb::ResourceClass {
 impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
     async fn list_resource_classes(
         &self,
-        req: Request<pb::ListResourceClassesRequest>,
+        _req: Request<pb::ListResourceClassesRequest>,
     ) -> Result<Response<pb::ListResourceClassesResponse>, Status> {
-        let span = enter(&req, "ListResourceClasses");
-        let rcs = self.store.list_resource_classes().instrument(span).await?;
+        let rcs = self.store.list_resource_classes().await?;
         Ok(Response::new(pb::ListResourceClassesResponse { resource_classes: rcs.into_iter().map(to_pb).collect() }))
     }
 
@@ -32,8 +30,7 @@ impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
         &self,
         req: Request<pb::GetResourceClassRequest>,
     ) -> Result<Response<pb::ResourceClass>, Status> {
-        let span = enter(&req, "GetResourceClass");
-        let rc = self.store.get_resource_class(&req.get_ref().name).instrument(span).await?;
+        let rc = self.store.get_resource_class(&req.get_ref().name).await?;
         Ok(Response::new(to_pb(rc)))
     }
 
@@ -41,8 +38,7 @@ impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
         &self,
         req: Request<pb::CreateResourceClassRequest>,
     ) -> Result<Response<pb::ResourceClass>, Status> {
-        let span = enter(&req, "CreateResourceClass");
-        let rc = self.store.create_resource_class(&req.get_ref().name).instrument(span).await?;
+        let rc = self.store.create_resource_class(&req.get_ref().name).await?;
         Ok(Response::new(to_pb(rc)))
     }
 
@@ -50,8 +46,7 @@ impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
         &self,
         req: Request<pb::EnsureResourceClassRequest>,
     ) -> Result<Response<pb::EnsureResourceClassResponse>, Status> {
-        let span = enter(&req, "EnsureResourceClass");
-        let (rc, created) = self.store.ensure_resource_class(&req.get_ref().name).instrument(span).await?;
+        let (rc, created) = self.store.ensure_resource_class(&req.get_ref().name).await?;
         Ok(Response::new(pb::EnsureResourceClassResponse { resource_class: Some(to_pb(rc)), created }))
     }
 
@@ -59,9 +54,8 @@ impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
         &self,
         req: Request<pb::RenameResourceClassRequest>,
     ) -> Result<Response<pb::ResourceClass>, Status> {
-        let span = enter(&req, "RenameResourceClass");
         let r = req.get_ref();
-        let rc = self.store.rename_resource_class(&r.name, &r.new_name).instrument(span).await?;
+        let rc = self.store.rename_resource_class(&r.name, &r.new_name).await?;
         Ok(Response::new(to_pb(rc)))
     }
 
@@ -69,8 +63,7 @@ impl pb::resource_classes_server::ResourceClasses for ResourceClassesRpc {
         &self,
         req: Request<pb::DeleteResourceClassRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "DeleteResourceClass");
-        self.store.delete_resource_class(&req.get_ref().name).instrument(span).await?;
+        self.store.delete_resource_class(&req.get_ref().name).await?;
         Ok(Response::new(pb::Empty {}))
     }
 }

@@ -2,9 +2,8 @@
 
 use keelson_proto::placement::v1 as pb;
 use tonic::{Request, Response, Status};
-use tracing::Instrument as _;
 
-use super::{enter, timestamp};
+use super::timestamp;
 use crate::store::providers::{Provider, ProviderFilter};
 use crate::store::Store;
 
@@ -69,9 +68,8 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::ListResourceProvidersRequest>,
     ) -> Result<Response<pb::ListResourceProvidersResponse>, Status> {
-        let span = enter(&req, "ListResourceProviders");
         let filter = filter_from(req.get_ref());
-        let rps = self.store.list_resource_providers(&filter).instrument(span).await?;
+        let rps = self.store.list_resource_providers(&filter).await?;
         Ok(Response::new(pb::ListResourceProvidersResponse {
             resource_providers: rps.into_iter().map(to_pb).collect(),
         }))
@@ -81,8 +79,7 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::GetResourceProviderRequest>,
     ) -> Result<Response<pb::ResourceProvider>, Status> {
-        let span = enter(&req, "GetResourceProvider");
-        let rp = self.store.get_resource_provider(&req.get_ref().uuid).instrument(span).await?;
+        let rp = self.store.get_resource_provider(&req.get_ref().uuid).await?;
         Ok(Response::new(to_pb(rp)))
     }
 
@@ -90,12 +87,10 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::CreateResourceProviderRequest>,
     ) -> Result<Response<pb::ResourceProvider>, Status> {
-        let span = enter(&req, "CreateResourceProvider");
         let r = req.get_ref();
         let rp = self
             .store
             .create_resource_provider(non_empty(&r.uuid), &r.name, non_empty(&r.parent_provider_uuid))
-            .instrument(span)
             .await?;
         Ok(Response::new(to_pb(rp)))
     }
@@ -104,12 +99,10 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::UpdateResourceProviderRequest>,
     ) -> Result<Response<pb::ResourceProvider>, Status> {
-        let span = enter(&req, "UpdateResourceProvider");
         let r = req.get_ref();
         // Present but empty: un-parent.
         let parent = r.parent_provider_uuid.as_deref().map(non_empty);
-        let rp =
-            self.store.update_resource_provider(&r.uuid, &r.name, parent, r.allow_reparent).instrument(span).await?;
+        let rp = self.store.update_resource_provider(&r.uuid, &r.name, parent, r.allow_reparent).await?;
         Ok(Response::new(to_pb(rp)))
     }
 
@@ -117,14 +110,12 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::DeleteResourceProviderRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "DeleteResourceProvider");
-        self.store.delete_resource_provider(&req.get_ref().uuid).instrument(span).await?;
+        self.store.delete_resource_provider(&req.get_ref().uuid).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
     async fn get_provider_traits(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::ProviderTraits>, Status> {
-        let span = enter(&req, "GetProviderTraits");
-        let t = self.store.get_provider_traits(&req.get_ref().uuid).instrument(span).await?;
+        let t = self.store.get_provider_traits(&req.get_ref().uuid).await?;
         Ok(Response::new(traits_to_pb(t)))
     }
 
@@ -132,19 +123,13 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::SetProviderTraitsRequest>,
     ) -> Result<Response<pb::ProviderTraits>, Status> {
-        let span = enter(&req, "SetProviderTraits");
         let r = req.get_ref();
-        let t = self
-            .store
-            .set_provider_traits(&r.uuid, r.resource_provider_generation.into(), &r.traits)
-            .instrument(span)
-            .await?;
+        let t = self.store.set_provider_traits(&r.uuid, r.resource_provider_generation.into(), &r.traits).await?;
         Ok(Response::new(traits_to_pb(t)))
     }
 
     async fn delete_provider_traits(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "DeleteProviderTraits");
-        self.store.delete_provider_traits(&req.get_ref().uuid).instrument(span).await?;
+        self.store.delete_provider_traits(&req.get_ref().uuid).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -152,8 +137,7 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::ProviderRef>,
     ) -> Result<Response<pb::ProviderAggregates>, Status> {
-        let span = enter(&req, "GetProviderAggregates");
-        let a = self.store.get_provider_aggregates(&req.get_ref().uuid).instrument(span).await?;
+        let a = self.store.get_provider_aggregates(&req.get_ref().uuid).await?;
         Ok(Response::new(aggregates_to_pb(a)))
     }
 
@@ -161,12 +145,10 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
         &self,
         req: Request<pb::SetProviderAggregatesRequest>,
     ) -> Result<Response<pb::ProviderAggregates>, Status> {
-        let span = enter(&req, "SetProviderAggregates");
         let r = req.get_ref();
         let a = self
             .store
             .set_provider_aggregates(&r.uuid, r.resource_provider_generation.map(i64::from), &r.aggregates)
-            .instrument(span)
             .await?;
         Ok(Response::new(aggregates_to_pb(a)))
     }

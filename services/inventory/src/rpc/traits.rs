@@ -2,9 +2,8 @@
 
 use keelson_proto::placement::v1 as pb;
 use tonic::{Request, Response, Status};
-use tracing::Instrument as _;
 
-use super::{enter, timestamp};
+use super::timestamp;
 use crate::store::traits::{TraitFilter, TraitRow};
 use crate::store::Store;
 
@@ -23,20 +22,18 @@ impl pb::traits_server::Traits for TraitsRpc {
         &self,
         req: Request<pb::ListTraitsRequest>,
     ) -> Result<Response<pb::ListTraitsResponse>, Status> {
-        let span = enter(&req, "ListTraits");
         let r = req.get_ref();
         let filter = TraitFilter {
             name_prefix: r.name_prefix.clone(),
             names: r.filter_by_names.then(|| r.names.clone()),
             associated: r.associated,
         };
-        let traits = self.store.list_traits(&filter).instrument(span).await?;
+        let traits = self.store.list_traits(&filter).await?;
         Ok(Response::new(pb::ListTraitsResponse { traits: traits.into_iter().map(to_pb).collect() }))
     }
 
     async fn get_trait(&self, req: Request<pb::GetTraitRequest>) -> Result<Response<pb::Trait>, Status> {
-        let span = enter(&req, "GetTrait");
-        let t = self.store.get_trait(&req.get_ref().name).instrument(span).await?;
+        let t = self.store.get_trait(&req.get_ref().name).await?;
         Ok(Response::new(to_pb(t)))
     }
 
@@ -44,14 +41,12 @@ impl pb::traits_server::Traits for TraitsRpc {
         &self,
         req: Request<pb::EnsureTraitRequest>,
     ) -> Result<Response<pb::EnsureTraitResponse>, Status> {
-        let span = enter(&req, "EnsureTrait");
-        let (t, created) = self.store.ensure_trait(&req.get_ref().name).instrument(span).await?;
+        let (t, created) = self.store.ensure_trait(&req.get_ref().name).await?;
         Ok(Response::new(pb::EnsureTraitResponse { r#trait: Some(to_pb(t)), created }))
     }
 
     async fn delete_trait(&self, req: Request<pb::DeleteTraitRequest>) -> Result<Response<pb::Empty>, Status> {
-        let span = enter(&req, "DeleteTrait");
-        self.store.delete_trait(&req.get_ref().name).instrument(span).await?;
+        self.store.delete_trait(&req.get_ref().name).await?;
         Ok(Response::new(pb::Empty {}))
     }
 }

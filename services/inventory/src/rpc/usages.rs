@@ -2,9 +2,7 @@
 
 use keelson_proto::placement::v1 as pb;
 use tonic::{Request, Response, Status};
-use tracing::Instrument as _;
 
-use super::enter;
 use super::inventories::generation;
 use crate::store::usages::UsageQuery;
 use crate::store::Store;
@@ -16,8 +14,7 @@ pub struct UsagesRpc {
 #[tonic::async_trait]
 impl pb::usages_server::Usages for UsagesRpc {
     async fn get_provider_usages(&self, req: Request<pb::ProviderRef>) -> Result<Response<pb::ProviderUsages>, Status> {
-        let span = enter(&req, "GetProviderUsages");
-        let (provider, usages) = self.store.get_provider_usages(&req.get_ref().uuid).instrument(span).await?;
+        let (provider, usages) = self.store.get_provider_usages(&req.get_ref().uuid).await?;
         Ok(Response::new(pb::ProviderUsages {
             resource_provider_generation: generation(provider.generation),
             usages: usages.into_iter().collect(),
@@ -27,7 +24,6 @@ impl pb::usages_server::Usages for UsagesRpc {
     }
 
     async fn get_usages(&self, req: Request<pb::GetUsagesRequest>) -> Result<Response<pb::GetUsagesResponse>, Status> {
-        let span = enter(&req, "GetUsages");
         let r = req.get_ref();
         let q = UsageQuery {
             project_id: r.project_id.clone(),
@@ -35,7 +31,7 @@ impl pb::usages_server::Usages for UsagesRpc {
             by_consumer_type: r.by_consumer_type,
             consumer_type: r.consumer_type.clone(),
         };
-        let groups = self.store.get_usages(&q).instrument(span).await?;
+        let groups = self.store.get_usages(&q).await?;
         Ok(Response::new(pb::GetUsagesResponse {
             usages: groups
                 .into_iter()

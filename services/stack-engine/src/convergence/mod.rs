@@ -162,14 +162,18 @@ impl Engine {
 
     /// Runs check_resource on this engine in the background, bounded by
     /// the engine's concurrency limit.
+    /// Its span is a child of the current one (the call that dispatched
+    /// it), so a traversal's checks stay in the request's trace.
     pub fn spawn_check(self: &Arc<Self>, msg: CheckResourceMsg) {
         let engine = self.clone();
-        tokio::spawn(async move {
+        let span = tracing::info_span!("check_resource", stack_id = %msg.stack_id, resource_id = msg.resource_id);
+        let check = async move {
             let Ok(permit) = engine.permits.clone().acquire_owned().await else {
                 return;
             };
             host::CHECK_SLOT.scope(std::cell::RefCell::new(Some(permit)), engine.check_resource(msg)).await;
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(keelson_common::context::inherit(check), span));
     }
 
     /// Whether a check started now would run at once (a concurrency slot

@@ -176,7 +176,8 @@ impl WorkerTransport for GrpcWorkers {
     ) -> BoxFuture<'a, Result<(), TransportError>> {
         Box::pin(async move {
             let mut client = self.clients.client(endpoint).map_err(transport_error)?;
-            client.check_resource(request_of(msg, sender_engine_id)).await.map_err(transport_error)?;
+            let request = keelson_common::context::traced(request_of(msg, sender_engine_id));
+            client.check_resource(request).await.map_err(transport_error)?;
             Ok(())
         })
     }
