@@ -81,12 +81,15 @@ pub trait Plugin: Send + Sync + 'static {
 
     fn create(&self, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send;
 
-    /// Updates in place; by default there is nothing to do.
+    /// Updates in place from `old` to `ctx.properties`. By default there
+    /// is nothing to do: the engine keeps the new properties, which is
+    /// all a type whose changes all replace, or that reads its properties
+    /// later (a scaling policy, a value), needs.
     fn update(&self, _ctx: &mut ActionContext, _old: &Properties) -> impl Future<Output = ActionResult> + Send {
         async { Ok(()) }
     }
 
-    /// By default there is nothing to delete.
+    /// By default there is nothing outside the engine to delete.
     fn delete(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
         async { Ok(()) }
     }
