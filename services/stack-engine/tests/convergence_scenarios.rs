@@ -14,14 +14,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Map, Value};
 
 use keelson_stack_engine::convergence::{Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher};
 use keelson_stack_engine::resources::{
-    changed_properties, ActionContext, AttributeSchema, Properties, PropertySchema, PropertyType, Registry,
-    ResourceFailure, ResourceSchema, ResourceState, ResourceType, SupportStatus, UpdateDecision,
+    changed_properties, ActionContext, ActionResult, AttributeSchema, Plugin, Properties, PropertySchema, PropertyType,
+    Registry, ResourceSchema, ResourceState, SupportStatus, UpdateDecision,
 };
 use keelson_stack_engine::store::{self, Action, ResourceRow, Status};
 use keelson_stack_engine::EngineError;
@@ -61,10 +60,9 @@ fn store_props(ctx: &mut ActionContext) {
     }
 }
 
-impl ResourceType for FrameworkTestResource {
-    fn type_name(&self) -> &'static str {
-        "OS::Heat::TestResource"
-    }
+impl Plugin for FrameworkTestResource {
+    const TYPE: &'static str = "OS::Heat::TestResource";
+
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
@@ -78,35 +76,22 @@ impl ResourceType for FrameworkTestResource {
             UpdateDecision::InPlace
         }
     }
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            ctx.state.physical_id = Some(uuid::Uuid::new_v4().to_string());
-            store_props(ctx);
-            Ok(())
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        ctx.state.physical_id = Some(uuid::Uuid::new_v4().to_string());
+        store_props(ctx);
+        Ok(())
     }
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            store_props(ctx);
-            Ok(())
-        })
+    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
+        store_props(ctx);
+        Ok(())
     }
-    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            Ok(state
-                .data
-                .get(name)
-                .map(|v| Value::String(v.clone()))
-                .or_else(|| state.properties.get(name).cloned())
-                .unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        Ok(state
+            .data
+            .get(name)
+            .map(|v| Value::String(v.clone()))
+            .or_else(|| state.properties.get(name).cloned())
+            .unwrap_or(Value::Null))
     }
 }
 

@@ -16,9 +16,9 @@
 //! untouched, so the attributes read the nested stack's live members
 //! rather than what the last action kept.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use keelson_common::config::clamp_usize;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
@@ -28,7 +28,9 @@ use super::resource_group::member_refs;
 use super::scaling::{self, AdjustmentType};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::template_resource::{check_child, create_child, delete_child, group_spec, nested_failure};
-use super::{short_id, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use super::{
+    short_id, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
+};
 use crate::EngineError;
 
 pub struct AutoScalingGroup {
@@ -159,8 +161,6 @@ fn group_attribute(members: &[Value], name: &str) -> Option<Value> {
 }
 
 impl AutoScalingGroup {
-    pub const TYPE: &'static str = "OS::Heat::AutoScalingGroup";
-
     pub fn new(host: Arc<HostSlot>) -> Self {
         let size = |name: &'static str, description: &'static str| {
             PropertySchema::new(name, T::Integer, description)
@@ -431,10 +431,8 @@ impl AutoScalingGroup {
     }
 }
 
-impl ResourceType for AutoScalingGroup {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for AutoScalingGroup {
+    const TYPE: &'static str = "OS::Heat::AutoScalingGroup";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -469,38 +467,30 @@ impl ResourceType for AutoScalingGroup {
         UpdateDecision::InPlace
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.create_group(ctx))
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.create_group(ctx).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.update_group(ctx, old))
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        self.update_group(ctx, old).await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            delete_child(host.as_ref(), ctx).await
-        })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let host = self.host.get();
+        delete_child(host.as_ref(), ctx).await
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            let members = match &state.physical_id {
-                Some(child) => ordered(host.nested_resources(child, &[]).await?),
-                None => Vec::new(),
-            };
-            Ok(group_attribute(&member_values(&members), name).unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let host = self.host.get();
+        let members = match &state.physical_id {
+            Some(child) => ordered(host.nested_resources(child, &[]).await?),
+            None => Vec::new(),
+        };
+        Ok(group_attribute(&member_values(&members), name).unwrap_or(Value::Null))
     }
 
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
     }
 }
 
@@ -510,6 +500,7 @@ mod tests {
     use crate::resources::host::{MetadataMerge, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
     use crate::store::{Action, Status};
     use chrono::NaiveDate;
+    use futures::future::BoxFuture;
     use std::sync::Mutex;
 
     /// A nested stack held in memory: an update makes the template's

@@ -7,12 +7,11 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 use super::host::HostSlot;
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::EngineError;
 
 pub const CONFIG_TRANSPORTS: [&str; 4] = ["POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL", "ZAQAR_MESSAGE"];
@@ -23,8 +22,6 @@ pub struct DeployedServer {
 }
 
 impl DeployedServer {
-    pub const TYPE: &'static str = "OS::Heat::DeployedServer";
-
     pub fn new(host: Arc<HostSlot>) -> Self {
         DeployedServer {
             schema: ResourceSchema {
@@ -85,48 +82,32 @@ impl DeployedServer {
     }
 }
 
-impl ResourceType for DeployedServer {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for DeployedServer {
+    const TYPE: &'static str = "OS::Heat::DeployedServer";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            ctx.state.physical_id = Some(uuid::Uuid::new_v4().to_string());
-            ctx.state.data.insert("password".into(), uuid::Uuid::new_v4().simple().to_string());
-            self.publish_transport(ctx).await
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        ctx.state.physical_id = Some(uuid::Uuid::new_v4().to_string());
+        ctx.state.data.insert("password".into(), uuid::Uuid::new_v4().simple().to_string());
+        self.publish_transport(ctx).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            if old.get("software_config_transport") != ctx.properties.get("software_config_transport") {
-                self.publish_transport(ctx).await?;
-            }
-            Ok(())
-        })
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        if old.get("software_config_transport") != ctx.properties.get("software_config_transport") {
+            self.publish_transport(ctx).await?;
+        }
+        Ok(())
     }
 
-    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            Ok(match name {
-                "networks" => json!({}),
-                "name" => state.properties.get("name").cloned().unwrap_or(Value::Null),
-                "os_collect_config" => state.metadata.get("os-collect-config").cloned().unwrap_or_else(|| json!({})),
-                _ => return Err(super::invalid_attribute("", name)),
-            })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        Ok(match name {
+            "networks" => json!({}),
+            "name" => state.properties.get("name").cloned().unwrap_or(Value::Null),
+            "os_collect_config" => state.metadata.get("os-collect-config").cloned().unwrap_or_else(|| json!({})),
+            _ => return Err(super::invalid_attribute("", name)),
         })
     }
 }

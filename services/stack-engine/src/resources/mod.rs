@@ -2,7 +2,9 @@
 //! property schema), what it does on create/update/delete, what its
 //! attributes resolve to, and the in-place-or-replace decision on update.
 //!
-//! The engine drives them through [`ResourceType`]; the registry
+//! A type implements [`Plugin`] (its schema, attributes and actions as
+//! `async fn`s, defaults for the rest); the engine drives every plugin
+//! through the object-safe [`ResourceType`] it implies. The registry
 //! ([`Registry`]) finds a type by name and renders the resource-type API
 //! views. Nothing here knows about transport or storage: a plugin sees an
 //! [`ActionContext`] and writes what it produced into its
@@ -26,6 +28,7 @@ mod deployed_server;
 pub mod host;
 mod none;
 pub mod placement;
+mod plugin;
 mod properties;
 mod random_string;
 mod registry;
@@ -55,6 +58,7 @@ pub use context::{physical_resource_name, short_id, ActionContext};
 pub use deployed_server::DeployedServer;
 pub use host::{HostSlot, PluginHost};
 pub use none::NoneResource;
+pub use plugin::{ActionResult, Plugin};
 pub use properties::{validate_properties, validate_update_policy, Properties};
 pub use random_string::RandomString;
 pub use registry::Registry;
@@ -184,12 +188,9 @@ pub async fn resolve_attribute(
     })
 }
 
-fn ok_now<'a>() -> BoxFuture<'a, Result<(), ResourceFailure>> {
-    Box::pin(async { Ok(()) })
-}
-
-/// One resource type plugin. Implementations are stateless: everything a
-/// resource remembers lives in [`ResourceState`].
+/// The engine's face of a resource type: object safe, every action a
+/// boxed future. Types do not implement it: they implement [`Plugin`],
+/// whose blanket impl supplies this (and where the defaults live).
 pub trait ResourceType: Send + Sync + 'static {
     /// e.g. `OS::Heat::TestResource`.
     fn type_name(&self) -> &'static str;
@@ -200,29 +201,19 @@ pub trait ResourceType: Send + Sync + 'static {
     /// (see [`validate_properties`]) and runs the type's own checks. The
     /// engine calls this, not the free function: some types adapt the
     /// schema (Value) or accept anything (None).
-    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
-        let props = validate_properties(self.schema(), resource_name, given)?;
-        self.validate(&props)?;
-        Ok(props)
-    }
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError>;
 
     /// Checks across properties (upstream `Resource.validate`).
-    fn validate(&self, _props: &Properties) -> Result<(), EngineError> {
-        Ok(())
-    }
+    fn validate(&self, props: &Properties) -> Result<(), EngineError>;
 
     /// Upstream `_needs_update`: equal -> Unchanged; any changed property
     /// that is not update_allowed -> Replace; otherwise InPlace.
-    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
-        default_update_decision(self.schema(), old, new)
-    }
+    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision;
 
     /// Whether the resource runs a nested stack whose resources its
     /// `resource.<name>[.<attr>]` attributes reach (template resources,
     /// groups, OS::Heat::Stack).
-    fn runs_nested_stack(&self) -> bool {
-        false
-    }
+    fn runs_nested_stack(&self) -> bool;
 
     /// The nested stack the resource would run with `properties`, where
     /// it can be told without running anything (validation and update
@@ -231,39 +222,29 @@ pub trait ResourceType: Send + Sync + 'static {
     /// the error path is `nested_stack_label`.
     fn nested_stack_spec(
         &self,
-        _properties: &Properties,
-        _parent_files: &Map<String, Value>,
-        _parent_environment: &Value,
-    ) -> Option<host::NestedStackSpec> {
-        None
-    }
+        properties: &Properties,
+        parent_files: &Map<String, Value>,
+        parent_environment: &Value,
+    ) -> Option<host::NestedStackSpec>;
 
     /// How validation errors name the nested stack: upstream's
     /// `template_url` (the file of a template resource).
-    fn nested_stack_label(&self) -> String {
-        "nested_stack".to_string()
-    }
+    fn nested_stack_label(&self) -> String;
 
     /// The fewest resources the nested stack of `properties` holds, told
     /// without building its template (a group's `count`), so the
     /// resource limit refuses a group of 10^5 before 10^5 member
     /// definitions exist. None when the plugin runs no nested stack.
-    fn nested_resource_count(&self, _properties: &Properties) -> Option<u64> {
-        None
-    }
+    fn nested_resource_count(&self, properties: &Properties) -> Option<u64>;
 
     /// Upstream `update_policy_schema`: the keys of the `update_policy`
     /// the plugin reads, with their types and constraints.
-    fn update_policy_schema(&self) -> &[PropertySchema] {
-        &[]
-    }
+    fn update_policy_schema(&self) -> &[PropertySchema];
 
     /// Whether the plugin reads the resource's `update_policy` (resolved
     /// into [`ActionContext::update_policy`]; left unresolved for the
     /// others, as upstream resolves it only where a plugin reads it).
-    fn takes_update_policy(&self) -> bool {
-        false
-    }
+    fn takes_update_policy(&self) -> bool;
 
     /// Creates the resource; sets `ctx.state.physical_id` / `data`.
     fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
@@ -282,18 +263,12 @@ pub trait ResourceType: Send + Sync + 'static {
     fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>>;
 
     /// True for types whose every attribute name resolves (OS::Heat::None).
-    fn accepts_any_attribute(&self) -> bool {
-        false
-    }
+    fn accepts_any_attribute(&self) -> bool;
 
     /// What `get_resource` returns.
-    fn reference_id(&self, state: &ResourceState) -> Value {
-        state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)
-    }
+    fn reference_id(&self, state: &ResourceState) -> Value;
 
-    fn handles_signal(&self) -> bool {
-        false
-    }
+    fn handles_signal(&self) -> bool;
 
     /// Upstream `handle_signal`: acts on a signal's `details` for a
     /// resource that exists (not INIT); answers the text of the event's
@@ -301,27 +276,17 @@ pub trait ResourceType: Send + Sync + 'static {
     /// [`ResourceType::handles_signal`] is true.
     fn handle_signal<'a>(
         &'a self,
-        _target: &'a SignalTarget,
-        _details: &'a Value,
-    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
-        Box::pin(async {
-            Err(ResourceFailure::error("ResourceActionNotSupported", "signal is not supported for resource."))
-        })
-    }
+        target: &'a SignalTarget,
+        details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>>;
 
     /// Upstream `handle_check`; None when the type has none (CHECK then
     /// reports the resource as "not fully supported").
-    fn check<'a>(&'a self, _ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        None
-    }
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>>;
 
-    fn suspend<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        ok_now()
-    }
+    fn suspend<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
-    fn resume<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        ok_now()
-    }
+    fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 }
 
 /// The default update decision, shared by plugins that extend it.

@@ -2,12 +2,11 @@
 //! via `resource_registry`. Accepts any properties, every attribute is
 //! null, and an update never does anything.
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::schema::{ResourceSchema, SupportStatus};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceState, UpdateDecision};
 use crate::EngineError;
 
 pub struct NoneResource {
@@ -21,8 +20,6 @@ impl Default for NoneResource {
 }
 
 impl NoneResource {
-    pub const TYPE: &'static str = "OS::Heat::None";
-
     pub fn new() -> Self {
         NoneResource {
             schema: ResourceSchema {
@@ -35,10 +32,8 @@ impl NoneResource {
     }
 }
 
-impl ResourceType for NoneResource {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for NoneResource {
+    const TYPE: &'static str = "OS::Heat::None";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -54,30 +49,16 @@ impl ResourceType for NoneResource {
         UpdateDecision::Unchanged
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            ctx.state.physical_id = Some(Uuid::new_v4().to_string());
-            // Marks the row as a placeholder: deleting it never touches a
-            // real resource.
-            ctx.state.data.insert("is_placeholder".into(), "True".into());
-            Ok(())
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        ctx.state.physical_id = Some(Uuid::new_v4().to_string());
+        // Marks the row as a placeholder: deleting it never touches a
+        // real resource.
+        ctx.state.data.insert("is_placeholder".into(), "True".into());
+        Ok(())
     }
 
-    fn update<'a>(
-        &'a self,
-        _ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn attribute<'a>(&'a self, _state: &'a ResourceState, _name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async { Ok(Value::Null) })
+    async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
+        Ok(Value::Null)
     }
 
     fn accepts_any_attribute(&self) -> bool {

@@ -5,13 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use futures::future::BoxFuture;
 use rand::rngs::OsRng;
 use rand::seq::SliceRandom;
 use serde_json::{json, Value};
 
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use super::{validate_properties, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::EngineError;
 
 const CLASS_NAMES: [&str; 7] =
@@ -46,8 +45,6 @@ impl Default for RandomString {
 }
 
 impl RandomString {
-    pub const TYPE: &'static str = "OS::Heat::RandomString";
-
     pub fn new() -> Self {
         let min = |description: &'static str| {
             PropertySchema::new("min", T::Integer, description)
@@ -160,10 +157,8 @@ fn generate(length: usize, classes: &[(Vec<char>, usize)]) -> Result<String, Res
     Ok(chosen.into_iter().collect())
 }
 
-impl ResourceType for RandomString {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for RandomString {
+    const TYPE: &'static str = "OS::Heat::RandomString";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -208,37 +203,20 @@ impl ResourceType for RandomString {
         Ok(())
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let length = ctx.properties.get("length").and_then(Value::as_u64).unwrap_or(32);
-            let length = usize::try_from(length).unwrap_or(usize::MAX);
-            let value = generate(length, &char_classes(&ctx.properties))?;
-            ctx.state.data.insert("value".into(), value);
-            ctx.state.physical_id = Some(ctx.physical_name());
-            Ok(())
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let length = ctx.properties.get("length").and_then(Value::as_u64).unwrap_or(32);
+        let length = usize::try_from(length).unwrap_or(usize::MAX);
+        let value = generate(length, &char_classes(&ctx.properties))?;
+        ctx.state.data.insert("value".into(), value);
+        ctx.state.physical_id = Some(ctx.physical_name());
+        Ok(())
     }
 
-    fn update<'a>(
-        &'a self,
-        _ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        // Never reached: every change replaces.
-        Box::pin(async { Ok(()) })
-    }
-
-    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if name != "value" {
-                return Err(super::invalid_attribute("", name));
-            }
-            Ok(state.data.get("value").cloned().map(Value::String).unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if name != "value" {
+            return Err(super::invalid_attribute("", name));
+        }
+        Ok(state.data.get("value").cloned().map(Value::String).unwrap_or(Value::Null))
     }
 
     /// The secret itself once created. Before that upstream returns the

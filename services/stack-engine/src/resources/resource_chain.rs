@@ -4,16 +4,16 @@
 //! Attributes as a group's (`refs`, `refs_map`, `attributes`,
 //! `resource.<n>[.<attr>]`).
 
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec};
 use super::resource_group::group_attribute;
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::template_resource::{check_child, create_child, delete_child, nested_reference, update_child};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
 use crate::EngineError;
 
 pub struct ResourceChain {
@@ -22,8 +22,6 @@ pub struct ResourceChain {
 }
 
 impl ResourceChain {
-    pub const TYPE: &'static str = "OS::Heat::ResourceChain";
-
     pub fn new(host: Arc<HostSlot>) -> Self {
         ResourceChain {
             schema: ResourceSchema {
@@ -72,10 +70,8 @@ impl ResourceChain {
     }
 }
 
-impl ResourceType for ResourceChain {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for ResourceChain {
+    const TYPE: &'static str = "OS::Heat::ResourceChain";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -95,38 +91,30 @@ impl ResourceType for ResourceChain {
         Some(u64::try_from(types).unwrap_or(u64::MAX))
     }
 
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
     }
 
     fn accepts_any_attribute(&self) -> bool {
         true
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let spec = self.spec(ctx).await?;
-            create_child(self.host.get().as_ref(), ctx, spec).await
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let spec = self.spec(ctx).await?;
+        create_child(self.host.get().as_ref(), ctx, spec).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let spec = self.spec(ctx).await?;
-            update_child(self.host.get().as_ref(), ctx, spec).await
-        })
+    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
+        let spec = self.spec(ctx).await?;
+        update_child(self.host.get().as_ref(), ctx, spec).await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move { delete_child(self.host.get().as_ref(), ctx).await })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        delete_child(self.host.get().as_ref(), ctx).await
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move { Ok(group_attribute(state, name).unwrap_or(Value::Null)) })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        Ok(group_attribute(state, name).unwrap_or(Value::Null))
     }
 
     fn reference_id(&self, state: &ResourceState) -> Value {

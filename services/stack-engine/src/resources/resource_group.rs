@@ -11,9 +11,9 @@
 //! resolve without reading the nested stack.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec, PluginHost};
@@ -21,7 +21,7 @@ use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as
 use super::template_resource::{
     check_child, create_child, delete_child, nested_reference, stored_members, update_child,
 };
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::EngineError;
 
 /// resource_data keys.
@@ -84,7 +84,6 @@ enum Members {
 }
 
 impl ResourceGroup {
-    pub const TYPE: &'static str = "OS::Heat::ResourceGroup";
     pub const SOFTWARE_DEPLOYMENT_GROUP: &'static str = "OS::Heat::SoftwareDeploymentGroup";
     pub const STRUCTURED_DEPLOYMENT_GROUP: &'static str = "OS::Heat::StructuredDeploymentGroup";
 
@@ -492,7 +491,9 @@ impl ResourceGroup {
     }
 }
 
-impl ResourceType for ResourceGroup {
+impl Plugin for ResourceGroup {
+    const TYPE: &'static str = "OS::Heat::ResourceGroup";
+
     fn type_name(&self) -> &'static str {
         self.type_name
     }
@@ -548,84 +549,72 @@ impl ResourceType for ResourceGroup {
         })
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            if matches!(self.members, Members::PerServer(_)) {
-                let names = server_names(&ctx.properties);
-                return self.converge(ctx, None, None, names).await;
-            }
-            let count = count_of(&ctx.properties);
-            self.check_size(ctx, count).await?;
-            let names = member_names(count, &BTreeSet::new());
-            ctx.state.data.insert(REMOVED_KEY.into(), "[]".into());
-            let policy = batching(ctx, &self.update_policy, "batch_create")?;
-            self.converge(ctx, None, policy, names).await
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        if matches!(self.members, Members::PerServer(_)) {
+            let names = server_names(&ctx.properties);
+            return self.converge(ctx, None, None, names).await;
+        }
+        let count = count_of(&ctx.properties);
+        self.check_size(ctx, count).await?;
+        let names = member_names(count, &BTreeSet::new());
+        ctx.state.data.insert(REMOVED_KEY.into(), "[]".into());
+        let policy = batching(ctx, &self.update_policy, "batch_create")?;
+        self.converge(ctx, None, policy, names).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            if matches!(self.members, Members::PerServer(_)) {
-                let names = server_names(&ctx.properties);
-                let policy = batching(ctx, &self.update_policy, "rolling_update")?;
-                return self.converge(ctx, Some(old), policy, names).await;
-            }
-            let mut removed = if ctx.properties.get("removal_policies_mode").and_then(Value::as_str) == Some("update") {
-                BTreeSet::new()
-            } else {
-                removed_of(&ctx.state)
-            };
-            // A policy entry names a member or gives its reference.
-            let members = stored_members(&ctx.state);
-            for target in policy_targets(&ctx.properties) {
-                let by_ref = members.iter().find(|m| m.get("ref").and_then(Value::as_str) == Some(target.as_str()));
-                let name = match by_ref.and_then(|m| m.get("name")).and_then(Value::as_str) {
-                    Some(n) => n.to_string(),
-                    None => target,
-                };
-                removed.insert(name);
-            }
-            let removed_list: Vec<&String> = removed.iter().collect();
-            ctx.state.data.insert(REMOVED_KEY.into(), json!(removed_list).to_string());
-            let count = count_of(&ctx.properties);
-            self.check_size(ctx, count).await?;
-            let names = member_names(count, &removed);
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        if matches!(self.members, Members::PerServer(_)) {
+            let names = server_names(&ctx.properties);
             let policy = batching(ctx, &self.update_policy, "rolling_update")?;
-            self.converge(ctx, Some(old), policy, names).await
-        })
-    }
-
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            delete_child(host.as_ref(), ctx).await
-        })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            let per_member = match (self.members, name) {
-                (Members::PerServer(_), "deploy_stdouts") => Some("deploy_stdout"),
-                (Members::PerServer(_), "deploy_stderrs") => Some("deploy_stderr"),
-                (Members::PerServer(_), "deploy_status_codes") => Some("deploy_status_code"),
-                _ => None,
+            return self.converge(ctx, Some(old), policy, names).await;
+        }
+        let mut removed = if ctx.properties.get("removal_policies_mode").and_then(Value::as_str) == Some("update") {
+            BTreeSet::new()
+        } else {
+            removed_of(&ctx.state)
+        };
+        // A policy entry names a member or gives its reference.
+        let members = stored_members(&ctx.state);
+        for target in policy_targets(&ctx.properties) {
+            let by_ref = members.iter().find(|m| m.get("ref").and_then(Value::as_str) == Some(target.as_str()));
+            let name = match by_ref.and_then(|m| m.get("name")).and_then(Value::as_str) {
+                Some(n) => n.to_string(),
+                None => target,
             };
-            if let Some(attr) = per_member {
-                let by_name = stored_members(state)
-                    .iter()
-                    .map(|m| {
-                        let name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-                        (name, m.get("attrs").and_then(|a| a.get(attr)).cloned().unwrap_or(Value::Null))
-                    })
-                    .collect();
-                return Ok(Value::Object(by_name));
-            }
-            Ok(group_attribute(state, name).unwrap_or(Value::Null))
-        })
+            removed.insert(name);
+        }
+        let removed_list: Vec<&String> = removed.iter().collect();
+        ctx.state.data.insert(REMOVED_KEY.into(), json!(removed_list).to_string());
+        let count = count_of(&ctx.properties);
+        self.check_size(ctx, count).await?;
+        let names = member_names(count, &removed);
+        let policy = batching(ctx, &self.update_policy, "rolling_update")?;
+        self.converge(ctx, Some(old), policy, names).await
+    }
+
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let host = self.host.get();
+        delete_child(host.as_ref(), ctx).await
+    }
+
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let per_member = match (self.members, name) {
+            (Members::PerServer(_), "deploy_stdouts") => Some("deploy_stdout"),
+            (Members::PerServer(_), "deploy_stderrs") => Some("deploy_stderr"),
+            (Members::PerServer(_), "deploy_status_codes") => Some("deploy_status_code"),
+            _ => None,
+        };
+        if let Some(attr) = per_member {
+            let by_name = stored_members(state)
+                .iter()
+                .map(|m| {
+                    let name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                    (name, m.get("attrs").and_then(|a| a.get(attr)).cloned().unwrap_or(Value::Null))
+                })
+                .collect();
+            return Ok(Value::Object(by_name));
+        }
+        Ok(group_attribute(state, name).unwrap_or(Value::Null))
     }
 
     fn accepts_any_attribute(&self) -> bool {
@@ -636,8 +625,8 @@ impl ResourceType for ResourceGroup {
         nested_reference(state)
     }
 
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
     }
 }
 

@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::autoscaling_group::{Adjustment, AutoScalingGroup};
 use super::host::HostSlot;
 use super::scaling::AdjustmentType;
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, SignalTarget};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, SignalTarget};
 use crate::EngineError;
 
 /// resource_data keys.
@@ -27,8 +26,6 @@ pub struct ScalingPolicy {
 }
 
 impl ScalingPolicy {
-    pub const TYPE: &'static str = "OS::Heat::ScalingPolicy";
-
     pub fn new(host: Arc<HostSlot>, group: Arc<AutoScalingGroup>) -> Self {
         ScalingPolicy {
             schema: ResourceSchema {
@@ -121,10 +118,8 @@ impl ScalingPolicy {
     }
 }
 
-impl ResourceType for ScalingPolicy {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for ScalingPolicy {
+    const TYPE: &'static str = "OS::Heat::ScalingPolicy";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -140,55 +135,34 @@ impl ResourceType for ScalingPolicy {
         Ok(())
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            // Upstream's physical id is the stack user it signals as; a
-            // fresh id stands in for it.
-            ctx.state.physical_id = Some(uuid::Uuid::new_v4().simple().to_string());
-            let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
-            ctx.state.data.insert(ALARM_URL_KEY.into(), urls.alarm_url);
-            ctx.state.data.insert(SIGNAL_URL_KEY.into(), format!("{}/signal", urls.resource_url));
-            Ok(())
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        // Upstream's physical id is the stack user it signals as; a
+        // fresh id stands in for it.
+        ctx.state.physical_id = Some(uuid::Uuid::new_v4().simple().to_string());
+        let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+        ctx.state.data.insert(ALARM_URL_KEY.into(), urls.alarm_url);
+        ctx.state.data.insert(SIGNAL_URL_KEY.into(), format!("{}/signal", urls.resource_url));
+        Ok(())
     }
 
-    /// The new properties are what the next signal reads.
-    fn update<'a>(
-        &'a self,
-        _ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if state.physical_id.is_none() {
-                return Ok(Value::Null);
-            }
-            let key = match name {
-                "alarm_url" => ALARM_URL_KEY,
-                "signal_url" => SIGNAL_URL_KEY,
-                _ => return Err(super::invalid_attribute("", name)),
-            };
-            Ok(state.data.get(key).cloned().map(Value::String).unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if state.physical_id.is_none() {
+            return Ok(Value::Null);
+        }
+        let key = match name {
+            "alarm_url" => ALARM_URL_KEY,
+            "signal_url" => SIGNAL_URL_KEY,
+            _ => return Err(super::invalid_attribute("", name)),
+        };
+        Ok(state.data.get(key).cloned().map(Value::String).unwrap_or(Value::Null))
     }
 
     fn handles_signal(&self) -> bool {
         true
     }
 
-    fn handle_signal<'a>(
-        &'a self,
-        target: &'a SignalTarget,
-        details: &'a Value,
-    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
-        Box::pin(self.scale(target, details))
+    async fn handle_signal(&self, target: &SignalTarget, details: &Value) -> Result<Option<String>, ResourceFailure> {
+        self.scale(target, details).await
     }
 }
 

@@ -6,13 +6,12 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::config_formats::{cloud_config_text, multipart_message, MimePart};
 use super::host::{HostSlot, NewSoftwareConfig, PluginHost};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::EngineError;
 
 pub const INPUT_TYPES: [&str; 5] = ["String", "Number", "CommaDelimitedList", "Json", "Boolean"];
@@ -39,7 +38,6 @@ enum ConfigKind {
 }
 
 impl SoftwareConfig {
-    pub const TYPE: &'static str = "OS::Heat::SoftwareConfig";
     pub const STRUCTURED: &'static str = "OS::Heat::StructuredConfig";
     pub const CLOUD_CONFIG: &'static str = "OS::Heat::CloudConfig";
     pub const MULTIPART_MIME: &'static str = "OS::Heat::MultipartMime";
@@ -199,7 +197,9 @@ pub fn config_document(props: &Properties) -> Value {
     })
 }
 
-impl ResourceType for SoftwareConfig {
+impl Plugin for SoftwareConfig {
+    const TYPE: &'static str = "OS::Heat::SoftwareConfig";
+
     fn type_name(&self) -> &'static str {
         match self.kind {
             ConfigKind::Script => Self::TYPE,
@@ -213,43 +213,28 @@ impl ResourceType for SoftwareConfig {
         &self.schema
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            let (group, config) = self.stored_config(host.as_ref(), &ctx.properties).await?;
-            let new = NewSoftwareConfig { name: Some(ctx.physical_name()), group, config };
-            let id = host.create_software_config(&ctx.stack_id, new).await?;
-            ctx.state.physical_id = Some(id);
-            Ok(())
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let host = self.host.get();
+        let (group, config) = self.stored_config(host.as_ref(), &ctx.properties).await?;
+        let new = NewSoftwareConfig { name: Some(ctx.physical_name()), group, config };
+        let id = host.create_software_config(&ctx.stack_id, new).await?;
+        ctx.state.physical_id = Some(id);
+        Ok(())
     }
 
-    fn update<'a>(
-        &'a self,
-        _ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        // No property is update_allowed: every change is a replacement.
-        Box::pin(async { Ok(()) })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        match &ctx.state.physical_id {
+            Some(id) => self.host.get().delete_software_config(id).await,
+            None => Ok(()),
+        }
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            match &ctx.state.physical_id {
-                Some(id) => self.host.get().delete_software_config(id).await,
-                None => Ok(()),
-            }
-        })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if name != "config" {
-                return Err(super::invalid_attribute("", name));
-            }
-            let Some(id) = &state.physical_id else { return Ok(Value::Null) };
-            Ok(self.host.get().software_config(id).await?.and_then(|c| c.get("config").cloned()).unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if name != "config" {
+            return Err(super::invalid_attribute("", name));
+        }
+        let Some(id) = &state.physical_id else { return Ok(Value::Null) };
+        Ok(self.host.get().software_config(id).await?.and_then(|c| c.get("config").cloned()).unwrap_or(Value::Null))
     }
 }
 

@@ -13,12 +13,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 use super::host::{DeploymentSpec, HostSlot, NewSoftwareConfig};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, SignalTarget};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, SignalTarget};
 use crate::EngineError;
 
 pub const SIGNAL_TRANSPORTS: [&str; 5] = ["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "NO_SIGNAL", "ZAQAR_SIGNAL"];
@@ -38,7 +37,6 @@ fn input(name: &str, description: &str, value: Value) -> Value {
 }
 
 impl SoftwareDeployment {
-    pub const TYPE: &'static str = "OS::Heat::SoftwareDeployment";
     pub const STRUCTURED: &'static str = "OS::Heat::StructuredDeployment";
 
     /// OS::Heat::StructuredDeployment: `input_key` and
@@ -322,7 +320,9 @@ pub fn substitute_inputs(
     })
 }
 
-impl ResourceType for SoftwareDeployment {
+impl Plugin for SoftwareDeployment {
+    const TYPE: &'static str = "OS::Heat::SoftwareDeployment";
+
     fn type_name(&self) -> &'static str {
         Self::type_name_of(self.structured)
     }
@@ -331,31 +331,25 @@ impl ResourceType for SoftwareDeployment {
         &self.schema
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.run(ctx, "CREATE"))
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.run(ctx, "CREATE").await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.run(ctx, "UPDATE"))
+    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
+        self.run(ctx, "UPDATE").await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-            let host = self.host.get();
-            if Self::actions(&ctx.properties).iter().any(|a| a == "DELETE") {
-                self.run(ctx, "DELETE").await?;
-            }
-            if let Ok(Some(d)) = host.deployment(&id).await {
-                host.delete_deployment(&id).await?;
-                host.delete_software_config(&d.config_id).await?;
-            }
-            Ok(())
-        })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let host = self.host.get();
+        if Self::actions(&ctx.properties).iter().any(|a| a == "DELETE") {
+            self.run(ctx, "DELETE").await?;
+        }
+        if let Ok(Some(d)) = host.deployment(&id).await {
+            host.delete_deployment(&id).await?;
+            host.delete_software_config(&d.config_id).await?;
+        }
+        Ok(())
     }
 
     /// Config outputs are attributes too: any name resolves (null until
@@ -364,29 +358,21 @@ impl ResourceType for SoftwareDeployment {
         true
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            let Some(id) = &state.physical_id else { return Ok(Value::Null) };
-            let Some(d) = self.host.get().deployment(id).await? else { return Ok(Value::Null) };
-            Ok(d.output_values.get(name).cloned().unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let Some(id) = &state.physical_id else { return Ok(Value::Null) };
+        let Some(d) = self.host.get().deployment(id).await? else { return Ok(Value::Null) };
+        Ok(d.output_values.get(name).cloned().unwrap_or(Value::Null))
     }
 
     fn handles_signal(&self) -> bool {
         true
     }
 
-    fn handle_signal<'a>(
-        &'a self,
-        target: &'a SignalTarget,
-        details: &'a Value,
-    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
-        Box::pin(async move {
-            let Some(id) = &target.state.physical_id else {
-                return Err(ResourceFailure::error("ValueError", "deployment_id must be specified"));
-            };
-            self.host.get().signal_deployment(id, details).await
-        })
+    async fn handle_signal(&self, target: &SignalTarget, details: &Value) -> Result<Option<String>, ResourceFailure> {
+        let Some(id) = &target.state.physical_id else {
+            return Err(ResourceFailure::error("ValueError", "deployment_id must be specified"));
+        };
+        self.host.get().signal_deployment(id, details).await
     }
 }
 

@@ -4,15 +4,15 @@
 //! stack, as a template resource's is (`context.region_name` other than
 //! this region is refused: there is no other cloud to reach).
 
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::template_resource::{check_child, create_child, delete_child, stored_outputs, update_child};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::EngineError;
 
 pub struct StackResource {
@@ -21,8 +21,6 @@ pub struct StackResource {
 }
 
 impl StackResource {
-    pub const TYPE: &'static str = "OS::Heat::Stack";
-
     pub fn new(host: Arc<HostSlot>) -> Self {
         StackResource {
             schema: ResourceSchema {
@@ -70,10 +68,8 @@ impl StackResource {
     }
 }
 
-impl ResourceType for StackResource {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for StackResource {
+    const TYPE: &'static str = "OS::Heat::Stack";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -85,54 +81,42 @@ impl ResourceType for StackResource {
         super::UpdateDecision::InPlace
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let spec = self.spec(ctx).await?;
-            let host = self.host.get();
-            create_child(host.as_ref(), ctx, spec).await
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let spec = self.spec(ctx).await?;
+        let host = self.host.get();
+        create_child(host.as_ref(), ctx, spec).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let spec = self.spec(ctx).await?;
-            let host = self.host.get();
-            update_child(host.as_ref(), ctx, spec).await
-        })
+    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
+        let spec = self.spec(ctx).await?;
+        let host = self.host.get();
+        update_child(host.as_ref(), ctx, spec).await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            delete_child(host.as_ref(), ctx).await
-        })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let host = self.host.get();
+        delete_child(host.as_ref(), ctx).await
     }
 
     fn runs_nested_stack(&self) -> bool {
         true
     }
 
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            Ok(match name {
-                super::MEMBERS_FACT => Value::Array(super::template_resource::stored_members(state)),
-                "outputs" => Value::Object(stored_outputs(state)),
-                "stack_name" => state
-                    .data
-                    .get(super::template_resource::REFERENCE_KEY)
-                    .and_then(|arn| arn.rsplit('/').nth(1))
-                    .map(|n| Value::String(n.to_string()))
-                    .unwrap_or(Value::Null),
-                _ => Value::Null,
-            })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        Ok(match name {
+            super::MEMBERS_FACT => Value::Array(super::template_resource::stored_members(state)),
+            "outputs" => Value::Object(stored_outputs(state)),
+            "stack_name" => state
+                .data
+                .get(super::template_resource::REFERENCE_KEY)
+                .and_then(|arn| arn.rsplit('/').nth(1))
+                .map(|n| Value::String(n.to_string()))
+                .unwrap_or(Value::Null),
+            _ => Value::Null,
         })
     }
 

@@ -10,15 +10,15 @@
 //! every other type.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use futures::future::BoxFuture;
 use keelson_hot::{Environment, ParamType, Template};
 use serde_json::{Map, Value};
 
 use super::host::{HostSlot, NestedOutcome, NestedParent, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType, ResourceSchema, SupportStatus};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision};
+use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
 use crate::store::Action;
 use crate::EngineError;
 
@@ -350,7 +350,11 @@ pub(crate) fn nested_reference(state: &ResourceState) -> Value {
     }
 }
 
-impl ResourceType for TemplateResource {
+impl Plugin for TemplateResource {
+    /// Never registered under this name: each instance answers the type
+    /// name its template was filed under.
+    const TYPE: &'static str = "OS::Heat::TemplateResource";
+
     fn type_name(&self) -> &'static str {
         self.type_name
     }
@@ -366,31 +370,21 @@ impl ResourceType for TemplateResource {
         UpdateDecision::InPlace
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            let spec = self.spec(&ctx.properties, None);
-            create_child(host.as_ref(), ctx, spec).await
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let host = self.host.get();
+        let spec = self.spec(&ctx.properties, None);
+        create_child(host.as_ref(), ctx, spec).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            let spec = self.spec(&ctx.properties, None);
-            update_child(host.as_ref(), ctx, spec).await
-        })
+    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
+        let host = self.host.get();
+        let spec = self.spec(&ctx.properties, None);
+        update_child(host.as_ref(), ctx, spec).await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let host = self.host.get();
-            delete_child(host.as_ref(), ctx).await
-        })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let host = self.host.get();
+        delete_child(host.as_ref(), ctx).await
     }
 
     fn runs_nested_stack(&self) -> bool {
@@ -417,28 +411,26 @@ impl ResourceType for TemplateResource {
         true
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if name == super::MEMBERS_FACT {
-                return Ok(Value::Array(stored_members(state)));
-            }
-            if name == "OS::stack_id" {
-                let outputs = stored_outputs(state);
-                return Ok(outputs
-                    .get(name)
-                    .cloned()
-                    .unwrap_or_else(|| state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)));
-            }
-            Ok(stored_outputs(state).get(name).cloned().unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if name == super::MEMBERS_FACT {
+            return Ok(Value::Array(stored_members(state)));
+        }
+        if name == "OS::stack_id" {
+            let outputs = stored_outputs(state);
+            return Ok(outputs
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)));
+        }
+        Ok(stored_outputs(state).get(name).cloned().unwrap_or(Value::Null))
     }
 
     fn reference_id(&self, state: &ResourceState) -> Value {
         nested_reference(state)
     }
 
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async move { check_child(self.host.get().as_ref(), ctx).await }))
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
     }
 }
 

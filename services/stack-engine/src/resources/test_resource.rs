@@ -5,13 +5,14 @@
 //! while waiting; there are no clients here, so they are accepted, stored
 //! and ignored (the wait is the same).
 
-use futures::future::BoxFuture;
+use std::future::Future;
+
 use serde_json::Value;
 
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::{
-    changed_properties, default_update_decision, ActionContext, Properties, ResourceFailure, ResourceState,
-    ResourceType, UpdateDecision,
+    changed_properties, default_update_decision, ActionContext, ActionResult, Plugin, Properties, ResourceFailure,
+    ResourceState, UpdateDecision,
 };
 use crate::EngineError;
 
@@ -44,8 +45,6 @@ impl Default for TestResource {
 }
 
 impl TestResource {
-    pub const TYPE: &'static str = "OS::Heat::TestResource";
-
     pub fn new() -> Self {
         let properties = vec![
             PropertySchema::new("constraint_prop_secs", T::Number, "Number value for delay during resolve constraint.")
@@ -187,10 +186,8 @@ fn value_string(v: Option<&Value>) -> Option<String> {
     }
 }
 
-impl ResourceType for TestResource {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for TestResource {
+    const TYPE: &'static str = "OS::Heat::TestResource";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -207,77 +204,65 @@ impl ResourceType for TestResource {
         decision
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            if !flag(&ctx.properties, "fail") {
-                if let Some(v) = value_string(ctx.properties.get("value")) {
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        if !flag(&ctx.properties, "fail") {
+            if let Some(v) = value_string(ctx.properties.get("value")) {
+                ctx.state.data.insert("value".into(), v);
+            }
+            ctx.state.physical_id = Some(ctx.physical_name());
+        }
+        let secs = wait_secs(&ctx.properties, Action::Create);
+        wait_then_maybe_fail(ctx, secs, Action::Create).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        // Upstream acts only on a changed, non-empty `value`; otherwise
+        // it completes at once (and still fails when `fail` is set).
+        let changed = ctx.properties.get("value") != old.get("value");
+        let new_value = value_string(ctx.properties.get("value")).filter(|v| !v.is_empty());
+        let secs = match new_value {
+            Some(v) if changed => {
+                if !flag(&ctx.properties, "fail") {
                     ctx.state.data.insert("value".into(), v);
                 }
-                ctx.state.physical_id = Some(ctx.physical_name());
+                wait_secs(&ctx.properties, Action::Update)
             }
-            let secs = wait_secs(&ctx.properties, Action::Create);
-            wait_then_maybe_fail(ctx, secs, Action::Create).await
-        })
+            _ => 0.0,
+        };
+        wait_then_maybe_fail(ctx, secs, Action::Update).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            // Upstream acts only on a changed, non-empty `value`; otherwise
-            // it completes at once (and still fails when `fail` is set).
-            let changed = ctx.properties.get("value") != old.get("value");
-            let new_value = value_string(ctx.properties.get("value")).filter(|v| !v.is_empty());
-            let secs = match new_value {
-                Some(v) if changed => {
-                    if !flag(&ctx.properties, "fail") {
-                        ctx.state.data.insert("value".into(), v);
-                    }
-                    wait_secs(&ctx.properties, Action::Update)
-                }
-                _ => 0.0,
-            };
-            wait_then_maybe_fail(ctx, secs, Action::Update).await
-        })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let secs = wait_secs(&ctx.properties, Action::Delete);
+        wait_then_maybe_fail(ctx, secs, Action::Delete).await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let secs = wait_secs(&ctx.properties, Action::Delete);
-            wait_then_maybe_fail(ctx, secs, Action::Delete).await
-        })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if name != "output" {
-                return Err(super::invalid_attribute("", name));
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if name != "output" {
+            return Err(super::invalid_attribute("", name));
+        }
+        // Upstream sleeps `attr_wait_secs` (a negative one not at
+        // all); one past the clock's reach is refused like an
+        // action's wait rather than held forever.
+        let secs = number(&state.properties, "attr_wait_secs").unwrap_or(0.0);
+        if secs > 0.0 {
+            if let Some(message) = wait_overflow(secs) {
+                return Err(EngineError::OverflowError(message));
             }
-            // Upstream sleeps `attr_wait_secs` (a negative one not at
-            // all); one past the clock's reach is refused like an
-            // action's wait rather than held forever.
-            let secs = number(&state.properties, "attr_wait_secs").unwrap_or(0.0);
-            if secs > 0.0 {
-                if let Some(message) = wait_overflow(secs) {
-                    return Err(EngineError::OverflowError(message));
-                }
-                if let Some(deadline) = super::context::deadline_after(secs) {
-                    tokio::time::sleep_until(deadline).await;
-                }
+            if let Some(deadline) = super::context::deadline_after(secs) {
+                tokio::time::sleep_until(deadline).await;
             }
-            Ok(state.data.get("value").cloned().map(Value::String).unwrap_or(Value::Null))
-        })
+        }
+        Ok(state.data.get("value").cloned().map(Value::String).unwrap_or(Value::Null))
     }
 
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(async move {
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(async move {
             if ctx.state.physical_id.is_none() {
                 return Err(ResourceFailure::error("Exception", "Resource not created"));
             }
             Ok(())
-        }))
+        })
     }
 }
 

@@ -2,13 +2,10 @@
 //! the `value` attribute, typed by the `type` property. Every change is
 //! applied in place.
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{
-    validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, UpdateDecision,
-};
+use super::{validate_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState, UpdateDecision};
 use crate::EngineError;
 
 const VALUE_DESCRIPTION: &str = "The expression to generate the \"value\" attribute.";
@@ -36,8 +33,6 @@ fn property_type_for(param_type: &str) -> Option<T> {
 }
 
 impl ValueResource {
-    pub const TYPE: &'static str = "OS::Heat::Value";
-
     pub fn new() -> Self {
         ValueResource {
             schema: ResourceSchema {
@@ -59,10 +54,8 @@ impl ValueResource {
     }
 }
 
-impl ResourceType for ValueResource {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for ValueResource {
+    const TYPE: &'static str = "OS::Heat::Value";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -92,33 +85,16 @@ impl ResourceType for ValueResource {
         }
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            ctx.state.physical_id = Some(ctx.physical_name());
-            Ok(())
-        })
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        ctx.state.physical_id = Some(ctx.physical_name());
+        Ok(())
     }
 
-    fn update<'a>(
-        &'a self,
-        _ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        // The new properties are the new value: nothing else to do.
-        Box::pin(async { Ok(()) })
-    }
-
-    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if name != "value" {
-                return Err(super::invalid_attribute("", name));
-            }
-            Ok(state.properties.get("value").cloned().unwrap_or(Value::Null))
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if name != "value" {
+            return Err(super::invalid_attribute("", name));
+        }
+        Ok(state.properties.get("value").cloned().unwrap_or(Value::Null))
     }
 }
 

@@ -20,12 +20,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 use super::host::{HostSlot, PeerResource};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType, SignalTarget, UpdateDecision};
+use super::{
+    ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, SignalTarget, UpdateDecision,
+};
 use crate::EngineError;
 
 pub const TRANSPORTS: [&str; 6] =
@@ -288,7 +289,9 @@ impl WaitConditionHandle {
     }
 }
 
-impl ResourceType for WaitConditionHandle {
+impl Plugin for WaitConditionHandle {
+    const TYPE: &'static str = Self::HEAT_TYPE;
+
     fn type_name(&self) -> &'static str {
         match self.flavor {
             Flavor::Heat => Self::HEAT_TYPE,
@@ -308,30 +311,17 @@ impl ResourceType for WaitConditionHandle {
         super::default_update_decision(&self.schema, old, new)
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.create_handle(ctx))
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.create_handle(ctx).await
     }
 
-    fn update<'a>(
-        &'a self,
-        _ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn delete<'a>(&'a self, _ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if state.physical_id.is_none() {
-                return Ok(Value::Null);
-            }
-            let get = |k: &str| state.data.get(k).cloned().map(Value::String).unwrap_or(Value::Null);
-            let token_transport = state.data.get("transport").map(String::as_str) == Some("TOKEN_SIGNAL");
-            Ok(match name {
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if state.physical_id.is_none() {
+            return Ok(Value::Null);
+        }
+        let get = |k: &str| state.data.get(k).cloned().map(Value::String).unwrap_or(Value::Null);
+        let token_transport = state.data.get("transport").map(String::as_str) == Some("TOKEN_SIGNAL");
+        Ok(match name {
                 "token" if token_transport => get("token"),
                 "endpoint" if token_transport => get("endpoint"),
                 "curl_cli" if token_transport => match (state.data.get("token"), state.data.get("endpoint")) {
@@ -344,7 +334,6 @@ impl ResourceType for WaitConditionHandle {
                 "token" | "endpoint" | "curl_cli" => Value::Null,
                 _ => return Err(super::invalid_attribute("", name)),
             })
-        })
     }
 
     /// UpdateWaitConditionHandle (an AWS-style handle) is referenced by
@@ -362,22 +351,16 @@ impl ResourceType for WaitConditionHandle {
         true
     }
 
-    fn handle_signal<'a>(
-        &'a self,
-        target: &'a SignalTarget,
-        details: &'a Value,
-    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
-        Box::pin(async move {
-            let flavor = self.flavor();
-            let mut reason = String::new();
-            let merge = Box::new(|current: &Value| {
-                let (merged, text) = merge_signal(flavor, current, details)?;
-                reason = text;
-                Ok(merged)
-            });
-            self.host.get().merge_metadata(target.resource_id, merge).await?;
-            Ok(Some(reason))
-        })
+    async fn handle_signal(&self, target: &SignalTarget, details: &Value) -> Result<Option<String>, ResourceFailure> {
+        let flavor = self.flavor();
+        let mut reason = String::new();
+        let merge = Box::new(|current: &Value| {
+            let (merged, text) = merge_signal(flavor, current, details)?;
+            reason = text;
+            Ok(merged)
+        });
+        self.host.get().merge_metadata(target.resource_id, merge).await?;
+        Ok(Some(reason))
     }
 }
 
@@ -392,8 +375,6 @@ const POLL_FIRST: Duration = Duration::from_millis(100);
 const POLL_MAX: Duration = Duration::from_secs(1);
 
 impl WaitCondition {
-    pub const TYPE: &'static str = "OS::Heat::WaitCondition";
-
     pub fn new(host: Arc<HostSlot>) -> Self {
         WaitCondition {
             schema: ResourceSchema {
@@ -465,66 +446,52 @@ impl WaitCondition {
     }
 }
 
-impl ResourceType for WaitCondition {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for WaitCondition {
+    const TYPE: &'static str = "OS::Heat::WaitCondition";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.wait(ctx))
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.wait(ctx).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.wait(ctx))
+    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
+        self.wait(ctx).await
     }
 
     /// Clears the handle's signals (upstream), when the handle is still
     /// there; a handle that is gone or busy does not block the delete.
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(async move {
-            let Some(id) = ctx.state.data.get("handle_id").and_then(|v| v.parse::<i64>().ok()) else {
-                return Ok(());
-            };
-            let clear = Box::new(|_: &Value| Ok(json!({})));
-            if let Err(e) = self.host.get().merge_metadata(id, clear).await {
-                tracing::info!(error = %e, resource = ctx.resource_name, "wait condition handle not cleared");
-            }
-            Ok(())
-        })
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.data.get("handle_id").and_then(|v| v.parse::<i64>().ok()) else {
+            return Ok(());
+        };
+        let clear = Box::new(|_: &Value| Ok(json!({})));
+        if let Err(e) = self.host.get().merge_metadata(id, clear).await {
+            tracing::info!(error = %e, resource = ctx.resource_name, "wait condition handle not cleared");
+        }
+        Ok(())
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            if name != "data" {
-                return Err(super::invalid_attribute("", name));
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        if name != "data" {
+            return Err(super::invalid_attribute("", name));
+        }
+        let Some(id) = state.data.get("handle_id").and_then(|v| v.parse::<i64>().ok()) else {
+            return Ok(Value::Null);
+        };
+        let flavor =
+            if state.data.get("handle_flavor").map(String::as_str) == Some("cfn") { Flavor::Cfn } else { Flavor::Heat };
+        let metadata = self.host.get().resource_metadata(id).await.map_err(|e| EngineError::internal(e.to_string()))?;
+        let data_k = flavor.keys()[0];
+        let mut out = Map::new();
+        if let Value::Object(m) = metadata {
+            for (k, v) in m {
+                out.insert(k, v.get(data_k).cloned().unwrap_or(Value::Null));
             }
-            let Some(id) = state.data.get("handle_id").and_then(|v| v.parse::<i64>().ok()) else {
-                return Ok(Value::Null);
-            };
-            let flavor = if state.data.get("handle_flavor").map(String::as_str) == Some("cfn") {
-                Flavor::Cfn
-            } else {
-                Flavor::Heat
-            };
-            let metadata =
-                self.host.get().resource_metadata(id).await.map_err(|e| EngineError::internal(e.to_string()))?;
-            let data_k = flavor.keys()[0];
-            let mut out = Map::new();
-            if let Value::Object(m) = metadata {
-                for (k, v) in m {
-                    out.insert(k, v.get(data_k).cloned().unwrap_or(Value::Null));
-                }
-            }
-            Ok(json!(Value::Object(out).to_string()))
-        })
+        }
+        Ok(json!(Value::Object(out).to_string()))
     }
 }
 

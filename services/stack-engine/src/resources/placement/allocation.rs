@@ -17,9 +17,9 @@
 //! code and text.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -27,7 +27,9 @@ use uuid::Uuid;
 use super::super::schema::{
     AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use super::super::{
+    validate_properties, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState,
+};
 use super::{
     call, failure, pattern_mismatch, property_error, retrying, str_prop, valid_name, validate_nested, PlacementClient,
     NAME_PATTERN, UUID_PATTERN,
@@ -45,8 +47,6 @@ pub struct Allocation {
 }
 
 impl Allocation {
-    pub const TYPE: &'static str = "OS::Placement::Allocation";
-
     pub fn new(client: Arc<PlacementClient>) -> Self {
         let properties = vec![
             PropertySchema::new("consumer", T::String, "UUID of the consumer; a new one when not given.")
@@ -264,10 +264,8 @@ impl Allocation {
     }
 }
 
-impl ResourceType for Allocation {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for Allocation {
+    const TYPE: &'static str = "OS::Placement::Allocation";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -282,33 +280,27 @@ impl ResourceType for Allocation {
         Ok(props)
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.do_create(ctx))
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.do_create(ctx).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        _old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.do_update(ctx))
+    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
+        self.do_update(ctx).await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.do_delete(ctx))
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.do_delete(ctx).await
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            match name {
-                "consumer" => Ok(state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)),
-                _ => Err(EngineError::InvalidTemplateAttribute(name.to_string())),
-            }
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        match name {
+            "consumer" => Ok(state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)),
+            _ => Err(EngineError::InvalidTemplateAttribute(name.to_string())),
+        }
     }
 
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(self.do_check(ctx)))
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(self.do_check(ctx))
     }
 }
 

@@ -10,9 +10,9 @@
 //! only when they changed. Delete is refused by Placement while the
 //! provider has allocations or children; its error is the resource's.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -20,7 +20,9 @@ use uuid::Uuid;
 use super::super::schema::{
     AttributeSchema, Constraint, ConstraintKind, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{validate_properties, ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
+use super::super::{
+    validate_properties, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState,
+};
 use super::{
     call, failure, generation_value, pattern_mismatch, property_error, retrying, str_list, str_prop, valid_name,
     validate_nested, with_generation, PlacementClient, NAME_PATTERN, UUID_PATTERN,
@@ -38,8 +40,6 @@ pub struct ResourceProvider {
 }
 
 impl ResourceProvider {
-    pub const TYPE: &'static str = "OS::Placement::ResourceProvider";
-
     pub fn new(client: Arc<PlacementClient>) -> Self {
         let count = |name: &'static str, description: &'static str, min: i64| {
             PropertySchema::new(name, T::Integer, description).constraint(Constraint::range(Some(min), Some(MAX_INT)))
@@ -297,10 +297,8 @@ struct Parts {
     aggregates: bool,
 }
 
-impl ResourceType for ResourceProvider {
-    fn type_name(&self) -> &'static str {
-        Self::TYPE
-    }
+impl Plugin for ResourceProvider {
+    const TYPE: &'static str = "OS::Placement::ResourceProvider";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
@@ -315,35 +313,29 @@ impl ResourceType for ResourceProvider {
         Ok(props)
     }
 
-    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.do_create(ctx))
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.do_create(ctx).await
     }
 
-    fn update<'a>(
-        &'a self,
-        ctx: &'a mut ActionContext,
-        old: &'a Properties,
-    ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.do_update(ctx, old))
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        self.do_update(ctx, old).await
     }
 
-    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>> {
-        Box::pin(self.do_delete(ctx))
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.do_delete(ctx).await
     }
 
-    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
-        Box::pin(async move {
-            match name {
-                "uuid" => Ok(state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)),
-                "generation" => Ok(generation_value(&state.data)),
-                _ => Err(EngineError::InvalidTemplateAttribute(name.to_string())),
-            }
-        })
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        match name {
+            "uuid" => Ok(state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)),
+            "generation" => Ok(generation_value(&state.data)),
+            _ => Err(EngineError::InvalidTemplateAttribute(name.to_string())),
+        }
     }
 
     /// CHECK: the provider still exists (and its generation is refreshed).
-    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, Result<(), ResourceFailure>>> {
-        Some(Box::pin(self.do_check(ctx)))
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        Some(self.do_check(ctx))
     }
 }
 

@@ -1,0 +1,231 @@
+//! What a resource type writes: [`Plugin`]. Its properties (the schema),
+//! its attributes and its actions, as plain `async fn`s; every hook has a
+//! default here, so a type overrides only what it does differently.
+//!
+//! One blanket impl turns every `Plugin` into the object-safe
+//! [`ResourceType`] the registry holds: it supplies the type name, boxes
+//! each action's future once and forwards the rest.
+
+use std::future::Future;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::host::NestedStackSpec;
+use super::{
+    default_update_decision, validate_properties, ActionContext, Properties, PropertySchema, ResourceFailure,
+    ResourceSchema, ResourceState, ResourceType, SignalTarget, UpdateDecision,
+};
+use crate::EngineError;
+
+/// The result of an action.
+pub type ActionResult = Result<(), ResourceFailure>;
+
+/// One resource type. Implementations are stateless: everything a
+/// resource remembers lives in [`ResourceState`]. See [`ResourceType`] for
+/// what the engine expects of each hook.
+pub trait Plugin: Send + Sync + 'static {
+    /// e.g. `OS::Heat::TestResource`.
+    const TYPE: &'static str;
+
+    /// The name the registry files this plugin under; a type registered
+    /// under two names (structured or not) answers per instance.
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
+    fn schema(&self) -> &ResourceSchema;
+
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        let props = validate_properties(self.schema(), resource_name, given)?;
+        self.validate(&props)?;
+        Ok(props)
+    }
+
+    fn validate(&self, _props: &Properties) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
+        default_update_decision(self.schema(), old, new)
+    }
+
+    fn runs_nested_stack(&self) -> bool {
+        false
+    }
+
+    fn nested_stack_spec(
+        &self,
+        _properties: &Properties,
+        _parent_files: &Map<String, Value>,
+        _parent_environment: &Value,
+    ) -> Option<NestedStackSpec> {
+        None
+    }
+
+    fn nested_stack_label(&self) -> String {
+        "nested_stack".to_string()
+    }
+
+    fn nested_resource_count(&self, _properties: &Properties) -> Option<u64> {
+        None
+    }
+
+    fn update_policy_schema(&self) -> &[PropertySchema] {
+        &[]
+    }
+
+    fn takes_update_policy(&self) -> bool {
+        false
+    }
+
+    fn create(&self, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send;
+
+    /// Updates in place from `old` to `ctx.properties`. By default there
+    /// is nothing to do: the engine keeps the new properties, which is
+    /// all a type whose changes all replace, or that reads its properties
+    /// later (a scaling policy, a value), needs.
+    fn update(&self, _ctx: &mut ActionContext, _old: &Properties) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    /// By default there is nothing outside the engine to delete.
+    fn delete(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    fn attribute(&self, state: &ResourceState, name: &str) -> impl Future<Output = Result<Value, EngineError>> + Send;
+
+    fn accepts_any_attribute(&self) -> bool {
+        false
+    }
+
+    fn reference_id(&self, state: &ResourceState) -> Value {
+        state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)
+    }
+
+    fn handles_signal(&self) -> bool {
+        false
+    }
+
+    fn handle_signal(
+        &self,
+        _target: &SignalTarget,
+        _details: &Value,
+    ) -> impl Future<Output = Result<Option<String>, ResourceFailure>> + Send {
+        async { Err(ResourceFailure::error("ResourceActionNotSupported", "signal is not supported for resource.")) }
+    }
+
+    /// None when the type has no check (CHECK then reports the resource
+    /// as "not fully supported").
+    fn check(&self, _ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        None::<std::future::Ready<ActionResult>>
+    }
+
+    fn suspend(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    fn resume(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+}
+
+impl<P: Plugin> ResourceType for P {
+    fn type_name(&self) -> &'static str {
+        Plugin::type_name(self)
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        Plugin::schema(self)
+    }
+
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        Plugin::validate_properties(self, resource_name, given)
+    }
+
+    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
+        Plugin::validate(self, props)
+    }
+
+    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
+        Plugin::update_decision(self, old, new)
+    }
+
+    fn runs_nested_stack(&self) -> bool {
+        Plugin::runs_nested_stack(self)
+    }
+
+    fn nested_stack_spec(
+        &self,
+        properties: &Properties,
+        parent_files: &Map<String, Value>,
+        parent_environment: &Value,
+    ) -> Option<NestedStackSpec> {
+        Plugin::nested_stack_spec(self, properties, parent_files, parent_environment)
+    }
+
+    fn nested_stack_label(&self) -> String {
+        Plugin::nested_stack_label(self)
+    }
+
+    fn nested_resource_count(&self, properties: &Properties) -> Option<u64> {
+        Plugin::nested_resource_count(self, properties)
+    }
+
+    fn update_policy_schema(&self) -> &[PropertySchema] {
+        Plugin::update_policy_schema(self)
+    }
+
+    fn takes_update_policy(&self) -> bool {
+        Plugin::takes_update_policy(self)
+    }
+
+    fn create<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::create(self, ctx))
+    }
+
+    fn update<'a>(&'a self, ctx: &'a mut ActionContext, old: &'a Properties) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::update(self, ctx, old))
+    }
+
+    fn delete<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::delete(self, ctx))
+    }
+
+    fn attribute<'a>(&'a self, state: &'a ResourceState, name: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+        Box::pin(Plugin::attribute(self, state, name))
+    }
+
+    fn accepts_any_attribute(&self) -> bool {
+        Plugin::accepts_any_attribute(self)
+    }
+
+    fn reference_id(&self, state: &ResourceState) -> Value {
+        Plugin::reference_id(self, state)
+    }
+
+    fn handles_signal(&self) -> bool {
+        Plugin::handles_signal(self)
+    }
+
+    fn handle_signal<'a>(
+        &'a self,
+        target: &'a SignalTarget,
+        details: &'a Value,
+    ) -> BoxFuture<'a, Result<Option<String>, ResourceFailure>> {
+        Box::pin(Plugin::handle_signal(self, target, details))
+    }
+
+    fn check<'a>(&'a self, ctx: &'a mut ActionContext) -> Option<BoxFuture<'a, ActionResult>> {
+        Plugin::check(self, ctx).map(|f| Box::pin(f) as BoxFuture<'a, ActionResult>)
+    }
+
+    fn suspend<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::suspend(self, ctx))
+    }
+
+    fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::resume(self, ctx))
+    }
+}
