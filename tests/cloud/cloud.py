@@ -15,7 +15,8 @@ directory):
   service in project `service`) and the catalog of the four services;
 - Glance 33.0.0 (glance-api under cheroot, file store);
 - Nova 34.0.0: nova-api (the osapi_compute WSGI app under cheroot),
-  nova-conductor and nova-scheduler (one worker each), and COMPUTES
+  nova-conductor and nova-scheduler (one worker each; scheduler.py times
+  each select_destinations), and COMPUTES
   nova-compute processes with the fake driver, NODES nodes each
   (compute.py), in cell1 (plus cell0);
 - Placement: keelson as three processes, `gateway`, `inventory` and
@@ -458,8 +459,9 @@ class Cloud:
         self.run('nova-manage', manage + ['db', 'sync'])
         api = self.spawn('nova-api', [sys.executable, os.path.join(HERE, 'wsgi_serve.py'), 'nova',
                                       str(self.ports['nova']), self.nova_conf])
-        for service in ('conductor', 'scheduler'):
-            self.spawn('nova-' + service, [os.path.join(BIN, 'nova-' + service), '--config-file', self.nova_conf])
+        self.spawn('nova-conductor', [os.path.join(BIN, 'nova-conductor'), '--config-file', self.nova_conf])
+        self.spawn('nova-scheduler', [sys.executable, os.path.join(HERE, 'scheduler.py'), '--config-file',
+                                      self.nova_conf])
         for i in range(self.computes):
             self.start_compute(i)
         wait_http(self.url['nova'] + '/', api)
