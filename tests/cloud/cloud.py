@@ -16,9 +16,9 @@ directory):
 - Glance 33.0.0 (glance-api under cheroot, file store);
 - Nova 34.0.0: nova-api (the osapi_compute WSGI app under cheroot),
   nova-conductor and nova-scheduler (one worker each; scheduler.py times
-  each select_destinations), and COMPUTES
-  nova-compute processes with the fake driver, NODES nodes each
-  (compute.py), in cell1 (plus cell0);
+  each select_destinations), and COMPUTES nova-compute processes with the
+  fake driver, NODES nodes each (compute.py), plus one with a single node
+  (the live migrations' destination: see nodes_of), in cell1 (plus cell0);
 - Placement: keelson as three processes, `gateway`, `inventory` and
   `candidates` (Keystone auth), or Python Placement 16.0.0 under cheroot
   (tests/reference/placement/serve), both on MariaDB;
@@ -462,7 +462,7 @@ class Cloud:
         self.spawn('nova-conductor', [os.path.join(BIN, 'nova-conductor'), '--config-file', self.nova_conf])
         self.spawn('nova-scheduler', [sys.executable, os.path.join(HERE, 'scheduler.py'), '--config-file',
                                       self.nova_conf])
-        for i in range(self.computes):
+        for i in range(self.computes + 1):
             self.start_compute(i)
         wait_http(self.url['nova'] + '/', api)
 
@@ -482,8 +482,15 @@ class Cloud:
             self.procs[name].start()
             return
         os.makedirs(os.path.join(self.dir, 'nova', 'cmp%d' % i, 'locks'), exist_ok=True)
-        self.spawn(name, [sys.executable, os.path.join(HERE, 'compute.py'), str(self.nodes), '--config-file',
+        self.spawn(name, [sys.executable, os.path.join(HERE, 'compute.py'), str(self.nodes_of(i)), '--config-file',
                           self.compute_conf(i)])
+
+    def nodes_of(self, i):
+        """Nodes of compute i: the last one has a single node, as a live
+        migration's destination must (Nova's live migration takes a host's
+        first node as the instance's node; multi-node hosts are Ironic's,
+        which does not live-migrate)."""
+        return 1 if i == self.computes else self.nodes
 
     def nova(self, method, path, body=None, project='admin', ok=(200, 201, 202, 204), microversion='2.90'):
         status, headers, answer = http(method, self.url['nova'] + path, body, {
@@ -501,7 +508,7 @@ class Cloud:
 
     def discover(self):
         """Maps every compute host into cell1 and waits for all nodes."""
-        total = self.computes * self.nodes
+        total = self.computes * self.nodes + 1
 
         def all_nodes():
             self.run('nova-manage', self.nova_manage + ['cell_v2', 'discover_hosts'])
@@ -526,7 +533,7 @@ class Cloud:
         self.upload_image()
         self.start_nova()
         self.discover()
-        self.log('cloud: up in %.0f s (%s placement, %d computes x %d nodes), logs in %s' % (
+        self.log('cloud: up in %.0f s (%s placement, %d computes x %d nodes + 1 x 1), logs in %s' % (
             time.monotonic() - t, self.placement_kind, self.computes, self.nodes, self.dir))
 
     def rss_mib(self):
