@@ -342,7 +342,10 @@ class Flows:
         # The compute comes back: it deletes the evacuated guests and their
         # allocations against its nodes.
         self.cloud.start_compute(self.args.computes - 1)
-        self.cloud.nova('PUT', '/os-services/%s' % service['id'], {'forced_down': False})
+        # Nova refuses to force the host up until the restarted compute has
+        # completed the evacuation records (409/400 until then).
+        wait_until(lambda: self.cloud.nova('PUT', '/os-services/%s' % service['id'], {'forced_down': False},
+                                           ok=None)[0] == 200, 300, '%s forced up' % host, interval=3)
         wait_until(lambda: self.compute_service(host)['state'] == 'up', 180, '%s up' % host)
         c = self.cloud
         mine = [rp['uuid'] for rp in c.placement('GET', '/resource_providers')['resource_providers']
