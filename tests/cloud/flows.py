@@ -18,8 +18,9 @@ node (51 resource providers),
               then it comes back and cleans up after itself
   shelve      shelve (offloaded at once) and unshelve
   groups      an anti-affinity server group, one server per host
-  aggregates  an availability zone and a tenant-isolated aggregate,
-              through Nova's placement pre-filters
+  aggregates  an availability zone (zone `east` = cmp0, made before the
+              first boot) and a tenant-isolated aggregate, through Nova's
+              placement pre-filters
   delete      every server deleted
 After every phase (check()): `nova-manage placement audit` finds nothing,
 every provider's usage equals the sum of the flavors of the servers Nova
@@ -204,6 +205,9 @@ class Flows:
         for name, vcpus, ram, disk in FLAVORS:
             self.flavors[name] = self.cloud.nova('POST', '/flavors', {'flavor': {
                 'name': name, 'vcpus': vcpus, 'ram': ram, 'disk': disk}})['flavor']['id']
+        # Before any server: Nova refuses to move a host holding servers
+        # into an availability zone.
+        self.aggregate('east', ['cmp0'], az='east')
 
     def phase_boot(self):
         waves, sched, total = [], [], 0
@@ -389,7 +393,6 @@ class Flows:
 
     def phase_aggregates(self):
         c = self.cloud
-        self.aggregate('east', ['cmp0'], az='east')
         tenant = c.projects['tenant-b']
         self.aggregate('tenant-b-only', ['cmp1'], metadata={'filter_tenant_id': tenant})
         # Nova mirrors the host aggregates into Placement aggregates.
