@@ -139,24 +139,17 @@ class Proc:
         log.close()
 
     def kill(self, sig=signal.SIGKILL, grace=3):
-        """Signals the whole process group (oslo.service forks workers);
-        SIGKILL follows after `grace` seconds."""
+        """Signals the whole process group (oslo.service forks workers),
+        then SIGKILLs whatever is left of it after `grace` seconds."""
         for s in (sig, signal.SIGKILL):
             try:
                 os.killpg(self.p.pid, s)
             except ProcessLookupError:
-                pass
+                break
             try:
                 self.p.wait(grace)
-                if s == signal.SIGKILL:
-                    break
             except subprocess.TimeoutExpired:
-                continue
-        # Workers left behind by a leader that died first.
-        try:
-            os.killpg(self.p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+                pass
 
     def stop(self):
         if self.p is not None:

@@ -37,6 +37,7 @@ import argparse
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -130,7 +131,6 @@ class Flows:
 
     # -- checks -------------------------------------------------------------------------------------------------
     def manage(self, *args):
-        import subprocess
         r = subprocess.run(self.cloud.nova_manage + list(args), capture_output=True, text=True, timeout=900)
         return r.returncode, r.stdout + r.stderr
 
