@@ -1,0 +1,479 @@
+#!/usr/bin/env python3
+"""Nova's life-cycle flows on the live cloud of cloud.py, with the
+Placement checks after every phase; ./run is the entry point.
+
+  run [--placement keelson|python] [--small] [--servers N] [--wave N]
+      [--computes N] [--nodes N] [--no-faults] [--keep-logs DIR]
+
+Default: 5 nova-compute processes x 10 fake nodes and one with a single
+node (51 resource providers),
+200 servers booted in waves of 50 (multi-create), then the phases:
+  faults      (keelson only) three more boot waves; during each one
+              keelson process (gateway, inventory, candidates in turn) is
+              SIGKILLed and restarted; servers Nova put in ERROR are
+              deleted
+  resize      resize + confirm, resize + revert
+  migrate     cold migration (confirmed), live migration
+  evacuate    a compute is killed and forced down, its servers evacuated;
+              then it comes back and cleans up after itself
+  shelve      shelve (offloaded at once) and unshelve
+  groups      an anti-affinity server group, one server per host
+  aggregates  an availability zone (zone `east` = cmp0, made before the
+              first boot) and a tenant-isolated aggregate, through Nova's
+              placement pre-filters
+  delete      every server deleted
+After every phase (check()): `nova-manage placement audit` finds nothing,
+every provider's usage equals the sum of the flavors of the servers Nova
+places on it and each server holds exactly one allocation of its flavor,
+`nova-manage placement heal_allocations` has nothing to heal, and no
+Nova log holds a Placement error.
+--small: 20 servers in waves of 10, for CI.
+
+Durations measured on a loaded 2-core machine: --small 341 s in all
+(start-up 52 s); the full run's phases add up to ~15 min (start-up
+1-2.5 min, each 50-server wave 19-34 s to ACTIVE, each check ~25-50 s).
+
+Prints one line per phase (`phase NAME: S s ...`) and last
+`cloud-result: PASSED` or `cloud-result: FAILED <phase>: <reason>`;
+the exit status follows.
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+from cloud import Cloud, wait_until
+
+FLAVORS = (('c1', 1, 512, 1), ('c2', 2, 1024, 2), ('c4', 4, 2048, 4))
+STABLE = ('ACTIVE', 'SHUTOFF', 'ERROR', 'SHELVED_OFFLOADED', 'VERIFY_RESIZE')
+# A Placement failure as Nova logs it: its report client's warnings and
+# errors (every failed Placement call), any error naming Placement. Not the
+# resource tracker's warnings about allocations of servers in the middle of
+# a move: those are Nova's own transient bookkeeping.
+PLACEMENT_ERROR = re.compile(r'(ERROR|WARNING) nova\.scheduler\.client\.report|ERROR .*[Pp]lacement'
+                             r'|Placement API returning an error')
+
+
+def stuck(s):
+    """A server Nova left building for good: its build failed, the
+    reschedule failed too (Placement unreachable) and Nova reverted the
+    task state, leaving vm_state building with no host and no task."""
+    return (s['status'] == 'BUILD' and s.get('OS-EXT-STS:vm_state') == 'building'
+            and not s.get('OS-EXT-STS:task_state') and not s.get('OS-EXT-SRV-ATTR:host'))
+
+
+class Failed(Exception):
+    pass
+
+
+def expect(condition, message):
+    if not condition:
+        raise Failed(message)
+
+
+class Flows:
+    def __init__(self, cloud, args, out):
+        self.cloud, self.args, self.out = cloud, args, out
+        self.flavors = {}
+        self.log_marks = {}
+        self.counter = 0
+        self.figures = {}
+
+    # -- Nova helpers -------------------------------------------------------------------------------------------
+    def servers(self, **filters):
+        query = '&'.join('%s=%s' % kv for kv in dict(filters, all_tenants='1', limit='1000').items())
+        return self.cloud.nova('GET', '/servers/detail?' + query)['servers']
+
+    def server(self, sid):
+        return self.cloud.nova('GET', '/servers/%s' % sid)['server']
+
+    def action(self, sid, body, ok=(202,), project='admin'):
+        return self.cloud.nova('POST', '/servers/%s/action' % sid, body, project=project, ok=ok)
+
+    def wait_status(self, sid, status, timeout=300, task_done=True):
+        def probe():
+            s = self.server(sid)
+            if s['status'] == 'ERROR' and status != 'ERROR':
+                raise Failed('server %s went to ERROR: %s' % (sid, s.get('fault')))
+            return s if s['status'] == status and (not task_done or not s.get('OS-EXT-STS:task_state')) else None
+        return wait_until(probe, timeout, 'server %s %s' % (sid, status), interval=0.5)
+
+    def host(self, s):
+        return s.get('OS-EXT-SRV-ATTR:host')
+
+    def node(self, s):
+        return s.get('OS-EXT-SRV-ATTR:hypervisor_hostname')
+
+    def boot(self, prefix, count, flavor='c1', project='admin', extra=None, hints=None):
+        """A multi-create of `count` servers; answers the reservation's servers once all are stable."""
+        self.counter += 1
+        name = '%s-%d' % (prefix, self.counter)
+        body = {'server': dict({'name': name, 'imageRef': self.cloud.image, 'flavorRef': self.flavors[flavor],
+                                'networks': 'none', 'min_count': count, 'max_count': count}, **(extra or {}))}
+        if hints:
+            body['os:scheduler_hints'] = hints
+        self.cloud.nova('POST', '/servers', body, project=project)
+
+        def all_stable():
+            # Multi-create names the servers NAME-1 ... NAME-count.
+            found = [s for s in self.servers(name='^%s-' % name) if s['name'].startswith(name + '-')]
+            done = len(found) == count and all((s['status'] in STABLE or stuck(s)) and not s.get('OS-EXT-STS:task_state')
+                                               for s in found)
+            return found if done else None
+        return wait_until(all_stable, 120 + 10 * count, '%d servers %s stable' % (count, name), interval=1)
+
+    def delete(self, servers):
+        for s in servers:
+            self.cloud.nova('DELETE', '/servers/%s' % s['id'], ok=(204, 404))
+        ids = {s['id'] for s in servers}
+        wait_until(lambda: not ids & {s['id'] for s in self.servers()}, 300, 'servers deleted', interval=1)
+
+    # -- checks -------------------------------------------------------------------------------------------------
+    def manage(self, *args):
+        r = subprocess.run(self.cloud.nova_manage + list(args), capture_output=True, text=True, timeout=900)
+        return r.returncode, r.stdout + r.stderr
+
+    def check(self, phase):
+        """The four checks of every phase; raises Failed."""
+        c = self.cloud
+        # Nova settles first: nothing in flight.
+        wait_until(lambda: all(s['status'] in STABLE and not s.get('OS-EXT-STS:task_state') for s in self.servers()),
+                   300, 'every server stable')
+        servers = self.servers()
+        expected = {}
+        for s in servers:
+            if s['status'] in ('ERROR', 'SHELVED_OFFLOADED') and not self.node(s):
+                continue
+            f = s['flavor']
+            usage = expected.setdefault(self.node(s), {'VCPU': 0, 'MEMORY_MB': 0, 'DISK_GB': 0})
+            usage['VCPU'] += f['vcpus']
+            usage['MEMORY_MB'] += f['ram']
+            usage['DISK_GB'] += f['disk']
+        problems = []
+        providers = c.placement('GET', '/resource_providers')['resource_providers']
+        for rp in providers:
+            usages = {k: v for k, v in c.placement('GET', '/resource_providers/%s/usages' % rp['uuid'])['usages'].items()
+                      if v}
+            want = {k: v for k, v in expected.get(rp['name'], {}).items() if v}
+            if usages != want:
+                problems.append('provider %s uses %s, its servers %s' % (rp['name'], usages, want))
+        names = {rp['name'] for rp in providers}
+        for node in expected:
+            if node not in names:
+                problems.append('servers on %s, which has no provider' % node)
+        uuids = {rp['uuid']: rp['name'] for rp in providers}
+        for s in servers:
+            allocs = c.placement('GET', '/allocations/%s' % s['id'])['allocations']
+            placed = s['status'] not in ('SHELVED_OFFLOADED',) and self.node(s)
+            if not placed:
+                if allocs:
+                    problems.append('server %s (%s, unplaced) holds allocations %s' % (s['id'], s['status'], allocs))
+                continue
+            f = s['flavor']
+            want = {uuids.get(p, p): r['resources'] for p, r in allocs.items()}
+            if want != {self.node(s): {'VCPU': f['vcpus'], 'MEMORY_MB': f['ram'], 'DISK_GB': f['disk']}}:
+                problems.append('server %s on %s holds %s' % (s['id'], self.node(s), want))
+        rc, out = self.manage('placement', 'audit', '--verbose')
+        if rc != 0:
+            problems.append('placement audit exited %d: %s' % (rc, out[-1500:]))
+        rc, heal = self.manage('placement', 'heal_allocations', '--verbose')
+        if rc != 4:
+            problems.append('heal_allocations exited %d (4 is "nothing to do"): %s' % (rc, heal[-1500:]))
+        errors = self.placement_errors()
+        if errors:
+            problems.append('Placement errors in Nova logs:\n  ' + '\n  '.join(errors[:10]))
+        expect(not problems, '%s check: %d problems:\n  %s' % (phase, len(problems), '\n  '.join(problems[:20])))
+        return len(servers), len(providers)
+
+    def placement_errors(self, accept=False):
+        """New Placement error lines in Nova's logs since the last call."""
+        found = []
+        for name, proc in self.cloud.procs.items():
+            if not name.startswith('nova-'):
+                continue
+            with open(proc.log_path, 'rb') as f:
+                f.seek(self.log_marks.get(name, 0))
+                text = f.read()
+                self.log_marks[name] = f.tell()
+            found += ['%s: %s' % (name, line[:400]) for line in text.decode('utf-8', 'replace').splitlines()
+                      if PLACEMENT_ERROR.search(line)]
+        return [] if accept else found
+
+    # -- phases -------------------------------------------------------------------------------------------------
+    def setup(self):
+        for name, vcpus, ram, disk in FLAVORS:
+            self.flavors[name] = self.cloud.nova('POST', '/flavors', {'flavor': {
+                'name': name, 'vcpus': vcpus, 'ram': ram, 'disk': disk}})['flavor']['id']
+        # Before any server: Nova refuses to move a host holding servers
+        # into an availability zone.
+        self.aggregate('east', ['cmp0'], az='east')
+
+    def phase_boot(self):
+        waves, sched, total = [], [], 0
+        while total < self.args.servers:
+            n = min(self.args.wave, self.args.servers - total)
+            mark = os.path.getsize(self.cloud.procs['nova-scheduler'].log_path)
+            t = time.monotonic()
+            servers = self.boot('boot', n, flavor=FLAVORS[len(waves) % len(FLAVORS)][0])
+            waves.append(time.monotonic() - t)
+            sched.append(self.select_destinations_seconds(mark))
+            bad = [s for s in servers if s['status'] != 'ACTIVE']
+            expect(not bad, '%d of %d servers not ACTIVE: %s' % (len(bad), n, [(s['status'], s.get('fault')) for s in bad[:3]]))
+            total += n
+        self.figures['boot_waves_s'] = waves
+        hosts = {self.node(s) for s in self.servers()}
+        return '%d servers in %d waves of %d: %s s to ACTIVE; select_destinations %s; on %d nodes' % (
+            total, len(waves), self.args.wave, ' '.join('%.1f' % w for w in waves),
+            ' '.join('%d calls %.2f s (%.3f s per instance)' % (calls, secs, secs / max(instances, 1))
+                     for calls, instances, secs in sched), len(hosts))
+
+    def select_destinations_seconds(self, offset):
+        """(calls, instances, seconds) of scheduler.py's timings logged after `offset`."""
+        with open(self.cloud.procs['nova-scheduler'].log_path, 'rb') as f:
+            f.seek(offset)
+            text = f.read().decode('utf-8', 'replace')
+        found = [(int(n), float(secs)) for n, secs in
+                 re.findall(r'select_destinations: (\d+) instances in ([0-9.]+) s', text)]
+        return len(found), sum(n for n, _ in found), sum(secs for _, secs in found)
+
+    def phase_faults(self):
+        results = []
+        for name in ('gateway', 'inventory', 'candidates'):
+            proc = self.cloud.procs['keelson-' + name]
+            box = {}
+
+            def wave():
+                try:
+                    box['servers'] = self.boot('fault-' + name, self.args.wave)
+                except Exception as e:
+                    box['error'] = e
+            t = threading.Thread(target=wave)
+            t.start()
+            # Kill once the wave is being scheduled and claimed.
+            time.sleep(self.args.kill_after)
+            proc.kill(signal.SIGKILL)
+            down = time.monotonic()
+            time.sleep(2)
+            self.cloud.start_keelson(name)
+            back = time.monotonic() - down
+            t.join()
+            if 'error' in box:
+                raise box['error']
+            servers = box['servers']
+            errored = [s for s in servers if s['status'] == 'ERROR' or stuck(s)]
+            stuck_count = sum(1 for s in servers if stuck(s))
+            # A build that fails while Placement is unreachable leaves its
+            # claim behind: Nova's cleanup DELETE fails the same way. Such
+            # a server holds one flavor's worth at most; deleting it (as an
+            # operator does with ERROR servers) frees it.
+            leaked = 0
+            for s in errored:
+                allocs = self.cloud.placement('GET', '/allocations/%s' % s['id'])['allocations']
+                f = s['flavor']
+                expect(len(allocs) <= 1 and all(a['resources'] == {'VCPU': f['vcpus'], 'MEMORY_MB': f['ram'],
+                                                                    'DISK_GB': f['disk']} for a in allocs.values()),
+                       'ERROR server %s holds %s' % (s['id'], allocs))
+                leaked += bool(allocs)
+            self.delete(errored)
+            # Nova logs the outage itself as Placement errors.
+            self.placement_errors(accept=True)
+            self.check('faults/' + name)
+            results.append('%s killed, back in %.1f s: %d ACTIVE, %d ERROR, %d stuck in BUILD '
+                           '(%d of these holding their claim until deleted)' % (
+                               name, back, len(servers) - len(errored), len(errored) - stuck_count, stuck_count,
+                               leaked))
+            self.figures.setdefault('faults', []).append(results[-1])
+        return '; '.join(results)
+
+    def pick(self, n, status='ACTIVE', flavor=None):
+        found = [s for s in self.servers() if s['status'] == status and s['name'].startswith('boot-')
+                 and (flavor is None or s['flavor']['original_name'] == flavor)]
+        expect(len(found) >= n, 'not %d %s servers' % (n, status))
+        return found[:n]
+
+    def phase_resize(self):
+        a, b = self.pick(2, flavor='c1')
+        for s in (a, b):
+            self.action(s['id'], {'resize': {'flavorRef': self.flavors['c2']}})
+        for s in (a, b):
+            self.wait_status(s['id'], 'VERIFY_RESIZE')
+        self.action(a['id'], {'confirmResize': None}, ok=(204,))
+        self.action(b['id'], {'revertResize': None})
+        a2 = self.wait_status(a['id'], 'ACTIVE')
+        b2 = self.wait_status(b['id'], 'ACTIVE')
+        expect(a2['flavor']['original_name'] == 'c2', 'confirmed resize kept flavor %s' % a2['flavor'])
+        expect(b2['flavor']['original_name'] == 'c1', 'reverted resize has flavor %s' % b2['flavor'])
+        expect(self.node(b2) == self.node(b), 'reverted server moved from %s to %s' % (self.node(b), self.node(b2)))
+        return 'confirmed %s -> %s, reverted on %s' % (self.node(a), self.node(a2), self.node(b2))
+
+    def phase_migrate(self):
+        single = 'cmp%d' % self.args.computes
+        a, b = [s for s in self.pick(10) if self.host(s) != single][:2]
+        self.action(a['id'], {'migrate': None})
+        self.wait_status(a['id'], 'VERIFY_RESIZE')
+        self.action(a['id'], {'confirmResize': None}, ok=(204,))
+        a2 = self.wait_status(a['id'], 'ACTIVE')
+        expect(self.host(a2) != self.host(a), 'cold migration stayed on %s' % self.host(a))
+        # To the single-node compute (Cloud.nodes_of says why); the
+        # scheduler still checks the host and claims its node.
+        self.action(b['id'], {'os-migrateLive': {'host': single, 'block_migration': 'auto'}})
+        b2 = wait_until(lambda: (lambda s: s if self.host(s) != self.host(b) and not s.get('OS-EXT-STS:task_state')
+                                 else None)(self.wait_status(b['id'], 'ACTIVE', task_done=False)),
+                        300, 'live migration of %s' % b['id'])
+        return 'cold %s -> %s, live %s -> %s' % (self.node(a), self.node(a2), self.node(b), self.node(b2))
+
+    def compute_service(self, host):
+        return [s for s in self.cloud.nova('GET', '/os-services?binary=nova-compute')['services']
+                if s['host'] == host][0]
+
+    def phase_evacuate(self):
+        host = 'cmp%d' % (self.args.computes - 1)
+        victims = [s for s in self.servers() if self.host(s) == host and s['status'] == 'ACTIVE']
+        expect(victims, 'no server on %s' % host)
+        proc = self.cloud.procs['nova-compute-%d' % (self.args.computes - 1)]
+        proc.kill(signal.SIGKILL)
+        service = self.compute_service(host)
+        self.cloud.nova('PUT', '/os-services/%s' % service['id'], {'forced_down': True})
+        wait_until(lambda: self.compute_service(host)['state'] == 'down', 120, '%s down' % host)
+        for s in victims:
+            self.action(s['id'], {'evacuate': {}}, ok=(200, 202))
+        moved = []
+        for s in victims:
+            moved.append(wait_until(lambda: (lambda x: x if self.host(x) != host and x['status'] in ('ACTIVE', 'SHUTOFF')
+                                             and not x.get('OS-EXT-STS:task_state') else None)(self.server(s['id'])),
+                                    300, 'evacuation of %s' % s['id']))
+        # The compute comes back: it deletes the evacuated guests and their
+        # allocations against its nodes.
+        self.cloud.start_compute(self.args.computes - 1)
+        # Nova refuses to force the host up until the restarted compute has
+        # completed the evacuation records (409/400 until then).
+        wait_until(lambda: self.cloud.nova('PUT', '/os-services/%s' % service['id'], {'forced_down': False},
+                                           ok=None)[0] == 200, 300, '%s forced up' % host, interval=3)
+        wait_until(lambda: self.compute_service(host)['state'] == 'up', 180, '%s up' % host)
+        c = self.cloud
+        mine = [rp['uuid'] for rp in c.placement('GET', '/resource_providers')['resource_providers']
+                if rp['name'].startswith(host + '-')]
+        wait_until(lambda: not any(v for u in mine for v in c.placement('GET', '/resource_providers/%s/usages' % u)
+                                   ['usages'].values()), 300, '%s to drop the evacuated allocations' % host, interval=2)
+        return '%d servers from %s to %s' % (len(victims), host, sorted({self.host(s) for s in moved}))
+
+    def phase_shelve(self):
+        (s,) = self.pick(1)
+        self.action(s['id'], {'shelve': None})
+        self.wait_status(s['id'], 'SHELVED_OFFLOADED')
+        c = self.cloud
+        expect(not c.placement('GET', '/allocations/%s' % s['id'])['allocations'],
+               'offloaded server %s still holds allocations' % s['id'])
+        self.check('shelve/offloaded')
+        self.action(s['id'], {'unshelve': None})
+        s2 = self.wait_status(s['id'], 'ACTIVE')
+        return 'offloaded from %s, unshelved to %s' % (self.node(s), self.node(s2))
+
+    def phase_groups(self):
+        n = min(self.args.computes, 4)
+        group = self.cloud.nova('POST', '/os-server-groups', {'server_group': {
+            'name': 'spread', 'policy': 'anti-affinity'}})['server_group']['id']
+        servers = self.boot('group', n, hints={'group': group})
+        hosts = [self.host(s) for s in servers]
+        expect(all(s['status'] == 'ACTIVE' for s in servers), 'group servers: %s' % [s['status'] for s in servers])
+        expect(len(set(hosts)) == n, 'anti-affinity servers share hosts: %s' % hosts)
+        return '%d servers on %s' % (n, sorted(hosts))
+
+    def aggregate(self, name, hosts, az=None, metadata=None):
+        body = {'aggregate': {'name': name}}
+        if az:
+            body['aggregate']['availability_zone'] = az
+        agg = self.cloud.nova('POST', '/os-aggregates', body)['aggregate']
+        for h in hosts:
+            self.cloud.nova('POST', '/os-aggregates/%s/action' % agg['id'], {'add_host': {'host': h}})
+        if metadata:
+            self.cloud.nova('POST', '/os-aggregates/%s/action' % agg['id'], {'set_metadata': {'metadata': metadata}})
+        return agg
+
+    def phase_aggregates(self):
+        c = self.cloud
+        tenant = c.projects['tenant-b']
+        self.aggregate('tenant-b-only', ['cmp1'], metadata={'filter_tenant_id': tenant})
+        # Nova mirrors the host aggregates into Placement aggregates.
+        in_az = self.boot('az', 3, extra={'availability_zone': 'east'})
+        tenants = self.boot('tenant', 3, project='tenant-b')
+        expect(all(self.host(s) == 'cmp0' and s['status'] == 'ACTIVE' for s in in_az),
+               'servers of zone east on %s' % [(self.host(s), s['status']) for s in in_az])
+        expect(all(self.host(s) == 'cmp1' and s['status'] == 'ACTIVE' for s in tenants),
+               'tenant-b servers on %s' % [(self.host(s), s['status']) for s in tenants])
+        return 'zone east -> cmp0 (%d), tenant-b -> cmp1 (%d)' % (len(in_az), len(tenants))
+
+    def phase_delete(self):
+        servers = self.servers()
+        self.delete(servers)
+        c = self.cloud
+        used = [rp['name'] for rp in c.placement('GET', '/resource_providers')['resource_providers']
+                if any(c.placement('GET', '/resource_providers/%s/usages' % rp['uuid'])['usages'].values())]
+        expect(not used, 'providers still used after deleting every server: %s' % used)
+        return '%d servers deleted' % len(servers)
+
+    def run(self):
+        phases = ['boot', 'faults', 'resize', 'migrate', 'evacuate', 'shelve', 'groups', 'aggregates', 'delete']
+        if self.args.no_faults or self.cloud.placement_kind != 'keelson':
+            phases.remove('faults')
+        if self.args.phases:
+            phases = [p for p in phases if p in self.args.phases.split(',')]
+        self.setup()
+        self.placement_errors()
+        for phase in phases:
+            t = time.monotonic()
+            try:
+                what = getattr(self, 'phase_' + phase)()
+                checking = time.monotonic()
+                count, providers = self.check(phase)
+            except Exception as e:
+                raise Failed('%s: %s' % (phase, e)) from e
+            self.out('phase %s: %.1f s (+ %.1f s checks): %s; checks clean (%d servers, %d providers)' % (
+                phase, checking - t, time.monotonic() - checking, what, count, providers))
+
+
+def main():
+    ap = argparse.ArgumentParser(description='Nova flows on a live cloud with keelson (or Python Placement).')
+    ap.add_argument('--placement', choices=('keelson', 'python'), default='keelson')
+    ap.add_argument('--small', action='store_true', help='20 servers in waves of 10 (CI)')
+    ap.add_argument('--servers', type=int, default=200)
+    ap.add_argument('--wave', type=int, default=50)
+    ap.add_argument('--computes', type=int, default=5)
+    ap.add_argument('--nodes', type=int, default=10)
+    ap.add_argument('--kill-after', type=float, default=3.0, help='seconds into a fault wave before the kill')
+    ap.add_argument('--no-faults', action='store_true')
+    ap.add_argument('--phases', help='comma-separated subset of the phases')
+    ap.add_argument('--keep-logs', help='copy every log here before cleaning up')
+    args = ap.parse_args()
+    if args.small:
+        args.servers, args.wave = 20, 10
+
+    def out(line):
+        print(line, flush=True)
+
+    cloud = Cloud(args.placement, args.computes, args.nodes, log=out)
+    result, started = 'FAILED', time.monotonic()
+    try:
+        cloud.start()
+        flows = Flows(cloud, args, out)
+        flows.run()
+        rss = cloud.rss_mib()
+        out('rss: %.0f MiB in all (%s)' % (sum(rss.values()), ', '.join('%s %.0f' % kv for kv in sorted(rss.items()))))
+        result = 'PASSED'
+    except Exception as e:
+        detail = str(e) if isinstance(e, (Failed, RuntimeError)) else traceback.format_exc()
+        result = 'FAILED %s' % detail
+    finally:
+        cloud.stop(keep_logs=args.keep_logs)
+    out('total: %.0f s' % (time.monotonic() - started))
+    out('cloud-result: %s' % result)
+    return 0 if result == 'PASSED' else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
