@@ -46,6 +46,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+from launch import free_port, write_conf  # noqa: E402
 VENV = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
 BIN = os.path.join(VENV, 'bin')
 MYSQL_HOST, MYSQL_PORT = '127.0.0.1', 3306
@@ -53,22 +55,6 @@ RABBIT = '127.0.0.1:5672'
 ADMIN_PASSWORD = 'cloud-admin-secret'
 SERVICE_PASSWORD = 'cloud-service-secret'
 REGION = 'RegionOne'
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def write_conf(path, sections):
-    with open(path, 'w') as f:
-        for section, options in sections.items():
-            f.write('[%s]\n' % section)
-            for key, value in options.items():
-                f.write('%s = %s\n' % (key, value))
-            f.write('\n')
-    return path
 
 
 def http(method, url, body=None, headers=None, timeout=60):

@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -13,6 +14,8 @@ import uuid
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+from launch import free_port, write_conf  # noqa: E402,F401  (re-exported to the test modules)
 # The project's launchers of the reference Python services (tests/reference).
 REFERENCE = os.path.join(ROOT, 'tests', 'reference')
 RUN_ID = os.environ.get('KEELSON_RUN_ID', str(os.getpid()))
@@ -31,12 +34,6 @@ def keelson_bin():
         if os.path.exists(candidate):
             return candidate
     raise RuntimeError('no keelson binary: build it first (cargo build --release)')
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def _server(url):
@@ -186,15 +183,6 @@ def module_procs():
     yield started
     for p in reversed(started):
         p.stop()
-
-
-def write_conf(path, sections):
-    with open(path, 'w') as f:
-        for group, opts in sections.items():
-            f.write('[%s]\n' % group)
-            for k, v in opts.items():
-                f.write('%s = %s\n' % (k, v))
-    return path
 
 
 class AllInOne:
