@@ -12,4 +12,5 @@ pub mod layers;
 pub mod listener;
 pub mod orchestration;
 pub mod placement;
+pub mod redial;
 pub mod server;

@@ -16,6 +16,7 @@ use crate::layers::request_log::LogState;
 pub use crate::listener::ConnectionLimits;
 use crate::listener::{Refusal, Refusals};
 use crate::placement::{self, Clients, PlacementState};
+use crate::redial::RedialRefused;
 
 /// Why the gateway cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +44,13 @@ pub fn candidates_channel(config: &Config, tls: Option<&MeshTls>) -> Result<Chan
     channel(&config.get_str("keelson", "candidates_endpoint").unwrap_or_default(), tls)
 }
 
+/// How long a call to a service whose port refuses it is held and
+/// redialed (`[keelson] redial_timeout`, seconds; see [`crate::redial`]).
+fn redial_window(config: &Config) -> std::time::Duration {
+    let seconds = config.get_float("keelson", "redial_timeout").unwrap_or(10.0);
+    std::time::Duration::try_from_secs_f64(seconds).unwrap_or(std::time::Duration::ZERO)
+}
+
 fn authenticator(config: &Config, strategy: &str) -> Result<Authenticator, GatewayError> {
     Ok(match strategy {
         "noauth2" | "noauth" => Authenticator::NoAuth2,
@@ -67,8 +75,9 @@ pub fn placement_app(
     candidates: Channel,
     metrics: Metrics,
 ) -> Result<axum::Router, GatewayError> {
+    let window = redial_window(config);
     let state = Arc::new(PlacementState {
-        clients: Clients::new(inventory, candidates),
+        clients: Clients::new(RedialRefused::new(inventory, window), RedialRefused::new(candidates, window)),
         policy: placement::policy::Policy::from_config(config)?,
     });
     let strategy = config.get_str("api", "auth_strategy").unwrap_or_else(|| "keystone".into());

@@ -13,7 +13,7 @@ use tonic::transport::Channel;
 use crate::placement::Intercepted;
 
 /// The engine's client, carrying the request context on every call.
-pub type EngineClient = OrchestrationClient<Intercepted>;
+pub type EngineClient = OrchestrationClient<Intercepted<Channel>>;
 
 #[derive(Clone)]
 pub struct Engines {

@@ -19,16 +19,18 @@ pub mod router;
 
 use std::sync::Arc;
 
+use crate::redial::RedialRefused;
 use keelson_proto::placement::v1 as pb;
-use tonic::transport::Channel;
 
 pub use microversion::Microversion;
 pub use request::{PlacementError, Req};
 
 /// A tonic client channel that carries the request context (request id,
-/// traceparent) of the request being handled.
-pub type Intercepted = tonic::service::interceptor::InterceptedService<
-    Channel,
+/// traceparent) of the request being handled, and redials a service whose
+/// port refuses it (the stack engines' clients fail over instead, over
+/// plain channels).
+pub type Intercepted<S = RedialRefused> = tonic::service::interceptor::InterceptedService<
+    S,
     fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
 >;
 
@@ -50,7 +52,7 @@ impl Clients {
     /// Clients with the message sizes of the process's
     /// [`keelson_common::grpc::WireLimits`]: every body the REST edge
     /// accepts crosses, and so do the answers of big fleets.
-    pub fn new(channel: Channel, candidates: Channel) -> Self {
+    pub fn new(channel: RedialRefused, candidates: RedialRefused) -> Self {
         let f: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
         let svc = || tonic::service::interceptor::InterceptedService::new(channel.clone(), f);
         let limits = keelson_common::grpc::WireLimits::current();

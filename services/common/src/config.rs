@@ -61,6 +61,10 @@ const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
     ("keelson", "engine_endpoints", "list", Some("http://127.0.0.1:50053")),
     // How other engines reach this one (default: its listen address).
     ("keelson", "engine_advertise", "str", None),
+    // How long the gateway holds and redials a call to a service whose
+    // port refuses connections (a restart), in seconds; 0: answer 503 at
+    // once.
+    ("keelson", "redial_timeout", "float", Some("10")),
     ("keelson", "placement_listen", "str", Some("0.0.0.0:8778")),
     ("keelson", "orchestration_listen", "str", Some("0.0.0.0:8004")),
     ("keelson", "data_dir", "str", Some("./keelson-data")),
@@ -198,6 +202,7 @@ fn build_registry() -> BTreeMap<(String, String), OptionSpec> {
     for (group, name, ty, default) in KEELSON_OPTIONS {
         let opt_type = match *ty {
             "int" => OptType::Int { min: None, max: None },
+            "float" => OptType::Float,
             "bool" => OptType::Bool,
             "list" => OptType::List,
             _ => OptType::Str { choices: None },
