@@ -50,6 +50,9 @@ import urllib.request
 
 import pymysql
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+from launch import write_conf  # noqa: E402
+
 BIN = os.path.dirname(os.path.abspath(sys.executable))
 # The RPC topics every heat-engine process consumes.
 ENGINE_TOPICS = ('engine', 'engine_worker')
@@ -214,14 +217,7 @@ def write_config(args, state, db_url, transport_url):
         'oslo_messaging_rabbit': {'heartbeat_timeout_threshold': '0'},
         'oslo_policy': {'enforce_scope': 'false', 'enforce_new_defaults': 'false'},
     }
-    path = os.path.join(state, 'heat.conf')
-    with open(path, 'w') as f:
-        for group, opts in sections.items():
-            f.write('[%s]\n' % group)
-            for k, v in opts.items():
-                f.write('%s = %s\n' % (k, v))
-            f.write('\n')
-    return path
+    return write_conf(os.path.join(state, 'heat.conf'), sections)
 
 
 class Launch:
