@@ -45,9 +45,10 @@ pub fn candidates_channel(config: &Config, tls: Option<&MeshTls>) -> Result<Chan
 }
 
 /// How long a call to a service whose port refuses it is held and
-/// redialed (`[keelson] redial_timeout`, seconds; see [`crate::redial`]).
+/// redialed (`[keelson] redial_timeout`, seconds, its default in the
+/// option registry; see [`crate::redial`]).
 fn redial_window(config: &Config) -> std::time::Duration {
-    let seconds = config.get_float("keelson", "redial_timeout").unwrap_or(10.0);
+    let seconds = config.get_float("keelson", "redial_timeout").unwrap_or_default();
     std::time::Duration::try_from_secs_f64(seconds).unwrap_or(std::time::Duration::ZERO)
 }
 
