@@ -13,4 +13,5 @@ pub mod listener;
 pub mod orchestration;
 pub mod placement;
 pub mod redial;
+pub mod routes;
 pub mod server;
