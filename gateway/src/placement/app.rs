@@ -12,11 +12,12 @@ use keelson_common::{ApiError, RequestContext};
 
 use super::auth::Identity;
 use super::error;
+use super::handlers::{self, Handler};
 use super::microversion::{self, Microversion, VersionError};
-use super::request::{PlacementError, Req};
-use super::router::{Match, Router};
+use super::request::{decode_path_param, PlacementError, Req};
 use super::State;
 use crate::layers::{self, auth::Authenticator, cors::CorsSettings, request_log::LogState};
+use crate::routes::{Match, RouteTable};
 
 /// Request bodies larger than this are refused (Placement's largest,
 /// POST /allocations for many consumers, stays far below it); every gRPC
@@ -25,12 +26,12 @@ const MAX_BODY: usize = keelson_common::grpc::PLACEMENT_MAX_BODY_SIZE;
 
 struct Dispatch {
     state: State,
-    router: Router,
+    routes: RouteTable<Handler>,
 }
 
 /// Builds the Placement HTTP application.
 pub fn app(state: State, auth: Authenticator, cors: Option<Arc<CorsSettings>>, log: LogState) -> axum::Router {
-    let dispatch = Arc::new(Dispatch { state, router: Router::new(super::handlers::routes()) });
+    let dispatch = Arc::new(Dispatch { state, routes: handlers::table() });
     let render_500: layers::fault::RenderInternal = internal_error;
     // axum applies the last `.layer` outermost: listed here innermost first.
     let mut app = axum::Router::new()
@@ -116,17 +117,20 @@ async fn route(dispatch: &Dispatch, req: Request, version: Microversion, request
         let err = ApiError::new(400, "", "content-type header required when content-length > 0");
         return error::render(&err, Some(version), request_id);
     }
-    let (route, params) = match dispatch.router.find(&parts.method, &path) {
-        Match::Found(route, params) => (route, params),
-        Match::MethodNotAllowed(allow) => {
+    let found = match dispatch.routes.find(&parts.method, &path) {
+        Match::Found(found) => found,
+        Match::MethodNotAllowed { allow, .. } => {
             return error::method_not_allowed(parts.method.as_str(), &allow, Some(version), request_id);
         }
-        Match::NotFound => return error::render(&ApiError::new(404, "", ""), Some(version), request_id),
+        // Placement declares no groups, so no OPTIONS answer either.
+        Match::Options { .. } | Match::NotFound => {
+            return error::render(&ApiError::new(404, "", ""), Some(version), request_id)
+        }
     };
     // Upstream's `check_accept` guards only the GETs that answer a JSON
     // body: not the version document, not the bodiless trait check, and
     // no write.
-    let checks_accept = parts.method == http::Method::GET && !matches!(route.pattern, "/" | "" | "/traits/{name}");
+    let checks_accept = parts.method == http::Method::GET && !matches!(found.template, "/" | "" | "/traits/{name}");
     if let Some(accept) =
         parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).filter(|_| checks_accept)
     {
@@ -144,7 +148,7 @@ async fn route(dispatch: &Dispatch, req: Request, version: Microversion, request
     let req = Req {
         method: parts.method,
         path,
-        params,
+        params: found.params.into_iter().map(|(name, value)| (name, decode_path_param(&value))).collect(),
         raw_query: parts.uri.query().unwrap_or("").to_string(),
         headers: parts.headers,
         body,
@@ -153,7 +157,7 @@ async fn route(dispatch: &Dispatch, req: Request, version: Microversion, request
         request_id: request_id.to_string(),
         state: dispatch.state.clone(),
     };
-    let mut resp = match (route.handler)(req).await {
+    let mut resp = match (found.handler)(req).await {
         Ok(resp) => resp,
         Err(PlacementError::Api(e)) => {
             if e.http_status >= 500 {
@@ -164,7 +168,7 @@ async fn route(dispatch: &Dispatch, req: Request, version: Microversion, request
         Err(PlacementError::UnsupportedMediaType(ct)) => error::unsupported_media_type(&ct, Some(version), request_id),
         Err(PlacementError::NotAcceptable(accept)) => error::not_acceptable(&accept, Some(version), request_id),
     };
-    resp.extensions_mut().insert(layers::request_log::RouteLabel(route.pattern));
+    resp.extensions_mut().insert(layers::request_log::RouteLabel(found.template));
     resp
 }
 

@@ -15,7 +15,6 @@ pub mod microversion;
 pub mod params;
 pub mod policy;
 pub mod request;
-pub mod router;
 
 use std::sync::Arc;
 

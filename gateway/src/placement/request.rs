@@ -178,6 +178,16 @@ impl Req {
     }
 }
 
+/// A path parameter as the route matched it, percent-decoded (`+` stays
+/// itself: it is a space only in a query).
+pub fn decode_path_param(s: &str) -> String {
+    if !s.contains('%') {
+        return s.to_string();
+    }
+    let pairs = form_urlencoded_pairs(&format!("x={}", s.replace('+', "%2B")));
+    pairs.into_iter().next().map(|(_, v)| v).unwrap_or_else(|| s.to_string())
+}
+
 /// Decodes `application/x-www-form-urlencoded` pairs (`+` is a space).
 pub fn form_urlencoded_pairs(query: &str) -> Vec<(String, String)> {
     query

@@ -6,8 +6,8 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Value};
 
+use crate::placement::handlers::Route;
 use crate::placement::request::{cache_headers, json, not_found, HandlerResult, PlacementError, Req};
-use crate::placement::router::Route;
 use crate::route;
 
 pub fn routes() -> Vec<Route> {

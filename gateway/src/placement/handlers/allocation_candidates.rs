@@ -8,9 +8,9 @@ use http::StatusCode;
 use keelson_common::ApiError;
 use keelson_proto::candidates::v2 as pb;
 
+use crate::placement::handlers::Route;
 use crate::placement::params::{is_uuid_like, member_of_params, required_params, required_value, resources_param};
 use crate::placement::request::{bad_request, cache_headers, not_found, HandlerResult, Req};
-use crate::placement::router::Route;
 use crate::placement::PlacementError;
 use crate::route;
 

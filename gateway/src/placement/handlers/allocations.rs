@@ -5,11 +5,11 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
+use crate::placement::handlers::Route;
 use crate::placement::params::{consumer_write, consumer_writes, normalize_uuid};
 use crate::placement::request::{
     bad_request, cache_headers, empty, json, not_found, to_naive, HandlerResult, PlacementError, Req,
 };
-use crate::placement::router::Route;
 use crate::route;
 
 /// `GET /resource_providers/{uuid}/allocations` (declared before the

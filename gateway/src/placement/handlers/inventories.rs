@@ -5,11 +5,11 @@ use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
 use crate::placement::error;
+use crate::placement::handlers::Route;
 use crate::placement::params::{int, inventories_from_json, inventory_from_json};
 use crate::placement::request::{
     cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, PlacementError, Req,
 };
-use crate::placement::router::Route;
 use crate::route;
 
 pub fn routes() -> Vec<Route> {

@@ -4,9 +4,9 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::Value;
 
+use crate::placement::handlers::Route;
 use crate::placement::params::{consumer_writes, int, inventories_from_json};
 use crate::placement::request::{empty, not_found, HandlerResult, Req};
-use crate::placement::router::Route;
 use crate::route;
 
 pub fn routes() -> Vec<Route> {

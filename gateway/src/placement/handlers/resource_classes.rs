@@ -4,8 +4,8 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Value};
 
+use crate::placement::handlers::Route;
 use crate::placement::request::{cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, Req};
-use crate::placement::router::Route;
 use crate::route;
 
 pub fn routes() -> Vec<Route> {

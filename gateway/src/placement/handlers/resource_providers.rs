@@ -4,9 +4,9 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
+use crate::placement::handlers::Route;
 use crate::placement::params::{member_of_params, normalize_uuid, required_params, resources_param};
 use crate::placement::request::{bad_request, cache_headers, empty, json, newest, to_naive, HandlerResult, Req};
-use crate::placement::router::Route;
 use crate::route;
 
 pub fn routes() -> Vec<Route> {

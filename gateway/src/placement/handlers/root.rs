@@ -3,9 +3,9 @@
 use http::StatusCode;
 use serde_json::json;
 
+use crate::placement::handlers::Route;
 use crate::placement::microversion::{MAX, MIN};
 use crate::placement::request::{cache_headers, json, HandlerResult, Req};
-use crate::placement::router::Route;
 use crate::route;
 
 pub fn routes() -> Vec<Route> {

@@ -6,10 +6,10 @@ use keelson_common::ApiError;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Value};
 
+use crate::placement::handlers::Route;
 use crate::placement::request::{
     bad_request, cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, PlacementError, Req,
 };
-use crate::placement::router::Route;
 use crate::route;
 
 /// Routes of `/traits` and `/traits/{name}`.

@@ -4,8 +4,8 @@ use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
 use serde_json::{json, Map, Value};
 
+use crate::placement::handlers::Route;
 use crate::placement::request::{cache_headers, json, not_found, HandlerResult, Req};
-use crate::placement::router::Route;
 use crate::route;
 
 /// `GET /resource_providers/{uuid}/usages` (declared with the provider
