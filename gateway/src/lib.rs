@@ -4,8 +4,9 @@
 //! [`placement`]) and OpenStack Orchestration v1 (port 8004,
 //! [`orchestration`]). Each request passes the layer stack of [`layers`]
 //! (one cross-cutting concern per layer, in upstream Placement's order),
-//! then the API's router; handlers translate to gRPC calls on the
-//! services. Prometheus metrics are served at `/metrics` on each listener.
+//! then the API's route table (both on the one type of [`routes`]);
+//! handlers translate to gRPC calls on the services. Prometheus metrics
+//! are served at `/metrics` on each listener.
 
 pub mod keystone;
 pub mod layers;

@@ -16,11 +16,12 @@ use super::auth::{self, OrchestrationAuth};
 use super::body;
 use super::engines::Engines;
 use super::fault::{self, Fault};
-use super::handlers::{self, Call};
+use super::handlers::Call;
 use super::policy::rules_for;
-use super::routes::{Action, RouteTable};
+use super::routes::{self, Action, Endpoint, Matched};
 use super::urls;
 use crate::layers::{self, cors::CorsSettings, request_log::LogState, request_log::RouteLabel};
+use crate::routes::RouteTable;
 
 /// What the listener is configured with.
 #[derive(Clone)]
@@ -37,7 +38,7 @@ const READ_LIMIT_FACTOR: usize = 16;
 
 struct Dispatch {
     engines: Engines,
-    routes: RouteTable,
+    routes: RouteTable<Endpoint>,
     auth: OrchestrationAuth,
     max_json_body_size: usize,
 }
@@ -47,7 +48,7 @@ struct Dispatch {
 pub fn app(engines: Vec<Channel>, settings: Settings, log: LogState) -> axum::Router {
     let dispatch = Arc::new(Dispatch {
         engines: Engines::new(engines),
-        routes: RouteTable::heat_v1(),
+        routes: routes::heat_v1(),
         auth: settings.auth,
         max_json_body_size: settings.max_json_body_size,
     });
@@ -153,13 +154,14 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
             Ok(authenticated) => (authenticated.caller, authenticated.credentials),
             Err(refused) => return refused,
         };
-    let Some(matched) = dispatch.routes.find(&parts.method, rest) else {
+    let Some(matched) = Matched::find(&dispatch.routes, &parts.method, rest) else {
         return fault::route_not_found();
     };
-    let mut resp = match matched.action {
-        Action::Reject => fault::reject(matched.allow.as_deref().unwrap_or("")),
-        Action::Options => fault::options(matched.allow.as_deref().unwrap_or("")),
-        _ => {
+    let mut resp = match matched.handler {
+        // The method-only answers: no body, project check or policy.
+        None if matched.action == Action::Options => fault::options(matched.allow.as_deref().unwrap_or("")),
+        None => fault::reject(matched.allow.as_deref().unwrap_or("")),
+        Some(handler) => {
             let limit = dispatch.max_json_body_size;
             let read_limit = limit.saturating_mul(READ_LIMIT_FACTOR).max(limit.saturating_add(1));
             let result = match axum::body::to_bytes(Body::new(body), read_limit).await {
@@ -182,8 +184,15 @@ async fn handle(State(dispatch): State<Arc<Dispatch>>, req: Request) -> Response
             });
             let outcome = match authorized {
                 Ok(doc) => {
-                    let call = Call { caller, matched: &matched, query, body: doc, base: &base };
-                    handlers::dispatch(&dispatch.engines, call).await
+                    let call = Call {
+                        engines: &dispatch.engines,
+                        caller,
+                        params: &matched.params,
+                        query,
+                        body: doc,
+                        base: &base,
+                    };
+                    handler(call).await
                 }
                 Err(f) => Err(f),
             };

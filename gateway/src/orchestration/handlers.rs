@@ -1,7 +1,10 @@
-//! One engine call per route: builds the rpc request from the path, query
-//! and body, and shapes the answer as heat-api does (status codes,
-//! `Location`, absolute links). Validation of the documents themselves is
-//! the engine's.
+//! One engine call per route, each route's handler (the route table,
+//! `routes.rs`, names it): builds the rpc request from the path, query and
+//! body, and shapes the answer as heat-api does (status codes, `Location`,
+//! absolute links). Validation of the documents themselves is the engine's.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use axum::body::Body;
 use axum::response::Response;
@@ -11,13 +14,20 @@ use keelson_proto::orchestration::v1 as pb;
 
 use super::engines::Engines;
 use super::fault::{self, Fault};
-use super::routes::{Action, Matched};
 use super::urls;
+use crate::routes::Params;
+
+/// What a handler answers: the REST response, or heat-api's fault.
+pub type Reply<'a> = Pin<Box<dyn Future<Output = Result<Response, Fault>> + Send + 'a>>;
+/// A route's handler.
+pub type Handler = for<'a> fn(Call<'a>) -> Reply<'a>;
 
 /// One authorized, routed request.
 pub struct Call<'a> {
+    pub engines: &'a Engines,
     pub caller: pb::Caller,
-    pub matched: &'a Matched,
+    /// The route's path parameters.
+    pub params: &'a Params,
     /// The decoded query pairs, in order.
     pub query: Vec<(String, String)>,
     /// The JSON body, when heat-api would have deserialized one.
@@ -28,7 +38,7 @@ pub struct Call<'a> {
 
 impl Call<'_> {
     fn param(&self, name: &str) -> String {
-        self.matched.param(name).to_string()
+        self.params.get(name).cloned().unwrap_or_default()
     }
 
     fn stack(&self) -> Option<pb::StackRef> {
@@ -65,6 +75,36 @@ impl Call<'_> {
 
     fn get_stack(&self) -> pb::GetStackRequest {
         pb::GetStackRequest { caller: self.caller(), stack: self.stack(), query: self.query_params() }
+    }
+
+    fn resource_type(&self) -> pb::ResourceTypeRequest {
+        pb::ResourceTypeRequest {
+            caller: self.caller(),
+            type_name: self.param("type_name"),
+            query: self.query_params(),
+        }
+    }
+
+    fn resource(&self) -> pb::ResourceRequest {
+        pb::ResourceRequest {
+            caller: self.caller(),
+            stack: self.stack(),
+            resource_name: self.param("resource_name"),
+            query: self.query_params(),
+        }
+    }
+
+    /// The software_configs / software_deployments request: the id of the
+    /// route's `id_param` (none for the collections), and the body when
+    /// `with_body`.
+    fn software(&self, id_param: &str, with_body: bool) -> Result<pb::SoftwareRequest, Fault> {
+        let body_json = if with_body { self.required_body()? } else { String::new() };
+        Ok(pb::SoftwareRequest {
+            caller: self.caller(),
+            id: self.param(id_param),
+            body_json,
+            query: self.query_params(),
+        })
     }
 }
 
@@ -141,14 +181,14 @@ macro_rules! rpc {
 }
 
 /// The 302 to a stack's canonical URL (`StackController.lookup`).
-async fn lookup(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
+pub async fn lookup(call: Call<'_>) -> Result<Response, Fault> {
     let name_or_id = call.param("stack_name");
     let identity = match urls::parse_arn(&name_or_id) {
         Some(arn) => {
             pb::StackIdentity { tenant: arn.tenant, stack_name: arn.stack_name, stack_id: arn.stack_id, path: arn.path }
         }
         None => rpc!(
-            client,
+            call.engines,
             lookup_stack,
             pb::LookupStackRequest { caller: call.caller(), name_or_id, show_deleted: false }
         ),
@@ -165,218 +205,247 @@ async fn lookup(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
     Ok(fault::found(&location))
 }
 
-/// The software_configs / software_deployments routes: one rpc each,
-/// 204 for deletes, the engine's document otherwise.
-async fn software(client: &Engines, call: &Call<'_>) -> Result<Response, Fault> {
-    use Action::*;
-    let action = call.matched.action;
-    let id = [call.param("config_id"), call.param("deployment_id"), call.param("server_id")]
-        .into_iter()
-        .find(|p| !p.is_empty())
-        .unwrap_or_default();
-    let body_json = match action {
-        CreateSoftwareConfig | CreateSoftwareDeployment | UpdateSoftwareDeployment => call.required_body()?,
-        _ => String::new(),
+pub async fn validate_template(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::ValidateTemplateRequest {
+        caller: call.caller(),
+        body_json: call.required_body()?,
+        query: call.query_params(),
     };
-    let req = pb::SoftwareRequest { caller: call.caller(), id, body_json, query: call.query_params() };
-    let reply = match action {
-        ListSoftwareConfigs => rpc!(client, list_software_configs, req),
-        CreateSoftwareConfig => rpc!(client, create_software_config, req),
-        ShowSoftwareConfig => rpc!(client, show_software_config, req),
-        DeleteSoftwareConfig => {
-            rpc!(client, delete_software_config, req);
-            return Ok(no_content());
-        }
-        ListSoftwareDeployments => rpc!(client, list_software_deployments, req),
-        SoftwareDeploymentMetadata => rpc!(client, software_deployment_metadata, req),
-        CreateSoftwareDeployment => rpc!(client, create_software_deployment, req),
-        ShowSoftwareDeployment => rpc!(client, show_software_deployment, req),
-        UpdateSoftwareDeployment => rpc!(client, update_software_deployment, req),
-        DeleteSoftwareDeployment => {
-            rpc!(client, delete_software_deployment, req);
-            return Ok(no_content());
-        }
-        _ => return Err(Fault::new(500, "HTTPInternalServerError", "")),
-    };
-    Ok(document(&reply.body_json, call.base))
+    Ok(document(&rpc!(call.engines, validate_template, req).body_json, call.base))
 }
 
-/// Runs the engine operation of a matched route.
-pub async fn dispatch(client: &Engines, call: Call<'_>) -> Result<Response, Fault> {
-    use Action::*;
-    let base = call.base;
-    let resp = match call.matched.action {
-        Lookup => return lookup(client, &call).await,
-        ValidateTemplate => {
-            let req = pb::ValidateTemplateRequest {
-                caller: call.caller(),
-                body_json: call.required_body()?,
-                query: call.query_params(),
-            };
-            document(&rpc!(client, validate_template, req).body_json, base)
-        }
-        ListResourceTypes => {
-            let req = pb::ListResourceTypesRequest { caller: call.caller(), query: call.query_params() };
-            document(&rpc!(client, list_resource_types, req).body_json, base)
-        }
-        ResourceSchema | GenerateTemplate => {
-            let req = pb::ResourceTypeRequest {
-                caller: call.caller(),
-                type_name: call.param("type_name"),
-                query: call.query_params(),
-            };
-            let reply = if call.matched.action == ResourceSchema {
-                rpc!(client, resource_type_schema, req)
-            } else {
-                rpc!(client, resource_type_template, req)
-            };
-            document(&reply.body_json, base)
-        }
-        ListTemplateVersions => {
-            document(&rpc!(client, list_template_versions, pb::CallerOnly { caller: call.caller() }).body_json, base)
-        }
-        ListTemplateFunctions => {
-            let req = pb::TemplateVersionRequest {
-                caller: call.caller(),
-                version: call.param("template_version"),
-                query: call.query_params(),
-            };
-            document(&rpc!(client, list_template_functions, req).body_json, base)
-        }
-        ListStacks | ListStacksDetail => {
-            let req = pb::ListStacksRequest {
-                caller: call.caller(),
-                query: call.query_params(),
-                detail: call.matched.action == ListStacksDetail,
-            };
-            document(&rpc!(client, list_stacks, req).body_json, base)
-        }
-        CreateStack => {
-            let req = pb::CreateStackRequest { caller: call.caller(), body_json: call.required_body()? };
-            created(&rpc!(client, create_stack, req), base)
-        }
-        PreviewStack => {
-            let req = pb::CreateStackRequest { caller: call.caller(), body_json: call.required_body()? };
-            document(&rpc!(client, preview_stack, req).body_json, base)
-        }
-        ShowStack => document(&rpc!(client, show_stack, call.get_stack()).body_json, base),
-        GetTemplate => document(&rpc!(client, get_template, call.get_stack()).body_json, base),
-        GetEnvironment => document(&rpc!(client, get_environment, call.get_stack()).body_json, base),
-        GetFiles => document(&rpc!(client, get_files, call.get_stack()).body_json, base),
-        UpdateStack | UpdateStackPatch => {
-            let req = pb::UpdateStackRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                body_json: call.required_body()?,
-                patch: call.matched.action == UpdateStackPatch,
-            };
-            rpc!(client, update_stack, req);
-            fault::accepted()
-        }
-        PreviewUpdate | PreviewUpdatePatch => {
-            let req = pb::PreviewUpdateRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                body_json: call.required_body()?,
-                patch: call.matched.action == PreviewUpdatePatch,
-                query: call.query_params(),
-            };
-            document(&rpc!(client, preview_update, req).body_json, base)
-        }
-        DeleteStack => {
-            rpc!(client, delete_stack, call.get_stack());
-            no_content()
-        }
-        AbandonStack => document(&rpc!(client, abandon_stack, call.get_stack()).body_json, base),
-        ExportStack => document(&rpc!(client, export_stack, call.get_stack()).body_json, base),
-        ListOutputs => document(&rpc!(client, list_outputs, call.get_stack()).body_json, base),
-        ShowOutput => {
-            let req =
-                pb::OutputRequest { caller: call.caller(), stack: call.stack(), output_key: call.param("output_key") };
-            document(&rpc!(client, show_output, req).body_json, base)
-        }
-        ListResources => {
-            let req =
-                pb::ListResourcesRequest { caller: call.caller(), stack: call.stack(), query: call.query_params() };
-            document(&rpc!(client, list_resources, req).body_json, base)
-        }
-        ShowResource | ResourceMetadata => {
-            let req = pb::ResourceRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                resource_name: call.param("resource_name"),
-                query: call.query_params(),
-            };
-            let reply = if call.matched.action == ShowResource {
-                rpc!(client, show_resource, req)
-            } else {
-                rpc!(client, resource_metadata, req)
-            };
-            document(&reply.body_json, base)
-        }
-        SignalResource => {
-            let req = pb::SignalResourceRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                resource_name: call.param("resource_name"),
-                // Signal details may be absent: `None` upstream.
-                body_json: call.optional_body("null"),
-            };
-            document(&rpc!(client, signal_resource, req).body_json, base)
-        }
-        MarkUnhealthy => {
-            let req = pb::MarkUnhealthyRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                resource_name: call.param("resource_name"),
-                body_json: call.required_body()?,
-            };
-            document(&rpc!(client, mark_unhealthy, req).body_json, base)
-        }
-        ListEvents => {
-            let req = pb::ListEventsRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                resource_name: call.param("resource_name"),
-                query: call.query_params(),
-            };
-            document(&rpc!(client, list_events, req).body_json, base)
-        }
-        ShowEvent => {
-            let req = pb::ShowEventRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                resource_name: call.param("resource_name"),
-                event_id: call.param("event_id"),
-            };
-            document(&rpc!(client, show_event, req).body_json, base)
-        }
-        StackAction => {
-            // Upstream reads a missing body as `{}` ("No action specified").
-            let req = pb::StackActionRequest {
-                caller: call.caller(),
-                stack: call.stack(),
-                body_json: call.optional_body("{}"),
-            };
-            document(&rpc!(client, stack_action, req).body_json, base)
-        }
-        BuildInfo => document(&rpc!(client, build_info, pb::CallerOnly { caller: call.caller() }).body_json, base),
-        ListServices => {
-            document(&rpc!(client, list_services, pb::CallerOnly { caller: call.caller() }).body_json, base)
-        }
-        ListSoftwareConfigs
-        | CreateSoftwareConfig
-        | ShowSoftwareConfig
-        | DeleteSoftwareConfig
-        | ListSoftwareDeployments
-        | SoftwareDeploymentMetadata
-        | CreateSoftwareDeployment
-        | ShowSoftwareDeployment
-        | UpdateSoftwareDeployment
-        | DeleteSoftwareDeployment => return software(client, &call).await,
-        // Answered before dispatch (no engine call, no project check).
-        Reject => fault::reject(call.matched.allow.as_deref().unwrap_or("")),
-        Options => fault::options(call.matched.allow.as_deref().unwrap_or("")),
+pub async fn list_resource_types(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::ListResourceTypesRequest { caller: call.caller(), query: call.query_params() };
+    Ok(document(&rpc!(call.engines, list_resource_types, req).body_json, call.base))
+}
+
+pub async fn resource_schema(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, resource_type_schema, call.resource_type()).body_json, call.base))
+}
+
+pub async fn generate_template(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, resource_type_template, call.resource_type()).body_json, call.base))
+}
+
+pub async fn list_template_versions(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::CallerOnly { caller: call.caller() };
+    Ok(document(&rpc!(call.engines, list_template_versions, req).body_json, call.base))
+}
+
+pub async fn list_template_functions(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::TemplateVersionRequest {
+        caller: call.caller(),
+        version: call.param("template_version"),
+        query: call.query_params(),
     };
-    Ok(resp)
+    Ok(document(&rpc!(call.engines, list_template_functions, req).body_json, call.base))
+}
+
+async fn list(call: Call<'_>, detail: bool) -> Result<Response, Fault> {
+    let req = pb::ListStacksRequest { caller: call.caller(), query: call.query_params(), detail };
+    Ok(document(&rpc!(call.engines, list_stacks, req).body_json, call.base))
+}
+
+pub async fn list_stacks(call: Call<'_>) -> Result<Response, Fault> {
+    list(call, false).await
+}
+
+pub async fn list_stacks_detail(call: Call<'_>) -> Result<Response, Fault> {
+    list(call, true).await
+}
+
+pub async fn create_stack(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::CreateStackRequest { caller: call.caller(), body_json: call.required_body()? };
+    Ok(created(&rpc!(call.engines, create_stack, req), call.base))
+}
+
+pub async fn preview_stack(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::CreateStackRequest { caller: call.caller(), body_json: call.required_body()? };
+    Ok(document(&rpc!(call.engines, preview_stack, req).body_json, call.base))
+}
+
+pub async fn show_stack(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, show_stack, call.get_stack()).body_json, call.base))
+}
+
+pub async fn get_template(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, get_template, call.get_stack()).body_json, call.base))
+}
+
+pub async fn get_environment(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, get_environment, call.get_stack()).body_json, call.base))
+}
+
+pub async fn get_files(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, get_files, call.get_stack()).body_json, call.base))
+}
+
+async fn update(call: Call<'_>, patch: bool) -> Result<Response, Fault> {
+    let req =
+        pb::UpdateStackRequest { caller: call.caller(), stack: call.stack(), body_json: call.required_body()?, patch };
+    rpc!(call.engines, update_stack, req);
+    Ok(fault::accepted())
+}
+
+pub async fn update_stack(call: Call<'_>) -> Result<Response, Fault> {
+    update(call, false).await
+}
+
+pub async fn update_stack_patch(call: Call<'_>) -> Result<Response, Fault> {
+    update(call, true).await
+}
+
+async fn preview(call: Call<'_>, patch: bool) -> Result<Response, Fault> {
+    let req = pb::PreviewUpdateRequest {
+        caller: call.caller(),
+        stack: call.stack(),
+        body_json: call.required_body()?,
+        patch,
+        query: call.query_params(),
+    };
+    Ok(document(&rpc!(call.engines, preview_update, req).body_json, call.base))
+}
+
+pub async fn preview_update(call: Call<'_>) -> Result<Response, Fault> {
+    preview(call, false).await
+}
+
+pub async fn preview_update_patch(call: Call<'_>) -> Result<Response, Fault> {
+    preview(call, true).await
+}
+
+pub async fn delete_stack(call: Call<'_>) -> Result<Response, Fault> {
+    rpc!(call.engines, delete_stack, call.get_stack());
+    Ok(no_content())
+}
+
+pub async fn abandon_stack(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, abandon_stack, call.get_stack()).body_json, call.base))
+}
+
+pub async fn export_stack(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, export_stack, call.get_stack()).body_json, call.base))
+}
+
+pub async fn list_outputs(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, list_outputs, call.get_stack()).body_json, call.base))
+}
+
+pub async fn show_output(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::OutputRequest { caller: call.caller(), stack: call.stack(), output_key: call.param("output_key") };
+    Ok(document(&rpc!(call.engines, show_output, req).body_json, call.base))
+}
+
+pub async fn list_resources(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::ListResourcesRequest { caller: call.caller(), stack: call.stack(), query: call.query_params() };
+    Ok(document(&rpc!(call.engines, list_resources, req).body_json, call.base))
+}
+
+pub async fn show_resource(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, show_resource, call.resource()).body_json, call.base))
+}
+
+pub async fn resource_metadata(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, resource_metadata, call.resource()).body_json, call.base))
+}
+
+pub async fn signal_resource(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::SignalResourceRequest {
+        caller: call.caller(),
+        stack: call.stack(),
+        resource_name: call.param("resource_name"),
+        // Signal details may be absent: `None` upstream.
+        body_json: call.optional_body("null"),
+    };
+    Ok(document(&rpc!(call.engines, signal_resource, req).body_json, call.base))
+}
+
+pub async fn mark_unhealthy(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::MarkUnhealthyRequest {
+        caller: call.caller(),
+        stack: call.stack(),
+        resource_name: call.param("resource_name"),
+        body_json: call.required_body()?,
+    };
+    Ok(document(&rpc!(call.engines, mark_unhealthy, req).body_json, call.base))
+}
+
+pub async fn list_events(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::ListEventsRequest {
+        caller: call.caller(),
+        stack: call.stack(),
+        resource_name: call.param("resource_name"),
+        query: call.query_params(),
+    };
+    Ok(document(&rpc!(call.engines, list_events, req).body_json, call.base))
+}
+
+pub async fn show_event(call: Call<'_>) -> Result<Response, Fault> {
+    let req = pb::ShowEventRequest {
+        caller: call.caller(),
+        stack: call.stack(),
+        resource_name: call.param("resource_name"),
+        event_id: call.param("event_id"),
+    };
+    Ok(document(&rpc!(call.engines, show_event, req).body_json, call.base))
+}
+
+pub async fn stack_action(call: Call<'_>) -> Result<Response, Fault> {
+    // Upstream reads a missing body as `{}` ("No action specified").
+    let req =
+        pb::StackActionRequest { caller: call.caller(), stack: call.stack(), body_json: call.optional_body("{}") };
+    Ok(document(&rpc!(call.engines, stack_action, req).body_json, call.base))
+}
+
+pub async fn build_info(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, build_info, pb::CallerOnly { caller: call.caller() }).body_json, call.base))
+}
+
+pub async fn list_services(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, list_services, pb::CallerOnly { caller: call.caller() }).body_json, call.base))
+}
+
+pub async fn list_software_configs(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, list_software_configs, call.software("", false)?).body_json, call.base))
+}
+
+pub async fn create_software_config(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, create_software_config, call.software("", true)?).body_json, call.base))
+}
+
+pub async fn show_software_config(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, show_software_config, call.software("config_id", false)?).body_json, call.base))
+}
+
+pub async fn delete_software_config(call: Call<'_>) -> Result<Response, Fault> {
+    rpc!(call.engines, delete_software_config, call.software("config_id", false)?);
+    Ok(no_content())
+}
+
+pub async fn list_software_deployments(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, list_software_deployments, call.software("", false)?).body_json, call.base))
+}
+
+pub async fn software_deployment_metadata(call: Call<'_>) -> Result<Response, Fault> {
+    let req = call.software("server_id", false)?;
+    Ok(document(&rpc!(call.engines, software_deployment_metadata, req).body_json, call.base))
+}
+
+pub async fn create_software_deployment(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, create_software_deployment, call.software("", true)?).body_json, call.base))
+}
+
+pub async fn show_software_deployment(call: Call<'_>) -> Result<Response, Fault> {
+    let req = call.software("deployment_id", false)?;
+    Ok(document(&rpc!(call.engines, show_software_deployment, req).body_json, call.base))
+}
+
+pub async fn update_software_deployment(call: Call<'_>) -> Result<Response, Fault> {
+    let req = call.software("deployment_id", true)?;
+    Ok(document(&rpc!(call.engines, update_software_deployment, req).body_json, call.base))
+}
+
+pub async fn delete_software_deployment(call: Call<'_>) -> Result<Response, Fault> {
+    rpc!(call.engines, delete_software_deployment, call.software("deployment_id", false)?);
+    Ok(no_content())
 }

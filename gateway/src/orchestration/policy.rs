@@ -191,7 +191,7 @@ pub fn rules_for(matched: &Matched, query: &[(String, String)], body: Option<&Va
 
 #[cfg(test)]
 mod tests {
-    use super::super::routes::RouteTable;
+    use super::super::routes::heat_v1;
     use super::*;
     use http::Method;
     use keelson_policy::{ContextValues, PolicyFile};
@@ -212,7 +212,7 @@ mod tests {
     }
 
     fn rules(method: Method, path: &str, query: &[(&str, &str)], body: Option<Value>) -> Vec<String> {
-        let matched = RouteTable::heat_v1().find(&method, path).unwrap();
+        let matched = Matched::find(&heat_v1(), &method, path).unwrap();
         let query: Vec<(String, String)> = query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         rules_for(&matched, &query, body.as_ref())
     }
