@@ -1,18 +1,10 @@
-//! What every keelson service shares: oslo-style configuration, database
-//! access and Placement's schema, typed API errors that survive the gRPC
-//! hop, request-context propagation and logging.
+//! What every keelson service shares: database access and Placement's
+//! schema, and (from keelson-runtime, re-exported while the services move
+//! over) configuration, typed API errors, request context and logging.
 
 pub mod amqp;
-pub mod config;
-pub mod context;
 pub mod db;
-pub mod error;
-pub mod grpc;
-pub mod shutdown;
-pub mod telemetry;
-pub mod tls;
 
-pub use config::Config;
-pub use context::RequestContext;
 pub use db::{Db, DbError, Dialect};
-pub use error::ApiError;
+pub use keelson_runtime::{config, context, error, grpc, shutdown, telemetry, tls};
+pub use keelson_runtime::{ApiError, Config, RequestContext};
