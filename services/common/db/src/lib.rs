@@ -7,9 +7,6 @@
 //! sqlx's `Any` driver cannot decode (MySQL `DATETIME` and `DECIMAL`,
 //! PostgreSQL `TIMESTAMP`) are handled here in one place.
 
-pub mod online_migrations;
-pub mod schema;
-pub mod seed;
 mod url;
 
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! unique constraints, the five foreign keys and `alembic_version` are
 //! those of `placement-manage db sync`: a test compares both.
 
-use super::{Db, DbError, Dialect};
+use keelson_db::{Db, DbError, Dialect};
 
 /// Upstream's Alembic revisions, oldest first. `db sync` upgrades along
 /// this chain; `alembic_version` holds the last one applied.
@@ -504,7 +504,7 @@ pub fn table_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{DatabaseUrl, PoolSettings};
+    use keelson_db::{DatabaseUrl, PoolSettings};
 
     #[test]
     fn ddl_has_every_table() {
@@ -523,9 +523,9 @@ mod tests {
     #[test]
     fn ddl_matches_the_recorded_statements() {
         for (d, recorded) in [
-            (Dialect::Sqlite, include_str!("../../tests/data/placement-ddl/sqlite.sql")),
-            (Dialect::MySql, include_str!("../../tests/data/placement-ddl/mysql.sql")),
-            (Dialect::Postgres, include_str!("../../tests/data/placement-ddl/postgresql.sql")),
+            (Dialect::Sqlite, include_str!("../tests/data/ddl/sqlite.sql")),
+            (Dialect::MySql, include_str!("../tests/data/ddl/mysql.sql")),
+            (Dialect::Postgres, include_str!("../tests/data/ddl/postgresql.sql")),
         ] {
             let mut statements = ddl(d).join(";\n\n");
             statements.push_str(";\n");
