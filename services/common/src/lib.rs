@@ -1,9 +1,5 @@
-//! What every keelson service shares: an AMQP publisher, and (from
-//! keelson-runtime, keelson-db and keelson-placement-schema, re-exported
-//! while the services move over) configuration, typed API errors, request
-//! context, logging, the database layer and Placement's schema.
-
-pub mod amqp;
+//! Re-exports keelson-runtime, keelson-db and keelson-placement-schema
+//! under their old paths while the services move over.
 
 /// The database layer and Placement's schema, under their old path.
 pub mod db {

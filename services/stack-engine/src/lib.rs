@@ -16,7 +16,9 @@
 //! - [`rpc`]: the thin gRPC layer (`Orchestration` for the gateway,
 //!   `EngineWorker` between engines).
 //! - [`error`]: errors carrying Heat's exception type names.
+//! - [`amqp`]: the AMQP 0-9-1 publisher [`notifications`] go out through.
 
+pub mod amqp;
 pub mod caller;
 pub mod convergence;
 pub mod definition;
