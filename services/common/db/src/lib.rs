@@ -7,6 +7,7 @@
 //! sqlx's `Any` driver cannot decode (MySQL `DATETIME` and `DECIMAL`,
 //! PostgreSQL `TIMESTAMP`) are handled here in one place.
 
+pub mod ddl;
 mod url;
 
 use std::sync::Arc;
