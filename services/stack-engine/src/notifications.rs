@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use keelson_common::Config;
+use keelson_runtime::Config;
 
 use crate::amqp::{BrokerUrl, OutboundMessage, PublisherHandle, PublisherSettings};
 use crate::store::{Action, StackRow, Status};

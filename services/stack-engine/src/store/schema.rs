@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use keelson_common::db::ddl::{Column, Style, Table, Type};
-use keelson_common::db::{Db, DbError, Dialect};
+use keelson_db::ddl::{Column, Style, Table, Type};
+use keelson_db::{Db, DbError, Dialect};
 
 /// The schema version [`sync`] records in `orchestration_schema`.
 pub const VERSION: i64 = 3;
