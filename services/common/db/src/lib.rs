@@ -6,6 +6,9 @@
 //! each backend still uses its native sqlx driver, so the column types that
 //! sqlx's `Any` driver cannot decode (MySQL `DATETIME` and `DECIMAL`,
 //! PostgreSQL `TIMESTAMP`) are handled here in one place.
+//!
+//! [`ddl`] is the one generator of `CREATE` statements the schemas on this
+//! layer (Placement's, the stack engine's) are written with.
 
 pub mod ddl;
 mod url;
