@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use keelson_common::Config;
+use keelson_runtime::Config;
 use serde_json::Value;
 
 use crate::placement::auth::Identity;

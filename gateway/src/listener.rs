@@ -33,7 +33,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::response::Response;
-use keelson_common::Config;
+use keelson_runtime::Config;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};

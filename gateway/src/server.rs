@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use keelson_common::tls::MeshTls;
-use keelson_common::Config;
+use keelson_runtime::tls::MeshTls;
+use keelson_runtime::Config;
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
 
@@ -35,7 +35,8 @@ pub enum GatewayError {
 /// gateway starts even when the service is not up yet, and reconnects
 /// when it restarts.
 pub fn channel(url: &str, tls: Option<&MeshTls>) -> Result<Channel, GatewayError> {
-    let ep = keelson_common::grpc::endpoint(url, tls).map_err(|e| GatewayError::Endpoint(url.into(), e.to_string()))?;
+    let ep =
+        keelson_runtime::grpc::endpoint(url, tls).map_err(|e| GatewayError::Endpoint(url.into(), e.to_string()))?;
     Ok(ep.connect_timeout(std::time::Duration::from_secs(5)).tcp_nodelay(true).connect_lazy())
 }
 

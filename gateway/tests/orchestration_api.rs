@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use http::{Method, Request, StatusCode};
-use keelson_common::{ApiError, Config};
 use keelson_gateway::layers::metrics::Metrics;
 use keelson_gateway::server::{channel, orchestration_app};
 use keelson_proto::orchestration::v1 as pb;
+use keelson_runtime::{ApiError, Config};
 use pb::orchestration_server::{Orchestration, OrchestrationServer};
 use serde_json::{json, Value};
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};

@@ -1,5 +1,5 @@
-"""keelson's option registry, read the way services/common/src/config.rs
-builds it: Placement's options from services/common/data/config-options.json
+"""keelson's option registry, read the way services/common/runtime/src/config.rs
+builds it: Placement's options from services/common/runtime/data/config-options.json
 plus keelson's own KEELSON_OPTIONS table from config.rs."""
 
 import json
@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = ROOT / "services/common/data/config-options.json"
-CONFIG_RS = ROOT / "services/common/src/config.rs"
+CONTRACT = ROOT / "services/common/runtime/data/config-options.json"
+CONFIG_RS = ROOT / "services/common/runtime/src/config.rs"
 
 # One row of the KEELSON_OPTIONS table: ("group", "name", "type", default),
 ROW = re.compile(r'\(\s*"([A-Za-z0-9_]+)"\s*,\s*"([A-Za-z0-9_]+)"\s*,\s*"([a-z]+)"\s*,\s*(None|Some\("(?:[^"\\]|\\.)*"\))\s*\)')

@@ -25,7 +25,7 @@ from conftest import AllInOne, create_database, http, new_uuid
 from heat import Heat
 
 MIB = 1024 * 1024
-# The Placement edge's body limit (keelson_common::grpc::PLACEMENT_MAX_BODY_SIZE).
+# The Placement edge's body limit (keelson_runtime::grpc::PLACEMENT_MAX_BODY_SIZE).
 PLACEMENT_MAX_BODY = 16 * MIB
 # A max_json_body_size above tonic's 4 MiB default: before the limits were
 # derived from the edge's, a body the edge accepted died at the engine.

@@ -10,7 +10,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use keelson_common::Config;
+use keelson_runtime::Config;
 
 /// `[cors]` options.
 #[derive(Debug, Clone)]

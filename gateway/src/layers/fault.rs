@@ -7,7 +7,7 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::FutureExt as _;
-use keelson_common::RequestContext;
+use keelson_runtime::RequestContext;
 
 /// How an API renders its 500.
 pub type RenderInternal = fn(request_id: &str) -> Response;

@@ -11,7 +11,7 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use http::HeaderValue;
-use keelson_common::context::{RequestContext, REQUEST_ID_HEADER, TRACEPARENT_HEADER};
+use keelson_runtime::context::{RequestContext, REQUEST_ID_HEADER, TRACEPARENT_HEADER};
 use tracing::Instrument as _;
 
 use super::metrics::Metrics;
@@ -37,7 +37,7 @@ pub async fn layer(
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let span = tracing::info_span!("http.request", api = state.api, method = %method, path = %path, request_id = %ctx.request_id);
-    ctx.traceparent = keelson_common::telemetry::link(&span, incoming_traceparent.as_deref(), &ctx.traceparent);
+    ctx.traceparent = keelson_runtime::telemetry::link(&span, incoming_traceparent.as_deref(), &ctx.traceparent);
     req.extensions_mut().insert(ctx.clone());
     let request_id = ctx.request_id.clone();
     let trace_id = ctx.trace_id().to_string();

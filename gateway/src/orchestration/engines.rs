@@ -23,12 +23,12 @@ pub struct Engines {
 
 impl Engines {
     /// One lazily connected client per engine channel, with the message
-    /// sizes of the process's [`keelson_common::grpc::WireLimits`] (stack
+    /// sizes of the process's [`keelson_runtime::grpc::WireLimits`] (stack
     /// lists and templates exceed tonic's 4 MiB default).
     pub fn new(channels: Vec<Channel>) -> Engines {
         let propagate: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> =
-            keelson_common::context::propagate;
-        let limits = keelson_common::grpc::WireLimits::current();
+            keelson_runtime::context::propagate;
+        let limits = keelson_runtime::grpc::WireLimits::current();
         let clients: Vec<EngineClient> = channels
             .into_iter()
             .map(|ch| {

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderValue, StatusCode};
-use keelson_common::ApiError;
 use keelson_proto::orchestration::v1 as pb;
+use keelson_runtime::ApiError;
 
 use super::engines::Engines;
 use super::fault::{self, Fault};

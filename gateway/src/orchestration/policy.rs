@@ -8,9 +8,9 @@
 
 use std::path::PathBuf;
 
-use keelson_common::Config;
 use keelson_policy::{Credentials, Denied, Enforcer, HeatEnforcer, OsloPolicyOptions, PolicyError, Target};
 use keelson_proto::orchestration::v1::Caller;
+use keelson_runtime::Config;
 use serde_json::Value;
 
 use super::fault::Fault;

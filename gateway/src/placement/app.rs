@@ -8,7 +8,7 @@ use axum::extract::{Request, State as AxumState};
 use axum::middleware::from_fn_with_state;
 use axum::response::Response;
 use http::HeaderValue;
-use keelson_common::{ApiError, RequestContext};
+use keelson_runtime::{ApiError, RequestContext};
 
 use super::auth::Identity;
 use super::error;
@@ -22,7 +22,7 @@ use crate::routes::{Match, RouteTable};
 /// Request bodies larger than this are refused (Placement's largest,
 /// POST /allocations for many consumers, stays far below it); every gRPC
 /// hop behind the edge is sized from it.
-const MAX_BODY: usize = keelson_common::grpc::PLACEMENT_MAX_BODY_SIZE;
+const MAX_BODY: usize = keelson_runtime::grpc::PLACEMENT_MAX_BODY_SIZE;
 
 struct Dispatch {
     state: State,

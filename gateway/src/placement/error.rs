@@ -7,7 +7,7 @@
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode};
-use keelson_common::ApiError;
+use keelson_runtime::ApiError;
 use serde_json::json;
 
 use super::microversion::Microversion;

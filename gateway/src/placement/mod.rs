@@ -49,12 +49,13 @@ pub struct Clients {
 
 impl Clients {
     /// Clients with the message sizes of the process's
-    /// [`keelson_common::grpc::WireLimits`]: every body the REST edge
+    /// [`keelson_runtime::grpc::WireLimits`]: every body the REST edge
     /// accepts crosses, and so do the answers of big fleets.
     pub fn new(channel: RedialRefused, candidates: RedialRefused) -> Self {
-        let f: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = keelson_common::context::propagate;
+        let f: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> =
+            keelson_runtime::context::propagate;
         let svc = || tonic::service::interceptor::InterceptedService::new(channel.clone(), f);
-        let limits = keelson_common::grpc::WireLimits::current();
+        let limits = keelson_runtime::grpc::WireLimits::current();
         let (req, resp) = (limits.request_message, limits.response_message);
         Clients {
             classes: pb::resource_classes_client::ResourceClassesClient::new(svc())

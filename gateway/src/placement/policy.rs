@@ -1,8 +1,8 @@
 //! Authorization with oslo.policy semantics: Placement's 38 default rules,
 //! the operator's `policy_file` overrides and the `[oslo_policy]` options.
 
-use keelson_common::Config;
 use keelson_policy::{Credentials, Enforcer, PolicyError, PolicyFile, Target};
+use keelson_runtime::Config;
 
 use super::auth::Identity;
 

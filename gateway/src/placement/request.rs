@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use keelson_common::ApiError;
+use keelson_runtime::ApiError;
 use serde_json::{Map, Value};
 
 use super::auth::Identity;
@@ -248,7 +248,7 @@ pub fn empty(status: StatusCode) -> Response {
 /// now when nothing says.
 pub fn cache_headers(req: &Req, mut resp: Response, last_modified: Option<chrono::NaiveDateTime>) -> Response {
     if req.at_least(1, 15) {
-        let when = last_modified.unwrap_or_else(keelson_common::db::now);
+        let when = last_modified.unwrap_or_else(keelson_runtime::clock::now);
         let text = when.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
         if let Ok(v) = HeaderValue::from_str(&text) {
             resp.headers_mut().insert(http::header::LAST_MODIFIED, v);

@@ -1,6 +1,7 @@
 //! The candidates service's errors, carrying Placement's texts.
 
-use keelson_common::{ApiError, DbError};
+use keelson_db::DbError;
+use keelson_runtime::ApiError;
 
 /// A query parameter's value is unusable.
 pub const QUERY_BAD_VALUE: &str = "placement.query.bad_value";

@@ -23,14 +23,14 @@ mod tests;
 pub use domain::Settings;
 pub use store::Store;
 
-use keelson_common::grpc::GrpcListener;
-use keelson_common::shutdown::Shutdown;
+use keelson_runtime::grpc::GrpcListener;
+use keelson_runtime::shutdown::Shutdown;
 
 /// The fully qualified names of the services this crate serves.
 pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v2.AllocationCandidates"];
 
 /// Reads the four algorithm options from configuration.
-pub fn settings_from_config(config: &keelson_common::Config) -> Settings {
+pub fn settings_from_config(config: &keelson_runtime::Config) -> Settings {
     Settings::from_options(
         &config
             .get_str("placement", "allocation_candidates_generation_strategy")
@@ -48,5 +48,5 @@ pub async fn serve(
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
     let service = rpc::server(store);
-    keelson_common::grpc::serve(listener, SERVICE_NAMES, |router| router.add_service(service), shutdown).await
+    keelson_runtime::grpc::serve(listener, SERVICE_NAMES, |router| router.add_service(service), shutdown).await
 }

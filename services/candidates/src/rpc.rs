@@ -13,10 +13,10 @@ pub struct AllocationCandidatesRpc {
 }
 
 /// The service on `store`, with the message sizes of the process's
-/// [`keelson_common::grpc::WireLimits`] (answers for big fleets are large;
+/// [`keelson_runtime::grpc::WireLimits`] (answers for big fleets are large;
 /// tonic's 4 MiB default is not).
 pub fn server(store: Store) -> pb::allocation_candidates_server::AllocationCandidatesServer<AllocationCandidatesRpc> {
-    let limits = keelson_common::grpc::WireLimits::current();
+    let limits = keelson_runtime::grpc::WireLimits::current();
     pb::allocation_candidates_server::AllocationCandidatesServer::new(AllocationCandidatesRpc { store })
         .max_encoding_message_size(limits.response_message)
         .max_decoding_message_size(limits.request_message)

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use capnp_rpc::{rpc_twoparty_capnp, twoparty, RpcSystem};
 use futures::future::BoxFuture;
 use keelson_capnp::controller_capnp::{conf_reply, controller, list_reply, status_reply, write_reply};
-use keelson_common::tls::MeshTls;
+use keelson_runtime::tls::MeshTls;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 

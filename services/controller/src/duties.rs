@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use futures::future::BoxFuture;
-use keelson_common::shutdown::Shutdown;
+use keelson_runtime::shutdown::Shutdown;
 use tokio::sync::watch;
 
 use crate::node::RoleView;
@@ -147,7 +147,7 @@ mod tests {
     async fn runs_only_while_serving_and_syncs_once_per_term() {
         let (tx, rx) = watch::channel(view(Role::Standby, 1, false));
         let rec = Arc::new(Recorder::default());
-        let (trigger, shutdown) = keelson_common::shutdown::channel();
+        let (trigger, shutdown) = keelson_runtime::shutdown::channel();
         let task = tokio::spawn(run(rx, rec.clone(), Duration::from_millis(10), shutdown));
 
         settle().await;
@@ -195,7 +195,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_single_node_runs_its_duties() {
         let settings = crate::ControllerSettings::single_node("c1", "127.0.0.1:1".parse().unwrap());
-        let (trigger, shutdown) = keelson_common::shutdown::channel();
+        let (trigger, shutdown) = keelson_runtime::shutdown::channel();
         let (ctl, _) = crate::start(settings, shutdown.clone()).await.unwrap();
         let rec = Arc::new(Recorder::default());
         rec.term.store(1, Ordering::SeqCst);

@@ -22,7 +22,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keelson_common::shutdown::Shutdown;
+use keelson_runtime::shutdown::Shutdown;
 use tokio::sync::watch;
 
 use crate::etcd::{Campaign, EtcdStore, LeaderInfo, StoreError};

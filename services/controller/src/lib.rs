@@ -36,7 +36,7 @@ mod wire;
 
 use std::sync::Arc;
 
-use keelson_common::shutdown::Shutdown;
+use keelson_runtime::shutdown::Shutdown;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -126,7 +126,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         // A port nothing listens on.
         let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let (trigger, shutdown) = keelson_common::shutdown::channel();
+        let (trigger, shutdown) = keelson_runtime::shutdown::channel();
         let settings = ControllerSettings::single_node("c1", addr);
         let server = tokio::spawn(run(settings, listener, shutdown));
 

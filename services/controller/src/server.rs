@@ -11,7 +11,7 @@ use std::sync::Arc;
 use capnp::capability::Rc;
 use capnp_rpc::{rpc_twoparty_capnp, RpcSystem};
 use keelson_capnp::controller_capnp::controller;
-use keelson_common::shutdown::Shutdown;
+use keelson_runtime::shutdown::Shutdown;
 use tokio::net::TcpListener;
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keelson_common::tls::MeshTls;
-use keelson_common::Config;
+use keelson_runtime::tls::MeshTls;
+use keelson_runtime::Config;
 
 use crate::model::CtrlPeer;
 
@@ -25,7 +25,7 @@ pub enum SettingsError {
     #[error("[etcd] endpoints: invalid endpoint {0:?} (expected http://host:port)")]
     Endpoint(String),
     #[error("{0}")]
-    Tls(#[from] keelson_common::tls::TlsError),
+    Tls(#[from] keelson_runtime::tls::TlsError),
 }
 
 /// One node's settings.

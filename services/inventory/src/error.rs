@@ -1,7 +1,8 @@
 //! The inventory service's errors, each carrying Placement's error code
 //! and the detail text upstream writes (Nova parses some of them).
 
-use keelson_common::{ApiError, DbError};
+use keelson_db::DbError;
+use keelson_runtime::ApiError;
 
 pub const CONCURRENT_UPDATE: &str = "placement.concurrent_update";
 pub const DUPLICATE_NAME: &str = "placement.duplicate_name";

@@ -19,8 +19,8 @@ pub mod store;
 
 pub use store::{Store, StoreSettings};
 
-use keelson_common::grpc::GrpcListener;
-use keelson_common::shutdown::Shutdown;
+use keelson_runtime::grpc::GrpcListener;
+use keelson_runtime::shutdown::Shutdown;
 
 /// The fully qualified names of the services this crate serves.
 pub const SERVICE_NAMES: &[&str] = &[
@@ -39,5 +39,5 @@ pub async fn serve(
     shutdown: Shutdown,
 ) -> Result<(), tonic::transport::Error> {
     let services = rpc::Services::new(store);
-    keelson_common::grpc::serve(listener, SERVICE_NAMES, |router| services.add_to(router), shutdown).await
+    keelson_runtime::grpc::serve(listener, SERVICE_NAMES, |router| services.add_to(router), shutdown).await
 }

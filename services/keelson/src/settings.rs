@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
-use keelson_common::config::clamp_u32;
-use keelson_common::db::{DatabaseUrl, PoolSettings};
-use keelson_common::Config;
+use keelson_db::{DatabaseUrl, PoolSettings};
+use keelson_runtime::config::clamp_u32;
+use keelson_runtime::Config;
 
 use crate::cli::CommonArgs;
 
@@ -103,8 +103,8 @@ fn parse_addr(v: &str, what: &str) -> anyhow::Result<SocketAddr> {
 
 /// The mesh's mutual TLS identity (`[keelson] tls_*_file`); None:
 /// plaintext.
-pub fn mesh_tls(config: &Config) -> anyhow::Result<Option<std::sync::Arc<keelson_common::tls::MeshTls>>> {
-    Ok(keelson_common::tls::MeshTls::from_config(config)?)
+pub fn mesh_tls(config: &Config) -> anyhow::Result<Option<std::sync::Arc<keelson_runtime::tls::MeshTls>>> {
+    Ok(keelson_runtime::tls::MeshTls::from_config(config)?)
 }
 
 /// The Placement database URL from `[placement_database] connection`.

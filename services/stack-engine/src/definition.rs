@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use keelson_common::db::Db;
+use keelson_db::Db;
 use keelson_hot::{
     Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, ResolveContext, ResourceDefn, Template,
     TemplateError,

@@ -331,8 +331,8 @@ impl EngineError {
     }
 }
 
-impl From<keelson_common::db::DbError> for EngineError {
-    fn from(e: keelson_common::db::DbError) -> Self {
+impl From<keelson_db::DbError> for EngineError {
+    fn from(e: keelson_db::DbError) -> Self {
         EngineError::internal(format!("database: {e}"))
     }
 }

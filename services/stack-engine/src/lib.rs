@@ -16,7 +16,9 @@
 //! - [`rpc`]: the thin gRPC layer (`Orchestration` for the gateway,
 //!   `EngineWorker` between engines).
 //! - [`error`]: errors carrying Heat's exception type names.
+//! - [`amqp`]: the AMQP 0-9-1 publisher [`notifications`] go out through.
 
+pub mod amqp;
 pub mod caller;
 pub mod convergence;
 pub mod definition;
@@ -31,10 +33,11 @@ pub use error::EngineError;
 
 use std::sync::Arc;
 
-use keelson_common::config::{clamp_u32, clamp_usize};
-use keelson_common::grpc::GrpcListener;
-use keelson_common::shutdown::Shutdown;
-use keelson_common::{Config, Db};
+use keelson_db::Db;
+use keelson_runtime::config::{clamp_u32, clamp_usize};
+use keelson_runtime::grpc::GrpcListener;
+use keelson_runtime::shutdown::Shutdown;
+use keelson_runtime::Config;
 
 pub use convergence::EngineSettings;
 pub use service::ServiceSettings;
@@ -183,7 +186,7 @@ pub async fn serve(
         Some(url) => {
             // Lazy: the engine may start before the inventory service; a
             // call made meanwhile fails as unavailable and is retried.
-            let channel = keelson_common::grpc::endpoint(url, settings.engine.tls.as_deref())?
+            let channel = keelson_runtime::grpc::endpoint(url, settings.engine.tls.as_deref())?
                 .connect_timeout(std::time::Duration::from_secs(5))
                 .tcp_nodelay(true)
                 .connect_lazy();
@@ -201,7 +204,7 @@ pub async fn serve(
     let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));
     let worker = rpc::worker::WorkerService::new(engine.clone());
     let api = rpc::api::OrchestrationApi::new(api);
-    keelson_common::grpc::serve(
+    keelson_runtime::grpc::serve(
         listener,
         SERVICE_NAMES,
         |router| router.add_service(api.into_server()).add_service(worker.into_server()),

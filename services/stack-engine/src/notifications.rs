@@ -7,7 +7,7 @@
 //! Ceilometer and other listeners of a Heat deployment read them unchanged.
 //!
 //! Publishing never holds up the engine: messages go to the AMQP
-//! publisher's bounded outbox (`keelson_common::amqp`), which keeps each
+//! publisher's bounded outbox (`crate::amqp`), which keeps each
 //! one until the broker confirms it and publishes it again after a lost
 //! connection. Only when the outbox is full (the broker away for long)
 //! are new notifications refused, counted and logged: a notification is a
@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use keelson_common::amqp::{BrokerUrl, OutboundMessage, PublisherHandle, PublisherSettings};
-use keelson_common::Config;
+use keelson_runtime::Config;
 
+use crate::amqp::{BrokerUrl, OutboundMessage, PublisherHandle, PublisherSettings};
 use crate::store::{Action, StackRow, Status};
 
 /// How many notifications may wait for the broker's confirmation.

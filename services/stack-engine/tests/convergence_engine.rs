@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
+use keelson_db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Value};
 
 use keelson_stack_engine::convergence::{Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher};
@@ -406,7 +406,7 @@ async fn a_stack_past_its_timeout_fails_with_timed_out() {
         })
         .await
         .unwrap();
-    let past = keelson_common::db::now() - chrono::Duration::minutes(2);
+    let past = keelson_db::now() - chrono::Duration::minutes(2);
     c.db.fetch_all("UPDATE stack SET updated_at = ? WHERE id = ?", &[past.into(), stack.id.as_str().into()])
         .await
         .unwrap();

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
-use keelson_common::shutdown::{self, ShutdownTrigger};
+use keelson_db::{DatabaseUrl, Db, PoolSettings};
+use keelson_runtime::shutdown::{self, ShutdownTrigger};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -35,7 +35,7 @@ async fn node(db: &Db, id: &str) -> Node {
     let engine = keelson_stack_engine::start_engine(db.clone(), Arc::new(Registry::builtin()), settings).await.unwrap();
     let (stop, wait) = shutdown::channel();
     let worker = WorkerService::new(engine.clone());
-    tokio::spawn(keelson_common::grpc::serve(listener, &[], |r| r.add_service(worker.into_server()), wait));
+    tokio::spawn(keelson_runtime::grpc::serve(listener, &[], |r| r.add_service(worker.into_server()), wait));
     Node { engine, _stop: stop }
 }
 

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
+use keelson_db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Map, Value};
 
 use keelson_stack_engine::convergence::{Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher};

@@ -55,7 +55,7 @@ async fn seed(h: &Harness, tenant: &str) -> (StackRow, Vec<String>) {
         action: "CREATE".parse().unwrap(),
         status: "COMPLETE".parse().unwrap(),
         status_reason: "Stack CREATE completed successfully".into(),
-        created_at: Some(keelson_common::db::now()),
+        created_at: Some(keelson_db::now()),
         ..Default::default()
     };
     store::stacks::insert(&mut tx, &stack).await.unwrap();

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keelson_common::db::{DatabaseUrl, Db, Dialect, PoolSettings};
+use keelson_db::{DatabaseUrl, Db, Dialect, PoolSettings};
 use serde_json::json;
 
 use keelson_stack_engine::store::{
@@ -570,7 +570,7 @@ async fn service_registry() {
         assert!(!services::heartbeat(db, "nobody").await.expect("heartbeat"));
 
         // Age eng-2 past the window.
-        let old = keelson_common::db::now() - chrono::Duration::seconds(600);
+        let old = keelson_db::now() - chrono::Duration::seconds(600);
         let mut tx = db.begin().await.expect("begin");
         tx.execute("UPDATE service SET updated_at = ? WHERE engine_id = ?", &[old.into(), "eng-2".into()])
             .await

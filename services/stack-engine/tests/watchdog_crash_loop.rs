@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
+use keelson_db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Value};
 
 use keelson_stack_engine::convergence::{Engine, EngineSettings, NewStack, QueueDispatcher, WATCHDOG_RETRIGGER_LIMIT};

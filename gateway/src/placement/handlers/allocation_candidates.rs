@@ -5,8 +5,8 @@
 
 use axum::response::IntoResponse as _;
 use http::StatusCode;
-use keelson_common::ApiError;
 use keelson_proto::candidates::v2 as pb;
+use keelson_runtime::ApiError;
 
 use crate::placement::handlers::Route;
 use crate::placement::params::{is_uuid_like, member_of_params, required_params, required_value, resources_param};

@@ -2,8 +2,8 @@
 //! (from 1.6).
 
 use http::StatusCode;
-use keelson_common::ApiError;
 use keelson_proto::placement::v1 as pb;
+use keelson_runtime::ApiError;
 use serde_json::{json, Value};
 
 use crate::placement::handlers::Route;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use keelson_common::db::{in_list, Dialect, RowRef, Tx, Value};
-use keelson_common::Db;
+use keelson_db::Db;
+use keelson_db::{in_list, Dialect, RowRef, Tx, Value};
 
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;

@@ -6,8 +6,9 @@ mod scenarios;
 
 use std::collections::HashMap;
 
-use keelson_common::db::{schema, seed, DatabaseUrl, PoolSettings, Value};
-use keelson_common::Db;
+use keelson_db::Db;
+use keelson_db::{DatabaseUrl, PoolSettings, Value};
+use keelson_placement_schema::{schema, seed};
 
 use crate::domain::request::{GroupPolicy, Request, RequestGroup};
 use crate::domain::{NamedOutcome, Settings, Strategy};

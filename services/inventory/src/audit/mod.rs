@@ -15,8 +15,8 @@ pub mod tree;
 
 use std::collections::BTreeMap;
 
-use keelson_common::db::online_migrations::{self, IncompleteConsumerOwner, OnlineMigration};
-use keelson_common::db::{Db, DbError};
+use keelson_db::{Db, DbError};
+use keelson_placement_schema::online_migrations::{self, IncompleteConsumerOwner, OnlineMigration};
 use serde::Serialize;
 
 pub use tree::ProviderRow;
@@ -314,13 +314,13 @@ pub async fn audit(db: &Db) -> Result<Report, DbError> {
     Ok(report)
 }
 
-async fn count(tx: &mut keelson_common::db::Tx, sql: &str) -> Result<u64, DbError> {
+async fn count(tx: &mut keelson_db::Tx, sql: &str) -> Result<u64, DbError> {
     let rows = tx.fetch_all(sql, &[]).await?;
     let n = rows.first().map(|r| r.i64(0)).transpose()?.unwrap_or(0);
     Ok(n.max(0).unsigned_abs())
 }
 
-async fn read_providers(tx: &mut keelson_common::db::Tx) -> Result<Vec<ProviderRow>, DbError> {
+async fn read_providers(tx: &mut keelson_db::Tx) -> Result<Vec<ProviderRow>, DbError> {
     tx.fetch_all(
         "SELECT id, uuid, name, generation, root_provider_id, parent_provider_id FROM resource_providers ORDER BY id",
         &[],
@@ -421,7 +421,7 @@ pub async fn repair(
 
 /// One guarded statement in its own transaction: repaired when it changed
 /// a row, changed-meanwhile when its condition no longer held.
-async fn written(db: &Db, sql: &str, params: &[keelson_common::db::Value]) -> Result<RepairOutcome, DbError> {
+async fn written(db: &Db, sql: &str, params: &[keelson_db::Value]) -> Result<RepairOutcome, DbError> {
     let mut tx = db.begin().await?;
     let n = tx.execute(sql, params).await?;
     tx.commit().await?;

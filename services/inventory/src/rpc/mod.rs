@@ -30,9 +30,9 @@ pub struct Services {
 
 impl Services {
     /// The services on `store`, with the message sizes of the process's
-    /// [`keelson_common::grpc::WireLimits`].
+    /// [`keelson_runtime::grpc::WireLimits`].
     pub fn new(store: Store) -> Self {
-        let limits = keelson_common::grpc::WireLimits::current();
+        let limits = keelson_runtime::grpc::WireLimits::current();
         let (req, resp) = (limits.request_message, limits.response_message);
         Services {
             resource_classes: pb::resource_classes_server::ResourceClassesServer::new(
@@ -65,7 +65,7 @@ impl Services {
     }
 
     /// Adds every service to a tonic router.
-    pub fn add_to(self, router: keelson_common::grpc::ServiceRouter) -> keelson_common::grpc::ServiceRouter {
+    pub fn add_to(self, router: keelson_runtime::grpc::ServiceRouter) -> keelson_runtime::grpc::ServiceRouter {
         router
             .add_service(self.resource_classes)
             .add_service(self.resource_providers)

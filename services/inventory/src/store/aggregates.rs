@@ -2,7 +2,7 @@
 //! `placement_aggregates` on first use and never validated against
 //! anything else (Nova's host aggregates, for instance).
 
-use keelson_common::db::{in_list, now, Tx, Value};
+use keelson_db::{in_list, now, Tx, Value};
 
 use super::{bump_generation, get_provider, Store};
 use crate::error::{Error, Result};

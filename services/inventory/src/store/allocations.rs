@@ -17,8 +17,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 
-use keelson_common::db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
-use keelson_common::DbError;
+use keelson_db::DbError;
+use keelson_db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 
 use super::consumers::{
     create_consumer, delete_consumers_without_allocations, ensure_consumer_type, ensure_project, ensure_user,

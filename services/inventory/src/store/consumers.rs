@@ -5,7 +5,7 @@
 //! first allocation write and deleted by the write (or delete) that leaves
 //! it without any. Its generation moves on with every allocation write.
 
-use keelson_common::db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
+use keelson_db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 
 use crate::error::Result;
 
@@ -154,8 +154,9 @@ pub async fn delete_consumers_without_allocations(tx: &mut Tx, uuids: &[String])
 /// the standard classes, and providers and allocations written directly.
 #[cfg(test)]
 pub(crate) mod test_support {
-    use keelson_common::db::{now, schema, seed, DatabaseUrl, PoolSettings};
-    use keelson_common::Db;
+    use keelson_db::Db;
+    use keelson_db::{now, DatabaseUrl, PoolSettings};
+    use keelson_placement_schema::{schema, seed};
 
     use crate::store::{Store, StoreSettings};
 

@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use keelson_common::db::{in_list, now, Dialect, Row, Tx, Value};
-use keelson_common::DbError;
+use keelson_db::DbError;
+use keelson_db::{in_list, now, Dialect, Row, Tx, Value};
 
 use super::{find_provider, ProviderRow, Store};
 use crate::error::{Error, Result, CONCURRENT_UPDATE, INVENTORY_INUSE};

@@ -11,8 +11,8 @@ pub mod resource_classes;
 pub mod traits;
 pub mod usages;
 
-use keelson_common::db::{now, Row, Tx};
-use keelson_common::Db;
+use keelson_db::Db;
+use keelson_db::{now, Row, Tx};
 
 use crate::error::{Error, Result};
 
@@ -133,9 +133,9 @@ pub async fn resource_class_id(tx: &mut Tx, name: &str) -> Result<Option<i64>> {
 
 /// `SUM(expr)` as an integer on every backend: PostgreSQL sums integers
 /// as NUMERIC, which the database layer does not decode.
-pub fn sum_as_bigint(dialect: keelson_common::db::Dialect, expr: &str) -> String {
+pub fn sum_as_bigint(dialect: keelson_db::Dialect, expr: &str) -> String {
     match dialect {
-        keelson_common::db::Dialect::Postgres => format!("CAST(SUM({expr}) AS BIGINT)"),
+        keelson_db::Dialect::Postgres => format!("CAST(SUM({expr}) AS BIGINT)"),
         _ => format!("SUM({expr})"),
     }
 }

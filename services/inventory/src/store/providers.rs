@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use keelson_common::db::{in_list, now, Row, Tx, Value};
+use keelson_db::{in_list, now, Row, Tx, Value};
 
 use super::{ProviderRow, Store};
 use crate::error::{Error, Result, DUPLICATE_NAME, PROVIDER_CANNOT_DELETE_PARENT, PROVIDER_IN_USE};
@@ -611,7 +611,7 @@ async fn check_duplicates(tx: &mut Tx, uuid: &str, name: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use keelson_common::db::now;
+    use keelson_db::now;
 
     use super::*;
     use crate::store::consumers::test_support::store;

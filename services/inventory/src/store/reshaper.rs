@@ -53,7 +53,7 @@ fn replace_failure(provider_uuid: &str, f: ReplaceFailure) -> WriteFailure {
 
 /// Sets a provider's inventories and moves its generation on.
 async fn set_provider_inventories(
-    tx: &mut keelson_common::db::Tx,
+    tx: &mut keelson_db::Tx,
     provider: &ProviderRow,
     state: &mut ProviderState,
     list: &[InventoryRecord],
@@ -104,7 +104,7 @@ impl Store {
 
     async fn reshape_once(
         &self,
-        tx: &mut keelson_common::db::Tx,
+        tx: &mut keelson_db::Tx,
         inventories: &[ReshapeInventories],
         consumers: &[ConsumerWrite],
     ) -> std::result::Result<(), WriteFailure> {

@@ -1,7 +1,8 @@
 //! Resource classes: ids 0-20 are os-resource-classes' standard classes in
 //! order; custom classes (`CUSTOM_*`) are numbered from 10000.
 
-use keelson_common::db::{now, seed::MIN_CUSTOM_RESOURCE_CLASS_ID, Tx};
+use keelson_db::{now, Tx};
+use keelson_placement_schema::seed::MIN_CUSTOM_RESOURCE_CLASS_ID;
 
 use super::Store;
 use crate::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! Traits (the os-traits standard set, seeded, and custom `CUSTOM_*`
 //! ones) and the traits of each provider.
 
-use keelson_common::db::{in_list, now, Row, Tx, Value};
+use keelson_db::{in_list, now, Row, Tx, Value};
 
 use super::{bump_generation, get_provider, ProviderRow, Store};
 use crate::error::{Error, Result};

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use keelson_common::db::Value;
+use keelson_db::Value;
 
 use super::{find_provider, sum_as_bigint, ProviderRow, Store};
 use crate::error::{Error, Result};
@@ -135,7 +135,7 @@ impl Store {
 }
 
 /// The id of the row of `table` whose `external_id` is exactly `value`.
-async fn exact_id(tx: &mut keelson_common::db::Tx, table: &str, value: &str) -> Result<Option<i64>> {
+async fn exact_id(tx: &mut keelson_db::Tx, table: &str, value: &str) -> Result<Option<i64>> {
     let rows =
         tx.fetch_all(&format!("SELECT id, external_id FROM {table} WHERE external_id = ?"), &[value.into()]).await?;
     for r in &rows {

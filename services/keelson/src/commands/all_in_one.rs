@@ -7,9 +7,9 @@
 
 use std::process::ExitCode;
 
-use keelson_common::grpc::GrpcListener;
-use keelson_common::Config;
 use keelson_inventory::Store;
+use keelson_runtime::grpc::GrpcListener;
+use keelson_runtime::Config;
 
 use super::services::{bind, on_signal, open_database, store_settings};
 use crate::settings;

@@ -12,14 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use keelson_common::db::{DatabaseUrl, PoolSettings};
-use keelson_common::shutdown::Shutdown;
-use keelson_common::tls::MeshTls;
-use keelson_common::{Config, Db};
 use keelson_controller::duties::{BoxFuture, Duties, DutyError};
 use keelson_controller::{Controller, ControllerSettings, DutiesFactory, Request, Response};
+use keelson_db::Db;
+use keelson_db::{DatabaseUrl, PoolSettings};
 use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
 use keelson_proto::orchestration::v1::RunWatchdogRequest;
+use keelson_runtime::shutdown::Shutdown;
+use keelson_runtime::tls::MeshTls;
+use keelson_runtime::Config;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Mutex};
 
@@ -154,7 +155,7 @@ impl MeshDuties {
     }
 
     async fn run_watchdog(&self, endpoint: &str) -> Result<(u32, u32), DutyError> {
-        let channel = keelson_common::grpc::endpoint(endpoint, self.tls.as_deref())?
+        let channel = keelson_runtime::grpc::endpoint(endpoint, self.tls.as_deref())?
             .connect_timeout(Duration::from_secs(2))
             .timeout(self.timeout)
             .connect_lazy();
@@ -173,7 +174,7 @@ impl Duties for MeshDuties {
             }
             let summary = match &*placement {
                 PlacementDb::Ready(db) => {
-                    let seeded = keelson_common::db::seed::seed_standard(db).await?;
+                    let seeded = keelson_placement_schema::seed::seed_standard(db).await?;
                     format!(
                         "inserted {} standard resource classes and {} standard traits",
                         seeded.resource_classes, seeded.traits

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use keelson_common::Config;
 use keelson_controller::config_doc::CommittedConfig;
 use keelson_controller::{ClientOptions, ControllerClient, CtrlStatus};
+use keelson_runtime::Config;
 
 use crate::cli::{CtlArgs, CtlCommand};
 

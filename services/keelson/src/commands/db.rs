@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use keelson_common::db::online_migrations::{self, IncompleteConsumerOwner, OnlineMigration};
-use keelson_common::db::schema;
-use keelson_common::{Config, Db};
+use keelson_db::Db;
+use keelson_placement_schema::online_migrations::{self, IncompleteConsumerOwner, OnlineMigration};
+use keelson_placement_schema::schema;
+use keelson_runtime::Config;
 
 use crate::cli::DbCommand;
 use crate::settings;
@@ -21,7 +22,7 @@ pub async fn run(config: Config, command: DbCommand) -> anyhow::Result<ExitCode>
     match command {
         DbCommand::Sync => {
             let outcome = schema::sync(&db).await?;
-            let seeded = keelson_common::db::seed::seed_standard(&db).await?;
+            let seeded = keelson_placement_schema::seed::seed_standard(&db).await?;
             match outcome {
                 schema::SyncOutcome::Created => println!("created schema at revision {}", schema::HEAD),
                 schema::SyncOutcome::Upgraded { from } => println!("upgraded schema from {from} to {}", schema::HEAD),

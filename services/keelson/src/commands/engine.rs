@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use keelson_common::config::clamp_u32;
-use keelson_common::grpc::GrpcListener;
-use keelson_common::shutdown::Shutdown;
-use keelson_common::{Config, Db};
 use keelson_controller::duties::BoxFuture;
 use keelson_controller::{ClientError, ClientOptions, ControllerClient, CtrlError, Registration};
+use keelson_db::Db;
+use keelson_runtime::config::clamp_u32;
+use keelson_runtime::grpc::GrpcListener;
+use keelson_runtime::shutdown::Shutdown;
+use keelson_runtime::Config;
 use keelson_stack_engine::convergence::{EngineRegistry, RegistryHandle};
 
 use super::controller::{controller_addresses, ENGINE_SERVICE};

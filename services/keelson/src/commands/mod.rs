@@ -24,7 +24,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         cli.command.name()
     );
     let telemetry =
-        keelson_common::telemetry::init(&filter, config.get_str("telemetry", "otlp_endpoint").as_deref(), &service);
+        keelson_runtime::telemetry::init(&filter, config.get_str("telemetry", "otlp_endpoint").as_deref(), &service);
     for unknown in &config.unknown {
         tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
     }
@@ -33,7 +33,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     // Every gRPC server and client of this process sizes its messages and
     // headers from the REST edge's limits, read once here.
-    keelson_common::grpc::WireLimits::from_config(&config).install();
+    keelson_runtime::grpc::WireLimits::from_config(&config).install();
     let outcome = match cli.command {
         Command::AllInOne => {
             crate::settings::apply_all_in_one_defaults(&mut config)?;

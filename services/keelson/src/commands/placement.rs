@@ -5,9 +5,10 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use keelson_common::db::online_migrations::IncompleteConsumerOwner;
-use keelson_common::{Config, Db};
+use keelson_db::Db;
 use keelson_inventory::audit::{self, Finding, RepairOutcome, Report};
+use keelson_placement_schema::online_migrations::IncompleteConsumerOwner;
+use keelson_runtime::Config;
 
 use crate::cli::PlacementCommand;
 use crate::settings;

@@ -3,12 +3,13 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use keelson_common::config::clamp_u32;
-use keelson_common::grpc::GrpcListener;
-use keelson_common::shutdown::{self, Shutdown};
-use keelson_common::tls::MeshTls;
-use keelson_common::{Config, Db};
+use keelson_db::Db;
 use keelson_inventory::{Store, StoreSettings};
+use keelson_runtime::config::clamp_u32;
+use keelson_runtime::grpc::GrpcListener;
+use keelson_runtime::shutdown::{self, Shutdown};
+use keelson_runtime::tls::MeshTls;
+use keelson_runtime::Config;
 use tokio::net::TcpListener;
 
 use crate::settings;
@@ -23,13 +24,13 @@ pub async fn open_database(config: &Config, sync: bool, seed: bool) -> anyhow::R
         .await
         .with_context(|| format!("connecting to {}", url.display))?;
     if sync {
-        let outcome = keelson_common::db::schema::sync(&db).await?;
+        let outcome = keelson_placement_schema::schema::sync(&db).await?;
         tracing::info!(target: "keelson::db", "schema: {outcome:?}");
     } else {
-        keelson_common::db::schema::check_current(&db).await?;
+        keelson_placement_schema::schema::check_current(&db).await?;
     }
     if seed {
-        let seeded = keelson_common::db::seed::seed_standard(&db).await?;
+        let seeded = keelson_placement_schema::seed::seed_standard(&db).await?;
         if seeded.resource_classes + seeded.traits > 0 {
             tracing::info!(target: "keelson::db", "inserted {} standard resource classes and {} standard traits", seeded.resource_classes, seeded.traits);
         }
@@ -87,7 +88,7 @@ pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
     let db = Db::connect(&url, &settings::pool_settings(&config))
         .await
         .with_context(|| format!("connecting to {}", url.display))?;
-    keelson_common::db::schema::check_current(&db).await?;
+    keelson_placement_schema::schema::check_current(&db).await?;
     let listener = bind(settings::listen(&config, "candidates_listen", false)?, "candidates").await?;
     tracing::info!(target: "keelson", "candidates gRPC on {}", listener.local_addr()?);
     let store = keelson_candidates::Store::new(db, keelson_candidates::settings_from_config(&config));

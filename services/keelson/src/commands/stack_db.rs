@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use keelson_common::Config;
+use keelson_runtime::Config;
 
 use crate::cli::{Granularity, StackDbCommand};
 

@@ -8,8 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use keelson_common::db::{online_migrations, schema};
-use keelson_common::{Config, Db};
+use keelson_db::Db;
+use keelson_placement_schema::{online_migrations, schema};
+use keelson_runtime::Config;
 
 use crate::cli::{StatusCommand, UpgradeCommand};
 use crate::settings;
@@ -92,7 +93,7 @@ async fn database_checks(db: &Db, config: &Config) -> anyhow::Result<Vec<(&'stat
     let schema_result = schema_check(db).await?;
     // A database without Placement's tables cannot answer upstream's
     // queries; say why rather than only how the query failed.
-    let hint = |e: keelson_common::db::DbError| match &schema_result.details {
+    let hint = |e: keelson_db::DbError| match &schema_result.details {
         Some(d) if schema_result.code == Code::Failure => anyhow::anyhow!("{e}\n{d}"),
         _ => anyhow::anyhow!("{e}"),
     };

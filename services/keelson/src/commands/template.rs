@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use keelson_common::Config;
+use keelson_runtime::Config;
 use serde_json::{json, Value};
 
 #[derive(Args, Debug)]

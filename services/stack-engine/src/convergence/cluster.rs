@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use keelson_common::db::Db;
+use keelson_db::Db;
 
 use super::dispatch::{CheckResourceMsg, Dispatcher};
 use super::{Engine, EngineSettings};
@@ -242,7 +242,7 @@ impl Dispatcher for ClusterDispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keelson_common::db::{DatabaseUrl, PoolSettings};
+    use keelson_db::{DatabaseUrl, PoolSettings};
 
     /// Answers a fixed registry verdict.
     struct Fixed(Result<bool, String>);

@@ -31,7 +31,7 @@ mod watchdog;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use keelson_common::db::Db;
+use keelson_db::Db;
 use tokio::sync::{watch, Semaphore};
 
 use crate::definition::DefinitionCache;
@@ -173,7 +173,7 @@ impl Engine {
             };
             host::CHECK_SLOT.scope(std::cell::RefCell::new(Some(permit)), engine.check_resource(msg)).await;
         };
-        tokio::spawn(tracing::Instrument::instrument(keelson_common::context::inherit(check), span));
+        tokio::spawn(tracing::Instrument::instrument(keelson_runtime::context::inherit(check), span));
     }
 
     /// Whether a check started now would run at once (a concurrency slot

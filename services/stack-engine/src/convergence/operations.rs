@@ -91,7 +91,7 @@ impl Engine {
             status: Status::Complete,
             ..Default::default()
         };
-        let template_id = keelson_common::db::retrying("stack creation", || async {
+        let template_id = keelson_db::retrying("stack creation", || async {
             let mut tx = self.db.begin().await?;
             let template_id = store::templates::insert(&mut tx, &new.template, &new.files, &new.environment).await?;
             store::stacks::insert(&mut tx, &StackRow { raw_template_id: template_id, ..row.clone() }).await?;

@@ -39,7 +39,7 @@ pub struct EngineSettings {
     pub controller_registry: Option<super::cluster::RegistryHandle>,
     /// The mesh's mutual TLS identity for calls to other engines (None:
     /// plaintext).
-    pub tls: Option<std::sync::Arc<keelson_common::tls::MeshTls>>,
+    pub tls: Option<std::sync::Arc<keelson_runtime::tls::MeshTls>>,
     /// Where instances signal and poll, and how URLs are pre-signed.
     pub signals: super::signals::SignalSettings,
     /// Heat's notifications to a message broker (None: off).

@@ -242,7 +242,7 @@ impl Engine {
         let reason = format!("Stack {} completed successfully", stack.action);
         let stale_template = stack.prev_raw_template_id.filter(|p| *p != stack.raw_template_id);
         let event = super::events::stack_event_of(&stack, stack.action, Status::Complete, &reason);
-        let applied = keelson_common::db::retrying("stack completion", || async {
+        let applied = keelson_db::retrying("stack completion", || async {
             let mut tx = self.db.begin().await?;
             let applied = if stack.action == Action::Delete {
                 store::stacks::complete_delete_tx(&mut tx, stack_id, traversal, &reason).await?

@@ -186,7 +186,7 @@ impl Engine {
             .await?;
         let last = rows.iter().filter_map(|r| r.opt_time(0).ok().flatten()).max();
         let Some(last) = last else { return Ok(None) };
-        let idle = keelson_common::db::now() - last;
+        let idle = keelson_db::now() - last;
         Ok((idle.num_milliseconds() > i64::try_from(self.settings.stall_timeout.as_millis()).unwrap_or(i64::MAX))
             .then(Vec::new))
     }

@@ -19,7 +19,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use keelson_common::config::clamp_usize;
+use keelson_runtime::config::clamp_usize;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 

@@ -25,10 +25,10 @@ impl OrchestrationApi {
     }
 
     /// The server, with the message sizes of the process's
-    /// [`keelson_common::grpc::WireLimits`] (so a body within
+    /// [`keelson_runtime::grpc::WireLimits`] (so a body within
     /// `max_json_body_size` always crosses, and a large answer too).
     pub fn into_server(self) -> pb::orchestration_server::OrchestrationServer<Self> {
-        let limits = keelson_common::grpc::WireLimits::current();
+        let limits = keelson_runtime::grpc::WireLimits::current();
         pb::orchestration_server::OrchestrationServer::new(self)
             .max_decoding_message_size(limits.request_message)
             .max_encoding_message_size(limits.response_message)

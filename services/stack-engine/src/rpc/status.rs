@@ -4,7 +4,7 @@
 //! body exactly. Decoding maps known type names back to their variants,
 //! so control flow after a hop still matches on variants.
 
-use keelson_common::ApiError;
+use keelson_runtime::ApiError;
 
 use crate::EngineError;
 

@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use keelson_common::grpc;
-use keelson_common::tls::MeshTls;
 use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
 use keelson_proto::orchestration::v1::engine_worker_server::{EngineWorker, EngineWorkerServer};
 use keelson_proto::orchestration::v1::{
     CancelCheckResourceReply, CancelCheckResourceRequest, CheckResourceReply, CheckResourceRequest, ListeningReply,
     ListeningRequest, RunWatchdogReply, RunWatchdogRequest,
 };
+use keelson_runtime::grpc;
+use keelson_runtime::tls::MeshTls;
 use serde_json::{Map, Value};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
@@ -33,9 +33,9 @@ impl WorkerService {
     }
 
     /// The server, with the message sizes of the process's
-    /// [`keelson_common::grpc::WireLimits`].
+    /// [`keelson_runtime::grpc::WireLimits`].
     pub fn into_server(self) -> EngineWorkerServer<WorkerService> {
-        let limits = keelson_common::grpc::WireLimits::current();
+        let limits = keelson_runtime::grpc::WireLimits::current();
         EngineWorkerServer::new(self)
             .max_decoding_message_size(limits.request_message)
             .max_encoding_message_size(limits.response_message)
@@ -176,7 +176,7 @@ impl WorkerTransport for GrpcWorkers {
     ) -> BoxFuture<'a, Result<(), TransportError>> {
         Box::pin(async move {
             let mut client = self.clients.client(endpoint).map_err(transport_error)?;
-            let request = keelson_common::context::traced(request_of(msg, sender_engine_id));
+            let request = keelson_runtime::context::traced(request_of(msg, sender_engine_id));
             client.check_resource(request).await.map_err(transport_error)?;
             Ok(())
         })

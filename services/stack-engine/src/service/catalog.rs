@@ -86,7 +86,7 @@ impl Orchestration {
         if !caller.is_admin {
             return Err(EngineError::forbidden("You are not authorized to complete this action."));
         }
-        let now = keelson_common::db::now();
+        let now = keelson_db::now();
         let services: Vec<Value> = records::services(&self.db)
             .await?
             .into_iter()

@@ -37,7 +37,7 @@ mod views;
 
 use std::sync::Arc;
 
-use keelson_common::db::Db;
+use keelson_db::Db;
 
 use crate::convergence::Engine;
 use crate::resources::Registry;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use keelson_common::db::Db;
+use keelson_db::Db;
 use keelson_hot::{ResolveContext, ResourceDefn, TemplateError};
 use serde_json::{Map, Value};
 

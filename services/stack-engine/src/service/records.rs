@@ -4,7 +4,7 @@
 //! `max_stacks_per_tenant`); events are filtered and paged in SQL by the
 //! store.
 
-use keelson_common::db::{Db, DbError};
+use keelson_db::{Db, DbError};
 use serde_json::Value as Json;
 
 use crate::store;

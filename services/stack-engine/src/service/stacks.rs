@@ -183,7 +183,7 @@ impl Orchestration {
             action: Action::default(),
             status: Status::default(),
             status_reason: String::new(),
-            created_at: Some(keelson_common::db::now()),
+            created_at: Some(keelson_db::now()),
             ..Default::default()
         };
         let outputs = self.preview_outputs(&prepared);
@@ -873,7 +873,7 @@ fn paginate<T: Clone>(
         }
     }
     if let Some(limit) = limit {
-        items.truncate(keelson_common::config::clamp_usize(limit));
+        items.truncate(keelson_runtime::config::clamp_usize(limit));
     }
     items
 }

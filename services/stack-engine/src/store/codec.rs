@@ -1,7 +1,7 @@
 //! Column encodings shared by the store modules: JSON documents are TEXT,
 //! booleans are INT 0/1.
 
-use keelson_common::db::{DbError, Kind, Row, Value};
+use keelson_db::{DbError, Kind, Row, Value};
 use serde_json::Value as Json;
 
 /// A JSON document as a TEXT parameter.

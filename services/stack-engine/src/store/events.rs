@@ -2,7 +2,7 @@
 //! them (newest first by default, uuid markers, purged past a cap).
 
 use chrono::NaiveDateTime;
-use keelson_common::db::{self, Db, DbError, Row, Tx, Value};
+use keelson_db::{self as db, Db, DbError, Row, Tx, Value};
 use serde_json::Value as Json;
 
 use super::codec;
@@ -218,7 +218,7 @@ pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::E
 fn key_value(event: &EventRow, key: &str) -> Value {
     match key {
         "id" => Value::Int(event.id),
-        "created_at" => event.created_at.map(Value::Time).unwrap_or(Value::Null(keelson_common::db::Kind::Time)),
+        "created_at" => event.created_at.map(Value::Time).unwrap_or(Value::Null(keelson_db::Kind::Time)),
         "resource_type" => event.resource_type.as_str().into(),
         "resource_name" => event.resource_name.as_str().into(),
         "resource_action" => event.resource_action.as_str().into(),

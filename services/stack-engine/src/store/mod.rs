@@ -8,11 +8,11 @@
 //!   ([`resources::update_cas`], [`resources::acquire_lock`], ...),
 //! - the sync-point merge ([`sync_points::merge`]).
 //!
-//! Every function takes a [`Db`](keelson_common::db::Db) (or an open
-//! [`Tx`](keelson_common::db::Tx) where the caller groups writes) and speaks
+//! Every function takes a [`Db`](keelson_db::Db) (or an open
+//! [`Tx`](keelson_db::Tx) where the caller groups writes) and speaks
 //! SQL portable over SQLite, MariaDB/MySQL and PostgreSQL. Every write
 //! that runs its own transaction retries it when it loses a deadlock or a
-//! serialization race ([`keelson_common::db::retrying`]): concurrent checks
+//! serialization race ([`keelson_db::retrying`]): concurrent checks
 //! on MariaDB deadlock now and then, and giving up there would leave the
 //! traversal to the watchdog.
 
@@ -36,7 +36,7 @@ pub use state::{Action, Status, UnknownState};
 pub use sync_points::{MergeOutcome, SyncPointRow};
 pub use templates::RawTemplateRow;
 
-use keelson_common::db::{self, Db, DbError, Value};
+use keelson_db::{self as db, Db, DbError, Value};
 
 /// What check_resource reads before it acts: the stack (without its
 /// `current_deps`), and, while `traversal` is the stack's current one, the

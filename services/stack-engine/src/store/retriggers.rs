@@ -4,7 +4,7 @@
 //! IN_PROGRESS; the row names the traversal the watchdog found stuck and,
 //! once known, the one it started instead.
 
-use keelson_common::db::{self, Db, DbError};
+use keelson_db::{self as db, Db, DbError};
 
 /// A stack's re-trigger record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
-use keelson_common::db::{self, Db, DbError, Row};
+use keelson_db::{self as db, Db, DbError, Row};
 
 /// A `service` row.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,12 +5,12 @@
 //! signal or the API's PUT), as upstream.
 
 use chrono::NaiveDateTime;
-use keelson_common::db::{self, Db, DbError, Kind, Row, Value};
+use keelson_db::ddl::ident;
+use keelson_db::{self as db, Db, DbError, Kind, Row, Value};
 use serde_json::Value as Json;
 
 use super::codec;
 use super::resources::{self, ResourceRow};
-use super::schema::ident;
 
 /// A `software_config` row; `config` is the document
 /// `{config, inputs, outputs, options}`.

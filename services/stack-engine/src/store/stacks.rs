@@ -3,7 +3,7 @@
 //! through: a write made for a superseded traversal changes nothing.
 
 use chrono::NaiveDateTime;
-use keelson_common::db::{self, Db, DbError, Kind, Row, Tx, Value};
+use keelson_db::{self as db, Db, DbError, Kind, Row, Tx, Value};
 use serde_json::Value as Json;
 
 use super::codec::{self, Assignments};

@@ -163,13 +163,13 @@ impl serde::Serialize for Status {
     }
 }
 
-impl From<Action> for keelson_common::db::Value {
+impl From<Action> for keelson_db::Value {
     fn from(a: Action) -> Self {
         a.as_str().into()
     }
 }
 
-impl From<Status> for keelson_common::db::Value {
+impl From<Status> for keelson_db::Value {
     fn from(s: Status) -> Self {
         s.as_str().into()
     }

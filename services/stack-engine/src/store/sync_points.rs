@@ -4,7 +4,7 @@
 //! predecessors' inputs travel to the successor with it.
 
 use chrono::NaiveDateTime;
-use keelson_common::db::{self, Db, DbError, Dialect, Row, Tx, Value};
+use keelson_db::{self as db, Db, DbError, Dialect, Row, Tx, Value};
 use serde_json::Value as Json;
 
 use super::codec;

@@ -2,7 +2,7 @@
 //! row per stored definition (an update stores a new one).
 
 use chrono::NaiveDateTime;
-use keelson_common::db::{self, Db, DbError, Row, Tx};
+use keelson_db::{self as db, Db, DbError, Row, Tx};
 use serde_json::Value as Json;
 
 use super::codec;

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keelson_common::db::{DatabaseUrl, Db, PoolSettings};
+use keelson_db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::Value;
 
 use keelson_stack_engine::convergence::{Engine, EngineSettings};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use keelson_common::db;
+use keelson_db as db;
 use serde_json::Value;
 
 use super::super::events;

@@ -94,7 +94,7 @@ fn timed_out(stack: &StackRow) -> bool {
     let (Some(mins), Some(started)) = (stack.timeout_mins, stack.updated_at.or(stack.created_at)) else {
         return false;
     };
-    let elapsed = keelson_common::db::now() - started;
+    let elapsed = keelson_db::now() - started;
     // A tenant's timeout_mins may be any integer.
     mins > 0 && elapsed.num_seconds() > mins.saturating_mul(60)
 }

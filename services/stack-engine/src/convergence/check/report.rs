@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use keelson_common::db;
+use keelson_db as db;
 use serde_json::{json, Map, Value};
 
 use super::super::dispatch::CheckResourceMsg;

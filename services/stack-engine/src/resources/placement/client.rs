@@ -9,8 +9,8 @@
 //! and text, decoded from the `keelson.common.v1.ErrorDetail` of the gRPC
 //! status, never degraded to a generic error.
 
-use keelson_common::ApiError;
 use keelson_proto::placement::v1 as pb;
+use keelson_runtime::ApiError;
 use tonic::transport::Channel;
 
 /// A tonic channel whose calls carry the request context.
@@ -93,7 +93,7 @@ impl PlacementClient {
     /// so an engine starts while the inventory service is still coming up).
     pub fn new(channel: Channel) -> Self {
         let f: fn(tonic::Request<()>) -> std::result::Result<tonic::Request<()>, tonic::Status> =
-            keelson_common::context::propagate;
+            keelson_runtime::context::propagate;
         let svc = || tonic::service::interceptor::InterceptedService::new(channel.clone(), f);
         PlacementClient {
             classes: pb::resource_classes_client::ResourceClassesClient::new(svc()),

@@ -5,7 +5,7 @@
 //! `(found, done)` as upstream's do; both are the rows changed, so a
 //! non-zero answer means "call again".
 
-use super::{now, Db, DbError, Tx};
+use keelson_db::{now, Db, DbError, Tx};
 
 /// One migration's answer for one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,7 +134,8 @@ async fn count(db: &Db, sql: &str) -> Result<i64, DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{schema, DatabaseUrl, PoolSettings};
+    use crate::schema;
+    use keelson_db::{DatabaseUrl, PoolSettings};
 
     const OWNER_ID: &str = "00000000-0000-0000-0000-000000000000";
 

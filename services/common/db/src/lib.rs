@@ -6,10 +6,11 @@
 //! each backend still uses its native sqlx driver, so the column types that
 //! sqlx's `Any` driver cannot decode (MySQL `DATETIME` and `DECIMAL`,
 //! PostgreSQL `TIMESTAMP`) are handled here in one place.
+//!
+//! [`ddl`] is the one generator of `CREATE` statements the schemas on this
+//! layer (Placement's, the stack engine's) are written with.
 
-pub mod online_migrations;
-pub mod schema;
-pub mod seed;
+pub mod ddl;
 mod url;
 
 use std::sync::Arc;
@@ -18,6 +19,9 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use sqlx::{Column as _, Row as _, TypeInfo as _, ValueRef as _};
 
+/// The schema's clock lives in keelson-runtime, so that the gateway reads
+/// it without linking a SQL driver.
+pub use keelson_runtime::clock::now;
 pub use url::DatabaseUrl;
 
 /// Which SQL dialect a database speaks.
@@ -434,24 +438,6 @@ pub fn parse_sql_time(t: &str) -> Option<NaiveDateTime> {
     ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
         .iter()
         .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
-}
-
-/// The current time as the schema stores it: naive UTC, as oslo.db does.
-pub fn now() -> NaiveDateTime {
-    let now = chrono::Utc::now().naive_utc();
-    // Whole seconds: MySQL DATETIME has no fraction, and the same value
-    // must read back the same on every backend.
-    now.with_nanosecond_zero()
-}
-
-trait WithNanosecondZero {
-    fn with_nanosecond_zero(self) -> Self;
-}
-impl WithNanosecondZero for NaiveDateTime {
-    fn with_nanosecond_zero(self) -> Self {
-        use chrono::Timelike;
-        self.with_nanosecond(0).unwrap_or(self)
-    }
 }
 
 #[derive(Clone)]

@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use super::{now, Db, DbError, Dialect};
+use keelson_db::{now, Db, DbError, Dialect};
 
 /// Standard classes keep their position in os-resource-classes as id;
 /// custom classes are numbered from here.
@@ -33,7 +33,7 @@ struct TraitsFile {
 pub fn standard_resource_classes() -> &'static [(i64, String)] {
     static CLASSES: std::sync::OnceLock<Vec<(i64, String)>> = std::sync::OnceLock::new();
     CLASSES.get_or_init(|| {
-        serde_json::from_str::<ClassesFile>(include_str!("../../data/standard-resource-classes.json"))
+        serde_json::from_str::<ClassesFile>(include_str!("../data/standard-resource-classes.json"))
             .map(|f| f.resource_classes.into_iter().map(|c| (c.id, c.name)).collect())
             .unwrap_or_default()
     })
@@ -43,7 +43,7 @@ pub fn standard_resource_classes() -> &'static [(i64, String)] {
 pub fn standard_traits() -> &'static [String] {
     static TRAITS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     TRAITS.get_or_init(|| {
-        serde_json::from_str::<TraitsFile>(include_str!("../../data/standard-traits.json"))
+        serde_json::from_str::<TraitsFile>(include_str!("../data/standard-traits.json"))
             .map(|f| f.traits)
             .unwrap_or_default()
     })
@@ -115,7 +115,8 @@ async fn seed_once(db: &Db) -> Result<Seeded, DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{schema, DatabaseUrl, PoolSettings};
+    use crate::schema;
+    use keelson_db::{DatabaseUrl, PoolSettings};
 
     #[test]
     fn data_files_parse() {
