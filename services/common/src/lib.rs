@@ -8,6 +8,7 @@ pub mod context;
 pub mod db;
 pub mod error;
 pub mod grpc;
+pub mod options;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;

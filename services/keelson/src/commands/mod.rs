@@ -16,15 +16,11 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    use crate::options::{LOG_FILTER, OTLP_ENDPOINT, SERVICE_NAME};
     let mut config = crate::settings::load(&cli.common)?;
-    let filter = config.get_str("telemetry", "log_filter").unwrap_or_else(|| "info".into());
-    let service = format!(
-        "{}-{}",
-        config.get_str("telemetry", "service_name").unwrap_or_else(|| "keelson".into()),
-        cli.command.name()
-    );
+    let service = format!("{}-{}", config.get(&SERVICE_NAME), cli.command.name());
     let telemetry =
-        keelson_common::telemetry::init(&filter, config.get_str("telemetry", "otlp_endpoint").as_deref(), &service);
+        keelson_common::telemetry::init(&config.get(&LOG_FILTER), config.get(&OTLP_ENDPOINT).as_deref(), &service);
     for unknown in &config.unknown {
         tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
     }
