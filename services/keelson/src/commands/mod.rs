@@ -5,6 +5,7 @@ mod controller;
 mod ctl;
 mod db;
 mod engine;
+mod options;
 mod placement;
 mod services;
 mod stack_db;
@@ -17,6 +18,10 @@ use crate::cli::{Cli, Command};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     use crate::options::{LOG_FILTER, OTLP_ENDPOINT, SERVICE_NAME};
+    if let Command::Options(args) = &cli.command {
+        // The declarations alone: no configuration is read.
+        return options::run(args);
+    }
     let mut config = crate::settings::load(&cli.common)?;
     let service = format!("{}-{}", config.get(&SERVICE_NAME), cli.command.name());
     let telemetry =
@@ -46,6 +51,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Controller => controller::run(config).await,
         Command::Ctl(args) => ctl::run(config, args).await,
         Command::Template(args) => template::run(config, args),
+        // Answered above, before any configuration is read.
+        Command::Options(args) => options::run(&args),
     };
     telemetry.shutdown();
     outcome
