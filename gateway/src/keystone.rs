@@ -24,9 +24,15 @@ use chrono::{DateTime, Utc};
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use keelson_runtime::config::Opt;
 use keelson_runtime::Config;
 use serde_json::Value;
 
+use crate::options::{
+    AUTH_URL, DELAY_AUTH_DECISION, HTTP_CONNECT_TIMEOUT, HTTP_REQUEST_MAX_RETRIES, PASSWORD, PROJECT_DOMAIN_ID,
+    PROJECT_DOMAIN_NAME, PROJECT_ID, PROJECT_NAME, SERVICE_TOKEN_ROLES, SERVICE_TOKEN_ROLES_REQUIRED, SERVICE_TYPE,
+    TOKEN_CACHE_TIME, USERNAME, USER_DOMAIN_ID, USER_DOMAIN_NAME, WWW_AUTHENTICATE_URI,
+};
 use crate::placement::auth::Identity;
 
 /// Why a request could not be authenticated.
@@ -130,10 +136,10 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl KeystoneSettings {
     pub fn from_config(config: &Config) -> Result<Self, AuthError> {
-        const G: &str = "keystone_authtoken";
-        let get = |name: &str| config.get_str(G, name);
-        let auth_url = get("auth_url")
-            .or_else(|| get("www_authenticate_uri"))
+        let www_authenticate_uri = config.get(&WWW_AUTHENTICATE_URI);
+        let auth_url = config
+            .get(&AUTH_URL)
+            .or_else(|| www_authenticate_uri.clone())
             .ok_or_else(|| AuthError::Config("[keystone_authtoken] auth_url is not set".into()))?;
         if !auth_url.starts_with("http://") {
             // The gateway's HTTP client speaks plain HTTP only.
@@ -141,44 +147,41 @@ impl KeystoneSettings {
                 "[keystone_authtoken] auth_url {auth_url}: only http:// Keystone URLs are supported"
             )));
         }
-        let domain = |id: &str, name: &str| match get(id) {
+        let domain = |id: &Opt<Option<String>>, name: &Opt<String>| match config.get(id) {
             Some(id) => DomainRef::Id(id),
-            None => DomainRef::Name(get(name).unwrap_or_else(|| "Default".into())),
+            None => DomainRef::Name(config.get(name)),
         };
-        let project_id = get("project_id");
+        let project_id = config.get(&PROJECT_ID);
         Ok(KeystoneSettings {
             // keystoneauth's default for the 401 header is the auth_url as
             // written.
-            www_authenticate_uri: get("www_authenticate_uri").unwrap_or_else(|| auth_url.clone()),
+            www_authenticate_uri: www_authenticate_uri.unwrap_or_else(|| auth_url.clone()),
             identity_v3: identity_v3(&auth_url),
-            username: get("username").unwrap_or_default(),
-            password: get("password").unwrap_or_default(),
-            project_name: if project_id.is_some() {
-                None
-            } else {
-                Some(get("project_name").unwrap_or_else(|| "service".into()))
-            },
+            username: config.get(&USERNAME).unwrap_or_default(),
+            password: config.get(&PASSWORD).unwrap_or_default(),
+            project_name: if project_id.is_some() { None } else { Some(config.get(&PROJECT_NAME)) },
             project_id,
-            user_domain: domain("user_domain_id", "user_domain_name"),
-            project_domain: domain("project_domain_id", "project_domain_name"),
-            cache_time: CacheTime::from_seconds(config.get_int(G, "token_cache_time").unwrap_or(300)),
+            user_domain: domain(&USER_DOMAIN_ID, &USER_DOMAIN_NAME),
+            project_domain: domain(&PROJECT_DOMAIN_ID, &PROJECT_DOMAIN_NAME),
+            cache_time: CacheTime::from_seconds(config.get(&TOKEN_CACHE_TIME)),
             service_token_roles: {
-                let r = config.get_list(G, "service_token_roles");
+                let r = config.get(&SERVICE_TOKEN_ROLES);
+                // An empty list is the default's.
                 if r.is_empty() {
-                    vec!["service".into()]
+                    SERVICE_TOKEN_ROLES.default_value()
                 } else {
                     r
                 }
             },
-            service_token_roles_required: config.get_bool(G, "service_token_roles_required"),
-            delay_auth_decision: config.get_bool(G, "delay_auth_decision"),
-            service_type: get("service_type"),
+            service_token_roles_required: config.get(&SERVICE_TOKEN_ROLES_REQUIRED),
+            delay_auth_decision: config.get(&DELAY_AUTH_DECISION),
+            service_type: config.get(&SERVICE_TYPE),
             timeout: config
-                .get_int(G, "http_connect_timeout")
+                .get(&HTTP_CONNECT_TIMEOUT)
                 .filter(|s| *s > 0)
                 .map(|s| Duration::from_secs(s.unsigned_abs()))
                 .unwrap_or(DEFAULT_TIMEOUT),
-            connect_retries: config.get_int(G, "http_request_max_retries").unwrap_or(3).clamp(0, 10) as u32,
+            connect_retries: config.get(&HTTP_REQUEST_MAX_RETRIES).clamp(0, 10) as u32,
         })
     }
 }

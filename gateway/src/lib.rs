@@ -11,6 +11,7 @@
 pub mod keystone;
 pub mod layers;
 pub mod listener;
+pub mod options;
 pub mod orchestration;
 pub mod placement;
 pub mod redial;

@@ -33,10 +33,13 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::response::Response;
+use keelson_runtime::config::Opt;
 use keelson_runtime::Config;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
+
+use crate::options::{HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS};
 
 /// The longest request line the listeners accept: hyper's own bound on a
 /// URI (65,534 bytes) and the method and version around it. Longer: 414.
@@ -60,30 +63,27 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
 }
 
+/// The options' defaults.
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        ConnectionLimits {
-            header_read_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(75),
-            max_connections: 1000,
-        }
+        ConnectionLimits::from_config(&Config::default())
     }
 }
 
 impl ConnectionLimits {
     /// The `[api]` options; a value below 1 takes the default.
     pub fn from_config(config: &Config) -> Self {
-        let d = ConnectionLimits::default();
-        let positive = |name: &str| config.get_int("api", name).and_then(|n| u64::try_from(n).ok()).filter(|n| *n > 0);
+        let positive = |opt: &Opt<i64>| {
+            let n = config.get(opt);
+            if n > 0 { n } else { opt.default_value() }.unsigned_abs()
+        };
         ConnectionLimits {
-            header_read_timeout: positive("header_read_timeout")
-                .map(Duration::from_secs)
-                .unwrap_or(d.header_read_timeout),
-            idle_timeout: positive("idle_timeout").map(Duration::from_secs).unwrap_or(d.idle_timeout),
-            max_connections: positive("max_connections")
-                .and_then(|n| usize::try_from(n).ok())
-                .map(|n| n.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize))
-                .unwrap_or(d.max_connections),
+            header_read_timeout: Duration::from_secs(positive(&HEADER_READ_TIMEOUT)),
+            idle_timeout: Duration::from_secs(positive(&IDLE_TIMEOUT)),
+            max_connections: usize::try_from(positive(&MAX_CONNECTIONS))
+                .unwrap_or(usize::MAX)
+                .min(Semaphore::MAX_PERMITS)
+                .min(u32::MAX as usize),
         }
     }
 }

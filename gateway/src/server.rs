@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use keelson_runtime::options::MAX_JSON_BODY_SIZE;
 use keelson_runtime::tls::MeshTls;
 use keelson_runtime::Config;
 use tokio::net::TcpListener;
@@ -15,6 +16,7 @@ use crate::layers::metrics::Metrics;
 use crate::layers::request_log::LogState;
 pub use crate::listener::ConnectionLimits;
 use crate::listener::{Refusal, Refusals};
+use crate::options::{AUTH_STRATEGY, CANDIDATES_ENDPOINT, ORCHESTRATION_AUTH_STRATEGY, REDIAL_TIMEOUT};
 use crate::placement::{self, Clients, PlacementState};
 use crate::redial::RedialRefused;
 
@@ -42,14 +44,13 @@ pub fn channel(url: &str, tls: Option<&MeshTls>) -> Result<Channel, GatewayError
 
 /// The channel to the candidates service at `[keelson] candidates_endpoint`.
 pub fn candidates_channel(config: &Config, tls: Option<&MeshTls>) -> Result<Channel, GatewayError> {
-    channel(&config.get_str("keelson", "candidates_endpoint").unwrap_or_default(), tls)
+    channel(&config.get(&CANDIDATES_ENDPOINT), tls)
 }
 
 /// How long a call to a service whose port refuses it is held and
-/// redialed (`[keelson] redial_timeout`, seconds, its default in the
-/// option registry; see [`crate::redial`]).
+/// redialed (`[keelson] redial_timeout`, seconds; see [`crate::redial`]).
 fn redial_window(config: &Config) -> std::time::Duration {
-    let seconds = config.get_float("keelson", "redial_timeout").unwrap_or_default();
+    let seconds = config.get(&REDIAL_TIMEOUT);
     std::time::Duration::try_from_secs_f64(seconds).unwrap_or(std::time::Duration::ZERO)
 }
 
@@ -82,8 +83,7 @@ pub fn placement_app(
         clients: Clients::new(RedialRefused::new(inventory, window), RedialRefused::new(candidates, window)),
         policy: placement::policy::Policy::from_config(config)?,
     });
-    let strategy = config.get_str("api", "auth_strategy").unwrap_or_else(|| "keystone".into());
-    let auth = authenticator(config, &strategy)?;
+    let auth = authenticator(config, &config.get(&AUTH_STRATEGY))?;
     let app = placement::app::app(
         state,
         auth,
@@ -146,9 +146,9 @@ pub fn orchestration_app(
     // One gateway serves both APIs: unless the Orchestration API names its
     // own strategy, it follows Placement's (noauth2 there means Heat's
     // noauth here), so a noauth2 gateway needs no Keystone settings.
-    let strategy = if config.is_set("orchestration", "auth_strategy") {
-        config.get_str("orchestration", "auth_strategy").unwrap_or_default()
-    } else if config.get_str("api", "auth_strategy").as_deref() == Some("noauth2") {
+    let strategy = if config.is_set(&ORCHESTRATION_AUTH_STRATEGY) {
+        config.get(&ORCHESTRATION_AUTH_STRATEGY)
+    } else if config.get(&AUTH_STRATEGY) == "noauth2" {
         "noauth".to_string()
     } else {
         "keystone".to_string()
@@ -160,10 +160,9 @@ pub fn orchestration_app(
             crate::orchestration::OrchestrationPolicy::from_config(config)?,
         ),
     };
-    let max_json_body_size = config
-        .get_int("orchestration", "max_json_body_size")
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(1_048_576);
+    // A negative size reads as the default.
+    let max_json_body_size = usize::try_from(config.get(&MAX_JSON_BODY_SIZE))
+        .unwrap_or_else(|_| keelson_runtime::config::clamp_usize(MAX_JSON_BODY_SIZE.default_value()));
     let settings = Settings { auth, max_json_body_size, cors: CorsSettings::from_config(config) };
     let app = crate::orchestration::app(engines, settings, LogState { api: "orchestration", metrics: metrics.clone() });
     Ok(with_metrics(app, metrics))

@@ -8,7 +8,8 @@
 - the INI the chart renders (ConfigMap keelson.conf, the Secrets' database and
   Keystone fragments, the db-sync hook's copy, the per-pod node.conf fragments
   the init containers write) uses only options keelson declares (the registry
-  of services/common/runtime/src/config.rs), with values of the declared type;
+  `keelson options --json` prints, see registry.py), with values of the
+  declared type;
 - every keelson container runs a subcommand that services/keelson/src/cli.rs
   declares, finds its --config-file paths mounted, runs non-root on a
   read-only root filesystem without capabilities, has resource requests and

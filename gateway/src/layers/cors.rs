@@ -12,6 +12,11 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use keelson_runtime::Config;
 
+use crate::options::{
+    CORS_ALLOWED_ORIGIN, CORS_ALLOW_CREDENTIALS, CORS_ALLOW_HEADERS, CORS_ALLOW_METHODS, CORS_EXPOSE_HEADERS,
+    CORS_MAX_AGE,
+};
+
 /// `[cors]` options.
 #[derive(Debug, Clone)]
 pub struct CorsSettings {
@@ -26,17 +31,17 @@ pub struct CorsSettings {
 impl CorsSettings {
     /// `None` when CORS is not configured.
     pub fn from_config(config: &Config) -> Option<Arc<CorsSettings>> {
-        let allowed_origin = config.get_list("cors", "allowed_origin");
+        let allowed_origin = config.get(&CORS_ALLOWED_ORIGIN);
         if allowed_origin.is_empty() {
             return None;
         }
         Some(Arc::new(CorsSettings {
             allowed_origin,
-            allow_credentials: config.get_bool("cors", "allow_credentials"),
-            expose_headers: config.get_list("cors", "expose_headers"),
-            max_age: config.get_int("cors", "max_age"),
-            allow_methods: config.get_list("cors", "allow_methods"),
-            allow_headers: config.get_list("cors", "allow_headers"),
+            allow_credentials: config.get(&CORS_ALLOW_CREDENTIALS),
+            expose_headers: config.get(&CORS_EXPOSE_HEADERS),
+            max_age: config.get(&CORS_MAX_AGE),
+            allow_methods: config.get(&CORS_ALLOW_METHODS),
+            allow_headers: config.get(&CORS_ALLOW_HEADERS),
         }))
     }
 

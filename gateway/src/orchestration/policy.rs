@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use keelson_policy::{Credentials, Denied, Enforcer, HeatEnforcer, OsloPolicyOptions, PolicyError, Target};
 use keelson_proto::orchestration::v1::Caller;
+use keelson_runtime::options::{ENFORCE_NEW_DEFAULTS, ENFORCE_SCOPE, POLICY_FILE};
 use keelson_runtime::Config;
 use serde_json::Value;
 
@@ -21,10 +22,10 @@ use super::routes::{Action, Matched};
 pub fn oslo_policy_options(config: &Config) -> OsloPolicyOptions {
     let dirs: Vec<PathBuf> = config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
     OsloPolicyOptions::resolve(
-        config.get_str("oslo_policy", "policy_file").as_deref(),
+        config.get(&POLICY_FILE).as_deref(),
         &dirs,
-        config.get_bool("oslo_policy", "enforce_new_defaults"),
-        config.is_set("oslo_policy", "enforce_scope").then(|| config.get_bool("oslo_policy", "enforce_scope")),
+        config.get(&ENFORCE_NEW_DEFAULTS),
+        Some(config.get(&ENFORCE_SCOPE)),
     )
 }
 

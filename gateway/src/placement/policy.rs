@@ -2,6 +2,7 @@
 //! the operator's `policy_file` overrides and the `[oslo_policy]` options.
 
 use keelson_policy::{Credentials, Enforcer, PolicyError, PolicyFile, Target};
+use keelson_runtime::options::{ENFORCE_NEW_DEFAULTS, ENFORCE_SCOPE, POLICY_FILE};
 use keelson_runtime::Config;
 
 use super::auth::Identity;
@@ -15,15 +16,14 @@ impl Policy {
     /// Builds the enforcer from `[oslo_policy]`. A relative `policy_file`
     /// is looked up next to the configuration files, as oslo.config does.
     pub fn from_config(config: &Config) -> Result<Policy, PolicyError> {
-        let file = config.get_str("oslo_policy", "policy_file").map(std::path::PathBuf::from);
+        let file = config.get(&POLICY_FILE).map(std::path::PathBuf::from);
         let search: Vec<std::path::PathBuf> =
             config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
         let located = file.as_deref().and_then(|f| PolicyFile::locate(f, &search));
         let enforcer = Enforcer::placement_from_options(
             located.as_deref(),
-            config.get_bool("oslo_policy", "enforce_new_defaults"),
-            // oslo.policy 6 always enforces scope; keelson keeps an opt-out.
-            !config.is_set("oslo_policy", "enforce_scope") || config.get_bool("oslo_policy", "enforce_scope"),
+            config.get(&ENFORCE_NEW_DEFAULTS),
+            config.get(&ENFORCE_SCOPE),
         )?;
         for w in enforcer.warnings() {
             tracing::warn!(target: "keelson::policy", "{w}");

@@ -14,6 +14,7 @@
 
 pub mod domain;
 pub mod error;
+pub mod options;
 pub mod rpc;
 pub mod store;
 
@@ -32,12 +33,10 @@ pub const SERVICE_NAMES: &[&str] = &["keelson.candidates.v2.AllocationCandidates
 /// Reads the four algorithm options from configuration.
 pub fn settings_from_config(config: &keelson_runtime::Config) -> Settings {
     Settings::from_options(
-        &config
-            .get_str("placement", "allocation_candidates_generation_strategy")
-            .unwrap_or_else(|| "depth-first".into()),
-        config.get_bool("workarounds", "optimize_for_wide_provider_trees"),
-        config.get_int("placement", "max_allocation_candidates").unwrap_or(-1),
-        config.get_bool("placement", "randomize_allocation_candidates"),
+        &config.get(&options::GENERATION_STRATEGY),
+        config.get(&options::OPTIMIZE_FOR_WIDE_PROVIDER_TREES),
+        config.get(&options::MAX_ALLOCATION_CANDIDATES),
+        config.get(&options::RANDOMIZE_ALLOCATION_CANDIDATES),
     )
 }
 

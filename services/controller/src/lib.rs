@@ -29,6 +29,7 @@ pub mod local;
 pub mod log;
 pub mod model;
 pub mod node;
+pub mod options;
 pub mod server;
 pub mod settings;
 pub mod term;

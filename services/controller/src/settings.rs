@@ -9,6 +9,7 @@ use keelson_runtime::tls::MeshTls;
 use keelson_runtime::Config;
 
 use crate::model::CtrlPeer;
+use crate::options;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
@@ -49,26 +50,26 @@ pub struct ControllerSettings {
 impl ControllerSettings {
     /// Reads the options; `listen` is the address the caller bound.
     pub fn from_config(config: &Config, listen: SocketAddr) -> Result<ControllerSettings, SettingsError> {
-        let name = config.get_str("controller", "name").unwrap_or_else(|| "c1".into());
+        let name = config.get(&options::NAME);
         if !valid_name(&name) {
             return Err(SettingsError::Name(name));
         }
-        let cluster_name = config.get_str("controller", "cluster_name").unwrap_or_else(|| "keelson".into());
+        let cluster_name = config.get(&options::CLUSTER_NAME);
         if !valid_name(&cluster_name) {
             return Err(SettingsError::ClusterName(cluster_name));
         }
-        let peers = parse_peers(&config.get_list("controller", "peers"))?;
-        let ttl = config.get_int("controller", "lease_ttl").unwrap_or(5);
+        let peers = parse_peers(&config.get(&options::PEERS))?;
+        let ttl = config.get(&options::LEASE_TTL);
         if !(1..=3600).contains(&ttl) {
             return Err(SettingsError::LeaseTtl(ttl));
         }
-        let etcd_endpoints = config.get_list("etcd", "endpoints");
+        let etcd_endpoints = config.get(&options::ETCD_ENDPOINTS);
         for e in &etcd_endpoints {
             if !(e.starts_with("http://") || e.starts_with("https://")) || e.len() <= "http://".len() {
                 return Err(SettingsError::Endpoint(e.clone()));
             }
         }
-        let data_dir = config.get_str("keelson", "data_dir").map(PathBuf::from);
+        let data_dir = config.get(&options::DATA_DIR).map(PathBuf::from);
         Ok(ControllerSettings {
             name,
             listen,
@@ -87,8 +88,8 @@ impl ControllerSettings {
             name: name.to_string(),
             listen,
             peers: Vec::new(),
-            cluster_name: "keelson".into(),
-            lease_ttl: Duration::from_secs(5),
+            cluster_name: options::CLUSTER_NAME.default_value(),
+            lease_ttl: Duration::from_secs(options::LEASE_TTL.default_value().unsigned_abs()),
             etcd_endpoints: Vec::new(),
             data_dir: None,
             tls: None,
@@ -162,7 +163,7 @@ mod tests {
     fn config(text: &str) -> Config {
         let mut c = Config::default();
         c.merge_text(text, std::path::Path::new("t.conf")).unwrap();
-        c.validate().unwrap();
+        c.validate(&keelson_runtime::config::Registry::assemble(&[options::OPTIONS])).unwrap();
         c
     }
 

@@ -14,6 +14,7 @@
 
 pub mod audit;
 pub mod error;
+pub mod options;
 pub mod rpc;
 pub mod store;
 

@@ -65,6 +65,16 @@ pub enum Command {
     Ctl(CtlArgs),
     /// Templates as the engine reads them (parse).
     Template(crate::commands::template::TemplateArgs),
+    /// Every option keelson accepts (Placement's contract and keelson's
+    /// declarations): group, name, type, default, help.
+    Options(OptionsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct OptionsArgs {
+    /// One JSON array of {group, name, type, default, choices, help}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -216,6 +226,7 @@ impl Command {
             Command::Controller => "controller",
             Command::Ctl(_) => "ctl",
             Command::Template(_) => "template",
+            Command::Options(_) => "options",
         }
     }
 

@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod memory;
+mod options;
 mod settings;
 
 use std::process::ExitCode;

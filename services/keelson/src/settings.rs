@@ -7,10 +7,15 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
 use keelson_db::{DatabaseUrl, PoolSettings};
-use keelson_runtime::config::clamp_u32;
+use keelson_gateway::options::{AUTH_STRATEGY, ORCHESTRATION_AUTH_STRATEGY};
+use keelson_runtime::config::{clamp_u32, Opt};
 use keelson_runtime::Config;
 
 use crate::cli::CommonArgs;
+use crate::options::{
+    MAX_OVERFLOW, MAX_POOL_SIZE, MYSQL_SQL_MODE, ORCHESTRATION_CONNECTION, PLACEMENT_CONNECTION, PLACEMENT_LISTEN,
+    POOL_TIMEOUT,
+};
 
 /// Embedded defaults: where all-in-one keeps its data.
 pub const DATA_DIR: &str = "keelson-data";
@@ -24,16 +29,17 @@ pub fn load(common: &CommonArgs) -> anyhow::Result<Config> {
             files.push(PathBuf::from(f));
         }
     }
-    Ok(Config::load(&files)?)
+    Ok(Config::load(&files, &crate::options::registry())?)
 }
 
 /// All-in-one's embedded defaults for whatever the files leave unset.
 pub fn apply_all_in_one_defaults(config: &mut Config) -> anyhow::Result<()> {
-    if !config.is_set("placement_database", "connection") {
+    if !config.is_set(&PLACEMENT_CONNECTION) {
         std::fs::create_dir_all(DATA_DIR).with_context(|| format!("creating ./{DATA_DIR}"))?;
-        config.set("placement_database", "connection", &format!("sqlite:///{DATA_DIR}/placement.db"));
+        let url = format!("sqlite:///{DATA_DIR}/placement.db");
+        config.set(PLACEMENT_CONNECTION.group, PLACEMENT_CONNECTION.name, &url);
     }
-    if !config.is_set("database", "connection") {
+    if !config.is_set(&ORCHESTRATION_CONNECTION) {
         std::fs::create_dir_all(DATA_DIR).with_context(|| format!("creating ./{DATA_DIR}"))?;
         // Several harness-started instances may share a working directory:
         // each keeps its own orchestration database.
@@ -41,13 +47,14 @@ pub fn apply_all_in_one_defaults(config: &mut Config) -> anyhow::Result<()> {
             Ok(port) if !port.is_empty() => format!("orchestration-{port}.db"),
             _ => "orchestration.db".to_string(),
         };
-        config.set("database", "connection", &format!("sqlite:///{DATA_DIR}/{file}"));
+        let url = format!("sqlite:///{DATA_DIR}/{file}");
+        config.set(ORCHESTRATION_CONNECTION.group, ORCHESTRATION_CONNECTION.name, &url);
     }
-    if !config.is_set("api", "auth_strategy") {
-        config.set("api", "auth_strategy", "noauth2");
+    if !config.is_set(&AUTH_STRATEGY) {
+        config.set(AUTH_STRATEGY.group, AUTH_STRATEGY.name, "noauth2");
     }
-    if !config.is_set("orchestration", "auth_strategy") {
-        config.set("orchestration", "auth_strategy", "noauth");
+    if !config.is_set(&ORCHESTRATION_AUTH_STRATEGY) {
+        config.set(ORCHESTRATION_AUTH_STRATEGY.group, ORCHESTRATION_AUTH_STRATEGY.name, "noauth");
     }
     Ok(())
 }
@@ -74,23 +81,23 @@ pub fn placement_listen(config: &Config, all_in_one: bool) -> anyhow::Result<Soc
         let port = std::env::var("PLACEMENT_PORT").unwrap_or_else(|_| "8778".into());
         return parse_addr(&format!("{bind}:{port}"), "PLACEMENT_BIND/PLACEMENT_PORT");
     }
-    listen(config, "placement_listen", all_in_one)
+    listen(config, &PLACEMENT_LISTEN, all_in_one)
 }
 
 /// A listen address option; all-in-one binds loopback by default, and in
 /// harness mode every listener the configuration does not name takes a
 /// free port so that several instances can run side by side.
-pub fn listen(config: &Config, option: &str, all_in_one: bool) -> anyhow::Result<SocketAddr> {
-    if config.is_set("keelson", option) {
-        let v = config.get_str("keelson", option).unwrap_or_default();
-        return parse_addr(&v, &format!("[keelson] {option}"));
+pub fn listen(config: &Config, option: &Opt<String>, all_in_one: bool) -> anyhow::Result<SocketAddr> {
+    let what = format!("[{}] {}", option.group, option.name);
+    if config.is_set(option) {
+        return parse_addr(&config.get(option), &what);
     }
-    if all_in_one && harness_mode() && option != "placement_listen" {
-        return parse_addr(HARNESS_INTERNAL_LISTEN, option);
+    if all_in_one && harness_mode() && option.name != PLACEMENT_LISTEN.name {
+        return parse_addr(HARNESS_INTERNAL_LISTEN, option.name);
     }
-    let default = config.get_str("keelson", option).unwrap_or_default();
+    let default = config.get(option);
     let addr = if all_in_one { default.replace("0.0.0.0", "127.0.0.1") } else { default };
-    parse_addr(&addr, &format!("[keelson] {option}"))
+    parse_addr(&addr, &what)
 }
 
 fn parse_addr(v: &str, what: &str) -> anyhow::Result<SocketAddr> {
@@ -109,34 +116,34 @@ pub fn mesh_tls(config: &Config) -> anyhow::Result<Option<std::sync::Arc<keelson
 
 /// The Placement database URL from `[placement_database] connection`.
 pub fn database_url(config: &Config) -> anyhow::Result<DatabaseUrl> {
-    let Some(url) = config.get_str("placement_database", "connection") else {
+    let Some(url) = config.get(&PLACEMENT_CONNECTION) else {
         bail!("[placement_database] connection is not set");
     };
-    DatabaseUrl::parse(&url).with_context(|| {
-        format!("[placement_database] connection in {}", config.source_of("placement_database", "connection"))
-    })
+    DatabaseUrl::parse(&url)
+        .with_context(|| format!("[placement_database] connection in {}", config.source_of(&PLACEMENT_CONNECTION)))
 }
 
 /// The stack engine's database URL from `[database] connection` (Heat's
 /// option; its own database, apart from Placement's).
 pub fn orchestration_database_url(config: &Config) -> anyhow::Result<DatabaseUrl> {
-    let Some(url) = config.get_str("database", "connection") else {
+    let Some(url) = config.get(&ORCHESTRATION_CONNECTION) else {
         bail!("[database] connection (the orchestration database) is not set");
     };
     DatabaseUrl::parse(&url)
-        .with_context(|| format!("[database] connection in {}", config.source_of("database", "connection")))
+        .with_context(|| format!("[database] connection in {}", config.source_of(&ORCHESTRATION_CONNECTION)))
 }
 
 /// Pool settings from `[placement_database]`.
 pub fn pool_settings(config: &Config) -> PoolSettings {
     let mut s = PoolSettings::default();
-    if let Some(n) = config.get_int("placement_database", "max_pool_size").filter(|n| *n > 0) {
-        let overflow = config.get_int("placement_database", "max_overflow").unwrap_or(0).max(0);
+    if let Some(n) = config.get(&MAX_POOL_SIZE).filter(|n| *n > 0) {
+        // Unset: no overflow.
+        let overflow = config.get(&MAX_OVERFLOW).unwrap_or(0).max(0);
         s.max_connections = clamp_u32(n.saturating_add(overflow));
     }
-    if let Some(t) = config.get_int("placement_database", "pool_timeout").filter(|t| *t > 0) {
+    if let Some(t) = config.get(&POOL_TIMEOUT).filter(|t| *t > 0) {
         s.acquire_timeout = std::time::Duration::from_secs(t as u64);
     }
-    s.mysql_sql_mode = config.get_str("placement_database", "mysql_sql_mode");
+    s.mysql_sql_mode = config.get(&MYSQL_SQL_MODE);
     s
 }

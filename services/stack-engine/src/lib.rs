@@ -24,6 +24,7 @@ pub mod convergence;
 pub mod definition;
 pub mod error;
 pub mod notifications;
+pub mod options;
 pub mod resources;
 pub mod rpc;
 pub mod service;
@@ -34,13 +35,23 @@ pub use error::EngineError;
 use std::sync::Arc;
 
 use keelson_db::Db;
-use keelson_runtime::config::{clamp_u32, clamp_usize};
+use keelson_runtime::config::{clamp_u32, clamp_usize, Opt};
 use keelson_runtime::grpc::GrpcListener;
+use keelson_runtime::options::{ENFORCE_NEW_DEFAULTS, ENFORCE_SCOPE, MAX_JSON_BODY_SIZE, POLICY_FILE};
 use keelson_runtime::shutdown::Shutdown;
 use keelson_runtime::Config;
 
 pub use convergence::EngineSettings;
 pub use service::ServiceSettings;
+
+use options::{
+    ACTION_RETRY_LIMIT, CLIENTS_HEAT_URL, CLIENT_RETRY_LIMIT, DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT,
+    DEFAULT_SOFTWARE_CONFIG_TRANSPORT, ENABLE_STACK_ABANDON, ENABLE_STACK_ADOPT, ENGINE_LIFE_CHECK_TIMEOUT,
+    HEAT_METADATA_SERVER_URL, HEAT_WAITCONDITION_SERVER_URL, HIDDEN_STACK_TAGS, INVENTORY_ENDPOINT,
+    MAX_CONCURRENT_CHECKS, MAX_EVENTS_PER_STACK, MAX_NESTED_STACK_DEPTH, MAX_RESOURCES_PER_STACK,
+    MAX_STACKS_PER_TENANT, MAX_TEMPLATE_SIZE, ORCHESTRATION_LISTEN, PERIODIC_INTERVAL, PUBLIC_ENDPOINT,
+    SIGNAL_SIGNING_KEY, SIGNAL_URL_LIFETIME, STALL_TIMEOUT,
+};
 
 /// The fully qualified names of the gRPC services an engine serves.
 pub const SERVICE_NAMES: &[&str] = &["keelson.orchestration.v1.Orchestration", "keelson.orchestration.v1.EngineWorker"];
@@ -65,58 +76,49 @@ pub struct Settings {
 /// The engine's settings from `[orchestration]` (Heat's option names) and
 /// the address other engines reach this one at.
 pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Settings {
-    let secs = |name: &str, default: u64| {
-        std::time::Duration::from_secs(
-            config.get_int("orchestration", name).filter(|v| *v > 0).map(|v| v as u64).unwrap_or(default),
-        )
-    };
-    let int = |name: &str, default: i64| config.get_int("orchestration", name).unwrap_or(default);
+    let secs = |opt: &Opt<i64>| options::positive_seconds(config, opt);
     let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
     let d = EngineSettings::default();
     let notifications = notifications::NotificationSettings::from_config(config, &host);
     let engine = EngineSettings {
         worker_endpoint,
         host,
-        engine_life_check_timeout: secs("engine_life_check_timeout", d.engine_life_check_timeout.as_secs()),
-        periodic_interval: secs("periodic_interval", d.periodic_interval.as_secs()),
-        max_events_per_stack: int("max_events_per_stack", d.max_events_per_stack),
-        stall_timeout: secs("stall_timeout", d.stall_timeout.as_secs()),
-        action_retry_limit: clamp_u32(int("action_retry_limit", d.action_retry_limit.into())),
-        client_retry_limit: clamp_u32(int("client_retry_limit", d.client_retry_limit.into())),
-        max_concurrent_checks: clamp_usize(int("max_concurrent_checks", d.max_concurrent_checks as i64).max(1)),
-        max_nested_stack_depth: int("max_nested_stack_depth", d.max_nested_stack_depth),
-        max_resources_per_stack: int("max_resources_per_stack", d.max_resources_per_stack),
+        engine_life_check_timeout: secs(&ENGINE_LIFE_CHECK_TIMEOUT),
+        periodic_interval: secs(&PERIODIC_INTERVAL),
+        max_events_per_stack: config.get(&MAX_EVENTS_PER_STACK),
+        stall_timeout: secs(&STALL_TIMEOUT),
+        action_retry_limit: clamp_u32(config.get(&ACTION_RETRY_LIMIT)),
+        client_retry_limit: clamp_u32(config.get(&CLIENT_RETRY_LIMIT)),
+        max_concurrent_checks: clamp_usize(config.get(&MAX_CONCURRENT_CHECKS).max(1)),
+        max_nested_stack_depth: config.get(&MAX_NESTED_STACK_DEPTH),
+        max_resources_per_stack: config.get(&MAX_RESOURCES_PER_STACK),
         signals: signal_settings(config),
         notifications,
         ..d
     };
-    let s = ServiceSettings::default();
     let service = ServiceSettings {
-        enable_stack_abandon: config.get_bool("orchestration", "enable_stack_abandon"),
-        enable_stack_adopt: config.get_bool("orchestration", "enable_stack_adopt"),
-        hidden_stack_tags: config.get_list("orchestration", "hidden_stack_tags"),
-        max_stacks_per_tenant: int("max_stacks_per_tenant", s.max_stacks_per_tenant),
-        max_resources_per_stack: int("max_resources_per_stack", s.max_resources_per_stack),
-        max_template_size: clamp_usize(int("max_template_size", s.max_template_size as i64)),
-        max_nested_stack_depth: int("max_nested_stack_depth", s.max_nested_stack_depth),
+        enable_stack_abandon: config.get(&ENABLE_STACK_ABANDON),
+        enable_stack_adopt: config.get(&ENABLE_STACK_ADOPT),
+        hidden_stack_tags: config.get(&HIDDEN_STACK_TAGS),
+        max_stacks_per_tenant: config.get(&MAX_STACKS_PER_TENANT),
+        max_resources_per_stack: config.get(&MAX_RESOURCES_PER_STACK),
+        max_template_size: clamp_usize(config.get(&MAX_TEMPLATE_SIZE)),
+        max_nested_stack_depth: config.get(&MAX_NESTED_STACK_DEPTH),
         revision: env!("CARGO_PKG_VERSION").to_string(),
-        ..s
+        ..ServiceSettings::default()
     };
     // Only an explicit endpoint: the option's default names a local
     // inventory service that a stand-alone engine usually does not have.
-    let inventory_endpoint = config
-        .is_set("keelson", "inventory_endpoint")
-        .then(|| config.get_str("keelson", "inventory_endpoint"))
-        .flatten();
+    let inventory_endpoint = config.is_set(&INVENTORY_ENDPOINT).then(|| config.get(&INVENTORY_ENDPOINT)).flatten();
     let dirs: Vec<std::path::PathBuf> =
         config.files.iter().filter_map(|f| f.parent().map(|p| p.to_path_buf())).collect();
     let policy = keelson_policy::OsloPolicyOptions::resolve(
-        config.get_str("oslo_policy", "policy_file").as_deref(),
+        config.get(&POLICY_FILE).as_deref(),
         &dirs,
-        config.get_bool("oslo_policy", "enforce_new_defaults"),
-        config.is_set("oslo_policy", "enforce_scope").then(|| config.get_bool("oslo_policy", "enforce_scope")),
+        config.get(&ENFORCE_NEW_DEFAULTS),
+        Some(config.get(&ENFORCE_SCOPE)),
     );
-    let body_size = clamp_usize(config.get_int("orchestration", "max_json_body_size").unwrap_or(1_048_576));
+    let body_size = clamp_usize(config.get(&MAX_JSON_BODY_SIZE));
     let evaluation_limits = keelson_hot::EvaluationLimits::from_heat_limits(body_size, service.max_template_size);
     Settings { engine, service, inventory_endpoint, policy, evaluation_limits }
 }
@@ -126,27 +128,20 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
 /// signal options; `all-in-one` replaces the default with the address it
 /// bound.
 fn signal_settings(config: &Config) -> convergence::SignalSettings {
-    let text = |group: &str, name: &str| config.get_str(group, name).filter(|v| !v.trim().is_empty());
-    let listen = text("keelson", "orchestration_listen")
-        .unwrap_or_else(|| "127.0.0.1:8004".into())
-        .replace("0.0.0.0", "127.0.0.1");
-    let public = text("orchestration", "public_endpoint").unwrap_or_else(|| format!("http://{listen}"));
+    let text = |opt: &Opt<Option<String>>| config.get(opt).filter(|v| !v.trim().is_empty());
+    let listen = config.get(&ORCHESTRATION_LISTEN).replace("0.0.0.0", "127.0.0.1");
+    let public = text(&PUBLIC_ENDPOINT).unwrap_or_else(|| format!("http://{listen}"));
     let mut s = convergence::SignalSettings::with_defaults(public.trim_end_matches('/'));
-    s.heat_url = text("clients_heat", "url");
-    s.waitcondition_server_url = text("orchestration", "heat_waitcondition_server_url");
-    s.metadata_server_url = text("orchestration", "heat_metadata_server_url");
-    s.url_lifetime = match config.get_int("orchestration", "signal_url_lifetime") {
-        Some(n) if n <= 0 => None,
-        Some(n) => Some(std::time::Duration::from_secs(n as u64)),
-        None => Some(std::time::Duration::from_secs(86_400)),
+    s.heat_url = text(&CLIENTS_HEAT_URL);
+    s.waitcondition_server_url = text(&HEAT_WAITCONDITION_SERVER_URL);
+    s.metadata_server_url = text(&HEAT_METADATA_SERVER_URL);
+    s.url_lifetime = match config.get(&SIGNAL_URL_LIFETIME) {
+        n if n <= 0 => None,
+        n => Some(std::time::Duration::from_secs(n.unsigned_abs())),
     };
-    s.signing_key = text("orchestration", "signal_signing_key");
-    if let Some(t) = text("orchestration", "default_deployment_signal_transport") {
-        s.default_deployment_signal_transport = t;
-    }
-    if let Some(t) = text("orchestration", "default_software_config_transport") {
-        s.default_software_config_transport = t;
-    }
+    s.signing_key = text(&SIGNAL_SIGNING_KEY);
+    s.default_deployment_signal_transport = config.get(&DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT);
+    s.default_software_config_transport = config.get(&DEFAULT_SOFTWARE_CONFIG_TRANSPORT);
     s
 }
 

@@ -18,9 +18,14 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use crate::amqp::{BrokerUrl, OutboundMessage, PublisherHandle, PublisherSettings};
+use keelson_runtime::config::Opt;
 use keelson_runtime::Config;
 
-use crate::amqp::{BrokerUrl, OutboundMessage, PublisherHandle, PublisherSettings};
+use crate::options::{
+    CONTROL_EXCHANGE, HEARTBEAT_TIMEOUT_THRESHOLD, NOTIFICATION_DRIVER, NOTIFICATION_TOPICS,
+    NOTIFICATION_TRANSPORT_URL, RABBIT_INTERVAL_MAX, RABBIT_RETRY_INTERVAL, TRANSPORT_URL,
+};
 use crate::store::{Action, StackRow, Status};
 
 /// How many notifications may wait for the broker's confirmation.
@@ -49,8 +54,8 @@ impl NotificationSettings {
     /// None when notifications are off (`driver` unset, `noop`, or a
     /// driver this engine does not publish with, which is logged).
     pub fn from_config(config: &Config, host: &str) -> Option<NotificationSettings> {
-        let text = |group: &str, name: &str| config.get_str(group, name).filter(|v| !v.trim().is_empty());
-        let drivers = config.get_list("oslo_messaging_notifications", "driver");
+        let text = |opt: &Opt<Option<String>>| config.get(opt).filter(|v| !v.trim().is_empty());
+        let drivers = config.get(&NOTIFICATION_DRIVER);
         let envelope = if drivers.iter().any(|d| d == "messagingv2") {
             true
         } else if drivers.iter().any(|d| d == "messaging") {
@@ -61,7 +66,7 @@ impl NotificationSettings {
             }
             return None;
         };
-        let url = text("oslo_messaging_notifications", "transport_url").or_else(|| text("DEFAULT", "transport_url"))?;
+        let url = text(&NOTIFICATION_TRANSPORT_URL).or_else(|| text(&TRANSPORT_URL))?;
         let broker = match BrokerUrl::parse(&url) {
             Ok(b) => b,
             Err(e) => {
@@ -69,19 +74,19 @@ impl NotificationSettings {
                 return None;
             }
         };
-        let topics = match config.get_list("oslo_messaging_notifications", "topics") {
-            t if t.is_empty() => vec!["notifications".to_string()],
+        let topics = match config.get(&NOTIFICATION_TOPICS) {
+            t if t.is_empty() => NOTIFICATION_TOPICS.default_value(),
             t => t,
         };
         Some(NotificationSettings {
             broker,
             topics,
-            exchange: text("DEFAULT", "control_exchange").unwrap_or_else(|| "heat".into()),
+            exchange: config.get(&CONTROL_EXCHANGE),
             envelope,
             publisher_id: format!("orchestration.{host}"),
-            heartbeat: seconds(config, "heartbeat_timeout_threshold"),
-            retry_interval: seconds(config, "rabbit_retry_interval").max(Duration::from_millis(100)),
-            retry_max: seconds(config, "rabbit_interval_max").max(Duration::from_secs(1)),
+            heartbeat: seconds(config, &HEARTBEAT_TIMEOUT_THRESHOLD),
+            retry_interval: seconds(config, &RABBIT_RETRY_INTERVAL).max(Duration::from_millis(100)),
+            retry_max: seconds(config, &RABBIT_INTERVAL_MAX).max(Duration::from_secs(1)),
         })
     }
 }
@@ -101,11 +106,10 @@ impl Priority {
     }
 }
 
-/// An `[oslo_messaging_rabbit]` option in seconds (its default comes
-/// from the option registry; a negative value counts as zero).
-fn seconds(config: &Config, name: &str) -> Duration {
-    let secs = config.get_int("oslo_messaging_rabbit", name).and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
-    Duration::from_secs(secs)
+/// An `[oslo_messaging_rabbit]` option in seconds (a negative value
+/// counts as zero).
+fn seconds(config: &Config, opt: &Opt<i64>) -> Duration {
+    Duration::from_secs(u64::try_from(config.get(opt)).unwrap_or(0))
 }
 
 struct Outgoing {

@@ -6,13 +6,18 @@
 //! existing `placement.conf`. Several files may be given; a later file wins
 //! option by option, as in oslo.config.
 //!
-//! Every option is declared in a registry (Placement's options come from
-//! `data/config-options.json`, keelson's own from [`KEELSON_OPTIONS`]). An
-//! option that is not declared is reported as a warning; a declared option
-//! whose value does not parse refuses the start with an error that names
-//! the option and the file.
+//! Options are typed declarations ([`Opt`]), each owned by the crate that
+//! reads it (its `options` module) with its default and help beside it;
+//! reading is `config.get(&OPT)`, so an undeclared or misspelt option does
+//! not compile and a default lives in one place. The binary assembles the
+//! [`Registry`] from Placement's contract (`data/config-options.json`,
+//! every option a `placement.conf` may hold) and every crate's list, and
+//! validates the files against it: an option that is not declared is
+//! reported as a warning; a declared option whose value does not parse
+//! refuses the start with an error that names the option and the file.
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -39,123 +44,302 @@ pub enum OptType {
     MultiStr,
 }
 
-/// A declared option with its default (as oslo.config would render it).
-#[derive(Debug, Clone)]
+impl OptType {
+    /// oslo.config's word for the type, as `keelson options` prints it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OptType::Str { .. } => "str",
+            OptType::Int { .. } => "int",
+            OptType::Float => "float",
+            OptType::Bool => "bool",
+            OptType::List => "list",
+            OptType::MultiStr => "multistr",
+        }
+    }
+}
+
+/// One option of the registry with its default (as oslo.config would
+/// render it).
+#[derive(Debug, Clone, PartialEq)]
 pub struct OptionSpec {
     pub group: String,
     pub name: String,
     pub opt_type: OptType,
     pub default: Option<String>,
+    pub help: String,
 }
 
-/// keelson's own options, beside Placement's: where the services listen and
-/// how they find each other, the controller and etcd, and telemetry.
-/// (group, name, type, default)
-const KEELSON_OPTIONS: &[(&str, &str, &str, Option<&str>)] = &[
-    // Where each service listens (gRPC) and where the others reach it.
-    ("keelson", "inventory_listen", "str", Some("127.0.0.1:50051")),
-    ("keelson", "candidates_listen", "str", Some("127.0.0.1:50052")),
-    ("keelson", "engine_listen", "str", Some("127.0.0.1:50053")),
-    ("keelson", "inventory_endpoint", "str", Some("http://127.0.0.1:50051")),
-    ("keelson", "candidates_endpoint", "str", Some("http://127.0.0.1:50052")),
-    ("keelson", "engine_endpoints", "list", Some("http://127.0.0.1:50053")),
-    // How other engines reach this one (default: its listen address).
-    ("keelson", "engine_advertise", "str", None),
-    // How long the gateway holds and redials a call to a service whose
-    // port refuses connections (a restart), in seconds; 0: answer 503 at
-    // once.
-    ("keelson", "redial_timeout", "float", Some("10")),
-    ("keelson", "placement_listen", "str", Some("0.0.0.0:8778")),
-    ("keelson", "orchestration_listen", "str", Some("0.0.0.0:8004")),
-    ("keelson", "data_dir", "str", Some("./keelson-data")),
-    // Mutual TLS between the mesh's processes (gRPC and the controller's
-    // RPC): on when the three files are set. PEM: this process's
-    // certificate chain and key, and the CA its peers' chain to.
-    ("keelson", "tls_cert_file", "str", None),
-    ("keelson", "tls_key_file", "str", None),
-    ("keelson", "tls_ca_file", "str", None),
-    // The name clients check servers' certificates against (default: the
-    // host of the address they dial), for meshes that dial pod IPs.
-    ("keelson", "tls_server_name", "str", None),
-    ("telemetry", "otlp_endpoint", "str", None),
-    ("telemetry", "service_name", "str", Some("keelson")),
-    ("telemetry", "log_filter", "str", Some("info")),
-    ("controller", "name", "str", Some("c1")),
-    ("controller", "listen", "str", Some("127.0.0.1:7001")),
-    ("controller", "peers", "list", None),
-    ("controller", "cluster_name", "str", Some("keelson")),
-    ("controller", "lease_ttl", "int", Some("5")),
-    ("etcd", "endpoints", "list", None),
-    ("orchestration", "auth_strategy", "str", Some("keystone")),
-    ("orchestration", "num_engine_workers", "int", Some("2")),
-    // Heat's own [DEFAULT] options, kept under [orchestration] with Heat's
-    // names and defaults so that they do not mix with Placement's.
-    ("orchestration", "max_json_body_size", "int", Some("1048576")),
-    ("orchestration", "max_template_size", "int", Some("524288")),
-    ("orchestration", "max_resources_per_stack", "int", Some("1000")),
-    ("orchestration", "max_stacks_per_tenant", "int", Some("512")),
-    ("orchestration", "max_nested_stack_depth", "int", Some("5")),
-    ("orchestration", "max_events_per_stack", "int", Some("1000")),
-    ("orchestration", "enable_stack_abandon", "bool", Some("false")),
-    ("orchestration", "enable_stack_adopt", "bool", Some("false")),
-    ("orchestration", "hidden_stack_tags", "list", Some("data-processing-cluster")),
-    ("orchestration", "engine_life_check_timeout", "int", Some("2")),
-    ("orchestration", "periodic_interval", "int", Some("5")),
-    ("orchestration", "stall_timeout", "int", Some("30")),
-    ("orchestration", "action_retry_limit", "int", Some("5")),
-    ("orchestration", "client_retry_limit", "int", Some("2")),
-    ("orchestration", "max_concurrent_checks", "int", Some("64")),
-    // Signals and software deployments (Heat's names where Heat has them):
-    // the public URLs embedded in what instances receive (default: the
-    // gateway's own Orchestration endpoint), the pre-signed URLs' lifetime
-    // in seconds (0: no expiry) and key (default: generated, stored in the
-    // database), the default transports.
-    ("orchestration", "heat_waitcondition_server_url", "str", None),
-    ("orchestration", "heat_metadata_server_url", "str", None),
-    ("orchestration", "public_endpoint", "str", None),
-    ("orchestration", "signal_url_lifetime", "int", Some("86400")),
-    ("orchestration", "signal_signing_key", "str", None),
-    ("orchestration", "default_deployment_signal_transport", "str", Some("CFN_SIGNAL")),
-    ("orchestration", "default_software_config_transport", "str", Some("POLL_SERVER_HEAT")),
-    ("clients_heat", "url", "str", None),
-    // Heat's notifications (oslo.messaging's options): off unless `driver`
-    // is messagingv2 or messaging; the broker from `transport_url` here or
-    // in [DEFAULT].
-    ("oslo_messaging_notifications", "driver", "list", None),
-    ("oslo_messaging_notifications", "transport_url", "str", None),
-    ("oslo_messaging_notifications", "topics", "list", Some("notifications")),
-    ("DEFAULT", "transport_url", "str", None),
-    // The publisher's connection (oslo.messaging's rabbit driver options):
-    // the heartbeat timeout asked of the broker, and the reconnection
-    // back-off (doubling from the interval up to the maximum).
-    ("oslo_messaging_rabbit", "heartbeat_timeout_threshold", "int", Some("60")),
-    ("oslo_messaging_rabbit", "rabbit_retry_interval", "int", Some("1")),
-    ("oslo_messaging_rabbit", "rabbit_interval_max", "int", Some("30")),
-    ("DEFAULT", "control_exchange", "str", Some("heat")),
-    ("database", "connection", "str", None),
-    // keystoneauth's password plugin options, which keystonemiddleware
-    // registers only at run time (auth_type = password).
-    ("keystone_authtoken", "auth_url", "str", None),
-    ("keystone_authtoken", "username", "str", None),
-    ("keystone_authtoken", "password", "str", None),
-    ("keystone_authtoken", "project_name", "str", None),
-    ("keystone_authtoken", "project_id", "str", None),
-    ("keystone_authtoken", "user_domain_name", "str", None),
-    ("keystone_authtoken", "user_domain_id", "str", None),
-    ("keystone_authtoken", "project_domain_name", "str", None),
-    ("keystone_authtoken", "project_domain_id", "str", None),
-    // Issue 15, connection limits of the REST listeners (Placement and
-    // Orchestration alike, each listener on its own): seconds a client may
-    // take to send a request head; seconds a connection may stay open with
-    // no request in progress; connections served at once (more wait in
-    // the accept backlog).
-    ("api", "header_read_timeout", "int", Some("30")),
-    ("api", "idle_timeout", "int", Some("75")),
-    ("api", "max_connections", "int", Some("1000")),
-];
+/// The value kind of a typed declaration (the registry's [`OptType`] in a
+/// form a `const` can hold).
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Str { choices: &'static [&'static str] },
+    Int { min: Option<i64>, max: Option<i64> },
+    Float,
+    Bool,
+    List,
+}
+
+/// How a declared option's text reads as a Rust value.
+///
+/// A type `T` reads an unset or empty option as the declaration's default.
+/// `Option<String>` and `Option<i64>` read an unset option as their
+/// default (which may be none) and an empty one as `None`, for options
+/// where an empty value means something of its own (`[placement_database]
+/// mysql_sql_mode`: the server's mode; `[cors] max_age`: no header).
+pub trait OptValue: Sized {
+    /// The declared default, in a form a `const` can hold.
+    type Default: Copy + Send + Sync + 'static;
+    /// What a set option's text reads as; `None`: as if unset.
+    fn parse(text: &str) -> Option<Self>;
+    /// The value of an unset option.
+    fn from_default(default: Self::Default) -> Self;
+    /// The default as oslo.config renders it (the registry's text).
+    fn render(default: Self::Default) -> Option<String>;
+}
+
+impl OptValue for String {
+    type Default = &'static str;
+    fn parse(text: &str) -> Option<Self> {
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+    fn from_default(default: &'static str) -> Self {
+        default.to_owned()
+    }
+    fn render(default: &'static str) -> Option<String> {
+        Some(default.to_owned())
+    }
+}
+
+impl OptValue for Option<String> {
+    type Default = Option<&'static str>;
+    fn parse(text: &str) -> Option<Self> {
+        Some(String::parse(text))
+    }
+    fn from_default(default: Option<&'static str>) -> Self {
+        default.map(str::to_owned)
+    }
+    fn render(default: Option<&'static str>) -> Option<String> {
+        default.map(str::to_owned)
+    }
+}
+
+impl OptValue for i64 {
+    type Default = i64;
+    fn parse(text: &str) -> Option<Self> {
+        text.trim().parse().ok()
+    }
+    fn from_default(default: i64) -> Self {
+        default
+    }
+    fn render(default: i64) -> Option<String> {
+        Some(default.to_string())
+    }
+}
+
+impl OptValue for Option<i64> {
+    type Default = Option<i64>;
+    fn parse(text: &str) -> Option<Self> {
+        Some(i64::parse(text))
+    }
+    fn from_default(default: Option<i64>) -> Self {
+        default
+    }
+    fn render(default: Option<i64>) -> Option<String> {
+        default.map(|n| n.to_string())
+    }
+}
+
+impl OptValue for f64 {
+    type Default = f64;
+    fn parse(text: &str) -> Option<Self> {
+        text.trim().parse().ok()
+    }
+    fn from_default(default: f64) -> Self {
+        default
+    }
+    fn render(default: f64) -> Option<String> {
+        Some(default.to_string())
+    }
+}
+
+impl OptValue for bool {
+    type Default = bool;
+    fn parse(text: &str) -> Option<Self> {
+        parse_bool(text)
+    }
+    fn from_default(default: bool) -> Self {
+        default
+    }
+    fn render(default: bool) -> Option<String> {
+        Some(default.to_string())
+    }
+}
+
+/// A comma-separated list: items trimmed, empty items dropped (as oslo
+/// does); a set but empty option is the empty list, not the default.
+impl OptValue for Vec<String> {
+    type Default = &'static [&'static str];
+    fn parse(text: &str) -> Option<Self> {
+        Some(text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+    }
+    fn from_default(default: &'static [&'static str]) -> Self {
+        default.iter().map(|s| (*s).to_owned()).collect()
+    }
+    fn render(default: &'static [&'static str]) -> Option<String> {
+        (!default.is_empty()).then(|| default.join(","))
+    }
+}
+
+/// One declared option: group, name, value type, default and a line of
+/// help. Declarations are `const`s in the reading crate's `options`
+/// module; read one with [`Config::get`].
+pub struct Opt<T: OptValue> {
+    pub group: &'static str,
+    pub name: &'static str,
+    pub help: &'static str,
+    kind: Kind,
+    default: T::Default,
+    value: PhantomData<fn() -> T>,
+}
+
+impl<T: OptValue> Opt<T> {
+    const fn new(group: &'static str, name: &'static str, kind: Kind, default: T::Default, help: &'static str) -> Self {
+        Opt { group, name, help, kind, default, value: PhantomData }
+    }
+
+    /// The value the option has when the files leave it unset.
+    pub fn default_value(&self) -> T {
+        T::from_default(self.default)
+    }
+}
+
+impl Opt<String> {
+    /// A string option with a default.
+    pub const fn str(group: &'static str, name: &'static str, default: &'static str, help: &'static str) -> Self {
+        Opt::new(group, name, Kind::Str { choices: &[] }, default, help)
+    }
+
+    /// Only these values are accepted.
+    pub const fn choices(self, choices: &'static [&'static str]) -> Self {
+        Opt { kind: Kind::Str { choices }, ..self }
+    }
+}
+
+impl Opt<Option<String>> {
+    /// A string option that may be absent; `default` applies when it is
+    /// unset, and an empty value reads as `None`.
+    pub const fn optional_str(
+        group: &'static str,
+        name: &'static str,
+        default: Option<&'static str>,
+        help: &'static str,
+    ) -> Self {
+        Opt::new(group, name, Kind::Str { choices: &[] }, default, help)
+    }
+}
+
+impl Opt<i64> {
+    /// An integer option with a default.
+    pub const fn int(group: &'static str, name: &'static str, default: i64, help: &'static str) -> Self {
+        Opt::new(group, name, Kind::Int { min: None, max: None }, default, help)
+    }
+}
+
+impl Opt<Option<i64>> {
+    /// An integer option that may be absent; `default` applies when it is
+    /// unset, and an empty value reads as `None`.
+    pub const fn optional_int(
+        group: &'static str,
+        name: &'static str,
+        default: Option<i64>,
+        help: &'static str,
+    ) -> Self {
+        Opt::new(group, name, Kind::Int { min: None, max: None }, default, help)
+    }
+}
+
+/// Bounds of integer options, checked when the files are validated.
+pub trait Integer: OptValue {}
+impl Integer for i64 {}
+impl Integer for Option<i64> {}
+
+impl<T: Integer> Opt<T> {
+    /// Values below `min` refuse the start.
+    pub const fn min(self, min: i64) -> Self {
+        let max = match self.kind {
+            Kind::Int { max, .. } => max,
+            _ => None,
+        };
+        Opt { kind: Kind::Int { min: Some(min), max }, ..self }
+    }
+
+    /// Values above `max` refuse the start.
+    pub const fn max(self, max: i64) -> Self {
+        let min = match self.kind {
+            Kind::Int { min, .. } => min,
+            _ => None,
+        };
+        Opt { kind: Kind::Int { min, max: Some(max) }, ..self }
+    }
+}
+
+impl Opt<f64> {
+    /// A floating-point option with a default.
+    pub const fn float(group: &'static str, name: &'static str, default: f64, help: &'static str) -> Self {
+        Opt::new(group, name, Kind::Float, default, help)
+    }
+}
+
+impl Opt<bool> {
+    /// A boolean option with a default.
+    pub const fn bool(group: &'static str, name: &'static str, default: bool, help: &'static str) -> Self {
+        Opt::new(group, name, Kind::Bool, default, help)
+    }
+}
+
+impl Opt<Vec<String>> {
+    /// A comma-separated list option (`default` empty: none).
+    pub const fn list(
+        group: &'static str,
+        name: &'static str,
+        default: &'static [&'static str],
+        help: &'static str,
+    ) -> Self {
+        Opt::new(group, name, Kind::List, default, help)
+    }
+}
+
+/// What the registry needs of a declaration, whatever its value type: the
+/// lists crates export are `&[&dyn Declaration]`.
+pub trait Declaration: Sync {
+    fn spec(&self) -> OptionSpec;
+}
+
+impl<T: OptValue> Declaration for Opt<T> {
+    fn spec(&self) -> OptionSpec {
+        let opt_type = match self.kind {
+            Kind::Str { choices } => OptType::Str {
+                choices: (!choices.is_empty()).then(|| choices.iter().map(|c| (*c).to_owned()).collect()),
+            },
+            Kind::Int { min, max } => OptType::Int { min, max },
+            Kind::Float => OptType::Float,
+            Kind::Bool => OptType::Bool,
+            Kind::List => OptType::List,
+        };
+        OptionSpec {
+            group: self.group.to_owned(),
+            name: self.name.to_owned(),
+            opt_type,
+            default: T::render(self.default),
+            help: self.help.to_owned(),
+        }
+    }
+}
 
 #[derive(Deserialize)]
 struct ContractOptions {
+    groups: Vec<String>,
     options: Vec<ContractOption>,
 }
 
@@ -167,67 +351,47 @@ struct ContractOption {
     opt_type: String,
     default: serde_json::Value,
     choices: Option<Vec<serde_json::Value>>,
+    #[serde(default)]
+    help: String,
 }
 
-/// Every option keelson understands.
-pub fn registry() -> &'static BTreeMap<(String, String), OptionSpec> {
-    static REGISTRY: std::sync::OnceLock<BTreeMap<(String, String), OptionSpec>> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(build_registry)
-}
-
-fn build_registry() -> BTreeMap<(String, String), OptionSpec> {
-    let mut out = BTreeMap::new();
+/// Placement's contract: its groups and every option they hold.
+fn contract() -> (Vec<String>, Vec<OptionSpec>) {
     // The file is compiled in; a parse failure is a build defect caught by
     // the unit tests, so fall back to an empty list rather than panic.
     let contract: ContractOptions = serde_json::from_str(include_str!("../data/config-options.json"))
-        .unwrap_or(ContractOptions { options: Vec::new() });
-    for o in contract.options {
-        let choices = o.choices.map(|c| c.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect());
-        let opt_type = if o.opt_type.starts_with("IntOpt") || o.opt_type.starts_with("PortOpt") {
-            OptType::Int { min: None, max: None }
-        } else if o.opt_type.starts_with("BoolOpt") {
-            OptType::Bool
-        } else if o.opt_type.starts_with("FloatOpt") {
-            OptType::Float
-        } else if o.opt_type.starts_with("ListOpt") {
-            OptType::List
-        } else if o.opt_type.starts_with("MultiStrOpt") {
-            OptType::MultiStr
-        } else {
-            OptType::Str { choices }
-        };
-        let default = render_default(&o.default);
-        out.insert((o.group.clone(), o.name.clone()), OptionSpec { group: o.group, name: o.name, opt_type, default });
-    }
-    for (group, name, ty, default) in KEELSON_OPTIONS {
-        let opt_type = match *ty {
-            "int" => OptType::Int { min: None, max: None },
-            "float" => OptType::Float,
-            "bool" => OptType::Bool,
-            "list" => OptType::List,
-            _ => OptType::Str { choices: None },
-        };
-        out.insert(
-            (group.to_string(), name.to_string()),
-            OptionSpec {
-                group: group.to_string(),
-                name: name.to_string(),
-                opt_type,
-                default: default.map(str::to_owned),
-            },
-        );
-    }
-    // Placement's option has choices; keelson's orchestration twin too.
-    if let Some(spec) = out.get_mut(&("orchestration".to_string(), "auth_strategy".to_string())) {
-        spec.opt_type = OptType::Str { choices: Some(vec!["keystone".into(), "noauth".into()]) };
-    }
-    out
+        .unwrap_or(ContractOptions { groups: Vec::new(), options: Vec::new() });
+    let specs = contract
+        .options
+        .into_iter()
+        .map(|o| {
+            let choices = o.choices.map(|c| c.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect());
+            let opt_type = if o.opt_type.starts_with("IntOpt") || o.opt_type.starts_with("PortOpt") {
+                OptType::Int { min: None, max: None }
+            } else if o.opt_type.starts_with("BoolOpt") {
+                OptType::Bool
+            } else if o.opt_type.starts_with("FloatOpt") {
+                OptType::Float
+            } else if o.opt_type.starts_with("ListOpt") {
+                OptType::List
+            } else if o.opt_type.starts_with("MultiStrOpt") {
+                OptType::MultiStr
+            } else {
+                OptType::Str { choices }
+            };
+            let default = render_default(&o.default);
+            OptionSpec { group: o.group, name: o.name, opt_type, default, help: o.help }
+        })
+        .collect();
+    (contract.groups, specs)
 }
 
 fn render_default(v: &serde_json::Value) -> Option<String> {
     match v {
         serde_json::Value::Null => None,
         serde_json::Value::Bool(b) => Some(b.to_string()),
+        // As a declaration renders its f64 (60.0 is "60").
+        serde_json::Value::Number(n) if n.is_f64() => n.as_f64().map(|f| f.to_string()),
         serde_json::Value::Number(n) => Some(n.to_string()),
         serde_json::Value::String(s) => Some(s.clone()),
         serde_json::Value::Array(items) => Some(
@@ -239,6 +403,75 @@ fn render_default(v: &serde_json::Value) -> Option<String> {
         ),
         other => Some(other.to_string()),
     }
+}
+
+/// Every option a process accepts: Placement's contract, then the
+/// declarations of the crates it links (a declaration of a contract
+/// option replaces the contract's entry; the unit tests keep the two
+/// equal).
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    specs: BTreeMap<(String, String), OptionSpec>,
+}
+
+impl Registry {
+    /// The contract plus every list in `lists`, in order.
+    pub fn assemble(lists: &[&[&dyn Declaration]]) -> Registry {
+        let mut specs = BTreeMap::new();
+        for spec in contract().1 {
+            specs.insert((spec.group.clone(), spec.name.clone()), spec);
+        }
+        for declaration in lists.iter().flat_map(|list| list.iter()) {
+            let spec = declaration.spec();
+            specs.insert((spec.group.clone(), spec.name.clone()), spec);
+        }
+        Registry { specs }
+    }
+
+    pub fn get(&self, group: &str, name: &str) -> Option<&OptionSpec> {
+        self.specs.get(&(group.to_string(), name.to_string()))
+    }
+
+    pub fn contains_key(&self, key: &(String, String)) -> bool {
+        self.specs.contains_key(key)
+    }
+
+    /// Every option, by group and name.
+    pub fn iter(&self) -> impl Iterator<Item = &OptionSpec> {
+        self.specs.values()
+    }
+}
+
+/// How a crate's declarations of Placement's options compare with the
+/// contract (for the crates' unit tests).
+#[derive(Debug, Default, PartialEq)]
+pub struct ContractCheck {
+    /// Declarations whose type or default differ from the contract's.
+    pub mismatches: Vec<String>,
+    /// Declarations in one of the contract's groups that the contract does
+    /// not hold (keelson's additions, or misspelt names).
+    pub not_in_contract: Vec<String>,
+}
+
+/// Compares `options` with Placement's contract.
+pub fn contract_check(options: &[&dyn Declaration]) -> ContractCheck {
+    let (groups, specs) = contract();
+    let mut check = ContractCheck::default();
+    for declared in options.iter().map(|d| d.spec()) {
+        let key = format!("[{}] {}", declared.group, declared.name);
+        match specs.iter().find(|c| c.group == declared.group && c.name == declared.name) {
+            Some(c) if c.opt_type != declared.opt_type || c.default != declared.default => {
+                check.mismatches.push(format!(
+                    "{key}: declared {:?} = {:?}, contract {:?} = {:?}",
+                    declared.opt_type, declared.default, c.opt_type, c.default
+                ))
+            }
+            Some(_) => {}
+            None if groups.contains(&declared.group) => check.not_in_contract.push(key),
+            None => {}
+        }
+    }
+    check
 }
 
 /// One value as read, with where it came from (for error messages).
@@ -260,8 +493,8 @@ pub struct Config {
 
 impl Config {
     /// Reads the given files in order (later files win) and validates every
-    /// declared option's value.
-    pub fn load(files: &[PathBuf]) -> Result<Config, ConfigError> {
+    /// option of `registry`.
+    pub fn load(files: &[PathBuf], registry: &Registry) -> Result<Config, ConfigError> {
         let mut cfg = Config::default();
         for path in files {
             let text =
@@ -269,7 +502,7 @@ impl Config {
             cfg.merge_text(&text, path)?;
             cfg.files.push(path.clone());
         }
-        cfg.validate()?;
+        cfg.validate(registry)?;
         Ok(cfg)
     }
 
@@ -321,12 +554,12 @@ impl Config {
         );
     }
 
-    /// Checks every declared option's value and records the undeclared ones.
-    pub fn validate(&mut self) -> Result<(), ConfigError> {
-        let registry = registry();
+    /// Checks the value of every option `registry` declares and records
+    /// the ones it does not.
+    pub fn validate(&mut self, registry: &Registry) -> Result<(), ConfigError> {
         self.unknown.clear();
         for ((group, name), setting) in &self.settings {
-            let Some(spec) = registry.get(&(group.clone(), name.clone())) else {
+            let Some(spec) = registry.get(group, name) else {
                 // The DEFAULT group holds oslo.log and friends' options.
                 if group != "DEFAULT" {
                     self.unknown.push(format!("[{group}] {name} (in {})", setting.source));
@@ -346,46 +579,25 @@ impl Config {
         Ok(())
     }
 
-    fn raw(&self, group: &str, name: &str) -> Option<&str> {
-        if let Some(s) = self.settings.get(&(group.to_string(), name.to_string())) {
-            return s.values.last().map(String::as_str);
-        }
-        registry().get(&(group.to_string(), name.to_string())).and_then(|spec| spec.default.as_deref())
+    /// The last value the files give the option, as written.
+    fn text(&self, group: &str, name: &str) -> Option<&str> {
+        self.settings.get(&(group.to_string(), name.to_string())).and_then(|s| s.values.last()).map(String::as_str)
+    }
+
+    /// The option's value: as the files give it, else its declared default.
+    pub fn get<T: OptValue>(&self, opt: &Opt<T>) -> T {
+        self.text(opt.group, opt.name).and_then(T::parse).unwrap_or_else(|| opt.default_value())
     }
 
     /// Whether the option was set in a file or override (not defaulted).
-    pub fn is_set(&self, group: &str, name: &str) -> bool {
-        self.settings.contains_key(&(group.to_string(), name.to_string()))
-    }
-
-    /// A string option; `None` when unset and without a default, or empty.
-    pub fn get_str(&self, group: &str, name: &str) -> Option<String> {
-        self.raw(group, name).filter(|v| !v.is_empty()).map(str::to_owned)
-    }
-
-    pub fn get_bool(&self, group: &str, name: &str) -> bool {
-        self.raw(group, name).and_then(parse_bool).unwrap_or(false)
-    }
-
-    pub fn get_int(&self, group: &str, name: &str) -> Option<i64> {
-        self.raw(group, name).and_then(|v| v.trim().parse().ok())
-    }
-
-    pub fn get_float(&self, group: &str, name: &str) -> Option<f64> {
-        self.raw(group, name).and_then(|v| v.trim().parse().ok())
-    }
-
-    /// A comma-separated list option (empty items dropped, as oslo does).
-    pub fn get_list(&self, group: &str, name: &str) -> Vec<String> {
-        self.raw(group, name)
-            .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
-            .unwrap_or_default()
+    pub fn is_set<T: OptValue>(&self, opt: &Opt<T>) -> bool {
+        self.settings.contains_key(&(opt.group.to_string(), opt.name.to_string()))
     }
 
     /// The file an option was read from, for messages.
-    pub fn source_of(&self, group: &str, name: &str) -> String {
+    pub fn source_of<T: OptValue>(&self, opt: &Opt<T>) -> String {
         self.settings
-            .get(&(group.to_string(), name.to_string()))
+            .get(&(opt.group.to_string(), opt.name.to_string()))
             .map(|s| s.source.clone())
             .unwrap_or_else(|| "<default>".to_string())
     }
@@ -475,19 +687,50 @@ mod tests {
 
     use super::*;
 
+    /// The registry of a process linking only this crate.
+    fn registry() -> Registry {
+        Registry::assemble(&[crate::options::OPTIONS])
+    }
+
     fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut c = Config::default();
         c.merge_text(text, Path::new("test.conf"))?;
-        c.validate()?;
+        c.validate(&registry())?;
         Ok(c)
     }
 
-    #[test]
-    fn registry_has_placement_and_keelson_options() {
-        let r = registry();
-        assert!(r.contains_key(&("placement_database".into(), "connection".into())));
-        assert!(r.contains_key(&("placement".into(), "allocation_conflict_retry_count".into())));
-        assert!(r.contains_key(&("controller".into(), "lease_ttl".into())));
+    /// Reading by group and name, as these tests were written before the
+    /// options were typed: the value as written, else the registry's
+    /// default text, read as the typed declarations read it.
+    trait ByName {
+        fn by_name(&self, group: &str, name: &str) -> Option<String>;
+        fn get_str(&self, group: &str, name: &str) -> Option<String> {
+            self.by_name(group, name).and_then(|t| Option::<String>::parse(&t)).flatten()
+        }
+        fn get_int(&self, group: &str, name: &str) -> Option<i64> {
+            self.by_name(group, name).and_then(|t| i64::parse(&t))
+        }
+        fn get_bool(&self, group: &str, name: &str) -> bool {
+            self.by_name(group, name).and_then(|t| bool::parse(&t)).unwrap_or(false)
+        }
+        fn get_list(&self, group: &str, name: &str) -> Vec<String> {
+            self.by_name(group, name).and_then(|t| Vec::<String>::parse(&t)).unwrap_or_default()
+        }
+        /// By value: `Config`'s own `source_of` takes a declaration, and
+        /// an inherent method would win over a trait's taking `&self`.
+        fn source_of(self, group: &str, name: &str) -> String;
+    }
+
+    impl ByName for Config {
+        fn by_name(&self, group: &str, name: &str) -> Option<String> {
+            match self.text(group, name) {
+                Some(t) => Some(t.to_owned()),
+                None => registry().get(group, name).and_then(|spec| spec.default.clone()),
+            }
+        }
+        fn source_of(self, group: &str, name: &str) -> String {
+            self.settings.get(&(group.to_string(), name.to_string())).map(|s| s.source.clone()).unwrap_or_default()
+        }
     }
 
     #[test]
@@ -506,7 +749,7 @@ mod tests {
         let mut c = Config::default();
         c.merge_text("[api]\nauth_strategy = keystone\n[cors]\nallowed_origin = a, b\n", Path::new("one")).unwrap();
         c.merge_text("[api]\nauth_strategy = noauth2\n", Path::new("two")).unwrap();
-        c.validate().unwrap();
+        c.validate(&registry()).unwrap();
         assert_eq!(c.get_str("api", "auth_strategy").as_deref(), Some("noauth2"));
         assert_eq!(c.get_list("cors", "allowed_origin"), vec!["a", "b"]);
         assert_eq!(c.source_of("api", "auth_strategy"), "two");
@@ -546,5 +789,121 @@ mod tests {
     #[test]
     fn garbage_line_is_a_syntax_error() {
         assert!(matches!(parse("[api]\njust words\n"), Err(ConfigError::Syntax { .. })));
+    }
+
+    const NAME: Opt<String> = Opt::str("keelson", "t_name", "dflt", "a string with a default");
+    const MODE: Opt<Option<String>> = Opt::optional_str("keelson", "t_mode", Some("STRICT"), "empty means none");
+    const PATH: Opt<Option<String>> = Opt::optional_str("keelson", "t_path", None, "no default");
+    const COUNT: Opt<i64> = Opt::int("keelson", "t_count", 7, "an integer").min(1).max(9);
+    const LIMIT: Opt<Option<i64>> = Opt::optional_int("keelson", "t_limit", None, "an integer without a default");
+    const AGE: Opt<Option<i64>> = Opt::optional_int("keelson", "t_age", Some(60), "empty means none");
+    const RATIO: Opt<f64> = Opt::float("keelson", "t_ratio", 2.5, "a number");
+    const FLAG: Opt<bool> = Opt::bool("keelson", "t_flag", true, "a boolean");
+    const ITEMS: Opt<Vec<String>> = Opt::list("keelson", "t_items", &["a", "b"], "a list");
+    const PICK: Opt<String> = Opt::str("keelson", "t_pick", "x", "one of two").choices(&["x", "y"]);
+    const DECLARED: &[&dyn Declaration] = &[&NAME, &MODE, &PATH, &COUNT, &LIMIT, &AGE, &RATIO, &FLAG, &ITEMS, &PICK];
+
+    fn typed(text: &str) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        c.merge_text(text, Path::new("typed.conf"))?;
+        c.validate(&Registry::assemble(&[DECLARED]))?;
+        Ok(c)
+    }
+
+    #[test]
+    fn unset_options_read_as_their_declared_defaults() {
+        let c = typed("").unwrap();
+        assert_eq!(c.get(&NAME), "dflt");
+        assert_eq!(c.get(&MODE).as_deref(), Some("STRICT"));
+        assert_eq!(c.get(&PATH), None);
+        assert_eq!(c.get(&COUNT), 7);
+        assert_eq!(c.get(&LIMIT), None);
+        assert_eq!(c.get(&AGE), Some(60));
+        assert_eq!(c.get(&RATIO), 2.5);
+        assert!(c.get(&FLAG));
+        assert_eq!(c.get(&ITEMS), vec!["a", "b"]);
+        assert!(!c.is_set(&NAME));
+        assert_eq!(Config::source_of(&c, &NAME), "<default>");
+    }
+
+    #[test]
+    fn set_options_read_as_written() {
+        let c = typed(
+            "[keelson]\nt_name = n\nt_mode = LAX\nt_path = /p\nt_count = 3\nt_limit = -4\nt_ratio = 0.5\n\
+             t_flag = off\nt_items = c, ,d\nt_pick = y\n",
+        )
+        .unwrap();
+        assert_eq!(c.get(&NAME), "n");
+        assert_eq!(c.get(&MODE).as_deref(), Some("LAX"));
+        assert_eq!(c.get(&PATH).as_deref(), Some("/p"));
+        assert_eq!(c.get(&COUNT), 3);
+        assert_eq!(c.get(&LIMIT), Some(-4));
+        assert_eq!(c.get(&RATIO), 0.5);
+        assert!(!c.get(&FLAG));
+        assert_eq!(c.get(&ITEMS), vec!["c", "d"]);
+        assert_eq!(c.get(&PICK), "y");
+        assert!(c.is_set(&NAME));
+        assert_eq!(Config::source_of(&c, &NAME), "typed.conf");
+    }
+
+    #[test]
+    fn empty_values_read_as_unset_except_where_empty_means_none() {
+        let c = typed("[keelson]\nt_name =\nt_mode =\nt_count =\nt_limit =\nt_age =\nt_ratio =\nt_items =\n").unwrap();
+        assert_eq!(c.get(&NAME), "dflt");
+        assert_eq!(c.get(&MODE), None);
+        assert_eq!(c.get(&COUNT), 7);
+        assert_eq!(c.get(&LIMIT), None);
+        assert_eq!(c.get(&AGE), None);
+        assert_eq!(c.get(&RATIO), 2.5);
+        assert_eq!(c.get(&ITEMS), Vec::<String>::new());
+    }
+
+    #[test]
+    fn declared_bounds_and_choices_refuse_the_start() {
+        for text in ["t_count = 0", "t_count = 10", "t_pick = z", "t_flag = maybe", "t_ratio = fast"] {
+            let err = typed(&format!("[keelson]\n{text}\n")).unwrap_err();
+            assert!(matches!(err, ConfigError::InvalidValue { .. }), "{text}: {err}");
+        }
+        assert_eq!(
+            typed("[keelson]\nt_pick = z\n").unwrap_err().to_string(),
+            "invalid value \"z\" for option [keelson] t_pick in typed.conf: must be one of x, y"
+        );
+    }
+
+    #[test]
+    fn declarations_render_as_the_registry_holds_them() {
+        let r = Registry::assemble(&[DECLARED]);
+        let spec = |name: &str| r.get("keelson", name).cloned().unwrap();
+        assert_eq!(spec("t_count").opt_type, OptType::Int { min: Some(1), max: Some(9) });
+        assert_eq!(spec("t_count").default.as_deref(), Some("7"));
+        assert_eq!(spec("t_path").default, None);
+        assert_eq!(spec("t_ratio").default.as_deref(), Some("2.5"));
+        assert_eq!(spec("t_flag").default.as_deref(), Some("true"));
+        assert_eq!(spec("t_items").default.as_deref(), Some("a,b"));
+        assert_eq!(spec("t_pick").opt_type, OptType::Str { choices: Some(vec!["x".into(), "y".into()]) });
+        assert_eq!(spec("t_name").help, "a string with a default");
+        // The contract is there too.
+        assert!(r.get("placement_database", "connection").is_some());
+    }
+
+    #[test]
+    fn contract_check_finds_differences_and_additions() {
+        const RETRIES: Opt<i64> = Opt::int("placement", "allocation_conflict_retry_count", 3, "wrong default");
+        const STRATEGY: Opt<String> = Opt::str("api", "auth_strategy", "keystone", "no choices");
+        const GOOD: Opt<i64> = Opt::int("placement", "max_allocation_candidates", -1, "as the contract");
+        const EXTRA: Opt<i64> = Opt::int("api", "not_upstream", 1, "keelson's own");
+        const OWN_GROUP: Opt<i64> = Opt::int("keelson", "whatever", 1, "not a contract group");
+        let check = contract_check(&[&RETRIES, &STRATEGY, &GOOD, &EXTRA, &OWN_GROUP]);
+        assert_eq!(check.mismatches.len(), 2, "{:?}", check.mismatches);
+        assert!(check.mismatches[0].starts_with("[placement] allocation_conflict_retry_count"));
+        assert!(check.mismatches[1].starts_with("[api] auth_strategy"));
+        assert_eq!(check.not_in_contract, vec!["[api] not_upstream"]);
+    }
+
+    #[test]
+    fn this_crates_declarations_match_the_contract() {
+        let check = contract_check(crate::options::OPTIONS);
+        assert_eq!(check.mismatches, Vec::<String>::new());
+        assert_eq!(check.not_in_contract, vec!["[oslo_policy] enforce_scope"]);
     }
 }

@@ -10,7 +10,9 @@ use tokio::net::TcpListener;
 use tonic::transport::server::Router;
 use tonic::transport::Endpoint;
 
+use crate::config::clamp_usize;
 use crate::context::ServerContextLayer;
+use crate::options::MAX_JSON_BODY_SIZE;
 use crate::shutdown::Shutdown;
 use crate::tls::MeshTls;
 use crate::Config;
@@ -78,10 +80,9 @@ impl WireLimits {
     /// The limits for the configured REST edge: the larger of Placement's
     /// body bound and `[orchestration] max_json_body_size`.
     pub fn from_config(config: &Config) -> WireLimits {
-        let orchestration = config
-            .get_int("orchestration", "max_json_body_size")
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(1_048_576);
+        // A negative size reads as the default.
+        let orchestration = usize::try_from(config.get(&MAX_JSON_BODY_SIZE))
+            .unwrap_or_else(|_| clamp_usize(MAX_JSON_BODY_SIZE.default_value()));
         WireLimits::for_rest_body(PLACEMENT_MAX_BODY_SIZE.max(orchestration))
     }
 

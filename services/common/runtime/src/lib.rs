@@ -11,6 +11,7 @@ pub mod config;
 pub mod context;
 pub mod error;
 pub mod grpc;
+pub mod options;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;

@@ -15,6 +15,8 @@ use tokio_rustls::rustls::{
     pki_types::{pem::PemObject as _, CertificateDer, PrivateKeyDer, ServerName},
 };
 
+use crate::config::Opt;
+use crate::options::{TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, TLS_SERVER_NAME};
 use crate::Config;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,17 +50,15 @@ impl std::fmt::Debug for MeshTls {
     }
 }
 
-const FILE_OPTIONS: [&str; 3] = ["tls_cert_file", "tls_key_file", "tls_ca_file"];
+const FILE_OPTIONS: [&Opt<Option<String>>; 3] = [&TLS_CERT_FILE, &TLS_KEY_FILE, &TLS_CA_FILE];
 
 impl MeshTls {
     /// The identity `[keelson]` configures; None when TLS is off (none of
     /// the three files set). Half a configuration is an error, not
     /// plaintext.
     pub fn from_config(config: &Config) -> Result<Option<Arc<MeshTls>>, TlsError> {
-        let paths: Vec<(&'static str, Option<String>)> = FILE_OPTIONS
-            .iter()
-            .map(|&option| (option, config.get_str("keelson", option).filter(|p| !p.is_empty())))
-            .collect();
+        let paths: Vec<(&'static str, Option<String>)> =
+            FILE_OPTIONS.iter().map(|option| (option.name, config.get(option))).collect();
         if paths.iter().all(|(_, p)| p.is_none()) {
             return Ok(None);
         }
@@ -71,7 +71,7 @@ impl MeshTls {
             let path = path.unwrap_or_default();
             pems.push(std::fs::read(&path).map_err(|e| TlsError::Read { option, path, reason: e.to_string() })?);
         }
-        let server_name = config.get_str("keelson", "tls_server_name").filter(|n| !n.is_empty());
+        let server_name = config.get(&TLS_SERVER_NAME);
         let ca = pems.pop().unwrap_or_default();
         let key = pems.pop().unwrap_or_default();
         let cert = pems.pop().unwrap_or_default();

@@ -13,8 +13,11 @@ pub mod usages;
 
 use keelson_db::Db;
 use keelson_db::{now, Row, Tx};
+use keelson_runtime::config::clamp_u32;
+use keelson_runtime::Config;
 
 use crate::error::{Error, Result};
+use crate::options;
 
 /// Options from `[placement]` that change how writes behave.
 #[derive(Debug, Clone)]
@@ -27,12 +30,20 @@ pub struct StoreSettings {
     pub incomplete_consumer_user_id: String,
 }
 
+/// The options' defaults.
 impl Default for StoreSettings {
     fn default() -> Self {
+        StoreSettings::from_config(&Config::default())
+    }
+}
+
+impl StoreSettings {
+    /// From the `[placement]` options.
+    pub fn from_config(config: &Config) -> Self {
         StoreSettings {
-            allocation_conflict_retry_count: 10,
-            incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),
-            incomplete_consumer_user_id: "00000000-0000-0000-0000-000000000000".into(),
+            allocation_conflict_retry_count: clamp_u32(config.get(&options::ALLOCATION_CONFLICT_RETRY_COUNT)),
+            incomplete_consumer_project_id: config.get(&options::INCOMPLETE_CONSUMER_PROJECT_ID),
+            incomplete_consumer_user_id: config.get(&options::INCOMPLETE_CONSUMER_USER_ID),
         }
     }
 }

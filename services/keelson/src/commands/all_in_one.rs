@@ -7,23 +7,26 @@
 
 use std::process::ExitCode;
 
-use keelson_inventory::Store;
+use keelson_gateway::options::AUTH_STRATEGY;
+use keelson_inventory::{Store, StoreSettings};
 use keelson_runtime::grpc::GrpcListener;
 use keelson_runtime::Config;
+use keelson_stack_engine::options::{ORCHESTRATION_LISTEN, PUBLIC_ENDPOINT};
 
-use super::services::{bind, on_signal, open_database, store_settings};
+use super::services::{bind, on_signal, open_database};
+use crate::options::{CANDIDATES_LISTEN, ENGINE_LISTEN, INVENTORY_LISTEN};
 use crate::settings;
 
 pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let db = open_database(&config, true, true).await?;
     tracing::info!(target: "keelson", "database {}", db.url.display);
 
-    let inv_listener = bind(settings::listen(&config, "inventory_listen", true)?, "inventory").await?;
-    let cand_listener = bind(settings::listen(&config, "candidates_listen", true)?, "candidates").await?;
+    let inv_listener = bind(settings::listen(&config, &INVENTORY_LISTEN, true)?, "inventory").await?;
+    let cand_listener = bind(settings::listen(&config, &CANDIDATES_LISTEN, true)?, "candidates").await?;
     let p_listener = bind(settings::placement_listen(&config, true)?, "placement API").await?;
-    let o_listener = bind(settings::listen(&config, "orchestration_listen", true)?, "orchestration API").await?;
+    let o_listener = bind(settings::listen(&config, &ORCHESTRATION_LISTEN, true)?, "orchestration API").await?;
     let ctl_listener = bind(super::controller::listen(&config, true)?, "controller RPC").await?;
-    let engine_listener = bind(settings::listen(&config, "engine_listen", true)?, "stack engine").await?;
+    let engine_listener = bind(settings::listen(&config, &ENGINE_LISTEN, true)?, "stack engine").await?;
     let orchestration_db = super::engine::open_orchestration_database(&config).await?;
     let engine_addr = engine_listener.local_addr()?;
     let inv_addr = inv_listener.local_addr()?;
@@ -32,7 +35,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     tracing::info!(target: "keelson", "inventory gRPC on {inv_addr}");
     tracing::info!(target: "keelson", "candidates gRPC on {cand_addr}");
     tracing::info!(target: "keelson", "stack engine gRPC on {engine_addr} (database {})", orchestration_db.url.display);
-    tracing::info!(target: "keelson", "Placement API on http://{} (auth: {})", p_listener.local_addr()?, config.get_str("api", "auth_strategy").unwrap_or_default());
+    tracing::info!(target: "keelson", "Placement API on http://{} (auth: {})", p_listener.local_addr()?, config.get(&AUTH_STRATEGY));
     tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
     tracing::info!(target: "keelson", "controller RPC on {} (single node)", ctl_listener.local_addr()?);
 
@@ -50,7 +53,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     // The engine's OS::Placement::* resources use this process's inventory.
     engine_settings.inventory_endpoint = Some(format!("http://{inv_addr}"));
     // Instances signal the Orchestration API this process serves.
-    if !config.is_set("orchestration", "public_endpoint") {
+    if !config.is_set(&PUBLIC_ENDPOINT) {
         engine_settings.engine.signals.orchestration_url = format!("http://{}", o_listener.local_addr()?);
     }
     let ctl_addr = ctl_listener.local_addr()?;
@@ -58,7 +61,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
         super::engine::register_with_controller(vec![ctl_addr.to_string()], &mut engine_settings, shutdown.clone());
     let (synced_tx, _synced) = tokio::sync::watch::channel(false);
 
-    let store = Store::new(db.clone(), store_settings(&config));
+    let store = Store::new(db.clone(), StoreSettings::from_config(&config));
     let cand_store = keelson_candidates::Store::new(db.clone(), keelson_candidates::settings_from_config(&config));
     let (inv_listener, cand_listener, engine_listener) = (
         GrpcListener { tcp: inv_listener, tls: tls.clone() },

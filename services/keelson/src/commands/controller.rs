@@ -13,18 +13,20 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use keelson_controller::duties::{BoxFuture, Duties, DutyError};
+use keelson_controller::options::{LISTEN, PEERS};
 use keelson_controller::{Controller, ControllerSettings, DutiesFactory, Request, Response};
-use keelson_db::Db;
-use keelson_db::{DatabaseUrl, PoolSettings};
+use keelson_db::{DatabaseUrl, Db, PoolSettings};
 use keelson_proto::orchestration::v1::engine_worker_client::EngineWorkerClient;
 use keelson_proto::orchestration::v1::RunWatchdogRequest;
 use keelson_runtime::shutdown::Shutdown;
 use keelson_runtime::tls::MeshTls;
 use keelson_runtime::Config;
+use keelson_stack_engine::options::{positive_seconds, ENGINE_LIFE_CHECK_TIMEOUT, PERIODIC_INTERVAL};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Mutex};
 
 use super::services::{bind, on_signal};
+use crate::options::{ENGINE_ENDPOINTS, PLACEMENT_CONNECTION};
 use crate::settings;
 
 /// The registry's service name of the stack engines.
@@ -35,12 +37,12 @@ pub const ENGINE_SERVICE: &str = "stack-engine";
 /// set) a free port on `HARNESS_INTERNAL_LISTEN`, like the other listeners.
 pub fn listen(config: &Config, all_in_one: bool) -> anyhow::Result<SocketAddr> {
     use std::net::ToSocketAddrs as _;
-    let value = if config.is_set("controller", "listen") || !all_in_one {
-        config.get_str("controller", "listen").unwrap_or_else(|| "127.0.0.1:7001".into())
+    let value = if config.is_set(&LISTEN) || !all_in_one {
+        config.get(&LISTEN)
     } else if settings::harness_mode() {
         settings::HARNESS_INTERNAL_LISTEN.into()
     } else {
-        "127.0.0.1:7001".into()
+        LISTEN.default_value()
     };
     value
         .to_socket_addrs()
@@ -52,20 +54,20 @@ pub fn listen(config: &Config, all_in_one: bool) -> anyhow::Result<SocketAddr> {
 /// The configured controllers' addresses (`[controller] peers`); empty:
 /// no controller (the services keep today's standalone behaviour).
 pub fn controller_addresses(config: &Config) -> anyhow::Result<Vec<String>> {
-    let peers = keelson_controller::settings::parse_peers(&config.get_list("controller", "peers"))?;
+    let peers = keelson_controller::settings::parse_peers(&config.get(&PEERS))?;
     Ok(peers.iter().map(|p| p.address()).collect())
 }
 
 /// `[orchestration] periodic_interval`: the watchdog duty's period.
 pub fn duty_interval(config: &Config) -> Duration {
-    Duration::from_secs(config.get_int("orchestration", "periodic_interval").filter(|v| *v > 0).unwrap_or(5) as u64)
+    positive_seconds(config, &PERIODIC_INTERVAL)
 }
 
 pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let listener = bind(listen(&config, false)?, "controller RPC").await?;
     let settings = ControllerSettings::from_config(&config, listener.local_addr()?)?;
     tracing::info!(target: "keelson", "controller {} RPC on {}", settings.name, listener.local_addr()?);
-    let placement = if config.is_set("placement_database", "connection") {
+    let placement = if config.is_set(&PLACEMENT_CONNECTION) {
         PlacementDb::Lazy(settings::database_url(&config)?, settings::pool_settings(&config))
     } else {
         PlacementDb::None
@@ -121,19 +123,14 @@ struct MeshDuties {
 
 impl MeshDuties {
     fn factory(config: &Config, placement: PlacementDb, synced: Option<watch::Sender<bool>>) -> DutiesFactory {
-        let fallback_engines = if config.is_set("keelson", "engine_endpoints") {
-            config.get_list("keelson", "engine_endpoints")
-        } else {
-            Vec::new()
-        };
-        let timeout = Duration::from_secs(
-            config.get_int("orchestration", "engine_life_check_timeout").filter(|v| *v > 0).unwrap_or(2) as u64,
-        );
+        let fallback_engines =
+            if config.is_set(&ENGINE_ENDPOINTS) { config.get(&ENGINE_ENDPOINTS) } else { Vec::new() };
+        let timeout = positive_seconds(config, &ENGINE_LIFE_CHECK_TIMEOUT);
         Box::new(move |ctl: &Arc<Controller>| {
             Arc::new(MeshDuties {
                 ctl: ctl.clone(),
                 placement: Mutex::new(placement),
-                fallback_engines: fallback_engines.into_iter().filter(|e| !e.is_empty()).collect(),
+                fallback_engines,
                 next: AtomicUsize::new(0),
                 // A pass may take a while on a large database.
                 timeout: timeout.max(Duration::from_secs(30)),

@@ -156,11 +156,11 @@ fn addresses(config: &Config, given: &[String]) -> anyhow::Result<Vec<String>> {
     if !given.is_empty() {
         return Ok(given);
     }
-    let peers = keelson_controller::settings::parse_peers(&config.get_list("controller", "peers"))?;
+    let peers = keelson_controller::settings::parse_peers(&config.get(&keelson_controller::options::PEERS))?;
     if !peers.is_empty() {
         return Ok(peers.iter().map(|p| p.address()).collect());
     }
-    Ok(vec![config.get_str("controller", "listen").unwrap_or_else(|| "127.0.0.1:7001".into())])
+    Ok(vec![config.get(&keelson_controller::options::LISTEN)])
 }
 
 /// Polls ctrlstatus until a node reports a known primary (of at least

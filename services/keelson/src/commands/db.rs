@@ -55,7 +55,7 @@ pub async fn run(config: Config, command: DbCommand) -> anyhow::Result<ExitCode>
 }
 
 fn incomplete_consumer_owner(config: &Config) -> IncompleteConsumerOwner {
-    let store = super::services::store_settings(config);
+    let store = keelson_inventory::StoreSettings::from_config(config);
     IncompleteConsumerOwner { project: store.incomplete_consumer_project_id, user: store.incomplete_consumer_user_id }
 }
 

@@ -18,9 +18,11 @@ use keelson_runtime::grpc::GrpcListener;
 use keelson_runtime::shutdown::Shutdown;
 use keelson_runtime::Config;
 use keelson_stack_engine::convergence::{EngineRegistry, RegistryHandle};
+use keelson_stack_engine::options::MAX_CONCURRENT_CHECKS;
 
 use super::controller::{controller_addresses, ENGINE_SERVICE};
 use super::services::{bind, on_signal};
+use crate::options::{ENGINE_ADVERTISE, ENGINE_LISTEN};
 use crate::settings;
 
 /// Connects to the orchestration database and brings its schema up to
@@ -31,7 +33,7 @@ pub async fn open_orchestration_database(config: &Config) -> anyhow::Result<Db> 
     // pool rather than on the database; bounded so that a few engines stay
     // well within a default MariaDB's 151 connections.
     let mut pool = settings::pool_settings(config);
-    let checks = clamp_u32(config.get_int("orchestration", "max_concurrent_checks").unwrap_or(64).max(1));
+    let checks = clamp_u32(config.get(&MAX_CONCURRENT_CHECKS).max(1));
     pool.max_connections = pool.max_connections.max(checks.min(32) + 8);
     let db = Db::connect(&url, &pool).await.with_context(|| format!("connecting to {}", url.display))?;
     keelson_stack_engine::store::schema::sync(&db).await.context("orchestration schema")?;
@@ -42,7 +44,7 @@ pub async fn open_orchestration_database(config: &Config) -> anyhow::Result<Db> 
 /// engine_advertise`, else the listen address (a wildcard listen address
 /// advertises the host name).
 pub fn advertised_endpoint(config: &Config, bound: std::net::SocketAddr) -> String {
-    if let Some(a) = config.get_str("keelson", "engine_advertise").filter(|a| !a.is_empty()) {
+    if let Some(a) = config.get(&ENGINE_ADVERTISE) {
         return if a.contains("://") { a } else { format!("http://{a}") };
     }
     if bound.ip().is_unspecified() {
@@ -54,7 +56,7 @@ pub fn advertised_endpoint(config: &Config, bound: std::net::SocketAddr) -> Stri
 
 pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let db = open_orchestration_database(&config).await?;
-    let listener = bind(settings::listen(&config, "engine_listen", false)?, "engine").await?;
+    let listener = bind(settings::listen(&config, &ENGINE_LISTEN, false)?, "engine").await?;
     let bound = listener.local_addr()?;
     let endpoint = advertised_endpoint(&config, bound);
     tracing::info!(target: "keelson", "stack engine gRPC on {bound} (advertised as {endpoint})");

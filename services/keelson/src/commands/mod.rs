@@ -5,6 +5,7 @@ mod controller;
 mod ctl;
 mod db;
 mod engine;
+mod options;
 mod placement;
 mod services;
 mod stack_db;
@@ -16,15 +17,15 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    use crate::options::{LOG_FILTER, OTLP_ENDPOINT, SERVICE_NAME};
+    if let Command::Options(args) = &cli.command {
+        // The declarations alone: no configuration is read.
+        return options::run(args);
+    }
     let mut config = crate::settings::load(&cli.common)?;
-    let filter = config.get_str("telemetry", "log_filter").unwrap_or_else(|| "info".into());
-    let service = format!(
-        "{}-{}",
-        config.get_str("telemetry", "service_name").unwrap_or_else(|| "keelson".into()),
-        cli.command.name()
-    );
+    let service = format!("{}-{}", config.get(&SERVICE_NAME), cli.command.name());
     let telemetry =
-        keelson_runtime::telemetry::init(&filter, config.get_str("telemetry", "otlp_endpoint").as_deref(), &service);
+        keelson_runtime::telemetry::init(&config.get(&LOG_FILTER), config.get(&OTLP_ENDPOINT).as_deref(), &service);
     for unknown in &config.unknown {
         tracing::warn!(target: "keelson::config", "unknown option {unknown} ignored");
     }
@@ -50,6 +51,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Controller => controller::run(config).await,
         Command::Ctl(args) => ctl::run(config, args).await,
         Command::Template(args) => template::run(config, args),
+        // Answered above, before any configuration is read.
+        Command::Options(args) => options::run(&args),
     };
     telemetry.shutdown();
     outcome

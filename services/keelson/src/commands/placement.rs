@@ -45,7 +45,7 @@ async fn audit_and_repair(
 }
 
 fn incomplete_consumer_owner(config: &Config) -> IncompleteConsumerOwner {
-    let store = super::services::store_settings(config);
+    let store = keelson_inventory::StoreSettings::from_config(config);
     IncompleteConsumerOwner { project: store.incomplete_consumer_project_id, user: store.incomplete_consumer_user_id }
 }
 

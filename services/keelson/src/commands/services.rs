@@ -5,13 +5,14 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use keelson_db::Db;
 use keelson_inventory::{Store, StoreSettings};
-use keelson_runtime::config::clamp_u32;
 use keelson_runtime::grpc::GrpcListener;
 use keelson_runtime::shutdown::{self, Shutdown};
 use keelson_runtime::tls::MeshTls;
 use keelson_runtime::Config;
+use keelson_stack_engine::options::{INVENTORY_ENDPOINT, ORCHESTRATION_LISTEN};
 use tokio::net::TcpListener;
 
+use crate::options::{CANDIDATES_LISTEN, ENGINE_ENDPOINTS, INVENTORY_LISTEN, SYNC_ON_STARTUP};
 use crate::settings;
 
 /// Connects to the Placement database; creates or upgrades the schema
@@ -38,22 +39,6 @@ pub async fn open_database(config: &Config, sync: bool, seed: bool) -> anyhow::R
     Ok(db)
 }
 
-pub fn store_settings(config: &Config) -> StoreSettings {
-    let d = StoreSettings::default();
-    StoreSettings {
-        allocation_conflict_retry_count: config
-            .get_int("placement", "allocation_conflict_retry_count")
-            .map(clamp_u32)
-            .unwrap_or(d.allocation_conflict_retry_count),
-        incomplete_consumer_project_id: config
-            .get_str("placement", "incomplete_consumer_project_id")
-            .unwrap_or(d.incomplete_consumer_project_id),
-        incomplete_consumer_user_id: config
-            .get_str("placement", "incomplete_consumer_user_id")
-            .unwrap_or(d.incomplete_consumer_user_id),
-    }
-}
-
 pub async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} for {what}"))
 }
@@ -70,14 +55,14 @@ pub fn on_signal() -> Shutdown {
 }
 
 pub async fn inventory(config: Config) -> anyhow::Result<ExitCode> {
-    let sync = config.get_bool("placement_database", "sync_on_startup");
+    let sync = config.get(&SYNC_ON_STARTUP);
     // With a controller, its primary syncs the standard traits and classes.
     let seed = super::controller::controller_addresses(&config)?.is_empty();
     let db = open_database(&config, sync, seed).await?;
-    let listener = bind(settings::listen(&config, "inventory_listen", false)?, "inventory").await?;
+    let listener = bind(settings::listen(&config, &INVENTORY_LISTEN, false)?, "inventory").await?;
     tracing::info!(target: "keelson", "inventory gRPC on {}", listener.local_addr()?);
     let listener = GrpcListener { tcp: listener, tls: settings::mesh_tls(&config)? };
-    keelson_inventory::serve(Store::new(db, store_settings(&config)), listener, on_signal()).await?;
+    keelson_inventory::serve(Store::new(db, StoreSettings::from_config(&config)), listener, on_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -89,7 +74,7 @@ pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("connecting to {}", url.display))?;
     keelson_placement_schema::schema::check_current(&db).await?;
-    let listener = bind(settings::listen(&config, "candidates_listen", false)?, "candidates").await?;
+    let listener = bind(settings::listen(&config, &CANDIDATES_LISTEN, false)?, "candidates").await?;
     tracing::info!(target: "keelson", "candidates gRPC on {}", listener.local_addr()?);
     let store = keelson_candidates::Store::new(db, keelson_candidates::settings_from_config(&config));
     let listener = GrpcListener { tcp: listener, tls: settings::mesh_tls(&config)? };
@@ -101,7 +86,7 @@ pub async fn candidates(config: Config) -> anyhow::Result<ExitCode> {
 /// engine_endpoints`; the gateway fails over between them.
 pub fn engine_channels(config: &Config, tls: Option<&MeshTls>) -> anyhow::Result<Vec<tonic::transport::Channel>> {
     let mut channels = Vec::new();
-    for url in config.get_list("keelson", "engine_endpoints").into_iter().filter(|u| !u.is_empty()) {
+    for url in config.get(&ENGINE_ENDPOINTS) {
         channels.push(keelson_gateway::server::channel(&url, tls)?);
     }
     anyhow::ensure!(!channels.is_empty(), "[keelson] engine_endpoints is empty");
@@ -110,17 +95,16 @@ pub fn engine_channels(config: &Config, tls: Option<&MeshTls>) -> anyhow::Result
 
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let tls = settings::mesh_tls(&config)?;
-    let inventory = keelson_gateway::server::channel(
-        &config.get_str("keelson", "inventory_endpoint").unwrap_or_default(),
-        tls.as_deref(),
-    )?;
+    // Empty: no endpoint, refused by the channel.
+    let inventory =
+        keelson_gateway::server::channel(&config.get(&INVENTORY_ENDPOINT).unwrap_or_default(), tls.as_deref())?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::candidates_channel(&config, tls.as_deref())?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
     let orchestration =
         keelson_gateway::server::orchestration_app(&config, engine_channels(&config, tls.as_deref())?, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
-    let o_listener = bind(settings::listen(&config, "orchestration_listen", false)?, "orchestration API").await?;
+    let o_listener = bind(settings::listen(&config, &ORCHESTRATION_LISTEN, false)?, "orchestration API").await?;
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);
     tracing::info!(target: "keelson", "Orchestration API on http://{}", o_listener.local_addr()?);
     let shutdown = on_signal();

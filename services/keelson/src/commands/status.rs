@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use keelson_db::Db;
 use keelson_placement_schema::{online_migrations, schema};
+use keelson_runtime::options::POLICY_FILE;
 use keelson_runtime::Config;
 
 use crate::cli::{StatusCommand, UpgradeCommand};
@@ -136,7 +137,8 @@ fn incomplete_consumers_check(missing: i64) -> CheckResult {
 /// oslo.upgradecheck's common policy check: a `[oslo_policy] policy_file`
 /// (default `policy.yaml`) that exists and parses as JSON is a failure.
 fn policy_json_check(config: &Config) -> anyhow::Result<CheckResult> {
-    let name = config.get_str("oslo_policy", "policy_file").unwrap_or_else(|| "policy.yaml".into());
+    // Set but empty: the default name.
+    let name = config.get(&POLICY_FILE).or_else(|| POLICY_FILE.default_value()).unwrap_or_default();
     let Some(path) = find_config_file(Path::new(&name), config) else {
         return Ok(CheckResult::success());
     };
@@ -401,7 +403,7 @@ mod tests {
         let conf = dir.join("placement.conf");
         std::fs::write(&conf, "[oslo_policy]\npolicy_file = policy.json\n").unwrap();
         std::fs::write(dir.join("policy.json"), "{}").unwrap();
-        let config = Config::load(&[conf]).unwrap();
+        let config = Config::load(&[conf], &crate::options::registry()).unwrap();
         let result = policy_json_check(&config).unwrap();
         std::fs::write(dir.join("policy.json"), "admin_api: role:admin\n").unwrap();
         assert_eq!(policy_json_check(&config).unwrap(), CheckResult::success());

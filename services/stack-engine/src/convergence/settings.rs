@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+use keelson_runtime::config::{clamp_u32, clamp_usize};
+
+use crate::options::{self, default_seconds};
+
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
     /// Fixed engine id (tests); None → a new uuid per process.
@@ -52,15 +56,15 @@ impl Default for EngineSettings {
             engine_id: None,
             worker_endpoint: String::new(),
             host: "localhost".to_string(),
-            engine_life_check_timeout: Duration::from_secs(2),
-            periodic_interval: Duration::from_secs(5),
-            max_events_per_stack: 1000,
-            stall_timeout: Duration::from_secs(30),
-            action_retry_limit: 5,
-            client_retry_limit: 2,
-            max_concurrent_checks: 64,
-            max_nested_stack_depth: 5,
-            max_resources_per_stack: 1000,
+            engine_life_check_timeout: default_seconds(&options::ENGINE_LIFE_CHECK_TIMEOUT),
+            periodic_interval: default_seconds(&options::PERIODIC_INTERVAL),
+            max_events_per_stack: options::MAX_EVENTS_PER_STACK.default_value(),
+            stall_timeout: default_seconds(&options::STALL_TIMEOUT),
+            action_retry_limit: clamp_u32(options::ACTION_RETRY_LIMIT.default_value()),
+            client_retry_limit: clamp_u32(options::CLIENT_RETRY_LIMIT.default_value()),
+            max_concurrent_checks: clamp_usize(options::MAX_CONCURRENT_CHECKS.default_value()),
+            max_nested_stack_depth: options::MAX_NESTED_STACK_DEPTH.default_value(),
+            max_resources_per_stack: options::MAX_RESOURCES_PER_STACK.default_value(),
             region_name: "RegionOne".to_string(),
             convergence_engine_enabled: true,
             controller_registry: None,

@@ -22,6 +22,7 @@ use sha2::Sha256;
 use tokio::sync::OnceCell;
 
 use super::Engine;
+use crate::options;
 use crate::resources::host::{MetadataMerge, PeerResource, SignalUrls};
 use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
 use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow};
@@ -58,8 +59,8 @@ impl SignalSettings {
     pub fn with_defaults(orchestration_url: impl Into<String>) -> Self {
         SignalSettings {
             orchestration_url: orchestration_url.into(),
-            default_deployment_signal_transport: "CFN_SIGNAL".into(),
-            default_software_config_transport: "POLL_SERVER_HEAT".into(),
+            default_deployment_signal_transport: options::DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT.default_value(),
+            default_software_config_transport: options::DEFAULT_SOFTWARE_CONFIG_TRANSPORT.default_value(),
             ..Default::default()
         }
     }

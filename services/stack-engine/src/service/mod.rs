@@ -40,6 +40,7 @@ use std::sync::Arc;
 use keelson_db::Db;
 
 use crate::convergence::Engine;
+use crate::options;
 use crate::resources::Registry;
 use crate::EngineError;
 
@@ -73,13 +74,13 @@ pub struct ServiceSettings {
 impl Default for ServiceSettings {
     fn default() -> Self {
         ServiceSettings {
-            enable_stack_abandon: false,
-            enable_stack_adopt: false,
-            hidden_stack_tags: vec!["data-processing-cluster".to_string()],
-            max_stacks_per_tenant: 512,
-            max_resources_per_stack: 1000,
-            max_template_size: 524_288,
-            max_nested_stack_depth: 5,
+            enable_stack_abandon: options::ENABLE_STACK_ABANDON.default_value(),
+            enable_stack_adopt: options::ENABLE_STACK_ADOPT.default_value(),
+            hidden_stack_tags: options::HIDDEN_STACK_TAGS.default_value(),
+            max_stacks_per_tenant: options::MAX_STACKS_PER_TENANT.default_value(),
+            max_resources_per_stack: options::MAX_RESOURCES_PER_STACK.default_value(),
+            max_template_size: keelson_runtime::config::clamp_usize(options::MAX_TEMPLATE_SIZE.default_value()),
+            max_nested_stack_depth: options::MAX_NESTED_STACK_DEPTH.default_value(),
             region_name: "RegionOne".to_string(),
             revision: "unknown".to_string(),
         }

@@ -1,0 +1,188 @@
+//! The options the stack engine reads: Heat's own `[DEFAULT]` options,
+//! kept under `[orchestration]` with Heat's names and defaults so that
+//! they do not mix with Placement's; the signal and software-deployment
+//! options; Heat's notifications (oslo.messaging's options); and the
+//! mesh addresses the engine needs. `[orchestration] max_json_body_size`
+//! and `[oslo_policy]` are keelson-runtime's (the gateway reads them too).
+
+use std::time::Duration;
+
+use keelson_runtime::config::{Declaration, Opt};
+use keelson_runtime::Config;
+
+const O: &str = "orchestration";
+
+/// Accepted for heat.conf's sake; keelson runs one engine per process
+/// (scale with processes).
+pub const NUM_ENGINE_WORKERS: Opt<i64> =
+    Opt::int(O, "num_engine_workers", 2, "Heat's engine processes per host (unused: one engine per process)");
+pub const MAX_TEMPLATE_SIZE: Opt<i64> =
+    Opt::int(O, "max_template_size", 524_288, "largest template, in bytes of its text form");
+pub const MAX_RESOURCES_PER_STACK: Opt<i64> =
+    Opt::int(O, "max_resources_per_stack", 1000, "resources in a root stack's whole tree (negative: no limit)");
+pub const MAX_STACKS_PER_TENANT: Opt<i64> =
+    Opt::int(O, "max_stacks_per_tenant", 512, "stacks a project may own (-1: no limit; admins: none)");
+pub const MAX_NESTED_STACK_DEPTH: Opt<i64> = Opt::int(O, "max_nested_stack_depth", 5, "deepest stack nesting");
+pub const MAX_EVENTS_PER_STACK: Opt<i64> =
+    Opt::int(O, "max_events_per_stack", 1000, "events kept per stack (older ones are purged)");
+pub const ENABLE_STACK_ABANDON: Opt<bool> = Opt::bool(O, "enable_stack_abandon", false, "allow abandoning stacks");
+pub const ENABLE_STACK_ADOPT: Opt<bool> = Opt::bool(O, "enable_stack_adopt", false, "allow adopting stacks");
+pub const HIDDEN_STACK_TAGS: Opt<Vec<String>> = Opt::list(
+    O,
+    "hidden_stack_tags",
+    &["data-processing-cluster"],
+    "stacks with these tags are left out of lists unless show_hidden",
+);
+/// Seconds; a value below 1 takes the default.
+pub const ENGINE_LIFE_CHECK_TIMEOUT: Opt<i64> =
+    Opt::int(O, "engine_life_check_timeout", 2, "seconds the lock holder's liveness probe may take");
+/// Seconds; a value below 1 takes the default.
+pub const PERIODIC_INTERVAL: Opt<i64> =
+    Opt::int(O, "periodic_interval", 5, "seconds between heartbeats and watchdog passes");
+/// keelson's own: an IN_PROGRESS stack with no live lock holder and no
+/// change for this long is re-triggered by the watchdog. Seconds; a value
+/// below 1 takes the default.
+pub const STALL_TIMEOUT: Opt<i64> =
+    Opt::int(O, "stall_timeout", 30, "seconds before the watchdog re-triggers a stalled stack");
+pub const ACTION_RETRY_LIMIT: Opt<i64> =
+    Opt::int(O, "action_retry_limit", 5, "retries of a resource action that failed with a retryable error");
+pub const CLIENT_RETRY_LIMIT: Opt<i64> =
+    Opt::int(O, "client_retry_limit", 2, "retries of a call to a service that failed to connect");
+/// At least 1.
+pub const MAX_CONCURRENT_CHECKS: Opt<i64> =
+    Opt::int(O, "max_concurrent_checks", 64, "check_resource tasks an engine runs at once");
+
+// Signals and software deployments (Heat's names where Heat has them): the
+// public URLs embedded in what instances receive (default: the gateway's
+// own Orchestration endpoint), the pre-signed URLs' lifetime in seconds
+// (0: no expiry) and key (default: generated, stored in the database), the
+// default transports.
+pub const HEAT_WAITCONDITION_SERVER_URL: Opt<Option<String>> = Opt::optional_str(
+    O,
+    "heat_waitcondition_server_url",
+    None,
+    "base of pre-signed wait condition URLs (default: <public_endpoint>/v1/waitcondition)",
+);
+pub const HEAT_METADATA_SERVER_URL: Opt<Option<String>> = Opt::optional_str(
+    O,
+    "heat_metadata_server_url",
+    None,
+    "base of pre-signed signal URLs (default: the public endpoint)",
+);
+pub const PUBLIC_ENDPOINT: Opt<Option<String>> = Opt::optional_str(
+    O,
+    "public_endpoint",
+    None,
+    "the Orchestration API as instances reach it (default: http:// + orchestration_listen)",
+);
+pub const SIGNAL_URL_LIFETIME: Opt<i64> =
+    Opt::int(O, "signal_url_lifetime", 86_400, "seconds a pre-signed URL works (0: until its resource is gone)");
+pub const SIGNAL_SIGNING_KEY: Opt<Option<String>> =
+    Opt::optional_str(O, "signal_signing_key", None, "key of pre-signed URLs (default: generated, stored)");
+pub const DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT: Opt<String> =
+    Opt::str(O, "default_deployment_signal_transport", "CFN_SIGNAL", "how software deployments signal unless they say");
+pub const DEFAULT_SOFTWARE_CONFIG_TRANSPORT: Opt<String> = Opt::str(
+    O,
+    "default_software_config_transport",
+    "POLL_SERVER_HEAT",
+    "how servers fetch software config unless they say",
+);
+pub const CLIENTS_HEAT_URL: Opt<Option<String>> = Opt::optional_str(
+    "clients_heat",
+    "url",
+    None,
+    "the API base of signal endpoints (http://host:8004/v1/%(tenant_id)s)",
+);
+
+// Heat's notifications (oslo.messaging's options): off unless `driver` is
+// messagingv2 or messaging; the broker from `transport_url` here or in
+// [DEFAULT].
+pub const NOTIFICATION_DRIVER: Opt<Vec<String>> =
+    Opt::list("oslo_messaging_notifications", "driver", &[], "notification drivers (messagingv2 or messaging: on)");
+pub const NOTIFICATION_TRANSPORT_URL: Opt<Option<String>> = Opt::optional_str(
+    "oslo_messaging_notifications",
+    "transport_url",
+    None,
+    "the notifications' broker (default: [DEFAULT] transport_url)",
+);
+/// An empty list is the default's.
+pub const NOTIFICATION_TOPICS: Opt<Vec<String>> =
+    Opt::list("oslo_messaging_notifications", "topics", &["notifications"], "routing key prefixes of notifications");
+pub const TRANSPORT_URL: Opt<Option<String>> =
+    Opt::optional_str("DEFAULT", "transport_url", None, "the message broker (rabbit://user:pass@host:port/vhost)");
+pub const CONTROL_EXCHANGE: Opt<String> =
+    Opt::str("DEFAULT", "control_exchange", "heat", "the exchange notifications are published to");
+// The publisher's connection (oslo.messaging's rabbit driver options): the
+// heartbeat timeout asked of the broker, and the reconnection back-off
+// (doubling from the interval up to the maximum); seconds, a negative value
+// counts as zero.
+pub const HEARTBEAT_TIMEOUT_THRESHOLD: Opt<i64> = Opt::int(
+    "oslo_messaging_rabbit",
+    "heartbeat_timeout_threshold",
+    60,
+    "seconds of broker silence before the connection is dropped (0: no heartbeat)",
+);
+pub const RABBIT_RETRY_INTERVAL: Opt<i64> =
+    Opt::int("oslo_messaging_rabbit", "rabbit_retry_interval", 1, "seconds before the first reconnection attempt");
+pub const RABBIT_INTERVAL_MAX: Opt<i64> =
+    Opt::int("oslo_messaging_rabbit", "rabbit_interval_max", 30, "longest wait between reconnection attempts");
+
+/// The inventory service: with it (set explicitly, not empty) the engine
+/// offers the OS::Placement::* resource types.
+pub const INVENTORY_ENDPOINT: Opt<Option<String>> = Opt::optional_str(
+    "keelson",
+    "inventory_endpoint",
+    Some("http://127.0.0.1:50051"),
+    "where services reach the inventory service",
+);
+/// Where the gateway serves the Orchestration API (the default public
+/// endpoint derives from it).
+pub const ORCHESTRATION_LISTEN: Opt<String> =
+    Opt::str("keelson", "orchestration_listen", "0.0.0.0:8004", "where the Orchestration API listens");
+
+pub const OPTIONS: &[&dyn Declaration] = &[
+    &NUM_ENGINE_WORKERS,
+    &MAX_TEMPLATE_SIZE,
+    &MAX_RESOURCES_PER_STACK,
+    &MAX_STACKS_PER_TENANT,
+    &MAX_NESTED_STACK_DEPTH,
+    &MAX_EVENTS_PER_STACK,
+    &ENABLE_STACK_ABANDON,
+    &ENABLE_STACK_ADOPT,
+    &HIDDEN_STACK_TAGS,
+    &ENGINE_LIFE_CHECK_TIMEOUT,
+    &PERIODIC_INTERVAL,
+    &STALL_TIMEOUT,
+    &ACTION_RETRY_LIMIT,
+    &CLIENT_RETRY_LIMIT,
+    &MAX_CONCURRENT_CHECKS,
+    &HEAT_WAITCONDITION_SERVER_URL,
+    &HEAT_METADATA_SERVER_URL,
+    &PUBLIC_ENDPOINT,
+    &SIGNAL_URL_LIFETIME,
+    &SIGNAL_SIGNING_KEY,
+    &DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT,
+    &DEFAULT_SOFTWARE_CONFIG_TRANSPORT,
+    &CLIENTS_HEAT_URL,
+    &NOTIFICATION_DRIVER,
+    &NOTIFICATION_TRANSPORT_URL,
+    &NOTIFICATION_TOPICS,
+    &TRANSPORT_URL,
+    &CONTROL_EXCHANGE,
+    &HEARTBEAT_TIMEOUT_THRESHOLD,
+    &RABBIT_RETRY_INTERVAL,
+    &RABBIT_INTERVAL_MAX,
+    &INVENTORY_ENDPOINT,
+    &ORCHESTRATION_LISTEN,
+];
+
+/// An option in seconds whose value below 1 takes the default.
+pub fn positive_seconds(config: &Config, opt: &Opt<i64>) -> Duration {
+    let n = config.get(opt);
+    Duration::from_secs(if n > 0 { n } else { opt.default_value() }.unsigned_abs())
+}
+
+/// An option's default in seconds (the settings' own defaults).
+pub(crate) fn default_seconds(opt: &Opt<i64>) -> Duration {
+    Duration::from_secs(opt.default_value().unsigned_abs())
+}
