@@ -30,7 +30,9 @@ pub fn decode(headers: &HeaderMap, body: &[u8], max_size: usize) -> Result<Optio
     if body.len() > max_size {
         return Err(too_large(body.len(), max_size));
     }
-    serde_json::from_slice(body).map(Some).map_err(|e| Fault::bad_request(python_json_error(&e, body)))
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| Fault::bad_request(keelson_pyfmt::json_loads_bytes_error(body, &e)))
 }
 
 /// `RequestLimitExceeded` for a body of `len` bytes.
@@ -42,12 +44,6 @@ pub fn too_large(len: usize, max_size: usize) -> Fault {
             "Request limit exceeded: JSON body size ({len} bytes) exceeds maximum allowed size ({max_size} bytes)."
         ),
     )
-}
-
-/// serde_json's error in the words of Python's `json.loads`
-/// (`"<what>: line L column C (char P)"`), which clients display.
-fn python_json_error(e: &serde_json::Error, body: &[u8]) -> String {
-    keelson_pyfmt::json_loads_error(&String::from_utf8_lossy(body), e)
 }
 
 #[cfg(test)]

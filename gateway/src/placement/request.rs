@@ -96,8 +96,9 @@ impl Req {
     /// The JSON body validated against the named schema of
     /// `request-schemas.json` (call [`Req::require_content`] first).
     pub fn json_body(&self, schema: &str) -> Result<Value, PlacementError> {
-        let data: Value = serde_json::from_slice(&self.body)
-            .map_err(|e| bad_request(format!("Malformed JSON: {}", python_json_error(&e, &self.body))))?;
+        let data: Value = serde_json::from_slice(&self.body).map_err(|e| {
+            bad_request(format!("Malformed JSON: {}", keelson_pyfmt::json_loads_bytes_error(&self.body, &e)))
+        })?;
         super::handlers::validate(schema, &data)
             .map_err(|msg| bad_request(format!("JSON does not validate: {msg}")))?;
         Ok(data)
@@ -223,12 +224,6 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// serde_json's parse error as Python's `json.loads` words it (Placement
-/// puts that text after "Malformed JSON: ").
-fn python_json_error(e: &serde_json::Error, body: &[u8]) -> String {
-    keelson_pyfmt::json_loads_error(&String::from_utf8_lossy(body), e)
 }
 
 /// A JSON response.

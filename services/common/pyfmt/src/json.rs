@@ -114,6 +114,12 @@ pub fn json_loads_error(text: &str, e: &serde_json::Error) -> String {
     with_position(what, &chars, pos)
 }
 
+/// [`json_loads_error`] for a request body as received (the one copy the
+/// gateway's two APIs share); bytes that are not UTF-8 are read as U+FFFD.
+pub fn json_loads_bytes_error(body: &[u8], e: &serde_json::Error) -> String {
+    json_loads_error(&String::from_utf8_lossy(body), e)
+}
+
 /// `JSONDecodeError`'s text: 1-based line, 1-based column, 0-based char.
 fn with_position(what: &str, chars: &[char], pos: usize) -> String {
     let before = &chars[..pos.min(chars.len())];

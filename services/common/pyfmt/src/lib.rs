@@ -13,7 +13,7 @@
 mod json;
 mod printable;
 
-pub use json::{json_dumps, json_float, json_loads_error, json_str};
+pub use json::{json_dumps, json_float, json_loads_bytes_error, json_loads_error, json_str};
 
 use serde_json::{Number, Value};
 
