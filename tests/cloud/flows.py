@@ -38,6 +38,7 @@ Prints one line per phase (`phase NAME: S s ...`) and last
 the exit status follows.
 """
 import argparse
+import json
 import os
 import re
 import signal
@@ -226,6 +227,7 @@ class Flows:
             expect(not bad, '%d of %d servers not ACTIVE: %s' % (len(bad), n, [(s['status'], s.get('fault')) for s in bad[:3]]))
             total += n
         self.figures['boot_waves_s'] = waves
+        self.figures['select_destinations_s'] = [secs for _, _, secs in sched]
         hosts = {self.node(s) for s in self.servers()}
         return '%d servers in %d waves of %d: %s s to ACTIVE; select_destinations %s; on %d nodes' % (
             total, len(waves), self.args.wave, ' '.join('%.1f' % w for w in waves),
@@ -433,8 +435,10 @@ class Flows:
                 count, providers = self.check(phase)
             except Exception as e:
                 raise Failed('%s: %s' % (phase, e)) from e
+            done = time.monotonic()
+            self.figures.setdefault('phases', {})[phase] = {'seconds': checking - t, 'check_seconds': done - checking}
             self.out('phase %s: %.1f s (+ %.1f s checks): %s; checks clean (%d servers, %d providers)' % (
-                phase, checking - t, time.monotonic() - checking, what, count, providers))
+                phase, checking - t, done - checking, what, count, providers))
 
 
 def main():
@@ -449,6 +453,7 @@ def main():
     ap.add_argument('--no-faults', action='store_true')
     ap.add_argument('--phases', help='comma-separated subset of the phases')
     ap.add_argument('--keep-logs', help='copy every log here before cleaning up')
+    ap.add_argument('--figures-json', help='write the measured figures (per phase, per wave) to this file')
     args = ap.parse_args()
     if args.small:
         args.servers, args.wave = 20, 10
@@ -457,7 +462,7 @@ def main():
         print(line, flush=True)
 
     cloud = Cloud(args.placement, args.computes, args.nodes, log=out)
-    result, started = 'FAILED', time.monotonic()
+    result, started, flows = 'FAILED', time.monotonic(), None
     try:
         cloud.start()
         flows = Flows(cloud, args, out)
@@ -471,6 +476,10 @@ def main():
     finally:
         cloud.stop(keep_logs=args.keep_logs)
     out('total: %.0f s' % (time.monotonic() - started))
+    if args.figures_json:
+        with open(args.figures_json, 'w') as f:
+            json.dump({'placement': args.placement, 'result': result,
+                       'figures': flows.figures if flows else {}}, f, indent=1)
     out('cloud-result: %s' % result)
     return 0 if result == 'PASSED' else 1
 
