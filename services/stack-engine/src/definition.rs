@@ -17,9 +17,9 @@ use keelson_hot::{
 };
 use serde_json::{Map, Value};
 
+use crate::error::EngineError;
 use crate::resources::{self, Registry, ResourceState, ResourceType};
 use crate::store::{self, ResourceRow, StackRow};
-use crate::EngineError;
 
 /// The template every DELETE (and the rollback of a create) converges to.
 pub fn empty_template() -> Value {

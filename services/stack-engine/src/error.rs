@@ -10,7 +10,7 @@
 
 use keelson_hot::{TemplateError, TemplateErrorKind};
 
-use crate::store::Action;
+use crate::state::Action;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {}", self.heat_type(), self.message())]

@@ -28,6 +28,7 @@ pub mod options;
 pub mod resources;
 pub mod rpc;
 pub mod service;
+pub mod state;
 pub mod store;
 
 pub use error::EngineError;

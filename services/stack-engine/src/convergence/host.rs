@@ -17,6 +17,7 @@ use tokio::sync::{watch, Notify};
 use super::operations::{NewDefinition, NewStack};
 use super::Engine;
 use crate::definition::{resource_facts, resource_state, LiveContext, StackDefinition};
+use crate::error::EngineError;
 use crate::resources::host::{
     template_resource_count, NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec, PluginHost,
 };
@@ -25,7 +26,6 @@ use crate::resources::host::{
 };
 use crate::resources::{short_id, ResourceFailure};
 use crate::store::{self, Action, ResourceRow, StackRow, Status};
-use crate::EngineError;
 
 tokio::task_local! {
     /// The concurrency slot of the check_resource running on this task:

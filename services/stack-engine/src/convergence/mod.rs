@@ -35,8 +35,8 @@ use keelson_db::Db;
 use tokio::sync::{watch, Semaphore};
 
 use crate::definition::DefinitionCache;
+use crate::error::EngineError;
 use crate::resources::Registry;
-use crate::EngineError;
 
 pub use cluster::{ClusterDispatcher, EngineRegistry, RegistryHandle, TransportError, WorkerTransport};
 pub use dispatch::{CheckResourceMsg, Dispatcher, QueueDispatcher};

@@ -9,8 +9,8 @@ use serde_json::{json, Map, Value};
 use super::traversal::StackChanges;
 use super::Engine;
 use crate::definition::{empty_template, StackDefinition};
+use crate::error::EngineError;
 use crate::store::{self, Action, ResourceChange, StackRow, Status};
-use crate::EngineError;
 
 /// Resource data key holding, during a stack ADOPT, the adopt data of a
 /// nested-stack resource's own resources.

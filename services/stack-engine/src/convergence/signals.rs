@@ -22,11 +22,11 @@ use sha2::Sha256;
 use tokio::sync::OnceCell;
 
 use super::Engine;
+use crate::error::EngineError;
 use crate::options;
 use crate::resources::host::{MetadataMerge, PeerResource, SignalUrls};
 use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
 use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow};
-use crate::EngineError;
 
 /// Where signals and agents reach this cloud, and how pre-signed URLs
 /// are made (Heat's option names where Heat has them).

@@ -8,9 +8,9 @@
 use serde_json::{json, Map, Value};
 
 use super::Engine;
+use crate::error::EngineError;
 use crate::resources::host::{DeploymentSpec, DeploymentState, NewSoftwareConfig};
 use crate::store::software::{self, DeploymentChange, SoftwareConfigRow, SoftwareDeploymentRow};
-use crate::EngineError;
 
 /// The outputs every deployment has (upstream `SOFTWARE_DEPLOYMENT_OUTPUTS`).
 pub const DEPLOY_OUTPUTS: [&str; 3] = ["deploy_stdout", "deploy_stderr", "deploy_status_code"];

@@ -11,8 +11,8 @@ use super::dispatch::CheckResourceMsg;
 use super::graph::{Node, TraversalGraph};
 use super::Engine;
 use crate::definition::{empty_template, StackDefinition};
+use crate::error::EngineError;
 use crate::store::{self, Action, NewResource, ResourceRow, StackRow, StackStateChange, Status};
-use crate::EngineError;
 
 /// Stack settings a converge may change along with the template.
 #[derive(Debug, Clone, Default)]

@@ -21,8 +21,8 @@ use std::sync::{Arc, Weak};
 
 use super::traversal::StackChanges;
 use super::Engine;
+use crate::error::EngineError;
 use crate::store::{self, Action, ResourceChange, StackRow, StackStateChange, Status};
-use crate::EngineError;
 
 /// How many times the watchdog re-runs one stuck operation before it
 /// marks the stack FAILED.

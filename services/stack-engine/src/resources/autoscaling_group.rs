@@ -31,7 +31,7 @@ use super::template_resource::{check_child, create_child, delete_child, group_sp
 use super::{
     short_id, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
 };
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub struct AutoScalingGroup {
     schema: ResourceSchema,

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::host::HostSlot;
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub const CONFIG_TRANSPORTS: [&str; 4] = ["POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL", "ZAQAR_MESSAGE"];
 

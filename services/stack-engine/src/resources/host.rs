@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::ResourceFailure;
+use crate::error::EngineError;
 use crate::store::{Action, Status};
-use crate::EngineError;
 
 /// The documents of a nested stack to create or update.
 #[derive(Debug, Clone, Default)]

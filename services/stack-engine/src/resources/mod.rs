@@ -51,7 +51,7 @@ use std::fmt;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub use autoscaling_group::AutoScalingGroup;
 pub use context::{physical_resource_name, short_id, ActionContext};

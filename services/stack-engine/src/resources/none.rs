@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::schema::{ResourceSchema, SupportStatus};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceState, UpdateDecision};
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub struct NoneResource {
     schema: ResourceSchema,

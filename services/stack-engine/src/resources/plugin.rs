@@ -16,7 +16,7 @@ use super::{
     default_update_decision, validate_properties, ActionContext, Properties, PropertySchema, ResourceFailure,
     ResourceSchema, ResourceState, ResourceType, SignalTarget, UpdateDecision,
 };
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// The result of an action.
 pub type ActionResult = Result<(), ResourceFailure>;

@@ -6,7 +6,7 @@
 use serde_json::{Map, Number, Value};
 
 use super::schema::{ConstraintKind, NestedSchema, PropertySchema, PropertyType, ResourceSchema};
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Validated properties: every schema property present (Null when neither
 /// given nor defaulted), values coerced to their schema types.

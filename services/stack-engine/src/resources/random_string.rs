@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::{validate_properties, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
-use crate::EngineError;
+use crate::error::EngineError;
 
 const CLASS_NAMES: [&str; 7] =
     ["lettersdigits", "letters", "lowercase", "uppercase", "digits", "hexdigits", "octdigits"];

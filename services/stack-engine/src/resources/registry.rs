@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::schema::{show_attribute, ConstraintKind, PropertySchema, PropertyType, SUPPORT_STATUSES};
 use super::{HostSlot, NoneResource, RandomString, ResourceType, TestResource, ValueResource};
 use crate::caller::Caller;
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// `heat.common.exception.Forbidden(action=...)`'s text.
 fn forbidden_text(action: &str) -> String {

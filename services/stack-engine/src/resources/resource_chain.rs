@@ -14,7 +14,7 @@ use super::resource_group::group_attribute;
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::template_resource::{check_child, create_child, delete_child, nested_reference, update_child};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub struct ResourceChain {
     schema: ResourceSchema,

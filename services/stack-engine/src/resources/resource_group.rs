@@ -22,7 +22,7 @@ use super::template_resource::{
     check_child, create_child, delete_child, nested_reference, stored_members, update_child,
 };
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// resource_data keys.
 const REMOVED_KEY: &str = "removed_rsrc_list";

@@ -12,7 +12,7 @@ use super::host::HostSlot;
 use super::scaling::AdjustmentType;
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, SignalTarget};
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// resource_data keys.
 const ALARM_URL_KEY: &str = "alarm_url";

@@ -12,7 +12,7 @@ use super::config_formats::{cloud_config_text, multipart_message, MimePart};
 use super::host::{HostSlot, NewSoftwareConfig, PluginHost};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub const INPUT_TYPES: [&str; 5] = ["String", "Number", "CommaDelimitedList", "Json", "Boolean"];
 

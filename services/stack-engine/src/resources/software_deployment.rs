@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use super::host::{DeploymentSpec, HostSlot, NewSoftwareConfig};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, SignalTarget};
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub const SIGNAL_TRANSPORTS: [&str; 5] = ["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "NO_SIGNAL", "ZAQAR_SIGNAL"];
 const ACTIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"];

@@ -13,7 +13,7 @@ use super::host::{HostSlot, NestedStackSpec};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::template_resource::{check_child, create_child, delete_child, stored_outputs, update_child};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub struct StackResource {
     schema: ResourceSchema,

@@ -19,8 +19,8 @@ use serde_json::{Map, Value};
 use super::host::{HostSlot, NestedOutcome, NestedParent, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType, ResourceSchema, SupportStatus};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
+use crate::error::EngineError;
 use crate::store::Action;
-use crate::EngineError;
 
 /// resource_data keys.
 pub(crate) const OUTPUTS_KEY: &str = "nested_outputs";

@@ -14,7 +14,7 @@ use super::{
     changed_properties, default_update_decision, ActionContext, ActionResult, Plugin, Properties, ResourceFailure,
     ResourceState, UpdateDecision,
 };
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub struct TestResource {
     schema: ResourceSchema,

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::{validate_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState, UpdateDecision};
-use crate::EngineError;
+use crate::error::EngineError;
 
 const VALUE_DESCRIPTION: &str = "The expression to generate the \"value\" attribute.";
 

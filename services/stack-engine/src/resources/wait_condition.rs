@@ -27,7 +27,7 @@ use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as
 use super::{
     ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, SignalTarget, UpdateDecision,
 };
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub const TRANSPORTS: [&str; 6] =
     ["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "NO_SIGNAL", "ZAQAR_SIGNAL", "TOKEN_SIGNAL"];

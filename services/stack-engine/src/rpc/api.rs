@@ -10,8 +10,8 @@ use keelson_proto::orchestration::v1::orchestration_server::Orchestration as Orc
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
+use crate::error::EngineError;
 use crate::service::{self, Caller, QueryParams, StackIdentity, StackRef};
-use crate::EngineError;
 
 /// Serves `keelson.orchestration.v1.Orchestration`.
 #[derive(Clone)]

@@ -6,7 +6,7 @@
 
 use keelson_runtime::ApiError;
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {

@@ -9,7 +9,7 @@ use super::instantiation::{Instantiation, Purpose};
 use super::params::{bad_request, QueryParams};
 use super::records;
 use super::{Caller, Orchestration, Reply};
-use crate::EngineError;
+use crate::error::EngineError;
 
 impl Orchestration {
     /// `POST /validate` (`show_nested`, `ignore_errors=code,...`).

@@ -11,8 +11,8 @@ use super::resources::StackResources;
 use super::views::{self, ResourcePreview};
 use super::{Caller, Orchestration};
 use crate::definition::LiveContext;
+use crate::error::EngineError;
 use crate::resources::UpdateDecision;
-use crate::EngineError;
 
 /// What a create, update, preview or validate request defines.
 #[derive(Debug, Clone)]

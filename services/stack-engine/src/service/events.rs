@@ -11,8 +11,8 @@ use super::records::{self, EventQuery, StackRow};
 use super::stacks::StackRef;
 use super::views;
 use super::{Caller, Orchestration, Reply};
+use crate::error::EngineError;
 use crate::store::SortDir;
-use crate::EngineError;
 
 const EVENT_FILTERS: &[&str] = &["resource_status", "resource_action", "resource_name", "resource_type"];
 

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::params::{bad_request, extract_bool, extract_int, python_str, tags_from_body};
 use super::ServiceSettings;
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// The keys that are not "args" (`InstantiationData.PARAMS`).
 const DATA_KEYS: &[&str] = &[

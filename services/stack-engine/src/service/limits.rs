@@ -15,9 +15,9 @@ use keelson_hot::PseudoParams;
 use serde_json::Value;
 
 use crate::definition::{LiveContext, StackDefinition};
+use crate::error::EngineError;
 pub use crate::resources::host::resource_limit_exceeded;
 use crate::resources::Registry;
-use crate::EngineError;
 
 /// Refuses `def` when its tree holds more than `limit` resources (a
 /// negative limit is no limit). Stops counting at the limit, so the cost

@@ -40,9 +40,9 @@ use std::sync::Arc;
 use keelson_db::Db;
 
 use crate::convergence::Engine;
+use crate::error::EngineError;
 use crate::options;
 use crate::resources::Registry;
-use crate::EngineError;
 
 pub use crate::caller::Caller;
 pub use identity::StackIdentity;

@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 use super::records::StackRow;
 use crate::definition::LiveContext;
 pub use crate::definition::StackDefinition;
+use crate::error::EngineError;
 use crate::resources::Registry;
-use crate::EngineError;
 
 /// The stored definition of `stack`. A deleted stack whose template was
 /// purged shows as the empty template.

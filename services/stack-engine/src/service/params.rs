@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Query parameters as given; a repeated key keeps every value in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,9 +7,9 @@
 use keelson_db::{Db, DbError};
 use serde_json::Value as Json;
 
+use crate::error::EngineError;
 use crate::store;
 pub use crate::store::{Action, EventQuery, EventRow, RawTemplateRow, ResourceRow, ServiceRow, StackRow, Status};
-use crate::EngineError;
 
 /// A stack by id in `tenant`, soft-deleted ones included.
 pub async fn stack_by_id(db: &Db, tenant: &str, id: &str) -> Result<Option<StackRow>, DbError> {

@@ -8,7 +8,7 @@ use super::records::{self, Action, ResourceRow, StackRow, Status};
 use super::stacks::StackRef;
 use super::views::{self, ResourceDetails};
 use super::{Caller, Orchestration, Reply};
-use crate::EngineError;
+use crate::error::EngineError;
 
 const RESOURCE_FILTERS: &[&str] = &["type", "status", "name", "action", "id", "physical_resource_id"];
 

@@ -10,8 +10,8 @@ use serde_json::{json, Map, Value};
 use super::params::{bad_request, QueryParams};
 use super::{Caller, Orchestration, Reply};
 use crate::convergence::software::{config_view, deployment_view};
+use crate::error::EngineError;
 use crate::store::software::{self, DeploymentChange, SoftwareConfigRow, SoftwareDeploymentRow};
-use crate::EngineError;
 
 fn config_not_found(id: &str) -> EngineError {
     EngineError::NotFound(format!("Software config with id {id} not found"))

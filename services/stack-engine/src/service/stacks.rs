@@ -13,7 +13,7 @@ use super::params::{bad_request, extract_tags, QueryParams};
 use super::records::{self, Action, StackRow, Status};
 use super::views::{self, StackDetails};
 use super::{Caller, Orchestration, Reply};
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// A stack as a request path names it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -157,7 +157,7 @@ fn push_in(clauses: &mut Vec<String>, params: &mut Vec<Value>, column: &str, val
 
 /// Lists events by `query`. An unknown sort key is refused (Heat answers
 /// 400 `Invalid`); an unknown marker is ignored, as Heat does.
-pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::EngineError> {
+pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::error::EngineError> {
     if query.stack_ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -165,7 +165,7 @@ pub async fn list(db: &Db, query: &EventQuery) -> Result<Vec<EventRow>, crate::E
     for k in &query.sort_keys {
         match SORT_KEYS.iter().find(|s| **s == k.as_str()) {
             Some(s) => keys.push(s),
-            None => return Err(crate::EngineError::Invalid(format!("Sort key supplied is invalid: {k}"))),
+            None => return Err(crate::error::EngineError::Invalid(format!("Sort key supplied is invalid: {k}"))),
         }
     }
     let dir = match (keys.is_empty(), query.sort_dir) {

@@ -24,15 +24,15 @@ pub mod schema;
 pub mod services;
 pub mod software;
 pub mod stacks;
-pub mod state;
+
 pub mod sync_points;
 pub mod templates;
 
+pub use crate::state::{Action, Status, UnknownState};
 pub use events::{EventQuery, EventRow, NewEvent, SortDir};
 pub use resources::{NewResource, ResourceChange, ResourceRow};
 pub use services::ServiceRow;
 pub use stacks::{StackRow, StackStateChange};
-pub use state::{Action, Status, UnknownState};
 pub use sync_points::{MergeOutcome, SyncPointRow};
 pub use templates::RawTemplateRow;
 

@@ -8,7 +8,7 @@ use keelson_db::{self as db, Db, DbError, Dialect, Row, Tx, Value};
 use serde_json::Value as Json;
 
 use super::codec;
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// A `sync_point` row.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,10 +12,10 @@ use super::lock::EventSpec;
 use super::report::{node_data, LastWrite};
 use super::Outcome;
 use crate::definition::{resource_facts, LiveContext, ResourceFacts};
+use crate::error::EngineError;
 use crate::resources::{ActionContext, Properties, ResourceFailure, ResourceState, ResourceType};
 use crate::store::resources::ResourceDataEntry;
 use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow, Status};
-use crate::EngineError;
 
 /// The plugin action a node runs.
 #[derive(Clone, Copy, PartialEq, Eq)]

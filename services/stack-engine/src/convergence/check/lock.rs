@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::super::events;
 use super::super::Engine;
 use super::Outcome;
+use crate::error::EngineError;
 use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow, Status};
-use crate::EngineError;
 
 /// The event of a resource state change.
 pub(super) struct EventSpec<'a> {

@@ -38,10 +38,10 @@ use super::dispatch::CheckResourceMsg;
 use super::traversal::graph_key;
 use super::Engine;
 use crate::definition::{resource_facts, LiveContext, ResourceFacts, StackDefinition};
+use crate::error::EngineError;
 use crate::resources::ResourceType;
 use crate::store::resources::ResourceDataEntry;
 use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow, Status};
-use crate::EngineError;
 
 mod act;
 mod decide;

@@ -16,9 +16,9 @@ use super::super::traversal::graph_key;
 use super::super::Engine;
 use super::lock::EventSpec;
 use crate::definition::ResourceFacts;
+use crate::error::EngineError;
 use crate::store::sync_points::Report;
 use crate::store::{self, MergeOutcome, NewEvent, ResourceChange, ResourceRow, StackRow};
-use crate::EngineError;
 
 /// The last write of a node, committed with its reports.
 pub(super) struct LastWrite {

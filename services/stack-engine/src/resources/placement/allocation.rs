@@ -34,7 +34,7 @@ use super::{
     call, failure, pattern_mismatch, property_error, retrying, str_prop, valid_name, validate_nested, PlacementClient,
     NAME_PATTERN, UUID_PATTERN,
 };
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Resource data: the consumer generation the resource's last write left.
 const CONSUMER_GENERATION: &str = "consumer_generation";

@@ -26,7 +26,7 @@ pub use provider::ResourceProvider;
 
 use super::schema::ResourceSchema;
 use super::{validate_properties, ActionContext, Properties, ResourceFailure};
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// How often a call is tried when the inventory service is unavailable,
 /// and how often a generation race is re-read and retried: a fleet of

@@ -27,7 +27,7 @@ use super::{
     call, failure, generation_value, pattern_mismatch, property_error, retrying, str_list, str_prop, valid_name,
     validate_nested, with_generation, PlacementClient, NAME_PATTERN, UUID_PATTERN,
 };
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Placement's largest inventory value (its JSON schema's maximum).
 const MAX_INT: i64 = 2_147_483_647;
