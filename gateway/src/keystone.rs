@@ -28,12 +28,12 @@ use keelson_runtime::config::Opt;
 use keelson_runtime::Config;
 use serde_json::Value;
 
+use crate::identity::Identity;
 use crate::options::{
     AUTH_URL, DELAY_AUTH_DECISION, HTTP_CONNECT_TIMEOUT, HTTP_REQUEST_MAX_RETRIES, PASSWORD, PROJECT_DOMAIN_ID,
     PROJECT_DOMAIN_NAME, PROJECT_ID, PROJECT_NAME, SERVICE_TOKEN_ROLES, SERVICE_TOKEN_ROLES_REQUIRED, SERVICE_TYPE,
     TOKEN_CACHE_TIME, USERNAME, USER_DOMAIN_ID, USER_DOMAIN_NAME, WWW_AUTHENTICATE_URI,
 };
-use crate::placement::auth::Identity;
 
 /// Why a request could not be authenticated.
 #[derive(Debug, thiserror::Error)]

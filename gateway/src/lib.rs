@@ -8,6 +8,7 @@
 //! handlers translate to gRPC calls on the services. Prometheus metrics
 //! are served at `/metrics` on each listener.
 
+pub mod identity;
 pub mod keystone;
 pub mod layers;
 pub mod listener;
@@ -17,3 +18,4 @@ pub mod placement;
 pub mod redial;
 pub mod routes;
 pub mod server;
+pub mod webob;

@@ -12,9 +12,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode};
 
+use crate::identity::{noauth2, Identity};
 use crate::keystone::TokenValidator;
-use crate::placement::auth::{noauth2, Identity};
-use crate::placement::error::{error_format, ErrorFormat};
+use crate::webob::{error_format, ErrorFormat};
 
 #[derive(Clone)]
 pub enum Authenticator {

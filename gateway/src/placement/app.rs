@@ -10,12 +10,12 @@ use axum::response::Response;
 use http::HeaderValue;
 use keelson_runtime::{ApiError, RequestContext};
 
-use super::auth::Identity;
 use super::error;
 use super::handlers::{self, Handler};
 use super::microversion::{self, Microversion, VersionError};
 use super::request::{decode_path_param, PlacementError, Req};
 use super::State;
+use crate::identity::Identity;
 use crate::layers::{self, auth::Authenticator, cors::CorsSettings, request_log::LogState};
 use crate::routes::{Match, RouteTable};
 
@@ -61,9 +61,9 @@ fn add_version_headers(resp: &mut Response, version: Microversion) {
 
 async fn handle(AxumState(dispatch): AxumState<Arc<Dispatch>>, req: Request) -> Response {
     let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let format = error::error_format(accept.as_deref());
+    let format = crate::webob::error_format(accept.as_deref());
     let resp = negotiate_and_route(dispatch, req).await;
-    if format == error::ErrorFormat::Json || resp.status().as_u16() < 400 {
+    if format == crate::webob::ErrorFormat::Json || resp.status().as_u16() < 400 {
         return resp;
     }
     // webob writes error pages as HTML or plain text when Accept asks so.
@@ -71,7 +71,7 @@ async fn handle(AxumState(dispatch): AxumState<Arc<Dispatch>>, req: Request) -> 
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
         return Response::from_parts(parts, Body::empty());
     };
-    match error::reformat(&bytes, format, accept.as_deref().unwrap_or("")) {
+    match crate::webob::reformat(&bytes, format, accept.as_deref().unwrap_or("")) {
         Some((content_type, page)) => {
             parts.headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             parts.headers.remove(http::header::CONTENT_LENGTH);

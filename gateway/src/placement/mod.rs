@@ -7,7 +7,6 @@
 //! service over gRPC, and shape the answer for the request's microversion.
 
 pub mod app;
-pub mod auth;
 pub mod error;
 pub mod handlers;
 pub mod listener;

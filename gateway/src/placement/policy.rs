@@ -5,7 +5,7 @@ use keelson_policy::{Credentials, Enforcer, PolicyError, PolicyFile, Target};
 use keelson_runtime::options::{ENFORCE_NEW_DEFAULTS, ENFORCE_SCOPE, POLICY_FILE};
 use keelson_runtime::Config;
 
-use super::auth::Identity;
+use crate::identity::Identity;
 
 /// The policy enforcer of one gateway.
 pub struct Policy {

@@ -8,9 +8,9 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use keelson_runtime::ApiError;
 use serde_json::{Map, Value};
 
-use super::auth::Identity;
 use super::microversion::Microversion;
 use super::{error, State};
+use crate::identity::Identity;
 
 /// A handler's failure.
 #[derive(Debug)]
