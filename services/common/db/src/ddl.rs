@@ -7,7 +7,7 @@
 //! safe to run again and from several processes at once. [`Style`] holds
 //! those few knobs; everything else is rendered one way.
 
-use crate::Dialect;
+use crate::{Db, DbError, Dialect};
 
 /// A column's type, as each dialect spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,6 +230,21 @@ fn if_not_exists(style: Style) -> &'static str {
     } else {
         ""
     }
+}
+
+/// Whether the current database (schema, on PostgreSQL) holds a table of
+/// this name: the one catalog query both schemas' sync steps ask.
+pub async fn table_exists(db: &Db, name: &str) -> Result<bool, DbError> {
+    let sql = match db.dialect {
+        Dialect::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?",
+        Dialect::MySql => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
+        }
+        Dialect::Postgres => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+        }
+    };
+    Ok(!db.fetch_all(sql, &[name.into()]).await?.is_empty())
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! unique constraints, the five foreign keys and `alembic_version` are
 //! those of `placement-manage db sync`: a test compares both.
 
-use keelson_db::ddl::{Column, ForeignKey, Style, Table, Type};
+use keelson_db::ddl::{table_exists, Column, ForeignKey, Style, Table, Type};
 use keelson_db::{Db, DbError, Dialect};
 
 /// Upstream's Alembic revisions, oldest first. `db sync` upgrades along
@@ -247,19 +247,6 @@ pub async fn current_revision(db: &Db) -> Result<Option<String>, DbError> {
         Some(r) => Ok(Some(r.string(0)?)),
         None => Ok(None),
     }
-}
-
-async fn table_exists(db: &Db, name: &str) -> Result<bool, DbError> {
-    let sql = match db.dialect {
-        Dialect::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?",
-        Dialect::MySql => {
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
-        }
-        Dialect::Postgres => {
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
-        }
-    };
-    Ok(!db.fetch_all(sql, &[name.into()]).await?.is_empty())
 }
 
 /// What `db sync` did.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use keelson_db::ddl::{Column, Style, Table, Type};
+use keelson_db::ddl::{table_exists, Column, Style, Table, Type};
 use keelson_db::{Db, DbError, Dialect};
 
 /// The schema version [`sync`] records in `orchestration_schema`.
@@ -296,18 +296,6 @@ pub async fn recorded_version(db: &Db) -> Result<Option<i64>, DbError> {
         Some(r) => r.opt_i64(0),
         None => Ok(None),
     }
-}
-
-async fn table_exists(db: &Db, name: &str) -> Result<bool, DbError> {
-    let sql = match db.dialect {
-        Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-        Dialect::MySql => "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
-        Dialect::Postgres => {
-            "SELECT CAST(COUNT(*) AS BIGINT) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
-        }
-    };
-    let rows = db.fetch_all(sql, &[name.into()]).await?;
-    Ok(rows.first().map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0)
 }
 
 /// Creates the tables that are absent and records [`VERSION`]. Several
