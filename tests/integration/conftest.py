@@ -71,7 +71,7 @@ def create_database(backend, name):
 
 # -- direct SQL, for tests that put a database into a state the API never writes
 
-def _connect(url):
+def connect(url):
     if url.startswith('sqlite'):
         import sqlite3
         return sqlite3.connect(url.split(':///', 1)[1]), '?'
@@ -88,7 +88,7 @@ def _connect(url):
 
 def execute(url, *statements):
     """Runs (sql, params) pairs in one transaction; `?` placeholders."""
-    conn, mark = _connect(url)
+    conn, mark = connect(url)
     try:
         cur = conn.cursor()
         for sql, params in statements:
@@ -99,7 +99,7 @@ def execute(url, *statements):
 
 
 def query(url, sql):
-    conn, _ = _connect(url)
+    conn, _ = connect(url)
     try:
         cur = conn.cursor()
         cur.execute(sql)
