@@ -503,43 +503,6 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u
     Ok(out.0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn integers() {
-        for n in [0, 7, -7, 10, 1_048_576, i64::MAX, i64::MIN] {
-            let mut out = Out(Vec::new());
-            push_int(&mut out, n);
-            assert_eq!(out.0, n.to_string().into_bytes());
-        }
-    }
-
-    #[test]
-    fn json_strings() {
-        let mut out = String::new();
-        push_str(&mut out, "a\"b\\c\n");
-        assert_eq!(out, r#""a\"b\\c\u000a""#);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v, "a\"b\\c\n");
-    }
-
-    #[test]
-    fn group_keys() {
-        assert_eq!(group_key("resources", false), Some(("resources", "")));
-        assert_eq!(group_key("resources12", false), Some(("resources", "12")));
-        assert_eq!(group_key("resources01", false), None);
-        assert_eq!(group_key("required_NET", false), None);
-        assert_eq!(group_key("required_NET", true), Some(("required", "_NET")));
-        assert_eq!(group_key("member_ofX-1", true), Some(("member_of", "X-1")));
-        assert_eq!(group_key("in_tree1", false), Some(("in_tree", "1")));
-        assert_eq!(group_key("resources1@", true), None);
-        assert_eq!(group_key("limit", true), None);
-        assert_eq!(group_key(&format!("resources{}", "a".repeat(65)), true), None);
-    }
-}
-
 async fn explain(req: Req) -> HandlerResult {
     let request = parsed_request(&req, keelson_policy::KEELSON_PLACEMENT_EXPLAIN)?;
     let answer = req.state.clients.candidates.clone().explain(request).await?.into_inner();
@@ -632,4 +595,86 @@ fn explanation_view(answer: &pb::ExplainResponse) -> serde_json::Value {
         "allocation_requests": answer.allocation_requests,
         "providers_in_answer": answer.providers_in_answer,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers() {
+        for n in [0, 7, -7, 10, 1_048_576, i64::MAX, i64::MIN] {
+            let mut out = Out(Vec::new());
+            push_int(&mut out, n);
+            assert_eq!(out.0, n.to_string().into_bytes());
+        }
+    }
+
+    #[test]
+    fn json_strings() {
+        let mut out = String::new();
+        push_str(&mut out, "a\"b\\c\n");
+        assert_eq!(out, r#""a\"b\\c\u000a""#);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v, "a\"b\\c\n");
+    }
+
+    #[test]
+    fn explanation_json() {
+        let capacity = pb::ExplainRule {
+            rule: "capacity".into(),
+            resource_class: "VCPU".into(),
+            amount: 8,
+            value: 6,
+            ..Default::default()
+        };
+        let answer = pb::ExplainResponse {
+            groups: vec![pb::GroupExplanation {
+                suffix: String::new(),
+                searched: true,
+                providers: 1,
+                excluded: vec![pb::Exclusion { provider: "p1".into(), rule: Some(capacity.clone()) }],
+                tallies: vec![pb::RuleTally {
+                    rule: Some(pb::ExplainRule { value: 0, ..capacity }),
+                    providers: 1,
+                    largest_free: Some(6),
+                }],
+                ..Default::default()
+            }],
+            trees: vec![pb::TreeOutcome {
+                root: "r".into(),
+                dropped: Some(pb::ExplainRule {
+                    rule: "group_policy_isolate".into(),
+                    group: "2".into(),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            explanation_view(&answer),
+            serde_json::json!({
+                "groups": [{"suffix": "", "searched": true, "providers": 1, "survivors": [],
+                    "excluded": [{"provider": "p1", "rule": "capacity", "resource_class": "VCPU", "amount": 8, "free": 6}],
+                    "tallies": [{"rule": "capacity", "resource_class": "VCPU", "amount": 8, "providers": 1, "largest_free": 6}]}],
+                "trees": [{"root": "r", "in_answer": false, "dropped": {"rule": "group_policy_isolate", "group": "2"}}],
+                "allocation_requests": 0,
+                "providers_in_answer": [],
+            })
+        );
+    }
+
+    #[test]
+    fn group_keys() {
+        assert_eq!(group_key("resources", false), Some(("resources", "")));
+        assert_eq!(group_key("resources12", false), Some(("resources", "12")));
+        assert_eq!(group_key("resources01", false), None);
+        assert_eq!(group_key("required_NET", false), None);
+        assert_eq!(group_key("required_NET", true), Some(("required", "_NET")));
+        assert_eq!(group_key("member_ofX-1", true), Some(("member_of", "X-1")));
+        assert_eq!(group_key("in_tree1", false), Some(("in_tree", "1")));
+        assert_eq!(group_key("resources1@", true), None);
+        assert_eq!(group_key("limit", true), None);
+        assert_eq!(group_key(&format!("resources{}", "a".repeat(65)), true), None);
+    }
 }
