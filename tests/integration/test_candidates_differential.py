@@ -21,6 +21,8 @@ servers, and the answers are compared:
   hash-ordered list), so both must answer min(limit, all) candidates,
   keelson's drawn from its unlimited answer, with summaries for exactly the
   trees they use; the unlimited answers are compared as above;
+* keelson's explanation of every case (`/keelson/v1/placement/explain`)
+  names the same providers and count as keelson's answer;
 * the reference's defects (`Case.reference_defects`): when a class is
   requested by two or more groups and group_policy is isolate or absent,
   its consolidation adds amounts into objects shared between candidates (its
@@ -777,6 +779,29 @@ def plan():
     return base, [(int(parts[1]), [int(parts[2])] if len(parts) > 2 else None)], per_fleet
 
 
+def explain_problems(base, case, answer):
+    """keelson's explanation of the case must name the providers and count
+    of keelson's own answer (or give the same error)."""
+    status, _, body = http('GET', base + '/keelson/v1/placement/explain?' + case.query(), version=case.version)
+    real_status, real = answer
+    if status != real_status:
+        return ['explain answered %s, candidates %s' % (status, real_status)]
+    if status != 200:
+        return []
+    used = set()
+    for areq in real['allocation_requests']:
+        used.update(areq['allocations'])
+        for providers in areq.get('mappings', {}).values():
+            used.update(providers)
+    problems = []
+    if set(body['providers_in_answer']) != used:
+        problems.append('explain names providers %s, the answer %s' % (sorted(body['providers_in_answer']), sorted(used)))
+    if body['allocation_requests'] != len(real['allocation_requests']):
+        problems.append('explain counts %d candidates, the answer has %d' % (
+            body['allocation_requests'], len(real['allocation_requests'])))
+    return problems
+
+
 def run_case(servers, case, f):
     names = ['keelson', 'reference'] + (['fixed'] if case.defects else [])
     answers = {n: ask(servers[n], case) for n in names}
@@ -794,7 +819,8 @@ def run_case(servers, case, f):
         if all(status == 200 for status, _ in whole.values()) and \
                 max(len(body['allocation_requests']) for _, body in whole.values()) > case.limit:
             full = {n: body for n, (_, body) in whole.items()}
-    return compare(case, f, answers, full), answers['keelson']
+    diffs = compare(case, f, answers, full) + explain_problems(servers['keelson'], case, answers['keelson'])
+    return diffs, answers['keelson']
 
 
 @pytest.mark.parametrize('backend', DIFF_BACKENDS)

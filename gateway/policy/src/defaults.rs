@@ -118,6 +118,16 @@ pub fn placement_defaults() -> Vec<RuleDefault> {
     try_placement_defaults().unwrap_or_default()
 }
 
+/// The rule of keelson's own Placement extension `GET
+/// /keelson/v1/placement/explain`: it shows every provider and trait of the
+/// fleet, so it is admin-only, like upstream's admin-level rules.
+pub const KEELSON_PLACEMENT_EXPLAIN: &str = "keelson:placement:explain";
+
+/// The rules keelson adds to Placement's: `rule:admin_api`, project scope.
+pub fn keelson_placement_defaults() -> Vec<RuleDefault> {
+    vec![RuleDefault::new(KEELSON_PLACEMENT_EXPLAIN, "rule:admin_api").with_scope_types(["project"])]
+}
+
 /// Heat's 100 default rules in registration order, then keelson's
 /// `resource_types:<type>` rules (`rule:project_admin`, project scope, as
 /// Heat's admin-level types).
@@ -149,6 +159,14 @@ mod tests {
         );
         let reader = rules.iter().find(|r| r.name == "project_reader_api").expect("reader");
         assert!(reader.scope_types.is_empty());
+    }
+
+    #[test]
+    fn keelson_placement_rules_follow_upstreams() {
+        let upstream = try_placement_defaults().expect("embedded data parses");
+        for rule in keelson_placement_defaults() {
+            assert!(upstream.iter().all(|r| r.name != rule.name), "{} shadows an upstream rule", rule.name);
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::checks::{Check, RuleResolver};
 use crate::credentials::{Credentials, Target, TokenScope};
-use crate::defaults::{try_heat_defaults, try_placement_defaults, RuleDefault};
+use crate::defaults::{keelson_placement_defaults, try_heat_defaults, try_placement_defaults, RuleDefault};
 use crate::error::{Denied, PolicyError};
 use crate::parser::parse_rule;
 use crate::policy_file::PolicyFile;
@@ -91,10 +91,13 @@ impl Enforcer {
         Ok(enforcer)
     }
 
-    /// Placement's defaults with the given overrides (errors only if the
-    /// embedded defaults were unreadable, which the tests rule out).
+    /// Placement's defaults, then keelson's own Placement rules, with the
+    /// given overrides (errors only if the embedded defaults were
+    /// unreadable, which the tests rule out).
     pub fn placement(config: EnforcerConfig, overrides: PolicyFile) -> Result<Self, PolicyError> {
-        Self::new(config, try_placement_defaults()?, overrides)
+        let mut defaults = try_placement_defaults()?;
+        defaults.extend(keelson_placement_defaults());
+        Self::new(config, defaults, overrides)
     }
 
     /// Placement's enforcer from `[oslo_policy]` settings. `policy_file` is

@@ -33,8 +33,8 @@ mod python;
 pub use checks::{Check, NoRules, RuleResolver, MAX_RULE_DEPTH};
 pub use credentials::{ContextValues, Credentials, Target, TokenScope};
 pub use defaults::{
-    parse_rule_defaults, placement_defaults, try_heat_defaults, try_placement_defaults, DeprecatedRule, RuleDefault,
-    KEELSON_ADMIN_RESOURCE_TYPES,
+    keelson_placement_defaults, parse_rule_defaults, placement_defaults, try_heat_defaults, try_placement_defaults,
+    DeprecatedRule, RuleDefault, KEELSON_ADMIN_RESOURCE_TYPES, KEELSON_PLACEMENT_EXPLAIN,
 };
 pub use enforcer::{Enforcer, EnforcerConfig, HeatEnforcer};
 pub use error::{Denied, PolicyError};

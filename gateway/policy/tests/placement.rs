@@ -322,3 +322,16 @@ fn roles_match_case_insensitively() {
     });
     assert!(e.authorize("placement:allocations:list", &shouting.default_target(), &shouting).is_ok());
 }
+
+#[test]
+fn keelson_explain_is_admin_only() {
+    for new_defaults in [false, true] {
+        let e = enforcer(new_defaults);
+        for who in PERSONAS {
+            let creds = who.creds();
+            let got = e.authorize(keelson_policy::KEELSON_PLACEMENT_EXPLAIN, &creds.default_target(), &creds);
+            let admin = who.roles.contains(&"admin") && !who.system;
+            assert_eq!(got.is_ok(), admin, "{} (new defaults: {new_defaults})", who.name);
+        }
+    }
+}

@@ -4,6 +4,8 @@
 use keelson_proto::candidates::v2 as pb;
 use tonic::{Request, Response, Status};
 
+use crate::domain::explain::{Explained, Rule, TreeRule};
+use crate::domain::fleet::Misfit;
 use crate::domain::request::{self, GroupPolicy, RequestGroup};
 use crate::domain::{self, Outcome};
 use crate::store::Store;
@@ -211,8 +213,111 @@ pub fn outcome_to_pb(o: &Outcome) -> pb::GetAllocationCandidatesResponse {
     }
 }
 
+/// A provider's rule with its names.
+fn rule_to_pb(e: &Explained, rule: &Rule) -> pb::ExplainRule {
+    let mut out = pb::ExplainRule { rule: rule.kind().to_string(), ..Default::default() };
+    match rule {
+        Rule::NoInventory { class } => out.resource_class = e.class_name(*class).to_string(),
+        Rule::Inventory { class, amount, misfit } => {
+            out.resource_class = e.class_name(*class).to_string();
+            out.amount = *amount;
+            out.value = match misfit {
+                Misfit::StepSize(v) | Misfit::MinUnit(v) | Misfit::MaxUnit(v) => *v,
+                Misfit::Capacity { free } => *free,
+            };
+        }
+        Rule::RequiredTraits { any_of } => out.traits = any_of.iter().map(|t| e.trait_name(*t).to_string()).collect(),
+        Rule::ForbiddenTrait { name } | Rule::RootRequired { name } | Rule::RootForbidden { name } => {
+            out.traits = vec![e.trait_name(*name).to_string()]
+        }
+        Rule::InTree
+        | Rule::InTreeUnknown
+        | Rule::MemberOfUnknown
+        | Rule::MemberOf
+        | Rule::ForbiddenAggregate
+        | Rule::IncompleteTree
+        | Rule::ResourcelessWithoutFilter => {}
+    }
+    out
+}
+
+/// A tree's rule with its names.
+fn tree_rule_to_pb(e: &Explained, rule: &TreeRule) -> pb::ExplainRule {
+    let suffix = |g: usize| e.explanation.groups.get(g).map(|g| g.suffix.clone()).unwrap_or_default();
+    let mut out = pb::ExplainRule { rule: rule.kind().to_string(), ..Default::default() };
+    match rule {
+        TreeRule::GroupMissing { group } | TreeRule::Isolate { group } => out.group = suffix(*group),
+        TreeRule::OverallCapacity { class, wanted, room } => {
+            out.resource_class = e.class_name(*class).to_string();
+            out.amount = *wanted;
+            out.value = *room;
+        }
+        TreeRule::Capacity { provider, class } => {
+            out.resource_class = e.class_name(*class).to_string();
+            out.provider = e.uuid(*provider).to_string();
+        }
+        TreeRule::SameSubtree { index } => out.index = count_u32(*index),
+        TreeRule::Duplicate | TreeRule::MaxCandidates | TreeRule::OneProviderPerTree | TreeRule::Limit => {}
+    }
+    out
+}
+
+/// An explanation with uuids and names.
+pub fn explained_to_pb(e: &Explained) -> pb::ExplainResponse {
+    let x = &e.explanation;
+    let uuids = |ids: &[domain::fleet::ProviderId]| ids.iter().map(|p| e.uuid(*p).to_string()).collect();
+    pb::ExplainResponse {
+        groups: x
+            .groups
+            .iter()
+            .map(|g| pb::GroupExplanation {
+                suffix: g.suffix.clone(),
+                searched: g.searched,
+                providers: count_u32(g.providers),
+                survivors: uuids(&g.survivors),
+                excluded: g
+                    .excluded
+                    .iter()
+                    .map(|(p, rule)| pb::Exclusion {
+                        provider: e.uuid(*p).to_string(),
+                        rule: Some(rule_to_pb(e, rule)),
+                    })
+                    .collect(),
+                tallies: g
+                    .tallies()
+                    .iter()
+                    .map(|t| pb::RuleTally {
+                        rule: Some(rule_to_pb(e, &t.rule)),
+                        providers: count_u32(t.providers),
+                        largest_free: t.largest_free,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        trees: x
+            .trees
+            .iter()
+            .map(|(root, dropped)| pb::TreeOutcome {
+                root: e.uuid(*root).to_string(),
+                dropped: dropped.as_ref().map(|r| tree_rule_to_pb(e, r)),
+            })
+            .collect(),
+        allocation_requests: count_u32(x.candidates),
+        providers_in_answer: uuids(&x.providers_in_answer),
+    }
+}
+
 #[tonic::async_trait]
 impl pb::allocation_candidates_server::AllocationCandidates for AllocationCandidatesRpc {
+    async fn explain(
+        &self,
+        req: Request<pb::GetAllocationCandidatesRequest>,
+    ) -> Result<Response<pb::ExplainResponse>, Status> {
+        let request = request_from_pb(req.into_inner());
+        let explained = self.store.explain(&request).await?;
+        Ok(Response::new(explained_to_pb(&explained)))
+    }
+
     async fn get_allocation_candidates(
         &self,
         req: Request<pb::GetAllocationCandidatesRequest>,

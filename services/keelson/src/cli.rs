@@ -165,6 +165,26 @@ pub enum PlacementCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Why `GET /allocation_candidates?QUERY` answers as it does: per
+    /// request group, how many providers each rule excluded; per tree, why
+    /// it is not in the answer. Asks the gateway's
+    /// `/keelson/v1/placement/explain` (admin only), which runs the real
+    /// request's code.
+    Explain {
+        /// The query string, as Nova sends it (e.g.
+        /// 'resources=VCPU:8,MEMORY_MB:2048&required=!COMPUTE_STATUS_DISABLED').
+        query: String,
+        /// The Placement microversion to parse the query at.
+        #[arg(long, default_value = "latest")]
+        microversion: String,
+        /// The Placement API (http only); default: the local gateway at
+        /// `[keelson] placement_listen`.
+        #[arg(long)]
+        url: Option<String>,
+        /// The JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

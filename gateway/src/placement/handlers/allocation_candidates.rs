@@ -2,6 +2,10 @@
 //! microversion (upstream's `placement/lib.py` and handler, with their 400
 //! texts), asks the candidates service, and shapes the answer for the
 //! request's microversion.
+//!
+//! Also keelson's own `GET /keelson/v1/placement/explain`: the same query,
+//! parsed the same way, answered with why the candidates are what they are
+//! (admin-only by the `keelson:placement:explain` rule).
 
 use axum::response::IntoResponse as _;
 use http::StatusCode;
@@ -10,14 +14,14 @@ use keelson_runtime::ApiError;
 
 use crate::placement::handlers::Route;
 use crate::placement::params::{is_uuid_like, member_of_params, required_params, required_value, resources_param};
-use crate::placement::request::{bad_request, cache_headers, not_found, HandlerResult, Req};
+use crate::placement::request::{bad_request, cache_headers, json, not_found, HandlerResult, Req};
 use crate::placement::PlacementError;
 use crate::route;
 
 const BAD_VALUE: &str = "placement.query.bad_value";
 
 pub fn routes() -> Vec<Route> {
-    vec![route!(GET "/allocation_candidates" => list)]
+    vec![route!(GET "/allocation_candidates" => list), route!(GET "/keelson/v1/placement/explain" => explain)]
 }
 
 /// The query schema upstream applies at each microversion.
@@ -201,13 +205,16 @@ fn request_groups(req: &Req) -> Result<Vec<pb::RequestGroup>, PlacementError> {
     Ok(groups)
 }
 
-async fn list(req: Req) -> HandlerResult {
+/// The request as `GET /allocation_candidates` reads it at the request's
+/// microversion, after its checks in its order (version, `Accept`, the
+/// policy `rule`, the query schema).
+fn parsed_request(req: &Req, rule: &str) -> Result<pb::GetAllocationCandidatesRequest, PlacementError> {
     if !req.at_least(1, 10) {
         return Err(not_found(""));
     }
-    check_accept(&req)?;
-    req.authorize("placement:allocation_candidates:list", &[])?;
-    req.validated_query(schema_name(&req))?;
+    check_accept(req)?;
+    req.authorize(rule, &[])?;
+    req.validated_query(schema_name(req))?;
     let mut request = pb::GetAllocationCandidatesRequest {
         nested_aware: req.at_least(1, 29),
         allow_resourceless_groups: req.at_least(1, 36),
@@ -215,8 +222,13 @@ async fn list(req: Req) -> HandlerResult {
         traits_in_summaries: req.at_least(1, 17),
         ..Default::default()
     };
-    request_wide(&req, &mut request)?;
-    request.groups = request_groups(&req)?;
+    request_wide(req, &mut request)?;
+    request.groups = request_groups(req)?;
+    Ok(request)
+}
+
+async fn list(req: Req) -> HandlerResult {
+    let request = parsed_request(&req, "placement:allocation_candidates:list")?;
     let answer = req.state.clients.candidates.clone().get_allocation_candidates(request).await?.into_inner();
     let mut out = (StatusCode::OK, view(&req, &answer)?).into_response();
     out.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
@@ -491,6 +503,100 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u
     Ok(out.0)
 }
 
+async fn explain(req: Req) -> HandlerResult {
+    let request = parsed_request(&req, keelson_policy::KEELSON_PLACEMENT_EXPLAIN)?;
+    let answer = req.state.clients.candidates.clone().explain(request).await?.into_inner();
+    Ok(json(StatusCode::OK, &explanation_view(&answer)))
+}
+
+/// A rule as JSON: its name and the fields it sets, the inventory value
+/// named after what it is.
+fn rule_view(r: &pb::ExplainRule) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::Value;
+    let mut out = serde_json::Map::new();
+    out.insert("rule".into(), Value::from(r.rule.as_str()));
+    if !r.resource_class.is_empty() {
+        out.insert("resource_class".into(), Value::from(r.resource_class.as_str()));
+    }
+    if r.amount != 0 {
+        out.insert("amount".into(), Value::from(r.amount));
+    }
+    let value_name = match r.rule.as_str() {
+        "step_size" | "min_unit" | "max_unit" => Some(r.rule.as_str()),
+        "capacity" => Some("free"),
+        "overall_capacity" => Some("room"),
+        _ => None,
+    };
+    // A tally has no per-provider value.
+    if let Some(name) = value_name.filter(|_| r.value != 0 || r.rule == "capacity") {
+        out.insert(name.into(), Value::from(r.value));
+    }
+    if !r.traits.is_empty() {
+        out.insert("traits".into(), Value::from(r.traits.clone()));
+    }
+    if r.rule == "group_missing" || r.rule == "group_policy_isolate" {
+        out.insert("group".into(), Value::from(r.group.as_str()));
+    }
+    if !r.provider.is_empty() {
+        out.insert("provider".into(), Value::from(r.provider.as_str()));
+    }
+    if r.rule == "same_subtree" {
+        out.insert("same_subtree".into(), Value::from(r.index));
+    }
+    out
+}
+
+/// The explanation as keelson's REST API shows it.
+fn explanation_view(answer: &pb::ExplainResponse) -> serde_json::Value {
+    use serde_json::{json, Value};
+    let rule = |r: &Option<pb::ExplainRule>| r.as_ref().map(rule_view).unwrap_or_default();
+    let groups: Vec<Value> = answer
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "suffix": g.suffix,
+                "searched": g.searched,
+                "providers": g.providers,
+                "survivors": g.survivors,
+                "tallies": g.tallies.iter().map(|t| {
+                    let mut out = rule(&t.rule);
+                    out.remove("free");
+                    out.insert("providers".into(), Value::from(t.providers));
+                    if let Some(free) = t.largest_free {
+                        out.insert("largest_free".into(), Value::from(free));
+                    }
+                    Value::Object(out)
+                }).collect::<Vec<_>>(),
+                "excluded": g.excluded.iter().map(|x| {
+                    let mut out = rule(&x.rule);
+                    out.insert("provider".into(), Value::from(x.provider.as_str()));
+                    Value::Object(out)
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let trees: Vec<Value> = answer
+        .trees
+        .iter()
+        .map(|t| {
+            let mut out = serde_json::Map::new();
+            out.insert("root".into(), Value::from(t.root.as_str()));
+            out.insert("in_answer".into(), Value::from(t.dropped.is_none()));
+            if t.dropped.is_some() {
+                out.insert("dropped".into(), Value::Object(rule(&t.dropped)));
+            }
+            Value::Object(out)
+        })
+        .collect();
+    json!({
+        "groups": groups,
+        "trees": trees,
+        "allocation_requests": answer.allocation_requests,
+        "providers_in_answer": answer.providers_in_answer,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,6 +617,51 @@ mod tests {
         assert_eq!(out, r#""a\"b\\c\u000a""#);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v, "a\"b\\c\n");
+    }
+
+    #[test]
+    fn explanation_json() {
+        let capacity = pb::ExplainRule {
+            rule: "capacity".into(),
+            resource_class: "VCPU".into(),
+            amount: 8,
+            value: 6,
+            ..Default::default()
+        };
+        let answer = pb::ExplainResponse {
+            groups: vec![pb::GroupExplanation {
+                suffix: String::new(),
+                searched: true,
+                providers: 1,
+                excluded: vec![pb::Exclusion { provider: "p1".into(), rule: Some(capacity.clone()) }],
+                tallies: vec![pb::RuleTally {
+                    rule: Some(pb::ExplainRule { value: 0, ..capacity }),
+                    providers: 1,
+                    largest_free: Some(6),
+                }],
+                ..Default::default()
+            }],
+            trees: vec![pb::TreeOutcome {
+                root: "r".into(),
+                dropped: Some(pb::ExplainRule {
+                    rule: "group_policy_isolate".into(),
+                    group: "2".into(),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            explanation_view(&answer),
+            serde_json::json!({
+                "groups": [{"suffix": "", "searched": true, "providers": 1, "survivors": [],
+                    "excluded": [{"provider": "p1", "rule": "capacity", "resource_class": "VCPU", "amount": 8, "free": 6}],
+                    "tallies": [{"rule": "capacity", "resource_class": "VCPU", "amount": 8, "providers": 1, "largest_free": 6}]}],
+                "trees": [{"root": "r", "in_answer": false, "dropped": {"rule": "group_policy_isolate", "group": "2"}}],
+                "allocation_requests": 0,
+                "providers_in_answer": [],
+            })
+        );
     }
 
     #[test]

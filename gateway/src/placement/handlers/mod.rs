@@ -97,6 +97,7 @@ mod tests {
         );
         assert_eq!(template(Method::GET, "/resource_providers/u1/usages"), "/resource_providers/{uuid}/usages");
         assert_eq!(template(Method::POST, "/reshaper"), "/reshaper");
+        assert_eq!(template(Method::GET, "/keelson/v1/placement/explain"), "/keelson/v1/placement/explain");
         for (method, path) in [(Method::GET, "/nothing"), (Method::GET, "/resource_providers/"), (Method::GET, "*")] {
             assert!(matches!(table().find(&method, path), Match::NotFound), "{method} {path}");
         }

@@ -32,11 +32,22 @@ impl Inventory {
 
     /// Whether one allocation of `amount` fits on its own.
     pub fn fits(&self, amount: i64) -> bool {
-        self.step_size > 0
-            && amount % self.step_size == 0
-            && self.min_unit <= amount
-            && amount <= self.max_unit
-            && self.used.saturating_add(amount) <= self.capacity()
+        self.misfit(amount).is_none()
+    }
+
+    /// The first inventory rule one allocation of `amount` breaks, if any.
+    pub fn misfit(&self, amount: i64) -> Option<Misfit> {
+        if self.step_size <= 0 || amount % self.step_size != 0 {
+            Some(Misfit::StepSize(self.step_size))
+        } else if amount < self.min_unit {
+            Some(Misfit::MinUnit(self.min_unit))
+        } else if amount > self.max_unit {
+            Some(Misfit::MaxUnit(self.max_unit))
+        } else if self.used.saturating_add(amount) > self.capacity() {
+            Some(Misfit::Capacity { free: self.capacity().saturating_sub(self.used).max(0) })
+        } else {
+            None
+        }
     }
 
     /// Whether several groups' amounts added up (`total` on this provider
@@ -49,6 +60,19 @@ impl Inventory {
     pub fn headroom(&self) -> i64 {
         self.capacity().saturating_sub(self.used).min(self.max_unit).max(0)
     }
+}
+
+/// Why an inventory refuses an amount, with the inventory's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Misfit {
+    /// Not a multiple of `step_size`.
+    StepSize(i64),
+    /// Below `min_unit`.
+    MinUnit(i64),
+    /// Above `max_unit`.
+    MaxUnit(i64),
+    /// More than is free (capacity less usage).
+    Capacity { free: i64 },
 }
 
 /// Names the request uses, resolved to database ids (names not found are
@@ -94,6 +118,13 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// Every provider loaded: those with an inventory of a requested class
+    /// (and every provider, for a resourceless group). What an explanation
+    /// accounts for.
+    pub fn loaded_providers(&self) -> impl Iterator<Item = ProviderId> + '_ {
+        self.root_of.keys().copied()
+    }
+
     pub fn root(&self, provider: ProviderId) -> ProviderId {
         self.root_of.get(&provider).copied().unwrap_or(provider)
     }
@@ -145,8 +176,14 @@ mod tests {
         i.used = 0;
         assert!(!i.fits(2));
         assert!(i.fits(4));
+        assert_eq!(i.misfit(2), Some(Misfit::MinUnit(4)));
         i.max_unit = 4;
         assert!(!i.fits(6));
+        assert_eq!(i.misfit(6), Some(Misfit::MaxUnit(4)));
+        assert_eq!(i.misfit(3), Some(Misfit::StepSize(2)));
+        i.used = 6;
+        assert_eq!(i.misfit(4), Some(Misfit::Capacity { free: 2 }));
+        i.used = 0;
         assert!(!i.fits_total(6));
         assert_eq!(i.headroom(), 4);
     }

@@ -15,8 +15,9 @@
 //! inflates other candidates' amounts; here every candidate's amounts add
 //! up to exactly what its groups asked.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::explain::{Observer, TreeRule};
 use super::fleet::{ClassId, Fleet, ProviderId, Trees};
 use super::search::{Found, GroupCandidate, Part};
 use super::{Settings, Strategy};
@@ -40,8 +41,15 @@ pub struct MergeRules<'a> {
 }
 
 /// Every candidate, in generation order, duplicates collapsed, cut at
-/// `max_allocation_candidates`.
-pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settings) -> Vec<Candidate> {
+/// `max_allocation_candidates`. `obs` hears why each tree without a
+/// candidate has none.
+pub fn merge<O: Observer>(
+    found: &Found,
+    fleet: &Fleet,
+    rules: &MergeRules,
+    settings: &Settings,
+    obs: &mut O,
+) -> Vec<Candidate> {
     let groups = &found.groups;
     let n = groups.len();
     if n == 0 {
@@ -77,31 +85,46 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
     }
     drop(entries);
     let granular: Vec<bool> = groups.iter().map(|g| g.use_same_provider).collect();
-    let anchors: Vec<(ProviderId, &[(usize, usize)])> = order
-        .iter()
-        .zip(runs.chunks_exact(n))
-        .filter(|(_, r)| r.iter().all(|(start, end)| end > start))
-        .filter(|(_, r)| enough_overall_capacity(&cands, r, &found.shared_classes, fleet))
-        .map(|(anchor, r)| (*anchor, r))
-        .collect();
+    let mut anchors: Vec<(ProviderId, &[(usize, usize)])> = Vec::with_capacity(order.len());
+    for (anchor, r) in order.iter().zip(runs.chunks_exact(n)) {
+        obs.tree_considered(*anchor);
+        if let Some(group) = r.iter().position(|(start, end)| end <= start) {
+            obs.tree_dropped(*anchor, TreeRule::GroupMissing { group });
+        } else if let Some(short) = overall_capacity_short(&cands, r, &found.shared_classes, fleet) {
+            obs.tree_dropped(*anchor, short);
+        } else {
+            anchors.push((*anchor, r));
+        }
+    }
 
     let mut out = Vec::new();
     let mut seen = Distinct::default();
     let cap = settings.max_candidates;
-    let mut emit = |combo: Candidate| -> bool {
-        seen.push_new(&mut out, combo);
+    // Trees with a candidate kept (only for an explanation).
+    let mut kept: FxHashSet<ProviderId> = FxHashSet::default();
+    // Keeps `combo` unless a duplicate; false once the cap is reached.
+    let mut emit = |combo: Candidate, kept: &mut FxHashSet<ProviderId>| -> bool {
+        let anchor = combo.anchor;
+        if seen.push_new(&mut out, combo) && O::ACTIVE {
+            kept.insert(anchor);
+        }
         cap.is_none_or(|max| out.len() < max)
     };
+    let mut capped = false;
     match settings.strategy {
         Strategy::DepthFirst => {
             // One working state, reset for each anchor in turn.
-            let mut product = AnchorProduct::new(&cands, fleet, rules, &granular);
+            let mut product = AnchorProduct::new(&cands, fleet, rules, &granular, O::ACTIVE);
             'anchors: for (anchor, r) in &anchors {
                 product.start(*anchor, r);
                 while let Some(c) = product.next_candidate() {
-                    if !emit(c) {
+                    if !emit(c, &mut kept) {
+                        capped = true;
                         break 'anchors;
                     }
+                }
+                if O::ACTIVE && !kept.contains(anchor) {
+                    obs.tree_dropped(*anchor, product.first_broken.unwrap_or(TreeRule::Duplicate));
                 }
             }
         }
@@ -110,7 +133,7 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
             let mut generators: Vec<AnchorProduct> = anchors
                 .iter()
                 .map(|(anchor, r)| {
-                    let mut p = AnchorProduct::new(&cands, fleet, rules, &granular);
+                    let mut p = AnchorProduct::new(&cands, fleet, rules, &granular, O::ACTIVE);
                     p.start(*anchor, r);
                     p
                 })
@@ -121,16 +144,29 @@ pub fn merge(found: &Found, fleet: &Fleet, rules: &MergeRules, settings: &Settin
                 while i < active.len() {
                     match active[i].next_candidate() {
                         Some(c) => {
-                            if !emit(c) {
+                            if !emit(c, &mut kept) {
+                                capped = true;
                                 break 'rounds;
                             }
                             i += 1;
                         }
                         None => {
-                            active.remove(i);
+                            let done = active.remove(i);
+                            if O::ACTIVE && !kept.contains(&done.anchor) {
+                                obs.tree_dropped(done.anchor, done.first_broken.unwrap_or(TreeRule::Duplicate));
+                            }
                         }
                     }
                 }
+            }
+        }
+    }
+    if O::ACTIVE && capped {
+        // The first rule recorded wins: this names the trees the cap left
+        // unfinished without a candidate.
+        for (anchor, _) in &anchors {
+            if !kept.contains(anchor) {
+                obs.tree_dropped(*anchor, TreeRule::MaxCandidates);
             }
         }
     }
@@ -153,8 +189,9 @@ struct Distinct {
 }
 
 impl Distinct {
-    /// Appends `combo` to `out` unless an equal candidate is already there.
-    fn push_new(&mut self, out: &mut Vec<Candidate>, combo: Candidate) {
+    /// Appends `combo` to `out` unless an equal candidate is already there
+    /// (true: appended).
+    fn push_new(&mut self, out: &mut Vec<Candidate>, combo: Candidate) -> bool {
         use std::hash::{Hash as _, Hasher as _};
         self.sorted.clear();
         self.sorted.extend_from_slice(&combo.parts);
@@ -166,7 +203,7 @@ impl Distinct {
         let Some(&first) = self.first.get(&hash) else {
             self.first.insert(hash, out.len());
             out.push(combo);
-            return;
+            return true;
         };
         let (sorted, other) = (&self.sorted, &mut self.other);
         let mut equal = |kept: &Candidate| {
@@ -181,19 +218,21 @@ impl Distinct {
             self.more.push((hash, out.len()));
             out.push(combo);
         }
+        !duplicate
     }
 }
 
 /// The bug 2160721 pre-check: for each class several groups ask for, the
 /// providers of this anchor's candidates together must have room for the
 /// total, else no combination can fit and the (possibly huge) product is
-/// skipped. It never removes an anchor that has a valid combination.
-fn enough_overall_capacity(
+/// skipped. It never removes an anchor that has a valid combination. Some:
+/// the class short of room.
+fn overall_capacity_short(
     cands: &[&GroupCandidate],
     runs: &[(usize, usize)],
     shared: &FxHashMap<ClassId, i64>,
     fleet: &Fleet,
-) -> bool {
+) -> Option<TreeRule> {
     let mut providers: Vec<ProviderId> = Vec::new();
     for (class, wanted) in shared {
         providers.clear();
@@ -211,10 +250,10 @@ fn enough_overall_capacity(
         let room: i64 =
             providers.iter().filter_map(|p| fleet.inventories.get(&(*p, *class))).map(|i| i.headroom()).sum();
         if room < *wanted {
-            return false;
+            return Some(TreeRule::OverallCapacity { class: *class, wanted: *wanted, room });
         }
     }
-    true
+    None
 }
 
 /// The product of one anchor's per-group candidates, built depth first with
@@ -239,10 +278,20 @@ struct AnchorProduct<'a> {
     granular_used: Vec<ProviderId>,
     chosen: Vec<&'a GroupCandidate>,
     done: bool,
+    /// Whether to remember `first_broken` (for an explanation).
+    track: bool,
+    /// The first rule a combination of this anchor broke.
+    first_broken: Option<TreeRule>,
 }
 
 impl<'a> AnchorProduct<'a> {
-    fn new(cands: &'a [&'a GroupCandidate], fleet: &'a Fleet, rules: &'a MergeRules<'a>, granular: &'a [bool]) -> Self {
+    fn new(
+        cands: &'a [&'a GroupCandidate],
+        fleet: &'a Fleet,
+        rules: &'a MergeRules<'a>,
+        granular: &'a [bool],
+        track: bool,
+    ) -> Self {
         let n = granular.len();
         AnchorProduct {
             anchor: 0,
@@ -257,6 +306,8 @@ impl<'a> AnchorProduct<'a> {
             granular_used: Vec::with_capacity(n),
             chosen: Vec::with_capacity(n),
             done: true,
+            track,
+            first_broken: None,
         }
     }
 
@@ -270,12 +321,20 @@ impl<'a> AnchorProduct<'a> {
         self.taken.clear();
         self.granular_used.clear();
         self.done = runs.is_empty();
+        self.first_broken = None;
+    }
+
+    fn broke(&mut self, rule: TreeRule) {
+        if self.track && self.first_broken.is_none() {
+            self.first_broken = Some(rule);
+        }
     }
 
     /// Adds `c` at the current depth unless it breaks capacity or isolate.
     fn try_push(&mut self, c: &GroupCandidate) -> bool {
         let d = self.depth;
         if self.rules.isolate && self.granular[d] && c.providers.iter().any(|p| self.granular_used.contains(p)) {
+            self.broke(TreeRule::Isolate { group: d });
             return false;
         }
         for part in &c.parts {
@@ -283,7 +342,10 @@ impl<'a> AnchorProduct<'a> {
                 self.taken.iter().find(|(p, class, _)| *p == part.provider && *class == part.class).map_or(0, |t| t.2);
             match self.fleet.inventories.get(&(part.provider, part.class)) {
                 Some(inv) if inv.fits_total(before.saturating_add(part.amount)) => {}
-                _ => return false,
+                _ => {
+                    self.broke(TreeRule::Capacity { provider: part.provider, class: part.class });
+                    return false;
+                }
             }
         }
         for part in &c.parts {
@@ -342,7 +404,13 @@ impl<'a> AnchorProduct<'a> {
             }
             self.chosen.clear();
             self.chosen.extend(self.cursor.iter().map(|i| self.cands[*i]));
-            let valid = self.same_subtrees_hold(&self.chosen);
+            let valid = match self.broken_same_subtree(&self.chosen) {
+                None => true,
+                Some(index) => {
+                    self.broke(TreeRule::SameSubtree { index });
+                    false
+                }
+            };
             let out = valid.then(|| consolidate(self.anchor, &self.chosen));
             self.pop();
             self.cursor[d] += 1;
@@ -354,15 +422,16 @@ impl<'a> AnchorProduct<'a> {
     }
 
     /// Each same_subtree: the providers of its groups all descend from one
-    /// of them.
-    fn same_subtrees_hold(&self, chosen: &[&GroupCandidate]) -> bool {
-        self.rules.same_subtrees.iter().all(|groups| {
+    /// of them. Some: the index of the first that does not hold.
+    fn broken_same_subtree(&self, chosen: &[&GroupCandidate]) -> Option<usize> {
+        self.rules.same_subtrees.iter().position(|groups| {
             let mut providers: Vec<ProviderId> =
                 groups.iter().flat_map(|g| chosen[*g].providers.iter().copied()).collect();
             providers.sort_unstable();
             providers.dedup();
-            providers.len() <= 1
-                || providers.iter().any(|top| providers.iter().all(|p| descends_from(*p, *top, self.rules.trees)))
+            let holds = providers.len() <= 1
+                || providers.iter().any(|top| providers.iter().all(|p| descends_from(*p, *top, self.rules.trees)));
+            !holds
         })
     }
 }

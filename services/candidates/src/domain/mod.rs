@@ -9,7 +9,11 @@
 //!    duplicates collapsed, cut at `max_allocation_candidates`;
 //! 3. [`finish`]: the pre-1.29 rule, then `limit` (after generation), and
 //!    which providers the summaries show.
+//!
+//! Each step reports the rules it applies to an [`explain::Observer`]: `()`
+//! for the real request, a collector for [`explain::explain`].
 
+pub mod explain;
 pub mod fleet;
 pub mod merge;
 pub mod request;
@@ -21,6 +25,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use rand::seq::SliceRandom as _;
 
+use explain::{Observer, TreeRule};
 use fleet::{Catalog, ClassId, Fleet, ProviderId, TraitId, Trees};
 use merge::{Candidate, MergeRules};
 use request::{GroupPolicy, Request};
@@ -93,8 +98,20 @@ pub fn run(
     fleet: &Fleet,
     trees: &Trees,
 ) -> Result<Option<Answer>> {
-    let Some(candidates) = generate(req, settings, catalog, fleet, trees)? else { return Ok(None) };
-    let answer = finish(req, settings, fleet.has_trees, candidates, trees);
+    run_observed(req, settings, catalog, fleet, trees, &mut ())
+}
+
+/// [`run`], reporting to `obs`.
+pub fn run_observed<O: Observer>(
+    req: &Request,
+    settings: &Settings,
+    catalog: &Catalog,
+    fleet: &Fleet,
+    trees: &Trees,
+    obs: &mut O,
+) -> Result<Option<Answer>> {
+    let Some(candidates) = generate_observed(req, settings, catalog, fleet, trees, obs)? else { return Ok(None) };
+    let answer = finish_observed(req, settings, fleet.has_trees, candidates, trees, obs);
     Ok((!answer.candidates.is_empty()).then_some(answer))
 }
 
@@ -108,7 +125,19 @@ pub fn generate(
     fleet: &Fleet,
     trees: &Trees,
 ) -> Result<Option<Vec<Candidate>>> {
-    let Some(found) = search::search(req, catalog, fleet)? else { return Ok(None) };
+    generate_observed(req, settings, catalog, fleet, trees, &mut ())
+}
+
+/// [`generate`], reporting to `obs`.
+pub fn generate_observed<O: Observer>(
+    req: &Request,
+    settings: &Settings,
+    catalog: &Catalog,
+    fleet: &Fleet,
+    trees: &Trees,
+    obs: &mut O,
+) -> Result<Option<Vec<Candidate>>> {
+    let Some(found) = search::search(req, catalog, fleet, obs)? else { return Ok(None) };
     let index: FxHashMap<&str, usize> = req.groups.iter().enumerate().map(|(i, g)| (g.suffix.as_str(), i)).collect();
     let rules = MergeRules {
         isolate: req.group_policy == Some(GroupPolicy::Isolate),
@@ -119,7 +148,7 @@ pub fn generate(
             .collect(),
         trees,
     };
-    let candidates = merge::merge(&found, fleet, &rules, settings);
+    let candidates = merge::merge(&found, fleet, &rules, settings, obs);
     Ok((!candidates.is_empty()).then_some(candidates))
 }
 
@@ -139,10 +168,24 @@ pub fn finish(
     req: &Request,
     settings: &Settings,
     has_trees: bool,
-    mut candidates: Vec<Candidate>,
+    candidates: Vec<Candidate>,
     trees: &Trees,
 ) -> Answer {
+    finish_observed(req, settings, has_trees, candidates, trees, &mut ())
+}
+
+/// [`finish`], reporting to `obs` the trees whose every candidate it drops.
+pub fn finish_observed<O: Observer>(
+    req: &Request,
+    settings: &Settings,
+    has_trees: bool,
+    mut candidates: Vec<Candidate>,
+    trees: &Trees,
+    obs: &mut O,
+) -> Answer {
     let root = |p: ProviderId| trees.get(&p).map(|t| t.root).unwrap_or(p);
+    let anchors = |candidates: &[Candidate]| -> FxHashSet<ProviderId> { candidates.iter().map(|c| c.anchor).collect() };
+    let mut before = if O::ACTIVE { anchors(&candidates) } else { FxHashSet::default() };
     let only_used = !req.nested_aware && has_trees;
     let mut used: FxHashSet<ProviderId> = FxHashSet::default();
     if only_used {
@@ -152,6 +195,13 @@ pub fn finish(
             providers.len() == roots.len()
         });
         used = candidates.iter().flat_map(|c| c.parts.iter().map(|p| p.provider)).collect();
+        if O::ACTIVE {
+            let after = anchors(&candidates);
+            for gone in before.difference(&after) {
+                obs.tree_dropped(*gone, TreeRule::OneProviderPerTree);
+            }
+            before = after;
+        }
     }
     let mut rng = rand::thread_rng();
     match req.limit {
@@ -164,6 +214,12 @@ pub fn finish(
         }
         _ if settings.randomize => candidates.shuffle(&mut rng),
         _ => {}
+    }
+    if O::ACTIVE {
+        let after = anchors(&candidates);
+        for gone in before.difference(&after) {
+            obs.tree_dropped(*gone, TreeRule::Limit);
+        }
     }
     let kept_roots: FxHashSet<ProviderId> =
         candidates.iter().flat_map(|c| c.parts.iter().map(|p| root(p.provider))).collect();

@@ -9,6 +9,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::explain::{Observer, Rule};
 use super::fleet::{AggregateId, Catalog, ClassId, Fleet, ProviderId, TraitId};
 use super::request::{Request, RequestGroup};
 use crate::error::{Error, Result};
@@ -52,26 +53,46 @@ pub struct Found {
 /// Why a search ends with nothing before trying everything.
 type Step<T> = Result<Option<T>>;
 
-/// Searches every group in order; `Ok(None)` is an empty answer.
-pub fn search(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Found> {
-    let Some(anchors) = anchor_filter(req, cat, fleet)? else { return Ok(None) };
+/// Searches every group in order; `Ok(None)` is an empty answer. `obs`
+/// hears every rule that excludes a provider from a group.
+pub fn search<O: Observer>(req: &Request, cat: &Catalog, fleet: &Fleet, obs: &mut O) -> Step<Found> {
+    let filter = anchor_filter(req, cat, fleet)?;
+    if filter.allowed.as_ref().is_some_and(|a| a.is_empty()) {
+        if O::ACTIVE {
+            // No root qualifies: every group loses every provider to its root.
+            for gi in 0..req.groups.len() {
+                for p in fleet.loaded_providers() {
+                    if let Some(rule) = filter.root_rule(fleet.root(p), fleet) {
+                        obs.excluded(gi, p, rule);
+                    }
+                }
+                obs.group_searched(gi, &[]);
+            }
+        }
+        return Ok(None);
+    }
+    let anchors = &filter;
     let mut seen: FxHashMap<ClassId, usize> = FxHashMap::default();
     let mut totals: FxHashMap<ClassId, i64> = FxHashMap::default();
     let mut groups = Vec::with_capacity(req.groups.len());
-    for group in &req.groups {
-        let Some(resolved) = resolve(group, cat, fleet)? else { return Ok(None) };
+    for (gi, group) in req.groups.iter().enumerate() {
+        let tree_search = !group.use_same_provider && (!fleet.sharing.is_empty() || fleet.has_trees);
+        let Some(resolved) = resolve(gi, group, tree_search, cat, fleet, obs)? else {
+            obs.group_searched(gi, &[]);
+            return Ok(None);
+        };
         for (class, amount) in &resolved.resources {
             *seen.entry(*class).or_default() += 1;
             // Amounts are any i64 a request names: added without wrapping.
             let total = totals.entry(*class).or_default();
             *total = total.saturating_add(*amount);
         }
-        let tree_search = !group.use_same_provider && (!fleet.sharing.is_empty() || fleet.has_trees);
         let candidates = if tree_search {
-            search_trees(&resolved, fleet, anchors.as_ref())
+            search_trees(gi, &resolved, fleet, anchors, obs)
         } else {
-            search_single_providers(&resolved, fleet, anchors.as_ref())
+            search_single_providers(gi, &resolved, fleet, anchors, obs)
         };
+        obs.group_searched(gi, candidates.as_deref().unwrap_or_default());
         let Some(candidates) = candidates.filter(|c| !c.is_empty()) else { return Ok(None) };
         groups.push(GroupCandidates {
             suffix: group.suffix.clone(),
@@ -83,24 +104,42 @@ pub fn search(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Found> {
     Ok(Some(Found { groups, shared_classes }))
 }
 
-/// The roots allowed to anchor a candidate (`root_required`); `None` inside
-/// means no filter. An empty set of roots makes the answer empty.
-fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Step<Option<FxHashSet<ProviderId>>> {
-    if req.root_required.is_empty() && req.root_forbidden.is_empty() {
-        return Ok(Some(None));
+/// The roots allowed to anchor a candidate (`root_required`).
+#[derive(Default)]
+struct AnchorFilter {
+    /// None: no filter. Empty: the answer is empty.
+    allowed: Option<FxHashSet<ProviderId>>,
+    required: Vec<TraitId>,
+    forbidden: Vec<TraitId>,
+}
+
+impl AnchorFilter {
+    fn allows(&self, root: ProviderId) -> bool {
+        self.allowed.as_ref().is_none_or(|a| a.contains(&root))
     }
-    let required = trait_ids(&req.root_required, cat)?;
-    let forbidden = trait_ids(&req.root_forbidden, cat)?;
-    let roots: FxHashSet<ProviderId> = fleet
-        .roots
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|r| {
-            required.iter().all(|t| fleet.has_trait(*r, *t)) && !forbidden.iter().any(|t| fleet.has_trait(*r, *t))
-        })
-        .collect();
-    Ok(if roots.is_empty() { None } else { Some(Some(roots)) })
+
+    /// The `root_required` rule `root` breaks, if any.
+    fn root_rule(&self, root: ProviderId, fleet: &Fleet) -> Option<Rule> {
+        if let Some(t) = self.required.iter().find(|t| !fleet.has_trait(root, **t)) {
+            return Some(Rule::RootRequired { name: *t });
+        }
+        self.forbidden.iter().find(|t| fleet.has_trait(root, **t)).map(|t| Rule::RootForbidden { name: *t })
+    }
+}
+
+fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Result<AnchorFilter> {
+    if req.root_required.is_empty() && req.root_forbidden.is_empty() {
+        return Ok(AnchorFilter::default());
+    }
+    let mut filter = AnchorFilter {
+        allowed: None,
+        required: trait_ids(&req.root_required, cat)?,
+        forbidden: trait_ids(&req.root_forbidden, cat)?,
+    };
+    let roots: FxHashSet<ProviderId> =
+        fleet.roots.iter().flatten().copied().filter(|r| filter.root_rule(*r, fleet).is_none()).collect();
+    filter.allowed = Some(roots);
+    Ok(filter)
 }
 
 fn trait_ids(names: &[String], cat: &Catalog) -> Result<Vec<TraitId>> {
@@ -126,7 +165,14 @@ struct Resolved<'a> {
 /// aggregates (empty if none exist), traits (400 if unknown), `in_tree`
 /// (empty if unknown), then the providers with room for each class (empty
 /// if a class has none).
-fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Resolved<'a>> {
+fn resolve<'a, O: Observer>(
+    gi: usize,
+    group: &'a RequestGroup,
+    tree_search: bool,
+    cat: &Catalog,
+    fleet: &Fleet,
+    obs: &mut O,
+) -> Step<Resolved<'a>> {
     let mut resources = Vec::with_capacity(group.resources.len());
     for (name, amount) in &group.resources {
         let class = cat.classes.get(name).copied().ok_or_else(|| Error::unknown_class(name))?;
@@ -139,6 +185,7 @@ fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Re
         for any in &group.member_of {
             let ids: Vec<AggregateId> = any.iter().filter_map(|u| cat.aggregates.get(u).copied()).collect();
             if ids.is_empty() {
+                obs.rest_excluded(gi, Rule::MemberOfUnknown);
                 return Ok(None);
             }
             sets.push(ids);
@@ -150,6 +197,7 @@ fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Re
             .map(|(p, _)| *p)
             .collect();
         if members.is_empty() {
+            obs.rest_excluded(gi, Rule::MemberOf);
             return Ok(None);
         }
         Some(members)
@@ -163,24 +211,56 @@ fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Re
         None => None,
         Some(uuid) => match cat.in_tree_roots.get(uuid) {
             Some(root) => Some(*root),
-            None => return Ok(None),
+            None => {
+                obs.rest_excluded(gi, Rule::InTreeUnknown);
+                return Ok(None);
+            }
         },
+    };
+    // In a tree search a provider serves the group by serving any one of
+    // its classes, so a class's rule excludes it only if it serves none:
+    // those rules are held until every class is seen.
+    let hold = O::ACTIVE && tree_search;
+    let mut held: FxHashMap<ProviderId, Rule> = FxHashMap::default();
+    let mut note = |obs: &mut O, p: ProviderId, rule: Rule| {
+        if hold {
+            held.entry(p).or_insert(rule);
+        } else {
+            obs.excluded(gi, p, rule);
+        }
     };
     let mut with_resource = Vec::with_capacity(resources.len());
     for (class, amount) in &resources {
-        let providers: Vec<ProviderId> = fleet
-            .providers_by_class
-            .get(class)
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|p| fleet.inventories.get(&(*p, *class)).is_some_and(|inv| inv.fits(*amount)))
-            .filter(|p| tree_root.is_none_or(|root| fleet.root(*p) == root))
-            .collect();
+        let with_class = fleet.providers_by_class.get(class).map(Vec::as_slice).unwrap_or_default();
+        if O::ACTIVE {
+            for p in fleet.loaded_providers() {
+                if with_class.binary_search(&p).is_err() {
+                    note(obs, p, Rule::NoInventory { class: *class });
+                }
+            }
+        }
+        let mut providers: Vec<ProviderId> = Vec::with_capacity(with_class.len());
+        for p in with_class {
+            match fleet.inventories.get(&(*p, *class)).map(|inv| inv.misfit(*amount)) {
+                None => note(obs, *p, Rule::NoInventory { class: *class }),
+                Some(Some(misfit)) => note(obs, *p, Rule::Inventory { class: *class, amount: *amount, misfit }),
+                Some(None) if tree_root.is_some_and(|root| fleet.root(*p) != root) => note(obs, *p, Rule::InTree),
+                Some(None) => providers.push(*p),
+            }
+        }
         if providers.is_empty() {
+            // No tree can have this class: every provider is out.
+            for (p, rule) in held.drain() {
+                obs.excluded(gi, p, rule);
+            }
             return Ok(None);
         }
         with_resource.push(providers);
+    }
+    for (p, rule) in held {
+        if !with_resource.iter().any(|list: &Vec<ProviderId>| list.binary_search(&p).is_ok()) {
+            obs.excluded(gi, p, rule);
+        }
     }
     let forbidden_aggs: Vec<AggregateId> =
         group.forbidden_aggregates.iter().filter_map(|u| cat.aggregates.get(u).copied()).collect();
@@ -195,15 +275,17 @@ fn resolve<'a>(group: &'a RequestGroup, cat: &Catalog, fleet: &Fleet) -> Step<Re
     Ok(Some(Resolved { group, resources, required, forbidden, in_aggregates, in_forbidden_aggregates, with_resource }))
 }
 
-fn anchor_allowed(anchors: Option<&FxHashSet<ProviderId>>, root: ProviderId) -> bool {
-    anchors.is_none_or(|a| a.contains(&root))
-}
-
 /// The unsuffixed group when trees or sharing providers exist: each class
 /// from any provider of one tree or from a sharing provider in an aggregate
 /// with it; traits judged on the union of the providers used (upstream's
 /// `get_trees_matching_all` and `_alloc_candidates_multiple_providers`).
-fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<ProviderId>>) -> Option<Vec<GroupCandidate>> {
+fn search_trees<O: Observer>(
+    gi: usize,
+    r: &Resolved,
+    fleet: &Fleet,
+    anchors: &AnchorFilter,
+    obs: &mut O,
+) -> Option<Vec<GroupCandidate>> {
     // Per class: the amount and the (provider, anchor) pairs that may
     // serve it, ascending and distinct (sorted vectors: a fleet's worth of
     // pairs in ordered sets cost more than the rest of the search).
@@ -226,15 +308,35 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
         }
         pairs.sort_unstable();
         pairs.dedup();
-        if let Some(allowed) = anchors {
-            pairs.retain(|(_, anchor)| allowed.contains(anchor));
+        if anchors.allowed.is_some() {
+            pairs.retain(|(p, anchor)| {
+                let allowed = anchors.allows(*anchor);
+                if O::ACTIVE && !allowed {
+                    if let Some(rule) = anchors.root_rule(*anchor, fleet) {
+                        obs.excluded(gi, *p, rule);
+                    }
+                }
+                allowed
+            });
         }
         // An aggregate on a root covers its whole tree.
         if let Some(members) = &r.in_aggregates {
-            pairs.retain(|(p, anchor)| members.contains(p) || members.contains(anchor));
+            pairs.retain(|(p, anchor)| {
+                let member = members.contains(p) || members.contains(anchor);
+                if !member {
+                    obs.excluded(gi, *p, Rule::MemberOf);
+                }
+                member
+            });
         }
         if let Some(bad) = &r.in_forbidden_aggregates {
-            pairs.retain(|(p, anchor)| !bad.contains(p) && !bad.contains(anchor));
+            pairs.retain(|(p, anchor)| {
+                let allowed = !bad.contains(p) && !bad.contains(anchor);
+                if !allowed {
+                    obs.excluded(gi, *p, Rule::ForbiddenAggregate);
+                }
+                allowed
+            });
         }
         here.clear();
         here.extend(pairs.iter().map(|(_, anchor)| *anchor));
@@ -248,6 +350,7 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
             }
         };
         if both.is_empty() {
+            obs.rest_excluded(gi, Rule::IncompleteTree);
             return None;
         }
         common = Some(both);
@@ -278,7 +381,13 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
             continue;
         }
         for_each_product(&lists, |choice| {
-            if !traits_satisfied(choice, &r.required, &r.forbidden, fleet) {
+            if let Some(broken) = traits_broken(choice, &r.required, &r.forbidden, fleet) {
+                if O::ACTIVE {
+                    let rule = broken.rule(&r.required);
+                    for p in choice {
+                        obs.excluded(gi, *p, rule.clone());
+                    }
+                }
                 return;
             }
             let parts = per_class
@@ -292,6 +401,8 @@ fn search_trees(r: &Resolved, fleet: &Fleet, anchors: Option<&FxHashSet<Provider
             out.push(GroupCandidate { anchor, parts, providers });
         });
     }
+    // What is left was only under trees lacking a class.
+    obs.rest_excluded(gi, Rule::IncompleteTree);
     Some(out)
 }
 
@@ -323,56 +434,124 @@ fn for_each_product(lists: &[&[(ProviderId, usize, ProviderId)]], mut f: impl Fn
     }
 }
 
-/// The providers of one candidate together: none has a forbidden trait and
-/// each any-of set is matched by at least one of them.
-fn traits_satisfied(providers: &[ProviderId], required: &[Vec<TraitId>], forbidden: &[TraitId], fleet: &Fleet) -> bool {
-    if providers.iter().any(|p| forbidden.iter().any(|t| fleet.has_trait(*p, *t))) {
-        return false;
+/// A trait rule some providers break (kept small: named as a [`Rule`] only
+/// for an explanation).
+#[derive(Clone, Copy)]
+enum TraitBreak {
+    /// The any-of set at this index of the group's required sets.
+    Required(usize),
+    Forbidden(TraitId),
+}
+
+impl TraitBreak {
+    fn rule(self, required: &[Vec<TraitId>]) -> Rule {
+        match self {
+            TraitBreak::Required(i) => Rule::RequiredTraits { any_of: required.get(i).cloned().unwrap_or_default() },
+            TraitBreak::Forbidden(t) => Rule::ForbiddenTrait { name: t },
+        }
     }
-    required.iter().all(|any| any.iter().any(|t| providers.iter().any(|p| fleet.has_trait(*p, *t))))
+}
+
+/// The providers of one candidate together: none may have a forbidden trait
+/// and each any-of set must be matched by at least one of them.
+fn traits_broken(
+    providers: &[ProviderId],
+    required: &[Vec<TraitId>],
+    forbidden: &[TraitId],
+    fleet: &Fleet,
+) -> Option<TraitBreak> {
+    if let Some(t) = forbidden.iter().find(|t| providers.iter().any(|p| fleet.has_trait(*p, **t))) {
+        return Some(TraitBreak::Forbidden(*t));
+    }
+    required
+        .iter()
+        .position(|any| !any.iter().any(|t| providers.iter().any(|p| fleet.has_trait(*p, *t))))
+        .map(TraitBreak::Required)
+}
+
+/// Why a provider on its own does not match a group's traits and
+/// aggregates.
+#[derive(Clone, Copy)]
+enum OwnBreak {
+    Traits(TraitBreak),
+    MemberOf,
+    ForbiddenAggregate,
 }
 
 /// A provider on its own: has every requested class, the traits and the
 /// aggregates itself (upstream's `get_provider_ids_matching` and
 /// `_alloc_candidates_single_provider`). A sharing provider also serves
 /// every tree it shares an aggregate with.
-fn search_single_providers(
+fn search_single_providers<O: Observer>(
+    gi: usize,
     r: &Resolved,
     fleet: &Fleet,
-    anchors: Option<&FxHashSet<ProviderId>>,
+    anchors: &AnchorFilter,
+    obs: &mut O,
 ) -> Option<Vec<GroupCandidate>> {
-    let matches_own = |p: &ProviderId| {
-        r.required.iter().all(|any| any.iter().any(|t| fleet.has_trait(*p, *t)))
-            && r.in_aggregates.as_ref().is_none_or(|m| m.contains(p))
-            && r.in_forbidden_aggregates.as_ref().is_none_or(|bad| !bad.contains(p))
-            && !r.forbidden.iter().any(|t| fleet.has_trait(*p, *t))
+    let own_break = |p: &ProviderId| -> Option<OwnBreak> {
+        if let Some(i) = r.required.iter().position(|any| !any.iter().any(|t| fleet.has_trait(*p, *t))) {
+            return Some(OwnBreak::Traits(TraitBreak::Required(i)));
+        }
+        if r.in_aggregates.as_ref().is_some_and(|m| !m.contains(p)) {
+            return Some(OwnBreak::MemberOf);
+        }
+        if r.in_forbidden_aggregates.as_ref().is_some_and(|bad| bad.contains(p)) {
+            return Some(OwnBreak::ForbiddenAggregate);
+        }
+        r.forbidden.iter().find(|t| fleet.has_trait(*p, **t)).map(|t| OwnBreak::Traits(TraitBreak::Forbidden(*t)))
+    };
+    let mut matches_own = |p: &ProviderId| match own_break(p) {
+        None => true,
+        Some(broken) => {
+            if O::ACTIVE {
+                let rule = match broken {
+                    OwnBreak::Traits(t) => t.rule(&r.required),
+                    OwnBreak::MemberOf => Rule::MemberOf,
+                    OwnBreak::ForbiddenAggregate => Rule::ForbiddenAggregate,
+                };
+                obs.excluded(gi, *p, rule);
+            }
+            false
+        }
     };
     let providers: Vec<ProviderId> = match r.with_resource.split_first() {
         Some((first, rest)) => {
             let others: Vec<FxHashSet<ProviderId>> = rest.iter().map(|l| l.iter().copied().collect()).collect();
-            first.iter().copied().filter(|p| others.iter().all(|o| o.contains(p))).filter(matches_own).collect()
+            // A provider missing from another class's list was excluded
+            // by that class's rule in `resolve`.
+            first.iter().copied().filter(|p| others.iter().all(|o| o.contains(p))).filter(|p| matches_own(p)).collect()
         }
         // A resourceless group (same_subtree): any provider matching its
         // traits and aggregates, anywhere (upstream ignores in_tree here).
         // Upstream starts from the providers its required traits or
         // member_of select, so a group with neither (only forbidden traits
         // or aggregates, or only in_tree) matches no provider at all.
-        None if r.required.is_empty() && r.in_aggregates.is_none() => Vec::new(),
-        None => fleet.all_providers.iter().flatten().copied().filter(matches_own).collect(),
+        None if r.required.is_empty() && r.in_aggregates.is_none() => {
+            obs.rest_excluded(gi, Rule::ResourcelessWithoutFilter);
+            Vec::new()
+        }
+        None => fleet.all_providers.iter().flatten().copied().filter(|p| matches_own(p)).collect(),
     };
     let mut out = Vec::with_capacity(providers.len());
     for p in providers {
         let parts: Vec<Part> =
             r.resources.iter().map(|(class, amount)| Part { provider: p, class: *class, amount: *amount }).collect();
         let root = fleet.root(p);
-        if anchor_allowed(anchors, root) {
+        let before = out.len();
+        if anchors.allows(root) {
             out.push(GroupCandidate { anchor: root, parts: parts.clone(), providers: vec![p] });
         }
         if fleet.sharing.contains(&p) {
             for anchor in fleet.sharing_anchors.get(&p).into_iter().flatten() {
-                if *anchor != root && anchor_allowed(anchors, *anchor) {
+                if *anchor != root && anchors.allows(*anchor) {
                     out.push(GroupCandidate { anchor: *anchor, parts: parts.clone(), providers: vec![p] });
                 }
+            }
+        }
+        if O::ACTIVE && out.len() == before {
+            if let Some(rule) = anchors.root_rule(root, fleet) {
+                obs.excluded(gi, p, rule);
             }
         }
     }

@@ -11,6 +11,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use keelson_db::Db;
 use keelson_db::{in_list, Dialect, RowRef, Tx, Value};
 
+use crate::domain::explain::{self, Explained};
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;
 use crate::domain::{self, Outcome, Settings, Summary};
@@ -98,6 +99,34 @@ impl Store {
             trees,
             class_names: fleet.class_names,
             trait_names,
+        })
+    }
+}
+
+impl Store {
+    /// Why `GET /allocation_candidates` answers `req` as it does: the same
+    /// load and the same algorithm, watched ([`domain::explain`]). Only the
+    /// trees are always loaded (the answer names every loaded provider).
+    pub async fn explain(&self, req: &Request) -> Result<Explained> {
+        req.validate()?;
+        let mut tx = self.db.begin_read().await?;
+        let (catalog, basics) = load_catalog(&mut tx, req).await?;
+        let fleet = load_fleet(&mut tx, req, &catalog, basics).await?;
+        let trees = load_trees(&mut tx, &roots_in_play(&fleet)).await?;
+        tx.end_read();
+        let settings = self.settings.clone();
+        let request = req.clone();
+        let (explanation, catalog, fleet, trees) = tokio::task::spawn_blocking(move || {
+            let explanation = explain::explain(&request, &settings, &catalog, &fleet, &trees);
+            (explanation, catalog, fleet, trees)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("explanation failed: {e}")))?;
+        Ok(Explained {
+            explanation: explanation?,
+            trees,
+            class_names: fleet.class_names,
+            trait_names: catalog.traits.into_iter().map(|(name, id)| (id, name)).collect(),
         })
     }
 }

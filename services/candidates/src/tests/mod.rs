@@ -1,6 +1,7 @@
 //! Tests of the whole service on in-memory SQLite: fleets are written with
 //! plain SQL into Placement's schema, requests go through the store.
 
+mod explain;
 mod property;
 mod scenarios;
 

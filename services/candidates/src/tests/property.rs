@@ -360,6 +360,31 @@ fn answer_shapes(w: &World, o: &crate::domain::NamedOutcome) -> Vec<Shape> {
         .collect()
 }
 
+/// `req` with some of limit, root_required/root_forbidden, member_of and
+/// forbidden aggregates added.
+fn vary(rng: &mut Rng, req: &Request) -> Request {
+    let mut r = req.clone();
+    if rng.chance(30) {
+        r.limit = Some(1 + usize::from(rng.chance(50)) + usize::from(rng.chance(50)));
+    }
+    if rng.chance(25) {
+        let t = rng.pick(&TRAITS[..]).to_string();
+        if rng.chance(50) {
+            r.root_required.push(t);
+        } else {
+            r.root_forbidden.push(t);
+        }
+    }
+    for g in &mut r.groups {
+        match rng.below(10) {
+            0 => g.member_of.push(vec![rng.pick(&AGGS[..]).to_string()]),
+            1 => g.forbidden_aggregates.push(rng.pick(&AGGS[..]).to_string()),
+            _ => {}
+        }
+    }
+    r
+}
+
 #[tokio::test]
 async fn random_fleets_match_the_oracle() {
     let cases: u64 = std::env::var("KEELSON_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
@@ -372,6 +397,7 @@ async fn random_fleets_match_the_oracle() {
     let (mut checked, mut answered) = (0, 0);
     for seed in first..first + count {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut extra = Rng(seed.wrapping_mul(0xd1b5_4a32_d192_ed03) | 1);
         let (w, m) = build(&mut rng).await;
         for q in 0..5 {
             let req = random_request(&mut rng);
@@ -382,6 +408,23 @@ async fn random_fleets_match_the_oracle() {
                     .ask(settings(strategy, optimize, -1), &req)
                     .await
                     .unwrap_or_else(|e| panic!("seed {seed} query {q}: {e}\n{req:?}"));
+                let context = format!("seed {seed} query {q} ({strategy:?}): {req:?}");
+                let explained = w.explain(settings(strategy, optimize, -1), &req).await.expect("explain");
+                super::explain::check_against_answer(&explained, &o, &context);
+                // The rules the oracle does not model, checked against the
+                // real answer only (their own rng: the oracle's sequence
+                // stays as it was).
+                let varied = vary(&mut extra, &req);
+                let s = settings(strategy, optimize, if extra.chance(20) { 2 } else { -1 });
+                match (w.ask(s.clone(), &varied).await, w.explain(s, &varied).await) {
+                    (Ok(o), Ok(e)) => {
+                        super::explain::check_against_answer(&e, &o, &format!("{context} varied {varied:?}"))
+                    }
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{context}"),
+                    (a, b) => {
+                        panic!("{context} varied {varied:?}: answer {:?}, explanation {:?}", a.is_ok(), b.is_ok())
+                    }
+                }
                 let got = answer_shapes(&w, &o);
                 let set: BTreeSet<Shape> = got.iter().cloned().collect();
                 assert_eq!(set.len(), got.len(), "seed {seed} query {q}: duplicates\n{req:?}");

@@ -5,6 +5,7 @@ mod controller;
 mod ctl;
 mod db;
 mod engine;
+mod explain;
 mod options;
 mod placement;
 mod services;

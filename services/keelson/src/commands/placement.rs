@@ -1,6 +1,7 @@
 //! `keelson placement …`: keelson's own operator tools for Placement's
 //! data. The checks and repairs are `keelson_inventory::audit`'s; this
-//! module only prints them and chooses the exit status.
+//! module only prints them and chooses the exit status (`explain` is in
+//! `commands::explain`).
 
 use std::process::ExitCode;
 
@@ -18,7 +19,12 @@ const FOUND: u8 = 3;
 const FOUND_AND_REPAIRED: u8 = 4;
 
 pub async fn run(config: Config, command: PlacementCommand) -> anyhow::Result<ExitCode> {
-    let PlacementCommand::Audit { fix, json } = command;
+    let (fix, json) = match command {
+        PlacementCommand::Audit { fix, json } => (fix, json),
+        PlacementCommand::Explain { query, microversion, url, json } => {
+            return super::explain::run(&config, &query, &microversion, url.as_deref(), json).await;
+        }
+    };
     let url = settings::database_url(&config)?;
     let db = Db::connect(&url, &settings::pool_settings(&config))
         .await
