@@ -202,3 +202,77 @@ def test_upstream_conflict_retry_over_allocates(backend, procs):
     url = create_database(backend, 'stale_ref')
     (status, _, body), used = _race_a_concurrent_writer(ref_placement(procs, url)[0], url)
     assert (status, used) == (204, 16), (status, body, used)
+
+
+# -- a second named upstream defect: a multi-provider write that loses the
+# race on a later provider can never succeed on retry
+#
+# Upstream moves the providers' generations one after the other inside the
+# request's transaction. When the first provider's UPDATE has succeeded and
+# a later one finds its generation moved, the retry re-reads every
+# provider's generation in an independent transaction, which sees the first
+# provider's committed generation, not the one this transaction already
+# moved; its UPDATE of the first provider then matches no row, and so on
+# for all ten retries: 409 placement.concurrent_update, on a write that
+# nothing else would stop. Nova's evacuations and migrations write to two
+# providers (source and destination); these are the 409s Nova logs as
+# "Failed to save allocation" when Python Placement serves the live cloud's
+# evacuate phase. keelson's retry is a new transaction and succeeds.
+
+def _race_on_the_second_provider(base, db_url):
+    """B writes to providers one and two; the test's transaction moves
+    two's generation first and commits once B waits on it. Answers B's
+    (status, headers, body) and B's allocations afterwards."""
+    providers = []
+    for name in ('first', 'second'):
+        status, _, rp = http('POST', base + '/resource_providers', {'name': name})
+        assert status == 200, rp
+        status, _, inv = http('PUT', base + '/resource_providers/%s/inventories' % rp['uuid'], {
+            'resource_provider_generation': rp['generation'], 'inventories': {'VCPU': {'total': 8}}})
+        assert status == 200, inv
+        providers.append(rp['uuid'])
+    b = new_uuid()
+    conn, mark = connect(db_url)
+    cur = conn.cursor()
+    cur.execute('UPDATE resource_providers SET generation = generation + 1 WHERE uuid = %s' % mark, (providers[1],))
+    outcome = {}
+
+    def write_b():
+        # JSON order is the order upstream moves the generations in.
+        outcome['b'] = http('PUT', base + '/allocations/' + b, {
+            'allocations': {providers[0]: {'resources': {'VCPU': 1}}, providers[1]: {'resources': {'VCPU': 1}}},
+            'project_id': 'p', 'user_id': 'u', 'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+
+    writer = threading.Thread(target=write_b)
+    writer.start()
+    try:
+        for _ in range(600):
+            if _lock_waits(db_url) or not writer.is_alive():
+                break
+            time.sleep(0.05)
+        blocked = writer.is_alive()
+    finally:
+        conn.commit()
+        conn.close()
+    writer.join(60)
+    assert blocked, 'B was answered before it waited on the second provider: %s' % (outcome.get('b'),)
+    status, _, held = http('GET', base + '/allocations/' + b)
+    assert status == 200, held
+    return outcome['b'], {rp: a['resources'] for rp, a in held['allocations'].items()}
+
+
+@pytest.mark.parametrize('backend', [b for b in BACKENDS if b in ('mysql', 'postgresql')])
+def test_retry_after_losing_on_a_later_provider_succeeds(backend, procs):
+    url = create_database(backend, 'second')
+    (status, _, body), held = _race_on_the_second_provider(AllInOne(procs, url).url, url)
+    assert status == 204, body
+    assert sorted(held.values(), key=str) == [{'VCPU': 1}, {'VCPU': 1}], held
+
+
+@pytest.mark.parametrize('backend', [b for b in BACKENDS if b in ('mysql', 'postgresql')])
+def test_upstream_retry_after_losing_on_a_later_provider_never_succeeds(backend, procs):
+    """The reference refuses the write after its ten retries."""
+    url = create_database(backend, 'second_ref')
+    (status, _, body), held = _race_on_the_second_provider(ref_placement(procs, url)[0], url)
+    assert status == 409 and body['errors'][0]['code'] == 'placement.concurrent_update', (status, body)
+    assert held == {}, held
