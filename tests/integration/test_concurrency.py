@@ -134,10 +134,33 @@ STALE_CAPACITY = 10
 
 def _lock_waits(db_url):
     if db_url.startswith('mysql'):
-        sql = "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
+        # innodb_trx does not always list a waiting UPDATE; the process
+        # list shows it as a statement on the provider rows that has run
+        # for a while.
+        sql = ("SELECT (SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT') + "
+               "(SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() "
+               "AND command = 'Query' AND info LIKE 'UPDATE resource_providers%' AND time_ms > 300)")
     else:
         sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
     return query(db_url, sql)[0][0]
+
+
+def _commit_once_waited_on(conn, db_url, writer):
+    """Starts `writer`, commits `conn` (the other writer) once the database
+    shows a transaction waiting on a lock (or the writer has answered) and
+    answers whether the writer was still waiting then."""
+    writer.start()
+    try:
+        for _ in range(600):
+            if _lock_waits(db_url) or not writer.is_alive():
+                break
+            time.sleep(0.05)
+        blocked = writer.is_alive()
+    finally:
+        conn.commit()
+        conn.close()
+    writer.join(60)
+    return blocked
 
 
 def _race_a_concurrent_writer(base, db_url):
@@ -168,17 +191,7 @@ def _race_a_concurrent_writer(base, db_url):
                             dict(owner, allocations={rp['uuid']: {'resources': {'VCPU': 8}}}))
 
     writer = threading.Thread(target=write_b)
-    writer.start()
-    try:
-        for _ in range(600):
-            if _lock_waits(db_url) or not writer.is_alive():
-                break
-            time.sleep(0.05)
-        blocked = writer.is_alive()
-    finally:
-        conn.commit()
-        conn.close()
-    writer.join(60)
+    blocked = _commit_once_waited_on(conn, db_url, writer)
     assert blocked, 'B was answered before it waited on the provider row: %s' % (outcome.get('b'),)
     status, _, usage = http('GET', base + '/resource_providers/%s/usages' % rp['uuid'])
     assert status == 200, usage
@@ -244,17 +257,7 @@ def _race_on_the_second_provider(base, db_url):
             'project_id': 'p', 'user_id': 'u', 'consumer_generation': None, 'consumer_type': 'INSTANCE'})
 
     writer = threading.Thread(target=write_b)
-    writer.start()
-    try:
-        for _ in range(600):
-            if _lock_waits(db_url) or not writer.is_alive():
-                break
-            time.sleep(0.05)
-        blocked = writer.is_alive()
-    finally:
-        conn.commit()
-        conn.close()
-    writer.join(60)
+    blocked = _commit_once_waited_on(conn, db_url, writer)
     assert blocked, 'B was answered before it waited on the second provider: %s' % (outcome.get('b'),)
     status, _, held = http('GET', base + '/allocations/' + b)
     assert status == 200, held
