@@ -18,7 +18,18 @@ struct Builder<'l> {
     bytes: usize,
     /// Values JSON cannot hold, kept as markers: Heat fails on them only
     /// if they survive (a later duplicate key or merge may drop them).
-    deferred: Vec<YamlError>,
+    deferred: Vec<(YamlError, Unwritable)>,
+}
+
+/// Where Heat's JSON round trip (json.dumps, then json.loads) fails on a
+/// value, which decides whether a later key with the same JSON text hides it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unwritable {
+    /// json.dumps fails (bytes, a cycle) while both keys are still in the dict.
+    Encoding,
+    /// json.dumps writes it (NaN, a huge integer) and the JSON read keeps
+    /// only the last of the two keys.
+    Reading,
 }
 
 /// The start of a deferred value's marker string (U+FFFF is refused in
@@ -45,14 +56,18 @@ impl<'n> KeyObject<'n> {
     }
 }
 
-/// The first deferred marker left in a value.
-fn first_deferred(value: &Value) -> Option<usize> {
+/// The first deferred marker left in a value that `wanted` accepts.
+fn find_deferred(value: &Value, wanted: &dyn Fn(usize) -> bool) -> Option<usize> {
     match value {
-        Value::String(s) => s.strip_prefix(DEFERRED).and_then(|n| n.parse().ok()),
-        Value::Array(items) => items.iter().find_map(first_deferred),
-        Value::Object(m) => m.values().find_map(first_deferred),
+        Value::String(s) => s.strip_prefix(DEFERRED).and_then(|n| n.parse().ok()).filter(|&i| wanted(i)),
+        Value::Array(items) => items.iter().find_map(|v| find_deferred(v, wanted)),
+        Value::Object(m) => m.values().find_map(|v| find_deferred(v, wanted)),
         _ => None,
     }
+}
+
+fn first_deferred(value: &Value) -> Option<usize> {
+    find_deferred(value, &|_| true)
 }
 
 /// A mapping key as Python holds it.
@@ -179,10 +194,10 @@ impl Builder<'_> {
     }
 
     /// An unrepresentable value becomes a marker; other errors stay errors.
-    fn defer(&mut self, result: Result<Value, YamlError>) -> Result<Value, YamlError> {
+    fn defer(&mut self, result: Result<Value, YamlError>, how: Unwritable) -> Result<Value, YamlError> {
         match result {
             Err(e @ YamlError::Unrepresentable { .. }) => {
-                self.deferred.push(e);
+                self.deferred.push((e, how));
                 Ok(Value::String(format!("{DEFERRED}{}", self.deferred.len() - 1)))
             }
             other => other,
@@ -201,10 +216,13 @@ impl Builder<'_> {
 
     fn value(&mut self, node: &Node, depth: usize) -> Result<Value, YamlError> {
         if node.tag == RECURSIVE_TAG {
-            return self.defer(Err(YamlError::Unrepresentable {
-                problem: "found an alias to a node that contains it: JSON cannot hold a recursive value".into(),
-                mark: node.mark,
-            }));
+            return self.defer(
+                Err(YamlError::Unrepresentable {
+                    problem: "found an alias to a node that contains it: JSON cannot hold a recursive value".into(),
+                    mark: node.mark,
+                }),
+                Unwritable::Encoding,
+            );
         }
         let Some(name) = node.tag.strip_prefix(TAG_PREFIX) else {
             return Err(unknown_tag(node));
@@ -219,11 +237,11 @@ impl Builder<'_> {
                 let result = construct_int(scalar_text(node)?)
                     .map_err(|e| number_error(e, node))
                     .and_then(|i| int_value(i, node.mark));
-                self.defer(result)
+                self.defer(result, Unwritable::Reading)
             }
             "float" => {
                 let f = construct_float(scalar_text(node)?).map_err(|e| number_error(e, node))?;
-                self.defer(float_value(f, node.mark))
+                self.defer(float_value(f, node.mark), Unwritable::Reading)
             }
             "str" | "timestamp" => {
                 let text = scalar_text(node)?;
@@ -235,7 +253,7 @@ impl Builder<'_> {
                     self.charge(0, text.len(), node)?;
                     Ok(Value::String(text))
                 }
-                Err(e) => self.defer(Err(e)),
+                Err(e) => self.defer(Err(e), Unwritable::Encoding),
             },
             "seq" => {
                 let Kind::Sequence(items) = &node.kind else {
@@ -252,7 +270,19 @@ impl Builder<'_> {
                 self.check_depth(depth + 1, node)?;
                 let mut out = Map::new();
                 for (key, value) in self.entries(node, depth)? {
-                    out.insert(key.json_text(), value);
+                    let text = key.json_text();
+                    // Python-distinct keys with one JSON text (`null` and
+                    // "null") are both in Heat's dict, so json.dumps meets
+                    // the earlier value too: its encoding failure stands.
+                    let deferred = &self.deferred;
+                    let encoding = |i: usize| deferred.get(i).is_some_and(|d| d.1 == Unwritable::Encoding);
+                    let earlier_failure = out.get(&text).and_then(|v| find_deferred(v, &encoding));
+                    match earlier_failure {
+                        Some(i) if first_deferred(&value).is_none() => {
+                            out.insert(text, Value::String(format!("{DEFERRED}{i}")))
+                        }
+                        _ => out.insert(text, value),
+                    };
                 }
                 Ok(Value::Object(out))
             }
@@ -436,7 +466,7 @@ pub(crate) fn construct(root: &Node, limits: &Limits) -> Result<Value, YamlError
         return Ok(value);
     }
     match first_deferred(&value).and_then(|i| builder.deferred.get(i)) {
-        Some(e) => Err(e.clone()),
+        Some((e, _)) => Err(e.clone()),
         None => Ok(value),
     }
 }

@@ -143,6 +143,14 @@ mod tests {
         assert_eq!(value("a: &x [*x]\na: 1"), json!({"a": 1}));
         assert_eq!(value("a: !!binary //79\na: 1"), json!({"a": 1}));
         assert!(matches!(read("a: !!binary //79"), Err(YamlError::Unrepresentable { .. })));
+        // `null` and "null" are two keys in Heat's dict: the earlier value
+        // still reaches json.dumps.
+        assert!(matches!(read("null: !!binary //79\n'null': 1"), Err(YamlError::Unrepresentable { .. })));
+        assert!(matches!(read("null: [&x [*x]]\n'null': 1"), Err(YamlError::Unrepresentable { .. })));
+        assert_eq!(value("a: {null: !!binary //79, 'null': 1}\na: 2"), json!({"a": 2}));
+        // NaN is written, and the JSON read keeps the last "null".
+        assert_eq!(value("null: [.nan]\n'null': 1"), json!({"null": 1}));
+        assert_eq!(value("null: 1\n'null': 2"), json!({"null": 2}));
         assert!(matches!(read("a: <<"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("a: {<<: 1}"), Err(YamlError::Construct { .. })));
         assert!(matches!(read("? [a]\n: 1"), Err(YamlError::Construct { .. })));
