@@ -399,6 +399,10 @@ class Cloud:
                 # No ports, so no network info cache to heal.
                 'heal_instance_info_cache_interval': '-1',
                 'instance_usage_audit': 'false',
+                # Each compute tells the scheduler its instances every 5 s
+                # (120 by default), so that the anti-affinity phase need
+                # not wait long for a current view (flows.py phase_groups).
+                'scheduler_instance_sync_interval': '5',
             },
             'api': {'auth_strategy': 'keystone'},
             'wsgi': {'api_paste_config': os.path.join(d, 'api-paste.ini')},

@@ -217,7 +217,7 @@ class AllInOne:
         return self.logged_address('Orchestration API on ')
 
 
-def http(method, url, body=None, headers=None, version='1.39', token='admin'):
+def http(method, url, body=None, headers=None, version='1.39', token='admin', timeout=30):
     """(status, headers, parsed JSON or text) of one request."""
     import json
     h = {'accept': 'application/json', 'openstack-api-version': 'placement %s' % version}
@@ -230,7 +230,7 @@ def http(method, url, body=None, headers=None, version='1.39', token='admin'):
         h['content-type'] = 'application/json'
     req = urllib.request.Request(url, data=data, headers=h, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             raw = r.read().decode()
             return r.status, dict(r.headers), (json.loads(raw) if raw else None)
     except urllib.error.HTTPError as e:
