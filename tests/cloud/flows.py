@@ -423,7 +423,7 @@ class Flows:
                 text = f.read().decode('utf-8', 'replace')
             state = dict(re.findall(r"instance sync for host '([^']+)': (current|stale)", text))
             return all(state.get(h) == 'current' for h in hosts)
-        wait_until(all_current, 120, 'a current instance list of every host in the scheduler', interval=1)
+        wait_until(all_current, 300, 'a current instance list of every host in the scheduler', interval=1)
 
     def phase_groups(self):
         # Nova's anti-affinity filter sees a multi-create's earlier picks on
@@ -435,7 +435,9 @@ class Flows:
         # catches it, by rescheduling to alternates chosen the same way. It
         # happens with Python Placement too (README, "Found in Nova"), so
         # the phase starts once every host's list is current.
+        waited = time.monotonic()
         self.wait_scheduler_current()
+        waited = time.monotonic() - waited
         n = min(self.args.computes, 4)
         group = self.cloud.nova('POST', '/os-server-groups', {'server_group': {
             'name': 'spread', 'policy': 'anti-affinity'}})['server_group']['id']
@@ -444,7 +446,7 @@ class Flows:
         if not all(s['status'] == 'ACTIVE' for s in servers) or len(set(hosts)) != n:
             raise Failed('group servers %s on %s; Nova logged:\n  %s' % (
                 [s['status'] for s in servers], hosts, self.story([s['id'] for s in servers])))
-        return '%d servers on %s' % (n, sorted(hosts))
+        return '%d servers on %s (the scheduler was current after %.1f s)' % (n, sorted(hosts), waited)
 
     def aggregate(self, name, hosts, az=None, metadata=None):
         body = {'aggregate': {'name': name}}
