@@ -433,7 +433,7 @@ class Flows:
         # match), each node holds its own copy, two servers of the group can
         # go to two nodes of one host, and only the compute's late check
         # catches it, by rescheduling to alternates chosen the same way. It
-        # happens with Python Placement too (README, "Found in Nova"), so
+        # happens with Python Placement too (README, "Nova on keelson"), so
         # the phase starts once every host's list is current.
         waited = time.monotonic()
         self.wait_scheduler_current()
