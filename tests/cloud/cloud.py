@@ -185,10 +185,12 @@ def rabbitmqctl(*args):
 
 class Cloud:
     """The whole cloud; start() brings it up, stop() always cleans up."""
+    venv, bin, python, here = VENV, BIN, sys.executable, HERE
 
-    def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print):
-        assert placement in ('keelson', 'python')
+    def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print, neutron='real'):
+        assert placement in ('keelson', 'python') and neutron in ('real', 'stub')
         self.placement_kind, self.computes, self.nodes = placement, computes, nodes
+        self.neutron_kind = neutron
         self.keelson_bin = keelson_bin or os.environ.get('KEELSON_BIN') or os.path.join(ROOT, 'target', 'release',
                                                                                         'keelson')
         self.log = log
@@ -200,7 +202,7 @@ class Cloud:
         self.vhost_made = False
         self.ports = {name: free_port() for name in (
             'keystone', 'glance', 'nova', 'neutron', 'placement', 'inventory', 'candidates', 'orchestration',
-            'engine')}
+            'engine', 'openflow')}
         self.url = {
             'keystone': 'http://127.0.0.1:%d' % self.ports['keystone'],
             'glance': 'http://127.0.0.1:%d' % self.ports['glance'],
@@ -210,6 +212,10 @@ class Cloud:
         }
         self.tokens = {}
         self.projects = {}
+        self.network = None
+        if neutron == 'real':
+            from network import Neutron
+            self.network = Neutron(self)
 
     # -- plumbing -----------------------------------------------------------------------------------------------
     def database(self, name):
@@ -217,6 +223,9 @@ class Cloud:
         mysql('DROP DATABASE IF EXISTS `%s`' % db, 'CREATE DATABASE `%s` CHARACTER SET utf8mb4' % db)
         self.databases.append(db)
         return 'mysql+pymysql://root@%s:%d/%s?charset=utf8mb4' % (MYSQL_HOST, MYSQL_PORT, db)
+
+    def transport_url(self):
+        return 'rabbit://guest:guest@%s/%s' % (RABBIT, self.vhost)
 
     def spawn(self, name, args, **kw):
         self.procs[name] = Proc(name, args, self.dir, **kw)
@@ -394,7 +403,7 @@ class Cloud:
         return {
             'DEFAULT': {
                 'use_stderr': 'true', 'debug': 'false', 'state_path': d,
-                'transport_url': 'rabbit://guest:guest@%s/%s' % (RABBIT, self.vhost),
+                'transport_url': self.transport_url(),
                 'compute_driver': 'fake.FakeLiveMigrateDriver',
                 # No ports, so no network info cache to heal.
                 'heal_instance_info_cache_interval': '-1',
@@ -412,6 +421,11 @@ class Cloud:
             'placement': self.service_client('placement'),
             'glance': self.service_client('glance'),
             'neutron': self.service_client('neutron'),
+            # As a production compute: a server's ports are plugged and Nova
+            # waits for Neutron's network-vif-plugged before the server is
+            # ACTIVE (compute.py plugs them, the fake driver does not).
+            'os_vif_ovs': {},
+            'vif_plug_ovs_privileged': {'helper_command': os.path.join(BIN, 'privsep-helper')},
             'service_user': dict(self.service_client('nova'), send_service_user_token='true'),
             # Tenant isolation through Placement aggregates; Nova 34's
             # availability-zone pre-filter needs no option.
@@ -428,13 +442,21 @@ class Cloud:
             'oslo_policy': {'enforce_new_defaults': 'true', 'enforce_scope': 'true'},
         }
 
+    def nova_conf_sections(self):
+        sections = self.nova_sections()
+        sections['DEFAULT'].update({'vif_plugging_is_fatal': 'true', 'vif_plugging_timeout': '120'})
+        if self.network:
+            for name, options in self.network.nova_sections().items():
+                sections[name].update(options)
+        return sections
+
     def start_nova(self):
         os.makedirs(os.path.join(self.dir, 'nova', 'locks'))
         shutil.copy(os.path.join(VENV, 'etc', 'nova', 'api-paste.ini'), os.path.join(self.dir, 'nova'))
         self.nova_api_db = self.database('nova_api')
         self.nova_cell1_db = self.database('nova')
         cell0 = self.database('nova_cell0')
-        self.nova_conf = write_conf(os.path.join(self.dir, 'nova', 'nova.conf'), self.nova_sections())
+        self.nova_conf = write_conf(os.path.join(self.dir, 'nova', 'nova.conf'), self.nova_conf_sections())
         manage = [os.path.join(BIN, 'nova-manage'), '--config-file', self.nova_conf]
         self.nova_manage = manage
         self.run('nova-manage', manage + ['api_db', 'sync'])
@@ -453,7 +475,7 @@ class Cloud:
     def compute_conf(self, i):
         host = 'cmp%d' % i
         state = os.path.join(self.dir, 'nova', host)
-        sections = self.nova_sections()
+        sections = self.nova_conf_sections()
         # A compute reaches the databases only through the conductor.
         del sections['api_database'], sections['database']
         sections['DEFAULT'].update({'host': host, 'state_path': state, 'instances_path': os.path.join(state, 'i')})
@@ -483,6 +505,12 @@ class Cloud:
             raise RuntimeError('nova %s %s: %s %s' % (method, path, status, answer))
         return answer if ok else (status, answer)
 
+    def neutron(self, method, path, body=None, project='admin', ok=(200, 201, 204)):
+        status, _, answer = http(method, self.url['neutron'] + path, body, {'X-Auth-Token': self.token(project)})
+        if ok and status not in ok:
+            raise RuntimeError('neutron %s %s: %s %s' % (method, path, status, answer))
+        return answer if ok else (status, answer)
+
     def placement(self, method, path, body=None, microversion='1.39'):
         status, _, answer = http(method, self.url['placement'] + path, body, {
             'X-Auth-Token': self.token(), 'OpenStack-API-Version': 'placement %s' % microversion})
@@ -507,28 +535,38 @@ class Cloud:
         rabbitmqctl('add_vhost', self.vhost)
         self.vhost_made = True
         rabbitmqctl('set_permissions', '-p', self.vhost, 'guest', '.*', '.*', '.*')
-        self.neutron_log = os.path.join(self.dir, 'neutron-requests.log')
-        neutron = self.spawn('neutron-stub', [sys.executable, os.path.join(HERE, 'neutron_stub.py'),
-                                              str(self.ports['neutron']), self.neutron_log])
+        if not self.network:
+            self.neutron_log = os.path.join(self.dir, 'neutron-requests.log')
+            stub = self.spawn('neutron-stub', [sys.executable, os.path.join(HERE, 'neutron_stub.py'),
+                                               str(self.ports['neutron']), self.neutron_log])
         self.start_keystone()
-        wait_http(self.url['neutron'] + '/', neutron)
         self.start_placement()
+        if self.network:
+            self.network.start_server()
+        else:
+            wait_http(self.url['neutron'] + '/', stub)
         self.start_glance()
         self.upload_image()
         self.start_nova()
         self.discover()
-        self.log('cloud: up in %.0f s (%s placement, %d computes x %d nodes + 1 x 1), logs in %s' % (
-            time.monotonic() - t, self.placement_kind, self.computes, self.nodes, self.dir))
+        if self.network:
+            self.network.start_agent()
+        self.log('cloud: up in %.0f s (%s placement, %s neutron, %d computes x %d nodes + 1 x 1), logs in %s' % (
+            time.monotonic() - t, self.placement_kind, self.neutron_kind, self.computes, self.nodes, self.dir))
 
     def rss_mib(self):
         return {name: proc.rss_kib() / 1024 for name, proc in self.procs.items()}
 
     def stop(self, keep_logs=None):
+        if self.network:
+            self.network.remove_devices()
         for proc in reversed(list(self.procs.values())):
             try:
                 proc.stop()
             except Exception as e:  # keep cleaning up
                 self.log('cloud: stopping %s: %s' % (proc.name, e))
+        if self.network:
+            self.network.remove_devices()
         for db in self.databases:
             try:
                 mysql('DROP DATABASE IF EXISTS `%s`' % db)
@@ -552,8 +590,9 @@ def main():
     ap.add_argument('--placement', choices=('keelson', 'python'), default='keelson')
     ap.add_argument('--computes', type=int, default=5)
     ap.add_argument('--nodes', type=int, default=10)
+    ap.add_argument('--neutron', choices=('real', 'stub'), default='real')
     args = ap.parse_args()
-    cloud = Cloud(args.placement, args.computes, args.nodes)
+    cloud = Cloud(args.placement, args.computes, args.nodes, neutron=args.neutron)
     try:
         cloud.start()
         print('nova %s  keystone %s/v3  placement %s  admin/%s' % (
