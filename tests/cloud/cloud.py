@@ -187,8 +187,11 @@ class Cloud:
     """The whole cloud; start() brings it up, stop() always cleans up."""
     venv, bin, python, here = VENV, BIN, sys.executable, HERE
 
-    def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print, neutron='real'):
+    def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print, neutron='real',
+                 orchestration=None):
         assert placement in ('keelson', 'python') and neutron in ('real', 'stub')
+        assert orchestration in (None, 'heat', 'keelson')
+        assert orchestration != 'keelson' or placement == 'keelson', "keelson's orchestration runs in its gateway"
         self.placement_kind, self.computes, self.nodes = placement, computes, nodes
         self.neutron_kind = neutron
         self.keelson_bin = keelson_bin or os.environ.get('KEELSON_BIN') or os.path.join(ROOT, 'target', 'release',
@@ -202,7 +205,7 @@ class Cloud:
         self.vhost_made = False
         self.ports = {name: free_port() for name in (
             'keystone', 'glance', 'nova', 'neutron', 'placement', 'inventory', 'candidates', 'orchestration',
-            'engine', 'openflow')}
+            'engine', 'openflow', 'heat-api', 'heat-api-cfn')}
         self.url = {
             'keystone': 'http://127.0.0.1:%d' % self.ports['keystone'],
             'glance': 'http://127.0.0.1:%d' % self.ports['glance'],
@@ -216,6 +219,10 @@ class Cloud:
         if neutron == 'real':
             from network import Neutron
             self.network = Neutron(self)
+        self.orchestration = None
+        if orchestration:
+            from orchestration import Orchestration
+            self.orchestration = Orchestration(self, orchestration)
 
     # -- plumbing -----------------------------------------------------------------------------------------------
     def database(self, name):
@@ -339,6 +346,9 @@ class Cloud:
             'placement_listen': '127.0.0.1:%d' % p['placement'],
             'orchestration_listen': '127.0.0.1:%d' % p['orchestration'],
         }
+        if self.orchestration and self.orchestration.kind == 'keelson':
+            for name, options in self.orchestration.keelson_sections().items():
+                sections.setdefault(name, {}).update(options)
         conf = write_conf(os.path.join(self.dir, 'keelson.conf'), sections)
         self.keelson_conf = conf
         self.run('keelson-db-sync', [self.keelson_bin, '--config-file', conf, 'db', 'sync'])
@@ -551,8 +561,12 @@ class Cloud:
         self.discover()
         if self.network:
             self.network.start_agent()
-        self.log('cloud: up in %.0f s (%s placement, %s neutron, %d computes x %d nodes + 1 x 1), logs in %s' % (
-            time.monotonic() - t, self.placement_kind, self.neutron_kind, self.computes, self.nodes, self.dir))
+        if self.orchestration:
+            self.orchestration.start()
+        self.log('cloud: up in %.0f s (%s placement, %s neutron, %s orchestration, %d computes x %d nodes + 1 x 1), '
+                 'logs in %s' % (time.monotonic() - t, self.placement_kind, self.neutron_kind,
+                                 self.orchestration.kind if self.orchestration else 'no', self.computes, self.nodes,
+                                 self.dir))
 
     def rss_mib(self):
         return {name: proc.rss_kib() / 1024 for name, proc in self.procs.items()}
@@ -591,8 +605,10 @@ def main():
     ap.add_argument('--computes', type=int, default=5)
     ap.add_argument('--nodes', type=int, default=10)
     ap.add_argument('--neutron', choices=('real', 'stub'), default='real')
+    ap.add_argument('--orchestration', choices=('heat', 'keelson'),
+                    help="the real Heat 27.0.1, or keelson's engine behind its gateway (orchestration.py)")
     args = ap.parse_args()
-    cloud = Cloud(args.placement, args.computes, args.nodes, neutron=args.neutron)
+    cloud = Cloud(args.placement, args.computes, args.nodes, neutron=args.neutron, orchestration=args.orchestration)
     try:
         cloud.start()
         print('nova %s  keystone %s/v3  placement %s  admin/%s' % (
