@@ -4,6 +4,7 @@ its Placement service. Run it with the cloud venv's python (./setup makes
 it; ./run uses this module for the flows).
 
   cloud.py [--placement keelson|python] [--computes 5] [--nodes 10]
+           [--neutron real|stub] [--orchestration heat|keelson]
 
 starts the cloud, prints its endpoints and admin credentials, and serves
 until Ctrl-C; then stops everything and drops what it made.
@@ -12,7 +13,8 @@ What runs (every process on a free loopback port, logs in one temporary
 directory):
 - Keystone 30.0.0 (tests/lib/keystone_serve.py: SQLite, fernet), with the
   service users nova, glance, neutron and placement (roles admin and
-  service in project `service`) and the catalog of the four services;
+  service in project `service`) and the catalog of the four services
+  (orchestration.py adds Heat's);
 - Glance 33.0.0 (glance-api under cheroot, file store);
 - Nova 34.0.0: nova-api (the osapi_compute WSGI app under cheroot),
   nova-conductor and nova-scheduler (one worker each; scheduler.py times
@@ -22,13 +24,20 @@ directory):
 - Placement: keelson as three processes, `gateway`, `inventory` and
   `candidates` (Keystone auth), or Python Placement 16.0.0 under cheroot
   (tests/reference/placement/serve), both on MariaDB;
-- Neutron: neutron_stub.py (why, and exactly what it fakes: its docstring).
+- Neutron 29.0.0 (network.py: neutron-server with ML2/Open vSwitch and
+  the Open vSwitch agent of the single-node compute on Open vSwitch's
+  userspace datapath; Nova's computes plug ports as libvirt would,
+  compute.py); with --neutron stub, neutron_stub.py instead (for a machine
+  without Open vSwitch; what it fakes: its docstring);
+- with --orchestration, the real Heat 27.0.1 or keelson's stack engine
+  (orchestration.py), in the catalog as orchestration.
 
 Shared services of the machine: MariaDB 127.0.0.1:3306 (databases
-kc_<run>_nova_api, _nova, _nova_cell0, _glance, _placement) and RabbitMQ
+kc_<run>_nova_api, _nova, _nova_cell0, _glance, _placement, _neutron,
+_heat or _orchestration) and RabbitMQ
 127.0.0.1:5672 (vhost kc_<run>). Cloud.stop() kills every process and
-drops the databases, the vhost and the temporary directory, whatever
-happened before.
+drops the databases, the vhost, the Open vSwitch devices and the
+temporary directory, whatever happened before.
 """
 import argparse
 import json
@@ -188,7 +197,7 @@ class Cloud:
     venv, bin, python, here = VENV, BIN, sys.executable, HERE
 
     def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print, neutron='real',
-                 orchestration=None):
+                 orchestration=None, cinder=False):
         assert placement in ('keelson', 'python') and neutron in ('real', 'stub')
         assert orchestration in (None, 'heat', 'keelson')
         assert orchestration != 'keelson' or placement == 'keelson', "keelson's orchestration runs in its gateway"
@@ -205,7 +214,7 @@ class Cloud:
         self.vhost_made = False
         self.ports = {name: free_port() for name in (
             'keystone', 'glance', 'nova', 'neutron', 'placement', 'inventory', 'candidates', 'orchestration',
-            'engine', 'openflow', 'heat-api', 'heat-api-cfn')}
+            'engine', 'openflow', 'heat-api', 'heat-api-cfn', 'cinder')}
         self.url = {
             'keystone': 'http://127.0.0.1:%d' % self.ports['keystone'],
             'glance': 'http://127.0.0.1:%d' % self.ports['glance'],
@@ -219,6 +228,10 @@ class Cloud:
         if neutron == 'real':
             from network import Neutron
             self.network = Neutron(self)
+        self.volumes = None
+        if cinder:
+            from volumes import Cinder
+            self.volumes = Cinder(self)
         self.orchestration = None
         if orchestration:
             from orchestration import Orchestration
@@ -455,9 +468,9 @@ class Cloud:
     def nova_conf_sections(self):
         sections = self.nova_sections()
         sections['DEFAULT'].update({'vif_plugging_is_fatal': 'true', 'vif_plugging_timeout': '120'})
-        if self.network:
-            for name, options in self.network.nova_sections().items():
-                sections[name].update(options)
+        for service in (self.network, self.volumes):
+            for name, options in (service.nova_sections() if service else {}).items():
+                sections.setdefault(name, {}).update(options)
         return sections
 
     def start_nova(self):
@@ -557,6 +570,8 @@ class Cloud:
             wait_http(self.url['neutron'] + '/', stub)
         self.start_glance()
         self.upload_image()
+        if self.volumes:
+            self.volumes.start()
         self.start_nova()
         self.discover()
         if self.network:
@@ -581,6 +596,10 @@ class Cloud:
                 self.log('cloud: stopping %s: %s' % (proc.name, e))
         if self.network:
             self.network.remove_devices()
+        if self.volumes:
+            self.volumes.unmount()
+        if self.network:
+            self.network.unlock_machine()
         for db in self.databases:
             try:
                 mysql('DROP DATABASE IF EXISTS `%s`' % db)
@@ -605,15 +624,22 @@ def main():
     ap.add_argument('--computes', type=int, default=5)
     ap.add_argument('--nodes', type=int, default=10)
     ap.add_argument('--neutron', choices=('real', 'stub'), default='real')
+    ap.add_argument('--cinder', action='store_true', help='Cinder with the NFS driver (volumes.py)')
     ap.add_argument('--orchestration', choices=('heat', 'keelson'),
                     help="the real Heat 27.0.1, or keelson's engine behind its gateway (orchestration.py)")
     args = ap.parse_args()
-    cloud = Cloud(args.placement, args.computes, args.nodes, neutron=args.neutron, orchestration=args.orchestration)
+    # SIGTERM as Ctrl-C: an exception, so that the clean-up runs.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
+    cloud = Cloud(args.placement, args.computes, args.nodes, neutron=args.neutron, orchestration=args.orchestration,
+                  cinder=args.cinder)
     try:
         cloud.start()
         print('nova %s  keystone %s/v3  placement %s  admin/%s' % (
             cloud.url['nova'], cloud.url['keystone'], cloud.url['placement'], ADMIN_PASSWORD), flush=True)
-        signal.sigwait([signal.SIGINT, signal.SIGTERM])
+        while True:
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
     finally:
         cloud.stop()
 

@@ -550,6 +550,59 @@ class Flows:
         return ('port on %s bound by the agent, %d network-vif-plugged; min-bw port: %d kbit/s claimed on %s '
                 'with %s' % (port['binding:host_id'], len(plugged), kbps, name, self.node(qos)))
 
+    def cinder(self, method, path, body=None, ok=(200, 202, 204)):
+        from cloud import http
+        c = self.cloud
+        status, _, answer = http(method, '%s/v3/%s%s' % (c.volumes.url, c.projects['admin'], path), body, {
+            'X-Auth-Token': c.token(), 'OpenStack-API-Version': 'volume 3.60'})
+        if ok and status not in ok:
+            raise Failed('cinder %s %s: %s %s' % (method, path, status, answer))
+        return answer if ok else (status, answer)
+
+    def volume_status(self, vid, status, timeout=180):
+        def probe():
+            v = self.cinder('GET', '/volumes/%s' % vid)['volume']
+            if v['status'] in ('error', 'error_attaching', 'error_detaching') and status != v['status']:
+                raise Failed('volume %s went to %s' % (vid, v['status']))
+            return v if v['status'] == status else None
+        return wait_until(probe, timeout, 'volume %s %s' % (vid, status), interval=1)
+
+    def phase_volumes(self):
+        """Cinder (volumes.py): a server booted from a volume made from the
+        image, a blank volume attached to it and detached, everything
+        deleted. Nova claims no root disk in Placement for a server booted
+        from a volume."""
+        c = self.cloud
+        image_volume = self.cinder('POST', '/volumes', {'volume': {
+            'size': 1, 'name': 'boot', 'imageRef': c.image}})['volume']
+        self.volume_status(image_volume['id'], 'available')
+        (server,) = self.boot('bfv', 1, extra={'block_device_mapping_v2': [{
+            'uuid': image_volume['id'], 'source_type': 'volume', 'destination_type': 'volume', 'boot_index': 0,
+            'delete_on_termination': False}], 'imageRef': ''})
+        expect(server['status'] == 'ACTIVE', 'server booted from a volume: %s %s' % (
+            server['status'], server.get('fault')))
+        self.volume_status(image_volume['id'], 'in-use')
+        f = server['flavor']
+        allocations = {p: a['resources'] for p, a in c.placement('GET', '/allocations/%s' % server['id'])[
+            'allocations'].items()}
+        expect(list(allocations.values()) == [{'VCPU': f['vcpus'], 'MEMORY_MB': f['ram']}],
+               'volume-backed server allocations %s' % allocations)
+        blank = self.cinder('POST', '/volumes', {'volume': {'size': 1, 'name': 'data'}})['volume']
+        self.volume_status(blank['id'], 'available')
+        c.nova('POST', '/servers/%s/os-volume_attachments' % server['id'], {'volumeAttachment': {
+            'volumeId': blank['id']}})
+        self.volume_status(blank['id'], 'in-use')
+        c.nova('DELETE', '/servers/%s/os-volume_attachments/%s' % (server['id'], blank['id']))
+        self.volume_status(blank['id'], 'available')
+        self.delete([server])
+        self.volume_status(image_volume['id'], 'available')
+        for v in (image_volume, blank):
+            self.cinder('DELETE', '/volumes/%s' % v['id'])
+        wait_until(lambda: all(self.cinder('GET', '/volumes/%s' % v['id'], ok=None)[0] == 404
+                               for v in (image_volume, blank)), 120, 'volumes deleted')
+        return 'booted from a volume of the image on %s (no DISK_GB claimed), a volume attached and detached' % (
+            self.node(server))
+
     def vif_plugged_events(self, port_id):
         """nova-api's log lines of Neutron's network-vif-plugged events for a port."""
         with open(self.cloud.procs['nova-api'].log_path, 'rb') as f:
@@ -567,11 +620,13 @@ class Flows:
 
     def run(self):
         phases = ['boot', 'faults', 'resize', 'migrate', 'evacuate', 'shelve', 'groups', 'aggregates', 'ports',
-                  'delete']
+                  'volumes', 'delete']
         if self.args.no_faults or self.cloud.placement_kind != 'keelson':
             phases.remove('faults')
         if not self.cloud.network:
             phases.remove('ports')
+        if not self.cloud.volumes:
+            phases.remove('volumes')
         if self.args.phases:
             phases = [p for p in phases if p in self.args.phases.split(',')]
         self.setup()
@@ -610,6 +665,7 @@ def main():
     ap.add_argument('--placement', choices=('keelson', 'python'), default='keelson')
     ap.add_argument('--neutron', choices=('real', 'stub'), default='real',
                     help='the real Neutron (network.py) or the stub (neutron_stub.py; no ports phase)')
+    ap.add_argument('--cinder', action='store_true', help='run Cinder (volumes.py) and the volumes phase')
     ap.add_argument('--small', action='store_true', help='20 servers in waves of 10 (CI)')
     ap.add_argument('--servers', type=int, default=200)
     ap.add_argument('--wave', type=int, default=50)
@@ -629,7 +685,7 @@ def main():
     def out(line):
         print(line, flush=True)
 
-    cloud = Cloud(args.placement, args.computes, args.nodes, log=out, neutron=args.neutron)
+    cloud = Cloud(args.placement, args.computes, args.nodes, log=out, neutron=args.neutron, cinder=args.cinder)
     result, started, flows = 'FAILED', time.monotonic(), None
     try:
         cloud.start()

@@ -32,14 +32,21 @@ the integration bridge through os-vif, and waits for Neutron's
 network-vif-plugged event before the server counts as spawned
 (vif_plugging_is_fatal).
 """
+import fcntl
 import os
 import shutil
 import subprocess
+import time
 
 from cloud import wait_http, wait_until  # noqa: E402
 from launch import write_conf  # noqa: E402
 
 OVS_SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema'
+# The userspace datapath is one tap device of the machine, `ovs-netdev`,
+# whatever the switch: two switches on one machine fail to open it. Each
+# cloud's switch holds this lock while it runs; a second cloud waits.
+MACHINE_LOCK = '/run/lock/keelson-cloud-ovs.lock'
+LOCK_WAIT = 3600
 PHYSNET = 'physnet1'
 # kbit/s each way of the physical bridge, as Neutron reports it to Placement.
 BANDWIDTH_KBPS = 1000000
@@ -72,7 +79,30 @@ class Neutron:
         subprocess.run(['ovs-vsctl', '--db=' + self.ovsdb, '--timeout=30', *args], check=True, capture_output=True,
                        timeout=60, env=dict(os.environ, **self.ovs_env()))
 
+    def lock_machine(self):
+        os.makedirs(os.path.dirname(MACHINE_LOCK), exist_ok=True)
+        self.lock = open(MACHINE_LOCK, 'w')
+        deadline, told = time.monotonic() + LOCK_WAIT, False
+        while True:
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError('another cloud held %s for %d s' % (MACHINE_LOCK, LOCK_WAIT))
+                if not told:
+                    self.cloud.log('cloud: waiting for another cloud\'s Open vSwitch to stop (%s)' % MACHINE_LOCK)
+                    told = True
+                time.sleep(2)
+
+    def unlock_machine(self):
+        lock, self.lock = getattr(self, 'lock', None), None
+        if lock:
+            subprocess.run(['ip', 'link', 'del', 'ovs-netdev'], capture_output=True, timeout=30)
+            lock.close()
+
     def start_ovs(self):
+        self.lock_machine()
         d = self.ovs_dir
         os.makedirs(d)
         subprocess.run(['ovsdb-tool', 'create', os.path.join(d, 'conf.db'), OVS_SCHEMA], check=True,
@@ -190,7 +220,7 @@ class Neutron:
                 raise RuntimeError('neutron-openvswitch-agent exited:\n%s' % agent.tail())
             agents = c.neutron('GET', '/v2.0/agents?binary=neutron-openvswitch-agent')['agents']
             return [a for a in agents if a['host'] == self.agent_host and a['alive']]
-        wait_until(alive, 180, 'the Open vSwitch agent of %s alive in Neutron' % self.agent_host, interval=2)
+        wait_until(alive, 300, 'the Open vSwitch agent of %s alive in Neutron' % self.agent_host, interval=2)
 
     def ports(self):
         """The integration bridge's ports."""
