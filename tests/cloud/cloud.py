@@ -11,7 +11,7 @@ until Ctrl-C; then stops everything and drops what it made.
 
 What runs (every process on a free loopback port, logs in one temporary
 directory):
-- Keystone 30.0.0 (tests/lib/keystone_serve.py: SQLite, fernet), with the
+- Keystone 30.0.0 (tests/lib/keystone_serve.py: MariaDB, fernet), with the
   service users nova, glance, neutron and placement (roles admin and
   service in project `service`) and the catalog of the four services
   (orchestration.py adds Heat's);
@@ -33,8 +33,8 @@ directory):
   (orchestration.py), in the catalog as orchestration.
 
 Shared services of the machine: MariaDB 127.0.0.1:3306 (databases
-kc_<run>_nova_api, _nova, _nova_cell0, _glance, _placement, _neutron,
-_heat or _orchestration) and RabbitMQ
+kc_<run>_keystone, _nova_api, _nova, _nova_cell0, _glance, _placement,
+_neutron, _cinder, _heat or _orchestration) and RabbitMQ
 127.0.0.1:5672 (vhost kc_<run>). Cloud.stop() kills every process and
 drops the databases, the vhost, the Open vSwitch devices and the
 temporary directory, whatever happened before.
@@ -296,7 +296,10 @@ class Cloud:
         os.makedirs(d)
         conf = write_conf(os.path.join(d, 'keystone.conf'), {
             'DEFAULT': {'use_stderr': 'true'},
-            'database': {'connection': 'sqlite:///%s/keystone.db' % d},
+            # MariaDB: on SQLite, concurrent logins of the services at
+            # start-up failed with `database is locked` (HTTP 500) on a
+            # loaded machine, and a nova-conductor that gets one exits.
+            'database': {'connection': self.database('keystone')},
             'token': {'provider': 'fernet', 'expiration': '14400'},
             'fernet_tokens': {'key_repository': os.path.join(d, 'fernet-keys')},
             'fernet_receipts': {'key_repository': os.path.join(d, 'fernet-keys')},

@@ -685,6 +685,8 @@ def main():
     def out(line):
         print(line, flush=True)
 
+    # SIGTERM as Ctrl-C: an exception, so that the cloud is cleaned up.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     cloud = Cloud(args.placement, args.computes, args.nodes, log=out, neutron=args.neutron, cinder=args.cinder)
     result, started, flows = 'FAILED', time.monotonic(), None
     try:

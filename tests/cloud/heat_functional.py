@@ -33,12 +33,13 @@ import csv
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from cloud import ADMIN_PASSWORD, Cloud, REGION, http  # noqa: E402
+from cloud import ADMIN_PASSWORD, Cloud, REGION  # noqa: E402
 from orchestration import TESTER_PASSWORD  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -178,6 +179,8 @@ def main():
     def out(line):
         print(line, flush=True)
 
+    # SIGTERM as Ctrl-C: an exception, so that the cloud is cleaned up.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     summary, ok = [], True
     for kind in args.orchestration or ['heat']:
         try:

@@ -249,4 +249,3 @@ class Neutron:
 def bandwidth_provider_name(neutron):
     """The name Neutron gives the bridge's resource provider."""
     return '%s:Open vSwitch agent:%s' % (neutron.agent_node, neutron.phys_bridge)
-

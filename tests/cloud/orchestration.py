@@ -176,4 +176,3 @@ class Orchestration:
             self.start_heat()
         else:
             self.start_keelson_engine()
-
