@@ -557,6 +557,8 @@ class Cloud:
 
     # -- whole cloud --------------------------------------------------------------------------------------------
     def start(self):
+        if self.network:
+            self.network.lock_machine()
         t = time.monotonic()
         rabbitmqctl('add_vhost', self.vhost)
         self.vhost_made = True

@@ -80,6 +80,7 @@ class Neutron:
                        timeout=60, env=dict(os.environ, **self.ovs_env()))
 
     def lock_machine(self):
+        """Taken first thing (cloud.py), so that a waiting cloud runs nothing."""
         os.makedirs(os.path.dirname(MACHINE_LOCK), exist_ok=True)
         self.lock = open(MACHINE_LOCK, 'w')
         deadline, told = time.monotonic() + LOCK_WAIT, False
@@ -102,7 +103,6 @@ class Neutron:
             lock.close()
 
     def start_ovs(self):
-        self.lock_machine()
         d = self.ovs_dir
         os.makedirs(d)
         subprocess.run(['ovsdb-tool', 'create', os.path.join(d, 'conf.db'), OVS_SCHEMA], check=True,
@@ -128,7 +128,8 @@ class Neutron:
                 'core_plugin': 'ml2', 'service_plugins': 'router,qos,placement',
                 'auth_strategy': 'keystone', 'transport_url': c.transport_url(),
                 'notify_nova_on_port_status_changes': 'true', 'notify_nova_on_port_data_changes': 'true',
-                'rpc_workers': '1', 'rpc_state_report_workers': '1',
+                # One RPC worker, which handles the agents' state reports too.
+                'rpc_workers': '1', 'rpc_state_report_workers': '0',
                 'api_paste_config': os.path.join(self.dir, 'api-paste.ini'),
             },
             'database': {'connection': self.db},
