@@ -24,14 +24,7 @@ Neutron's network-vif-plugged events: the server becomes ACTIVE only once
 the Open vSwitch agent has wired the port and Neutron has told Nova, and
 with vif_plugging_is_fatal a missing event fails the build as on a real
 compute. destroy unplugs (os-vif deletes the port and its tap device).
-
-Snapshots, as libvirt takes them (upload_snapshots_like_libvirt): the
-fake driver uploads nothing, so the snapshot image Nova made stays queued
-in Glance for good; here the server's disk (the fake guest has none: 4
-KiB of zeros, raw) is uploaded with the metadata libvirt gives a
-snapshot, and the image becomes active.
 """
-import io
 import sys
 import uuid
 
@@ -117,25 +110,6 @@ def plug_vifs_like_libvirt(driver):
     driver.spawn, driver.destroy = plugging_spawn, plugging_destroy
 
 
-def upload_snapshots_like_libvirt(driver):
-    """Makes `driver` (a fake driver class) upload its snapshots to Glance
-    as the libvirt driver does (its snapshot and _create_snapshot_metadata)."""
-    from nova.image import glance
-
-    snapshot = driver.snapshot
-
-    def uploading_snapshot(self, context, instance, image_id, update_task_state):
-        snapshot(self, context, instance, image_id, update_task_state)
-        image_api = glance.API()
-        name = image_api.get(context, image_id)['name']
-        metadata = {'status': 'active', 'name': name, 'disk_format': 'raw', 'container_format': 'bare',
-                    'properties': {'image_location': 'snapshot', 'image_state': 'available',
-                                   'owner_id': instance.project_id}}
-        image_api.update(context, image_id, metadata, io.BytesIO(b'\0' * 4096), purge_props=False)
-
-    driver.snapshot = uploading_snapshot
-
-
 def main():
     count = int(sys.argv.pop(1))
     fake.uuids = StableSentinel()
@@ -155,7 +129,6 @@ def main():
 
     fake.FakeLiveMigrateDriver.init_host = init_host_with_nodes
     plug_vifs_like_libvirt(fake.FakeLiveMigrateDriver)
-    upload_snapshots_like_libvirt(fake.FakeLiveMigrateDriver)
     sys.exit(compute.main())
 
 
