@@ -4,6 +4,7 @@ Placement checks after every phase; ./run is the entry point.
 
   run [--placement keelson|python] [--small] [--servers N] [--wave N]
       [--computes N] [--nodes N] [--no-faults] [--keep-logs DIR] [--go-on]
+      [--neutron real|stub] [--cinder]
 
 Default: 5 nova-compute processes x 10 fake nodes and one with a single
 node (51 resource providers),
@@ -21,6 +22,12 @@ node (51 resource providers),
   aggregates  an availability zone (zone `east` = cmp0, made before the
               first boot) and a tenant-isolated aggregate, through Nova's
               placement pre-filters
+  ports       (real Neutron) a server with a port on a VLAN network, on the
+              agent's host; a server with a QoS minimum-bandwidth port,
+              claimed on the bandwidth provider Neutron reported under that
+              host's node; both deleted, the ports unbound or gone
+  volumes     (--cinder) a server booted from a volume of the image, a
+              blank volume attached and detached, all deleted
   delete      every server deleted
 After every phase (check()): `nova-manage placement audit` finds nothing,
 every provider's usage equals the sum of the flavors of the servers Nova
