@@ -434,9 +434,11 @@ class Cloud:
                 # No ports, so no network info cache to heal.
                 'heal_instance_info_cache_interval': '-1',
                 'instance_usage_audit': 'false',
-                # Each compute tells the scheduler its instances every 5 s
-                # (120 by default), so that the anti-affinity phase need
-                # not wait long for a current view (flows.py phase_groups).
+                # Meant to have each compute tell the scheduler its
+                # instances every 5 s (120 by default); but Nova reads this
+                # option when its compute manager is imported, before the
+                # configuration is, so the syncs come every 120 s anyway
+                # (flows.py wait_scheduler_current waits for that).
                 'scheduler_instance_sync_interval': '5',
             },
             'api': {'auth_strategy': 'keystone'},

@@ -433,7 +433,9 @@ class Flows:
                 text = f.read().decode('utf-8', 'replace')
             state = dict(re.findall(r"instance sync for host '([^']+)': (current|stale)", text))
             return all(state.get(h) == 'current' for h in hosts)
-        wait_until(all_current, 120, 'a current instance list of every host in the scheduler', interval=1)
+        # Two sync periods: Nova syncs every 120 s whatever the option says
+        # (cloud.py nova_sections).
+        wait_until(all_current, 300, 'a current instance list of every host in the scheduler', interval=1)
 
     def phase_groups(self):
         # Nova's anti-affinity filter sees a multi-create's earlier picks on
