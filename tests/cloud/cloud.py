@@ -4,15 +4,17 @@ its Placement service. Run it with the cloud venv's python (./setup makes
 it; ./run uses this module for the flows).
 
   cloud.py [--placement keelson|python] [--computes 5] [--nodes 10]
+           [--neutron real|stub] [--orchestration heat|keelson]
 
 starts the cloud, prints its endpoints and admin credentials, and serves
 until Ctrl-C; then stops everything and drops what it made.
 
 What runs (every process on a free loopback port, logs in one temporary
 directory):
-- Keystone 30.0.0 (tests/lib/keystone_serve.py: SQLite, fernet), with the
+- Keystone 30.0.0 (tests/lib/keystone_serve.py: MariaDB, fernet), with the
   service users nova, glance, neutron and placement (roles admin and
-  service in project `service`) and the catalog of the four services;
+  service in project `service`) and the catalog of the four services
+  (orchestration.py adds Heat's);
 - Glance 33.0.0 (glance-api under cheroot, file store);
 - Nova 34.0.0: nova-api (the osapi_compute WSGI app under cheroot),
   nova-conductor and nova-scheduler (one worker each; scheduler.py times
@@ -22,13 +24,20 @@ directory):
 - Placement: keelson as three processes, `gateway`, `inventory` and
   `candidates` (Keystone auth), or Python Placement 16.0.0 under cheroot
   (tests/reference/placement/serve), both on MariaDB;
-- Neutron: neutron_stub.py (why, and exactly what it fakes: its docstring).
+- Neutron 29.0.0 (network.py: neutron-server with ML2/Open vSwitch and
+  the Open vSwitch agent of the single-node compute on Open vSwitch's
+  userspace datapath; Nova's computes plug ports as libvirt would,
+  compute.py); with --neutron stub, neutron_stub.py instead (for a machine
+  without Open vSwitch; what it fakes: its docstring);
+- with --orchestration, the real Heat 27.0.1 or keelson's stack engine
+  (orchestration.py), in the catalog as orchestration.
 
 Shared services of the machine: MariaDB 127.0.0.1:3306 (databases
-kc_<run>_nova_api, _nova, _nova_cell0, _glance, _placement) and RabbitMQ
+kc_<run>_keystone, _nova_api, _nova, _nova_cell0, _glance, _placement,
+_neutron, _cinder, _heat or _orchestration) and RabbitMQ
 127.0.0.1:5672 (vhost kc_<run>). Cloud.stop() kills every process and
-drops the databases, the vhost and the temporary directory, whatever
-happened before.
+drops the databases, the vhost, the Open vSwitch devices and the
+temporary directory, whatever happened before.
 """
 import argparse
 import json
@@ -185,10 +194,15 @@ def rabbitmqctl(*args):
 
 class Cloud:
     """The whole cloud; start() brings it up, stop() always cleans up."""
+    venv, bin, python, here = VENV, BIN, sys.executable, HERE
 
-    def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print):
-        assert placement in ('keelson', 'python')
+    def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print, neutron='real',
+                 orchestration=None, cinder=False):
+        assert placement in ('keelson', 'python') and neutron in ('real', 'stub')
+        assert orchestration in (None, 'heat', 'keelson')
+        assert orchestration != 'keelson' or placement == 'keelson', "keelson's orchestration runs in its gateway"
         self.placement_kind, self.computes, self.nodes = placement, computes, nodes
+        self.neutron_kind = neutron
         self.keelson_bin = keelson_bin or os.environ.get('KEELSON_BIN') or os.path.join(ROOT, 'target', 'release',
                                                                                         'keelson')
         self.log = log
@@ -200,7 +214,7 @@ class Cloud:
         self.vhost_made = False
         self.ports = {name: free_port() for name in (
             'keystone', 'glance', 'nova', 'neutron', 'placement', 'inventory', 'candidates', 'orchestration',
-            'engine')}
+            'engine', 'openflow', 'heat-api', 'heat-api-cfn', 'cinder')}
         self.url = {
             'keystone': 'http://127.0.0.1:%d' % self.ports['keystone'],
             'glance': 'http://127.0.0.1:%d' % self.ports['glance'],
@@ -210,6 +224,18 @@ class Cloud:
         }
         self.tokens = {}
         self.projects = {}
+        self.network = None
+        if neutron == 'real':
+            from network import Neutron
+            self.network = Neutron(self)
+        self.volumes = None
+        if cinder:
+            from volumes import Cinder
+            self.volumes = Cinder(self)
+        self.orchestration = None
+        if orchestration:
+            from orchestration import Orchestration
+            self.orchestration = Orchestration(self, orchestration)
 
     # -- plumbing -----------------------------------------------------------------------------------------------
     def database(self, name):
@@ -217,6 +243,9 @@ class Cloud:
         mysql('DROP DATABASE IF EXISTS `%s`' % db, 'CREATE DATABASE `%s` CHARACTER SET utf8mb4' % db)
         self.databases.append(db)
         return 'mysql+pymysql://root@%s:%d/%s?charset=utf8mb4' % (MYSQL_HOST, MYSQL_PORT, db)
+
+    def transport_url(self):
+        return 'rabbit://guest:guest@%s/%s' % (RABBIT, self.vhost)
 
     def spawn(self, name, args, **kw):
         self.procs[name] = Proc(name, args, self.dir, **kw)
@@ -267,7 +296,10 @@ class Cloud:
         os.makedirs(d)
         conf = write_conf(os.path.join(d, 'keystone.conf'), {
             'DEFAULT': {'use_stderr': 'true'},
-            'database': {'connection': 'sqlite:///%s/keystone.db' % d},
+            # MariaDB: on SQLite, concurrent logins of the services at
+            # start-up failed with `database is locked` (HTTP 500) on a
+            # loaded machine, and a nova-conductor that gets one exits.
+            'database': {'connection': self.database('keystone')},
             'token': {'provider': 'fernet', 'expiration': '14400'},
             'fernet_tokens': {'key_repository': os.path.join(d, 'fernet-keys')},
             'fernet_receipts': {'key_repository': os.path.join(d, 'fernet-keys')},
@@ -330,6 +362,9 @@ class Cloud:
             'placement_listen': '127.0.0.1:%d' % p['placement'],
             'orchestration_listen': '127.0.0.1:%d' % p['orchestration'],
         }
+        if self.orchestration and self.orchestration.kind == 'keelson':
+            for name, options in self.orchestration.keelson_sections().items():
+                sections.setdefault(name, {}).update(options)
         conf = write_conf(os.path.join(self.dir, 'keelson.conf'), sections)
         self.keelson_conf = conf
         self.run('keelson-db-sync', [self.keelson_bin, '--config-file', conf, 'db', 'sync'])
@@ -394,15 +429,15 @@ class Cloud:
         return {
             'DEFAULT': {
                 'use_stderr': 'true', 'debug': 'false', 'state_path': d,
-                'transport_url': 'rabbit://guest:guest@%s/%s' % (RABBIT, self.vhost),
+                'transport_url': self.transport_url(),
                 'compute_driver': 'fake.FakeLiveMigrateDriver',
                 # No ports, so no network info cache to heal.
                 'heal_instance_info_cache_interval': '-1',
                 'instance_usage_audit': 'false',
-                # Each compute tells the scheduler its instances every 5 s
-                # (120 by default), so that the anti-affinity phase need
-                # not wait long for a current view (flows.py phase_groups).
-                'scheduler_instance_sync_interval': '5',
+                # scheduler_instance_sync_interval is not set: Nova reads it
+                # when its compute manager is imported, before the
+                # configuration, so the syncs come every 120 s whatever it
+                # says (flows.py wait_scheduler_current waits for one).
             },
             'api': {'auth_strategy': 'keystone'},
             'wsgi': {'api_paste_config': os.path.join(d, 'api-paste.ini')},
@@ -412,6 +447,11 @@ class Cloud:
             'placement': self.service_client('placement'),
             'glance': self.service_client('glance'),
             'neutron': self.service_client('neutron'),
+            # As a production compute: a server's ports are plugged and Nova
+            # waits for Neutron's network-vif-plugged before the server is
+            # ACTIVE (compute.py plugs them, the fake driver does not).
+            'os_vif_ovs': {},
+            'vif_plug_ovs_privileged': {'helper_command': os.path.join(BIN, 'privsep-helper')},
             'service_user': dict(self.service_client('nova'), send_service_user_token='true'),
             # Tenant isolation through Placement aggregates; Nova 34's
             # availability-zone pre-filter needs no option.
@@ -428,13 +468,21 @@ class Cloud:
             'oslo_policy': {'enforce_new_defaults': 'true', 'enforce_scope': 'true'},
         }
 
+    def nova_conf_sections(self):
+        sections = self.nova_sections()
+        sections['DEFAULT'].update({'vif_plugging_is_fatal': 'true', 'vif_plugging_timeout': '120'})
+        for service in (self.network, self.volumes):
+            for name, options in (service.nova_sections() if service else {}).items():
+                sections.setdefault(name, {}).update(options)
+        return sections
+
     def start_nova(self):
         os.makedirs(os.path.join(self.dir, 'nova', 'locks'))
         shutil.copy(os.path.join(VENV, 'etc', 'nova', 'api-paste.ini'), os.path.join(self.dir, 'nova'))
         self.nova_api_db = self.database('nova_api')
         self.nova_cell1_db = self.database('nova')
         cell0 = self.database('nova_cell0')
-        self.nova_conf = write_conf(os.path.join(self.dir, 'nova', 'nova.conf'), self.nova_sections())
+        self.nova_conf = write_conf(os.path.join(self.dir, 'nova', 'nova.conf'), self.nova_conf_sections())
         manage = [os.path.join(BIN, 'nova-manage'), '--config-file', self.nova_conf]
         self.nova_manage = manage
         self.run('nova-manage', manage + ['api_db', 'sync'])
@@ -453,7 +501,7 @@ class Cloud:
     def compute_conf(self, i):
         host = 'cmp%d' % i
         state = os.path.join(self.dir, 'nova', host)
-        sections = self.nova_sections()
+        sections = self.nova_conf_sections()
         # A compute reaches the databases only through the conductor.
         del sections['api_database'], sections['database']
         sections['DEFAULT'].update({'host': host, 'state_path': state, 'instances_path': os.path.join(state, 'i')})
@@ -483,6 +531,12 @@ class Cloud:
             raise RuntimeError('nova %s %s: %s %s' % (method, path, status, answer))
         return answer if ok else (status, answer)
 
+    def neutron(self, method, path, body=None, project='admin', ok=(200, 201, 204)):
+        status, _, answer = http(method, self.url['neutron'] + path, body, {'X-Auth-Token': self.token(project)})
+        if ok and status not in ok:
+            raise RuntimeError('neutron %s %s: %s %s' % (method, path, status, answer))
+        return answer if ok else (status, answer)
+
     def placement(self, method, path, body=None, microversion='1.39'):
         status, _, answer = http(method, self.url['placement'] + path, body, {
             'X-Auth-Token': self.token(), 'OpenStack-API-Version': 'placement %s' % microversion})
@@ -503,32 +557,54 @@ class Cloud:
 
     # -- whole cloud --------------------------------------------------------------------------------------------
     def start(self):
+        if self.network:
+            self.network.lock_machine()
         t = time.monotonic()
         rabbitmqctl('add_vhost', self.vhost)
         self.vhost_made = True
         rabbitmqctl('set_permissions', '-p', self.vhost, 'guest', '.*', '.*', '.*')
-        self.neutron_log = os.path.join(self.dir, 'neutron-requests.log')
-        neutron = self.spawn('neutron-stub', [sys.executable, os.path.join(HERE, 'neutron_stub.py'),
-                                              str(self.ports['neutron']), self.neutron_log])
+        if not self.network:
+            self.neutron_log = os.path.join(self.dir, 'neutron-requests.log')
+            stub = self.spawn('neutron-stub', [sys.executable, os.path.join(HERE, 'neutron_stub.py'),
+                                               str(self.ports['neutron']), self.neutron_log])
         self.start_keystone()
-        wait_http(self.url['neutron'] + '/', neutron)
         self.start_placement()
+        if self.network:
+            self.network.start_server()
+        else:
+            wait_http(self.url['neutron'] + '/', stub)
         self.start_glance()
         self.upload_image()
+        if self.volumes:
+            self.volumes.start()
         self.start_nova()
         self.discover()
-        self.log('cloud: up in %.0f s (%s placement, %d computes x %d nodes + 1 x 1), logs in %s' % (
-            time.monotonic() - t, self.placement_kind, self.computes, self.nodes, self.dir))
+        if self.network:
+            self.network.start_agent()
+        if self.orchestration:
+            self.orchestration.start()
+        self.log('cloud: up in %.0f s (%s placement, %s neutron, %s orchestration, %d computes x %d nodes + 1 x 1), '
+                 'logs in %s' % (time.monotonic() - t, self.placement_kind, self.neutron_kind,
+                                 self.orchestration.kind if self.orchestration else 'no', self.computes, self.nodes,
+                                 self.dir))
 
     def rss_mib(self):
         return {name: proc.rss_kib() / 1024 for name, proc in self.procs.items()}
 
     def stop(self, keep_logs=None):
+        if self.network:
+            self.network.remove_devices()
         for proc in reversed(list(self.procs.values())):
             try:
                 proc.stop()
             except Exception as e:  # keep cleaning up
                 self.log('cloud: stopping %s: %s' % (proc.name, e))
+        if self.network:
+            self.network.remove_devices()
+        if self.volumes:
+            self.volumes.unmount()
+        if self.network:
+            self.network.unlock_machine()
         for db in self.databases:
             try:
                 mysql('DROP DATABASE IF EXISTS `%s`' % db)
@@ -552,13 +628,23 @@ def main():
     ap.add_argument('--placement', choices=('keelson', 'python'), default='keelson')
     ap.add_argument('--computes', type=int, default=5)
     ap.add_argument('--nodes', type=int, default=10)
+    ap.add_argument('--neutron', choices=('real', 'stub'), default='real')
+    ap.add_argument('--cinder', action='store_true', help='Cinder with the NFS driver (volumes.py)')
+    ap.add_argument('--orchestration', choices=('heat', 'keelson'),
+                    help="the real Heat 27.0.1, or keelson's engine behind its gateway (orchestration.py)")
     args = ap.parse_args()
-    cloud = Cloud(args.placement, args.computes, args.nodes)
+    # SIGTERM as Ctrl-C: an exception, so that the clean-up runs.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
+    cloud = Cloud(args.placement, args.computes, args.nodes, neutron=args.neutron, orchestration=args.orchestration,
+                  cinder=args.cinder)
     try:
         cloud.start()
         print('nova %s  keystone %s/v3  placement %s  admin/%s' % (
             cloud.url['nova'], cloud.url['keystone'], cloud.url['placement'], ADMIN_PASSWORD), flush=True)
-        signal.sigwait([signal.SIGINT, signal.SIGTERM])
+        while True:
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
     finally:
         cloud.stop()
 

@@ -4,6 +4,7 @@ Placement checks after every phase; ./run is the entry point.
 
   run [--placement keelson|python] [--small] [--servers N] [--wave N]
       [--computes N] [--nodes N] [--no-faults] [--keep-logs DIR] [--go-on]
+      [--neutron real|stub] [--cinder]
 
 Default: 5 nova-compute processes x 10 fake nodes and one with a single
 node (51 resource providers),
@@ -21,6 +22,12 @@ node (51 resource providers),
   aggregates  an availability zone (zone `east` = cmp0, made before the
               first boot) and a tenant-isolated aggregate, through Nova's
               placement pre-filters
+  ports       (real Neutron) a server with a port on a VLAN network, on the
+              agent's host; a server with a QoS minimum-bandwidth port,
+              claimed on the bandwidth provider Neutron reported under that
+              host's node; both deleted, the ports unbound or gone
+  volumes     (--cinder) a server booted from a volume of the image, a
+              blank volume attached and detached, all deleted
   delete      every server deleted
 After every phase (check()): `nova-manage placement audit` finds nothing,
 every provider's usage equals the sum of the flavors of the servers Nova
@@ -51,6 +58,7 @@ import sys
 import threading
 import time
 import traceback
+import urllib.parse
 
 from cloud import Cloud, wait_until
 
@@ -139,8 +147,10 @@ class Flows:
             return now - stuck_since.setdefault(s['id'], now) >= STUCK_AFTER
 
         def all_stable():
-            # Multi-create names the servers NAME-1 ... NAME-count.
-            found = [s for s in self.servers(name='^%s-' % name) if s['name'].startswith(name + '-')]
+            # Multi-create names the servers NAME-1 ... NAME-count (a
+            # single server keeps NAME).
+            found = [s for s in self.servers(name='^%s' % name)
+                     if s['name'] == name or s['name'].startswith(name + '-')]
             now = time.monotonic()
             done = len(found) == count and all([settled(s, now) for s in found])
             return found if done else None
@@ -423,6 +433,8 @@ class Flows:
                 text = f.read().decode('utf-8', 'replace')
             state = dict(re.findall(r"instance sync for host '([^']+)': (current|stale)", text))
             return all(state.get(h) == 'current' for h in hosts)
+        # Two sync periods: Nova syncs every 120 s whatever the option says
+        # (cloud.py nova_sections).
         wait_until(all_current, 300, 'a current instance list of every host in the scheduler', interval=1)
 
     def phase_groups(self):
@@ -472,6 +484,142 @@ class Flows:
                'tenant-b servers on %s' % [(self.host(s), s['status']) for s in tenants])
         return 'zone east -> cmp0 (%d), tenant-b -> cmp1 (%d)' % (len(in_az), len(tenants))
 
+    def phase_ports(self):
+        """Servers with ports on a real Neutron network: one with a port
+        Nova makes, one with a port under a QoS minimum-bandwidth policy,
+        whose resource request Nova's scheduler sends to Placement with the
+        flavor's, so it is claimed on the bandwidth provider Neutron
+        reported under the agent's compute node."""
+        from network import BANDWIDTH_KBPS, PHYSNET
+        c, n = self.cloud, self.cloud.network
+        name = '%s:Open vSwitch agent:%s' % (n.agent_node, n.phys_bridge)
+        # Neutron reports the agent's bandwidth on its state reports.
+        bw = wait_until(lambda: c.placement('GET', '/resource_providers?name=%s' % urllib.parse.quote(name))[
+            'resource_providers'], 120, 'Neutron\'s provider %s in Placement' % name, interval=2)[0]
+        node = [rp for rp in c.placement('GET', '/resource_providers')['resource_providers']
+                if rp['name'] == n.agent_node][0]
+        inventories = c.placement('GET', '/resource_providers/%s/inventories' % bw['uuid'])['inventories']
+        traits = set(c.placement('GET', '/resource_providers/%s/traits' % bw['uuid'])['traits'])
+        expect(bw['root_provider_uuid'] == node['uuid'], 'bandwidth provider %s not in the tree of %s' % (bw, node))
+        expect({k: v['total'] for k, v in inventories.items()} == {
+            'NET_BW_EGR_KILOBIT_PER_SEC': BANDWIDTH_KBPS, 'NET_BW_IGR_KILOBIT_PER_SEC': BANDWIDTH_KBPS},
+            'bandwidth provider inventories %s' % inventories)
+        expect({'CUSTOM_PHYSNET_' + PHYSNET.upper(), 'CUSTOM_VNIC_TYPE_NORMAL'} <= traits, 'traits %s' % traits)
+
+        net = c.neutron('POST', '/v2.0/networks', {'network': {
+            'name': 'ports', 'provider:network_type': 'vlan', 'provider:physical_network': PHYSNET}})['network']
+        c.neutron('POST', '/v2.0/subnets', {'subnet': {
+            'network_id': net['id'], 'ip_version': 4, 'cidr': '10.10.0.0/24', 'name': 'ports'}})
+        # A port Nova makes, on the agent's host (the only one that can bind).
+        (plain,) = self.boot('port', 1, extra={'networks': [{'uuid': net['id']}], 'host': n.agent_host})
+        expect(plain['status'] == 'ACTIVE', 'server with a port: %s %s' % (plain['status'], plain.get('fault')))
+        (port,) = c.neutron('GET', '/v2.0/ports?device_id=%s' % plain['id'])['ports']
+        expect(port['status'] == 'ACTIVE' and port['binding:host_id'] == n.agent_host
+               and port['binding:vif_type'] == 'ovs', 'port %s %s on %r as %s' % (
+                   port['id'], port['status'], port['binding:host_id'], port['binding:vif_type']))
+        expect('tap' + port['id'][:11] in n.ports(), 'port %s not plugged into %s' % (port['id'], n.int_bridge))
+        plugged = self.vif_plugged_events(port['id'])
+        expect(plugged, 'Nova got no network-vif-plugged event for port %s' % port['id'])
+
+        policy = c.neutron('POST', '/v2.0/qos/policies', {'policy': {'name': 'min-bw'}})['policy']
+        kbps = 100000
+        c.neutron('POST', '/v2.0/qos/policies/%s/minimum_bandwidth_rules' % policy['id'], {
+            'minimum_bandwidth_rule': {'min_kbps': kbps, 'direction': 'egress'}})
+        qos_port = c.neutron('POST', '/v2.0/ports', {'port': {
+            'network_id': net['id'], 'name': 'min-bw', 'qos_policy_id': policy['id']}})['port']
+        request = qos_port.get('resource_request') or {}
+        groups = request.get('request_groups', [request])
+        expect(any(g.get('resources') == {'NET_BW_EGR_KILOBIT_PER_SEC': kbps} for g in groups),
+               'port resource request %s' % request)
+        (qos,) = self.boot('qos', 1, extra={'networks': [{'port': qos_port['id']}]})
+        expect(qos['status'] == 'ACTIVE' and self.node(qos) == n.agent_node,
+               'server with a min-bw port: %s on %s %s' % (qos['status'], self.node(qos), qos.get('fault')))
+        f = qos['flavor']
+        allocations = {p: a['resources'] for p, a in c.placement('GET', '/allocations/%s' % qos['id'])[
+            'allocations'].items()}
+        expect(allocations == {node['uuid']: {'VCPU': f['vcpus'], 'MEMORY_MB': f['ram'], 'DISK_GB': f['disk']},
+                               bw['uuid']: {'NET_BW_EGR_KILOBIT_PER_SEC': kbps}},
+               'min-bw server allocations %s' % allocations)
+        bound = c.neutron('GET', '/v2.0/ports/%s' % qos_port['id'])['port']
+        held = bound['binding:profile'].get('allocation')
+        expect(held == bw['uuid'] or (isinstance(held, dict) and set(held.values()) == {bw['uuid']}),
+               'min-bw port binding profile %s' % bound['binding:profile'])
+        expect(bound['status'] == 'ACTIVE', 'min-bw port %s' % bound['status'])
+
+        self.delete([plain, qos])
+        usage = c.placement('GET', '/resource_providers/%s/usages' % bw['uuid'])['usages']
+        expect(not any(usage.values()), 'bandwidth provider still used: %s' % usage)
+        status, _ = c.neutron('GET', '/v2.0/ports/%s' % port['id'], ok=None)
+        expect(status == 404, 'port Nova made outlived its server (%s)' % status)
+        unbound = c.neutron('GET', '/v2.0/ports/%s' % qos_port['id'])['port']
+        expect(not unbound['device_id'] and not unbound['binding:host_id'],
+               'min-bw port still bound: %s %s' % (unbound['device_id'], unbound['binding:host_id']))
+        wait_until(lambda: 'tap' + port['id'][:11] not in n.ports(), 30, 'port unplugged')
+        c.neutron('DELETE', '/v2.0/ports/%s' % qos_port['id'])
+        c.neutron('DELETE', '/v2.0/qos/policies/%s' % policy['id'])
+        c.neutron('DELETE', '/v2.0/networks/%s' % net['id'])
+        return ('port on %s bound by the agent, %d network-vif-plugged; min-bw port: %d kbit/s claimed on %s '
+                'with %s' % (port['binding:host_id'], len(plugged), kbps, name, self.node(qos)))
+
+    def cinder(self, method, path, body=None, ok=(200, 202, 204)):
+        from cloud import http
+        c = self.cloud
+        status, _, answer = http(method, '%s/v3/%s%s' % (c.volumes.url, c.projects['admin'], path), body, {
+            'X-Auth-Token': c.token(), 'OpenStack-API-Version': 'volume 3.60'})
+        if ok and status not in ok:
+            raise Failed('cinder %s %s: %s %s' % (method, path, status, answer))
+        return answer if ok else (status, answer)
+
+    def volume_status(self, vid, status, timeout=180):
+        def probe():
+            v = self.cinder('GET', '/volumes/%s' % vid)['volume']
+            if v['status'] in ('error', 'error_attaching', 'error_detaching') and status != v['status']:
+                raise Failed('volume %s went to %s' % (vid, v['status']))
+            return v if v['status'] == status else None
+        return wait_until(probe, timeout, 'volume %s %s' % (vid, status), interval=1)
+
+    def phase_volumes(self):
+        """Cinder (volumes.py): a server booted from a volume made from the
+        image, a blank volume attached to it and detached, everything
+        deleted. Nova claims no root disk in Placement for a server booted
+        from a volume."""
+        c = self.cloud
+        image_volume = self.cinder('POST', '/volumes', {'volume': {
+            'size': 1, 'name': 'boot', 'imageRef': c.image}})['volume']
+        self.volume_status(image_volume['id'], 'available')
+        (server,) = self.boot('bfv', 1, extra={'block_device_mapping_v2': [{
+            'uuid': image_volume['id'], 'source_type': 'volume', 'destination_type': 'volume', 'boot_index': 0,
+            'delete_on_termination': False}], 'imageRef': ''})
+        expect(server['status'] == 'ACTIVE', 'server booted from a volume: %s %s' % (
+            server['status'], server.get('fault')))
+        self.volume_status(image_volume['id'], 'in-use')
+        f = server['flavor']
+        allocations = {p: a['resources'] for p, a in c.placement('GET', '/allocations/%s' % server['id'])[
+            'allocations'].items()}
+        expect(list(allocations.values()) == [{'VCPU': f['vcpus'], 'MEMORY_MB': f['ram']}],
+               'volume-backed server allocations %s' % allocations)
+        blank = self.cinder('POST', '/volumes', {'volume': {'size': 1, 'name': 'data'}})['volume']
+        self.volume_status(blank['id'], 'available')
+        c.nova('POST', '/servers/%s/os-volume_attachments' % server['id'], {'volumeAttachment': {
+            'volumeId': blank['id']}})
+        self.volume_status(blank['id'], 'in-use')
+        c.nova('DELETE', '/servers/%s/os-volume_attachments/%s' % (server['id'], blank['id']))
+        self.volume_status(blank['id'], 'available')
+        self.delete([server])
+        self.volume_status(image_volume['id'], 'available')
+        for v in (image_volume, blank):
+            self.cinder('DELETE', '/volumes/%s' % v['id'])
+        wait_until(lambda: all(self.cinder('GET', '/volumes/%s' % v['id'], ok=None)[0] == 404
+                               for v in (image_volume, blank)), 120, 'volumes deleted')
+        return 'booted from a volume of the image on %s (no DISK_GB claimed), a volume attached and detached' % (
+            self.node(server))
+
+    def vif_plugged_events(self, port_id):
+        """nova-api's log lines of Neutron's network-vif-plugged events for a port."""
+        with open(self.cloud.procs['nova-api'].log_path, 'rb') as f:
+            text = f.read().decode('utf-8', 'replace')
+        return [line for line in text.splitlines() if 'network-vif-plugged:%s' % port_id in line]
+
     def phase_delete(self):
         servers = self.servers()
         self.delete(servers)
@@ -482,9 +630,14 @@ class Flows:
         return '%d servers deleted' % len(servers)
 
     def run(self):
-        phases = ['boot', 'faults', 'resize', 'migrate', 'evacuate', 'shelve', 'groups', 'aggregates', 'delete']
+        phases = ['boot', 'faults', 'resize', 'migrate', 'evacuate', 'shelve', 'groups', 'aggregates', 'ports',
+                  'volumes', 'delete']
         if self.args.no_faults or self.cloud.placement_kind != 'keelson':
             phases.remove('faults')
+        if not self.cloud.network:
+            phases.remove('ports')
+        if not self.cloud.volumes:
+            phases.remove('volumes')
         if self.args.phases:
             phases = [p for p in phases if p in self.args.phases.split(',')]
         self.setup()
@@ -521,6 +674,9 @@ class Flows:
 def main():
     ap = argparse.ArgumentParser(description='Nova flows on a live cloud with keelson (or Python Placement).')
     ap.add_argument('--placement', choices=('keelson', 'python'), default='keelson')
+    ap.add_argument('--neutron', choices=('real', 'stub'), default='real',
+                    help='the real Neutron (network.py) or the stub (neutron_stub.py; no ports phase)')
+    ap.add_argument('--cinder', action='store_true', help='run Cinder (volumes.py) and the volumes phase')
     ap.add_argument('--small', action='store_true', help='20 servers in waves of 10 (CI)')
     ap.add_argument('--servers', type=int, default=200)
     ap.add_argument('--wave', type=int, default=50)
@@ -540,7 +696,9 @@ def main():
     def out(line):
         print(line, flush=True)
 
-    cloud = Cloud(args.placement, args.computes, args.nodes, log=out)
+    # SIGTERM as Ctrl-C: an exception, so that the cloud is cleaned up.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
+    cloud = Cloud(args.placement, args.computes, args.nodes, log=out, neutron=args.neutron, cinder=args.cinder)
     result, started, flows = 'FAILED', time.monotonic(), None
     try:
         cloud.start()

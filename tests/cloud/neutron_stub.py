@@ -4,9 +4,10 @@ have no network (`"networks": "none"`).
 
   neutron_stub.py PORT LOG_FILE
 
-Why a stub: neutron-server needs agents (or OVN) to bind a port at all, and
-none of the flows attach a port; what Nova still asks Neutron for is
-bookkeeping. What it fakes, exactly:
+Only for a machine where the real Neutron (network.py: it needs root and
+Open vSwitch) cannot run: `run --neutron stub`; the ports phase then does
+not run. None of the other flows attach a port; what Nova still asks
+Neutron for is bookkeeping. What it fakes, exactly:
 - every GET of a collection (/v2.0/ports, /v2.0/networks,
   /v2.0/security-groups, /v2.0/floatingips, /v2.0/extensions, ...)
   answers 200 with an empty list under the collection's name, whatever
