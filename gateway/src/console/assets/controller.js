@@ -69,7 +69,7 @@ function timeline(history) {
   const laneBox = h('div', {});
   box.append(laneBox);
   if (history.length > 0 && lanes.length > 0) {
-    const width = 760, laneH = 18, pad = 120;
+    const width = 960, laneH = 18, pad = 160;
     const height = lanes.length * (laneH + 4) + 24;
     const t0 = history[0].at, t1 = Math.max(history[history.length - 1].at, t0 + 1000);
     const x = t => pad + (t - t0) / (t1 - t0) * (width - pad - 10);

@@ -61,9 +61,9 @@ function clock(ms) {
  * A line chart of `series` ([{name, points: [[ms, value], ...]}]) into
  * `container`, time on x; `step` draws steps instead of slopes.
  */
-export function lineChart(container, series, {width = 760, height = 220, step = false, unit = ''} = {}) {
+export function lineChart(container, series, {width = 960, height = 220, step = false, unit = ''} = {}) {
   clear(container);
-  const pad = {l: 48, r: 170, t: 10, b: 24};
+  const pad = {l: 48, r: 290, t: 10, b: 24};
   const svg = s('svg', {class: 'chart', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img'});
   container.append(svg);
   const all = series.flatMap(x => x.points);
@@ -95,9 +95,12 @@ export function lineChart(container, series, {width = 760, height = 220, step = 
       else d += `L${x(t).toFixed(1)},${y(v).toFixed(1)}`;
     });
     s('path', {class: 'series', d, stroke: ser.colour || colour(i), 'data-series': ser.name}, svg);
+    // The latest reading as a dot (a single reading has no line yet).
+    const [lt, lv] = ser.points[ser.points.length - 1];
+    s('circle', {cx: x(lt).toFixed(1), cy: y(lv).toFixed(1), r: 2.5, fill: ser.colour || colour(i)}, svg);
     const ly = pad.t + 12 + i * 15;
     s('rect', {x: width - pad.r + 10, y: ly - 8, width: 10, height: 3, fill: ser.colour || colour(i)}, legend);
-    text('text', {x: width - pad.r + 24, y: ly - 4}, ser.name.length > 26 ? ser.name.slice(0, 25) + '…' : ser.name, legend);
+    text('text', {x: width - pad.r + 24, y: ly - 4}, ser.name.length > 44 ? ser.name.slice(0, 43) + '…' : ser.name, legend);
   });
   return svg;
 }
