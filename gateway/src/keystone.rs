@@ -508,6 +508,38 @@ impl TokenValidator {
         Ok(token)
     }
 
+    /// A project-scoped token for a user's password (the console's login),
+    /// asked of the Keystone this gateway validates tokens with.
+    pub async fn password_token(&self, login: &PasswordLogin) -> Result<IssuedToken, LoginError> {
+        let body = serde_json::json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": login.username, "password": login.password, "domain": {"name": login.user_domain}}}},
+            "scope": {"project": {"name": login.project, "domain": {"name": login.project_domain}}}
+        }});
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}/auth/tokens?nocatalog", self.settings.identity_v3))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| LoginError::Unavailable(AuthError::Unavailable(e.to_string())))?;
+        let (status, headers, body) = self.send_full(req).await.map_err(LoginError::Unavailable)?;
+        if status.is_client_error() {
+            return Err(LoginError::Refused);
+        }
+        if status != StatusCode::CREATED {
+            tracing::warn!(target: "keelson::auth", "a console login answered {status}");
+            return Err(LoginError::Unavailable(AuthError::Unavailable(format!("Keystone answered {status}"))));
+        }
+        let token = headers
+            .get("x-subject-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| LoginError::Unavailable(AuthError::Unavailable("no X-Subject-Token".into())))?;
+        let expires_at = parse_token(&body).ok().and_then(|i| i.expires_at).map(|e| e.to_rfc3339());
+        Ok(IssuedToken { token, expires_at })
+    }
+
     async fn send(&self, req: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), AuthError> {
         self.send_full(req).await.map(|(s, _, b)| (s, b))
     }
@@ -541,6 +573,33 @@ impl TokenValidator {
             .to_bytes();
         Ok((status, headers, body))
     }
+}
+
+/// What a console user gives to log in with a password.
+#[derive(Debug, Clone)]
+pub struct PasswordLogin {
+    pub username: String,
+    pub password: String,
+    pub project: String,
+    pub user_domain: String,
+    pub project_domain: String,
+}
+
+/// A token Keystone issued, and when it expires (RFC 3339).
+#[derive(Debug, Clone)]
+pub struct IssuedToken {
+    pub token: String,
+    pub expires_at: Option<String>,
+}
+
+/// Why a login failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// Keystone refused the credentials (a 4xx).
+    #[error("the credentials were refused")]
+    Refused,
+    #[error(transparent)]
+    Unavailable(AuthError),
 }
 
 /// oslo.context's values for a user token (and a valid service token), as

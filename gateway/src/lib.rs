@@ -6,8 +6,10 @@
 //! (one cross-cutting concern per layer, in upstream Placement's order),
 //! then the API's route table (both on the one type of [`routes`]);
 //! handlers translate to gRPC calls on the services. Prometheus metrics
-//! are served at `/metrics` on each listener.
+//! are served at `/metrics` on each listener, and the operator console
+//! ([`console`]) at `/keelson/console/` on the Placement listener.
 
+pub mod console;
 pub mod identity;
 pub mod keystone;
 pub mod layers;

@@ -9,6 +9,7 @@ use keelson_runtime::Config;
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
 
+use crate::console::{Console, ConsoleState, ControllerHistory, ControllerView, Login};
 use crate::keystone::{KeystoneSettings, TokenValidator};
 use crate::layers::auth::Authenticator;
 use crate::layers::cors::CorsSettings;
@@ -17,6 +18,7 @@ use crate::layers::request_log::LogState;
 pub use crate::listener::ConnectionLimits;
 use crate::listener::{Refusal, Refusals};
 use crate::options::{AUTH_STRATEGY, CANDIDATES_ENDPOINT, ORCHESTRATION_AUTH_STRATEGY, REDIAL_TIMEOUT};
+use crate::orchestration::engines::Engines;
 use crate::placement::{self, Clients, PlacementState};
 use crate::redial::RedialRefused;
 
@@ -69,14 +71,24 @@ fn with_metrics(app: axum::Router, metrics: Metrics) -> axum::Router {
     axum::Router::new().route("/metrics", axum::routing::get(render)).merge(app)
 }
 
+/// What the operator console draws beyond the Placement application's own
+/// clients: the stack engines (the channels the Orchestration API uses)
+/// and, when a controller is configured, a view of it.
+pub struct ConsoleSources {
+    pub engines: Vec<Channel>,
+    pub controller: Option<Arc<dyn ControllerView>>,
+}
+
 /// The Placement application for `config`, talking to the inventory
 /// service over `inventory` and to the candidates service over
-/// `candidates` (see [`candidates_channel`]).
+/// `candidates` (see [`candidates_channel`]); with `console`, it serves
+/// the operator console too.
 pub fn placement_app(
     config: &Config,
     inventory: Channel,
     candidates: Channel,
     metrics: Metrics,
+    console: Option<ConsoleSources>,
 ) -> Result<axum::Router, GatewayError> {
     let window = redial_window(config);
     let state = Arc::new(PlacementState {
@@ -84,11 +96,24 @@ pub fn placement_app(
         policy: placement::policy::Policy::from_config(config)?,
     });
     let auth = authenticator(config, &config.get(&AUTH_STRATEGY))?;
+    let console = console.map(|sources| {
+        Arc::new(Console::new(ConsoleState {
+            placement: state.clone(),
+            engines: Engines::new(sources.engines),
+            controller: sources.controller.map(ControllerHistory::start),
+            metrics: metrics.clone(),
+            login: match &auth {
+                Authenticator::NoAuth2 => Login::NoAuth2,
+                Authenticator::Keystone(validator) => Login::Keystone(validator.clone()),
+            },
+        }))
+    });
     let app = placement::app::app(
         state,
         auth,
         CorsSettings::from_config(config),
         LogState { api: "placement", metrics: metrics.clone() },
+        console,
     );
     Ok(with_metrics(app, metrics))
 }

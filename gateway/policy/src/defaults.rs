@@ -123,9 +123,26 @@ pub fn placement_defaults() -> Vec<RuleDefault> {
 /// fleet, so it is admin-only, like upstream's admin-level rules.
 pub const KEELSON_PLACEMENT_EXPLAIN: &str = "keelson:placement:explain";
 
+/// The rules of the operator console's data (`/keelson/v1/console/...`):
+/// the whole fleet, every project's stacks, the controller's state and the
+/// gateway's metrics, so each is admin-only.
+pub const KEELSON_CONSOLE_FLEET: &str = "keelson:console:fleet";
+pub const KEELSON_CONSOLE_STACKS: &str = "keelson:console:stacks";
+pub const KEELSON_CONSOLE_CONTROLLER: &str = "keelson:console:controller";
+pub const KEELSON_CONSOLE_METRICS: &str = "keelson:console:metrics";
+
 /// The rules keelson adds to Placement's: `rule:admin_api`, project scope.
 pub fn keelson_placement_defaults() -> Vec<RuleDefault> {
-    vec![RuleDefault::new(KEELSON_PLACEMENT_EXPLAIN, "rule:admin_api").with_scope_types(["project"])]
+    [
+        KEELSON_PLACEMENT_EXPLAIN,
+        KEELSON_CONSOLE_FLEET,
+        KEELSON_CONSOLE_STACKS,
+        KEELSON_CONSOLE_CONTROLLER,
+        KEELSON_CONSOLE_METRICS,
+    ]
+    .into_iter()
+    .map(|name| RuleDefault::new(name, "rule:admin_api").with_scope_types(["project"]))
+    .collect()
 }
 
 /// Heat's 100 default rules in registration order, then keelson's

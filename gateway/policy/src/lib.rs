@@ -34,7 +34,8 @@ pub use checks::{Check, NoRules, RuleResolver, MAX_RULE_DEPTH};
 pub use credentials::{ContextValues, Credentials, Target, TokenScope};
 pub use defaults::{
     keelson_placement_defaults, parse_rule_defaults, placement_defaults, try_heat_defaults, try_placement_defaults,
-    DeprecatedRule, RuleDefault, KEELSON_ADMIN_RESOURCE_TYPES, KEELSON_PLACEMENT_EXPLAIN,
+    DeprecatedRule, RuleDefault, KEELSON_ADMIN_RESOURCE_TYPES, KEELSON_CONSOLE_CONTROLLER, KEELSON_CONSOLE_FLEET,
+    KEELSON_CONSOLE_METRICS, KEELSON_CONSOLE_STACKS, KEELSON_PLACEMENT_EXPLAIN,
 };
 pub use enforcer::{Enforcer, EnforcerConfig, HeatEnforcer};
 pub use error::{Denied, PolicyError};

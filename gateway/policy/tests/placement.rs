@@ -324,14 +324,23 @@ fn roles_match_case_insensitively() {
 }
 
 #[test]
-fn keelson_explain_is_admin_only() {
+fn keelson_extensions_are_admin_only() {
+    let rules = [
+        keelson_policy::KEELSON_PLACEMENT_EXPLAIN,
+        keelson_policy::KEELSON_CONSOLE_FLEET,
+        keelson_policy::KEELSON_CONSOLE_STACKS,
+        keelson_policy::KEELSON_CONSOLE_CONTROLLER,
+        keelson_policy::KEELSON_CONSOLE_METRICS,
+    ];
     for new_defaults in [false, true] {
         let e = enforcer(new_defaults);
         for who in PERSONAS {
             let creds = who.creds();
-            let got = e.authorize(keelson_policy::KEELSON_PLACEMENT_EXPLAIN, &creds.default_target(), &creds);
-            let admin = who.roles.contains(&"admin") && !who.system;
-            assert_eq!(got.is_ok(), admin, "{} (new defaults: {new_defaults})", who.name);
+            for rule in rules {
+                let got = e.authorize(rule, &creds.default_target(), &creds);
+                let admin = who.roles.contains(&"admin") && !who.system;
+                assert_eq!(got.is_ok(), admin, "{rule}: {} (new defaults: {new_defaults})", who.name);
+            }
         }
     }
 }

@@ -3,7 +3,8 @@
 //! `keystone` validates tokens against Keystone v3 (crate::keystone), with
 //! keystonemiddleware's answers: 401 with `WWW-Authenticate` for a bad
 //! token, 503 when Keystone cannot be asked. `GET /` (the version document)
-//! needs no token in either mode.
+//! needs no token in either mode, nor what the API composing the layers
+//! declares [`Anonymous`] (the console's page and its login).
 
 use std::sync::Arc;
 
@@ -22,8 +23,28 @@ pub enum Authenticator {
     Keystone(Arc<TokenValidator>),
 }
 
+/// The requests, besides `/`, that an API serves without a token: they go
+/// past authentication with no identity.
+pub type Anonymous = fn(&http::Method, &str) -> bool;
+
+/// No request besides `/` (upstream Placement's).
+pub fn only_root(_: &http::Method, _: &str) -> bool {
+    false
+}
+
+/// The authentication layer's state.
+#[derive(Clone)]
+pub struct AuthState {
+    pub authenticator: Authenticator,
+    pub anonymous: Anonymous,
+}
+
 fn is_root(path: &str) -> bool {
     path.is_empty() || path == "/"
+}
+
+fn needs_no_token(anonymous: Anonymous, req: &Request) -> bool {
+    is_root(req.uri().path()) || anonymous(req.method(), req.uri().path())
 }
 
 /// A webob `HTTPException` page, written as webob writes it for the
@@ -89,11 +110,11 @@ fn keystone_unavailable(accept: Option<&str>) -> Response {
     )
 }
 
-pub async fn layer(State(auth): State<Authenticator>, mut req: Request, next: Next) -> Response {
-    if is_root(req.uri().path()) {
+pub async fn layer(State(state): State<AuthState>, mut req: Request, next: Next) -> Response {
+    if needs_no_token(state.anonymous, &req) {
         return next.run(req).await;
     }
-    match &auth {
+    match &state.authenticator {
         Authenticator::NoAuth2 => match noauth2(req.headers()) {
             Some(identity) => {
                 req.extensions_mut().insert(identity);
@@ -129,11 +150,11 @@ pub async fn layer(State(auth): State<Authenticator>, mut req: Request, next: Ne
     next.run(req).await
 }
 
-/// Upstream's PlacementKeystoneContext: outside `/`, a request without a
-/// user is 401.
-pub async fn require_user(req: Request, next: Next) -> Response {
+/// Upstream's PlacementKeystoneContext: outside `/` (and the
+/// [`Anonymous`] requests), a request without a user is 401.
+pub async fn require_user(State(anonymous): State<Anonymous>, req: Request, next: Next) -> Response {
     let has_user = req.extensions().get::<Identity>().is_some_and(|i| i.user_id.is_some());
-    if !has_user && !is_root(req.uri().path()) {
+    if !has_user && !needs_no_token(anonymous, &req) {
         return webob_unauthorized(accept(&req));
     }
     next.run(req).await

@@ -18,6 +18,25 @@ struct Series {
     buckets: [u64; BUCKETS.len()],
 }
 
+/// The histogram's upper bounds (seconds), as `le` labels them.
+pub fn bucket_bounds() -> &'static [f64] {
+    &BUCKETS
+}
+
+/// One series of [`Metrics::snapshot`]: its labels, its count and sum of
+/// seconds, and how many requests took at most each of
+/// [`bucket_bounds`] (cumulative, as Prometheus' `le` buckets).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SeriesSnapshot {
+    pub api: String,
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+    pub count: u64,
+    pub sum: f64,
+    pub buckets: Vec<u64>,
+}
+
 /// A series' labels: API, method, route, status.
 type Labels = (String, String, String, u16);
 
@@ -41,6 +60,22 @@ impl Metrics {
                 s.buckets[i] += 1;
             }
         }
+    }
+
+    /// Every series as it stands, for the console's charts.
+    pub fn snapshot(&self) -> Vec<SeriesSnapshot> {
+        let map = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        map.iter()
+            .map(|((api, method, route, status), s)| SeriesSnapshot {
+                api: api.clone(),
+                method: method.clone(),
+                route: route.clone(),
+                status: *status,
+                count: s.count,
+                sum: s.sum,
+                buckets: s.buckets.to_vec(),
+            })
+            .collect()
     }
 
     /// The Prometheus text exposition format.
@@ -95,5 +130,10 @@ mod tests {
         ));
         assert!(text.contains("le=\"0.005\"} 1"));
         assert!(text.contains("le=\"+Inf\"} 2"));
+        let snapshot = m.snapshot();
+        assert_eq!(snapshot.len(), 1);
+        assert_eq!((snapshot[0].route.as_str(), snapshot[0].count), ("/resource_providers", 2));
+        let at = |le: f64| snapshot[0].buckets[bucket_bounds().iter().position(|b| *b == le).unwrap()];
+        assert_eq!((at(0.001), at(0.005), at(0.05)), (0, 1, 2));
     }
 }

@@ -6,7 +6,8 @@
 //!    metrics;
 //! 3. [`cors`]: only when `[cors] allowed_origin` is configured;
 //! 4. [`auth`]: noauth2 or Keystone token validation;
-//! 5. [`auth::require_user`]: 401 without a user outside `/`;
+//! 5. [`auth::require_user`]: 401 without a user outside `/` and the
+//!    API's [`auth::Anonymous`] requests;
 //! 6. [`fault`]: any panic below becomes a JSON 500;
 //! 7. the API's own microversion layer (e.g. `placement::microversion`);
 //! 8. routing and the handler.

@@ -15,8 +15,10 @@ use super::handlers::{self, Handler};
 use super::microversion::{self, Microversion, VersionError};
 use super::request::{decode_path_param, PlacementError, Req};
 use super::State;
+use crate::console::Console;
 use crate::identity::Identity;
-use crate::layers::{self, auth::Authenticator, cors::CorsSettings, request_log::LogState};
+use crate::layers::auth::{Anonymous, AuthState, Authenticator};
+use crate::layers::{self, cors::CorsSettings, request_log::LogState};
 use crate::routes::{Match, RouteTable};
 
 /// Request bodies larger than this are refused (Placement's largest,
@@ -27,19 +29,29 @@ const MAX_BODY: usize = keelson_runtime::grpc::PLACEMENT_MAX_BODY_SIZE;
 struct Dispatch {
     state: State,
     routes: RouteTable<Handler>,
+    console: Option<Arc<Console>>,
 }
 
-/// Builds the Placement HTTP application.
-pub fn app(state: State, auth: Authenticator, cors: Option<Arc<CorsSettings>>, log: LogState) -> axum::Router {
-    let dispatch = Arc::new(Dispatch { state, routes: handlers::table() });
+/// Builds the Placement HTTP application; with `console`, the listener
+/// also serves the operator console (under the same layers, its page
+/// without a token).
+pub fn app(
+    state: State,
+    auth: Authenticator,
+    cors: Option<Arc<CorsSettings>>,
+    log: LogState,
+    console: Option<Arc<Console>>,
+) -> axum::Router {
+    let anonymous: Anonymous = if console.is_some() { Console::is_anonymous } else { layers::auth::only_root };
+    let dispatch = Arc::new(Dispatch { state, routes: handlers::table(), console });
     let render_500: layers::fault::RenderInternal = internal_error;
     // axum applies the last `.layer` outermost: listed here innermost first.
     let mut app = axum::Router::new()
         .fallback(handle)
         .with_state(dispatch)
         .layer(from_fn_with_state(render_500, layers::fault::layer))
-        .layer(axum::middleware::from_fn(layers::auth::require_user))
-        .layer(from_fn_with_state(auth, layers::auth::layer));
+        .layer(from_fn_with_state(anonymous, layers::auth::require_user))
+        .layer(from_fn_with_state(AuthState { authenticator: auth, anonymous }, layers::auth::layer));
     if let Some(cors) = cors {
         app = app.layer(from_fn_with_state(cors, layers::cors::layer));
     }
@@ -60,6 +72,10 @@ fn add_version_headers(resp: &mut Response, version: Microversion) {
 }
 
 async fn handle(AxumState(dispatch): AxumState<Arc<Dispatch>>, req: Request) -> Response {
+    // keelson's console: no microversion, its own routes.
+    if let Some(console) = dispatch.console.as_ref().filter(|_| Console::owns(req.uri().path())) {
+        return console.handle(req).await;
+    }
     let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let format = crate::webob::error_format(accept.as_deref());
     let resp = negotiate_and_route(dispatch, req).await;

@@ -3,7 +3,7 @@
 
 use keelson_policy::{Credentials, Enforcer, PolicyError, PolicyFile, Target};
 use keelson_runtime::options::{ENFORCE_NEW_DEFAULTS, ENFORCE_SCOPE, POLICY_FILE};
-use keelson_runtime::Config;
+use keelson_runtime::{ApiError, Config};
 
 use crate::identity::Identity;
 
@@ -45,5 +45,22 @@ impl Policy {
             t.insert((*k).to_string(), serde_json::Value::String((*v).to_string()));
         }
         self.enforcer.authorize(rule, &t, &creds)
+    }
+
+    /// [`Policy::authorize`] with the refusal as Placement's error: 403
+    /// with upstream's text (a scope refusal names only the rule), and a
+    /// rule nobody registered a defect (500).
+    pub fn check(&self, rule: &str, target: &[(&str, &str)], identity: &Identity) -> Result<(), ApiError> {
+        self.authorize(rule, target, identity).map_err(|denied| {
+            let detail = match denied {
+                keelson_policy::Denied::InvalidScope { .. } => rule.to_string(),
+                keelson_policy::Denied::NotRegistered { .. } => {
+                    tracing::error!(target: "keelson::policy", "policy rule {rule} is not registered");
+                    return ApiError::new(500, "", "An unexpected error occurred in the server.");
+                }
+                _ => format!("Policy does not allow {rule} to be performed."),
+            };
+            ApiError::new(403, "", detail)
+        })
     }
 }

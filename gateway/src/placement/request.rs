@@ -163,19 +163,7 @@ impl Req {
 
     /// Checks a policy rule for this request's credentials.
     pub fn authorize(&self, rule: &str, target: &[(&str, &str)]) -> Result<(), PlacementError> {
-        self.state.policy.authorize(rule, target, &self.creds).map_err(|denied| {
-            let detail = match denied {
-                // Upstream turns a scope refusal into PolicyNotAuthorized
-                // with the rule name as its whole message.
-                keelson_policy::Denied::InvalidScope { .. } => rule.to_string(),
-                keelson_policy::Denied::NotRegistered { .. } => {
-                    tracing::error!(target: "keelson::policy", "policy rule {rule} is not registered");
-                    return ApiError::new(500, "", "An unexpected error occurred in the server.").into();
-                }
-                _ => format!("Policy does not allow {rule} to be performed."),
-            };
-            ApiError::new(403, "", detail).into()
-        })
+        self.state.policy.check(rule, target, &self.creds).map_err(PlacementError::Api)
     }
 }
 

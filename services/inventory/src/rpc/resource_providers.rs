@@ -4,6 +4,7 @@ use keelson_proto::placement::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::timestamp;
+use crate::store::fleet::FleetFilter;
 use crate::store::providers::{Provider, ProviderFilter};
 use crate::store::Store;
 
@@ -51,6 +52,46 @@ fn traits_to_pb(t: crate::store::traits::ProviderTraits) -> pb::ProviderTraits {
         traits: t.traits.into_iter().map(|t| t.name).collect(),
         resource_provider_generation: generation(t.generation),
         last_modified,
+    }
+}
+
+fn fleet_to_pb(page: crate::store::fleet::FleetPage) -> pb::ListFleetResponse {
+    pb::ListFleetResponse {
+        providers: page
+            .providers
+            .into_iter()
+            .map(|p| pb::FleetProvider {
+                uuid: p.uuid,
+                name: p.name,
+                generation: generation(p.generation),
+                parent_provider_uuid: p.parent_uuid.unwrap_or_default(),
+                root_provider_uuid: p.root_uuid,
+                inventories: p
+                    .inventories
+                    .into_iter()
+                    .map(|i| pb::FleetInventory {
+                        capacity: i.capacity(),
+                        resource_class: i.resource_class,
+                        total: i.total,
+                        reserved: i.reserved,
+                        min_unit: i.min_unit,
+                        max_unit: i.max_unit,
+                        step_size: i.step_size,
+                        allocation_ratio: i.allocation_ratio,
+                    })
+                    .collect(),
+                usages: p.usages.into_iter().collect(),
+                traits: p.traits,
+                aggregates: p.aggregates,
+                matched: p.matched,
+            })
+            .collect(),
+        next_marker: page.next_marker.unwrap_or_default(),
+        total: page.total,
+        matched: page.matched,
+        resource_classes: page.choices.resource_classes,
+        traits: page.choices.traits,
+        aggregates: page.choices.aggregates,
     }
 }
 
@@ -151,5 +192,18 @@ impl pb::resource_providers_server::ResourceProviders for ResourceProvidersRpc {
             .set_provider_aggregates(&r.uuid, r.resource_provider_generation.map(i64::from), &r.aggregates)
             .await?;
         Ok(Response::new(aggregates_to_pb(a)))
+    }
+
+    async fn list_fleet(&self, req: Request<pb::ListFleetRequest>) -> Result<Response<pb::ListFleetResponse>, Status> {
+        let r = req.get_ref();
+        let given = |s: &str| non_empty(s).map(str::to_owned);
+        let filter = FleetFilter {
+            required_trait: given(&r.required_trait),
+            member_of: given(&r.member_of),
+            resource_class: given(&r.resource_class),
+            search: given(&r.search),
+        };
+        let page = self.store.list_fleet(&filter, r.limit, non_empty(&r.marker)).await?;
+        Ok(Response::new(fleet_to_pb(page)))
     }
 }

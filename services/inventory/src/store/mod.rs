@@ -4,6 +4,7 @@
 pub mod aggregates;
 pub mod allocations;
 pub mod consumers;
+pub mod fleet;
 pub mod inventories;
 pub mod providers;
 pub mod reshaper;

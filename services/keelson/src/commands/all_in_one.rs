@@ -13,6 +13,7 @@ use keelson_runtime::grpc::GrpcListener;
 use keelson_runtime::Config;
 use keelson_stack_engine::options::{ORCHESTRATION_LISTEN, PUBLIC_ENDPOINT};
 
+use super::controller_view::ControllerNodes;
 use super::services::{bind, on_signal, open_database};
 use crate::options::{CANDIDATES_LISTEN, ENGINE_LISTEN, INVENTORY_LISTEN};
 use crate::settings;
@@ -45,8 +46,13 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     let inventory = keelson_gateway::server::channel(&format!("http://{inv_addr}"), tls.as_deref())?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::channel(&format!("http://{cand_addr}"), tls.as_deref())?;
-    let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
     let engine_channel = keelson_gateway::server::channel(&format!("http://{engine_addr}"), tls.as_deref())?;
+    let console = keelson_gateway::server::ConsoleSources {
+        engines: vec![engine_channel.clone()],
+        controller: ControllerNodes::view(vec![ctl_listener.local_addr()?.to_string()], tls.clone()),
+    };
+    let placement =
+        keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone(), Some(console))?;
     let orchestration = keelson_gateway::server::orchestration_app(&config, vec![engine_channel], metrics)?;
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
     engine_settings.engine.tls = tls.clone();

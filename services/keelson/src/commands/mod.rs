@@ -2,6 +2,7 @@
 
 mod all_in_one;
 mod controller;
+mod controller_view;
 mod ctl;
 mod db;
 mod engine;

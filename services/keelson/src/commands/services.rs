@@ -12,6 +12,7 @@ use keelson_runtime::Config;
 use keelson_stack_engine::options::{INVENTORY_ENDPOINT, ORCHESTRATION_LISTEN};
 use tokio::net::TcpListener;
 
+use super::controller_view::ControllerNodes;
 use crate::options::{CANDIDATES_LISTEN, ENGINE_ENDPOINTS, INVENTORY_LISTEN, SYNC_ON_STARTUP};
 use crate::settings;
 
@@ -100,9 +101,15 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
         keelson_gateway::server::channel(&config.get(&INVENTORY_ENDPOINT).unwrap_or_default(), tls.as_deref())?;
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::candidates_channel(&config, tls.as_deref())?;
-    let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
-    let orchestration =
-        keelson_gateway::server::orchestration_app(&config, engine_channels(&config, tls.as_deref())?, metrics)?;
+    let engines = engine_channels(&config, tls.as_deref())?;
+    // The console draws the controller when one is configured.
+    let console = keelson_gateway::server::ConsoleSources {
+        engines: engines.clone(),
+        controller: ControllerNodes::view(super::controller::controller_addresses(&config)?, tls.clone()),
+    };
+    let placement =
+        keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone(), Some(console))?;
+    let orchestration = keelson_gateway::server::orchestration_app(&config, engines, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, &ORCHESTRATION_LISTEN, false)?, "orchestration API").await?;
     tracing::info!(target: "keelson", "Placement API on http://{}", p_listener.local_addr()?);
