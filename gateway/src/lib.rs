@@ -8,6 +8,7 @@
 //! handlers translate to gRPC calls on the services. Prometheus metrics
 //! are served at `/metrics` on each listener.
 
+pub mod cfn;
 pub mod identity;
 pub mod keystone;
 pub mod layers;

@@ -93,6 +93,21 @@ pub fn engine_channels(config: &Config, tls: Option<&MeshTls>) -> anyhow::Result
     Ok(channels)
 }
 
+/// Binds and serves heat-api-cfn when the gateway has it (Keystone mode).
+pub async fn serve_cfn(
+    config: &Config,
+    app: Option<axum::Router>,
+    limits: keelson_gateway::server::ConnectionLimits,
+    shutdown: keelson_runtime::shutdown::Shutdown,
+    all_in_one: bool,
+) -> anyhow::Result<()> {
+    let Some(app) = app else { return Ok(()) };
+    let listener = bind(settings::cfn_listen(config, all_in_one)?, "heat-api-cfn").await?;
+    tracing::info!(target: "keelson", "heat-api-cfn on http://{}", listener.local_addr()?);
+    keelson_gateway::server::serve_cfn(listener, app, limits, shutdown.wait()).await?;
+    Ok(())
+}
+
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let tls = settings::mesh_tls(&config)?;
     // Empty: no endpoint, refused by the channel.
@@ -101,6 +116,7 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let metrics = keelson_gateway::layers::metrics::Metrics::default();
     let candidates = keelson_gateway::server::candidates_channel(&config, tls.as_deref())?;
     let placement = keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone())?;
+    let cfn = keelson_gateway::server::cfn_app(&config, engine_channels(&config, tls.as_deref())?, metrics.clone())?;
     let orchestration =
         keelson_gateway::server::orchestration_app(&config, engine_channels(&config, tls.as_deref())?, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
@@ -110,7 +126,9 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let shutdown = on_signal();
     let edge_limits = keelson_gateway::server::ConnectionLimits::from_config(&config);
     let p = keelson_gateway::server::serve_placement(p_listener, placement, edge_limits, shutdown.clone().wait());
+    let c = serve_cfn(&config, cfn, edge_limits, shutdown.clone(), false);
     let o = keelson_gateway::server::serve_orchestration(o_listener, orchestration, edge_limits, shutdown.wait());
-    tokio::try_join!(p, o)?;
+    let (p, o) = (async { p.await.map_err(anyhow::Error::from) }, async { o.await.map_err(anyhow::Error::from) });
+    tokio::try_join!(p, o, c)?;
     Ok(ExitCode::SUCCESS)
 }
