@@ -155,7 +155,8 @@ pub fn cfn_app(config: &Config, engines: Vec<Channel>, metrics: Metrics) -> Resu
     }
     let keystone = KeystoneSettings::from_config(config)?;
     let http = keelson_openstack::HttpClient::new(keystone.timeout, keystone.connect_retries);
-    let ec2 = crate::cfn::ec2::Ec2Auth::new(http, keystone.identity_v3.clone());
+    let service = keelson_openstack::Session::new(http, &keystone.identity_v3, keystone.service_auth());
+    let ec2 = crate::cfn::ec2::Ec2Auth::new(service);
     let max_json_body_size = usize::try_from(config.get(&MAX_JSON_BODY_SIZE))
         .unwrap_or_else(|_| keelson_runtime::config::clamp_usize(MAX_JSON_BODY_SIZE.default_value()));
     let settings = crate::cfn::CfnSettings { ec2: Arc::new(ec2), max_json_body_size };

@@ -15,8 +15,9 @@ all-in-one serves the Orchestration API and heat-api-cfn in Keystone mode.
   project.
 - Seed scenario 5 with the stock `cfn-signal` (heat-cfntools from PyPI):
   it PUTs to the AWS::CloudFormation::WaitConditionHandle's pre-signed
-  URL at heat-api-cfn, whose EC2 signature Keystone checks; changed or
-  unknown credentials get CloudFormation's 403s.
+  URL at heat-api-cfn, whose EC2 signature Keystone checks; a changed URL
+  gets 403 SignatureDoesNotMatch, an unknown or deleted credential 403
+  InvalidClientTokenId.
 - Seed scenario 6 with the stock agents: os-collect-config's heat
   collector polls the OS::Heat::DeployedServer's metadata with the
   server's stack-user credentials, heat-agents' 55-heat-config runs the
@@ -349,7 +350,6 @@ def test_software_deployment_with_stock_agents(cloud, module_procs):
                                       'input_values': {'greeting': 'world'}, 'signal_transport': 'HEAT_SIGNAL'}},
         },
         'outputs': {'stdout': {'value': {'get_attr': ['deploy', 'deploy_stdout']}},
-                    'result': {'value': {'get_attr': ['deploy', 'result']}},
                     'code': {'value': {'get_attr': ['deploy', 'deploy_status_code']}}},
     }
     status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
@@ -394,11 +394,15 @@ def test_software_deployment_with_stock_agents(cloud, module_procs):
     st = cloud.wait(token, project, name, sid, ('CREATE_COMPLETE', 'CREATE_FAILED'), timeout=180)
     assert st['stack_status'] == 'CREATE_COMPLETE', (st, agent.output()[-4000:])
     out = {}
-    for key in ('stdout', 'result', 'code'):
+    for key in ('stdout', 'code'):
         status, doc = cloud.call('GET', '/stacks/%s/%s/outputs/%s' % (name, sid, key), token, project=project)
         out[key] = doc['output']['output_value']
-    assert out == {'stdout': 'hello world from %s\n' % server['physical_resource_id'], 'result': 'an output value',
-                   'code': 0}, out
+    assert (out['stdout'], out['code']) == ('hello world from %s\n' % server['physical_resource_id'], 0), out
+    # The config's own output, as the agent signalled it.
+    dep = cloud.resource(token, project, name, sid, 'deploy')['physical_resource_id']
+    status, doc = cloud.call('GET', '/software_deployments/%s' % dep, token, project=project)
+    values = doc['software_deployment']['output_values']
+    assert (values['result'], values['deploy_stderr']) == ('an output value', 'to stderr\n'), values
     agent.stop()
     status, _ = cloud.call('DELETE', '/stacks/%s/%s' % (name, sid), token, project=project)
     assert status == 204

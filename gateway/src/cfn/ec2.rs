@@ -3,19 +3,19 @@
 //! of the credential's user; that user is the caller.
 //!
 //! Keystone's refusals are told apart by status: 404 ("EC2 access key not
-//! found.": the credential does not exist, or was deleted with its stack
-//! user) is `InvalidClientTokenId`; 401 (a signature that does not match
-//! the request: a changed URL, host, method or body) is
-//! `SignatureDoesNotMatch`. Heat 27.0.1 means the same (its code maps
-//! those two Keystone messages to those errors) but, posting through a
-//! keystoneauth adapter that raises on any error status, answers the 404
-//! with an unhandled 500 and the 401 with `AccessDenied`.
+//! found.": the credential does not exist, or went with its stack user) is
+//! `InvalidClientTokenId`; 401 (a signature that does not match the
+//! request: a changed URL, host or method; also an expired `Timestamp`) is
+//! `SignatureDoesNotMatch`. Heat 27.0.1's code means the same mapping (by
+//! Keystone's messages) but, posting through a keystoneauth adapter that
+//! raises on any error status, answers the 401 with `AccessDenied` and the
+//! 404 with an unhandled 500.
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri};
-use keelson_openstack::{HttpClient, OsError};
+use keelson_openstack::{OsError, Session};
 use keelson_proto::orchestration::v1::Caller;
 use serde_json::{json, Map, Value};
 use sha2::{Digest as _, Sha256};
@@ -23,10 +23,11 @@ use sha2::{Digest as _, Sha256};
 use super::fault::CfnFault;
 use crate::orchestration::urls;
 
-/// Authenticates EC2-signed requests against one Keystone.
+/// Authenticates EC2-signed requests against one Keystone, as the
+/// gateway's service user (`[keystone_authtoken]`; Keystone lets only
+/// admin and service users validate EC2 signatures).
 pub struct Ec2Auth {
-    http: HttpClient,
-    identity_v3: String,
+    service: Session,
 }
 
 /// webob's `Request.path`: the decoded path quoted again, keeping
@@ -44,8 +45,8 @@ fn webob_path(decoded: &str) -> String {
 }
 
 impl Ec2Auth {
-    pub fn new(http: HttpClient, identity_v3: String) -> Self {
-        Ec2Auth { http, identity_v3 }
+    pub fn new(service: Session) -> Self {
+        Ec2Auth { service }
     }
 
     /// The EC2 credentials document of a request (Heat's `creds`), or the
@@ -107,16 +108,15 @@ impl Ec2Auth {
         body: &Bytes,
     ) -> Result<Caller, CfnFault> {
         let creds = Self::credentials(method, uri, headers, body)?;
-        let access =
-            keelson_openstack::identity::ec2_tokens(&self.http, &self.identity_v3, &creds).await.map_err(|e| {
-                tracing::info!(target: "keelson::cfn", "AWS authentication failure: {e}");
-                match e {
-                    OsError::NotFound(_) => CfnFault::invalid_client_token_id(),
-                    OsError::Unauthorized(_) => CfnFault::signature_does_not_match(),
-                    OsError::Unavailable(_) => CfnFault::service_unavailable(),
-                    _ => CfnFault::access_denied(),
-                }
-            })?;
+        let access = keelson_openstack::identity::ec2_tokens(&self.service, &creds).await.map_err(|e| {
+            tracing::info!(target: "keelson::cfn", "AWS authentication failure: {e}");
+            match e {
+                OsError::NotFound(_) => CfnFault::invalid_client_token_id(),
+                OsError::Unauthorized(_) => CfnFault::signature_does_not_match(),
+                OsError::Unavailable(_) => CfnFault::service_unavailable(),
+                _ => CfnFault::access_denied(),
+            }
+        })?;
         let Some(project_id) = access.project_id.clone() else {
             return Err(CfnFault::access_denied());
         };

@@ -6,7 +6,6 @@ use http::Method;
 use serde_json::{json, Value};
 
 use crate::error::OsError;
-use crate::http::HttpClient;
 use crate::session::{AccessInfo, Session};
 
 /// Keystone's identity API as one session sees it.
@@ -205,15 +204,28 @@ impl<'a> Identity<'a> {
     }
 }
 
-/// `POST <identity v3>/ec2tokens`: Keystone checks an EC2-signed request
+/// `POST <identity v3>/ec2tokens`, as `service` (a session holding
+/// Keystone's `admin` or `service` role: Keystone checks
+/// `identity:ec2tokens_validate`): Keystone checks an EC2-signed request
 /// (`credentials`: access, signature, host, verb, path, params, headers,
-/// body_hash) and answers a token of the credential's user. Keystone
-/// needs no token for it; a refusal is Keystone's error as it came
-/// (`NotFound` "EC2 access key not found.", `Unauthorized` "Invalid EC2
-/// signature.", "Credential is expired", …).
-pub async fn ec2_tokens(http: &HttpClient, identity_v3: &str, credentials: &Value) -> Result<AccessInfo, OsError> {
-    let url = format!("{}/ec2tokens", identity_v3.trim_end_matches('/'));
-    let answer = http.send(Method::POST, &url, &[], Some(&json!({"credentials": credentials}))).await?.success()?;
+/// body_hash) and answers a token of the credential's user. A refusal is
+/// Keystone's error as it came (Keystone 30 answers a wrong signature, an
+/// unknown access key and an expired timestamp alike: 401 with no
+/// reason). A 401 is not retried with a renewed service token: it is the
+/// signature's answer.
+pub async fn ec2_tokens(service: &Session, credentials: &Value) -> Result<AccessInfo, OsError> {
+    let url = format!("{}/ec2tokens", service.identity_v3());
+    let access = service.access().await?;
+    let answer = service
+        .http()
+        .send(
+            Method::POST,
+            &url,
+            &[("x-auth-token", access.token.as_str())],
+            Some(&json!({"credentials": credentials})),
+        )
+        .await?
+        .success()?;
     let token = answer
         .header("x-subject-token")
         .map(str::to_owned)
