@@ -350,6 +350,7 @@ def test_software_deployment_with_stock_agents(cloud, module_procs):
                                       'input_values': {'greeting': 'world'}, 'signal_transport': 'HEAT_SIGNAL'}},
         },
         'outputs': {'stdout': {'value': {'get_attr': ['deploy', 'deploy_stdout']}},
+                    'result': {'value': {'get_attr': ['deploy', 'result']}},
                     'code': {'value': {'get_attr': ['deploy', 'deploy_status_code']}}},
     }
     status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
@@ -394,10 +395,11 @@ def test_software_deployment_with_stock_agents(cloud, module_procs):
     st = cloud.wait(token, project, name, sid, ('CREATE_COMPLETE', 'CREATE_FAILED'), timeout=180)
     assert st['stack_status'] == 'CREATE_COMPLETE', (st, agent.output()[-4000:])
     out = {}
-    for key in ('stdout', 'code'):
+    for key in ('stdout', 'result', 'code'):
         status, doc = cloud.call('GET', '/stacks/%s/%s/outputs/%s' % (name, sid, key), token, project=project)
         out[key] = doc['output']['output_value']
-    assert (out['stdout'], out['code']) == ('hello world from %s\n' % server['physical_resource_id'], 0), out
+    assert out == {'stdout': 'hello world from %s\n' % server['physical_resource_id'], 'result': 'an output value',
+                   'code': 0}, out
     # The config's own output, as the agent signalled it.
     dep = cloud.resource(token, project, name, sid, 'deploy')['physical_resource_id']
     status, doc = cloud.call('GET', '/software_deployments/%s' % dep, token, project=project)

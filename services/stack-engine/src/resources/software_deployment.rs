@@ -446,6 +446,16 @@ impl Plugin for SoftwareDeployment {
         true
     }
 
+    /// The config's outputs the agent signalled (upstream resolves any
+    /// output name from the deployment's `output_values`).
+    async fn extra_attributes(&self, state: &ResourceState) -> Map<String, Value> {
+        let Some(id) = &state.physical_id else { return Map::new() };
+        match self.host.get().deployment(id).await {
+            Ok(Some(d)) => d.output_values,
+            _ => Map::new(),
+        }
+    }
+
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let Some(id) = &state.physical_id else { return Ok(Value::Null) };
         let Some(d) = self.host.get().deployment(id).await? else { return Ok(Value::Null) };
