@@ -186,6 +186,29 @@ impl KeystoneSettings {
     }
 }
 
+impl KeystoneSettings {
+    /// The service user's password authentication, for keelson-openstack
+    /// sessions (heat-api-cfn's `ec2tokens` calls).
+    pub fn service_auth(&self) -> keelson_openstack::AuthMethod {
+        use keelson_openstack::{DomainRef as Domain, ProjectRef, Scope, UserRef};
+        let domain = |d: &DomainRef| match d {
+            DomainRef::Id(id) => Domain::Id(id.clone()),
+            DomainRef::Name(name) => Domain::Name(name.clone()),
+        };
+        let project = match (&self.project_id, &self.project_name) {
+            (Some(id), _) => ProjectRef::Id(id.clone()),
+            (None, name) => {
+                ProjectRef::Name { name: name.clone().unwrap_or_default(), domain: domain(&self.project_domain) }
+            }
+        };
+        keelson_openstack::AuthMethod::Password {
+            user: UserRef::Name { name: self.username.clone(), domain: domain(&self.user_domain) },
+            password: self.password.clone(),
+            scope: Scope::Project(project),
+        }
+    }
+}
+
 /// The identity v3 root for an `auth_url`: keystoneauth discovers it from
 /// the unversioned root, and deployments write either form.
 fn identity_v3(auth_url: &str) -> String {

@@ -9,6 +9,7 @@
 //! are served at `/metrics` on each listener, and the operator console
 //! ([`console`]) at `/keelson/console/` on the Placement listener.
 
+pub mod cfn;
 pub mod console;
 pub mod identity;
 pub mod keystone;

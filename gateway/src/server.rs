@@ -159,6 +159,58 @@ impl Refusals for OrchestrationRefusals {
     }
 }
 
+/// The Orchestration API's authentication strategy: its own option, else
+/// Placement's (noauth2 there is Heat's noauth here).
+fn orchestration_strategy(config: &Config) -> String {
+    if config.is_set(&ORCHESTRATION_AUTH_STRATEGY) {
+        config.get(&ORCHESTRATION_AUTH_STRATEGY)
+    } else if config.get(&AUTH_STRATEGY) == "noauth2" {
+        "noauth".to_string()
+    } else {
+        "keystone".to_string()
+    }
+}
+
+/// The heat-api-cfn application (Keystone mode only: its requests are
+/// authenticated by Keystone's `ec2tokens`), talking to the stack engines
+/// over `engines`; None under noauth.
+pub fn cfn_app(config: &Config, engines: Vec<Channel>, metrics: Metrics) -> Result<Option<axum::Router>, GatewayError> {
+    if orchestration_strategy(config) == "noauth" {
+        return Ok(None);
+    }
+    let keystone = KeystoneSettings::from_config(config)?;
+    let http = keelson_openstack::HttpClient::new(keystone.timeout, keystone.connect_retries);
+    let service = keelson_openstack::Session::new(http, &keystone.identity_v3, keystone.service_auth());
+    let ec2 = crate::cfn::ec2::Ec2Auth::new(service);
+    let max_json_body_size = usize::try_from(config.get(&MAX_JSON_BODY_SIZE))
+        .unwrap_or_else(|_| keelson_runtime::config::clamp_usize(MAX_JSON_BODY_SIZE.default_value()));
+    let settings = crate::cfn::CfnSettings { ec2: Arc::new(ec2), max_json_body_size };
+    let app = crate::cfn::app(engines, settings, LogState { api: "cloudformation", metrics: metrics.clone() });
+    Ok(Some(with_metrics(app, metrics)))
+}
+
+/// Serves heat-api-cfn on a bound listener; the listener's own refusals
+/// carry CloudFormation's XML error body.
+pub async fn serve_cfn(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    crate::listener::serve(listener, app, limits, Arc::new(CfnRefusals), shutdown).await
+}
+
+struct CfnRefusals;
+
+impl Refusals for CfnRefusals {
+    fn render(&self, refusal: &Refusal, _request_id: &str) -> axum::response::Response {
+        let fault = crate::cfn::fault::CfnFault::invalid_parameter_value(Some(refusal.message().to_string()));
+        let mut resp = fault.into_response();
+        *resp.status_mut() = http::StatusCode::from_u16(refusal.status()).unwrap_or(http::StatusCode::BAD_REQUEST);
+        resp
+    }
+}
+
 /// The Orchestration application for `config`, talking to the stack
 /// engines over `engines` (one channel each; see
 /// [`crate::orchestration::engines`]).
@@ -171,13 +223,7 @@ pub fn orchestration_app(
     // One gateway serves both APIs: unless the Orchestration API names its
     // own strategy, it follows Placement's (noauth2 there means Heat's
     // noauth here), so a noauth2 gateway needs no Keystone settings.
-    let strategy = if config.is_set(&ORCHESTRATION_AUTH_STRATEGY) {
-        config.get(&ORCHESTRATION_AUTH_STRATEGY)
-    } else if config.get(&AUTH_STRATEGY) == "noauth2" {
-        "noauth".to_string()
-    } else {
-        "keystone".to_string()
-    };
+    let strategy = orchestration_strategy(config);
     let auth = match strategy.as_str() {
         "noauth" => OrchestrationAuth::NoAuth,
         _ => OrchestrationAuth::keystone(

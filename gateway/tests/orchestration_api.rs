@@ -447,6 +447,18 @@ impl Orchestration for FakeEngine {
         reply(json!(null))
     }
 
+    async fn cfn_signal(&self, req: GrpcRequest<pb::CfnSignalRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        let rec = Recorded {
+            caller: r.caller.unwrap_or_default(),
+            body_json: r.body_json,
+            extra: format!("{} {}", r.arn, r.wait_condition),
+            ..Default::default()
+        };
+        self.record("cfn_signal", &req, rec);
+        reply(json!(null))
+    }
+
     async fn list_software_configs(
         &self,
         req: GrpcRequest<pb::SoftwareRequest>,

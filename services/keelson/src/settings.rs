@@ -100,6 +100,25 @@ pub fn listen(config: &Config, option: &Opt<String>, all_in_one: bool) -> anyhow
     parse_addr(&addr, &what)
 }
 
+/// heat-api-cfn's listener: `[keelson] cfn_listen`, else Heat's
+/// `[heat_api_cfn] bind_host`/`bind_port`, with `listen`'s all-in-one and
+/// harness rules when none is set.
+pub fn cfn_listen(config: &Config, all_in_one: bool) -> anyhow::Result<SocketAddr> {
+    use keelson_stack_engine::options::{CFN_LISTEN, HEAT_API_CFN_BIND_HOST, HEAT_API_CFN_BIND_PORT};
+    let what = "[keelson] cfn_listen";
+    let set =
+        config.is_set(&CFN_LISTEN) || config.is_set(&HEAT_API_CFN_BIND_HOST) || config.is_set(&HEAT_API_CFN_BIND_PORT);
+    let addr = keelson_stack_engine::options::cfn_listen(config);
+    if set {
+        return parse_addr(&addr, what);
+    }
+    if all_in_one && harness_mode() {
+        return parse_addr(HARNESS_INTERNAL_LISTEN, what);
+    }
+    let addr = if all_in_one { addr.replace("0.0.0.0", "127.0.0.1") } else { addr };
+    parse_addr(&addr, what)
+}
+
 fn parse_addr(v: &str, what: &str) -> anyhow::Result<SocketAddr> {
     use std::net::ToSocketAddrs as _;
     v.to_socket_addrs()

@@ -569,6 +569,10 @@ pub async fn resource_facts(plugin: &dyn ResourceType, resource_name: &str, stat
         let v = resources::resolve_attribute(plugin, resource_name, state, a.name).await.unwrap_or(Value::Null);
         attributes.insert(a.name.to_string(), v);
     }
+    // A software deployment's config outputs.
+    for (k, v) in plugin.extra_attributes(state).await {
+        attributes.entry(k).or_insert(v);
+    }
     // Nested-stack resources also pass their members on, for the
     // attributes whose names are in no schema (`resource.<n>.<attr>`, a
     // group member's attribute).

@@ -40,6 +40,9 @@ pub enum EngineError {
     ValueError(String),
     /// Python's `OverflowError` (a number too large for its type).
     OverflowError(String),
+    /// `MissingCredentialError`: "Missing required credential: …" (a
+    /// trust that cannot delegate the roles asked for).
+    MissingCredentialError(String),
     /// A template or environment error of a kind the engine does not
     /// decide on itself (see `From<TemplateError>`).
     Template(TemplateError),
@@ -53,6 +56,9 @@ pub enum EngineError {
     MissingAuthenticationToken(String),
     /// `RequestExpired`: a pre-signed URL past its expiry.
     RequestExpired(String),
+    /// `InvalidTenant`: a stack of another project (and not of the
+    /// caller's stack-user project).
+    InvalidTenant(String),
 
     // 404
     /// `EntityNotFound`: "The {entity} ({name}) could not be found."
@@ -77,6 +83,12 @@ pub enum EngineError {
     // 500
     /// Python's `KeyError` (upstream's unhandled lookups, a 500).
     KeyError(String),
+    /// `AuthorizationFailure`: "Authorization failed." (Keystone refused
+    /// the engine, a trust or the stack domain admin).
+    AuthorizationFailure(String),
+    /// `InvalidEncryptionKey`: stored credentials the configured
+    /// `auth_encryption_key` cannot decrypt.
+    InvalidEncryptionKey(String),
     /// What the client cannot fix (database down, a bug); the message is
     /// logged, not shown.
     Internal(String),
@@ -103,11 +115,13 @@ impl EngineError {
             EngineError::Invalid(_) => "Invalid",
             EngineError::ValueError(_) => "ValueError",
             EngineError::OverflowError(_) => "OverflowError",
+            EngineError::MissingCredentialError(_) => "MissingCredentialError",
             EngineError::Template(e) => e.type_name(),
             EngineError::Forbidden(_) => "Forbidden",
             EngineError::SignatureDoesNotMatch(_) => "SignatureDoesNotMatch",
             EngineError::MissingAuthenticationToken(_) => "MissingAuthenticationToken",
             EngineError::RequestExpired(_) => "RequestExpired",
+            EngineError::InvalidTenant(_) => "InvalidTenant",
             EngineError::EntityNotFound { .. } => "EntityNotFound",
             EngineError::ResourceNotFound { .. } => "ResourceNotFound",
             EngineError::ResourceNotAvailable(_) => "ResourceNotAvailable",
@@ -117,6 +131,8 @@ impl EngineError {
             EngineError::ActionInProgress { .. } => "ActionInProgress",
             EngineError::ConcurrentTransaction(_) => "ConcurrentTransaction",
             EngineError::KeyError(_) => "KeyError",
+            EngineError::AuthorizationFailure(_) => "AuthorizationFailure",
+            EngineError::InvalidEncryptionKey(_) => "InvalidEncryptionKey",
             EngineError::Internal(_) => "InternalError",
             EngineError::Remote { heat_type, .. } => heat_type,
         }
@@ -137,11 +153,13 @@ impl EngineError {
             | EngineError::Invalid(_)
             | EngineError::ValueError(_)
             | EngineError::OverflowError(_)
+            | EngineError::MissingCredentialError(_)
             | EngineError::Template(_) => 400,
             EngineError::Forbidden(_)
             | EngineError::SignatureDoesNotMatch(_)
             | EngineError::MissingAuthenticationToken(_)
-            | EngineError::RequestExpired(_) => 403,
+            | EngineError::RequestExpired(_)
+            | EngineError::InvalidTenant(_) => 403,
             EngineError::EntityNotFound { .. }
             | EngineError::ResourceNotFound { .. }
             | EngineError::ResourceNotAvailable(_)
@@ -150,7 +168,10 @@ impl EngineError {
             EngineError::StackExists { .. }
             | EngineError::ActionInProgress { .. }
             | EngineError::ConcurrentTransaction(_) => 409,
-            EngineError::KeyError(_) | EngineError::Internal(_) => 500,
+            EngineError::KeyError(_)
+            | EngineError::AuthorizationFailure(_)
+            | EngineError::InvalidEncryptionKey(_)
+            | EngineError::Internal(_) => 500,
             EngineError::Remote { http_status, .. } => *http_status,
         }
     }
@@ -170,6 +191,10 @@ impl EngineError {
             | EngineError::Invalid(m)
             | EngineError::ValueError(m)
             | EngineError::OverflowError(m)
+            | EngineError::MissingCredentialError(m)
+            | EngineError::InvalidTenant(m)
+            | EngineError::AuthorizationFailure(m)
+            | EngineError::InvalidEncryptionKey(m)
             | EngineError::Forbidden(m)
             | EngineError::SignatureDoesNotMatch(m)
             | EngineError::MissingAuthenticationToken(m)
@@ -288,6 +313,10 @@ impl EngineError {
             "Invalid" => EngineError::Invalid(m),
             "ValueError" => EngineError::ValueError(m),
             "OverflowError" => EngineError::OverflowError(m),
+            "MissingCredentialError" => EngineError::MissingCredentialError(m),
+            "InvalidTenant" => EngineError::InvalidTenant(m),
+            "AuthorizationFailure" => EngineError::AuthorizationFailure(m),
+            "InvalidEncryptionKey" => EngineError::InvalidEncryptionKey(m),
             "Forbidden" => EngineError::Forbidden(m),
             "SignatureDoesNotMatch" => EngineError::SignatureDoesNotMatch(m),
             "MissingAuthenticationToken" => EngineError::MissingAuthenticationToken(m),
@@ -387,6 +416,10 @@ mod tests {
             EngineError::ConcurrentTransaction("c".into()),
             EngineError::KeyError("'k'".into()),
             EngineError::internal("i"),
+            EngineError::MissingCredentialError("m".into()),
+            EngineError::InvalidTenant("t".into()),
+            EngineError::AuthorizationFailure("a".into()),
+            EngineError::InvalidEncryptionKey("k".into()),
         ];
         for e in all {
             assert_eq!(EngineError::from_heat(e.heat_type(), e.http_status(), &e.message()), e);

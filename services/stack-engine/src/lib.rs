@@ -23,6 +23,7 @@ pub mod caller;
 pub mod convergence;
 pub mod definition;
 pub mod error;
+pub mod identity;
 pub mod notifications;
 pub mod options;
 pub mod resources;
@@ -95,6 +96,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         max_resources_per_stack: config.get(&MAX_RESOURCES_PER_STACK),
         signals: signal_settings(config),
         notifications,
+        identity: identity::IdentitySettings::from_config(config),
         ..d
     };
     let service = ServiceSettings {
@@ -143,6 +145,10 @@ fn signal_settings(config: &Config) -> convergence::SignalSettings {
     s.signing_key = text(&SIGNAL_SIGNING_KEY);
     s.default_deployment_signal_transport = config.get(&DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT);
     s.default_software_config_transport = config.get(&DEFAULT_SOFTWARE_CONFIG_TRANSPORT);
+    s.cfn_url = match text(&options::HEAT_API_CFN_PUBLIC) {
+        Some(url) => format!("{}/v1", url.trim_end_matches('/').trim_end_matches("/v1")),
+        None => format!("http://{}/v1", options::cfn_listen(config).replace("0.0.0.0", "127.0.0.1")),
+    };
     s
 }
 

@@ -58,13 +58,13 @@ pub const MAX_CONCURRENT_CHECKS: Opt<i64> =
 // (0: no expiry) and key (default: generated, stored in the database), the
 // default transports.
 pub const HEAT_WAITCONDITION_SERVER_URL: Opt<Option<String>> = Opt::optional_str(
-    O,
+    "DEFAULT",
     "heat_waitcondition_server_url",
     None,
     "base of pre-signed wait condition URLs (default: <public_endpoint>/v1/waitcondition)",
 );
 pub const HEAT_METADATA_SERVER_URL: Opt<Option<String>> = Opt::optional_str(
-    O,
+    "DEFAULT",
     "heat_metadata_server_url",
     None,
     "base of pre-signed signal URLs (default: the public endpoint)",
@@ -127,6 +127,87 @@ pub const RABBIT_RETRY_INTERVAL: Opt<i64> =
 pub const RABBIT_INTERVAL_MAX: Opt<i64> =
     Opt::int("oslo_messaging_rabbit", "rabbit_interval_max", 30, "longest wait between reconnection attempts");
 
+// Heat's identity model (`heat/common/config.py`, `[DEFAULT]`; the
+// trustee's keystoneauth password options in `[trustee]`; Keystone's URL
+// in `[clients_keystone]`). Without `[clients_keystone] auth_uri` the
+// engine talks to no Keystone: no trusts, no stack-domain users (noauth).
+pub const DEFERRED_AUTH_METHOD: Opt<String> = Opt::str(
+    "DEFAULT",
+    "deferred_auth_method",
+    "trusts",
+    "how deferred operations act for the user: trusts (a Keystone trust per stack) or password (none stored)",
+)
+.choices(&["trusts", "password"]);
+/// Empty: the trustor's own roles (as its token lists them).
+pub const TRUSTS_DELEGATED_ROLES: Opt<Vec<String>> =
+    Opt::list("DEFAULT", "trusts_delegated_roles", &[], "roles a stack's trust delegates (empty: all of the user's)");
+pub const AUTH_ENCRYPTION_KEY: Opt<String> = Opt::str(
+    "DEFAULT",
+    "auth_encryption_key",
+    "notgood but just long enough i t",
+    "key the stored credentials (trust ids) and secret resource data are encrypted with",
+);
+pub const STACK_USER_DOMAIN_ID: Opt<Option<String>> =
+    Opt::optional_str("DEFAULT", "stack_user_domain_id", None, "the domain of stack users and projects (by id)");
+pub const STACK_USER_DOMAIN_NAME: Opt<Option<String>> =
+    Opt::optional_str("DEFAULT", "stack_user_domain_name", None, "the domain of stack users and projects (by name)");
+pub const STACK_DOMAIN_ADMIN: Opt<Option<String>> =
+    Opt::optional_str("DEFAULT", "stack_domain_admin", None, "the admin user of the stack user domain");
+pub const STACK_DOMAIN_ADMIN_PASSWORD: Opt<Option<String>> =
+    Opt::optional_str("DEFAULT", "stack_domain_admin_password", None, "the stack user domain admin's password");
+pub const HEAT_STACK_USER_ROLE: Opt<String> =
+    Opt::str("DEFAULT", "heat_stack_user_role", "heat_stack_user", "the role stack users are given");
+pub const CLIENTS_KEYSTONE_AUTH_URI: Opt<Option<String>> = Opt::optional_str(
+    "clients_keystone",
+    "auth_uri",
+    None,
+    "Keystone's public endpoint (unversioned or /v3), as the engine and instances reach it",
+);
+const TRUSTEE: &str = "trustee";
+pub const TRUSTEE_AUTH_TYPE: Opt<String> =
+    Opt::str(TRUSTEE, "auth_type", "password", "how the trustee authenticates (password)")
+        .choices(&["password", "v3password"]);
+pub const TRUSTEE_AUTH_URL: Opt<Option<String>> =
+    Opt::optional_str(TRUSTEE, "auth_url", None, "Keystone for the trustee (default: [clients_keystone] auth_uri)");
+pub const TRUSTEE_USERNAME: Opt<Option<String>> =
+    Opt::optional_str(TRUSTEE, "username", None, "the trustee (heat's service user)");
+pub const TRUSTEE_USER_ID: Opt<Option<String>> = Opt::optional_str(TRUSTEE, "user_id", None, "the trustee, by id");
+pub const TRUSTEE_PASSWORD: Opt<Option<String>> =
+    Opt::optional_str(TRUSTEE, "password", None, "the trustee's password");
+pub const TRUSTEE_USER_DOMAIN_ID: Opt<Option<String>> =
+    Opt::optional_str(TRUSTEE, "user_domain_id", None, "the trustee's domain (by id)");
+pub const TRUSTEE_USER_DOMAIN_NAME: Opt<Option<String>> =
+    Opt::optional_str(TRUSTEE, "user_domain_name", None, "the trustee's domain (by name)");
+/// keelson's: where instances reach heat-api-cfn (pre-signed URLs and the
+/// CFN metadata API); Heat finds it in the catalog.
+pub const HEAT_API_CFN_PUBLIC: Opt<Option<String>> = Opt::optional_str(
+    "heat_api_cfn",
+    "public_endpoint",
+    None,
+    "heat-api-cfn as instances reach it (default: http:// + its listener's address)",
+);
+pub const HEAT_API_CFN_BIND_HOST: Opt<String> =
+    Opt::str("heat_api_cfn", "bind_host", "0.0.0.0", "address heat-api-cfn listens on");
+pub const HEAT_API_CFN_BIND_PORT: Opt<i64> =
+    Opt::int("heat_api_cfn", "bind_port", 8000, "port heat-api-cfn listens on").min(0).max(65535);
+/// keelson's: the heat-api-cfn listener as one address (wins over
+/// `[heat_api_cfn] bind_host`/`bind_port`).
+pub const CFN_LISTEN: Opt<Option<String>> = Opt::optional_str(
+    "keelson",
+    "cfn_listen",
+    None,
+    "where heat-api-cfn listens, host:port (default: [heat_api_cfn] bind_host:bind_port)",
+);
+
+/// Where heat-api-cfn listens: `[keelson] cfn_listen`, else Heat's
+/// `[heat_api_cfn] bind_host:bind_port`.
+pub fn cfn_listen(config: &Config) -> String {
+    match config.get(&CFN_LISTEN).filter(|v| !v.trim().is_empty()) {
+        Some(addr) => addr,
+        None => format!("{}:{}", config.get(&HEAT_API_CFN_BIND_HOST), config.get(&HEAT_API_CFN_BIND_PORT)),
+    }
+}
+
 /// The inventory service: with it (set explicitly, not empty) the engine
 /// offers the OS::Placement::* resource types.
 pub const INVENTORY_ENDPOINT: Opt<Option<String>> = Opt::optional_str(
@@ -174,6 +255,26 @@ pub const OPTIONS: &[&dyn Declaration] = &[
     &RABBIT_INTERVAL_MAX,
     &INVENTORY_ENDPOINT,
     &ORCHESTRATION_LISTEN,
+    &DEFERRED_AUTH_METHOD,
+    &TRUSTS_DELEGATED_ROLES,
+    &AUTH_ENCRYPTION_KEY,
+    &STACK_USER_DOMAIN_ID,
+    &STACK_USER_DOMAIN_NAME,
+    &STACK_DOMAIN_ADMIN,
+    &STACK_DOMAIN_ADMIN_PASSWORD,
+    &HEAT_STACK_USER_ROLE,
+    &CLIENTS_KEYSTONE_AUTH_URI,
+    &TRUSTEE_AUTH_TYPE,
+    &TRUSTEE_AUTH_URL,
+    &TRUSTEE_USERNAME,
+    &TRUSTEE_USER_ID,
+    &TRUSTEE_PASSWORD,
+    &TRUSTEE_USER_DOMAIN_ID,
+    &TRUSTEE_USER_DOMAIN_NAME,
+    &HEAT_API_CFN_PUBLIC,
+    &HEAT_API_CFN_BIND_HOST,
+    &HEAT_API_CFN_BIND_PORT,
+    &CFN_LISTEN,
 ];
 
 /// An option in seconds whose value below 1 takes the default.

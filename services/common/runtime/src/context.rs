@@ -64,14 +64,34 @@ impl RequestContext {
     /// request id, and as traceparent the current span when spans are
     /// exported (so the callee's span is its child), else the context's.
     pub fn inject(metadata: &mut tonic::metadata::MetadataMap) {
-        let ctx = Self::current();
-        if let Some(Ok(v)) = ctx.as_ref().map(|c| c.request_id.parse()) {
+        let (request_id, traceparent) = Self::outgoing();
+        if let Some(Ok(v)) = request_id.map(|r| r.parse()) {
             metadata.insert(REQUEST_ID_HEADER, v);
         }
-        let traceparent = crate::telemetry::current_traceparent().or_else(|| ctx.map(|c| c.traceparent));
         if let Some(Ok(v)) = traceparent.map(|t| t.parse()) {
             metadata.insert(TRACEPARENT_HEADER, v);
         }
+    }
+
+    /// The same for an outgoing HTTP request (the OpenStack REST clients
+    /// of keelson-openstack): `X-Openstack-Request-Id` and `traceparent`.
+    pub fn inject_http(headers: &mut http::HeaderMap) {
+        let (request_id, traceparent) = Self::outgoing();
+        if let Some(Ok(v)) = request_id.map(|r| http::HeaderValue::from_str(&r)) {
+            headers.insert(REQUEST_ID_HEADER, v);
+        }
+        if let Some(Ok(v)) = traceparent.map(|t| http::HeaderValue::from_str(&t)) {
+            headers.insert(TRACEPARENT_HEADER, v);
+        }
+    }
+
+    /// What an outgoing call carries: the request id, and as traceparent
+    /// the current span when spans are exported, else the context's.
+    fn outgoing() -> (Option<String>, Option<String>) {
+        let ctx = Self::current();
+        let request_id = ctx.as_ref().map(|c| c.request_id.clone());
+        let traceparent = crate::telemetry::current_traceparent().or_else(|| ctx.map(|c| c.traceparent));
+        (request_id, traceparent)
     }
 
     /// The context a gRPC caller sent (or a fresh one).

@@ -11,7 +11,7 @@ use keelson_gateway::options::AUTH_STRATEGY;
 use keelson_inventory::{Store, StoreSettings};
 use keelson_runtime::grpc::GrpcListener;
 use keelson_runtime::Config;
-use keelson_stack_engine::options::{ORCHESTRATION_LISTEN, PUBLIC_ENDPOINT};
+use keelson_stack_engine::options::{HEAT_API_CFN_PUBLIC, ORCHESTRATION_LISTEN, PUBLIC_ENDPOINT};
 
 use super::controller_view::ControllerNodes;
 use super::services::{bind, on_signal, open_database};
@@ -53,6 +53,11 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     };
     let placement =
         keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone(), Some(console))?;
+    let cfn = keelson_gateway::server::cfn_app(&config, vec![engine_channel.clone()], metrics.clone())?;
+    let cfn_listener = match &cfn {
+        Some(_) => Some(bind(settings::cfn_listen(&config, true)?, "heat-api-cfn").await?),
+        None => None,
+    };
     let orchestration = keelson_gateway::server::orchestration_app(&config, vec![engine_channel], metrics)?;
     let mut engine_settings = keelson_stack_engine::settings_from_config(&config, format!("http://{engine_addr}"));
     engine_settings.engine.tls = tls.clone();
@@ -61,6 +66,11 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     // Instances signal the Orchestration API this process serves.
     if !config.is_set(&PUBLIC_ENDPOINT) {
         engine_settings.engine.signals.orchestration_url = format!("http://{}", o_listener.local_addr()?);
+    }
+    // Pre-signed EC2 URLs name the heat-api-cfn this process serves.
+    if let (Some(l), false) = (&cfn_listener, config.is_set(&HEAT_API_CFN_PUBLIC)) {
+        engine_settings.engine.signals.cfn_url = format!("http://{}/v1", l.local_addr()?);
+        tracing::info!(target: "keelson", "heat-api-cfn on http://{}", l.local_addr()?);
     }
     let ctl_addr = ctl_listener.local_addr()?;
     let registration =
@@ -90,13 +100,23 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
             .await
             .map_err(anyhow::Error::from)
     };
+    let cfn = async {
+        match (cfn, cfn_listener) {
+            (Some(app), Some(listener)) => {
+                keelson_gateway::server::serve_cfn(listener, app, edge_limits, shutdown.clone().wait())
+                    .await
+                    .map_err(anyhow::Error::from)
+            }
+            _ => Ok(()),
+        }
+    };
     let ctl = super::controller::embedded(&config, ctl_listener, db.clone(), synced_tx, shutdown.clone());
     let engine = async {
         keelson_stack_engine::serve(orchestration_db.clone(), engine_settings, engine_listener, shutdown.clone())
             .await
             .map_err(anyhow::Error::from)
     };
-    tokio::try_join!(inv, cand, p, o, ctl, engine)?;
+    tokio::try_join!(inv, cand, p, o, cfn, ctl, engine)?;
     if let Some(r) = registration {
         let _ = r.await;
     }

@@ -94,6 +94,21 @@ pub fn engine_channels(config: &Config, tls: Option<&MeshTls>) -> anyhow::Result
     Ok(channels)
 }
 
+/// Binds and serves heat-api-cfn when the gateway has it (Keystone mode).
+pub async fn serve_cfn(
+    config: &Config,
+    app: Option<axum::Router>,
+    limits: keelson_gateway::server::ConnectionLimits,
+    shutdown: keelson_runtime::shutdown::Shutdown,
+    all_in_one: bool,
+) -> anyhow::Result<()> {
+    let Some(app) = app else { return Ok(()) };
+    let listener = bind(settings::cfn_listen(config, all_in_one)?, "heat-api-cfn").await?;
+    tracing::info!(target: "keelson", "heat-api-cfn on http://{}", listener.local_addr()?);
+    keelson_gateway::server::serve_cfn(listener, app, limits, shutdown.wait()).await?;
+    Ok(())
+}
+
 pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let tls = settings::mesh_tls(&config)?;
     // Empty: no endpoint, refused by the channel.
@@ -109,6 +124,7 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     };
     let placement =
         keelson_gateway::server::placement_app(&config, inventory, candidates, metrics.clone(), Some(console))?;
+    let cfn = keelson_gateway::server::cfn_app(&config, engines.clone(), metrics.clone())?;
     let orchestration = keelson_gateway::server::orchestration_app(&config, engines, metrics)?;
     let p_listener = bind(settings::placement_listen(&config, false)?, "placement API").await?;
     let o_listener = bind(settings::listen(&config, &ORCHESTRATION_LISTEN, false)?, "orchestration API").await?;
@@ -117,7 +133,9 @@ pub async fn gateway(config: Config) -> anyhow::Result<ExitCode> {
     let shutdown = on_signal();
     let edge_limits = keelson_gateway::server::ConnectionLimits::from_config(&config);
     let p = keelson_gateway::server::serve_placement(p_listener, placement, edge_limits, shutdown.clone().wait());
+    let c = serve_cfn(&config, cfn, edge_limits, shutdown.clone(), false);
     let o = keelson_gateway::server::serve_orchestration(o_listener, orchestration, edge_limits, shutdown.wait());
-    tokio::try_join!(p, o)?;
+    let (p, o) = (async { p.await.map_err(anyhow::Error::from) }, async { o.await.map_err(anyhow::Error::from) });
+    tokio::try_join!(p, o, c)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -49,7 +49,7 @@ const POLL_MAX: Duration = Duration::from_secs(1);
 
 impl Engine {
     /// This engine as the `Arc` its operations take.
-    fn arc(&self) -> Result<Arc<Engine>, EngineError> {
+    pub(super) fn arc(&self) -> Result<Arc<Engine>, EngineError> {
         self.this.upgrade().ok_or_else(|| EngineError::internal("the engine is shutting down"))
     }
 
@@ -105,6 +105,14 @@ impl Engine {
         )?
         .into_nested(true);
         def.validate(&self.registry)?;
+        // Heat creates nested stacks with the stack's stored context: the
+        // types they instantiate are authorized for the user through the
+        // trust (its roles as Keystone gives them now), however long ago
+        // the user's own token expired.
+        if let Some(caller) = self.stored_caller(&owner).await? {
+            let types = def.resource_types(&self.registry);
+            self.registry.authorize_types(&caller, types.iter().map(String::as_str))?;
+        }
         let new = NewStack {
             id: id.clone(),
             name: name.clone(),
@@ -123,6 +131,9 @@ impl Engine {
             owner_id: Some(owner.id.clone()),
             parent_resource_name: Some(parent.resource_name.clone()),
             nested_depth: depth,
+            trustor: None,
+            // Heat: nested stacks share their parent's stack-user project.
+            stack_user_project_id: owner.stack_user_project_id.clone(),
         };
         self.arc()?.create_stack(new).await?;
         Ok(NestedStackRef { arn: format!("arn:openstack:heat::{}:stacks/{}/{}", owner.tenant, name, id), id })

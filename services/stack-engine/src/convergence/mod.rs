@@ -17,6 +17,7 @@
 
 mod check;
 mod cluster;
+mod credentials;
 mod dispatch;
 mod events;
 mod graph;
@@ -67,6 +68,8 @@ pub struct Engine {
     signals_key: signals::KeyCell,
     /// Heat's notifications (a no-op when they are off).
     notifier: crate::notifications::Notifier,
+    /// Keystone: trusts and stack users (None: noauth).
+    identity: Option<Arc<crate::identity::Identity>>,
 }
 
 impl Engine {
@@ -104,6 +107,13 @@ impl Engine {
         )
         .await?;
         let permits = Arc::new(Semaphore::new(settings.max_concurrent_checks.max(1)));
+        let identity = match &settings.identity {
+            Some(s) => Some(Arc::new(
+                crate::identity::Identity::new(s.clone())
+                    .map_err(|e| EngineError::internal(format!("auth_encryption_key: {e}")))?,
+            )),
+            None => None,
+        };
         let notifier = match &settings.notifications {
             Some(n) => crate::notifications::Notifier::start(n.clone()),
             None => crate::notifications::Notifier::default(),
@@ -122,6 +132,7 @@ impl Engine {
             this: this.clone(),
             signals_key: signals::KeyCell::default(),
             notifier,
+            identity,
         });
         let host: std::sync::Weak<dyn crate::resources::PluginHost> = Arc::downgrade(&engine) as _;
         engine.registry.host().bind(host);

@@ -40,6 +40,12 @@ pub struct NewStack {
     pub owner_id: Option<String>,
     pub parent_resource_name: Option<String>,
     pub nested_depth: i64,
+    /// The user a root stack is created for (its token, roles): the trust
+    /// and the stack-user project are made for them. None: no Keystone
+    /// caller (noauth, nested stacks).
+    pub trustor: Option<crate::identity::Trustor>,
+    /// A nested stack's: its parent's stack-user project.
+    pub stack_user_project_id: Option<String>,
 }
 
 /// A new definition for an existing stack (update).
@@ -87,18 +93,37 @@ impl Engine {
             owner_id: new.owner_id.clone(),
             parent_resource_name: new.parent_resource_name.clone(),
             nested_depth: new.nested_depth,
+            stack_user_project_id: new.stack_user_project_id.clone(),
             action: Action::Init,
             status: Status::Complete,
             ..Default::default()
         };
-        let template_id = keelson_db::retrying("stack creation", || async {
+        let credentials = if new.owner_id.is_none() {
+            self.prepare_credentials(&new.id, new.trustor.as_ref()).await?
+        } else {
+            Default::default()
+        };
+        if credentials.stack_user_project_id.is_some() {
+            row.stack_user_project_id = credentials.stack_user_project_id.clone();
+        }
+        let stored = keelson_db::retrying("stack creation", || async {
             let mut tx = self.db.begin().await?;
             let template_id = store::templates::insert(&mut tx, &new.template, &new.files, &new.environment).await?;
             store::stacks::insert(&mut tx, &StackRow { raw_template_id: template_id, ..row.clone() }).await?;
+            if let Some(creds) = &credentials.row {
+                store::user_creds::insert_tx(&mut tx, creds).await?;
+            }
             tx.commit().await?;
             Ok(template_id)
         })
-        .await?;
+        .await;
+        let template_id = match stored {
+            Ok(id) => id,
+            Err(e) => {
+                self.discard_credentials(credentials).await;
+                return Err(e.into());
+            }
+        };
         row.raw_template_id = template_id;
         let stack_action = match &new.adopt_stack_data {
             Some(adopt) => {

@@ -48,6 +48,9 @@ pub struct EngineSettings {
     pub signals: super::signals::SignalSettings,
     /// Heat's notifications to a message broker (None: off).
     pub notifications: Option<crate::notifications::NotificationSettings>,
+    /// Keystone (`[clients_keystone] auth_uri` and Heat's identity
+    /// options): trusts and stack users. None: noauth, no Keystone.
+    pub identity: Option<crate::identity::IdentitySettings>,
 }
 
 impl Default for EngineSettings {
@@ -71,6 +74,7 @@ impl Default for EngineSettings {
             tls: None,
             signals: super::signals::SignalSettings::with_defaults("http://127.0.0.1:8004"),
             notifications: None,
+            identity: None,
         }
     }
 }

@@ -24,7 +24,7 @@ use tokio::sync::OnceCell;
 use super::Engine;
 use crate::error::EngineError;
 use crate::options;
-use crate::resources::host::{MetadataMerge, PeerResource, SignalUrls};
+use crate::resources::host::{IdentityUrls, MetadataMerge, PeerResource, SignalUrls};
 use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
 use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow};
 
@@ -53,6 +53,9 @@ pub struct SignalSettings {
     pub default_deployment_signal_transport: String,
     /// `[orchestration] default_software_config_transport`.
     pub default_software_config_transport: String,
+    /// heat-api-cfn's `/v1` as instances reach it (`[heat_api_cfn]
+    /// public_endpoint`, else its listener's address).
+    pub cfn_url: String,
 }
 
 impl SignalSettings {
@@ -61,6 +64,7 @@ impl SignalSettings {
             orchestration_url: orchestration_url.into(),
             default_deployment_signal_transport: options::DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT.default_value(),
             default_software_config_transport: options::DEFAULT_SOFTWARE_CONFIG_TRANSPORT.default_value(),
+            cfn_url: "http://127.0.0.1:8000/v1".to_string(),
             ..Default::default()
         }
     }
@@ -288,7 +292,26 @@ impl Engine {
             Some(u) if !u.is_empty() => u.trim_end_matches('/').to_string(),
             _ => root.to_string(),
         };
+        let identity = match (self.identity(), &stack.stack_user_project_id) {
+            (Some(identity), Some(project)) if identity.has_stack_domain() => Some(IdentityUrls {
+                auth_url: identity.v3_endpoint(),
+                stack_user_project_id: project.clone(),
+                stack_domain_id: identity.stack_domain_id().await?,
+                resource_url: format!(
+                    "{}/stacks/{}/{}/resources/{}",
+                    s.api_base(project),
+                    stack.name,
+                    stack.id,
+                    quote(resource_name)
+                ),
+                cfn_url: s.cfn_url.clone(),
+                waitcondition_server_url: s.waitcondition_server_url.clone().filter(|u| !u.is_empty()),
+                arn: arn.text(),
+            }),
+            _ => None,
+        };
         Ok(SignalUrls {
+            identity,
             resource_url: format!(
                 "{}/stacks/{}/{}/resources/{}",
                 s.api_base(&stack.tenant),
@@ -535,6 +558,26 @@ impl Engine {
             }
             PresignedKind::Signal => Ok(Value::Null),
         }
+    }
+
+    /// heat-api-cfn's signal (Heat's `resource_signal`, `sync_call` for
+    /// wait condition URLs): at once, answering `{"resource", "metadata"}`
+    /// (`wait_condition`), else in the background.
+    pub async fn cfn_signal(
+        self: &Arc<Self>,
+        stack_id: &str,
+        resource_name: &str,
+        details: Value,
+        wait_condition: bool,
+    ) -> Result<Value, EngineError> {
+        if !wait_condition {
+            self.signal_async(stack_id, resource_name, details).await?;
+            return Ok(Value::Null);
+        }
+        let (_, row, plugin) = self.signal_target(stack_id, resource_name).await?;
+        self.run_signal(&row, plugin.as_ref(), &details).await?;
+        let metadata = self.metadata_of(row.id).await?;
+        Ok(json!({"resource": row.name, "metadata": metadata}))
     }
 
     /// An attribute of a live resource, for the services that show one.

@@ -239,6 +239,22 @@ impl Engine {
         if stack.current_traversal != traversal {
             return Ok(());
         }
+        if stack.action == Action::Delete {
+            // Heat's purge_db: the trust and the stack-user project go
+            // with the root stack; a project that cannot be deleted fails
+            // the DELETE.
+            if let Err(reason) = self.delete_credentials(&stack).await {
+                // What mark_failed does for a DELETE (which never rolls
+                // back).
+                let change = StackStateChange::new(Action::Delete, Status::Failed, reason.clone());
+                if store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
+                    self.stack_settled(stack_id);
+                    self.stack_event(&stack, Action::Delete, Status::Failed, &reason).await;
+                    self.purge_traversal(stack_id, traversal).await?;
+                }
+                return Ok(());
+            }
+        }
         let reason = format!("Stack {} completed successfully", stack.action);
         let stale_template = stack.prev_raw_template_id.filter(|p| *p != stack.raw_template_id);
         let event = super::events::stack_event_of(&stack, stack.action, Status::Complete, &reason);

@@ -531,6 +531,8 @@ mod tests {
         }
     }
 
+    impl crate::resources::host::IdentityHost for FakeHost {}
+
     impl PluginHost for FakeHost {
         fn create_nested<'a>(
             &'a self,

@@ -55,8 +55,34 @@ impl DeployedServer {
             .and_then(Value::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| urls.default_config_transport.clone());
-        let collect = match transport.as_str() {
-            "POLL_SERVER_HEAT" => json!({
+        let collect = match (transport.as_str(), &urls.identity) {
+            // Heat's `_populate_deployments_metadata` with the server's
+            // stack user (made once, its password kept sealed): what
+            // os-collect-config's heat collector authenticates with.
+            ("POLL_SERVER_HEAT", Some(identity)) => {
+                let host = self.host.get();
+                if !ctx.state.data.contains_key("user_id") {
+                    let password = crate::identity::random_password();
+                    let user = host.create_stack_user(&ctx.stack_id, &ctx.physical_name(), &password).await?;
+                    ctx.state.data.insert("user_id".into(), user.user_id);
+                    ctx.state.data.insert("project_id".into(), user.project_id);
+                    ctx.state.data.insert("password".into(), host.seal(&password)?);
+                }
+                let password = host.open(ctx.state.data.get("password").map(String::as_str).unwrap_or_default())?;
+                json!({
+                    "heat": {
+                        "user_id": ctx.state.data.get("user_id"),
+                        "password": password,
+                        "auth_url": identity.auth_url,
+                        "project_id": identity.stack_user_project_id,
+                        "stack_id": urls.stack_path,
+                        "resource_name": ctx.resource_name,
+                        "region_name": urls.region_name,
+                    },
+                    "collectors": ["heat", "local"],
+                })
+            }
+            ("POLL_SERVER_HEAT", None) => json!({
                 "heat": {
                     "auth_url": Value::Null,
                     "user_id": ctx.state.physical_id,
@@ -91,8 +117,16 @@ impl Plugin for DeployedServer {
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
         ctx.state.physical_id = Some(uuid::Uuid::new_v4().to_string());
-        ctx.state.data.insert("password".into(), uuid::Uuid::new_v4().simple().to_string());
         self.publish_transport(ctx).await
+    }
+
+    /// Heat's `_delete`: the server's stack user goes with it.
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        if let (Some(user_id), Some(project_id)) = (ctx.state.data.get("user_id"), ctx.state.data.get("project_id")) {
+            let user = super::host::StackUser { user_id: user_id.clone(), project_id: project_id.clone() };
+            self.host.get().delete_stack_user(&user).await?;
+        }
+        Ok(())
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {

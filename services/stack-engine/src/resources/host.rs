@@ -12,7 +12,10 @@ use tokio::sync::watch;
 
 use super::ResourceFailure;
 use crate::error::EngineError;
+pub use crate::identity::StackUser;
 use crate::store::{Action, Status};
+pub use keelson_openstack::identity::Ec2Credential;
+use keelson_openstack::Session;
 
 /// The documents of a nested stack to create or update.
 #[derive(Debug, Clone, Default)]
@@ -72,7 +75,7 @@ impl NestedOutcome {
 /// A parent stack's files and environment (see [`PluginHost::parent_documents`]).
 pub type ParentDocuments = (Map<String, Value>, Value);
 
-pub trait PluginHost: Send + Sync {
+pub trait PluginHost: IdentityHost + Send + Sync {
     /// Creates the nested stack of `parent` (owner = the parent stack,
     /// one level deeper) and starts its CREATE.
     fn create_nested<'a>(
@@ -267,6 +270,72 @@ pub trait PluginHost: Send + Sync {
     }
 }
 
+/// The Keystone side of a plugin's work (Heat's `StackUser`,
+/// `SignalResponder`, and the stored context a server plugin acts
+/// through). A host without Keystone answers [`ResourceFailure`]s; plugins
+/// ask [`SignalUrls::identity`] first.
+pub trait IdentityHost: Send + Sync {
+    /// Creates the stack user of a resource: a user named `name` in the
+    /// stack's stack-user project, with the stack user role there.
+    fn create_stack_user<'a>(
+        &'a self,
+        _stack_id: &'a str,
+        _name: &'a str,
+        _password: &'a str,
+    ) -> BoxFuture<'a, Result<StackUser, ResourceFailure>> {
+        Box::pin(async { Err(no_identity()) })
+    }
+
+    /// Deletes a stack user (its EC2 credentials go with it); Ok when it
+    /// is gone already.
+    fn delete_stack_user<'a>(&'a self, _user: &'a StackUser) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Err(no_identity()) })
+    }
+
+    /// An EC2 credential of a stack user.
+    fn create_keypair<'a>(&'a self, _user: &'a StackUser) -> BoxFuture<'a, Result<Ec2Credential, ResourceFailure>> {
+        Box::pin(async { Err(no_identity()) })
+    }
+
+    fn delete_keypair<'a>(&'a self, _credential_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+        Box::pin(async { Err(no_identity()) })
+    }
+
+    /// A token of a stack user (TOKEN_SIGNAL).
+    fn stack_user_token<'a>(
+        &'a self,
+        _user: &'a StackUser,
+        _password: &'a str,
+    ) -> BoxFuture<'a, Result<String, ResourceFailure>> {
+        Box::pin(async { Err(no_identity()) })
+    }
+
+    /// Heat's stored context of stack `stack_id`: a session acting as the
+    /// stack's user through its trust (None without one), for plugins that
+    /// call OpenStack services on the user's behalf.
+    fn stack_session<'a>(&'a self, _stack_id: &'a str) -> BoxFuture<'a, Result<Option<Arc<Session>>, EngineError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// `text` encrypted with the engine's `auth_encryption_key` (a
+    /// secret kept in resource data).
+    fn seal(&self, text: &str) -> Result<String, ResourceFailure> {
+        Ok(text.to_string())
+    }
+
+    /// What [`IdentityHost::seal`] sealed.
+    fn open(&self, sealed: &str) -> Result<String, ResourceFailure> {
+        Ok(sealed.to_string())
+    }
+}
+
+fn no_identity() -> ResourceFailure {
+    ResourceFailure::error(
+        "AuthorizationFailure",
+        "Authorization failed. This engine has no Keystone ([clients_keystone] auth_uri).",
+    )
+}
+
 fn unsupported() -> ResourceFailure {
     ResourceFailure::error("RuntimeError", "this engine does not provide signals or software deployments")
 }
@@ -289,9 +358,48 @@ pub struct PeerResource {
     pub properties: super::Properties,
 }
 
+/// Where an instance's stack user authenticates and signals (a Keystone
+/// engine only).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IdentityUrls {
+    /// Keystone's v3 endpoint, as instances are told it.
+    pub auth_url: String,
+    /// The stack's stack-user project.
+    pub stack_user_project_id: String,
+    /// The stack-user domain's id.
+    pub stack_domain_id: String,
+    /// `<api>/v1/<stack-user project>/stacks/<name>/<id>/resources/<res>`:
+    /// the resource as its stack users reach it.
+    pub resource_url: String,
+    /// heat-api-cfn's `/v1` root as instances reach it (pre-signed EC2
+    /// URLs, the CFN metadata API).
+    pub cfn_url: String,
+    /// `heat_waitcondition_server_url`, when set: the base of pre-signed
+    /// wait condition URLs (`/waitcondition` replaced by `/signal` for
+    /// signal URLs).
+    pub waitcondition_server_url: Option<String>,
+    /// The resource's ARN (`arn:openstack:heat::<tenant>:stacks/...`).
+    pub arn: String,
+}
+
+impl IdentityUrls {
+    /// Heat's `_get_ec2_signed_url` base for `kind` (`/waitcondition` or
+    /// `/signal`).
+    pub fn ec2_base(&self, signal: bool) -> String {
+        let segment = if signal { "/signal" } else { "/waitcondition" };
+        match &self.waitcondition_server_url {
+            Some(url) => url.replace("/waitcondition", segment),
+            None => format!("{}{segment}", self.cfn_url.trim_end_matches('/')),
+        }
+    }
+}
+
 /// The URLs a resource is signalled (and its metadata read) at.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SignalUrls {
+    /// With Keystone: stack users and EC2 signed URLs (None: noauth, the
+    /// engine's own pre-signed URLs).
+    pub identity: Option<IdentityUrls>,
     /// `<api>/v1/<tenant>/stacks/<name>/<id>/resources/<res>`: append
     /// `/signal` (HEAT_SIGNAL, TOKEN_SIGNAL) or `/metadata`.
     pub resource_url: String,
@@ -392,6 +500,8 @@ pub struct NoHost;
 fn no_engine() -> ResourceFailure {
     ResourceFailure::error("RuntimeError", "no engine is bound to this resource registry")
 }
+
+impl IdentityHost for NoHost {}
 
 impl PluginHost for NoHost {
     fn create_nested<'a>(

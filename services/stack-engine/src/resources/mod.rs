@@ -265,6 +265,9 @@ pub trait ResourceType: Send + Sync + 'static {
     /// True for types whose every attribute name resolves (OS::Heat::None).
     fn accepts_any_attribute(&self) -> bool;
 
+    /// Attributes no schema names that the resource has now.
+    fn extra_attributes<'a>(&'a self, state: &'a ResourceState) -> BoxFuture<'a, Map<String, Value>>;
+
     /// What `get_resource` returns.
     fn reference_id(&self, state: &ResourceState) -> Value;
 

@@ -100,6 +100,12 @@ pub trait Plugin: Send + Sync + 'static {
         false
     }
 
+    /// The attributes no schema names that the resource has now (a
+    /// software deployment's config outputs), passed on with the schema's.
+    fn extra_attributes(&self, _state: &ResourceState) -> impl Future<Output = Map<String, Value>> + Send {
+        async { Map::new() }
+    }
+
     fn reference_id(&self, state: &ResourceState) -> Value {
         state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)
     }
@@ -199,6 +205,10 @@ impl<P: Plugin> ResourceType for P {
 
     fn accepts_any_attribute(&self) -> bool {
         Plugin::accepts_any_attribute(self)
+    }
+
+    fn extra_attributes<'a>(&'a self, state: &'a ResourceState) -> BoxFuture<'a, Map<String, Value>> {
+        Box::pin(Plugin::extra_attributes(self, state))
     }
 
     fn reference_id(&self, state: &ResourceState) -> Value {

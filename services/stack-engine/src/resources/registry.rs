@@ -114,6 +114,8 @@ impl Registry {
         registry.register(Arc::new(super::WaitConditionHandle::heat(host.clone())));
         registry.register(Arc::new(super::WaitConditionHandle::update_handle(host.clone())));
         registry.register(Arc::new(super::WaitCondition::new(host.clone())));
+        registry.register(Arc::new(super::WaitConditionHandle::aws(host.clone())));
+        registry.register(Arc::new(super::WaitCondition::aws(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::new(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::structured(host.clone())));
         registry.register(Arc::new(super::SoftwareConfig::cloud_config(host.clone())));
@@ -519,6 +521,7 @@ mod tests {
         assert_eq!(
             registry.list_view(&admin(), &[]).unwrap(),
             json!({"resource_types": [
+                "AWS::CloudFormation::WaitCondition", "AWS::CloudFormation::WaitConditionHandle",
                 "OS::Heat::AutoScalingGroup", "OS::Heat::CloudConfig", "OS::Heat::DeployedServer", "OS::Heat::MultipartMime",
                 "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack", "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup",
                 "OS::Heat::ScalingPolicy", "OS::Heat::SoftwareConfig", "OS::Heat::SoftwareDeployment", "OS::Heat::SoftwareDeploymentGroup",

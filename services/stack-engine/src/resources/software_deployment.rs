@@ -158,8 +158,29 @@ impl SoftwareDeployment {
             "How the server should signal to heat with the deployment output values.",
             json!(transport),
         ));
-        match transport.as_str() {
-            "CFN_SIGNAL" => {
+        let keystone = match &urls.identity {
+            Some(identity) if transport == "HEAT_SIGNAL" || transport == "CFN_SIGNAL" => {
+                Some(self.stack_user(ctx, identity, &transport).await?)
+            }
+            _ => None,
+        };
+        match (transport.as_str(), keystone) {
+            ("CFN_SIGNAL", Some(StackUserInputs::Cfn { url })) => {
+                inputs.push(input("deploy_signal_id", "ID of signal to use for signaling output values", json!(url)));
+                inputs.push(input("deploy_signal_verb", "HTTP verb to use for signaling output values", json!("POST")));
+            }
+            ("HEAT_SIGNAL", Some(StackUserInputs::Heat { auth_url, username, user_id, password, project_id })) => {
+                // Heat's credentials of the deployment's stack user: the
+                // agent (heat-config-notify) authenticates with them and
+                // signals through the catalog's orchestration endpoint.
+                inputs.push(input("deploy_auth_url", "URL for API authentication", json!(auth_url)));
+                inputs.push(input("deploy_username", "Username for API authentication", json!(username)));
+                inputs.push(input("deploy_user_id", "User ID for API authentication", json!(user_id)));
+                inputs.push(input("deploy_password", "Password for API authentication", json!(password)));
+                inputs.push(input("deploy_project_id", "ID of project for API authentication", json!(project_id)));
+                inputs.push(input("deploy_region_name", "Region name for API authentication", json!(urls.region_name)));
+            }
+            ("CFN_SIGNAL", _) => {
                 inputs.push(input(
                     "deploy_signal_id",
                     "ID of signal to use for signaling output values",
@@ -167,9 +188,9 @@ impl SoftwareDeployment {
                 ));
                 inputs.push(input("deploy_signal_verb", "HTTP verb to use for signaling output values", json!("POST")));
             }
-            "HEAT_SIGNAL" => {
-                // keelson has no stack-domain users: the agent posts to the
-                // resource's signal endpoint (any token under noauth).
+            ("HEAT_SIGNAL", _) => {
+                // No Keystone (noauth): the agent posts to the resource's
+                // signal endpoint (any token is accepted).
                 inputs.push(input("deploy_auth_url", "URL for API authentication", Value::Null));
                 inputs.push(input("deploy_username", "Username for API authentication", Value::Null));
                 inputs.push(input("deploy_user_id", "User ID for API authentication", json!(ctx.state.physical_id)));
@@ -270,6 +291,65 @@ impl SoftwareDeployment {
     }
 }
 
+/// What the agent signals with, for a deployment's stack user.
+enum StackUserInputs {
+    Heat { auth_url: String, username: String, user_id: String, password: String, project_id: String },
+    Cfn { url: String },
+}
+
+impl SoftwareDeployment {
+    /// Heat's `_get_heat_signal_credentials` / `_get_ec2_signed_url`: the
+    /// deployment's stack user, made once and kept in its data (secrets
+    /// sealed), with a password (HEAT_SIGNAL) or an EC2 keypair and a
+    /// `POST …/signal/<arn>` URL signed with it (CFN_SIGNAL).
+    async fn stack_user(
+        &self,
+        ctx: &mut ActionContext,
+        identity: &super::host::IdentityUrls,
+        transport: &str,
+    ) -> Result<StackUserInputs, ResourceFailure> {
+        let host = self.host.get();
+        if !ctx.state.data.contains_key("user_id") {
+            let password = crate::identity::random_password();
+            let username = ctx.physical_name();
+            let user = host.create_stack_user(&ctx.stack_id, &username, &password).await?;
+            ctx.state.data.insert("user_id".into(), user.user_id);
+            ctx.state.data.insert("project_id".into(), user.project_id);
+            ctx.state.data.insert("username".into(), username);
+            ctx.state.data.insert("password".into(), host.seal(&password)?);
+        }
+        let get = |k: &str| ctx.state.data.get(k).cloned().unwrap_or_default();
+        let user = super::host::StackUser { user_id: get("user_id"), project_id: get("project_id") };
+        if transport == "HEAT_SIGNAL" {
+            return Ok(StackUserInputs::Heat {
+                auth_url: identity.auth_url.clone(),
+                username: get("username"),
+                user_id: user.user_id,
+                password: host.open(&get("password"))?,
+                project_id: user.project_id,
+            });
+        }
+        if let Some(url) = ctx.state.data.get("ec2_signed_url") {
+            return Ok(StackUserInputs::Cfn { url: url.clone() });
+        }
+        let keypair = host.create_keypair(&user).await?;
+        let timestamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let url = keelson_openstack::ec2::presigned_url(
+            &identity.ec2_base(true),
+            "POST",
+            &identity.arn,
+            &keypair.access,
+            &keypair.secret,
+            Some(&timestamp),
+        );
+        ctx.state.data.insert("credential_id".into(), keypair.id);
+        ctx.state.data.insert("access_key".into(), host.seal(&keypair.access)?);
+        ctx.state.data.insert("secret_key".into(), host.seal(&keypair.secret)?);
+        ctx.state.data.insert("ec2_signed_url".into(), url.clone());
+        Ok(StackUserInputs::Cfn { url })
+    }
+}
+
 /// StructuredDeployment's own properties (its group's too).
 pub fn structured_properties() -> Vec<PropertySchema> {
     vec![
@@ -349,6 +429,14 @@ impl Plugin for SoftwareDeployment {
             host.delete_deployment(&id).await?;
             host.delete_software_config(&d.config_id).await?;
         }
+        // SignalResponder's handle_delete: the keypair, then the user.
+        if let (Some(user_id), Some(project_id)) = (ctx.state.data.get("user_id"), ctx.state.data.get("project_id")) {
+            if let Some(credential) = ctx.state.data.get("credential_id") {
+                host.delete_keypair(credential).await?;
+            }
+            let user = super::host::StackUser { user_id: user_id.clone(), project_id: project_id.clone() };
+            host.delete_stack_user(&user).await?;
+        }
         Ok(())
     }
 
@@ -356,6 +444,16 @@ impl Plugin for SoftwareDeployment {
     /// the agent reports it).
     fn accepts_any_attribute(&self) -> bool {
         true
+    }
+
+    /// The config's outputs the agent signalled (upstream resolves any
+    /// output name from the deployment's `output_values`).
+    async fn extra_attributes(&self, state: &ResourceState) -> Map<String, Value> {
+        let Some(id) = &state.physical_id else { return Map::new() };
+        match self.host.get().deployment(id).await {
+            Ok(Some(d)) => d.output_values,
+            _ => Map::new(),
+        }
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {

@@ -53,7 +53,7 @@ impl Flavor {
     pub fn of_type(type_name: &str) -> Option<Flavor> {
         match type_name {
             WaitConditionHandle::HEAT_TYPE => Some(Flavor::Heat),
-            WaitConditionHandle::UPDATE_TYPE => Some(Flavor::Cfn),
+            WaitConditionHandle::UPDATE_TYPE | WaitConditionHandle::AWS_TYPE => Some(Flavor::Cfn),
             _ => None,
         }
     }
@@ -166,8 +166,9 @@ pub fn timeout_message(statuses: &[(String, String)], count: i64) -> String {
 
 /// OS::Heat::WaitConditionHandle and OS::Heat::UpdateWaitConditionHandle.
 pub struct WaitConditionHandle {
-    /// Heat's handle (lower-case signal keys) or the update handle.
+    /// Heat's handle (lower-case signal keys) or the AWS-derived ones.
     flavor: Flavor,
+    type_name: &'static str,
     schema: ResourceSchema,
     host: Arc<HostSlot>,
 }
@@ -175,11 +176,23 @@ pub struct WaitConditionHandle {
 impl WaitConditionHandle {
     pub const HEAT_TYPE: &'static str = "OS::Heat::WaitConditionHandle";
     pub const UPDATE_TYPE: &'static str = "OS::Heat::UpdateWaitConditionHandle";
+    pub const AWS_TYPE: &'static str = "AWS::CloudFormation::WaitConditionHandle";
+
+    /// AWS::CloudFormation::WaitConditionHandle: referenced by its
+    /// pre-signed URL, which `cfn-signal` PUTs CloudFormation-style signals
+    /// to.
+    pub fn aws(host: Arc<HostSlot>) -> Self {
+        let mut handle = Self::update_handle(host);
+        handle.type_name = Self::AWS_TYPE;
+        handle.schema.description = "AWS WaitConditionHandle resource.\n\nthe main point of this class is to :\nhave no dependencies (so the instance can reference it)\ngenerate a unique url (to be returned in the reference)\nthen the cfn-signal will use this url to post to and\nWaitCondition will poll it to see if has been written to.";
+        handle
+    }
 
     /// OS::Heat::WaitConditionHandle.
     pub fn heat(host: Arc<HostSlot>) -> Self {
         WaitConditionHandle {
             flavor: Flavor::Heat,
+            type_name: Self::HEAT_TYPE,
             schema: ResourceSchema {
                 properties: vec![PropertySchema::new(
                     "signal_transport",
@@ -206,6 +219,7 @@ impl WaitConditionHandle {
     pub fn update_handle(host: Arc<HostSlot>) -> Self {
         WaitConditionHandle {
             flavor: Flavor::Cfn,
+            type_name: Self::UPDATE_TYPE,
             schema: ResourceSchema {
                 properties: vec![],
                 attributes: vec![],
@@ -220,13 +234,14 @@ impl WaitConditionHandle {
         self.flavor
     }
 
-    /// The update handle: signalled through its pre-signed URL, replaced by every update.
-    fn is_update_handle(&self) -> bool {
+    /// The AWS-derived handles: signalled through their pre-signed URL,
+    /// which is their reference.
+    fn is_cfn_handle(&self) -> bool {
         self.flavor == Flavor::Cfn
     }
 
     fn transport(&self, props: &Properties) -> String {
-        if self.is_update_handle() {
+        if self.is_cfn_handle() {
             return "CFN_SIGNAL".to_string();
         }
         props.get("signal_transport").and_then(Value::as_str).unwrap_or("TOKEN_SIGNAL").to_string()
@@ -241,10 +256,14 @@ impl WaitConditionHandle {
                 format!("{transport} needs the {service} service, which is not in this cloud's catalog."),
             ));
         }
-        // Upstream's physical id is the stack user it creates; a fresh id
-        // stands in for it.
+        let host = self.host.get();
+        let urls = host.signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+        if let Some(identity) = &urls.identity {
+            return self.create_stack_user_handle(ctx, &transport, identity, &urls).await;
+        }
+        // No Keystone (noauth): upstream's physical id is the stack user it
+        // creates; a fresh id stands in for it, and the engine signs URLs.
         ctx.state.physical_id = Some(uuid::Uuid::new_v4().simple().to_string());
-        let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
         let data = &mut ctx.state.data;
         data.insert("transport".into(), transport.clone());
         match transport.as_str() {
@@ -267,10 +286,107 @@ impl WaitConditionHandle {
         Ok(())
     }
 
+    /// Heat's `HeatWaitConditionHandle.handle_create` with Keystone: the
+    /// handle's stack user (its id is the physical id) for every
+    /// transport, then what the transport needs: a token of that user
+    /// (TOKEN_SIGNAL), its password (HEAT_SIGNAL) or an EC2 keypair and a
+    /// URL signed with it (CFN_SIGNAL, heat-api-cfn's `/waitcondition`).
+    async fn create_stack_user_handle(
+        &self,
+        ctx: &mut ActionContext,
+        transport: &str,
+        identity: &super::host::IdentityUrls,
+        urls: &super::host::SignalUrls,
+    ) -> Result<(), ResourceFailure> {
+        let host = self.host.get();
+        let password = crate::identity::random_password();
+        let username = ctx.physical_name();
+        let user = host.create_stack_user(&ctx.stack_id, &username, &password).await?;
+        ctx.state.physical_id = Some(user.user_id.clone());
+        let data = &mut ctx.state.data;
+        data.insert("transport".into(), transport.to_string());
+        data.insert("stack_id".into(), ctx.stack_id.clone());
+        data.insert("user_id".into(), user.user_id.clone());
+        data.insert("username".into(), username);
+        data.insert("password".into(), host.seal(&password)?);
+        data.insert("project_id".into(), user.project_id.clone());
+        data.insert("auth_url".into(), identity.auth_url.clone());
+        data.insert("domain_id".into(), identity.stack_domain_id.clone());
+        data.insert("region_name".into(), urls.region_name.clone());
+        let endpoint = format!("{}/signal", identity.resource_url);
+        match transport {
+            "TOKEN_SIGNAL" => {
+                let token = host.stack_user_token(&user, &password).await?;
+                data.insert("token".into(), host.seal(&token)?);
+                data.insert("endpoint".into(), endpoint);
+            }
+            "HEAT_SIGNAL" => {
+                data.insert("endpoint".into(), endpoint);
+            }
+            "CFN_SIGNAL" => {
+                let keypair = host.create_keypair(&user).await?;
+                let timestamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+                let url = keelson_openstack::ec2::presigned_url(
+                    &identity.ec2_base(false),
+                    "PUT",
+                    &identity.arn,
+                    &keypair.access,
+                    &keypair.secret,
+                    Some(&timestamp),
+                );
+                data.insert("credential_id".into(), keypair.id);
+                data.insert("access_key".into(), host.seal(&keypair.access)?);
+                data.insert("secret_key".into(), host.seal(&keypair.secret)?);
+                data.insert("alarm_url".into(), url);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Heat's `StackUser._delete_user` (the keypair first).
+    async fn delete_stack_user(&self, state: &ResourceState) -> Result<(), ResourceFailure> {
+        let (Some(user_id), Some(project_id)) = (state.data.get("user_id"), state.data.get("project_id")) else {
+            return Ok(());
+        };
+        let host = self.host.get();
+        if let Some(credential) = state.data.get("credential_id") {
+            host.delete_keypair(credential).await?;
+        }
+        let user = super::host::StackUser { user_id: user_id.clone(), project_id: project_id.clone() };
+        host.delete_stack_user(&user).await
+    }
+
+    /// A secret of the stored transport data, decrypted.
+    fn secret(&self, state: &ResourceState, key: &str) -> Value {
+        match state.data.get(key) {
+            Some(sealed) => self.host.get().open(sealed).map(Value::String).unwrap_or(Value::Null),
+            None => Value::Null,
+        }
+    }
+
     /// The `signal` attribute's map for the stored transport data.
     fn signal_doc(&self, state: &ResourceState) -> Value {
         let d = &state.data;
         let get = |k: &str| d.get(k).cloned().map(Value::String).unwrap_or(Value::Null);
+        if d.contains_key("user_id") {
+            // Heat's `_get_signal` with a stack user.
+            return match d.get("transport").map(String::as_str) {
+                Some("CFN_SIGNAL") => json!({"alarm_url": get("alarm_url")}),
+                Some("HEAT_SIGNAL") => json!({
+                    "auth_url": get("auth_url"),
+                    "username": get("username"),
+                    "user_id": get("user_id"),
+                    "password": self.secret(state, "password"),
+                    "project_id": get("project_id"),
+                    "domain_id": get("domain_id"),
+                    "region_name": get("region_name"),
+                    "alarm_url": get("endpoint"),
+                }),
+                Some("NO_SIGNAL") => json!({}),
+                _ => Value::Null,
+            };
+        }
         match d.get("transport").map(String::as_str) {
             Some("CFN_SIGNAL") => json!({"alarm_url": get("alarm_url")}),
             Some("HEAT_SIGNAL") => json!({
@@ -293,10 +409,7 @@ impl Plugin for WaitConditionHandle {
     const TYPE: &'static str = Self::HEAT_TYPE;
 
     fn type_name(&self) -> &'static str {
-        match self.flavor {
-            Flavor::Heat => Self::HEAT_TYPE,
-            Flavor::Cfn => Self::UPDATE_TYPE,
-        }
+        self.type_name
     }
 
     fn schema(&self) -> &ResourceSchema {
@@ -304,7 +417,7 @@ impl Plugin for WaitConditionHandle {
     }
 
     fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
-        if self.is_update_handle() {
+        if self.type_name == Self::UPDATE_TYPE {
             // Every update gives a fresh handle (and URL), clearing signals.
             return UpdateDecision::Replace;
         }
@@ -315,16 +428,24 @@ impl Plugin for WaitConditionHandle {
         self.create_handle(ctx).await
     }
 
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        self.delete_stack_user(&ctx.state).await
+    }
+
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         if state.physical_id.is_none() {
             return Ok(Value::Null);
         }
         let get = |k: &str| state.data.get(k).cloned().map(Value::String).unwrap_or(Value::Null);
         let token_transport = state.data.get("transport").map(String::as_str) == Some("TOKEN_SIGNAL");
+        let token = match self.secret(state, "token") {
+            Value::String(t) => Some(t),
+            _ => None,
+        };
         Ok(match name {
-                "token" if token_transport => get("token"),
+                "token" if token_transport => token.map(Value::String).unwrap_or(Value::Null),
                 "endpoint" if token_transport => get("endpoint"),
-                "curl_cli" if token_transport => match (state.data.get("token"), state.data.get("endpoint")) {
+                "curl_cli" if token_transport => match (token, state.data.get("endpoint")) {
                     (Some(token), Some(endpoint)) => json!(format!(
                         "curl -i -X POST -H 'X-Auth-Token: {token}' -H 'Content-Type: application/json' -H 'Accept: application/json' {endpoint}"
                     )),
@@ -339,7 +460,7 @@ impl Plugin for WaitConditionHandle {
     /// UpdateWaitConditionHandle (an AWS-style handle) is referenced by
     /// its pre-signed URL.
     fn reference_id(&self, state: &ResourceState) -> Value {
-        if self.is_update_handle() {
+        if self.is_cfn_handle() {
             if let Some(url) = state.data.get("alarm_url") {
                 return json!(url);
             }
@@ -364,10 +485,12 @@ impl Plugin for WaitConditionHandle {
     }
 }
 
-/// OS::Heat::WaitCondition.
+/// OS::Heat::WaitCondition and AWS::CloudFormation::WaitCondition.
 pub struct WaitCondition {
     schema: ResourceSchema,
     host: Arc<HostSlot>,
+    /// The AWS type: CloudFormation's property and attribute names.
+    aws: bool,
 }
 
 /// Polling bounds while waiting for signals on another engine's API call.
@@ -397,11 +520,41 @@ impl WaitCondition {
                 description: "Resource for handling signals received by WaitConditionHandle.\n\nResource takes WaitConditionHandle and starts to create. Resource is in\nCREATE_IN_PROGRESS status until WaitConditionHandle doesn't receive\nsufficient number of successful signals (this number can be specified with\ncount property) and successfully creates after that, or fails due to\ntimeout.",
             },
             host,
+            aws: false,
+        }
+    }
+
+    /// AWS::CloudFormation::WaitCondition: `Handle` (the handle's URL),
+    /// `Timeout`, `Count`; attribute `Data`.
+    pub fn aws(host: Arc<HostSlot>) -> Self {
+        let mut wc = Self::new(host);
+        wc.aws = true;
+        wc.schema.support_status = SupportStatus::supported("2014.1");
+        let names = ["Handle", "Timeout", "Count"];
+        for (p, name) in wc.schema.properties.iter_mut().zip(names) {
+            p.name = name;
+        }
+        // CloudFormation's Timeout is an integer.
+        if let Some(p) = wc.schema.properties.get_mut(1) {
+            p.kind = T::Integer;
+        }
+        if let Some(a) = wc.schema.attributes.get_mut(0) {
+            a.name = "Data";
+        }
+        wc
+    }
+
+    /// The names of the `handle`, `timeout` and `count` properties.
+    fn keys(&self) -> [&'static str; 3] {
+        if self.aws {
+            ["Handle", "Timeout", "Count"]
+        } else {
+            ["handle", "timeout", "count"]
         }
     }
 
     async fn handle_of(&self, stack_id: &str, props: &Properties) -> Result<(PeerResource, Flavor), ResourceFailure> {
-        let refid = props.get("handle").and_then(Value::as_str).unwrap_or_default();
+        let refid = props.get(self.keys()[0]).and_then(Value::as_str).unwrap_or_default();
         let peer = self.host.get().resource_by_refid(stack_id, refid).await?;
         match peer {
             Some(p) => match Flavor::of_type(&p.resource_type) {
@@ -418,8 +571,9 @@ impl WaitCondition {
         let (handle, flavor) = self.handle_of(&ctx.stack_id, &ctx.properties).await?;
         ctx.state.data.insert("handle_id".into(), handle.id.to_string());
         ctx.state.data.insert("handle_flavor".into(), if flavor == Flavor::Cfn { "cfn" } else { "heat" }.into());
-        let timeout = ctx.properties.get("timeout").and_then(Value::as_f64).unwrap_or(1.0);
-        let count = ctx.properties.get("count").and_then(Value::as_i64).unwrap_or(1);
+        let [_, timeout_key, count_key] = self.keys();
+        let timeout = ctx.properties.get(timeout_key).and_then(Value::as_f64).unwrap_or(1.0);
+        let count = ctx.properties.get(count_key).and_then(Value::as_i64).unwrap_or(1);
         let started = Instant::now();
         // Validated to 1..43200; a conversion that cannot panic all the same.
         let limit = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::MAX);
@@ -449,6 +603,14 @@ impl WaitCondition {
 impl Plugin for WaitCondition {
     const TYPE: &'static str = "OS::Heat::WaitCondition";
 
+    fn type_name(&self) -> &'static str {
+        if self.aws {
+            "AWS::CloudFormation::WaitCondition"
+        } else {
+            Self::TYPE
+        }
+    }
+
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
@@ -475,7 +637,7 @@ impl Plugin for WaitCondition {
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        if name != "data" {
+        if name != self.schema.attributes.first().map_or("data", |a| a.name) {
             return Err(super::invalid_attribute("", name));
         }
         let Some(id) = state.data.get("handle_id").and_then(|v| v.parse::<i64>().ok()) else {

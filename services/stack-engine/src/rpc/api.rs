@@ -309,6 +309,12 @@ impl OrchestrationRpc for OrchestrationApi {
         reply(self.service.presigned_signal(&r.method, &r.path, &pairs, details).await)
     }
 
+    async fn cfn_signal(&self, request: Request<pb::CfnSignalRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let details = signal_body(&r.body_json)?;
+        reply(self.service.cfn_signal(&caller(r.caller), &r.arn, r.wait_condition, details).await)
+    }
+
     async fn list_software_configs(
         &self,
         request: Request<pb::SoftwareRequest>,

@@ -254,6 +254,12 @@ impl Orchestration {
                 disable_rollback: settings.disable_rollback,
                 tags: settings.tags,
                 adopt_stack_data,
+                trustor: Some(crate::identity::Trustor {
+                    token: caller.auth_token.clone(),
+                    user_id: caller.user_id.clone(),
+                    project_id: caller.project_id.clone(),
+                    roles: caller.roles.clone(),
+                }),
                 ..Default::default()
             })
             .await?;

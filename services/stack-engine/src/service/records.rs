@@ -11,9 +11,13 @@ use crate::error::EngineError;
 use crate::store;
 pub use crate::store::{Action, EventQuery, EventRow, RawTemplateRow, ResourceRow, ServiceRow, StackRow, Status};
 
-/// A stack by id in `tenant`, soft-deleted ones included.
+/// A stack by id in `tenant` (or whose stack-user project `tenant` is,
+/// as Heat's `_get_stack` allows its stack users), soft-deleted ones
+/// included.
 pub async fn stack_by_id(db: &Db, tenant: &str, id: &str) -> Result<Option<StackRow>, DbError> {
-    Ok(store::stacks::get(db, id).await?.filter(|s| s.tenant == tenant))
+    Ok(store::stacks::get(db, id)
+        .await?
+        .filter(|s| s.tenant == tenant || s.stack_user_project_id.as_deref() == Some(tenant)))
 }
 
 /// The live (not soft-deleted) stack called `name` in `tenant`.

@@ -114,6 +114,7 @@ impl Orchestration {
         let Some((row, required_by)) = resources.find(resource_name) else {
             return Err(EngineError::resource_not_found(resource_name, &record.name));
         };
+        self.authorize_stack_user(caller, row).await?;
         let loaded = self.load_definition(&record).await?;
         let with_attr = query.all("with_attr");
         let attributes = self.resource_attributes(&loaded, row, &with_attr).await?;
@@ -137,6 +138,7 @@ impl Orchestration {
         let Some((row, _)) = resources.find(resource_name) else {
             return Err(EngineError::resource_not_found(resource_name, &record.name));
         };
+        self.authorize_stack_user(caller, row).await?;
         let metadata = views::metadata_of(row);
         Ok(json!({ "metadata": metadata }))
     }
@@ -201,6 +203,58 @@ impl Orchestration {
         };
         self.engine_mark_unhealthy(caller, &record, row, mark, reason).await?;
         Ok(Value::Null)
+    }
+}
+
+impl Orchestration {
+    /// heat-api-cfn's signal controller: `resource_signal` for the
+    /// resource the ARN names, as the (stack) user Keystone authenticated
+    /// from the EC2 signature. Heat's `_get_stack`: the caller's project
+    /// is the stack's or its stack-user project (else `InvalidTenant`).
+    pub async fn cfn_signal(&self, caller: &Caller, arn: &str, wait_condition: bool, details: Value) -> Reply {
+        let Some(arn) = crate::convergence::ResourceArn::parse(arn) else {
+            return Err(EngineError::ValueError(format!("\"{arn}\" is not a valid ARN")));
+        };
+        let Some(stack) = crate::store::stacks::get(&self.db, &arn.stack_id).await? else {
+            return Err(EngineError::stack_not_found(&arn.stack_name));
+        };
+        if stack.deleted_at.is_some() {
+            return Err(EngineError::stack_not_found(&arn.stack_name));
+        }
+        if !caller.is_admin
+            && caller.project_id != arn.tenant
+            && stack.stack_user_project_id.as_deref() != Some(caller.project_id.as_str())
+        {
+            return Err(EngineError::InvalidTenant(format!(
+                "Searching Tenant {} from Tenant {} forbidden.",
+                arn.tenant, caller.project_id
+            )));
+        }
+        if stack.name != arn.stack_name || stack.tenant != arn.tenant {
+            return Err(EngineError::stack_not_found(&arn.stack_name));
+        }
+        let engine = self.engine.clone();
+        engine.cfn_signal(&stack.id, &arn.resource_name, details, wait_condition).await
+    }
+
+    /// Heat's `_authorize_stack_user`: a caller holding the stack user
+    /// role may describe only the resource whose stack user it is (by user
+    /// id, or by the EC2 access key it signed with).
+    pub(super) async fn authorize_stack_user(&self, caller: &Caller, row: &ResourceRow) -> Result<(), EngineError> {
+        let role = self
+            .engine
+            .identity()
+            .map(|i| i.settings().heat_stack_user_role.clone())
+            .unwrap_or_else(|| crate::options::HEAT_STACK_USER_ROLE.default_value());
+        if !caller.roles.contains(&role) {
+            return Ok(());
+        }
+        let data = records::resource_data(&self.db, row.id).await?;
+        if data.get("user_id").is_some_and(|u| *u == caller.user_id) {
+            return Ok(());
+        }
+        tracing::warn!("Access denied to resource {}", row.name);
+        Err(EngineError::forbidden("You are not authorized to use this action."))
     }
 }
 

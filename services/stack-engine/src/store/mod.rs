@@ -1,6 +1,6 @@
 //! The convergence data model: the orchestration schema (stack,
 //! raw_template, resource, resource_data, sync_point, event, service,
-//! watchdog_retrigger) and
+//! watchdog_retrigger, user_creds) and
 //! the conditional writes convergence is built on:
 //!
 //! - the traversal CAS on `stack.current_traversal` ([`stacks::set_state`]),
@@ -27,6 +27,7 @@ pub mod stacks;
 
 pub mod sync_points;
 pub mod templates;
+pub mod user_creds;
 
 pub use crate::state::{Action, Status, UnknownState};
 pub use events::{EventQuery, EventRow, NewEvent, SortDir};

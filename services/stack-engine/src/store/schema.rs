@@ -8,7 +8,7 @@ use keelson_db::ddl::{table_exists, Column, Style, Table, Type};
 use keelson_db::{Db, DbError, Dialect};
 
 /// The schema version [`sync`] records in `orchestration_schema`.
-pub const VERSION: i64 = 3;
+pub const VERSION: i64 = 4;
 
 /// Run again by every engine at start-up, several at once.
 const STYLE: Style = Style { if_not_exists: true, backend_names: false };
@@ -271,6 +271,24 @@ fn tables() -> Vec<Table> {
                 c("stuck_traversal", Str(36)),
                 n("started_traversal", Str(36)),
                 n("updated_at", DateTimeMicros),
+            ],
+            primary_key: &["stack_id"],
+            primary_key_name: None,
+            uniques: &[],
+            indexes: &[],
+            foreign_keys: vec![],
+        },
+        // Version 4: a root stack's stored credentials (Heat's
+        // user_creds): its trust, encrypted.
+        Table {
+            name: "user_creds",
+            columns: vec![
+                c("stack_id", Str(36)),
+                c("trust_id", Text),
+                c("trustor_user_id", Str(64)),
+                c("tenant_id", Str(64)),
+                c("decrypt_method", Str(64)),
+                n("created_at", DateTimeMicros),
             ],
             primary_key: &["stack_id"],
             primary_key_name: None,

@@ -180,13 +180,16 @@ pub async fn current_deps(db: &Db, id: &str, traversal: &str) -> Result<Option<J
 }
 
 /// The live (not deleted) stack called `name` in `tenant`.
+/// As Heat's `stack_get_by_name`, a stack's stack-user project finds it too
+/// (its stack users look their stack up by name).
 pub async fn get_by_name(db: &Db, tenant: &str, name: &str) -> Result<Option<StackRow>, DbError> {
     let rows = db
         .fetch_all(
             &format!(
-                "SELECT {COLUMNS} FROM stack WHERE tenant = ? AND name = ? AND deleted_at IS NULL ORDER BY created_at"
+                "SELECT {COLUMNS} FROM stack WHERE (tenant = ? OR stack_user_project_id = ?) AND name = ? \
+                 AND deleted_at IS NULL ORDER BY created_at"
             ),
-            &[tenant.into(), name.into()],
+            &[tenant.into(), tenant.into(), name.into()],
         )
         .await?;
     rows.first().map(from_row).transpose()

@@ -180,3 +180,13 @@ CREATE TABLE IF NOT EXISTS watchdog_retrigger (
   updated_at DATETIME(6),
   PRIMARY KEY (stack_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS user_creds (
+  stack_id VARCHAR(36) NOT NULL,
+  trust_id LONGTEXT NOT NULL,
+  trustor_user_id VARCHAR(64) NOT NULL,
+  tenant_id VARCHAR(64) NOT NULL,
+  decrypt_method VARCHAR(64) NOT NULL,
+  created_at DATETIME(6),
+  PRIMARY KEY (stack_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -190,3 +190,13 @@ CREATE TABLE IF NOT EXISTS watchdog_retrigger (
   updated_at TIMESTAMP WITHOUT TIME ZONE,
   PRIMARY KEY (stack_id)
 );
+
+CREATE TABLE IF NOT EXISTS user_creds (
+  stack_id VARCHAR(36) NOT NULL,
+  trust_id TEXT NOT NULL,
+  trustor_user_id VARCHAR(64) NOT NULL,
+  tenant_id VARCHAR(64) NOT NULL,
+  decrypt_method VARCHAR(64) NOT NULL,
+  created_at TIMESTAMP WITHOUT TIME ZONE,
+  PRIMARY KEY (stack_id)
+);

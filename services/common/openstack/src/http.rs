@@ -1,0 +1,138 @@
+//! The one HTTP transport of keelson's OpenStack clients: plain HTTP/1.1
+//! over hyper's pooled client, every request under a timeout, the answer
+//! read within the same timeout and refused past a size bound, a refused
+//! connection retried with keystoneauth's back-off, and the current
+//! request's id and `traceparent` sent along
+//! ([`keelson_runtime::context::RequestContext::inject_http`]).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use keelson_runtime::context::RequestContext;
+
+use crate::error::OsError;
+
+/// How long a request may take, answer included, unless set otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest answer read (a token with a large catalog is some 100 KiB).
+pub const DEFAULT_MAX_BODY: usize = 8 << 20;
+
+/// An answer: its status, headers and body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The body as JSON (`null` when empty).
+    pub fn json(&self) -> Result<serde_json::Value, OsError> {
+        if self.body.is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_slice(&self.body).map_err(|e| OsError::InvalidResponse(format!("not JSON: {e}")))
+    }
+
+    /// `Ok(self)` for a 2xx answer, else its error.
+    pub fn success(self) -> Result<Answer, OsError> {
+        if self.status.is_success() {
+            Ok(self)
+        } else {
+            Err(OsError::from_status(self.status, &self.body))
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// The transport, cheap to clone (one connection pool).
+#[derive(Clone)]
+pub struct HttpClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    timeout: Duration,
+    max_body: usize,
+    connect_retries: u32,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient").field("timeout", &self.timeout).finish()
+    }
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        HttpClient::new(DEFAULT_TIMEOUT, 0)
+    }
+}
+
+impl HttpClient {
+    /// A client whose requests take at most `timeout` each and whose
+    /// refused connections are tried again `connect_retries` times.
+    pub fn new(timeout: Duration, connect_retries: u32) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        HttpClient { client, timeout, max_body: DEFAULT_MAX_BODY, connect_retries }
+    }
+
+    /// Sends one request: `body` as JSON when given, `headers` added.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&serde_json::Value>,
+    ) -> Result<Answer, OsError> {
+        if !url.starts_with("http://") {
+            return Err(OsError::Unavailable(format!("{url}: only http:// endpoints are supported")));
+        }
+        let mut builder = Request::builder().method(method.clone()).uri(url).header("accept", "application/json");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let payload = match body {
+            Some(doc) => {
+                builder = builder.header("content-type", "application/json");
+                Bytes::from(doc.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let mut request = builder.body(Full::new(payload)).map_err(|e| OsError::Unavailable(format!("{url}: {e}")))?;
+        RequestContext::inject_http(request.headers_mut());
+        // Nothing secret in the log: tokens travel in headers.
+        tracing::debug!(target: "keelson::openstack", %method, url, "request");
+        let (parts, body) = request.into_parts();
+        let mut delay = Duration::from_millis(500);
+        let mut attempt = 0;
+        let response = loop {
+            let req = Request::from_parts(parts.clone(), body.clone());
+            match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+                Err(_) => return Err(OsError::Unavailable(format!("{method} {url} timed out"))),
+                Ok(Ok(resp)) => break resp,
+                Ok(Err(e)) if e.is_connect() && attempt < self.connect_retries => {
+                    attempt += 1;
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Ok(Err(e)) => return Err(OsError::Unavailable(format!("{method} {url}: {e}"))),
+            }
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let limited = Limited::new(response.into_body(), self.max_body);
+        let body = match tokio::time::timeout(self.timeout, limited.collect()).await {
+            Err(_) => return Err(OsError::Unavailable(format!("{method} {url}: the answer timed out"))),
+            Ok(Err(e)) => return Err(OsError::InvalidResponse(format!("{method} {url}: {e}"))),
+            Ok(Ok(collected)) => collected.to_bytes(),
+        };
+        Ok(Answer { status, headers, body })
+    }
+}

@@ -1,0 +1,28 @@
+//! keelson's client of OpenStack services' REST APIs.
+//!
+//! - [`http`]: the one HTTP transport (timeouts, bounded answers, the
+//!   request id and `traceparent` of the current request on every call);
+//! - [`session`]: a Keystone v3 [`Session`]: how it authenticates
+//!   ([`AuthMethod`]: password, token or trust-scoped), the token it caches
+//!   and renews before expiry, the service catalog (service type +
+//!   interface + region) and authenticated calls to any service in it;
+//! - [`identity`]: Keystone's own calls Heat needs (trusts, projects and
+//!   users of the stack-user domain, role grants, EC2 credentials and
+//!   `POST /v3/ec2tokens`);
+//! - [`ec2`]: AWS signature version 2, as Keystone's `ec2tokens` checks it
+//!   (Heat's pre-signed URLs);
+//! - [`error`]: [`OsError`], what a call can meet, typed.
+//!
+//! Service clients (compute, image, network, volume) are modules beside
+//! `identity` over the same [`Session`].
+
+pub mod ec2;
+pub mod error;
+pub mod http;
+pub mod identity;
+pub mod session;
+
+pub use error::OsError;
+pub use http::HttpClient;
+pub use identity::Identity;
+pub use session::{AccessInfo, AuthMethod, DomainRef, ProjectRef, Scope, Session, UserRef};
