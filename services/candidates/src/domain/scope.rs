@@ -63,6 +63,17 @@ impl FilterTables<'_> {
     }
 }
 
+/// Which filter tables [`anchors`] may judge by.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Tables {
+    /// Aggregates, `in_tree` and the sharing providers only (the traits
+    /// and the roots are not read yet): `member_of` and `in_tree` narrow.
+    WithoutTraits,
+    /// Every filter table, read at least for the trees a
+    /// [`Tables::WithoutTraits`] scope left: every filter narrows.
+    All,
+}
+
 /// Whether the request has a filter that can narrow the trees (only then
 /// is a scope worth its reads).
 pub fn can_narrow(req: &Request) -> bool {
@@ -73,17 +84,25 @@ pub fn can_narrow(req: &Request) -> bool {
 /// narrows, or the request is one the search must see whole: a name that
 /// does not resolve is a 400 which a search over fewer providers might end
 /// before reaching, and a resourceless group matches providers anywhere).
-pub fn anchors(req: &Request, cat: &Catalog, tables: &FilterTables) -> Option<FxHashSet<ProviderId>> {
+///
+/// Judged on [`Tables::All`] read for a [`Tables::WithoutTraits`] scope's
+/// trees only, the answer is the same as on the whole tables: a provider
+/// with a required trait outside those trees (and not sharing) only adds
+/// anchors outside them, which `member_of` and `in_tree` remove again.
+pub fn anchors(req: &Request, cat: &Catalog, tables: &FilterTables, read: Tables) -> Option<FxHashSet<ProviderId>> {
     if !names_resolve(req, cat) || req.groups.iter().any(|g| g.resources.is_empty()) {
         return None;
     }
     let mut scope: Option<FxHashSet<ProviderId>> = None;
     for g in &req.groups {
-        if let Some(anchors) = group_anchors(g, cat, tables) {
+        if let Some(anchors) = group_anchors(g, cat, tables, read) {
             narrow(&mut scope, anchors);
         }
     }
     let mut scope = scope?;
+    if read == Tables::WithoutTraits {
+        return Some(scope);
+    }
     let roots = search::anchor_filter(req, cat, tables.fleet).ok()?;
     if let Some(allowed) = roots.allowed {
         scope.retain(|a| allowed.contains(a));
@@ -112,14 +131,19 @@ fn names_resolve(req: &Request, cat: &Catalog) -> bool {
 }
 
 /// The anchors one group can reach (`None`: it does not narrow).
-fn group_anchors(g: &RequestGroup, cat: &Catalog, tables: &FilterTables) -> Option<FxHashSet<ProviderId>> {
+fn group_anchors(
+    g: &RequestGroup,
+    cat: &Catalog,
+    tables: &FilterTables,
+    read: Tables,
+) -> Option<FxHashSet<ProviderId>> {
     let mut scope: Option<FxHashSet<ProviderId>> = None;
     match search::aggregate_members(g, cat, tables.fleet) {
         Members::Any => {}
         Members::UnknownAggregate => narrow(&mut scope, FxHashSet::default()),
         Members::Only(members) => narrow(&mut scope, tables.anchors_of(members.into_iter())),
     }
-    for any in &g.required {
+    for any in g.required.iter().filter(|_| read == Tables::All) {
         let Ok(ids) = search::trait_ids(any, cat) else { return Some(FxHashSet::default()) };
         let with: FxHashSet<ProviderId> = providers_with_any(tables.fleet, &ids);
         narrow(&mut scope, tables.anchors_of(with.into_iter()));

@@ -12,9 +12,9 @@ use keelson_db::Db;
 use keelson_db::{in_list, Dialect, RowRef, Tx, Value};
 
 use crate::domain::explain::{self, Explained};
-use crate::domain::scope;
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;
+use crate::domain::scope;
 use crate::domain::{self, Outcome, Settings, Summary};
 use crate::error::{Error, Result};
 
@@ -113,11 +113,8 @@ impl Store {
         if answer.candidates.is_empty() {
             return Ok(Outcome::default());
         }
-        let traits = if req.traits_in_summaries {
-            Some(load_traits(&mut tx, &answer.summary_providers).await?)
-        } else {
-            None
-        };
+        let traits =
+            if req.traits_in_summaries { Some(load_traits(&mut tx, &answer.summary_providers).await?) } else { None };
         phases.mark("traits");
         // The answer is read: no need to wait for the transaction's end.
         tx.end_read();
@@ -367,35 +364,6 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
     let mut filter_roots: FxHashMap<ProviderId, ProviderId> = FxHashMap::default();
     let with_roots = narrowing && fleet.has_trees;
 
-    let mut trait_ids: BTreeSet<i64> = BTreeSet::new();
-    for g in &req.groups {
-        trait_ids.extend(g.required.iter().flatten().chain(&g.forbidden).filter_map(|t| cat.traits.get(t)));
-    }
-    trait_ids.extend(req.root_required.iter().chain(&req.root_forbidden).filter_map(|t| cat.traits.get(t)));
-    if !trait_ids.is_empty() {
-        let sql = if with_roots {
-            format!(
-                "SELECT rpt.resource_provider_id, rpt.trait_id, rp.root_provider_id FROM resource_provider_traits rpt \
-                 JOIN resource_providers rp ON rp.id = rpt.resource_provider_id WHERE rpt.trait_id IN ({})",
-                in_list(trait_ids.len())
-            )
-        } else {
-            format!(
-                "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})",
-                in_list(trait_ids.len())
-            )
-        };
-        tx.for_each_row(&sql, &ids(trait_ids.iter().copied()), |r| -> Result<()> {
-            let provider = r.i64(0)?;
-            fleet.traits.insert((provider, r.i64(1)?));
-            if with_roots {
-                filter_roots.insert(provider, r.opt_i64(2)?.unwrap_or(provider));
-            }
-            Ok(())
-        })
-        .await?;
-    }
-
     let agg_ids: BTreeSet<i64> = cat.aggregates.values().copied().collect();
     if !agg_ids.is_empty() {
         let sql = if with_roots {
@@ -420,23 +388,104 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
         })
         .await?;
     }
-    if !req.root_required.is_empty() || !req.root_forbidden.is_empty() {
-        let rows = tx.fetch_all("SELECT id FROM resource_providers WHERE parent_provider_id IS NULL", &[]).await?;
-        fleet.roots = Some(rows.iter().map(|r| r.i64(0)).collect::<std::result::Result<_, _>>()?);
-    }
 
-    // The trees left to read: the scope, and the trees of the sharing
-    // providers (which may serve any of them).
-    let mut trees: Option<Vec<ProviderId>> = None;
+    // The sharing providers' anchors, then the trees `member_of` and
+    // `in_tree` leave (which need no traits): the traits and the roots are
+    // read for those trees only (with the sharing providers' trees, which
+    // may serve them), since a trait the whole fleet has (Nova's
+    // OWNER_NOVA) is a row per provider.
+    let mut sharing: Vec<ProviderId> = Vec::new();
+    let mut before_traits: Option<Vec<ProviderId>> = None;
     if narrowing {
-        let mut sharing: Vec<ProviderId> = fleet.sharing.iter().copied().collect();
+        sharing = fleet.sharing.iter().copied().collect();
         sharing.sort_unstable();
         let known = if fleet.has_trees { FxHashMap::default() } else { identity(&sharing) };
         let (anchors, sharing_roots) = load_sharing_anchors(tx, &sharing, &known, fleet.has_trees).await?;
         fleet.sharing_anchors = anchors;
         filter_roots.extend(sharing_roots.iter().map(|(p, r)| (*p, *r)));
         let tables = scope::FilterTables { fleet: &fleet, root_of: &filter_roots };
-        if let Some(mut scope) = scope::anchors(req, cat, &tables) {
+        if let Some(scope) = scope::anchors(req, cat, &tables, scope::Tables::WithoutTraits) {
+            let mut roots: Vec<ProviderId> = scope.into_iter().collect();
+            roots.extend(sharing.iter().map(|s| tables.root_of.get(s).copied().unwrap_or(*s)));
+            roots.sort_unstable();
+            roots.dedup();
+            if roots.len() <= MAX_NARROWED {
+                before_traits = Some(roots);
+            }
+        }
+    }
+
+    let mut trait_ids: BTreeSet<i64> = BTreeSet::new();
+    for g in &req.groups {
+        trait_ids.extend(g.required.iter().flatten().chain(&g.forbidden).filter_map(|t| cat.traits.get(t)));
+    }
+    trait_ids.extend(req.root_required.iter().chain(&req.root_forbidden).filter_map(|t| cat.traits.get(t)));
+    if !trait_ids.is_empty() {
+        let chunks: Vec<Option<&[ProviderId]>> = match &before_traits {
+            None => vec![None],
+            Some(roots) => roots.chunks(IN_CHUNK).map(Some).collect(),
+        };
+        for chunk in chunks {
+            let mut params = ids(trait_ids.iter().copied());
+            let trees = match chunk {
+                None => String::new(),
+                Some(roots) => {
+                    params.extend(ids(roots.iter().copied()));
+                    let col = if fleet.has_trees { "rp.root_provider_id" } else { "rpt.resource_provider_id" };
+                    format!(" AND {col} IN ({})", in_list(roots.len()))
+                }
+            };
+            let join = fleet.has_trees && (with_roots || chunk.is_some());
+            let sql = if join {
+                format!(
+                    "SELECT rpt.resource_provider_id, rpt.trait_id, rp.root_provider_id FROM resource_provider_traits rpt \
+                     JOIN resource_providers rp ON rp.id = rpt.resource_provider_id WHERE rpt.trait_id IN ({}){trees}",
+                    in_list(trait_ids.len())
+                )
+            } else {
+                format!(
+                    "SELECT rpt.resource_provider_id, rpt.trait_id FROM resource_provider_traits rpt \
+                     WHERE rpt.trait_id IN ({}){trees}",
+                    in_list(trait_ids.len())
+                )
+            };
+            tx.for_each_row(&sql, &params, |r| -> Result<()> {
+                let provider = r.i64(0)?;
+                fleet.traits.insert((provider, r.i64(1)?));
+                if join {
+                    filter_roots.insert(provider, r.opt_i64(2)?.unwrap_or(provider));
+                }
+                Ok(())
+            })
+            .await?;
+        }
+    }
+    if !req.root_required.is_empty() || !req.root_forbidden.is_empty() {
+        const ROOTS: &str = "SELECT id FROM resource_providers WHERE parent_provider_id IS NULL";
+        let mut roots: Vec<ProviderId> = Vec::new();
+        match &before_traits {
+            None => {
+                let rows = tx.fetch_all(ROOTS, &[]).await?;
+                roots = rows.iter().map(|r| r.i64(0)).collect::<std::result::Result<_, _>>()?;
+            }
+            Some(trees) => {
+                for chunk in trees.chunks(IN_CHUNK) {
+                    let sql = format!("{ROOTS} AND id IN ({})", in_list(chunk.len()));
+                    for r in tx.fetch_all(&sql, &ids(chunk.iter().copied())).await? {
+                        roots.push(r.i64(0)?);
+                    }
+                }
+            }
+        }
+        fleet.roots = Some(roots);
+    }
+
+    // The trees left to read: the scope, and the trees of the sharing
+    // providers (which may serve any of them).
+    let mut trees: Option<Vec<ProviderId>> = None;
+    if narrowing {
+        let tables = scope::FilterTables { fleet: &fleet, root_of: &filter_roots };
+        if let Some(mut scope) = scope::anchors(req, cat, &tables, scope::Tables::All) {
             scope.extend(sharing.iter().map(|s| tables.root_of.get(s).copied().unwrap_or(*s)));
             let mut roots: Vec<ProviderId> = scope.into_iter().collect();
             roots.sort_unstable();
