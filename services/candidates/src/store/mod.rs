@@ -61,7 +61,7 @@ impl Store {
         phases.mark("catalog");
         let fleet = load_fleet(&mut tx, req, &catalog, basics, reach).await?;
         phases.mark("fleet");
-        let settings = self.settings.clone();
+        let settings = self.settings.stopping_at_limit(req, fleet.has_trees);
         let request = req.clone();
 
         // The search and the product are CPU work, possibly long on wide
