@@ -23,6 +23,40 @@ Scenarios (each on its own database, both servers started on it):
            (--wide-cap, default 1000), as operators do for such trees
            (upstream bug 2126751).
 
+Nova's request shapes (--sizes 2000,10000: each fleet at each size, every
+shape of a fleet measured in the same interleaved rounds, at microversion
+1.36 and with the query strings Nova 34's scheduler builds: its report
+client asks at 1.36, ResourceRequest.to_querystring sorts the parameters
+and urlencodes them, the compute-status and owner pre-filters are always
+on):
+
+  nova     N flat computes (VCPU 64 at 4.0, MEMORY_MB 262,144 with 512
+           reserved, DISK_GB 2,000), 4 instances each; every compute has
+           the ~60 traits a libvirt x86 host reports and OWNER_NOVA,
+           COMPUTE_STATUS_DISABLED on 1 in 100, HW_CPU_X86_AVX512F on a
+           fifth, CUSTOM_BENCH_GOLD on a tenth; 5 availability-zone
+           aggregates of a fifth each and a tenant aggregate of two fifths
+           (two AZs).  Shapes (each also with limit=1000):
+             plain     resources=DISK_GB:20,MEMORY_MB:2048,VCPU:2 (not Nova's)
+             default   + root_required=OWNER_NOVA,!COMPUTE_STATUS_DISABLED
+             member_of default + member_of=in:<tenant> + member_of=in:<AZ 0>
+                       (tenant isolation and the AZ pre-filter: a fifth)
+             required  default + required=HW_CPU_X86_AVX512F,!CUSTOM_BENCH_GOLD
+                       (flavor/image traits: a fifth)
+             in_tree   default + in_tree=<one compute> (a targeted move)
+             filtered  the issue's: required=HW_CPU_X86_AVX,!CUSTOM_BENCH_GOLD
+                       and member_of=in:<AZ 0>,<AZ 1> (two fifths, less gold)
+  qos      the nova fleet where every compute also has a NIC agent child
+           with two PF grandchildren (NET_BW_EGR/IGR_KILOBIT_PER_SEC,
+           CUSTOM_PHYSNET_PHYSNET0 or PHYSNET1, CUSTOM_VNIC_TYPE_DIRECT),
+           as Neutron's SR-IOV agent reports them.  Shapes:
+             default   as above (the trees are in the fleet now)
+             qos       default + a port's granular group, suffixed by the
+                       port's request-group uuid:
+                       resources<uuid>=NET_BW_EGR_KILOBIT_PER_SEC:1000,
+                       NET_BW_IGR_KILOBIT_PER_SEC:1000&required<uuid>=
+                       CUSTOM_PHYSNET_PHYSNET0,CUSTOM_VNIC_TYPE_DIRECT
+
 Fleets are written straight into Placement's schema (the schema the
 reference creates, with its column rules: explicit ids, root and parent
 ids, timestamps; custom traits through the API), which takes seconds where
@@ -36,9 +70,14 @@ both servers), median and p99 latency, the ratio python/keelson of the
 medians, and keelson's peak RSS (VmHWM of its process).
 
 usage: tests/bench/candidates.py [--backend mysql|postgresql|sqlite]
-          [--keelson-bin PATH] [--scenarios flat,numa,wide] [--requests 30]
-          [--seconds 40] [--keelson-per-round 5] [--wide-cap 1000]
-          [--json out.json]
+          [--keelson-bin PATH] [--scenarios nova,qos,flat,numa,wide]
+          [--sizes 2000,10000] [--shapes default,qos,...] [--rounds 15]
+          [--requests 30] [--seconds 40] [--keelson-per-round 5]
+          [--wide-cap 1000] [--json out.json]
+
+--requests and --seconds bound the single-query scenarios (flat, numa,
+wide); --rounds the Nova fleets' rounds (each round: --keelson-per-round
+requests to keelson and one to the reference, for every shape in turn).
 
 --keelson-bin defaults to $KEELSON_BIN (a release build for real numbers).
 """
@@ -46,6 +85,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -171,6 +211,12 @@ class Fleet:
         self.aggregates.append((aid, str(uuid.uuid4())))
         return aid
 
+    def aggregate_uuid(self, aid):
+        return next(u for a, u in self.aggregates if a == aid)
+
+    def uuid_of(self, pid):
+        return next(p[1] for p in self.providers if p[0] == pid)
+
     def member(self, pid, aid):
         self.members.append((pid, aid))
 
@@ -267,6 +313,117 @@ def load_wide(w, cap):
     return f.write(), query, cap
 
 
+# What the libvirt driver reports for a typical x86 host (nova-compute's
+# capability traits), all standard traits of os-traits.
+LIBVIRT_TRAITS = [
+    'COMPUTE_NODE', 'COMPUTE_NET_ATTACH_INTERFACE', 'COMPUTE_NET_ATTACH_INTERFACE_WITH_TAG',
+    'COMPUTE_VOLUME_ATTACH_WITH_TAG', 'COMPUTE_VOLUME_EXTEND', 'COMPUTE_VOLUME_MULTI_ATTACH', 'COMPUTE_DEVICE_TAGGING',
+    'COMPUTE_TRUSTED_CERTS', 'COMPUTE_IMAGE_TYPE_QCOW2', 'COMPUTE_IMAGE_TYPE_RAW', 'COMPUTE_IMAGE_TYPE_ISO',
+    'COMPUTE_IMAGE_TYPE_AMI', 'COMPUTE_IMAGE_TYPE_ARI', 'COMPUTE_IMAGE_TYPE_AKI', 'COMPUTE_RESCUE_BFV',
+    'COMPUTE_ACCELERATORS', 'COMPUTE_SOCKET_PCI_NUMA_AFFINITY', 'COMPUTE_STORAGE_BUS_VIRTIO',
+    'COMPUTE_STORAGE_BUS_SCSI', 'COMPUTE_STORAGE_BUS_SATA', 'COMPUTE_STORAGE_BUS_IDE', 'COMPUTE_STORAGE_BUS_USB',
+    'COMPUTE_STORAGE_BUS_FDC', 'COMPUTE_GRAPHICS_MODEL_VIRTIO', 'COMPUTE_GRAPHICS_MODEL_VGA',
+    'COMPUTE_GRAPHICS_MODEL_CIRRUS', 'COMPUTE_GRAPHICS_MODEL_BOCHS', 'COMPUTE_GRAPHICS_MODEL_NONE',
+    'COMPUTE_NET_VIF_MODEL_VIRTIO', 'COMPUTE_NET_VIF_MODEL_E1000', 'COMPUTE_NET_VIF_MODEL_E1000E',
+    'COMPUTE_NET_VIF_MODEL_RTL8139', 'COMPUTE_NET_VIF_MODEL_NE2K_PCI', 'COMPUTE_NET_VIF_MODEL_PCNET',
+    'COMPUTE_NET_VIF_MODEL_SPAPR_VLAN', 'COMPUTE_NET_VIF_MODEL_VMXNET3', 'COMPUTE_VIOMMU_MODEL_INTEL',
+    'COMPUTE_VIOMMU_MODEL_VIRTIO', 'COMPUTE_VIOMMU_MODEL_AUTO', 'COMPUTE_SECURITY_UEFI_SECURE_BOOT',
+    'COMPUTE_SECURITY_TPM_2_0', 'COMPUTE_ADDRESS_SPACE_PASSTHROUGH', 'COMPUTE_ADDRESS_SPACE_EMULATED',
+    'COMPUTE_MEM_BACKING_FILE', 'COMPUTE_ARCH_X86_64', 'COMPUTE_NET_VIRTIO_PACKED', 'HW_ARCH_X86_64',
+    'HW_CPU_X86_SSE', 'HW_CPU_X86_SSE2', 'HW_CPU_X86_SSE41', 'HW_CPU_X86_SSE42', 'HW_CPU_X86_SSSE3',
+    'HW_CPU_X86_AVX', 'HW_CPU_X86_AVX2', 'HW_CPU_X86_AESNI', 'HW_CPU_X86_F16C', 'HW_CPU_X86_FMA3',
+    'HW_CPU_X86_BMI', 'HW_CPU_X86_BMI2', 'HW_CPU_X86_CLMUL', 'HW_CPU_X86_MMX', 'HW_CPU_X86_SVM', 'HW_CPU_X86_ABM',
+    'OWNER_NOVA',
+]
+NOVA_CUSTOM_TRAITS = ['CUSTOM_BENCH_GOLD', 'CUSTOM_PHYSNET_PHYSNET0', 'CUSTOM_PHYSNET_PHYSNET1',
+                      'CUSTOM_VNIC_TYPE_DIRECT']
+NOVA_VERSION = '1.36'
+# Nova's compute-status pre-filter (always on) and, once every compute runs
+# Nova 34, its owner pre-filter.
+NOVA_ROOT_REQUIRED = ('root_required', 'OWNER_NOVA,!COMPUTE_STATUS_DISABLED')
+# The flavor: 2 VCPU, 2 GiB, a 20 GB root disk.
+NOVA_FLAVOR = ('resources', 'DISK_GB:20,MEMORY_MB:2048,VCPU:2')
+NOVA_LIMIT = ('limit', 1000)
+
+
+def nova_query(*params):
+    """As ResourceRequest.to_querystring writes it: sorted, urlencoded."""
+    return urllib.parse.urlencode(sorted(params))
+
+
+def load_nova(w, n, qos):
+    """The Nova fleet of `n` computes (module docstring), with the PF trees
+    when `qos`: (providers written, [(shape, query, expected candidates)])."""
+    bw = ['NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC']
+    f = Fleet(w, ['VCPU', 'MEMORY_MB', 'DISK_GB'] + bw,
+              LIBVIRT_TRAITS + ['COMPUTE_STATUS_DISABLED', 'HW_CPU_X86_AVX512F'] + NOVA_CUSTOM_TRAITS)
+    azs = [f.aggregate() for _ in range(5)]
+    tenant = f.aggregate()
+    disabled = lambda i: i % 100 == 7  # noqa: E731
+    avx512 = lambda i: i % 5 == 1  # noqa: E731
+    gold = lambda i: i % 10 == 3  # noqa: E731
+    computes = []
+    for i in range(n):
+        cn = f.provider('bench-cn%d' % i)
+        computes.append(cn)
+        f.inventory(cn, 'VCPU', 64, max_unit=64, ratio=4.0)
+        f.inventory(cn, 'MEMORY_MB', 262144, reserved=512, ratio=1.0)
+        f.inventory(cn, 'DISK_GB', 2000)
+        for t in LIBVIRT_TRAITS:
+            f.trait(cn, t)
+        if disabled(i):
+            f.trait(cn, 'COMPUTE_STATUS_DISABLED')
+        if avx512(i):
+            f.trait(cn, 'HW_CPU_X86_AVX512F')
+        if gold(i):
+            f.trait(cn, 'CUSTOM_BENCH_GOLD')
+        f.member(cn, azs[i % 5])
+        if i % 5 in (0, 1):
+            f.member(cn, tenant)
+        for k in range(4):
+            f.instance({cn: {'VCPU': 2 + 2 * (k % 2), 'MEMORY_MB': 4096, 'DISK_GB': 40}})
+        if qos:
+            agent = f.provider('bench-cn%d:NIC Switch agent' % i, parent=cn, root=cn)
+            f.trait(agent, 'CUSTOM_VNIC_TYPE_DIRECT')
+            for k, physnet in enumerate(('CUSTOM_PHYSNET_PHYSNET0', 'CUSTOM_PHYSNET_PHYSNET1')):
+                pf = f.provider('bench-cn%d:NIC Switch agent:ens%d' % (i, k), parent=agent, root=cn)
+                for rc in bw:
+                    f.inventory(pf, rc, 10000000)
+                f.trait(pf, physnet)
+                f.trait(pf, 'CUSTOM_VNIC_TYPE_DIRECT')
+    providers = f.write()
+    up = lambda i: not disabled(i)  # noqa: E731
+    count = lambda keep: min(1000, sum(1 for i in range(n) if keep(i)))  # noqa: E731
+    default = [NOVA_FLAVOR, NOVA_LIMIT, NOVA_ROOT_REQUIRED]
+    if qos:
+        port = str(uuid.uuid4())
+        return providers, [
+            ('default', nova_query(*default), count(up)),
+            ('qos', nova_query(*default, ('resources' + port, ','.join('%s:1000' % rc for rc in bw)),
+                               ('required' + port, 'CUSTOM_PHYSNET_PHYSNET0,CUSTOM_VNIC_TYPE_DIRECT')), count(up)),
+        ]
+    az0, az1, tenant_uuid = f.aggregate_uuid(azs[0]), f.aggregate_uuid(azs[1]), f.aggregate_uuid(tenant)
+    target = 17
+    return providers, [
+        ('plain', nova_query(NOVA_FLAVOR, NOVA_LIMIT), count(lambda i: True)),
+        ('default', nova_query(*default), count(up)),
+        ('member_of', nova_query(*default, ('member_of', 'in:' + tenant_uuid), ('member_of', 'in:' + az0)),
+         count(lambda i: up(i) and i % 5 == 0)),
+        ('required', nova_query(*default, ('required', 'HW_CPU_X86_AVX512F,!CUSTOM_BENCH_GOLD')),
+         count(lambda i: up(i) and avx512(i) and not gold(i))),
+        ('in_tree', nova_query(*default, ('in_tree', f.uuid_of(computes[target]))), count(lambda i: i == target)),
+        ('filtered', nova_query(NOVA_FLAVOR, NOVA_LIMIT, ('required', 'HW_CPU_X86_AVX,!CUSTOM_BENCH_GOLD'),
+                                ('member_of', 'in:' + ','.join(sorted([az0, az1])))),
+         count(lambda i: i % 5 in (0, 1) and not gold(i))),
+    ]
+
+
+NOVA_FLEETS = {
+    'nova': ('Nova fleet, flat computes', False),
+    'qos': ('Nova fleet, computes with PF trees', True),
+}
+
+
 SCENARIOS = {
     'flat': ('(a) 2,000 flat computes + 10 sharing storage', load_flat),
     'numa': ('(b) 1,000 NUMA trees, 3 groups, isolate', load_numa),
@@ -285,10 +442,10 @@ def python_placement(procs, url, extra):
     return conftest.ref_placement(procs, conf=sections, server='cheroot', threads=4, timeout=180)
 
 
-def get(base, query):
+def get(base, query, version=VERSION):
     """(seconds, candidate count, provider summaries count) of one request."""
     req = urllib.request.Request(base + '/allocation_candidates?' + query, headers={
-        'accept': 'application/json', 'openstack-api-version': 'placement ' + VERSION, 'x-auth-token': 'admin'})
+        'accept': 'application/json', 'openstack-api-version': 'placement ' + version, 'x-auth-token': 'admin'})
     started = time.perf_counter()
     with urllib.request.urlopen(req, timeout=600) as r:
         raw = r.read()
@@ -327,6 +484,122 @@ def measure_side_by_side(keelson, python, query, max_requests, seconds, min_requ
             one(keelson)
         one(python)
     return summary(*runs[keelson]), summary(*runs[python])
+
+
+class PhaseLog:
+    """keelson's per-request phase timings (debug lines of the target
+    keelson_candidates::phases: `name=1.23ms ...`), read from its log as
+    each request is answered."""
+
+    def __init__(self, proc):
+        self.path = proc.log_path
+        self.proc = proc
+        self.offset = os.path.getsize(self.path)
+
+    def take(self):
+        """{phase: ms} of the requests answered since the last call (the
+        last of them)."""
+        self.proc.log.flush()
+        with open(self.path, 'rb') as f:
+            f.seek(self.offset)
+            new = f.read()
+        self.offset += len(new)
+        found = {}
+        for line in new.decode('utf-8', 'replace').splitlines():
+            if 'keelson_candidates::phases' in line:
+                found = {m.group(1): float(m.group(2)) for m in re.finditer(r'(\w+)=([\d.]+)ms', line)}
+        return found
+
+
+def measure_shapes(keelson, python, shapes, rounds, per_round, phase_log=None):
+    """Every shape of one fleet in the same rounds: per round and shape,
+    `per_round` requests to keelson then one to the reference, so that all
+    shapes and both servers share the machine's state. Answers
+    {shape: (keelson summary, reference summary)}."""
+    runs = {}
+    phases = {}
+    for name, query, _ in shapes:
+        get(keelson, query, NOVA_VERSION)  # warm-up
+        get(python, query, NOVA_VERSION)
+        runs[name] = {keelson: ([], set()), python: ([], set())}
+        phases[name] = {}
+    if phase_log is not None:
+        phase_log.take()
+
+    def one(name, query, base):
+        took, n, summaries = get(base, query, NOVA_VERSION)
+        runs[name][base][0].append(took)
+        runs[name][base][1].add((n, summaries))
+        if base == keelson and phase_log is not None:
+            for phase, ms in phase_log.take().items():
+                phases[name].setdefault(phase, []).append(ms)
+
+    for _ in range(rounds):
+        for name, query, _ in shapes:
+            for _ in range(per_round):
+                one(name, query, keelson)
+            one(name, query, python)
+    return {name: (summary(*r[keelson]), summary(*r[python]),
+                   {phase: statistics.median(ms) for phase, ms in phases[name].items()})
+            for name, r in runs.items()}
+
+
+def run_nova(key, size, args):
+    """One Nova fleet at one size, every selected shape measured."""
+    title, qos = NOVA_FLEETS[key]
+    procs = []
+    url = None
+    try:
+        url = create_database(args.backend, 'bench_nova_%s_%d' % (key, size))
+        py, py_proc = python_placement(procs, url, {})
+        log = 'warn,keelson_candidates::phases=debug' if args.phases else 'warn'
+        ks_server = AllInOne(procs, url, env={'RUST_LOG': log})
+        ks = ks_server.url
+        for t in NOVA_CUSTOM_TRAITS:
+            assert http('PUT', ks + '/traits/' + t, version='1.6')[0] in (201, 204)
+        started = time.monotonic()
+        w = Writer(url)
+        providers, shapes = load_nova(w, size, qos)
+        w.close()
+        if args.shapes:
+            wanted = args.shapes.split(',')
+            shapes = [s for s in shapes if s[0] in wanted]
+        print('%s, %d computes: %d providers written in %.1fs' % (title, size, providers, time.monotonic() - started),
+              flush=True)
+        for name, query, expected in shapes:
+            print('  %-10s GET /allocation_candidates?%s (%d candidates)' % (name, query, expected), flush=True)
+        load_before = os.getloadavg()
+        measured = measure_shapes(ks, py, shapes, args.rounds, args.keelson_per_round,
+                                  PhaseLog(ks_server.proc) if args.phases else None)
+        load_after = os.getloadavg()
+        results = {}
+        for name, query, expected in shapes:
+            k, p, phases = measured[name]
+            result = {'title': '%s %d: %s' % (key, size, name), 'fleet': key, 'size': size, 'shape': name,
+                      'providers': providers, 'query': query, 'keelson': k, 'python': p,
+                      'ratio_median': p['median_ms'] / k['median_ms'], 'ratio_p99': p['p99_ms'] / k['p99_ms'],
+                      'keelson_peak_rss_mib': peak_rss_mib(ks_server.proc.p.pid),
+                      'python_peak_rss_mib': peak_rss_mib(py_proc.p.pid),
+                      'loadavg_before': load_before, 'loadavg_after': load_after}
+            if phases:
+                result['keelson_phases_median_ms'] = phases
+            if k['answers'] != p['answers'] or k['answers'][0][0] != expected:
+                result['warning'] = 'answers differ: keelson %s, python %s, expected %d candidates' % (
+                    k['answers'], p['answers'], expected)
+            print('  %-10s keelson median %.1f ms, p99 %.1f ms; python median %.1f ms, p99 %.1f ms; %.1fx; %s' % (
+                name, k['median_ms'], k['p99_ms'], p['median_ms'], p['p99_ms'], result['ratio_median'],
+                result.get('warning', k['answers'])), flush=True)
+            if phases:
+                print('  %-10s keelson phases (median ms): %s' % (
+                    '', ' '.join('%s=%.2f' % kv for kv in phases.items())), flush=True)
+            results['%s-%d-%s' % (key, size, name)] = result
+        print('  load average %.2f %.2f %.2f before, %.2f %.2f %.2f after' % (load_before + load_after), flush=True)
+        return results
+    finally:
+        for proc in procs:
+            proc.stop()
+        if url is not None:
+            drop_database(url)
 
 
 def peak_rss_mib(pid):
@@ -405,7 +678,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--backend', default='mysql', choices=['mysql', 'postgresql', 'sqlite'])
     ap.add_argument('--keelson-bin', default=os.environ.get('KEELSON_BIN'))
-    ap.add_argument('--scenarios', default='flat,numa,wide')
+    ap.add_argument('--scenarios', default='nova,qos',
+                    help='Nova fleets (%s) and single-query scenarios (%s)' % (
+                        ','.join(NOVA_FLEETS), ','.join(SCENARIOS)))
+    ap.add_argument('--sizes', default='2000,10000', help='compute counts of the Nova fleets')
+    ap.add_argument('--shapes', help='only these shapes of the Nova fleets (default: all)')
+    ap.add_argument('--phases', action='store_true',
+                    help="log keelson's per-request phases (debug) and print their medians per shape")
+    ap.add_argument('--rounds', type=int, default=15, help='interleaved rounds per Nova fleet')
     ap.add_argument('--requests', type=int, default=30, help='most requests per server and scenario')
     ap.add_argument('--seconds', type=float, default=40, help='time budget per scenario')
     ap.add_argument('--keelson-per-round', type=int, default=5,
@@ -419,9 +699,14 @@ def main():
     started = time.monotonic()
     results = {}
     for key in args.scenarios.split(','):
-        results[key] = run_scenario(key, args)
-    print('\nGET /allocation_candidates at %s on %s, keelson %s, %d CPUs (%.0fs in all)' % (
-        VERSION, args.backend, args.keelson_bin, os.cpu_count(), time.monotonic() - started))
+        if key in NOVA_FLEETS:
+            for size in [int(x) for x in args.sizes.split(',')]:
+                results.update(run_nova(key, size, args))
+        else:
+            results[key] = run_scenario(key, args)
+    print('\nGET /allocation_candidates (%s for the Nova fleets, %s otherwise) on %s, keelson %s, %d CPUs '
+          '(%.0fs in all)' % (NOVA_VERSION, VERSION, args.backend, args.keelson_bin, os.cpu_count(),
+                              time.monotonic() - started))
     print('%-44s %12s %12s %12s %12s %8s %8s %10s' % ('scenario', 'k p50 ms', 'py p50 ms', 'k p99 ms', 'py p99 ms',
                                                      'p50 x', 'p99 x', 'k RSS MiB'))
     for r in results.values():

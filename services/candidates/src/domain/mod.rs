@@ -17,6 +17,7 @@ pub mod explain;
 pub mod fleet;
 pub mod merge;
 pub mod request;
+pub mod scope;
 pub mod search;
 
 use std::collections::BTreeSet;
@@ -89,6 +90,24 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// These settings with generation stopped at `limit` where that cannot
+    /// change the answer: candidates are kept in generation order (no
+    /// randomisation) and only cut after it (no pre-1.29 rule, which drops
+    /// candidates of nested trees after generation), so the first `limit`
+    /// generated are the ones `limit` keeps. A fleet of 10,000 computes
+    /// then builds 1,000 candidates, not 10,000.
+    pub fn stopping_at_limit(&self, req: &Request, has_trees: bool) -> Settings {
+        let mut s = self.clone();
+        if let Some(limit) = req.limit {
+            if !self.randomize && (req.nested_aware || !has_trees) {
+                s.max_candidates = Some(s.max_candidates.map_or(limit, |max| max.min(limit)));
+            }
+        }
+        s
+    }
+}
+
 /// The whole algorithm on the loaded data: search, merge, finish.
 /// `Ok(None)` is an empty answer.
 pub fn run(
@@ -111,7 +130,8 @@ pub fn run_observed<O: Observer>(
     obs: &mut O,
 ) -> Result<Option<Answer>> {
     let Some(candidates) = generate_observed(req, settings, catalog, fleet, trees, obs)? else { return Ok(None) };
-    let answer = finish_observed(req, settings, fleet.has_trees, candidates, trees, obs);
+    let root = |p: ProviderId| trees.get(&p).map(|t| t.root).unwrap_or(p);
+    let answer = finish_observed(req, settings, fleet.has_trees, candidates, root, obs).with_trees(trees);
     Ok((!answer.candidates.is_empty()).then_some(answer))
 }
 
@@ -171,19 +191,49 @@ pub fn finish(
     candidates: Vec<Candidate>,
     trees: &Trees,
 ) -> Answer {
-    finish_observed(req, settings, has_trees, candidates, trees, &mut ())
+    let root = |p: ProviderId| trees.get(&p).map(|t| t.root).unwrap_or(p);
+    finish_observed(req, settings, has_trees, candidates, root, &mut ()).with_trees(trees)
 }
 
-/// [`finish`], reporting to `obs` the trees whose every candidate it drops.
+/// The candidates kept, before the trees are read: which trees the
+/// summaries describe is known, their providers not yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub candidates: Vec<Candidate>,
+    /// The roots of every provider a kept candidate allocates from,
+    /// ascending.
+    pub kept_roots: Vec<ProviderId>,
+    /// Before 1.29 on nested trees: the summaries show only these providers.
+    pub only: Option<FxHashSet<ProviderId>>,
+}
+
+impl Finished {
+    /// The answer, with the providers to summarise taken from `trees`
+    /// (which hold every provider of the kept roots' trees).
+    pub fn with_trees(self, trees: &Trees) -> Answer {
+        let mut summary_providers: Vec<ProviderId> = trees
+            .iter()
+            .filter(|(id, t)| {
+                self.kept_roots.binary_search(&t.root).is_ok() && self.only.as_ref().is_none_or(|o| o.contains(id))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        summary_providers.sort_unstable();
+        Answer { candidates: self.candidates, summary_providers }
+    }
+}
+
+/// [`finish`], with the root of each provider a candidate allocates from
+/// told by `root`, reporting to `obs` the trees whose every candidate it
+/// drops.
 pub fn finish_observed<O: Observer>(
     req: &Request,
     settings: &Settings,
     has_trees: bool,
     mut candidates: Vec<Candidate>,
-    trees: &Trees,
+    root: impl Fn(ProviderId) -> ProviderId,
     obs: &mut O,
-) -> Answer {
-    let root = |p: ProviderId| trees.get(&p).map(|t| t.root).unwrap_or(p);
+) -> Finished {
     let anchors = |candidates: &[Candidate]| -> FxHashSet<ProviderId> { candidates.iter().map(|c| c.anchor).collect() };
     let mut before = if O::ACTIVE { anchors(&candidates) } else { FxHashSet::default() };
     let only_used = !req.nested_aware && has_trees;
@@ -221,15 +271,11 @@ pub fn finish_observed<O: Observer>(
             obs.tree_dropped(*gone, TreeRule::Limit);
         }
     }
-    let kept_roots: FxHashSet<ProviderId> =
+    let mut kept_roots: Vec<ProviderId> =
         candidates.iter().flat_map(|c| c.parts.iter().map(|p| root(p.provider))).collect();
-    let mut summary_providers: Vec<ProviderId> = trees
-        .iter()
-        .filter(|(id, t)| kept_roots.contains(&t.root) && (!only_used || used.contains(id)))
-        .map(|(id, _)| *id)
-        .collect();
-    summary_providers.sort_unstable();
-    Answer { candidates, summary_providers }
+    kept_roots.sort_unstable();
+    kept_roots.dedup();
+    Finished { candidates, kept_roots, only: only_used.then_some(used) }
 }
 
 /// What the summaries say about one provider, by id.

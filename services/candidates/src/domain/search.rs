@@ -106,9 +106,9 @@ pub fn search<O: Observer>(req: &Request, cat: &Catalog, fleet: &Fleet, obs: &mu
 
 /// The roots allowed to anchor a candidate (`root_required`).
 #[derive(Default)]
-struct AnchorFilter {
+pub(crate) struct AnchorFilter {
     /// None: no filter. Empty: the answer is empty.
-    allowed: Option<FxHashSet<ProviderId>>,
+    pub(crate) allowed: Option<FxHashSet<ProviderId>>,
     required: Vec<TraitId>,
     forbidden: Vec<TraitId>,
 }
@@ -127,7 +127,7 @@ impl AnchorFilter {
     }
 }
 
-fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Result<AnchorFilter> {
+pub(crate) fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Result<AnchorFilter> {
     if req.root_required.is_empty() && req.root_forbidden.is_empty() {
         return Ok(AnchorFilter::default());
     }
@@ -142,7 +142,7 @@ fn anchor_filter(req: &Request, cat: &Catalog, fleet: &Fleet) -> Result<AnchorFi
     Ok(filter)
 }
 
-fn trait_ids(names: &[String], cat: &Catalog) -> Result<Vec<TraitId>> {
+pub(crate) fn trait_ids(names: &[String], cat: &Catalog) -> Result<Vec<TraitId>> {
     names.iter().map(|n| cat.traits.get(n).copied().ok_or_else(|| Error::unknown_trait(n))).collect()
 }
 
@@ -159,6 +159,40 @@ struct Resolved<'a> {
     /// Per class (same order as `resources`): providers where the amount
     /// fits, ascending, restricted to the `in_tree` tree.
     with_resource: Vec<Vec<ProviderId>>,
+}
+
+/// The providers a group's `member_of` admits on their own.
+pub(crate) enum Members {
+    /// No `member_of`.
+    Any,
+    /// An any-of set names no known aggregate: nothing qualifies.
+    UnknownAggregate,
+    /// The providers directly in (an aggregate of) every any-of set.
+    Only(FxHashSet<ProviderId>),
+}
+
+/// `member_of`: the providers in every any-of set of aggregates (the
+/// fleet holds the memberships of the request's aggregates).
+pub(crate) fn aggregate_members(group: &RequestGroup, cat: &Catalog, fleet: &Fleet) -> Members {
+    if group.member_of.is_empty() {
+        return Members::Any;
+    }
+    let mut sets: Vec<Vec<AggregateId>> = Vec::with_capacity(group.member_of.len());
+    for any in &group.member_of {
+        let ids: Vec<AggregateId> = any.iter().filter_map(|u| cat.aggregates.get(u).copied()).collect();
+        if ids.is_empty() {
+            return Members::UnknownAggregate;
+        }
+        sets.push(ids);
+    }
+    Members::Only(
+        fleet
+            .aggregates
+            .iter()
+            .filter(|(_, aggs)| sets.iter().all(|any| any.iter().any(|a| aggs.contains(a))))
+            .map(|(p, _)| *p)
+            .collect(),
+    )
 }
 
 /// Upstream's `RequestGroupSearchContext`: classes (400 if unknown),
@@ -178,29 +212,17 @@ fn resolve<'a, O: Observer>(
         let class = cat.classes.get(name).copied().ok_or_else(|| Error::unknown_class(name))?;
         resources.push((class, *amount));
     }
-    let in_aggregates = if group.member_of.is_empty() {
-        None
-    } else {
-        let mut sets: Vec<Vec<AggregateId>> = Vec::with_capacity(group.member_of.len());
-        for any in &group.member_of {
-            let ids: Vec<AggregateId> = any.iter().filter_map(|u| cat.aggregates.get(u).copied()).collect();
-            if ids.is_empty() {
-                obs.rest_excluded(gi, Rule::MemberOfUnknown);
-                return Ok(None);
-            }
-            sets.push(ids);
+    let in_aggregates = match aggregate_members(group, cat, fleet) {
+        Members::Any => None,
+        Members::UnknownAggregate => {
+            obs.rest_excluded(gi, Rule::MemberOfUnknown);
+            return Ok(None);
         }
-        let members: FxHashSet<ProviderId> = fleet
-            .aggregates
-            .iter()
-            .filter(|(_, aggs)| sets.iter().all(|any| any.iter().any(|a| aggs.contains(a))))
-            .map(|(p, _)| *p)
-            .collect();
-        if members.is_empty() {
+        Members::Only(members) if members.is_empty() => {
             obs.rest_excluded(gi, Rule::MemberOf);
             return Ok(None);
         }
-        Some(members)
+        Members::Only(members) => Some(members),
     };
     let mut required = Vec::with_capacity(group.required.len());
     for any in &group.required {

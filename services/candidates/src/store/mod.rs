@@ -14,6 +14,7 @@ use keelson_db::{in_list, Dialect, RowRef, Tx, Value};
 use crate::domain::explain::{self, Explained};
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;
+use crate::domain::scope;
 use crate::domain::{self, Outcome, Settings, Summary};
 use crate::error::{Error, Result};
 
@@ -24,6 +25,14 @@ pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
 /// Above this many ids a query reads the whole table and filters in
 /// memory, rather than binding a huge `IN (…)` list.
 const MAX_IN_LIST: usize = 500;
+
+/// Ids bound per statement where a read goes by id lists in chunks.
+const IN_CHUNK: usize = 1000;
+
+/// Above this many trees a narrowed read costs more than reading every
+/// inventory of the requested classes (each tree is an index range of its
+/// own; the whole read is one scan), so the fleet is read whole.
+const MAX_NARROWED: usize = 5000;
 
 /// The candidates service's handle on the database.
 #[derive(Clone, Debug)]
@@ -39,58 +48,79 @@ impl Store {
 
     /// `GET /allocation_candidates`.
     pub async fn allocation_candidates(&self, req: &Request) -> Result<Outcome> {
+        self.answer(req, Reach::Narrowed).await
+    }
+
+    /// The answer, from the trees the request's filters leave or (for the
+    /// tests that show it makes no difference) from the whole fleet.
+    pub(crate) async fn answer(&self, req: &Request, reach: Reach) -> Result<Outcome> {
         req.validate()?;
+        let mut phases = Phases::start();
         let mut tx = self.db.begin_read().await?;
         let (catalog, basics) = load_catalog(&mut tx, req).await?;
-        let fleet = load_fleet(&mut tx, req, &catalog, basics).await?;
-        let roots = roots_in_play(&fleet);
-        let settings = self.settings.clone();
+        phases.mark("catalog");
+        let fleet = load_fleet(&mut tx, req, &catalog, basics, reach).await?;
+        phases.mark("fleet");
+        let settings = self.settings.stopping_at_limit(req, fleet.has_trees);
         let request = req.clone();
 
         // The search and the product are CPU work, possibly long on wide
         // trees: keep them off the async workers. Without same_subtree they
-        // need no trees, so they run while this task reads the trees and
-        // the traits the summaries may show (those of every provider in
-        // play: the summarised ones are among them): the database and the
-        // algorithm work at the same time.
-        let (candidates, fleet, trees, traits) = if req.same_subtrees.is_empty() {
-            let algorithm = tokio::task::spawn_blocking(move || {
-                let candidates = domain::generate(&request, &settings, &catalog, &fleet, &Trees::default());
-                (candidates, fleet)
-            });
-            let trees = load_trees(&mut tx, &roots).await;
-            let traits = match (&trees, req.traits_in_summaries) {
-                (Ok(trees), true) => Some(load_traits(&mut tx, trees).await),
-                _ => None,
-            };
-            let (candidates, fleet) =
-                algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
-            // The algorithm's own error (a 400) comes first.
-            let candidates = candidates?;
-            (candidates, fleet, trees?, traits.transpose()?)
+        // need no trees: the candidates are generated and cut to `limit`
+        // first, then only the kept candidates' trees are read, and only
+        // the summarised providers' traits (a large fleet's providers
+        // carry dozens of traits each: most of a request's rows were
+        // traits of providers no summary shows).
+        let has_trees = fleet.has_trees;
+        let (finished, fleet, trees) = if req.same_subtrees.is_empty() {
+            let (finished, fleet, generating) = tokio::task::spawn_blocking(move || {
+                let started = std::time::Instant::now();
+                let finished = domain::generate(&request, &settings, &catalog, &fleet, &Trees::default()).map(|c| {
+                    c.map(|c| domain::finish_observed(&request, &settings, has_trees, c, |p| fleet.root(p), &mut ()))
+                });
+                (finished, fleet, started.elapsed())
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            phases.note("algorithm", generating);
+            phases.mark("wait_algorithm");
+            let Some(finished) = finished? else { return Ok(Outcome::default()) };
+            let trees = load_trees(&mut tx, &finished.kept_roots).await?;
+            phases.mark("trees");
+            (finished, fleet, trees)
         } else {
+            let roots: Vec<ProviderId> = roots_in_play(&fleet).into_iter().collect();
             let trees = Arc::new(load_trees(&mut tx, &roots).await?);
+            phases.mark("trees");
             let in_play = trees.clone();
-            let algorithm = tokio::task::spawn_blocking(move || {
-                let candidates = domain::generate(&request, &settings, &catalog, &fleet, &in_play);
-                (candidates, fleet)
-            });
-            let traits = if req.traits_in_summaries { Some(load_traits(&mut tx, &trees).await) } else { None };
-            let (candidates, fleet) =
-                algorithm.await.map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
-            let candidates = candidates?;
+            let (finished, fleet, generating) = tokio::task::spawn_blocking(move || {
+                let started = std::time::Instant::now();
+                let root = |p: ProviderId| in_play.get(&p).map(|t| t.root).unwrap_or(p);
+                let finished = domain::generate(&request, &settings, &catalog, &fleet, &in_play)
+                    .map(|c| c.map(|c| domain::finish_observed(&request, &settings, has_trees, c, root, &mut ())));
+                (finished, fleet, started.elapsed())
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+            phases.note("algorithm", generating);
+            phases.mark("wait_algorithm");
+            let Some(finished) = finished? else { return Ok(Outcome::default()) };
             // The algorithm's handle is gone: this is the only one left.
             let trees = Arc::try_unwrap(trees).unwrap_or_else(|shared| (*shared).clone());
-            (candidates, fleet, trees, traits.transpose()?)
+            (finished, fleet, trees)
         };
-        // The answer is read: no need to wait for the transaction's end.
-        tx.end_read();
-        let Some(candidates) = candidates else { return Ok(Outcome::default()) };
-        let answer = domain::finish(req, &self.settings, fleet.has_trees, candidates, &trees);
+        let answer = finished.with_trees(&trees);
         if answer.candidates.is_empty() {
             return Ok(Outcome::default());
         }
+        let traits =
+            if req.traits_in_summaries { Some(load_traits(&mut tx, &answer.summary_providers).await?) } else { None };
+        phases.mark("traits");
+        // The answer is read: no need to wait for the transaction's end.
+        tx.end_read();
         let (summaries, trait_names) = summaries(&fleet, &trees, &answer.summary_providers, traits);
+        phases.mark("summaries");
+        phases.log(answer.candidates.len());
 
         Ok(Outcome {
             suffixes: req.groups.iter().map(|g| g.suffix.clone()).collect(),
@@ -111,8 +141,9 @@ impl Store {
         req.validate()?;
         let mut tx = self.db.begin_read().await?;
         let (catalog, basics) = load_catalog(&mut tx, req).await?;
-        let fleet = load_fleet(&mut tx, req, &catalog, basics).await?;
-        let trees = load_trees(&mut tx, &roots_in_play(&fleet)).await?;
+        let fleet = load_fleet(&mut tx, req, &catalog, basics, Reach::Whole).await?;
+        let roots: Vec<ProviderId> = roots_in_play(&fleet).into_iter().collect();
+        let trees = load_trees(&mut tx, &roots).await?;
         tx.end_read();
         let settings = self.settings.clone();
         let request = req.clone();
@@ -128,6 +159,39 @@ impl Store {
             class_names: fleet.class_names,
             trait_names: catalog.traits.into_iter().map(|(name, id)| (id, name)).collect(),
         })
+    }
+}
+
+/// Where one request's time went, logged at debug level (target
+/// `keelson_candidates::phases`): what a benchmark reads to say which part
+/// to work on. Each mark closes the phase since the previous one.
+struct Phases {
+    last: std::time::Instant,
+    spent: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Phases {
+    fn start() -> Self {
+        Phases { last: std::time::Instant::now(), spent: Vec::with_capacity(8) }
+    }
+
+    fn mark(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        self.spent.push((phase, now - self.last));
+        self.last = now;
+    }
+
+    /// A phase that ran beside the others (not closed by a mark).
+    fn note(&mut self, phase: &'static str, spent: std::time::Duration) {
+        self.spent.push((phase, spent));
+    }
+
+    fn log(&self, candidates: usize) {
+        if tracing::enabled!(target: "keelson_candidates::phases", tracing::Level::DEBUG) {
+            let phases: Vec<String> =
+                self.spent.iter().map(|(name, d)| format!("{name}={:.2}ms", d.as_secs_f64() * 1e3)).collect();
+            tracing::debug!(target: "keelson_candidates::phases", candidates, "{}", phases.join(" "));
+        }
     }
 }
 
@@ -277,74 +341,77 @@ fn inventory_from(r: &RowRef, first: usize) -> Result<Inventory> {
     })
 }
 
+/// Whether [`load_fleet`] may read only the trees a request's filters
+/// leave (the real request), or must read every provider with a requested
+/// class (an explanation accounts for each of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    Narrowed,
+    Whole,
+}
+
 /// Loads the providers, inventories, traits and aggregates the request can
 /// touch (only the request's traits and aggregates; the request's classes,
 /// or every class when the summaries show them all, so that the summaries
-/// need no second read).
-async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -> Result<Fleet> {
+/// need no second read). First the small filter tables, then, when the
+/// request's filters leave only some trees ([`scope::anchors`]), the
+/// inventories and usage of those trees alone.
+async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, reach: Reach) -> Result<Fleet> {
     let mut fleet = Fleet { has_trees: basics.has_trees, sharing: basics.sharing, ..Fleet::default() };
+    let narrowing = reach == Reach::Narrowed && scope::can_narrow(req);
+    // The roots of the providers the filter tables name (with trees, and
+    // only for a narrowing).
+    let mut filter_roots: FxHashMap<ProviderId, ProviderId> = FxHashMap::default();
+    let with_roots = narrowing && fleet.has_trees;
 
-    let requested: BTreeSet<ClassId> = cat.classes.values().copied().collect();
-    let all_classes = req.all_classes_in_summaries;
-    fleet.class_names = match basics.all_class_names {
-        Some(names) => names,
-        None => cat.classes.iter().map(|(n, id)| (*id, n.clone())).collect(),
-    };
-    if all_classes || !requested.is_empty() {
-        // Inventories and usage in two plain reads: joining a grouped
-        // subquery costs more than the join in memory.
-        let (filter, params) = if all_classes {
-            ("1 = 1".to_string(), Vec::new())
-        } else {
-            (format!("i.resource_class_id IN ({})", in_list(requested.len())), ids(requested.iter().copied()))
-        };
-        // Without trees every provider is its own root: no join at all
-        // (on MariaDB the join was half of this read's time). With trees,
-        // MariaDB would otherwise walk the providers and find each one's
-        // inventories through the unique index (two index descents per row,
-        // twice the time of the whole read); inventories in table order,
-        // each provider by its primary key, is the plan that fits.
-        let join = if tx.dialect == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
-        let (root, from) = if fleet.has_trees {
-            (
-                "rp.root_provider_id",
-                format!("inventories i {join} resource_providers rp ON rp.id = i.resource_provider_id"),
+    let agg_ids: BTreeSet<i64> = cat.aggregates.values().copied().collect();
+    if !agg_ids.is_empty() {
+        let sql = if with_roots {
+            format!(
+                "SELECT rpa.resource_provider_id, rpa.aggregate_id, rp.root_provider_id FROM resource_provider_aggregates rpa \
+                 JOIN resource_providers rp ON rp.id = rpa.resource_provider_id WHERE rpa.aggregate_id IN ({})",
+                in_list(agg_ids.len())
             )
         } else {
-            ("i.resource_provider_id", "inventories i".to_string())
+            format!(
+                "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE aggregate_id IN ({})",
+                in_list(agg_ids.len())
+            )
         };
-        let sql = format!(
-            "SELECT i.resource_provider_id, {root}, i.resource_class_id, \
-                    i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio \
-             FROM {from} WHERE {filter}"
-        );
-        tx.for_each_row(&sql, &params, |r| -> Result<()> {
-            let (provider, class) = (r.i64(0)?, r.i64(2)?);
-            fleet.inventories.insert((provider, class), inventory_from(r, 3)?);
-            if requested.contains(&class) {
-                fleet.root_of.insert(provider, r.opt_i64(1)?.unwrap_or(provider));
-                fleet.providers_by_class.entry(class).or_default().push(provider);
+        tx.for_each_row(&sql, &ids(agg_ids.iter().copied()), |r| -> Result<()> {
+            let provider = r.i64(0)?;
+            fleet.aggregates.entry(provider).or_default().insert(r.i64(1)?);
+            if with_roots {
+                filter_roots.insert(provider, r.opt_i64(2)?.unwrap_or(provider));
             }
             Ok(())
         })
         .await?;
-        // MySQL sums integers as DECIMAL, which arrives as text: ask for an
-        // integer (the sum of integers is one), read like any other.
-        let sum = if tx.dialect == Dialect::MySql { "CAST(SUM(used) AS SIGNED)" } else { "SUM(used)" };
-        let sql = format!(
-            "SELECT resource_provider_id, resource_class_id, {sum} FROM allocations \
-             WHERE {} GROUP BY resource_provider_id, resource_class_id",
-            filter.replace("i.resource_class_id", "resource_class_id")
-        );
-        tx.for_each_row(&sql, &params, |r| -> Result<()> {
-            if let Some(inv) = fleet.inventories.get_mut(&(r.i64(0)?, r.i64(1)?)) {
-                inv.used = r.opt_i64(2)?.unwrap_or(0);
+    }
+
+    // The sharing providers' anchors, then the trees `member_of` and
+    // `in_tree` leave (which need no traits): the traits and the roots are
+    // read for those trees only (with the sharing providers' trees, which
+    // may serve them), since a trait the whole fleet has (Nova's
+    // OWNER_NOVA) is a row per provider.
+    let mut sharing: Vec<ProviderId> = Vec::new();
+    let mut before_traits: Option<Vec<ProviderId>> = None;
+    if narrowing {
+        sharing = fleet.sharing.iter().copied().collect();
+        sharing.sort_unstable();
+        let known = if fleet.has_trees { FxHashMap::default() } else { identity(&sharing) };
+        let (anchors, sharing_roots) = load_sharing_anchors(tx, &sharing, &known, fleet.has_trees).await?;
+        fleet.sharing_anchors = anchors;
+        filter_roots.extend(sharing_roots.iter().map(|(p, r)| (*p, *r)));
+        let tables = scope::FilterTables { fleet: &fleet, root_of: &filter_roots };
+        if let Some(scope) = scope::anchors(req, cat, &tables, scope::Tables::WithoutTraits) {
+            let mut roots: Vec<ProviderId> = scope.into_iter().collect();
+            roots.extend(sharing.iter().map(|s| tables.root_of.get(s).copied().unwrap_or(*s)));
+            roots.sort_unstable();
+            roots.dedup();
+            if roots.len() <= MAX_NARROWED {
+                before_traits = Some(roots);
             }
-            Ok(())
-        })
-        .await?;
-        for providers in fleet.providers_by_class.values_mut() {
-            providers.sort_unstable();
         }
     }
 
@@ -354,28 +421,88 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
     }
     trait_ids.extend(req.root_required.iter().chain(&req.root_forbidden).filter_map(|t| cat.traits.get(t)));
     if !trait_ids.is_empty() {
-        let sql = format!(
-            "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE trait_id IN ({})",
-            in_list(trait_ids.len())
-        );
-        tx.for_each_row(&sql, &ids(trait_ids.iter().copied()), |r| -> Result<()> {
-            fleet.traits.insert((r.i64(0)?, r.i64(1)?));
-            Ok(())
-        })
-        .await?;
+        let chunks: Vec<Option<&[ProviderId]>> = match &before_traits {
+            None => vec![None],
+            Some(roots) => roots.chunks(IN_CHUNK).map(Some).collect(),
+        };
+        for chunk in chunks {
+            let mut params = ids(trait_ids.iter().copied());
+            let trees = match chunk {
+                None => String::new(),
+                Some(roots) => {
+                    params.extend(ids(roots.iter().copied()));
+                    let col = if fleet.has_trees { "rp.root_provider_id" } else { "rpt.resource_provider_id" };
+                    format!(" AND {col} IN ({})", in_list(roots.len()))
+                }
+            };
+            let join = fleet.has_trees && (with_roots || chunk.is_some());
+            let sql = if join {
+                format!(
+                    "SELECT rpt.resource_provider_id, rpt.trait_id, rp.root_provider_id FROM resource_provider_traits rpt \
+                     JOIN resource_providers rp ON rp.id = rpt.resource_provider_id WHERE rpt.trait_id IN ({}){trees}",
+                    in_list(trait_ids.len())
+                )
+            } else {
+                format!(
+                    "SELECT rpt.resource_provider_id, rpt.trait_id FROM resource_provider_traits rpt \
+                     WHERE rpt.trait_id IN ({}){trees}",
+                    in_list(trait_ids.len())
+                )
+            };
+            tx.for_each_row(&sql, &params, |r| -> Result<()> {
+                let provider = r.i64(0)?;
+                fleet.traits.insert((provider, r.i64(1)?));
+                if join {
+                    filter_roots.insert(provider, r.opt_i64(2)?.unwrap_or(provider));
+                }
+                Ok(())
+            })
+            .await?;
+        }
+    }
+    if !req.root_required.is_empty() || !req.root_forbidden.is_empty() {
+        const ROOTS: &str = "SELECT id FROM resource_providers WHERE parent_provider_id IS NULL";
+        let mut roots: Vec<ProviderId> = Vec::new();
+        match &before_traits {
+            None => {
+                let rows = tx.fetch_all(ROOTS, &[]).await?;
+                roots = rows.iter().map(|r| r.i64(0)).collect::<std::result::Result<_, _>>()?;
+            }
+            Some(trees) => {
+                for chunk in trees.chunks(IN_CHUNK) {
+                    let sql = format!("{ROOTS} AND id IN ({})", in_list(chunk.len()));
+                    for r in tx.fetch_all(&sql, &ids(chunk.iter().copied())).await? {
+                        roots.push(r.i64(0)?);
+                    }
+                }
+            }
+        }
+        fleet.roots = Some(roots);
     }
 
-    let agg_ids: BTreeSet<i64> = cat.aggregates.values().copied().collect();
-    if !agg_ids.is_empty() {
-        let sql = format!(
-            "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE aggregate_id IN ({})",
-            in_list(agg_ids.len())
-        );
-        tx.for_each_row(&sql, &ids(agg_ids.iter().copied()), |r| -> Result<()> {
-            fleet.aggregates.entry(r.i64(0)?).or_default().insert(r.i64(1)?);
-            Ok(())
-        })
-        .await?;
+    // The trees left to read: the scope, and the trees of the sharing
+    // providers (which may serve any of them).
+    let mut trees: Option<Vec<ProviderId>> = None;
+    if narrowing {
+        let tables = scope::FilterTables { fleet: &fleet, root_of: &filter_roots };
+        if let Some(mut scope) = scope::anchors(req, cat, &tables, scope::Tables::All) {
+            scope.extend(sharing.iter().map(|s| tables.root_of.get(s).copied().unwrap_or(*s)));
+            let mut roots: Vec<ProviderId> = scope.into_iter().collect();
+            roots.sort_unstable();
+            if roots.len() <= MAX_NARROWED {
+                trees = Some(roots);
+            }
+        }
+    }
+
+    let requested: BTreeSet<ClassId> = cat.classes.values().copied().collect();
+    let all_classes = req.all_classes_in_summaries;
+    fleet.class_names = match basics.all_class_names {
+        Some(names) => names,
+        None => cat.classes.iter().map(|(n, id)| (*id, n.clone())).collect(),
+    };
+    if all_classes || !requested.is_empty() {
+        load_inventories(tx, &mut fleet, &requested, all_classes, trees.as_deref()).await?;
     }
 
     let resourceless = req.groups.iter().any(|g| g.resources.is_empty());
@@ -391,19 +518,156 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
         all.sort_unstable();
         fleet.all_providers = Some(all);
     }
-    if !req.root_required.is_empty() || !req.root_forbidden.is_empty() {
-        let rows = tx.fetch_all("SELECT id FROM resource_providers WHERE parent_provider_id IS NULL", &[]).await?;
-        fleet.roots = Some(rows.iter().map(|r| r.i64(0)).collect::<std::result::Result<_, _>>()?);
+
+    if !narrowing {
+        // Anchors only matter for sharing providers that can serve
+        // something.
+        let mut sharing: Vec<ProviderId> =
+            fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
+        sharing.sort_unstable();
+        let (anchors, _) = load_sharing_anchors(tx, &sharing, &fleet.root_of, fleet.has_trees).await?;
+        fleet.sharing_anchors = anchors;
+    }
+    Ok(fleet)
+}
+
+/// Each provider as its own root.
+fn identity(providers: &[ProviderId]) -> FxHashMap<ProviderId, ProviderId> {
+    providers.iter().map(|p| (*p, *p)).collect()
+}
+
+/// The inventories of the requested classes (or every class) with their
+/// usage: of every provider, or of the providers of the `trees` given.
+async fn load_inventories(
+    tx: &mut Tx,
+    fleet: &mut Fleet,
+    requested: &BTreeSet<ClassId>,
+    all_classes: bool,
+    trees: Option<&[ProviderId]>,
+) -> Result<()> {
+    let (class_filter, class_params) = if all_classes {
+        ("1 = 1".to_string(), Vec::new())
+    } else {
+        (format!("i.resource_class_id IN ({})", in_list(requested.len())), ids(requested.iter().copied()))
+    };
+    let mysql = tx.dialect == Dialect::MySql;
+    let chunks: Vec<Option<&[ProviderId]>> = match trees {
+        None => vec![None],
+        Some(roots) => roots.chunks(IN_CHUNK).map(Some).collect(),
+    };
+    for chunk in chunks {
+        let mut params = class_params.clone();
+        // Without trees every provider is its own root: no join at all
+        // (on MariaDB the join was half of this read's time). With trees,
+        // MariaDB would otherwise walk the providers and find each one's
+        // inventories through the unique index (two index descents per
+        // row, twice the time of the whole read); inventories in table
+        // order, each provider by its primary key, is the plan that fits.
+        // Narrowed to some trees, the providers come first: their roots'
+        // index, then each provider's inventories by the unique index.
+        let (root, from, tree_filter) = match (fleet.has_trees, chunk) {
+            (false, None) => ("i.resource_provider_id", "inventories i".to_string(), String::new()),
+            (false, Some(roots)) => {
+                params.extend(ids(roots.iter().copied()));
+                (
+                    "i.resource_provider_id",
+                    "inventories i".to_string(),
+                    format!(" AND i.resource_provider_id IN ({})", in_list(roots.len())),
+                )
+            }
+            (true, None) => {
+                let join = if mysql { "STRAIGHT_JOIN" } else { "JOIN" };
+                (
+                    "rp.root_provider_id",
+                    format!("inventories i {join} resource_providers rp ON rp.id = i.resource_provider_id"),
+                    String::new(),
+                )
+            }
+            (true, Some(roots)) => {
+                params.extend(ids(roots.iter().copied()));
+                let join = if mysql { "STRAIGHT_JOIN" } else { "JOIN" };
+                (
+                    "rp.root_provider_id",
+                    format!("resource_providers rp {join} inventories i ON i.resource_provider_id = rp.id"),
+                    format!(" AND rp.root_provider_id IN ({})", in_list(roots.len())),
+                )
+            }
+        };
+        let sql = format!(
+            "SELECT i.resource_provider_id, {root}, i.resource_class_id, \
+                    i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio \
+             FROM {from} WHERE {class_filter}{tree_filter}"
+        );
+        tx.for_each_row(&sql, &params, |r| -> Result<()> {
+            let (provider, class) = (r.i64(0)?, r.i64(2)?);
+            fleet.inventories.insert((provider, class), inventory_from(r, 3)?);
+            if requested.contains(&class) {
+                fleet.root_of.insert(provider, r.opt_i64(1)?.unwrap_or(provider));
+                fleet.providers_by_class.entry(class).or_default().push(provider);
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    for providers in fleet.providers_by_class.values_mut() {
+        providers.sort_unstable();
+        providers.dedup();
     }
 
-    // Anchors only matter for sharing providers that can serve something.
-    let mut sharing: Vec<ProviderId> =
-        fleet.sharing.iter().copied().filter(|p| resourceless || fleet.root_of.contains_key(p)).collect();
-    sharing.sort_unstable();
-    // The providers sharing an aggregate with each sharing provider, then
-    // their roots: most are known already (a provider with a requested
-    // class), the others are read. Joining the providers in SQL (and
-    // DISTINCT) cost the database several times this read.
+    // MySQL sums integers as DECIMAL, which arrives as text: ask for an
+    // integer (the sum of integers is one), read like any other.
+    let sum = if mysql { "CAST(SUM(used) AS SIGNED)" } else { "SUM(used)" };
+    let class_filter = class_filter.replace("i.resource_class_id", "resource_class_id");
+    // Narrowed: the usage of the providers just found (their index range
+    // each), else of every provider.
+    let mut providers: Vec<ProviderId> = Vec::new();
+    if trees.is_some() {
+        providers = fleet.inventories.keys().map(|(p, _)| *p).collect();
+        providers.sort_unstable();
+        providers.dedup();
+        if providers.is_empty() {
+            return Ok(());
+        }
+    }
+    let chunks: Vec<Option<&[ProviderId]>> = match trees {
+        None => vec![None],
+        Some(_) => providers.chunks(IN_CHUNK).map(Some).collect(),
+    };
+    for chunk in chunks {
+        let mut params = class_params.clone();
+        let provider_filter = match chunk {
+            None => String::new(),
+            Some(some) => {
+                params.extend(ids(some.iter().copied()));
+                format!(" AND resource_provider_id IN ({})", in_list(some.len()))
+            }
+        };
+        let sql = format!(
+            "SELECT resource_provider_id, resource_class_id, {sum} FROM allocations \
+             WHERE {class_filter}{provider_filter} GROUP BY resource_provider_id, resource_class_id"
+        );
+        tx.for_each_row(&sql, &params, |r| -> Result<()> {
+            if let Some(inv) = fleet.inventories.get_mut(&(r.i64(0)?, r.i64(1)?)) {
+                inv.used = r.opt_i64(2)?.unwrap_or(0);
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// For each of the `sharing` providers: the roots of every tree that shares
+/// one of its aggregates (its own included), ascending; and the roots of
+/// the sharing providers themselves. Roots come from `known`, else are read
+/// (without trees every provider is its own root). Joining the providers in
+/// SQL (and DISTINCT) cost the database several times these reads.
+async fn load_sharing_anchors(
+    tx: &mut Tx,
+    sharing: &[ProviderId],
+    known: &FxHashMap<ProviderId, ProviderId>,
+    has_trees: bool,
+) -> Result<(FxHashMap<ProviderId, Vec<ProviderId>>, FxHashMap<ProviderId, ProviderId>)> {
     let mut members: Vec<(ProviderId, ProviderId)> = Vec::new();
     for chunk in sharing.chunks(MAX_IN_LIST) {
         let sql = format!(
@@ -422,99 +686,123 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics) -
     let unknown: Vec<ProviderId> = members
         .iter()
         .map(|(_, m)| *m)
-        .filter(|m| !fleet.root_of.contains_key(m))
+        .chain(sharing.iter().copied())
+        .filter(|m| !known.contains_key(m))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let mut member_roots: FxHashMap<ProviderId, ProviderId> = FxHashMap::default();
-    for chunk in unknown.chunks(MAX_IN_LIST) {
-        let sql = format!("SELECT id, root_provider_id FROM resource_providers WHERE id IN ({})", in_list(chunk.len()));
-        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
-            let id = r.i64(0)?;
-            member_roots.insert(id, r.opt_i64(1)?.unwrap_or(id));
-            Ok(())
-        })
-        .await?;
+    let mut read_roots: FxHashMap<ProviderId, ProviderId> = FxHashMap::default();
+    if has_trees {
+        for chunk in unknown.chunks(MAX_IN_LIST) {
+            let sql =
+                format!("SELECT id, root_provider_id FROM resource_providers WHERE id IN ({})", in_list(chunk.len()));
+            tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
+                let id = r.i64(0)?;
+                read_roots.insert(id, r.opt_i64(1)?.unwrap_or(id));
+                Ok(())
+            })
+            .await?;
+        }
+    } else {
+        read_roots = identity(&unknown);
     }
-    for (sharing, member) in members {
-        if let Some(root) = fleet.root_of.get(&member).or_else(|| member_roots.get(&member)) {
-            fleet.sharing_anchors.entry(sharing).or_default().push(*root);
+    let root = |p: &ProviderId| known.get(p).or_else(|| read_roots.get(p)).copied();
+    let mut anchors: FxHashMap<ProviderId, Vec<ProviderId>> = FxHashMap::default();
+    for (sharing, member) in &members {
+        if let Some(root) = root(member) {
+            anchors.entry(*sharing).or_default().push(root);
         }
     }
-    for anchors in fleet.sharing_anchors.values_mut() {
-        anchors.sort_unstable();
-        anchors.dedup();
+    for list in anchors.values_mut() {
+        list.sort_unstable();
+        list.dedup();
     }
-    Ok(fleet)
+    let sharing_roots = sharing.iter().filter_map(|s| root(s).map(|r| (*s, r))).collect();
+    Ok((anchors, sharing_roots))
 }
 
-/// `col IN (…)` for the given ids, or no filter when there are too many
-/// (the caller then filters rows itself).
-fn id_filter(col: &str, set: &BTreeSet<ProviderId>) -> (String, Vec<Value>) {
-    if set.len() > MAX_IN_LIST {
-        ("1 = 1".to_string(), Vec::new())
-    } else {
-        (format!("{col} IN ({})", in_list(set.len())), ids(set.iter().copied()))
-    }
-}
-
-/// Every provider of the given trees.
-async fn load_trees(tx: &mut Tx, roots: &BTreeSet<ProviderId>) -> Result<Trees> {
+/// Every provider of the given trees (`roots` ascending): by root, in
+/// chunks, or the whole table filtered here when the trees are most of a
+/// large fleet.
+async fn load_trees(tx: &mut Tx, roots: &[ProviderId]) -> Result<Trees> {
     let mut trees = Trees::default();
     if roots.is_empty() {
         return Ok(trees);
     }
     // At least one provider per root.
     trees.reserve(roots.len());
-    let (filter, params) = id_filter("root_provider_id", roots);
-    let sql = format!("SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE {filter}");
-    tx.for_each_row(&sql, &params, |r| -> Result<()> {
+    let mut keep = |r: &RowRef| -> Result<()> {
         let id = r.i64(0)?;
         let root = r.opt_i64(3)?.unwrap_or(id);
-        if roots.contains(&root) {
+        if roots.binary_search(&root).is_ok() {
             trees.insert(id, TreeProvider { uuid: r.string(1)?, parent: r.opt_i64(2)?, root });
         }
         Ok(())
-    })
-    .await?;
+    };
+    const COLUMNS: &str = "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers";
+    if roots.len() > MAX_NARROWED {
+        tx.for_each_row(COLUMNS, &[], &mut keep).await?;
+    } else {
+        for chunk in roots.chunks(IN_CHUNK) {
+            let sql = format!("{COLUMNS} WHERE root_provider_id IN ({})", in_list(chunk.len()));
+            tx.for_each_row(&sql, &ids(chunk.iter().copied()), &mut keep).await?;
+        }
+    }
     Ok(trees)
 }
 
 /// The summarised providers' traits, and the names of those traits.
 type ProviderTraits = (Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>);
 
-/// Every provider in play's traits as sorted (provider, trait) pairs, then
-/// the names of the traits those providers have (a fleet's providers share
-/// a handful of traits: each name once). Two statements, not one: MariaDB
-/// builds a temporary table for a `UNION ALL` before it sends a row, where
-/// a plain read streams while this side decodes.
-async fn load_traits(tx: &mut Tx, trees: &Trees) -> Result<ProviderTraits> {
-    let roots: BTreeSet<ProviderId> = trees.values().map(|t| t.root).collect();
-    // Nothing in play (an empty `IN ()` is not SQL).
-    if roots.is_empty() {
-        return Ok(Default::default());
-    }
-    let (sql, params) = if roots.len() > MAX_IN_LIST {
-        ("SELECT resource_provider_id, trait_id FROM resource_provider_traits".to_string(), Vec::new())
-    } else {
-        (
-            format!(
-                "SELECT rpt.resource_provider_id, rpt.trait_id FROM resource_provider_traits rpt \
-                 JOIN resource_providers rp ON rp.id = rpt.resource_provider_id WHERE rp.root_provider_id IN ({})",
-                in_list(roots.len())
-            ),
-            ids(roots.iter().copied()),
-        )
-    };
+/// The traits of the summarised `providers` (ascending) as sorted
+/// (provider, trait) pairs, then the names of the traits they have (a
+/// fleet's providers share a handful of traits: each name once). Each
+/// provider's traits come as one row (a list of ids with their count): a
+/// provider has dozens, and a row costs the driver more than its ids cost
+/// to parse. A list the server cut short (MySQL's `group_concat_max_len`)
+/// does not match its count; those providers are read again row by row.
+async fn load_traits(tx: &mut Tx, providers: &[ProviderId]) -> Result<ProviderTraits> {
     let mut traits: Vec<(ProviderId, TraitId)> = Vec::new();
-    tx.for_each_row(&sql, &params, |r| -> Result<()> {
-        let provider = r.i64(0)?;
-        if trees.contains_key(&provider) {
-            traits.push((provider, r.i64(1)?));
-        }
-        Ok(())
-    })
-    .await?;
+    let list = match tx.dialect {
+        Dialect::MySql => "CAST(GROUP_CONCAT(trait_id) AS CHAR)",
+        Dialect::Postgres => "string_agg(CAST(trait_id AS TEXT), ',')",
+        Dialect::Sqlite => "group_concat(trait_id)",
+    };
+    let mut cut_short: Vec<ProviderId> = Vec::new();
+    for chunk in providers.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT resource_provider_id, COUNT(*), {list} FROM resource_provider_traits \
+             WHERE resource_provider_id IN ({}) GROUP BY resource_provider_id",
+            in_list(chunk.len())
+        );
+        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
+            let (provider, count) = (r.i64(0)?, r.i64(1)?);
+            let before = traits.len();
+            for id in r.string(2)?.split(',') {
+                match id.trim().parse::<TraitId>() {
+                    Ok(t) => traits.push((provider, t)),
+                    Err(_) => break,
+                }
+            }
+            if i64::try_from(traits.len() - before).ok() != Some(count) {
+                traits.truncate(before);
+                cut_short.push(provider);
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    for chunk in cut_short.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN ({})",
+            in_list(chunk.len())
+        );
+        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
+            traits.push((r.i64(0)?, r.i64(1)?));
+            Ok(())
+        })
+        .await?;
+    }
     // In trait id order per provider, as upstream lists them.
     traits.sort_unstable();
 
@@ -523,7 +811,11 @@ async fn load_traits(tx: &mut Tx, trees: &Trees) -> Result<ProviderTraits> {
     if used.is_empty() {
         return Ok((traits, trait_names));
     }
-    let (filter, params) = id_filter("id", &used);
+    let (filter, params) = if used.len() > MAX_IN_LIST {
+        ("1 = 1".to_string(), Vec::new())
+    } else {
+        (format!("id IN ({})", in_list(used.len())), ids(used.iter().copied()))
+    };
     tx.for_each_row(&format!("SELECT id, name FROM traits WHERE {filter}"), &params, |r| -> Result<()> {
         let id = r.i64(0)?;
         if used.contains(&id) {

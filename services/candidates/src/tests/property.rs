@@ -448,3 +448,62 @@ async fn random_fleets_match_the_oracle() {
     }
     eprintln!("checked {checked} random requests, {answered} with candidates (seeds {first}..{})", first + count);
 }
+
+/// Reading only the trees a request's filters leave (`member_of`,
+/// `required`, `in_tree`, `root_required`, with sharing providers and
+/// trees) gives the very answer of reading the whole fleet: the same
+/// candidates in the same order, the same summaries, the same errors.
+#[tokio::test]
+async fn narrowed_reads_answer_as_the_whole_fleet() {
+    use crate::store::{Reach, Store};
+    let cases: u64 = std::env::var("KEELSON_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let (mut compared, mut answered) = (0, 0);
+    for seed in 1..=cases {
+        let mut rng = Rng(seed.wrapping_mul(0xa076_1d64_78bd_642f) | 1);
+        let (w, m) = build(&mut rng).await;
+        for q in 0..6 {
+            let base = random_request(&mut rng);
+            let mut req = vary(&mut rng, &base);
+            for g in &mut req.groups {
+                if rng.chance(30) {
+                    let mut any: Vec<String> = Vec::new();
+                    for a in AGGS {
+                        if rng.chance(60) {
+                            any.push(a.to_string());
+                        }
+                    }
+                    if !any.is_empty() {
+                        g.member_of.push(any);
+                    }
+                }
+                if rng.chance(20) {
+                    g.in_tree = Some(if rng.chance(90) {
+                        let name = rng.pick(&m.provs).name.clone();
+                        w.uuid(&name)
+                    } else {
+                        "bbbbbbbb-0000-4000-8000-000000000000".to_string()
+                    });
+                }
+            }
+            if rng.chance(10) {
+                req.groups[0].required.push(vec!["CUSTOM_UNKNOWN".to_string()]);
+            }
+            let max = if rng.chance(25) { 2 } else { -1 };
+            for strategy in [Strategy::DepthFirst, Strategy::BreadthFirst] {
+                let store = Store::new(w.db.clone(), settings(strategy, false, max));
+                let narrowed = store.answer(&req, Reach::Narrowed).await.map(|o| o.named());
+                let whole = store.answer(&req, Reach::Whole).await.map(|o| o.named());
+                match (narrowed, whole) {
+                    (Ok(a), Ok(b)) => {
+                        answered += usize::from(!a.allocation_requests.is_empty());
+                        assert_eq!(a, b, "seed {seed} query {q} ({strategy:?}): {req:?}\n{:#?}", m.provs)
+                    }
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "seed {seed} query {q}"),
+                    (a, b) => panic!("seed {seed} query {q}: narrowed {a:?}, whole {b:?}: {req:?}"),
+                }
+                compared += 1;
+            }
+        }
+    }
+    eprintln!("compared {compared} answers, {answered} with candidates");
+}
