@@ -59,8 +59,9 @@ import threading
 import time
 import traceback
 import urllib.parse
+import uuid
 
-from cloud import Cloud, wait_until
+from cloud import ADMIN_PASSWORD, Cloud, wait_until, write_conf
 
 FLAVORS = (('c1', 1, 512, 1), ('c2', 2, 1024, 2), ('c4', 4, 2048, 4))
 STABLE = ('ACTIVE', 'SHUTOFF', 'ERROR', 'SHELVED_OFFLOADED', 'VERIFY_RESIZE')
@@ -167,6 +168,26 @@ class Flows:
         r = subprocess.run(self.cloud.nova_manage + list(args), capture_output=True, text=True, timeout=900)
         return r.returncode, r.stdout + r.stderr
 
+    def keelson_audit(self, *args):
+        """`keelson placement audit --nova-endpoint` on the cloud's Placement
+        database (keelson's or Python Placement's: the schema is one), as
+        the cloud's admin: (exit status, its JSON report)."""
+        c = self.cloud
+        conf = os.path.join(c.dir, 'keelson-audit.conf')
+        if not os.path.exists(conf):
+            write_conf(conf, {'placement_database': {'connection': c.placement_db}})
+        env = dict(os.environ, OS_AUTH_URL=c.url['keystone'] + '/v3', OS_USERNAME='admin', OS_PASSWORD=ADMIN_PASSWORD,
+                   OS_PROJECT_NAME='admin', OS_USER_DOMAIN_NAME='Default', OS_PROJECT_DOMAIN_NAME='Default')
+        env.pop('OS_TOKEN', None)
+        r = subprocess.run([c.keelson_bin, '--config-file', conf, 'placement', 'audit', '--json',
+                            '--nova-endpoint', c.url['nova']] + list(args),
+                           capture_output=True, text=True, timeout=900, env=env)
+        try:
+            report = json.loads(r.stdout)
+        except ValueError:
+            report = {'unreadable': (r.stdout + r.stderr)[-1500:]}
+        return r.returncode, report
+
     def check(self, phase):
         """The four checks of every phase; raises Failed."""
         c = self.cloud
@@ -210,6 +231,9 @@ class Flows:
         rc, out = self.manage('placement', 'audit', '--verbose')
         if rc != 0:
             problems.append('placement audit exited %d: %s' % (rc, out[-1500:]))
+        rc, report = self.keelson_audit()
+        if rc != 0:
+            problems.append('keelson placement audit exited %d: %s' % (rc, json.dumps(report)[-1500:]))
         rc, heal = self.manage('placement', 'heal_allocations', '--verbose')
         if rc != 4:
             problems.append('heal_allocations exited %d (4 is "nothing to do"): %s' % (rc, heal[-1500:]))
@@ -620,14 +644,47 @@ class Flows:
             text = f.read().decode('utf-8', 'replace')
         return [line for line in text.splitlines() if 'network-vif-plugged:%s' % port_id in line]
 
+    def orphan(self):
+        """An allocation made by hand for a consumer Nova does not know, on
+        a server's node: nova-manage's audit and keelson's both find it,
+        keelson's --fix deletes it (asking Nova again first), and then
+        neither finds anything."""
+        c = self.cloud
+        placed = [s for s in self.servers() if self.node(s) and s['status'] == 'ACTIVE']
+        if not placed:
+            return 'no placed server for an orphan'
+        rp = [p for p in c.placement('GET', '/resource_providers')['resource_providers']
+              if p['name'] == self.node(placed[0])][0]
+        consumer = str(uuid.uuid4())
+        c.placement('PUT', '/allocations/' + consumer, {
+            'allocations': {rp['uuid']: {'resources': {'VCPU': 1, 'MEMORY_MB': 64}}},
+            'project_id': c.projects['admin'], 'user_id': 'orphan-maker', 'consumer_generation': None,
+            'consumer_type': 'INSTANCE'})
+        rc, out = self.manage('placement', 'audit', '--verbose')
+        expect(rc == 3 and consumer in out, 'nova-manage placement audit on an orphan: %d %s' % (rc, out[-800:]))
+        rc, report = self.keelson_audit()
+        found = [f for f in report.get('findings', []) if f.get('consumer') == consumer]
+        expect(rc == 3 and [f['kind'] for f in found] == ['allocation-unknown-to-nova']
+               and len(report['findings']) == 1,
+               'keelson placement audit on an orphan: %d %s' % (rc, json.dumps(report)[-1500:]))
+        rc, report = self.keelson_audit('--fix')
+        expect(rc == 4 and [f.get('repair') for f in report.get('findings', [])] == ['repaired'],
+               'keelson placement audit --fix on an orphan: %d %s' % (rc, json.dumps(report)[-1500:]))
+        left = c.placement('GET', '/allocations/' + consumer)['allocations']
+        expect(not left, 'the orphan still holds %s' % left)
+        rc, out = self.manage('placement', 'audit', '--verbose')
+        expect(rc == 0, 'nova-manage placement audit after keelson --fix: %d %s' % (rc, out[-800:]))
+        return 'an orphan on %s found by both audits and deleted by keelson --fix' % rp['name']
+
     def phase_delete(self):
+        orphan = self.orphan()
         servers = self.servers()
         self.delete(servers)
         c = self.cloud
         used = [rp['name'] for rp in c.placement('GET', '/resource_providers')['resource_providers']
                 if any(c.placement('GET', '/resource_providers/%s/usages' % rp['uuid'])['usages'].values())]
         expect(not used, 'providers still used after deleting every server: %s' % used)
-        return '%d servers deleted' % len(servers)
+        return '%s; %d servers deleted' % (orphan, len(servers))
 
     def run(self):
         phases = ['boot', 'faults', 'resize', 'migrate', 'evacuate', 'shelve', 'groups', 'aggregates', 'ports',

@@ -157,13 +157,20 @@ pub enum PlacementCommand {
     /// placement audit`: 0 nothing found, 3 found, 4 found and all
     /// repaired, 1 error.
     Audit {
-        /// Repair what is safe (consumer records, roots, generations; never
-        /// an allocation), each repair in a transaction of its own.
+        /// Repair what is safe (consumer records, roots, generations, and
+        /// with --nova-endpoint the allocations Nova does not know), each
+        /// repair in a transaction of its own.
         #[arg(long)]
         fix: bool,
         /// One JSON object (counts, findings, repairs) instead of text.
         #[arg(long)]
         json: bool,
+        /// Nova's compute API (`http://nova:8774/v2.1`): also find the
+        /// allocations Nova does not account for, as `nova-manage placement
+        /// audit` does. Credentials from OS_AUTH_URL with OS_TOKEN, or with
+        /// OS_USERNAME, OS_PASSWORD and OS_PROJECT_NAME (an admin).
+        #[arg(long, value_name = "URL")]
+        nova_endpoint: Option<String>,
     },
     /// Why `GET /allocation_candidates?QUERY` answers as it does: per
     /// request group, how many providers each rule excluded; per tree, why

@@ -4,16 +4,24 @@
 //! by reading the tables directly, and the part of it that can be repaired
 //! without guessing.
 //!
-//! Invariant: a repair never removes or changes an allocation, and never
-//! changes a row whose state differs from the one the audit read (each
-//! repair's statement repeats the condition it found, in a transaction of
-//! its own). Whatever needs a decision (an over-allocated provider, an
-//! allocation of a class without inventory, a broken parent chain) is
-//! reported and left to the operator.
+//! With Nova's view of its servers (`--nova-endpoint`, [`nova`]) it also
+//! finds the allocations Nova does not account for.
+//!
+//! Invariant: a repair never changes a row whose state differs from the
+//! one the audit read (each repair's statement repeats the condition it
+//! found, in a transaction of its own), and never removes or changes an
+//! allocation, with one exception: an allocation of a consumer Nova does
+//! not know, which is deleted (as `nova-manage placement audit --delete`
+//! does) only when Nova, asked again just before, still does not know it
+//! and the consumer's generation is the one the audit read. Whatever needs
+//! a decision (an over-allocated provider, an allocation of a class
+//! without inventory, a broken parent chain, a server's allocation on a
+//! node Nova has it elsewhere) is reported and left to the operator.
 
+pub mod nova;
 pub mod tree;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use keelson_db::{Db, DbError};
 use keelson_placement_schema::online_migrations::{self, IncompleteConsumerOwner, OnlineMigration};
@@ -68,6 +76,26 @@ pub enum Finding {
     },
     /// A provider has no generation, so no client can update it.
     MissingGeneration { provider: Provider },
+    /// Allocations of Nova's classes whose consumer Nova knows neither as a
+    /// server nor as a migration in progress (a deleted server's leftover).
+    AllocationUnknownToNova {
+        provider: Provider,
+        consumer: String,
+        resources: BTreeMap<String, i64>,
+        #[serde(skip)]
+        consumer_generation: Option<i64>,
+    },
+    /// A server's allocation on a compute node (tree) Nova has it on
+    /// another node of, with no migration of it in progress there.
+    AllocationOffServerNode {
+        provider: Provider,
+        consumer: String,
+        /// The node of the provider's tree.
+        node: String,
+        /// The node Nova has the server on.
+        server_node: Option<String>,
+        resources: BTreeMap<String, i64>,
+    },
 }
 
 impl Finding {
@@ -86,6 +114,8 @@ impl Finding {
             Finding::ParentCycle { .. } => "parent-cycle",
             Finding::WrongRoot { .. } => "wrong-root",
             Finding::MissingGeneration { .. } => "missing-generation",
+            Finding::AllocationUnknownToNova { .. } => "allocation-unknown-to-nova",
+            Finding::AllocationOffServerNode { .. } => "allocation-off-server-node",
         }
     }
 
@@ -97,13 +127,16 @@ impl Finding {
             | Finding::MissingParent { provider, .. }
             | Finding::ParentCycle { provider }
             | Finding::WrongRoot { provider, .. }
-            | Finding::MissingGeneration { provider } => Some(provider),
+            | Finding::MissingGeneration { provider }
+            | Finding::AllocationUnknownToNova { provider, .. }
+            | Finding::AllocationOffServerNode { provider, .. } => Some(provider),
             _ => None,
         }
     }
 
-    /// Whether `--fix` may repair it: only what restores a state the API
-    /// itself would have written, without touching an allocation.
+    /// Whether `--fix` may repair it: what restores a state the API itself
+    /// would have written, and the deletion of an allocation Nova does not
+    /// know (once Nova confirms it).
     pub fn is_repairable(&self) -> bool {
         matches!(
             self,
@@ -111,6 +144,7 @@ impl Finding {
                 | Finding::IncompleteConsumer { .. }
                 | Finding::WrongRoot { .. }
                 | Finding::MissingGeneration { .. }
+                | Finding::AllocationUnknownToNova { consumer_generation: Some(_), .. }
         )
     }
 }
@@ -174,8 +208,28 @@ impl std::fmt::Display for Finding {
             Finding::MissingGeneration { provider } => {
                 write!(f, "Resource provider {} has no generation", named(provider))
             }
+            // nova-manage's words, so that scripts reading its output read ours.
+            Finding::AllocationUnknownToNova { provider, consumer, resources, .. } => write!(
+                f,
+                "Allocations were set against consumer UUID {consumer} but no existing instances or active \
+                 migrations are related: {} on resource provider {}",
+                amounts(resources),
+                named(provider)
+            ),
+            Finding::AllocationOffServerNode { provider, consumer, node, server_node, resources } => write!(
+                f,
+                "Server {consumer} holds {} on resource provider {} of compute node {node}; Nova has it on {} \
+                 and no migration of it in progress there",
+                amounts(resources),
+                named(provider),
+                server_node.as_deref().unwrap_or("no node")
+            ),
         }
     }
+}
+
+fn amounts(resources: &BTreeMap<String, i64>) -> String {
+    resources.iter().map(|(class, used)| format!("{class}={used}")).collect::<Vec<_>>().join(",")
 }
 
 /// What one audit read.
@@ -352,11 +406,14 @@ pub enum RepairOutcome {
 
 /// Repairs what is repairable among `findings`, each in a transaction of
 /// its own whose statement repeats the condition found; answers one
-/// outcome per finding, in order.
+/// outcome per finding, in order. An allocation unknown to Nova is deleted
+/// only when its consumer is in `unknown_to_nova`: the consumers Nova,
+/// asked again just before, still does not know.
 pub async fn repair(
     db: &Db,
     findings: &[Finding],
     owner: &IncompleteConsumerOwner,
+    unknown_to_nova: &BTreeSet<String>,
 ) -> Result<Vec<RepairOutcome>, DbError> {
     let mut outcomes = Vec::with_capacity(findings.len());
     let incomplete = findings.iter().filter(|f| matches!(f, Finding::IncompleteConsumer { .. })).count();
@@ -411,6 +468,15 @@ pub async fn repair(
                     &[provider.id.into()],
                 )
                 .await?
+            }
+            Finding::AllocationUnknownToNova { provider, consumer, consumer_generation: Some(generation), .. } => {
+                if !unknown_to_nova.contains(consumer) {
+                    RepairOutcome::Changed
+                } else if nova::delete_unknown(db, provider, consumer, *generation).await? {
+                    RepairOutcome::Repaired
+                } else {
+                    RepairOutcome::Changed
+                }
             }
             _ => RepairOutcome::Left,
         };

@@ -7,6 +7,7 @@ mod ctl;
 mod db;
 mod engine;
 mod explain;
+mod nova_view;
 mod options;
 mod placement;
 mod services;

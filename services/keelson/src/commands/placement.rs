@@ -1,8 +1,10 @@
 //! `keelson placement …`: keelson's own operator tools for Placement's
 //! data. The checks and repairs are `keelson_inventory::audit`'s; this
-//! module only prints them and chooses the exit status (`explain` is in
+//! module reads Nova's view when asked (`commands::nova_view`), prints the
+//! findings and chooses the exit status (`explain` is in
 //! `commands::explain`).
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -11,6 +13,7 @@ use keelson_inventory::audit::{self, Finding, RepairOutcome, Report};
 use keelson_placement_schema::online_migrations::IncompleteConsumerOwner;
 use keelson_runtime::Config;
 
+use super::nova_view::Nova;
 use crate::cli::PlacementCommand;
 use crate::settings;
 
@@ -19,8 +22,8 @@ const FOUND: u8 = 3;
 const FOUND_AND_REPAIRED: u8 = 4;
 
 pub async fn run(config: Config, command: PlacementCommand) -> anyhow::Result<ExitCode> {
-    let (fix, json) = match command {
-        PlacementCommand::Audit { fix, json } => (fix, json),
+    let (fix, json, nova_endpoint) = match command {
+        PlacementCommand::Audit { fix, json, nova_endpoint } => (fix, json, nova_endpoint),
         PlacementCommand::Explain { query, microversion, url, json } => {
             return super::explain::run(&config, &query, &microversion, url.as_deref(), json).await;
         }
@@ -29,7 +32,8 @@ pub async fn run(config: Config, command: PlacementCommand) -> anyhow::Result<Ex
     let db = Db::connect(&url, &settings::pool_settings(&config))
         .await
         .with_context(|| format!("connecting to {}", url.display))?;
-    let outcome = audit_and_repair(&db, fix, &incomplete_consumer_owner(&config)).await;
+    let nova = nova_endpoint.as_deref().map(Nova::from_env).transpose()?;
+    let outcome = audit_and_repair(&db, fix, &incomplete_consumer_owner(&config), nova.as_ref()).await;
     db.close().await;
     let (report, repairs) = outcome?;
     if json {
@@ -44,9 +48,33 @@ async fn audit_and_repair(
     db: &Db,
     fix: bool,
     owner: &IncompleteConsumerOwner,
+    nova: Option<&Nova>,
 ) -> anyhow::Result<(Report, Option<Vec<RepairOutcome>>)> {
-    let report = audit::audit(db).await.context("reading the database")?;
-    let repairs = if fix { Some(audit::repair(db, &report.findings, owner).await.context("repairing")?) } else { None };
+    let mut report = audit::audit(db).await.context("reading the database")?;
+    if let Some(nova) = nova {
+        // The database first: whatever the audit read that Nova made, Nova
+        // knows by the time it is asked.
+        let holdings = audit::nova::read_holdings(db).await.context("reading Nova's allocations")?;
+        let view = nova.view().await.context("asking Nova")?;
+        report.findings.extend(audit::nova::judge(&holdings, &view));
+    }
+    let repairs = if fix {
+        let suspects: BTreeSet<String> = report
+            .findings
+            .iter()
+            .filter_map(|f| match f {
+                Finding::AllocationUnknownToNova { consumer, .. } => Some(consumer.clone()),
+                _ => None,
+            })
+            .collect();
+        let unknown = match nova {
+            Some(nova) => nova.still_unknown(&suspects).await.context("asking Nova again")?,
+            None => BTreeSet::new(),
+        };
+        Some(audit::repair(db, &report.findings, owner, &unknown).await.context("repairing")?)
+    } else {
+        None
+    };
     Ok((report, repairs))
 }
 
