@@ -196,6 +196,9 @@ pub async fn serve(
         }
         None => resources::Registry::builtin(),
     };
+    if settings.engine.identity.is_some() {
+        registry.add_keystone();
+    }
     let type_policy = settings.policy.heat_enforcer(keelson_policy::HeatEnforcer::ResourceTypes)?;
     for w in type_policy.warnings() {
         tracing::warn!(target: "keelson::policy", "{w}");

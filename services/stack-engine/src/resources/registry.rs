@@ -149,6 +149,15 @@ impl Registry {
         registry
     }
 
+    /// Adds the OS::Keystone::* types, which act on Keystone through the
+    /// stack's trust (only engines that know a Keystone offer them).
+    pub fn add_keystone(&mut self) {
+        let host = self.host.clone();
+        self.register(Arc::new(super::keystone::Project::new(host.clone())));
+        self.register(Arc::new(super::keystone::Role::new(host.clone())));
+        self.register(Arc::new(super::keystone::Domain::new(host)));
+    }
+
     /// Replaces the resource-type rules (the operator's policy file).
     pub fn set_type_policy(&mut self, enforcer: Enforcer) {
         self.type_policy = Some(enforcer);
