@@ -89,6 +89,27 @@ pub fn grant_path(target: Target<'_>, actor: Actor<'_>, role_id: &str) -> String
     format!("/{target_kind}/{}/{actor_kind}/{}/roles/{}", quote(target_id), quote(actor_id), quote(role_id))
 }
 
+/// One role assignment as `GET /v3/role_assignments` lists it (an
+/// inherited or system one has neither project nor domain).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub role_id: String,
+    pub project_id: Option<String>,
+    pub domain_id: Option<String>,
+}
+
+impl Assignment {
+    /// Reads one listed assignment; None without a role id.
+    fn parse(doc: &Value) -> Option<Assignment> {
+        let id_at = |pointer: &str| doc.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
+        Some(Assignment {
+            role_id: id_at("/role/id")?,
+            project_id: id_at("/scope/project/id"),
+            domain_id: id_at("/scope/domain/id"),
+        })
+    }
+}
+
 /// Keystone's admin API as one session sees it.
 pub struct IdentityAdmin<'a> {
     session: &'a Session,
@@ -192,6 +213,21 @@ impl<'a> IdentityAdmin<'a> {
         self.session.identity_call(Method::DELETE, &path, None).await.map(|_| ())
     }
 
+    /// `GET /v3/role_assignments?user.id=` (or `group.id=`): the actor's
+    /// direct assignments.
+    pub async fn role_assignments(&self, actor: Actor<'_>) -> Result<Vec<Assignment>, OsError> {
+        let query = match actor {
+            Actor::User(id) => format!("user.id={}", quote(id)),
+            Actor::Group(id) => format!("group.id={}", quote(id)),
+        };
+        let doc = self.session.identity_call(Method::GET, &format!("/role_assignments?{query}"), None).await?.json()?;
+        let listed = doc
+            .get("role_assignments")
+            .and_then(Value::as_array)
+            .ok_or_else(|| OsError::InvalidResponse("no role_assignments in Keystone's answer".into()))?;
+        Ok(listed.iter().filter_map(Assignment::parse).collect())
+    }
+
     /// The id of the entity `name_or_id` names: itself when an entity has
     /// that id, else the one whose name is exactly `name_or_id` (in
     /// `domain_id`, when given). None when there is none.
@@ -231,6 +267,16 @@ mod tests {
         assert_eq!(query_string(&[]), "");
         assert_eq!(grant_path(Target::Domain("d"), Actor::Group("g"), "r"), "/domains/d/groups/g/roles/r");
         assert_eq!(grant_path(Target::Project("p"), Actor::User("u"), "r"), "/projects/p/users/u/roles/r");
+    }
+
+    #[test]
+    fn listed_assignments() {
+        let listed = json!({"role": {"id": "r"}, "scope": {"project": {"id": "p"}}, "user": {"id": "u"}});
+        assert_eq!(
+            Assignment::parse(&listed),
+            Some(Assignment { role_id: "r".into(), project_id: Some("p".into()), domain_id: None })
+        );
+        assert_eq!(Assignment::parse(&json!({"scope": {"domain": {"id": "d"}}})), None);
     }
 
     #[test]

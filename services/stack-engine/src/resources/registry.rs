@@ -155,7 +155,9 @@ impl Registry {
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));
-        self.register(Arc::new(super::keystone::Domain::new(host)));
+        self.register(Arc::new(super::keystone::Domain::new(host.clone())));
+        self.register(Arc::new(super::keystone::RoleAssignment::user(host.clone())));
+        self.register(Arc::new(super::keystone::RoleAssignment::group(host)));
     }
 
     /// Replaces the resource-type rules (the operator's policy file).

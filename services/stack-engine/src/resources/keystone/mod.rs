@@ -13,6 +13,7 @@
 mod domain;
 mod project;
 mod role;
+mod role_assignments;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use serde_json::{Map, Value};
 pub use domain::Domain;
 pub use project::Project;
 pub use role::Role;
+pub use role_assignments::RoleAssignment;
 
 use super::host::HostSlot;
 use super::{ActionContext, Properties, ResourceFailure, ResourceState};

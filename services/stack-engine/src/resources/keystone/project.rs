@@ -38,8 +38,17 @@ fn create_fields(props: &Properties, name: &str, domain_id: &str, parent_id: Opt
 
 /// The fields of `PATCH /v3/projects/{id}` for the properties in `diff`:
 /// name, description and enabled only when they changed (a cleared name
-/// is the physical name again); the domain and tags always.
-fn update_fields(new: &Properties, diff: &[String], name: &str, domain_id: &str) -> Map<String, Value> {
+/// is the physical name again); the domain and the tags always (Heat sends
+/// the old tags when the new list is empty).
+fn update_fields(
+    old: &Properties,
+    new: &Properties,
+    diff: &[String],
+    name: &str,
+    domain_id: &str,
+) -> Map<String, Value> {
+    let non_empty = |p: &Properties| p.get("tags").filter(|t| t.as_array().is_some_and(|a| !a.is_empty())).cloned();
+    let tags = non_empty(new).or_else(|| old.get("tags").cloned()).unwrap_or(Value::Null);
     let in_diff = |k: &str| diff.iter().any(|d| d == k);
     let changed_value = |k: &str| if in_diff(k) { new.get(k).cloned().unwrap_or(Value::Null) } else { Value::Null };
     fields([
@@ -47,7 +56,7 @@ fn update_fields(new: &Properties, diff: &[String], name: &str, domain_id: &str)
         ("description", changed_value("description")),
         ("enabled", changed_value("enabled")),
         ("domain_id", json!(domain_id)),
-        ("tags", new.get("tags").cloned().unwrap_or(Value::Null)),
+        ("tags", tags),
     ])
 }
 
@@ -141,7 +150,7 @@ impl Plugin for Project {
         let api = IdentityAdmin::new(&session);
         let domain = domain_id(&api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
         let name = entity_name(ctx);
-        let body = update_fields(&ctx.properties, &diff, &name, &domain);
+        let body = update_fields(old, &ctx.properties, &diff, &name, &domain);
         let project = api.update(Entity::Project, &id, body).await.map_err(failure)?;
         remember(&mut ctx.state, &project);
         Ok(())
@@ -201,13 +210,20 @@ mod tests {
         let new = rt.validate_properties("p", &json!({"name": "a", "description": "e"})).unwrap();
         let diff = changed_properties(&old, &new);
         assert_eq!(
-            Value::Object(keelson_openstack::identity_admin::without_nulls(update_fields(&new, &diff, "a", "default"))),
+            Value::Object(keelson_openstack::identity_admin::without_nulls(update_fields(
+                &old, &new, &diff, "a", "default"
+            ))),
             json!({"description": "e", "domain_id": "default", "tags": []})
         );
         // A cleared name is the physical name again.
         let cleared = rt.validate_properties("p", &json!({"description": "d"})).unwrap();
         let diff = changed_properties(&old, &cleared);
-        assert_eq!(update_fields(&cleared, &diff, "st-p-abc", "default")["name"], json!("st-p-abc"));
+        assert_eq!(update_fields(&old, &cleared, &diff, "st-p-abc", "default")["name"], json!("st-p-abc"));
+        // Emptied tags: Heat sends the old ones.
+        let tagged = rt.validate_properties("p", &json!({"name": "a", "tags": ["x"]})).unwrap();
+        let untagged = rt.validate_properties("p", &json!({"name": "a"})).unwrap();
+        let diff = changed_properties(&tagged, &untagged);
+        assert_eq!(update_fields(&tagged, &untagged, &diff, "a", "default")["tags"], json!(["x"]));
     }
 
     #[test]
