@@ -156,6 +156,8 @@ impl Registry {
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));
         self.register(Arc::new(super::keystone::Domain::new(host.clone())));
+        self.register(Arc::new(super::keystone::User::new(host.clone())));
+        self.register(Arc::new(super::keystone::Group::new(host.clone())));
         self.register(Arc::new(super::keystone::RoleAssignment::user(host.clone())));
         self.register(Arc::new(super::keystone::RoleAssignment::group(host)));
     }

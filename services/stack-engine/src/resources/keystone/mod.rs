@@ -11,9 +11,11 @@
 //! keystoneauth exception Heat would show.
 
 mod domain;
+mod group;
 mod project;
 mod role;
 mod role_assignments;
+mod user;
 
 use std::sync::Arc;
 
@@ -22,9 +24,11 @@ use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
 pub use domain::Domain;
+pub use group::Group;
 pub use project::Project;
 pub use role::Role;
 pub use role_assignments::RoleAssignment;
+pub use user::User;
 
 use super::host::HostSlot;
 use super::{ActionContext, Properties, ResourceFailure, ResourceState};
