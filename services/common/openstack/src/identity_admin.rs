@@ -1,6 +1,6 @@
 //! Keystone's admin API over a [`Session`]: create, read, update, list and
 //! delete of its entities (projects, domains, roles, users, groups,
-//! services, endpoints), role grants and group membership, for the
+//! services, endpoints, regions), role grants and group membership, for the
 //! OS::Keystone::* resource types. Bodies are the caller's: this module
 //! only knows where each entity lives and how Keystone wraps it. A delete
 //! (or revoke) of something already gone is success.
@@ -22,6 +22,7 @@ pub enum Entity {
     Group,
     Service,
     Endpoint,
+    Region,
 }
 
 impl Entity {
@@ -35,6 +36,7 @@ impl Entity {
             Entity::Group => "/groups",
             Entity::Service => "/services",
             Entity::Endpoint => "/endpoints",
+            Entity::Region => "/regions",
         }
     }
 
@@ -48,6 +50,7 @@ impl Entity {
             Entity::Group => "group",
             Entity::Service => "service",
             Entity::Endpoint => "endpoint",
+            Entity::Region => "region",
         }
     }
 

@@ -159,7 +159,9 @@ impl Registry {
         self.register(Arc::new(super::keystone::User::new(host.clone())));
         self.register(Arc::new(super::keystone::Group::new(host.clone())));
         self.register(Arc::new(super::keystone::RoleAssignment::user(host.clone())));
-        self.register(Arc::new(super::keystone::RoleAssignment::group(host)));
+        self.register(Arc::new(super::keystone::RoleAssignment::group(host.clone())));
+        self.register(Arc::new(super::keystone::Service::new(host.clone())));
+        self.register(Arc::new(super::keystone::Endpoint::new(host)));
     }
 
     /// Replaces the resource-type rules (the operator's policy file).

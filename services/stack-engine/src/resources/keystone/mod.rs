@@ -11,10 +11,12 @@
 //! keystoneauth exception Heat would show.
 
 mod domain;
+mod endpoint;
 mod group;
 mod project;
 mod role;
 mod role_assignments;
+mod service;
 mod user;
 
 use std::sync::Arc;
@@ -24,10 +26,12 @@ use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
 pub use domain::Domain;
+pub use endpoint::Endpoint;
 pub use group::Group;
 pub use project::Project;
 pub use role::Role;
 pub use role_assignments::RoleAssignment;
+pub use service::Service;
 pub use user::User;
 
 use super::host::HostSlot;
@@ -138,6 +142,7 @@ fn kind_name(entity: Entity) -> &'static str {
         Entity::Group => "KeystoneGroup",
         Entity::Service => "KeystoneService",
         Entity::Endpoint => "KeystoneEndpoint",
+        Entity::Region => "KeystoneRegion",
     }
 }
 
