@@ -1,0 +1,83 @@
+"""Heat's OS::Keystone::* resource types on keelson, against a real
+Keystone (tests/integration/keystone.py), set up as test_heat_identity.py
+sets it up (the trustee, the stack-user domain, the orchestration
+endpoint): an admin's stack makes a project, a role, a user whose default
+project is that project, and the user's role on the project; Keystone has
+them as the template says. Deleting the stack removes them all from
+Keystone. Names are fresh per run."""
+import uuid
+
+import pytest
+
+import test_heat_identity as identity
+from conftest import BACKENDS
+from keystone import ADMIN_PASSWORD
+
+
+@pytest.fixture(scope='module', params=BACKENDS)
+def cloud(request, module_procs):
+    return identity.Cloud(module_procs, request.param)
+
+
+def admin_get(ks, path):
+    status, _, doc = ks.request('GET', path, token=ks.admin_token)
+    return status, doc
+
+
+def test_project_user_role_and_assignment_live_and_die_with_the_stack(cloud):
+    ks = cloud.keystone
+    project = ks.projects['admin']
+    token = ks.fresh('admin', ADMIN_PASSWORD, project='admin')
+    suffix = uuid.uuid4().hex[:8]
+    names = {kind: 'kt-%s-%s' % (kind, suffix) for kind in ('project', 'role', 'user')}
+    template = {
+        'heat_template_version': '2018-08-31',
+        'resources': {
+            'project': {'type': 'OS::Keystone::Project',
+                        'properties': {'name': names['project'], 'description': 'made by a stack', 'tags': ['kt']}},
+            'role': {'type': 'OS::Keystone::Role', 'properties': {'name': names['role']}},
+            'user': {'type': 'OS::Keystone::User',
+                     'properties': {'name': names['user'], 'password': 'pw-%s' % suffix,
+                                    'default_project': {'get_resource': 'project'}}},
+            'grant': {'type': 'OS::Keystone::UserRoleAssignment',
+                      'properties': {'user': {'get_resource': 'user'},
+                                     'roles': [{'role': {'get_resource': 'role'},
+                                                'project': {'get_resource': 'project'}}]}},
+        },
+        'outputs': {
+            'project_domain': {'value': {'get_attr': ['project', 'domain_id']}},
+            'user_project': {'value': {'get_attr': ['user', 'default_project_id']}},
+        },
+    }
+    name = 'keystone-types-%s' % suffix
+    status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
+    assert status == 201, (status, doc, cloud.aio.proc.output()[-3000:])
+    sid = doc['stack']['id']
+    st = cloud.wait(token, project, name, sid, ['CREATE_COMPLETE', 'CREATE_FAILED'])
+    assert st['stack_status'] == 'CREATE_COMPLETE', (st['stack_status_reason'], cloud.aio.proc.output()[-3000:])
+
+    status, doc = admin_get(ks, '/v3/projects?name=%s' % names['project'])
+    assert status == 200, doc
+    (made_project,) = doc['projects']
+    assert made_project['domain_id'] == 'default' and made_project['description'] == 'made by a stack'
+    assert made_project['tags'] == ['kt'] and made_project['enabled'] is True
+    status, doc = admin_get(ks, '/v3/roles?name=%s' % names['role'])
+    (made_role,) = doc['roles']
+    status, doc = admin_get(ks, '/v3/users?name=%s' % names['user'])
+    (made_user,) = doc['users']
+    assert made_user['default_project_id'] == made_project['id']
+    status, doc = admin_get(ks, '/v3/role_assignments?user.id=%s&scope.project.id=%s'
+                            % (made_user['id'], made_project['id']))
+    assert [a['role']['id'] for a in doc['role_assignments']] == [made_role['id']], doc
+    # The physical ids are Keystone's; the attributes are Keystone's view.
+    project_res = cloud.resource(token, project, name, sid, 'project')
+    assert project_res['physical_resource_id'] == made_project['id']
+    outputs = {o['output_key']: o['output_value'] for o in st['outputs']}
+    assert outputs == {'project_domain': 'default', 'user_project': made_project['id']}, st['outputs']
+
+    status, doc = cloud.call('DELETE', '/stacks/%s/%s' % (name, sid), token, project=project)
+    assert status == 204, doc
+    cloud.wait(token, project, name, sid, ['GONE'])
+    for kind, entity in (('projects', made_project), ('roles', made_role), ('users', made_user)):
+        status, doc = admin_get(ks, '/v3/%s/%s' % (kind, entity['id']))
+        assert status == 404, (kind, status, doc)
