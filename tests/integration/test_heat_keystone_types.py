@@ -3,8 +3,10 @@ Keystone (tests/integration/keystone.py), set up as test_heat_identity.py
 sets it up (the trustee, the stack-user domain, the orchestration
 endpoint): an admin's stack makes a project, a role, a user whose default
 project is that project, and the user's role on the project; Keystone has
-them as the template says. Deleting the stack removes them all from
-Keystone. Names are fresh per run."""
+them as the template says. A stack update renames the role, changes the
+project's description in place and moves the grant to a second role.
+Deleting the stack removes them all from Keystone. Names are fresh per
+run."""
 import uuid
 
 import pytest
@@ -75,9 +77,28 @@ def test_project_user_role_and_assignment_live_and_die_with_the_stack(cloud):
     outputs = {o['output_key']: o['output_value'] for o in st['outputs']}
     assert outputs == {'project_domain': 'default', 'user_project': made_project['id']}, st['outputs']
 
+    # In place: the same project and role, the grant moved to role2.
+    template['resources']['project']['properties']['description'] = 'changed by an update'
+    template['resources']['role']['properties']['name'] = names['role'] + '-renamed'
+    template['resources']['role2'] = {'type': 'OS::Keystone::Role', 'properties': {'name': names['role'] + '-2'}}
+    template['resources']['grant']['properties']['roles'][0]['role'] = {'get_resource': 'role2'}
+    status, doc = cloud.call('PUT', '/stacks/%s/%s' % (name, sid), token, {'template': template}, project=project)
+    assert status == 202, doc
+    st = cloud.wait(token, project, name, sid, ['UPDATE_COMPLETE', 'UPDATE_FAILED'])
+    assert st['stack_status'] == 'UPDATE_COMPLETE', (st['stack_status_reason'], cloud.aio.proc.output()[-3000:])
+    status, doc = admin_get(ks, '/v3/projects/%s' % made_project['id'])
+    assert doc['project']['description'] == 'changed by an update' and doc['project']['tags'] == ['kt']
+    status, doc = admin_get(ks, '/v3/roles/%s' % made_role['id'])
+    assert doc['role']['name'] == names['role'] + '-renamed'
+    status, doc = admin_get(ks, '/v3/roles?name=%s-2' % names['role'])
+    (role2,) = doc['roles']
+    status, doc = admin_get(ks, '/v3/role_assignments?user.id=%s&scope.project.id=%s'
+                            % (made_user['id'], made_project['id']))
+    assert [a['role']['id'] for a in doc['role_assignments']] == [role2['id']], doc
+
     status, doc = cloud.call('DELETE', '/stacks/%s/%s' % (name, sid), token, project=project)
     assert status == 204, doc
     cloud.wait(token, project, name, sid, ['GONE'])
-    for kind, entity in (('projects', made_project), ('roles', made_role), ('users', made_user)):
+    for kind, entity in (('projects', made_project), ('roles', made_role), ('roles', role2), ('users', made_user)):
         status, doc = admin_get(ks, '/v3/%s/%s' % (kind, entity['id']))
         assert status == 404, (kind, status, doc)
