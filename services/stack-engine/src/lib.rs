@@ -196,14 +196,14 @@ pub async fn serve(
         }
         None => resources::Registry::builtin(),
     };
-    if settings.engine.identity.is_some() {
-        registry.add_keystone();
-    }
     let type_policy = settings.policy.heat_enforcer(keelson_policy::HeatEnforcer::ResourceTypes)?;
     for w in type_policy.warnings() {
         tracing::warn!(target: "keelson::policy", "{w}");
     }
     registry.set_type_policy(type_policy);
+    if settings.engine.identity.is_some() {
+        registry.add_keystone();
+    }
     let registry = Arc::new(registry);
     let engine = start_engine(db.clone(), registry.clone(), settings.engine).await?;
     let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));

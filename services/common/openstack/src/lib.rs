@@ -9,12 +9,12 @@
 //! - [`identity`]: Keystone's own calls Heat needs (trusts, projects and
 //!   users of the stack-user domain, role grants, EC2 credentials and
 //!   `POST /v3/ec2tokens`);
-//! - [`identity_admin`]: Keystone's entities, grants and group membership
-//!   (the OS::Keystone::* resource types);
-//! - [`network`]: the Neutron calls a project deletion needs;
 //! - [`ec2`]: AWS signature version 2, as Keystone's `ec2tokens` checks it
 //!   (Heat's pre-signed URLs);
 //! - [`error`]: [`OsError`], what a call can meet, typed.
+//! - [`identity_admin`]: Keystone's entities, grants and group membership
+//!   (the OS::Keystone::* resource types);
+//! - [`network`]: the Neutron calls a project deletion needs;
 //!
 //! Service clients (compute, image, network, volume) are modules beside
 //! `identity` over the same [`Session`].

@@ -56,6 +56,15 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Heat::WaitCondition",
     "OS::Heat::WaitConditionHandle",
     "OS::Heat::UpdateWaitConditionHandle",
+    "OS::Keystone::Domain",
+    "OS::Keystone::Endpoint",
+    "OS::Keystone::Group",
+    "OS::Keystone::Project",
+    "OS::Keystone::Role",
+    "OS::Keystone::UserRoleAssignment",
+    "OS::Keystone::GroupRoleAssignment",
+    "OS::Keystone::Service",
+    "OS::Keystone::User",
 ];
 
 /// Every resource type this engine implements, by type name.

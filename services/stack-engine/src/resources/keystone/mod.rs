@@ -235,10 +235,15 @@ mod tests {
         assert!(!builtin.to_string().contains("OS::Keystone"));
         let mut registry = Registry::builtin();
         registry.add_keystone();
-        let listed = names(&registry);
-        for t in ["OS::Keystone::Project", "OS::Keystone::Role", "OS::Keystone::Domain"] {
-            assert!(listed.as_array().unwrap().contains(&json!(t)), "{t}");
+        // In Heat's listing order, after the built-in types.
+        let mut expected = builtin.as_array().unwrap().clone();
+        for t in ["Domain", "Endpoint", "Group", "Project", "Role", "UserRoleAssignment", "GroupRoleAssignment"]
+            .iter()
+            .chain(&["Service", "User"])
+        {
+            expected.push(json!(format!("OS::Keystone::{t}")));
         }
+        assert_eq!(names(&registry), Value::Array(expected));
         let member = Caller { project_id: "p".into(), roles: vec!["member".into()], ..Caller::default() };
         let e = registry.authorize_type(&member, "OS::Keystone::Project").unwrap_err();
         assert_eq!((e.http_status(), e.heat_type()), (403, "Forbidden"));
