@@ -250,6 +250,15 @@ mod tests {
         assert!(registry.authorize_type(&admin(), "OS::Keystone::Project").is_ok());
     }
 
+    #[tokio::test]
+    async fn without_a_trust_the_action_fails_and_nothing_is_made() {
+        let rt: Arc<dyn crate::resources::ResourceType> = Arc::new(Project::new(Arc::new(HostSlot::default())));
+        let (mut ctx, _tx) = crate::resources::context::test_context(Properties::new());
+        let failed = rt.create(&mut ctx).await.unwrap_err();
+        assert_eq!(failed.exception().map(|(t, _)| t), Some("AuthorizationFailure"));
+        assert_eq!(ctx.state.physical_id, None);
+    }
+
     #[test]
     fn attributes_read_keystones_last_answer() {
         let mut state = ResourceState::default();
