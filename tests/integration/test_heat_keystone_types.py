@@ -179,3 +179,19 @@ def test_an_unknown_domain_fails_the_resource_with_heats_error(cloud):
     status, doc = cloud.call('DELETE', '/stacks/%s/%s' % (name, sid), token, project=project)
     assert status == 204, doc
     cloud.wait(token, project, name, sid, ['GONE'])
+
+
+def test_the_types_are_the_admins(cloud):
+    """Heat's policy: `resource_types:OS::Keystone::*` is admin only."""
+    ks = cloud.keystone
+    project = ks.projects['demo']
+    token = ks.fresh('member', project='demo')
+    template = {'heat_template_version': '2018-08-31', 'resources': {
+        'project': {'type': 'OS::Keystone::Project'}}}
+    status, doc = cloud.call('POST', '/stacks', token,
+                             {'stack_name': 'keystone-member-%s' % uuid.uuid4().hex[:8], 'template': template},
+                             project=project)
+    assert status == 403 and doc['error']['type'] == 'Forbidden', (status, doc)
+    assert doc['error']['message'] == 'You are not authorized to use OS::Keystone::Project.', doc
+    status, doc = cloud.call('GET', '/resource_types', token, project=project)
+    assert status == 200 and not [t for t in doc['resource_types'] if t.startswith('OS::Keystone::')], doc
