@@ -299,10 +299,13 @@ impl Plugin for RoleAssignment {
         grant(&api, self.actor(&id), &items(&ctx.properties)).await
     }
 
+    /// Grants and revokes for the user or group the resource had before
+    /// the update: Heat resolves its actor from the old properties here,
+    /// so a new `user` or `group` alone moves no grant.
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
         let session = session(&self.host, ctx).await?;
         let api = IdentityAdmin::new(&session);
-        let Some(id) = self.actor_id(&api, &ctx.properties).await? else { return Ok(()) };
+        let Some(id) = self.actor_id(&api, old).await? else { return Ok(()) };
         update(&api, self.actor(&id), old, &ctx.properties).await
     }
 
