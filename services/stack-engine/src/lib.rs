@@ -201,6 +201,9 @@ pub async fn serve(
         tracing::warn!(target: "keelson::policy", "{w}");
     }
     registry.set_type_policy(type_policy);
+    if settings.engine.identity.is_some() {
+        registry.add_keystone();
+    }
     let registry = Arc::new(registry);
     let engine = start_engine(db.clone(), registry.clone(), settings.engine).await?;
     let api = Arc::new(service::Orchestration::new(engine.clone(), db, registry, settings.service));

@@ -12,6 +12,9 @@
 //! - [`ec2`]: AWS signature version 2, as Keystone's `ec2tokens` checks it
 //!   (Heat's pre-signed URLs);
 //! - [`error`]: [`OsError`], what a call can meet, typed.
+//! - [`identity_admin`]: Keystone's entities, grants and group membership
+//!   (the OS::Keystone::* resource types);
+//! - [`network`]: the Neutron calls a project deletion needs;
 //!
 //! Service clients (compute, image, network, volume) are modules beside
 //! `identity` over the same [`Session`].
@@ -20,6 +23,8 @@ pub mod ec2;
 pub mod error;
 pub mod http;
 pub mod identity;
+pub mod identity_admin;
+pub mod network;
 pub mod session;
 
 pub use error::OsError;

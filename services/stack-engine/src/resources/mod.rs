@@ -26,6 +26,7 @@ mod config_formats;
 mod context;
 mod deployed_server;
 pub mod host;
+pub mod keystone;
 mod none;
 pub mod placement;
 mod plugin;

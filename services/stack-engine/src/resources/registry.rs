@@ -56,6 +56,15 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Heat::WaitCondition",
     "OS::Heat::WaitConditionHandle",
     "OS::Heat::UpdateWaitConditionHandle",
+    "OS::Keystone::Domain",
+    "OS::Keystone::Endpoint",
+    "OS::Keystone::Group",
+    "OS::Keystone::Project",
+    "OS::Keystone::Role",
+    "OS::Keystone::UserRoleAssignment",
+    "OS::Keystone::GroupRoleAssignment",
+    "OS::Keystone::Service",
+    "OS::Keystone::User",
 ];
 
 /// Every resource type this engine implements, by type name.
@@ -147,6 +156,21 @@ impl Registry {
         registry.register(Arc::new(super::placement::ResourceProvider::new(client.clone())));
         registry.register(Arc::new(super::placement::Allocation::new(client)));
         registry
+    }
+
+    /// Adds the OS::Keystone::* types, which act on Keystone through the
+    /// stack's trust (only engines that know a Keystone offer them).
+    pub fn add_keystone(&mut self) {
+        let host = self.host.clone();
+        self.register(Arc::new(super::keystone::Project::new(host.clone())));
+        self.register(Arc::new(super::keystone::Role::new(host.clone())));
+        self.register(Arc::new(super::keystone::Domain::new(host.clone())));
+        self.register(Arc::new(super::keystone::User::new(host.clone())));
+        self.register(Arc::new(super::keystone::Group::new(host.clone())));
+        self.register(Arc::new(super::keystone::RoleAssignment::user(host.clone())));
+        self.register(Arc::new(super::keystone::RoleAssignment::group(host.clone())));
+        self.register(Arc::new(super::keystone::Service::new(host.clone())));
+        self.register(Arc::new(super::keystone::Endpoint::new(host)));
     }
 
     /// Replaces the resource-type rules (the operator's policy file).

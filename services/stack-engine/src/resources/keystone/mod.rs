@@ -1,0 +1,271 @@
+//! Heat's OS::Keystone::* types: Keystone's projects, roles, domains (and
+//! the rest of its admin entities) as stack resources, created through the
+//! stack's trust (`EngineHost::stack_session`) with keelson-openstack's
+//! [`IdentityAdmin`].
+//!
+//! Names or ids in properties (`domain`, `parent`, ...) resolve as Heat's
+//! Keystone client plugin does (an id first, then an exact name, `name{domain}`
+//! naming the domain) when an action runs. Physical id = Keystone's id; the
+//! entity as Keystone last answered it is kept in the resource data, where
+//! the attributes read it. A Keystone error fails the action named by the
+//! keystoneauth exception Heat would show.
+
+mod domain;
+mod endpoint;
+mod group;
+mod project;
+mod role;
+mod role_assignments;
+mod service;
+mod user;
+
+use std::sync::Arc;
+
+use keelson_openstack::identity_admin::{Entity, IdentityAdmin};
+use keelson_openstack::{OsError, Session};
+use serde_json::{Map, Value};
+
+pub use domain::Domain;
+pub use endpoint::Endpoint;
+pub use group::Group;
+pub use project::Project;
+pub use role::Role;
+pub use role_assignments::RoleAssignment;
+pub use service::Service;
+pub use user::User;
+
+use super::host::HostSlot;
+use super::{ActionContext, Properties, ResourceFailure, ResourceState};
+
+/// Resource data key of the entity as Keystone last showed it.
+const ENTITY_DATA: &str = "entity";
+/// Resource data key of the generated name (`name` unset), kept so an
+/// update that clears `name` gets the same one back, as Heat's stable
+/// `physical_resource_name()` does.
+const NAME_DATA: &str = "physical_name";
+
+/// The failure a Keystone error becomes, named by the keystoneauth
+/// exception class Heat shows in the status reason.
+fn failure(e: OsError) -> ResourceFailure {
+    let (type_name, status) = match &e {
+        OsError::BadRequest(_) => ("BadRequest", Some(400)),
+        OsError::Unauthorized(_) => ("Unauthorized", Some(401)),
+        OsError::Forbidden(_) => ("Forbidden", Some(403)),
+        OsError::NotFound(_) => ("NotFound", Some(404)),
+        OsError::Conflict(_) => ("Conflict", Some(409)),
+        OsError::Unavailable(_) => ("ServiceUnavailable", None),
+        OsError::Unexpected { status, .. } => ("HttpError", Some(*status)),
+        OsError::InvalidResponse(_) => ("InvalidResponse", None),
+        OsError::EndpointNotFound(_) => ("EndpointNotFound", None),
+    };
+    let message = match status {
+        Some(s) => format!("{} (HTTP {s})", e.message()),
+        None => e.message().to_string(),
+    };
+    ResourceFailure::error(type_name, message)
+}
+
+/// Heat's `EntityNotFound` for a name or id no Keystone entity has.
+fn not_found(kind: &str, name: &str) -> ResourceFailure {
+    ResourceFailure::error("EntityNotFound", format!("The {kind} ({name}) could not be found."))
+}
+
+/// The stack's trust-scoped session.
+async fn session(host: &HostSlot, ctx: &ActionContext) -> Result<Arc<Session>, ResourceFailure> {
+    host.get()
+        .stack_session(&ctx.stack_id)
+        .await
+        .map_err(|e| ResourceFailure::error(e.heat_type(), e.message()))?
+        .ok_or_else(|| {
+            ResourceFailure::error(
+                "AuthorizationFailure",
+                "Authorization failed. The stack has no trust to act on Keystone with.",
+            )
+        })
+}
+
+/// A string property, None when absent or empty.
+fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
+    props.get(name).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// The name an entity gets: the `name` property, else the resource's
+/// physical name (generated once, then kept).
+fn entity_name(ctx: &mut ActionContext) -> String {
+    if let Some(name) = str_prop(&ctx.properties, "name") {
+        return name.to_string();
+    }
+    if let Some(name) = ctx.state.data.get(NAME_DATA) {
+        return name.clone();
+    }
+    let name = ctx.physical_name();
+    ctx.state.data.insert(NAME_DATA.into(), name.clone());
+    name
+}
+
+/// Keeps Keystone's view of the entity (and its id as the physical id).
+fn remember(state: &mut ResourceState, entity: &Value) {
+    if let Some(id) = entity.get("id").and_then(Value::as_str) {
+        state.physical_id = Some(id.to_string());
+    }
+    state.data.insert(ENTITY_DATA.into(), entity.to_string());
+}
+
+/// A field of the entity Keystone last showed (Null before create).
+fn entity_field(state: &ResourceState, field: &str) -> Value {
+    state
+        .data
+        .get(ENTITY_DATA)
+        .and_then(|e| serde_json::from_str::<Value>(e).ok())
+        .and_then(|e| e.get(field).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// `name{domain}` split as Heat's `parse_entity_with_domain` does: the
+/// braces at the end name the domain.
+fn split_domain(value: &str) -> (&str, Option<&str>) {
+    if let Some(stripped) = value.strip_suffix('}') {
+        if let Some(open) = stripped.find('{') {
+            return (&stripped[..open], Some(&stripped[open + 1..]));
+        }
+    }
+    (value, None)
+}
+
+/// What Heat calls each entity in `EntityNotFound`.
+fn kind_name(entity: Entity) -> &'static str {
+    match entity {
+        Entity::Project => "KeystoneProject",
+        Entity::Domain => "KeystoneDomain",
+        Entity::Role => "KeystoneRole",
+        Entity::User => "KeystoneUser",
+        Entity::Group => "KeystoneGroup",
+        Entity::Service => "KeystoneService",
+        Entity::Endpoint => "KeystoneEndpoint",
+        Entity::Region => "KeystoneRegion",
+    }
+}
+
+/// The id of the domain named (or identified) by `value`.
+async fn domain_id(api: &IdentityAdmin<'_>, value: &str) -> Result<String, ResourceFailure> {
+    api.find_id(Entity::Domain, value, None)
+        .await
+        .map_err(failure)?
+        .ok_or_else(|| not_found(kind_name(Entity::Domain), value))
+}
+
+/// The id of the project, role, group or user named (or identified) by
+/// `value`; `name{domain}` looks the name up in that domain.
+async fn scoped_id(api: &IdentityAdmin<'_>, entity: Entity, value: &str) -> Result<String, ResourceFailure> {
+    let kind = kind_name(entity);
+    let (name, domain) = split_domain(value);
+    let domain = match domain {
+        Some(d) => Some(domain_id(api, d).await.map_err(|_| not_found(kind, value))?),
+        None => None,
+    };
+    api.find_id(entity, name, domain.as_deref()).await.map_err(failure)?.ok_or_else(|| not_found(kind, name))
+}
+
+/// Deletes the entity the resource made; gone already is success.
+async fn delete_entity(host: &HostSlot, ctx: &ActionContext, entity: Entity) -> Result<(), ResourceFailure> {
+    let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+    let session = session(host, ctx).await?;
+    IdentityAdmin::new(&session).delete(entity, &id).await.map_err(failure)
+}
+
+/// An object of `fields`.
+fn fields<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::super::Registry;
+    use super::*;
+    use crate::caller::Caller;
+
+    /// What the real Heat 27.0.1 answers to `GET /resource_types/<type>`
+    /// (tests/reference/heat/record_keystone_schemas.py).
+    const RECORDED: &str = include_str!("testdata/schemas.json");
+
+    pub(super) fn admin() -> Caller {
+        Caller {
+            project_id: "p".into(),
+            user_id: "u".into(),
+            roles: vec!["admin".into()],
+            is_admin: true,
+            ..Caller::default()
+        }
+    }
+
+    pub(super) fn assert_schema_as_heat(type_name: &str) {
+        let recorded: Value = serde_json::from_str(RECORDED).unwrap();
+        let mut registry = Registry::builtin();
+        registry.add_keystone();
+        let view = registry.schema_view(&admin(), type_name, true).unwrap();
+        assert_eq!(view, recorded[type_name], "{type_name}");
+    }
+
+    #[test]
+    fn keystone_errors_name_the_keystoneauth_exception() {
+        assert_eq!(
+            failure(OsError::Conflict("Conflict occurred attempting to store project".into())),
+            ResourceFailure::error("Conflict", "Conflict occurred attempting to store project (HTTP 409)")
+        );
+        assert_eq!(
+            failure(OsError::Unavailable("503 Service Unavailable: down".into())),
+            ResourceFailure::error("ServiceUnavailable", "503 Service Unavailable: down")
+        );
+    }
+
+    #[test]
+    fn names_with_a_domain_split_as_heat() {
+        assert_eq!(split_domain("admin{Default}"), ("admin", Some("Default")));
+        assert_eq!(split_domain("admin"), ("admin", None));
+        assert_eq!(split_domain("a{b}c"), ("a{b}c", None));
+        assert_eq!(split_domain("a{}"), ("a", Some("")));
+    }
+
+    #[test]
+    fn the_types_are_offered_only_with_keystone_and_admin_only() {
+        let names = |r: &Registry| r.list_view(&admin(), &[]).unwrap()["resource_types"].clone();
+        let builtin = names(&Registry::builtin());
+        assert!(!builtin.to_string().contains("OS::Keystone"));
+        let mut registry = Registry::builtin();
+        registry.add_keystone();
+        // In Heat's listing order, after the built-in types.
+        let mut expected = builtin.as_array().unwrap().clone();
+        for t in ["Domain", "Endpoint", "Group", "Project", "Role", "UserRoleAssignment", "GroupRoleAssignment"]
+            .iter()
+            .chain(&["Service", "User"])
+        {
+            expected.push(json!(format!("OS::Keystone::{t}")));
+        }
+        assert_eq!(names(&registry), Value::Array(expected));
+        let member = Caller { project_id: "p".into(), roles: vec!["member".into()], ..Caller::default() };
+        let e = registry.authorize_type(&member, "OS::Keystone::Project").unwrap_err();
+        assert_eq!((e.http_status(), e.heat_type()), (403, "Forbidden"));
+        assert!(registry.authorize_type(&admin(), "OS::Keystone::Project").is_ok());
+    }
+
+    #[tokio::test]
+    async fn without_a_trust_the_action_fails_and_nothing_is_made() {
+        let rt: Arc<dyn crate::resources::ResourceType> = Arc::new(Project::new(Arc::new(HostSlot::default())));
+        let (mut ctx, _tx) = crate::resources::context::test_context(Properties::new());
+        let failed = rt.create(&mut ctx).await.unwrap_err();
+        assert_eq!(failed.exception().map(|(t, _)| t), Some("AuthorizationFailure"));
+        assert_eq!(ctx.state.physical_id, None);
+    }
+
+    #[test]
+    fn attributes_read_keystones_last_answer() {
+        let mut state = ResourceState::default();
+        assert_eq!(entity_field(&state, "name"), Value::Null);
+        remember(&mut state, &json!({"id": "p1", "name": "n", "enabled": true}));
+        assert_eq!(state.physical_id.as_deref(), Some("p1"));
+        assert_eq!(entity_field(&state, "enabled"), json!(true));
+        assert_eq!(entity_field(&state, "parent_id"), Value::Null);
+    }
+}
