@@ -27,6 +27,7 @@ mod context;
 mod deployed_server;
 pub mod host;
 mod none;
+pub mod nova;
 pub mod placement;
 mod plugin;
 mod properties;
