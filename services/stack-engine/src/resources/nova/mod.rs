@@ -10,6 +10,7 @@
 //! `keystone.user`) resolve a name or id to the id at action time, as
 //! Heat's translation rules do.
 
+mod flavor;
 mod keypair;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use keelson_openstack::compute::Compute;
 use keelson_openstack::{OsError, Session};
 use serde_json::Value;
 
+pub use flavor::Flavor;
 pub use keypair::KeyPair;
 
 use super::{HostSlot, Properties, Registry, ResourceFailure};
@@ -30,7 +32,8 @@ const INTERFACE: &str = "public";
 /// stack sessions of the registry's host.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
-    registry.register(Arc::new(KeyPair::new(host)));
+    registry.register(Arc::new(KeyPair::new(host.clone())));
+    registry.register(Arc::new(Flavor::new(host)));
 }
 
 /// The failure a Nova (or Keystone) error becomes: novaclient's exception
@@ -89,7 +92,6 @@ fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
 /// What a Keystone name-or-id may be.
 #[derive(Clone, Copy)]
 enum Entity {
-    #[allow(dead_code)] // Flavor's tenants and Quota's project come next.
     Project,
     User,
 }
@@ -282,7 +284,7 @@ mod tests {
         }
     }
 
-    const TYPES: &[&str] = &["OS::Nova::KeyPair"];
+    const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_nova_schemas.py).
