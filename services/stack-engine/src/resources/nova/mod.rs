@@ -12,6 +12,7 @@
 
 mod flavor;
 mod keypair;
+mod server_group;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 pub use flavor::Flavor;
 pub use keypair::KeyPair;
+pub use server_group::ServerGroup;
 
 use super::{HostSlot, Properties, Registry, ResourceFailure};
 
@@ -33,7 +35,8 @@ const INTERFACE: &str = "public";
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(KeyPair::new(host.clone())));
-    registry.register(Arc::new(Flavor::new(host)));
+    registry.register(Arc::new(Flavor::new(host.clone())));
+    registry.register(Arc::new(ServerGroup::new(host)));
 }
 
 /// The failure a Nova (or Keystone) error becomes: novaclient's exception
@@ -284,7 +287,7 @@ mod tests {
         }
     }
 
-    const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor"];
+    const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_nova_schemas.py).
