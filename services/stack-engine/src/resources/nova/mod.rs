@@ -12,6 +12,7 @@
 
 mod flavor;
 mod keypair;
+mod quota;
 mod server_group;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use serde_json::Value;
 
 pub use flavor::Flavor;
 pub use keypair::KeyPair;
+pub use quota::Quota;
 pub use server_group::ServerGroup;
 
 use super::{HostSlot, Properties, Registry, ResourceFailure};
@@ -36,7 +38,8 @@ pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(KeyPair::new(host.clone())));
     registry.register(Arc::new(Flavor::new(host.clone())));
-    registry.register(Arc::new(ServerGroup::new(host)));
+    registry.register(Arc::new(ServerGroup::new(host.clone())));
+    registry.register(Arc::new(Quota::new(host)));
 }
 
 /// The failure a Nova (or Keystone) error becomes: novaclient's exception
@@ -287,7 +290,7 @@ mod tests {
         }
     }
 
-    const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup"];
+    const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_nova_schemas.py).
@@ -301,6 +304,26 @@ mod tests {
             without.as_object_mut().unwrap().remove("description");
             assert_eq!(registry.schema_view(&admin(), name, false).unwrap(), without, "{name}");
             assert_eq!(registry.schema_view(&admin(), name, true).unwrap(), recorded[name], "{name}");
+        }
+    }
+
+    /// Heat's default rules: Flavor and Quota are admin-only, KeyPair and
+    /// ServerGroup are anyone's.
+    #[test]
+    fn flavor_and_quota_are_admin_only() {
+        let mut registry = Registry::builtin();
+        register(&mut registry);
+        let member = crate::caller::Caller {
+            project_id: "p".into(),
+            roles: vec!["member".into(), "reader".into()],
+            ..Default::default()
+        };
+        for t in ["OS::Nova::Flavor", "OS::Nova::Quota"] {
+            assert_eq!(registry.authorize_type(&member, t).unwrap_err().http_status(), 403, "{t}");
+            assert!(registry.authorize_type(&admin(), t).is_ok());
+        }
+        for t in ["OS::Nova::KeyPair", "OS::Nova::ServerGroup"] {
+            assert!(registry.authorize_type(&member, t).is_ok(), "{t}");
         }
     }
 
