@@ -6,7 +6,8 @@
 //! access list of a private flavor: projects removed and added by
 //! difference) change in place; any other change replaces the flavor. A
 //! private flavor without `tenants` is shared with the stack's project.
-//! The attributes are what Nova answered at the last create or update.
+//! The attributes are read from Nova, as Heat does (what the last action
+//! saw when the stack has no trust to read with).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +21,10 @@ use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
     SupportStatus,
 };
-use super::{compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity};
+use super::{
+    attribute_error, attribute_session, compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity,
+    INTERFACE, STACK_DATA,
+};
 use crate::error::EngineError;
 
 /// Resource data: `is_public` and `extra_specs` as Nova last showed them.
@@ -125,6 +129,7 @@ impl Flavor {
         };
         let flavor = compute.create_flavor(&spec).await.map_err(failure)?;
         ctx.state.physical_id = Some(flavor.id.clone());
+        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
         ctx.state.data.insert(IS_PUBLIC_DATA.into(), flavor.is_public.to_string());
         let specs = extra_specs(props).cloned().unwrap_or_default();
         if !specs.is_empty() {
@@ -219,6 +224,15 @@ impl Plugin for Flavor {
             "extra_specs" => EXTRA_SPECS_DATA,
             _ => return Ok(Value::Null),
         };
+        // Heat reads both from Nova.
+        if let (Some(session), Some(id)) = (attribute_session(&self.host, state).await?, &state.physical_id) {
+            let compute = Compute::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+            let flavor = compute.flavor(id).await.map_err(attribute_error)?;
+            return match name {
+                "is_public" => Ok(flavor.is_public),
+                _ => compute.extra_specs(id).await.map(Value::Object).map_err(attribute_error),
+            };
+        }
         Ok(state.data.get(key).and_then(|v| serde_json::from_str(v).ok()).unwrap_or(Value::Null))
     }
 }
@@ -340,6 +354,40 @@ mod tests {
         assert_eq!(
             Plugin::update_decision(&f, &props(json!({"ram": 1, "vcpus": 1})), &bigger),
             UpdateDecision::Replace
+        );
+    }
+
+    /// Through the plugin's own entry points: the stack's session, the
+    /// attributes read from Nova, delete; without a trust, a failure.
+    #[tokio::test]
+    async fn acts_through_the_stack_session_and_reads_nova() {
+        let (nova, session) = testing::nova("2.96").await;
+        nova.answer(
+            &format!("POST {FLAVORS}"),
+            200,
+            json!({"flavor": {"id": "fid", "os-flavor-access:is_public": true}}),
+        );
+        nova.answer(
+            &format!("GET {FLAVORS}/fid"),
+            200,
+            json!({"flavor": {"id": "fid", "os-flavor-access:is_public": true}}),
+        );
+        nova.answer(&format!("GET {FLAVORS}/fid/os-extra_specs"), 200, json!({"extra_specs": {"set": "outside"}}));
+        nova.answer(&format!("DELETE {FLAVORS}/fid"), 202, Value::Null);
+        let (slot, _host) = testing::bound(Some(session));
+        let f = Flavor::new(slot);
+        let (mut ctx, _tx) = test_context(props(json!({"ram": 1, "vcpus": 1})));
+        Plugin::create(&f, &mut ctx).await.unwrap();
+        assert_eq!(f.attribute(&ctx.state, "is_public").await.unwrap(), json!(true));
+        assert_eq!(f.attribute(&ctx.state, "extra_specs").await.unwrap(), json!({"set": "outside"}));
+        Plugin::delete(&f, &mut ctx).await.unwrap();
+        assert_eq!(nova.calls().last().unwrap().0, "DELETE");
+        let (slot, _host) = testing::bound(None);
+        let (mut ctx, _tx) = test_context(props(json!({"ram": 1, "vcpus": 1})));
+        let e = Plugin::create(&Flavor::new(slot), &mut ctx).await.unwrap_err();
+        assert!(
+            matches!(e, ResourceFailure::Error { ref type_name, .. } if type_name == "AuthorizationFailure"),
+            "{e}"
         );
     }
 

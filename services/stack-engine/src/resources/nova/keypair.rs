@@ -16,7 +16,10 @@ use serde_json::Value;
 
 use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{ActionContext, ActionResult, HostSlot, Plugin, ResourceFailure, ResourceState, SupportStatus};
-use super::{compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity};
+use super::{
+    attribute_error, attribute_session, compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity,
+    INTERFACE, STACK_DATA,
+};
 use crate::error::EngineError;
 
 /// Resource data: the public key Nova answered, and the sealed private key.
@@ -118,6 +121,7 @@ impl KeyPair {
             ctx.state.data.insert(PRIVATE_KEY_DATA.into(), sealed);
         }
         ctx.state.data.insert(PUBLIC_KEY_DATA.into(), created.public_key);
+        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
         ctx.state.physical_id = Some(created.name);
         Ok(())
     }
@@ -162,9 +166,17 @@ impl Plugin for KeyPair {
                     None => String::new(),
                 }
             }
-            "public_key" => match str_prop(&state.properties, "public_key") {
-                Some(key) => key.to_string(),
-                None => state.data.get(PUBLIC_KEY_DATA).cloned().unwrap_or_else(|| "None".into()),
+            "public_key" => match (str_prop(&state.properties, "public_key"), &state.physical_id) {
+                (Some(key), _) => key.to_string(),
+                // A generated key: Heat asks Nova.
+                (None, Some(name)) => match attribute_session(&self.host, state).await? {
+                    Some(session) => {
+                        let compute = Compute::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+                        compute.keypair_public_key(name).await.map_err(attribute_error)?
+                    }
+                    None => state.data.get(PUBLIC_KEY_DATA).cloned().unwrap_or_default(),
+                },
+                (None, None) => "None".into(),
             },
             _ => return Ok(Value::Null),
         };
@@ -249,6 +261,40 @@ mod tests {
                 "StackValidationFailed",
                 "Cannot use \"['type', 'user']\" properties - nova does not support required api microversion."
             )
+        );
+    }
+
+    /// A generated key's public key is Nova's, read when resolved.
+    #[tokio::test]
+    async fn a_generated_keys_public_key_is_read_from_nova() {
+        let (nova, session) = testing::nova("2.91").await;
+        nova.answer(
+            "POST /compute/v2.1/os-keypairs",
+            200,
+            json!({"keypair": {"name": "k", "public_key": "ssh-rsa OLD"}}),
+        );
+        nova.answer(
+            "GET /compute/v2.1/os-keypairs/k",
+            200,
+            json!({"keypair": {"name": "k", "public_key": "ssh-rsa NOW"}}),
+        );
+        let (slot, _host) = testing::bound(Some(session));
+        let kp = KeyPair::new(slot);
+        let (mut ctx, _tx) = test_context(props(json!({"name": "k"})));
+        Plugin::create(&kp, &mut ctx).await.unwrap();
+        ctx.state.properties = ctx.properties.clone();
+        assert_eq!(kp.attribute(&ctx.state, "public_key").await.unwrap(), json!("ssh-rsa NOW"));
+        assert_eq!(kp.attribute(&ctx.state, "private_key").await.unwrap(), json!(""));
+        // Gone from Nova: the attribute fails with Nova's error.
+        nova.answer(
+            "GET /compute/v2.1/os-keypairs/k",
+            404,
+            json!({"itemNotFound": {"message": "Keypair k not found for user u1"}}),
+        );
+        let e = kp.attribute(&ctx.state, "public_key").await.unwrap_err();
+        assert_eq!(
+            (e.heat_type(), e.message()),
+            ("NotFound", "Keypair k not found for user u1 (HTTP 404)".to_string())
         );
     }
 

@@ -26,7 +26,8 @@ pub use keypair::KeyPair;
 pub use quota::Quota;
 pub use server_group::ServerGroup;
 
-use super::{HostSlot, Properties, Registry, ResourceFailure};
+use super::{HostSlot, Properties, Registry, ResourceFailure, ResourceState};
+use crate::error::EngineError;
 
 /// The catalog interface Heat's clients use by default (`endpoint_type =
 /// publicURL`).
@@ -83,6 +84,29 @@ async fn stack_session(host: &HostSlot, stack_id: &str) -> Result<Arc<Session>, 
             "Authorization failed. The stack has no stored credentials (trust) to act with.",
         )),
     }
+}
+
+/// Resource data: the stack whose trust session reads the resource's
+/// attributes from Nova (attribute resolution knows no stack).
+const STACK_DATA: &str = "stack_id";
+
+/// The stack session attributes read Nova through; None when the resource
+/// never recorded its stack or the stack has no trust (then the values
+/// the last action saw answer).
+async fn attribute_session(host: &HostSlot, state: &ResourceState) -> Result<Option<Arc<Session>>, EngineError> {
+    match state.data.get(STACK_DATA) {
+        Some(stack_id) => host.get().stack_session(stack_id).await,
+        None => Ok(None),
+    }
+}
+
+/// A Nova error met while resolving an attribute, as Heat raises it.
+fn attribute_error(e: OsError) -> EngineError {
+    let (heat_type, message) = match failure(e) {
+        ResourceFailure::Error { type_name, message } => (type_name, message),
+        other => ("ClientException".to_string(), other.to_string()),
+    };
+    EngineError::Remote { heat_type, http_status: 500, message }
 }
 
 /// The compute client at the negotiated microversion.
@@ -196,6 +220,12 @@ pub(crate) mod testing {
     use std::sync::{Arc, Mutex};
 
     use axum::extract::{Request, State};
+    use futures::future::BoxFuture;
+    use serde_json::Map;
+
+    use crate::error::EngineError;
+    use crate::resources::host::{NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
+    use crate::resources::{HostSlot, PluginHost, ResourceFailure};
     use axum::response::IntoResponse;
     use keelson_openstack::{AuthMethod, HttpClient, Session};
     use serde_json::{json, Value};
@@ -256,6 +286,72 @@ pub(crate) mod testing {
             axum::http::StatusCode::from_u16(status).unwrap(),
             if body.is_null() { String::new() } else { body.to_string() },
         )
+    }
+
+    /// An engine whose stacks act through `session` (None: no trust).
+    pub struct SessionHost(pub Option<Arc<Session>>);
+
+    impl crate::resources::host::IdentityHost for SessionHost {
+        fn stack_session<'a>(
+            &'a self,
+            _stack_id: &'a str,
+        ) -> BoxFuture<'a, Result<Option<Arc<Session>>, crate::error::EngineError>> {
+            Box::pin(async move { Ok(self.0.clone()) })
+        }
+    }
+
+    fn unused() -> ResourceFailure {
+        ResourceFailure::error("RuntimeError", "not in these tests")
+    }
+
+    impl PluginHost for SessionHost {
+        fn create_nested<'a>(
+            &'a self,
+            _: &'a NestedParent,
+            _: NestedStackSpec,
+        ) -> BoxFuture<'a, Result<NestedStackRef, ResourceFailure>> {
+            Box::pin(async { Err(unused()) })
+        }
+        fn update_nested<'a>(&'a self, _: &'a str, _: NestedStackSpec) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Err(unused()) })
+        }
+        fn delete_nested<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Err(unused()) })
+        }
+        fn wait_nested<'a>(
+            &'a self,
+            _: &'a str,
+            _: tokio::sync::watch::Receiver<bool>,
+        ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>> {
+            Box::pin(async { Err(unused()) })
+        }
+        fn nested_outputs<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Map<String, Value>, EngineError>> {
+            Box::pin(async { Ok(Map::new()) })
+        }
+        fn parent_documents<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<(Map<String, Value>, Value), EngineError>> {
+            Box::pin(async { Ok((Map::new(), Value::Null)) })
+        }
+        fn nested_resources<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a [String],
+        ) -> BoxFuture<'a, Result<Vec<NestedMember>, EngineError>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+        fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
+            Box::pin(async { Ok(Value::Null) })
+        }
+    }
+
+    /// A host slot bound to a [`SessionHost`] (kept alive by the caller).
+    pub fn bound(session: Option<Arc<Session>>) -> (Arc<HostSlot>, Arc<dyn PluginHost>) {
+        let host: Arc<dyn PluginHost> = Arc::new(SessionHost(session));
+        let slot = Arc::new(HostSlot::default());
+        slot.bind(Arc::downgrade(&host));
+        (slot, host)
     }
 
     /// A stand-in whose compute endpoint speaks up to `max_version`, and a
