@@ -291,6 +291,10 @@ pub trait ResourceType: Send + Sync + 'static {
     fn suspend<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Upstream `prepare_for_replace`, on the old resource before its
+    /// replacement is created; a failure fails the update.
+    fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 }
 
 /// The default update decision, shared by plugins that extend it.

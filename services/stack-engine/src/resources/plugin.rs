@@ -135,6 +135,13 @@ pub trait Plugin: Send + Sync + 'static {
     fn resume(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
         async { Ok(()) }
     }
+
+    /// Runs on the old resource before its replacement is created
+    /// (upstream `prepare_for_replace`: a key pair frees its name). By
+    /// default nothing.
+    fn prepare_for_replace(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
 }
 
 impl<P: Plugin> ResourceType for P {
@@ -237,5 +244,9 @@ impl<P: Plugin> ResourceType for P {
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
         Box::pin(Plugin::resume(self, ctx))
+    }
+
+    fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::prepare_for_replace(self, ctx))
     }
 }

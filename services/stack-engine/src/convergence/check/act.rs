@@ -172,6 +172,38 @@ fn complete(stack: &StackRow, row: &ResourceRow, done: Completion) -> Outcome {
 }
 
 impl Engine {
+    /// Upstream `_prepare_update_replace`: the old resource's
+    /// `prepare_for_replace` before its replacement exists (a key pair
+    /// frees its name). A failure fails the update (the row UPDATE_FAILED);
+    /// Some(outcome) then.
+    pub(super) async fn prepare_replacement(
+        &self,
+        stack: &StackRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
+        plan: &mut ActionPlan,
+        old_props: &Properties,
+    ) -> Result<Option<Outcome>, EngineError> {
+        let mut ctx = ActionContext {
+            stack_id: stack.id.clone(),
+            stack_name: stack.name.clone(),
+            resource_name: plan.row.name.clone(),
+            properties: old_props.clone(),
+            state: state_from(&plan.row, data),
+            cancel: self.cancel_receiver(&stack.id),
+            adopt: None,
+            update_policy: None,
+            timeout_mins: stack.timeout_mins,
+        };
+        let Err(failure) = plan.plugin.prepare_for_replace(&mut ctx).await else { return Ok(None) };
+        let reason = failure_reason(&plan.row.name, &failure, Act::Update);
+        let change = ResourceChange::state(Action::Update, Status::Failed, reason.clone());
+        let event = EventSpec::new(Action::Update, Status::Failed, &reason, None);
+        if !self.write_row(&mut plan.row, change, false, &[], Some(event)).await? {
+            return Ok(Some(Outcome::Raced));
+        }
+        Ok(Some(Outcome::Failed(format!("Resource {} failed: {reason}", Action::Update))))
+    }
+
     /// Runs create/update/delete of a row through its plugin, under the
     /// lock its IN_PROGRESS write takes, with its properties and its
     /// resolved update policy.

@@ -273,6 +273,13 @@ impl Engine {
                 self.run_action(stack, data, ActionPlan { act: Act::Update, old_props: Some(old_props), ..plan }).await
             }
             Step::Replace { announce } => {
+                let mut plan = plan;
+                // The old type's hook: a retyped resource has none of this plugin's.
+                if !retyped {
+                    if let Some(failed) = self.prepare_replacement(stack, data, &mut plan, &old_props).await? {
+                        return Ok(failed);
+                    }
+                }
                 self.replace(stack, plan.row, &defn.type_name, &plan.requires, announce).await
             }
             Step::Restricted(what) => self.restricted_failure(plan.row, what).await,

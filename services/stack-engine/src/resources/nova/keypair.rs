@@ -3,7 +3,8 @@
 //! (sealed) in the resource's data when `save_private_key` asks so.
 //!
 //! Physical id (and `get_resource`) = the key pair's name. Every property
-//! change replaces the key pair. `type` needs microversion 2.2, `user`
+//! change replaces the key pair; the old one is deleted before its
+//! replacement is created (same name). `type` needs microversion 2.2, `user`
 //! 2.10 (a name or id, resolved through Keystone); from 2.92 Nova no
 //! longer generates keys, so `public_key` is required: Heat checks these
 //! at validation, where it asks Nova; this engine asks at create.
@@ -145,6 +146,12 @@ impl Plugin for KeyPair {
         let session = stack_session(&self.host, &ctx.stack_id).await?;
         let compute = compute(&session).await?;
         ok_if_gone(compute.delete_keypair(&name).await)
+    }
+
+    /// Heat's: the old key pair goes first, so that its replacement can
+    /// take the same name.
+    async fn prepare_for_replace(&self, ctx: &mut ActionContext) -> ActionResult {
+        Plugin::delete(self, ctx).await
     }
 
     fn check(&self, ctx: &mut ActionContext) -> Option<impl std::future::Future<Output = ActionResult> + Send> {
@@ -296,6 +303,18 @@ mod tests {
             (e.heat_type(), e.message()),
             ("NotFound", "Keypair k not found for user u1 (HTTP 404)".to_string())
         );
+    }
+
+    #[tokio::test]
+    async fn the_old_key_is_deleted_before_its_replacement() {
+        let (nova, session) = testing::nova("2.96").await;
+        nova.answer("DELETE /compute/v2.1/os-keypairs/k", 202, Value::Null);
+        let (slot, _host) = testing::bound(Some(session));
+        let kp = KeyPair::new(slot);
+        let (mut ctx, _tx) = test_context(props(json!({"name": "k", "public_key": "ssh-rsa A"})));
+        ctx.state.physical_id = Some("k".into());
+        Plugin::prepare_for_replace(&kp, &mut ctx).await.unwrap();
+        assert_eq!(nova.calls(), [("DELETE".into(), "/compute/v2.1/os-keypairs/k".into(), Value::Null)]);
     }
 
     #[tokio::test]
