@@ -288,8 +288,8 @@ impl<'a> Compute<'a> {
             group.insert("policy".into(), policies.first().map_or(Value::Null, |p| json!(p)));
             if let Some(rules) = rules.filter(|r| !r.is_empty()) {
                 let mut rules = rules.clone();
-                // novaclient sends `int(value)`: a template's 2.0 is 2.
-                let whole = rules.get("max_server_per_host").and_then(Value::as_f64).filter(|n| n.fract() == 0.0);
+                // novaclient sends `int(value)`: 2.0 and 2.5 are 2.
+                let whole = rules.get("max_server_per_host").and_then(Value::as_f64).map(f64::trunc);
                 if let Some(n) = whole.and_then(|n| format!("{n:.0}").parse::<i64>().ok()) {
                     rules.insert("max_server_per_host".into(), json!(n));
                 }
@@ -406,7 +406,7 @@ mod tests {
     fn server_group_and_flavor_bodies() {
         let s = session();
         let anti = vec!["anti-affinity".to_string()];
-        let rules = json!({"max_server_per_host": 2.0}).as_object().cloned().unwrap();
+        let rules = json!({"max_server_per_host": 2.5}).as_object().cloned().unwrap();
         assert_eq!(
             compute(&s, Microversion::new(2, 63)).server_group_body("g", &anti, Some(&rules)),
             json!({"server_group": {"name": "g", "policies": ["anti-affinity"]}})
