@@ -1,7 +1,8 @@
-//! Upstream `prepare_for_replace` at the engine level: the old resource's
-//! hook runs before its replacement is created (OS::Nova::KeyPair frees
-//! its name with it), and its failure fails the update without a
-//! replacement.
+//! Upstream `prepare_for_replace` and `needs_replace_failed` at the
+//! engine level: the old resource's hook runs before its replacement is
+//! created (OS::Nova::KeyPair frees its name with it), and its failure
+//! fails the update without a replacement; a FAILED resource whose plugin
+//! keeps it (OS::Nova::ServerGroup still in Nova) is not replaced.
 
 // Fixture helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -39,9 +40,26 @@ impl Plugin for Named {
         Ok(())
     }
 
+    async fn update(
+        &self,
+        ctx: &mut ActionContext,
+        _old: &keelson_stack_engine::resources::Properties,
+    ) -> ActionResult {
+        if ctx.properties.get("value") == Some(&json!("fail")) {
+            return Err(ResourceFailure::error("Conflict", "failed on purpose"));
+        }
+        Ok(())
+    }
+
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
         self.log.lock().unwrap().push(format!("delete {}", ctx.state.physical_id.clone().unwrap_or_default()));
         Ok(())
+    }
+
+    async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
+        let old = ctx.state.physical_id.clone().unwrap_or_default();
+        self.log.lock().unwrap().push(format!("needs {old}"));
+        Ok(old != "keep")
     }
 
     async fn prepare_for_replace(&self, ctx: &mut ActionContext) -> ActionResult {
@@ -70,7 +88,10 @@ async fn engine(log: Arc<Mutex<Vec<String>>>) -> (Arc<Engine>, Arc<QueueDispatch
     store::schema::sync(&db).await.unwrap();
     let mut registry = Registry::builtin();
     let schema = ResourceSchema {
-        properties: vec![PropertySchema::new("name", PropertyType::String, "").required()],
+        properties: vec![
+            PropertySchema::new("name", PropertyType::String, "").required(),
+            PropertySchema::new("value", PropertyType::String, "").update_allowed(),
+        ],
         attributes: Vec::new(),
         support_status: SupportStatus::default(),
         description: "",
@@ -131,6 +152,26 @@ async fn the_old_resource_prepares_before_its_replacement_exists() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].state(), "UPDATE_FAILED");
     assert_eq!(rows[0].status_reason, "Conflict: resources.r: stuck cannot go");
+
+    // A FAILED resource its plugin keeps is not replaced by the next
+    // update (upstream needs_replace_failed); by default it is.
+    for (name, replaced) in [("keep", false), ("other", true)] {
+        log.lock().unwrap().clear();
+        let stack = engine.create_stack(new(name, template(name))).await.unwrap();
+        drain(&engine, &queue).await;
+        let mut failing = template(name);
+        failing["resources"]["r"]["properties"]["value"] = json!("fail");
+        engine.update_stack(&stack.id, update(failing.clone())).await.unwrap();
+        drain(&engine, &queue).await;
+        let s = store::stacks::get(&db, &stack.id).await.unwrap().unwrap();
+        assert_eq!(s.state(), "UPDATE_FAILED");
+        engine.update_stack(&stack.id, update(failing)).await.unwrap();
+        drain(&engine, &queue).await;
+        let log = log.lock().unwrap().clone();
+        let creates = log.iter().filter(|l| l.starts_with("create")).count();
+        assert!(log.contains(&format!("needs {name}")), "{log:?}");
+        assert_eq!(creates, if replaced { 2 } else { 1 }, "{log:?}");
+    }
     drop(engine);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -245,11 +245,20 @@ impl Engine {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
         };
+        let replace_failed = if retyped {
+            true
+        } else {
+            match self.replaces_failed(stack, data, &mut row, inputs.plugin.as_ref(), &old_props).await? {
+                Ok(replace) => replace,
+                Err(outcome) => return Ok(outcome),
+            }
+        };
         let step = decide_update(&UpdateInputs {
             row: &row,
             stack_action: stack.action,
             plugin: inputs.plugin.as_ref(),
             retyped,
+            replace_failed,
             restricted: &restricted,
             old_props: &old_props,
             new_props: &inputs.props,

@@ -1,7 +1,8 @@
 //! OS::Nova::ServerGroup: a Nova server group.
 //!
 //! Physical id (and `get_resource`) = the group's id; its name is `name`,
-//! else the physical name. Every change replaces the group. From
+//! else the physical name. Every change replaces the group; a FAILED
+//! group is replaced only when Nova no longer has it. From
 //! microversion 2.64 Nova takes one `policy` (the first of `policies`)
 //! and `rules`; before it the `policies` list. The soft policies need
 //! 2.15 and `rules` needs 2.64: Heat checks both at validation, where it
@@ -97,6 +98,14 @@ impl Plugin for ServerGroup {
         self.create_with(&compute, ctx).await
     }
 
+    /// Heat's: a FAILED group still in Nova is kept (not replaced).
+    async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(true) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        compute.server_group_exists(&id).await.map(|exists| !exists).map_err(failure)
+    }
+
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
         let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
         let session = stack_session(&self.host, &ctx.stack_id).await?;
@@ -179,6 +188,20 @@ mod tests {
             Plugin::update_decision(&group(), &props(json!({})), &props(json!({"name": "x"}))),
             UpdateDecision::Replace
         );
+    }
+
+    #[tokio::test]
+    async fn a_failed_group_still_in_nova_is_kept() {
+        let (nova, session) = testing::nova("2.96").await;
+        nova.answer(&format!("GET {GROUPS}/gid"), 200, json!({"server_group": {"id": "gid"}}));
+        let (slot, _host) = testing::bound(Some(session));
+        let g = ServerGroup::new(slot);
+        let (mut ctx, _tx) = test_context(props(json!({})));
+        assert_eq!(Plugin::needs_replace_failed(&g, &mut ctx).await, Ok(true));
+        ctx.state.physical_id = Some("gid".into());
+        assert_eq!(Plugin::needs_replace_failed(&g, &mut ctx).await, Ok(false));
+        ctx.state.physical_id = Some("gone".into());
+        assert_eq!(Plugin::needs_replace_failed(&g, &mut ctx).await, Ok(true));
     }
 
     #[tokio::test]
