@@ -196,6 +196,10 @@ pub async fn serve(
         }
         None => resources::Registry::builtin(),
     };
+    // The OS::Nova::* types act through the stack's trust: only with Keystone.
+    if settings.engine.identity.is_some() {
+        resources::nova::register(&mut registry);
+    }
     let type_policy = settings.policy.heat_enforcer(keelson_policy::HeatEnforcer::ResourceTypes)?;
     for w in type_policy.warnings() {
         tracing::warn!(target: "keelson::policy", "{w}");

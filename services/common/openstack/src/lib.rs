@@ -9,6 +9,8 @@
 //! - [`identity`]: Keystone's own calls Heat needs (trusts, projects and
 //!   users of the stack-user domain, role grants, EC2 credentials and
 //!   `POST /v3/ec2tokens`);
+//! - [`compute`]: Nova's calls of Heat's OS::Nova::* resources, at the
+//!   microversion Heat negotiates;
 //! - [`ec2`]: AWS signature version 2, as Keystone's `ec2tokens` checks it
 //!   (Heat's pre-signed URLs);
 //! - [`error`]: [`OsError`], what a call can meet, typed.
@@ -19,6 +21,7 @@
 //! Service clients (compute, image, network, volume) are modules beside
 //! `identity` over the same [`Session`].
 
+pub mod compute;
 pub mod ec2;
 pub mod error;
 pub mod http;

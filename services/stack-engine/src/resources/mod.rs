@@ -28,6 +28,7 @@ mod deployed_server;
 pub mod host;
 pub mod keystone;
 mod none;
+pub mod nova;
 pub mod placement;
 mod plugin;
 mod properties;
@@ -291,6 +292,14 @@ pub trait ResourceType: Send + Sync + 'static {
     fn suspend<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Upstream `prepare_for_replace`, on the old resource before its
+    /// replacement is created; a failure fails the update.
+    fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Upstream `needs_replace_failed`: whether the next update replaces
+    /// this FAILED resource.
+    fn needs_replace_failed<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<bool, ResourceFailure>>;
 }
 
 /// The default update decision, shared by plugins that extend it.

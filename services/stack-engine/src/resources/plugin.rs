@@ -135,6 +135,22 @@ pub trait Plugin: Send + Sync + 'static {
     fn resume(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
         async { Ok(()) }
     }
+
+    /// Whether a FAILED resource is replaced by the next update (upstream
+    /// `needs_replace_failed`); by default it is.
+    fn needs_replace_failed(
+        &self,
+        _ctx: &mut ActionContext,
+    ) -> impl Future<Output = Result<bool, ResourceFailure>> + Send {
+        async { Ok(true) }
+    }
+
+    /// Runs on the old resource before its replacement is created
+    /// (upstream `prepare_for_replace`: a key pair frees its name). By
+    /// default nothing.
+    fn prepare_for_replace(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
 }
 
 impl<P: Plugin> ResourceType for P {
@@ -237,5 +253,13 @@ impl<P: Plugin> ResourceType for P {
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
         Box::pin(Plugin::resume(self, ctx))
+    }
+
+    fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::prepare_for_replace(self, ctx))
+    }
+
+    fn needs_replace_failed<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<bool, ResourceFailure>> {
+        Box::pin(Plugin::needs_replace_failed(self, ctx))
     }
 }

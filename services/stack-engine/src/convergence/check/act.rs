@@ -172,6 +172,76 @@ fn complete(stack: &StackRow, row: &ResourceRow, done: Completion) -> Outcome {
 }
 
 impl Engine {
+    /// Upstream `_prepare_update_replace`: the old resource's
+    /// `prepare_for_replace` before its replacement exists (a key pair
+    /// frees its name). A failure fails the update (the row UPDATE_FAILED);
+    /// Some(outcome) then.
+    pub(super) async fn prepare_replacement(
+        &self,
+        stack: &StackRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
+        plan: &mut ActionPlan,
+        old_props: &Properties,
+    ) -> Result<Option<Outcome>, EngineError> {
+        let mut ctx = self.old_context(stack, data, &plan.row, old_props);
+        let Err(failure) = plan.plugin.prepare_for_replace(&mut ctx).await else { return Ok(None) };
+        self.fail_update(&mut plan.row, &failure).await.map(Some)
+    }
+
+    /// Upstream `needs_replace_failed` of a FAILED row (CHECK_FAILED is
+    /// always replaced); its failure fails the update (the outcome). Asked
+    /// only of a row with stored properties to compare with (this engine
+    /// stores none for a failed create: such a row is replaced).
+    pub(super) async fn replaces_failed(
+        &self,
+        stack: &StackRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
+        row: &mut ResourceRow,
+        plugin: &dyn ResourceType,
+        old_props: &Properties,
+    ) -> Result<Result<bool, Outcome>, EngineError> {
+        if row.status != Status::Failed || row.action == Action::Check || row.properties_data.is_none() {
+            return Ok(Ok(true));
+        }
+        let mut ctx = self.old_context(stack, data, row, old_props);
+        match plugin.needs_replace_failed(&mut ctx).await {
+            Ok(replace) => Ok(Ok(replace)),
+            Err(failure) => self.fail_update(row, &failure).await.map(Err),
+        }
+    }
+
+    /// The context a hook on the row as it stands acts in.
+    fn old_context(
+        &self,
+        stack: &StackRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
+        row: &ResourceRow,
+        old_props: &Properties,
+    ) -> ActionContext {
+        ActionContext {
+            stack_id: stack.id.clone(),
+            stack_name: stack.name.clone(),
+            resource_name: row.name.clone(),
+            properties: old_props.clone(),
+            state: state_from(row, data),
+            cancel: self.cancel_receiver(&stack.id),
+            adopt: None,
+            update_policy: None,
+            timeout_mins: stack.timeout_mins,
+        }
+    }
+
+    /// The row UPDATE_FAILED by a hook's `failure`.
+    async fn fail_update(&self, row: &mut ResourceRow, failure: &ResourceFailure) -> Result<Outcome, EngineError> {
+        let reason = failure_reason(&row.name, failure, Act::Update);
+        let change = ResourceChange::state(Action::Update, Status::Failed, reason.clone());
+        let event = EventSpec::new(Action::Update, Status::Failed, &reason, None);
+        if !self.write_row(row, change, false, &[], Some(event)).await? {
+            return Ok(Outcome::Raced);
+        }
+        Ok(Outcome::Failed(format!("Resource {} failed: {reason}", Action::Update)))
+    }
+
     /// Runs create/update/delete of a row through its plugin, under the
     /// lock its IN_PROGRESS write takes, with its properties and its
     /// resolved update policy.

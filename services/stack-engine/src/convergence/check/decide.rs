@@ -35,6 +35,9 @@ pub(super) struct UpdateInputs<'a> {
     pub plugin: &'a dyn ResourceType,
     /// The row's stored type runs as another plugin now.
     pub retyped: bool,
+    /// A FAILED row is replaced (upstream `needs_replace_failed`, always
+    /// for CHECK_FAILED); false: it is updated like an intact one.
+    pub replace_failed: bool,
     /// The environment's restricted_actions for the resource.
     pub restricted: &'a BTreeSet<String>,
     pub old_props: &'a Properties,
@@ -60,7 +63,7 @@ pub(super) fn decide_update(inputs: &UpdateInputs<'_>) -> Step {
     }
     // A failed, half-created, deleted or retyped resource is replaced
     // without UPDATE events (upstream needs_replace_failed).
-    let broken = row.status == Status::Failed
+    let broken = (row.status == Status::Failed && inputs.replace_failed)
         || row.status == Status::InProgress
         || row.action == Action::Delete
         || inputs.retyped;
@@ -108,6 +111,7 @@ mod tests {
         stack_action: Action,
         type_name: &'static str,
         retyped: bool,
+        replace_failed: bool,
         restricted: &'static [&'static str],
         old: Value,
         new: Value,
@@ -120,6 +124,7 @@ mod tests {
                 stack_action: Action::Update,
                 type_name: "OS::Heat::TestResource",
                 retyped: false,
+                replace_failed: true,
                 restricted: &[],
                 old: json!({"value": "a"}),
                 new: json!({"value": "a"}),
@@ -135,6 +140,7 @@ mod tests {
                 stack_action: self.stack_action,
                 plugin: plugin.as_ref(),
                 retyped: self.retyped,
+                replace_failed: self.replace_failed,
                 restricted: &restricted,
                 old_props: &old,
                 new_props: &new,
@@ -192,5 +198,18 @@ mod tests {
         assert_eq!(case.decide(), Step::Restricted("replace"));
         case.restricted = &["update"];
         assert_eq!(case.decide(), Step::Replace { announce: false });
+    }
+
+    /// A FAILED row whose plugin says it need not be replaced (a server
+    /// group still in Nova) is decided as an intact one.
+    #[test]
+    fn a_failed_row_the_plugin_keeps_is_updated() {
+        let mut case = Case::new(Action::Create, Status::Failed);
+        case.replace_failed = false;
+        assert_eq!(case.decide(), Step::Unchanged);
+        case.new = json!({"value": "b"});
+        assert_eq!(case.decide(), Step::InPlace);
+        case.new = json!({"value": "a", "update_replace_value": "x"});
+        assert_eq!(case.decide(), Step::Replace { announce: true });
     }
 }

@@ -245,11 +245,20 @@ impl Engine {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
         };
+        let replace_failed = if retyped {
+            true
+        } else {
+            match self.replaces_failed(stack, data, &mut row, inputs.plugin.as_ref(), &old_props).await? {
+                Ok(replace) => replace,
+                Err(outcome) => return Ok(outcome),
+            }
+        };
         let step = decide_update(&UpdateInputs {
             row: &row,
             stack_action: stack.action,
             plugin: inputs.plugin.as_ref(),
             retyped,
+            replace_failed,
             restricted: &restricted,
             old_props: &old_props,
             new_props: &inputs.props,
@@ -273,6 +282,13 @@ impl Engine {
                 self.run_action(stack, data, ActionPlan { act: Act::Update, old_props: Some(old_props), ..plan }).await
             }
             Step::Replace { announce } => {
+                let mut plan = plan;
+                // The old type's hook: a retyped resource has none of this plugin's.
+                if !retyped {
+                    if let Some(failed) = self.prepare_replacement(stack, data, &mut plan, &old_props).await? {
+                        return Ok(failed);
+                    }
+                }
                 self.replace(stack, plan.row, &defn.type_name, &plan.requires, announce).await
             }
             Step::Restricted(what) => self.restricted_failure(plan.row, what).await,

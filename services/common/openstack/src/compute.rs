@@ -1,0 +1,439 @@
+//! Nova's compute API calls Heat's OS::Nova::* resources make, over a
+//! [`Session`].
+//!
+//! Like Heat's nova client plugin, a [`Compute`] talks the newest
+//! microversion both sides know: the endpoint's current version (its
+//! version document), capped at the newest one Heat's novaclient speaks
+//! ([`CLIENT_MAX`]). Every call carries it in the headers novaclient
+//! sends, and the request bodies follow that version (a key pair's `type`
+//! from 2.2, `user_id` from 2.10; a server group's single `policy` and
+//! `rules` from 2.64; the quota fields 2.57 still accepts).
+
+use http::Method;
+use serde_json::{json, Map, Value};
+
+use crate::error::OsError;
+use crate::session::Session;
+
+/// A compute API microversion (`2.64`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Microversion {
+    pub major: u16,
+    pub minor: u16,
+}
+
+impl Microversion {
+    pub const fn new(major: u16, minor: u16) -> Self {
+        Microversion { major, minor }
+    }
+
+    /// `"2.64"`; None for anything else.
+    pub fn parse(text: &str) -> Option<Microversion> {
+        let (major, minor) = text.trim().split_once('.')?;
+        Some(Microversion { major: major.parse().ok()?, minor: minor.parse().ok()? })
+    }
+}
+
+impl std::fmt::Display for Microversion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The newest microversion Heat 27.0.1's novaclient (18.x) speaks.
+pub const CLIENT_MAX: Microversion = Microversion::new(2, 96);
+/// Key pair `type`.
+pub const KEYPAIR_TYPE: Microversion = Microversion::new(2, 2);
+/// Key pair `user_id`.
+pub const KEYPAIR_USER: Microversion = Microversion::new(2, 10);
+/// Nova no longer generates key pairs: `public_key` is required.
+pub const KEYPAIR_PUBLIC_KEY_REQUIRED: Microversion = Microversion::new(2, 92);
+/// Server group `soft-affinity` and `soft-anti-affinity`.
+pub const SOFT_POLICIES: Microversion = Microversion::new(2, 15);
+/// Server group `policy` + `rules` instead of `policies`.
+pub const SERVER_GROUP_RULES: Microversion = Microversion::new(2, 64);
+/// Quota sets refuse the network quotas.
+pub const QUOTA_NO_NETWORK: Microversion = Microversion::new(2, 36);
+/// Quota sets refuse the injected file quotas too.
+pub const QUOTA_STRICT: Microversion = Microversion::new(2, 57);
+
+/// The quota fields novaclient still passes from 2.57 on.
+pub const QUOTAS_FROM_2_57: [&str; 7] =
+    ["instances", "cores", "ram", "metadata_items", "key_pairs", "server_groups", "server_group_members"];
+
+/// A key pair as Nova answers its creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keypair {
+    /// The key pair's id: its name.
+    pub name: String,
+    pub public_key: String,
+    /// Only for a key pair Nova generated.
+    pub private_key: Option<String>,
+}
+
+/// A flavor as Nova shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flavor {
+    pub id: String,
+    pub is_public: Value,
+}
+
+/// What a new flavor is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlavorSpec {
+    pub name: String,
+    /// None: Nova generates a UUID.
+    pub id: Option<String>,
+    pub ram: i64,
+    pub vcpus: i64,
+    pub disk: i64,
+    pub swap: i64,
+    pub ephemeral: i64,
+    pub rxtx_factor: f64,
+    pub is_public: bool,
+}
+
+/// Nova's compute API through one session, at one negotiated microversion.
+pub struct Compute<'a> {
+    session: &'a Session,
+    endpoint: String,
+    version: Microversion,
+}
+
+/// The endpoint's current microversion from its version document
+/// (`{"version": {"version": "2.96", ...}}`); a legacy v2.0 endpoint
+/// answers none and speaks 2.0.
+fn current_version(doc: &Value) -> Result<Microversion, OsError> {
+    match doc.pointer("/version/version").and_then(Value::as_str) {
+        Some("") | None => Ok(Microversion::new(2, 0)),
+        Some(v) => Microversion::parse(v).ok_or_else(|| OsError::InvalidResponse(format!("compute version {v:?}"))),
+    }
+}
+
+/// The microversion headers novaclient sends: the legacy one from 2.1, the
+/// standard one from 2.27.
+pub fn version_headers(version: Microversion) -> Vec<(&'static str, String)> {
+    let mut headers = Vec::new();
+    if version.minor != 0 {
+        headers.push(("x-openstack-nova-api-version", version.to_string()));
+    }
+    if version.minor >= 27 {
+        headers.push(("openstack-api-version", format!("compute {version}")));
+    }
+    headers
+}
+
+impl<'a> Compute<'a> {
+    /// The compute endpoint of the session's catalog (`interface`,
+    /// `region`) and the microversion to speak with it.
+    pub async fn connect(session: &'a Session, interface: &str, region: Option<&str>) -> Result<Compute<'a>, OsError> {
+        let endpoint = session.endpoint("compute", interface, region).await?;
+        let doc = match session.call(Method::GET, &endpoint, None).await {
+            Ok(answer) => answer.json()?,
+            // An endpoint with the project id in its path: its root is
+            // one level up, as novaclient retries.
+            Err(e) if e.is_not_found() => {
+                let root = format!("{}/", endpoint.rsplit_once('/').map_or(endpoint.as_str(), |(head, _)| head));
+                session.call(Method::GET, &root, None).await?.json()?
+            }
+            Err(e) => return Err(e),
+        };
+        let version = current_version(&doc)?.min(CLIENT_MAX);
+        Ok(Compute { session, endpoint, version })
+    }
+
+    /// A client of `endpoint` speaking `version` (no negotiation).
+    pub fn at(session: &'a Session, endpoint: &str, version: Microversion) -> Compute<'a> {
+        Compute { session, endpoint: endpoint.trim_end_matches('/').to_string(), version }
+    }
+
+    pub fn version(&self) -> Microversion {
+        self.version
+    }
+
+    /// Whether the negotiated microversion is at least `version`.
+    pub fn supports(&self, version: Microversion) -> bool {
+        self.version >= version
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, OsError> {
+        let url = format!("{}{}", self.endpoint, path);
+        let owned = version_headers(self.version);
+        let headers: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.session.call_with(method, &url, &headers, body).await?.json()
+    }
+
+    /// The `POST /os-keypairs` body at this microversion: `type` (default
+    /// `ssh`) from 2.2, `user_id` from 2.10, `public_key` when given (always
+    /// from 2.92).
+    pub fn keypair_body(
+        &self,
+        name: &str,
+        public_key: Option<&str>,
+        key_type: Option<&str>,
+        user_id: Option<&str>,
+    ) -> Value {
+        let mut kp = Map::new();
+        kp.insert("name".into(), json!(name));
+        if self.supports(KEYPAIR_TYPE) {
+            kp.insert("type".into(), json!(key_type.unwrap_or("ssh")));
+        }
+        match public_key {
+            Some(key) if !key.is_empty() => {
+                kp.insert("public_key".into(), json!(key));
+            }
+            _ if self.supports(KEYPAIR_PUBLIC_KEY_REQUIRED) => {
+                kp.insert("public_key".into(), Value::Null);
+            }
+            _ => {}
+        }
+        if let Some(user) = user_id.filter(|u| !u.is_empty() && self.supports(KEYPAIR_USER)) {
+            kp.insert("user_id".into(), json!(user));
+        }
+        json!({ "keypair": kp })
+    }
+
+    /// `POST /os-keypairs` with [`Compute::keypair_body`].
+    pub async fn create_keypair(&self, body: &Value) -> Result<Keypair, OsError> {
+        let doc = self.call(Method::POST, "/os-keypairs", Some(body)).await?;
+        let kp = doc.get("keypair").ok_or_else(|| OsError::InvalidResponse("no keypair in Nova's answer".into()))?;
+        let text = |k: &str| kp.get(k).and_then(Value::as_str).map(str::to_owned);
+        Ok(Keypair {
+            name: text("name").ok_or_else(|| OsError::InvalidResponse("a key pair without a name".into()))?,
+            public_key: text("public_key").unwrap_or_default(),
+            private_key: text("private_key"),
+        })
+    }
+
+    /// `GET /os-keypairs/{name}`: its public key.
+    pub async fn keypair_public_key(&self, name: &str) -> Result<String, OsError> {
+        let doc = self.call(Method::GET, &format!("/os-keypairs/{}", segment(name)), None).await?;
+        Ok(doc.pointer("/keypair/public_key").and_then(Value::as_str).unwrap_or_default().to_string())
+    }
+
+    pub async fn delete_keypair(&self, name: &str) -> Result<(), OsError> {
+        self.call(Method::DELETE, &format!("/os-keypairs/{}", segment(name)), None).await.map(drop)
+    }
+
+    /// The `POST /flavors` body (novaclient's: every field, `id` null for a
+    /// generated one).
+    pub fn flavor_body(spec: &FlavorSpec) -> Value {
+        json!({"flavor": {
+            "name": spec.name,
+            "ram": spec.ram,
+            "vcpus": spec.vcpus,
+            "disk": spec.disk,
+            "id": spec.id,
+            "swap": spec.swap,
+            "OS-FLV-EXT-DATA:ephemeral": spec.ephemeral,
+            "rxtx_factor": spec.rxtx_factor,
+            "os-flavor-access:is_public": spec.is_public,
+        }})
+    }
+
+    pub async fn create_flavor(&self, spec: &FlavorSpec) -> Result<Flavor, OsError> {
+        let doc = self.call(Method::POST, "/flavors", Some(&Self::flavor_body(spec))).await?;
+        flavor_of(&doc)
+    }
+
+    pub async fn flavor(&self, id: &str) -> Result<Flavor, OsError> {
+        flavor_of(&self.call(Method::GET, &format!("/flavors/{}", segment(id)), None).await?)
+    }
+
+    pub async fn delete_flavor(&self, id: &str) -> Result<(), OsError> {
+        self.call(Method::DELETE, &format!("/flavors/{}", segment(id)), None).await.map(drop)
+    }
+
+    /// `GET /flavors/{id}/os-extra_specs`.
+    pub async fn extra_specs(&self, id: &str) -> Result<Map<String, Value>, OsError> {
+        let doc = self.call(Method::GET, &format!("/flavors/{}/os-extra_specs", segment(id)), None).await?;
+        Ok(doc.get("extra_specs").and_then(Value::as_object).cloned().unwrap_or_default())
+    }
+
+    /// `POST /flavors/{id}/os-extra_specs`: adds or overwrites `specs`.
+    pub async fn set_extra_specs(&self, id: &str, specs: &Map<String, Value>) -> Result<(), OsError> {
+        let body = json!({ "extra_specs": specs });
+        self.call(Method::POST, &format!("/flavors/{}/os-extra_specs", segment(id)), Some(&body)).await.map(drop)
+    }
+
+    pub async fn unset_extra_spec(&self, id: &str, key: &str) -> Result<(), OsError> {
+        let path = format!("/flavors/{}/os-extra_specs/{}", segment(id), segment(key));
+        self.call(Method::DELETE, &path, None).await.map(drop)
+    }
+
+    /// The projects a private flavor is shared with.
+    pub async fn flavor_access(&self, id: &str) -> Result<Vec<String>, OsError> {
+        let doc = self.call(Method::GET, &format!("/flavors/{}/os-flavor-access", segment(id)), None).await?;
+        Ok(doc
+            .get("flavor_access")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|e| e.get("tenant_id").and_then(Value::as_str).map(str::to_owned)).collect())
+            .unwrap_or_default())
+    }
+
+    /// `addTenantAccess` (`add`) or `removeTenantAccess`.
+    pub async fn set_flavor_access(&self, id: &str, project_id: &str, add: bool) -> Result<(), OsError> {
+        let action = if add { "addTenantAccess" } else { "removeTenantAccess" };
+        let body = json!({ action: {"tenant": project_id} });
+        self.call(Method::POST, &format!("/flavors/{}/action", segment(id)), Some(&body)).await.map(drop)
+    }
+
+    /// The `POST /os-server-groups` body at this microversion: from 2.64
+    /// the first policy as `policy` and `rules` when there are any
+    /// (`max_server_per_host` as an integer), before it `policies`.
+    pub fn server_group_body(&self, name: &str, policies: &[String], rules: Option<&Map<String, Value>>) -> Value {
+        if self.supports(SERVER_GROUP_RULES) {
+            let mut group = Map::new();
+            group.insert("name".into(), json!(name));
+            group.insert("policy".into(), policies.first().map_or(Value::Null, |p| json!(p)));
+            if let Some(rules) = rules.filter(|r| !r.is_empty()) {
+                let mut rules = rules.clone();
+                // novaclient sends `int(value)`: 2.0 and 2.5 are 2.
+                let whole = rules.get("max_server_per_host").and_then(Value::as_f64).map(f64::trunc);
+                if let Some(n) = whole.and_then(|n| format!("{n:.0}").parse::<i64>().ok()) {
+                    rules.insert("max_server_per_host".into(), json!(n));
+                }
+                group.insert("rules".into(), Value::Object(rules));
+            }
+            json!({ "server_group": group })
+        } else {
+            json!({"server_group": {"name": name, "policies": policies}})
+        }
+    }
+
+    /// Answers the new group's id.
+    pub async fn create_server_group(&self, body: &Value) -> Result<String, OsError> {
+        let doc = self.call(Method::POST, "/os-server-groups", Some(body)).await?;
+        doc.pointer("/server_group/id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| OsError::InvalidResponse("no server_group id in Nova's answer".into()))
+    }
+
+    pub async fn server_group_exists(&self, id: &str) -> Result<bool, OsError> {
+        match self.call(Method::GET, &format!("/os-server-groups/{}", segment(id)), None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
+        self.call(Method::DELETE, &format!("/os-server-groups/{}", segment(id)), None).await.map(drop)
+    }
+
+    /// `PUT /os-quota-sets/{project}` with `quotas` (the caller leaves out
+    /// what this microversion no longer takes).
+    pub async fn update_quotas(&self, project_id: &str, quotas: &Map<String, Value>) -> Result<(), OsError> {
+        let body = json!({ "quota_set": quotas });
+        self.call(Method::PUT, &format!("/os-quota-sets/{}", segment(project_id)), Some(&body)).await.map(drop)
+    }
+
+    /// `DELETE /os-quota-sets/{project}`: back to the defaults.
+    pub async fn delete_quotas(&self, project_id: &str) -> Result<(), OsError> {
+        self.call(Method::DELETE, &format!("/os-quota-sets/{}", segment(project_id)), None).await.map(drop)
+    }
+}
+
+fn flavor_of(doc: &Value) -> Result<Flavor, OsError> {
+    let f = doc.get("flavor").ok_or_else(|| OsError::InvalidResponse("no flavor in Nova's answer".into()))?;
+    Ok(Flavor {
+        id: f
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| OsError::InvalidResponse("a flavor without an id".into()))?,
+        is_public: f.get("os-flavor-access:is_public").cloned().unwrap_or(json!("N/A")),
+    })
+}
+
+/// A path segment, percent-encoded.
+fn segment(value: &str) -> String {
+    crate::ec2::quote(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::HttpClient;
+
+    fn compute(session: &Session, v: Microversion) -> Compute<'_> {
+        Compute::at(session, "http://nova/v2.1/", v)
+    }
+
+    fn session() -> Session {
+        Session::new(HttpClient::default(), "http://k:5000", crate::AuthMethod::Existing { token: "t".into() })
+    }
+
+    #[test]
+    fn versions_and_headers() {
+        assert_eq!(Microversion::parse("2.64"), Some(Microversion::new(2, 64)));
+        assert_eq!(Microversion::parse("2"), None);
+        assert!(Microversion::new(2, 9) < Microversion::new(2, 10));
+        assert_eq!(current_version(&json!({"version": {"version": "2.100"}})).unwrap().min(CLIENT_MAX), CLIENT_MAX);
+        assert_eq!(current_version(&json!({"version": {"version": ""}})).unwrap(), Microversion::new(2, 0));
+        assert!(current_version(&json!({"version": {"version": "x"}})).is_err());
+        assert_eq!(version_headers(Microversion::new(2, 0)), []);
+        assert_eq!(version_headers(Microversion::new(2, 1)), [("x-openstack-nova-api-version", "2.1".to_string())]);
+        assert_eq!(
+            version_headers(Microversion::new(2, 96)),
+            [("x-openstack-nova-api-version", "2.96".to_string()), ("openstack-api-version", "compute 2.96".into())]
+        );
+    }
+
+    #[test]
+    fn keypair_bodies_follow_the_microversion() {
+        let s = session();
+        assert_eq!(
+            compute(&s, Microversion::new(2, 1)).keypair_body("k", None, Some("x509"), Some("u")),
+            json!({"keypair": {"name": "k"}})
+        );
+        assert_eq!(
+            compute(&s, Microversion::new(2, 2)).keypair_body("k", Some("ssh-rsa A"), None, Some("u")),
+            json!({"keypair": {"name": "k", "type": "ssh", "public_key": "ssh-rsa A"}})
+        );
+        assert_eq!(
+            compute(&s, Microversion::new(2, 10)).keypair_body("k", Some(""), Some("x509"), Some("u")),
+            json!({"keypair": {"name": "k", "type": "x509", "user_id": "u"}})
+        );
+        assert_eq!(
+            compute(&s, Microversion::new(2, 92)).keypair_body("k", Some("ssh-rsa A"), None, None),
+            json!({"keypair": {"name": "k", "type": "ssh", "public_key": "ssh-rsa A"}})
+        );
+    }
+
+    #[test]
+    fn server_group_and_flavor_bodies() {
+        let s = session();
+        let anti = vec!["anti-affinity".to_string()];
+        let rules = json!({"max_server_per_host": 2.5}).as_object().cloned().unwrap();
+        assert_eq!(
+            compute(&s, Microversion::new(2, 63)).server_group_body("g", &anti, Some(&rules)),
+            json!({"server_group": {"name": "g", "policies": ["anti-affinity"]}})
+        );
+        assert_eq!(
+            compute(&s, Microversion::new(2, 64)).server_group_body("g", &anti, Some(&rules)),
+            json!({"server_group": {"name": "g", "policy": "anti-affinity", "rules": {"max_server_per_host": 2}}})
+        );
+        assert_eq!(
+            compute(&s, Microversion::new(2, 96)).server_group_body("g", &anti, None),
+            json!({"server_group": {"name": "g", "policy": "anti-affinity"}})
+        );
+        let spec = FlavorSpec {
+            name: "f".into(),
+            id: None,
+            ram: 512,
+            vcpus: 1,
+            disk: 0,
+            swap: 0,
+            ephemeral: 0,
+            rxtx_factor: 1.0,
+            is_public: false,
+        };
+        assert_eq!(
+            Compute::flavor_body(&spec),
+            json!({"flavor": {"name": "f", "ram": 512, "vcpus": 1, "disk": 0, "id": null, "swap": 0,
+                "OS-FLV-EXT-DATA:ephemeral": 0, "rxtx_factor": 1.0, "os-flavor-access:is_public": false}})
+        );
+    }
+}
