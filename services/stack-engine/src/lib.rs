@@ -196,17 +196,13 @@ pub async fn serve(
         }
         None => resources::Registry::builtin(),
     };
-    // The OS::Nova::* types act through the stack's trust: only with Keystone.
-    if settings.engine.identity.is_some() {
-        resources::nova::register(&mut registry);
-    }
     let type_policy = settings.policy.heat_enforcer(keelson_policy::HeatEnforcer::ResourceTypes)?;
     for w in type_policy.warnings() {
         tracing::warn!(target: "keelson::policy", "{w}");
     }
     registry.set_type_policy(type_policy);
     if settings.engine.identity.is_some() {
-        registry.add_keystone();
+        registry.add_openstack_types();
     }
     let registry = Arc::new(registry);
     let engine = start_engine(db.clone(), registry.clone(), settings.engine).await?;

@@ -158,9 +158,11 @@ impl Registry {
         registry
     }
 
-    /// Adds the OS::Keystone::* types, which act on Keystone through the
-    /// stack's trust (only engines that know a Keystone offer them).
-    pub fn add_keystone(&mut self) {
+    /// Adds the types that act on OpenStack services through the stack's
+    /// trust (OS::Keystone::*, OS::Nova::*): only engines that know a
+    /// Keystone offer them.
+    pub fn add_openstack_types(&mut self) {
+        super::nova::register(self);
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));

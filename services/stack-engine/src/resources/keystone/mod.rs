@@ -166,6 +166,13 @@ async fn scoped_id(api: &IdentityAdmin<'_>, entity: Entity, value: &str) -> Resu
     api.find_id(entity, name, domain.as_deref()).await.map_err(failure)?.ok_or_else(|| not_found(kind, name))
 }
 
+/// Heat's `get_project_id` / `get_user_id` (and the `keystone.*` custom
+/// constraints), for the plugins of other services that name a Keystone
+/// entity: the id of the entity `value` names or identifies.
+pub(crate) async fn keystone_id(session: &Session, entity: Entity, value: &str) -> Result<String, ResourceFailure> {
+    scoped_id(&IdentityAdmin::new(session), entity, value).await
+}
+
 /// Deletes the entity the resource made; gone already is success.
 async fn delete_entity(host: &HostSlot, ctx: &ActionContext, entity: Entity) -> Result<(), ResourceFailure> {
     let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
@@ -187,7 +194,7 @@ mod tests {
     use crate::caller::Caller;
 
     /// What the real Heat 27.0.1 answers to `GET /resource_types/<type>`
-    /// (tests/reference/heat/record_keystone_schemas.py).
+    /// (tests/reference/heat/record_schemas.py keystone).
     const RECORDED: &str = include_str!("testdata/schemas.json");
 
     pub(super) fn admin() -> Caller {
@@ -203,7 +210,7 @@ mod tests {
     pub(super) fn assert_schema_as_heat(type_name: &str) {
         let recorded: Value = serde_json::from_str(RECORDED).unwrap();
         let mut registry = Registry::builtin();
-        registry.add_keystone();
+        registry.add_openstack_types();
         let view = registry.schema_view(&admin(), type_name, true).unwrap();
         assert_eq!(view, recorded[type_name], "{type_name}");
     }
@@ -234,7 +241,7 @@ mod tests {
         let builtin = names(&Registry::builtin());
         assert!(!builtin.to_string().contains("OS::Keystone"));
         let mut registry = Registry::builtin();
-        registry.add_keystone();
+        registry.add_openstack_types();
         // In Heat's listing order, after the built-in types.
         let mut expected = builtin.as_array().unwrap().clone();
         for t in ["Domain", "Endpoint", "Group", "Project", "Role", "UserRoleAssignment", "GroupRoleAssignment"]
@@ -242,6 +249,9 @@ mod tests {
             .chain(&["Service", "User"])
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
+        }
+        for t in ["Flavor", "KeyPair", "Quota", "ServerGroup"] {
+            expected.push(json!(format!("OS::Nova::{t}")));
         }
         assert_eq!(names(&registry), Value::Array(expected));
         let member = Caller { project_id: "p".into(), roles: vec!["member".into()], ..Caller::default() };

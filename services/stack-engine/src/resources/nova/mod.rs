@@ -26,6 +26,9 @@ pub use keypair::KeyPair;
 pub use quota::Quota;
 pub use server_group::ServerGroup;
 
+pub(crate) use super::keystone::keystone_id;
+pub(crate) use keelson_openstack::identity_admin::Entity;
+
 use super::{HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 
@@ -117,97 +120,6 @@ async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
 /// A string property, None when absent or empty.
 fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
     props.get(name).and_then(Value::as_str).filter(|s| !s.is_empty())
-}
-
-/// What a Keystone name-or-id may be.
-#[derive(Clone, Copy)]
-enum Entity {
-    Project,
-    User,
-}
-
-impl Entity {
-    fn collection(self) -> &'static str {
-        match self {
-            Entity::Project => "projects",
-            Entity::User => "users",
-        }
-    }
-
-    /// Heat's entity name in `EntityNotFound`.
-    fn heat_name(self) -> &'static str {
-        match self {
-            Entity::Project => "KeystoneProject",
-            Entity::User => "KeystoneUser",
-        }
-    }
-}
-
-fn entity_not_found(entity: &str, name: &str) -> ResourceFailure {
-    ResourceFailure::error("EntityNotFound", format!("The {entity} ({name}) could not be found."))
-}
-
-/// Heat's `get_project_id` / `get_user_id`: `value` is an id, or a name
-/// (`name{domain}` names the domain); answers the id.
-async fn keystone_id(session: &Session, entity: Entity, value: &str) -> Result<String, ResourceFailure> {
-    let (name, domain) = match value.strip_suffix('}').and_then(|v| v.rsplit_once('{')) {
-        Some((name, domain)) => {
-            let domain =
-                keystone_domain_id(session, domain).await.map_err(|_| entity_not_found(entity.heat_name(), value))?;
-            (name, Some(domain))
-        }
-        None => (value, None),
-    };
-    let collection = entity.collection();
-    match session.identity_call(http::Method::GET, &format!("/{collection}/{}", quote(name)), None).await {
-        Ok(answer) => {
-            let doc = answer.json().map_err(failure)?;
-            let singular = &collection[..collection.len() - 1];
-            if let Some(id) = doc.pointer(&format!("/{singular}/id")).and_then(Value::as_str) {
-                return Ok(id.to_string());
-            }
-        }
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(failure(e)),
-    }
-    let mut query = format!("/{collection}?name={}", quote(name));
-    if let Some(d) = &domain {
-        query.push_str(&format!("&domain_id={}", quote(d)));
-    }
-    let doc = session.identity_call(http::Method::GET, &query, None).await.map_err(failure)?.json().map_err(failure)?;
-    let found: Vec<&str> = doc
-        .get(collection)
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter(|i| i.get("name").and_then(Value::as_str) == Some(name))
-                .filter_map(|i| i.get("id").and_then(Value::as_str))
-                .collect()
-        })
-        .unwrap_or_default();
-    match (entity, found.as_slice()) {
-        (Entity::Project, [first, ..]) => Ok(first.to_string()),
-        (Entity::User, [one]) => Ok(one.to_string()),
-        _ => Err(entity_not_found(entity.heat_name(), name)),
-    }
-}
-
-async fn keystone_domain_id(session: &Session, domain: &str) -> Result<String, OsError> {
-    match session.identity_call(http::Method::GET, &format!("/domains/{}", quote(domain)), None).await {
-        Ok(answer) => {
-            if let Some(id) = answer.json()?.pointer("/domain/id").and_then(Value::as_str) {
-                return Ok(id.to_string());
-            }
-        }
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(e),
-    }
-    keelson_openstack::Identity::new(session).domain_id(domain).await
-}
-
-fn quote(value: &str) -> String {
-    keelson_openstack::ec2::quote(value)
 }
 
 #[cfg(test)]
@@ -389,7 +301,7 @@ mod tests {
     const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota"];
 
     /// The schema views equal what Heat 27.0.1's code answers
-    /// (tests/reference/heat/record_nova_schemas.py).
+    /// (tests/reference/heat/record_schemas.py nova).
     #[test]
     fn schema_views_equal_heats() {
         let recorded: Value = serde_json::from_str(include_str!("testdata/nova_schemas.json")).unwrap();
