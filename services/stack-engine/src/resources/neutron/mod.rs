@@ -16,14 +16,16 @@
 //! exception class for the status.
 
 mod net;
+mod subnet;
 
 use std::sync::Arc;
 
-use keelson_openstack::network::{Kind, Lookup, Network};
+use keelson_openstack::network::{Kind, Lookup, Network, SEGMENT};
 use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
 pub use net::Net;
+pub use subnet::Subnet;
 
 use super::nova::{attribute_session, stack_session, STACK_DATA};
 use super::{ActionContext, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
@@ -44,7 +46,8 @@ const DELETE_RETRIES: u32 = 5;
 /// Adds the Neutron types to `registry`.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
-    registry.register(Arc::new(Net::new(host)));
+    registry.register(Arc::new(Net::new(host.clone())));
+    registry.register(Arc::new(Subnet::new(host)));
 }
 
 /// The failure a Neutron error becomes: neutronclient's exception class
@@ -89,6 +92,67 @@ async fn find_id(network: &Network<'_>, kind: Kind, name_or_id: &str) -> Result<
         Lookup::Ambiguous => Err(ResourceFailure::error(
             "NeutronClientNoUniqueMatch",
             format!("Multiple {} matches found for name '{name_or_id}', use an ID to be more specific.", kind.key),
+        )),
+    }
+}
+
+/// A string property, None when unset (Null); `""` is a value.
+fn set_str<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
+    props.get(name).and_then(Value::as_str)
+}
+
+/// Heat's REPLACE translation of deprecated (hidden) properties, applied
+/// to the given properties before they are checked: each `(new, old)`
+/// pair takes `old`'s value into `new`; both set is an error.
+fn replace_deprecated(given: &Value, pairs: &[(&str, &str)]) -> Result<Value, EngineError> {
+    let Value::Object(map) = given else { return Ok(given.clone()) };
+    let mut map = map.clone();
+    for (new, old) in pairs {
+        let Some(value) = map.remove(*old).filter(|v| !v.is_null()) else { continue };
+        let current = map.get(*new).filter(|v| !v.is_null());
+        if truthy(&value) && current.is_some_and(truthy) {
+            return Err(EngineError::validation(format!(
+                "Cannot define the following properties at the same time: {new}, {old}"
+            )));
+        }
+        map.insert((*new).to_string(), value);
+    }
+    Ok(Value::Object(map))
+}
+
+/// Python's truth of a property value.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// openstacksdk's `find_segment` (Heat's `neutron.segment` finder): the
+/// id itself, else the one segment of that name.
+async fn find_segment(network: &Network<'_>, name_or_id: &str) -> Result<String, ResourceFailure> {
+    match network.show(SEGMENT, name_or_id).await {
+        Ok(segment) => {
+            return segment
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| failure(OsError::InvalidResponse("a segment without an id".into())))
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(failure(e)),
+    }
+    let found = network.list(SEGMENT, &[("name", name_or_id)]).await.map_err(failure)?;
+    match found.as_slice() {
+        [one] => Ok(one.get("id").and_then(Value::as_str).unwrap_or_default().to_string()),
+        [] => Err(ResourceFailure::error("ResourceNotFound", format!("No Segment found for {name_or_id}"))),
+        _ => Err(ResourceFailure::error(
+            "DuplicateResource",
+            format!("More than one Segment exists with the name '{name_or_id}'."),
         )),
     }
 }
@@ -388,7 +452,7 @@ mod tests {
         }
     }
 
-    const TYPES: &[&str] = &["OS::Neutron::Net"];
+    const TYPES: &[&str] = &["OS::Neutron::Net", "OS::Neutron::Subnet"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py neutron).
