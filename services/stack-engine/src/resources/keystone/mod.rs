@@ -250,7 +250,7 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["Net", "Subnet"] {
+        for t in ["Net", "Router", "RouterInterface", "Subnet"] {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }
         for t in ["Flavor", "KeyPair", "Quota", "ServerGroup"] {

@@ -16,6 +16,7 @@
 //! exception class for the status.
 
 mod net;
+mod router;
 mod subnet;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
 pub use net::Net;
+pub use router::{Router, RouterInterface};
 pub use subnet::Subnet;
 
 use super::nova::{attribute_session, stack_session, STACK_DATA};
@@ -47,7 +49,9 @@ const DELETE_RETRIES: u32 = 5;
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(Net::new(host.clone())));
-    registry.register(Arc::new(Subnet::new(host)));
+    registry.register(Arc::new(Subnet::new(host.clone())));
+    registry.register(Arc::new(Router::new(host.clone())));
+    registry.register(Arc::new(RouterInterface::new(host)));
 }
 
 /// The failure a Neutron error becomes: neutronclient's exception class
@@ -452,7 +456,8 @@ mod tests {
         }
     }
 
-    const TYPES: &[&str] = &["OS::Neutron::Net", "OS::Neutron::Subnet"];
+    const TYPES: &[&str] =
+        &["OS::Neutron::Net", "OS::Neutron::Subnet", "OS::Neutron::Router", "OS::Neutron::RouterInterface"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py neutron).
