@@ -121,6 +121,21 @@ impl<'a> Network<'a> {
         object_of(kind, doc)
     }
 
+    /// Bulk `POST` of `kind`s (`{"<collection>": [...]}`).
+    pub async fn create_many(&self, kind: Kind, objects: Vec<Value>) -> Result<(), OsError> {
+        self.call(Method::POST, kind.path, Some(&json!({ kind.collection: objects }))).await.map(drop)
+    }
+
+    /// The aliases of the extensions Neutron has (`GET /v2.0/extensions`).
+    pub async fn extension_aliases(&self) -> Result<Vec<String>, OsError> {
+        let doc = self.call(Method::GET, "/extensions", None).await?;
+        let extensions = doc
+            .get("extensions")
+            .and_then(Value::as_array)
+            .ok_or_else(|| OsError::InvalidResponse("no extensions in Neutron's answer".into()))?;
+        Ok(extensions.iter().filter_map(|e| e.get("alias").and_then(Value::as_str)).map(str::to_owned).collect())
+    }
+
     /// `GET` of one `kind` by id.
     pub async fn show(&self, kind: Kind, id: &str) -> Result<Map<String, Value>, OsError> {
         let doc = self.call(Method::GET, &format!("{}/{}", kind.path, quote(id)), None).await?;

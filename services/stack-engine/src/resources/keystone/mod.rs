@@ -250,7 +250,7 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["Net", "Router", "RouterInterface", "Subnet"] {
+        for t in ["Net", "Router", "RouterInterface", "SecurityGroup", "SecurityGroupRule", "Subnet"] {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }
         for t in ["Flavor", "KeyPair", "Quota", "ServerGroup"] {

@@ -17,6 +17,7 @@
 
 mod net;
 mod router;
+mod security_group;
 mod subnet;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use serde_json::{Map, Value};
 
 pub use net::Net;
 pub use router::{Router, RouterInterface};
+pub use security_group::{SecurityGroup, SecurityGroupRule};
 pub use subnet::Subnet;
 
 use super::nova::{attribute_session, stack_session, STACK_DATA};
@@ -51,7 +53,9 @@ pub fn register(registry: &mut Registry) {
     registry.register(Arc::new(Net::new(host.clone())));
     registry.register(Arc::new(Subnet::new(host.clone())));
     registry.register(Arc::new(Router::new(host.clone())));
-    registry.register(Arc::new(RouterInterface::new(host)));
+    registry.register(Arc::new(RouterInterface::new(host.clone())));
+    registry.register(Arc::new(SecurityGroup::new(host.clone())));
+    registry.register(Arc::new(SecurityGroupRule::new(host)));
 }
 
 /// The failure a Neutron error becomes: neutronclient's exception class
@@ -294,23 +298,30 @@ async fn delete_once(network: &Network<'_>, kind: Kind, id: &str) -> Result<Opti
     }
 }
 
-/// Deletes the object until Neutron no longer has it: a 409 or an object
-/// still there is retried up to [`DELETE_RETRIES`] times, 2^n seconds
-/// apart, as Heat's `Resource.delete` does.
-async fn delete_until_gone(
-    ctx: &mut ActionContext,
-    kind: Kind,
-    id: &str,
-    session: &Session,
-) -> Result<(), ResourceFailure> {
-    let network = network(session).await?;
-    let mut attempt = 0;
+/// A delete call whose 404 is success and whose 409 Heat retries.
+fn conflict_retryable(result: Result<(), OsError>) -> Result<Option<Retryable>, ResourceFailure> {
+    match result {
+        Ok(()) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e @ OsError::Conflict(_)) => Ok(Some(Retryable::Conflict(e))),
+        Err(e) => Err(failure(e)),
+    }
+}
+
+/// Heat's `Resource.delete`: `attempt` again, 2^n seconds later, while it
+/// meets a 409 or an object still there, at most [`DELETE_RETRIES`] times.
+async fn with_delete_retries<F, Fut>(ctx: &mut ActionContext, mut attempt: F) -> Result<(), ResourceFailure>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<Retryable>, ResourceFailure>>,
+{
+    let mut retries = 0;
     loop {
-        let retry = match delete_once(&network, kind, id).await? {
+        let retry = match attempt().await? {
             None => return Ok(()),
             Some(retry) => retry,
         };
-        if attempt >= DELETE_RETRIES {
+        if retries >= DELETE_RETRIES {
             return Err(match retry {
                 Retryable::Conflict(e) => failure(e),
                 Retryable::StillThere => ResourceFailure::error(
@@ -319,9 +330,21 @@ async fn delete_until_gone(
                 ),
             });
         }
-        attempt += 1;
-        ctx.sleep(f64::from(2u32.pow(attempt))).await?;
+        retries += 1;
+        ctx.sleep(f64::from(2u32.pow(retries))).await?;
     }
+}
+
+/// Deletes the object until Neutron no longer has it (Heat's
+/// `check_delete_complete`), with Heat's retries.
+async fn delete_until_gone(
+    ctx: &mut ActionContext,
+    kind: Kind,
+    id: &str,
+    session: &Session,
+) -> Result<(), ResourceFailure> {
+    let network = network(session).await?;
+    with_delete_retries(ctx, || delete_once(&network, kind, id)).await
 }
 
 /// Heat's `NeutronResource.needs_replace_failed`: replaced when it has
@@ -456,8 +479,14 @@ mod tests {
         }
     }
 
-    const TYPES: &[&str] =
-        &["OS::Neutron::Net", "OS::Neutron::Subnet", "OS::Neutron::Router", "OS::Neutron::RouterInterface"];
+    const TYPES: &[&str] = &[
+        "OS::Neutron::Net",
+        "OS::Neutron::Subnet",
+        "OS::Neutron::Router",
+        "OS::Neutron::RouterInterface",
+        "OS::Neutron::SecurityGroup",
+        "OS::Neutron::SecurityGroupRule",
+    ];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py neutron).

@@ -19,8 +19,9 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    changed, create_fields, delete_until_gone, failure, find_id, network, object_attribute, physical_name,
-    replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy, update_fields, wait_built,
+    changed, conflict_retryable, create_fields, delete_until_gone, failure, find_id, network, object_attribute,
+    physical_name, replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy, update_fields,
+    wait_built, with_delete_retries,
 };
 use crate::error::EngineError;
 
@@ -411,10 +412,11 @@ impl Plugin for RouterInterface {
         let network = network(&session).await?;
         let mut target = Map::new();
         target.insert(key, json!(value));
-        match network.router_interface(&router, false, &target).await {
-            Err(e) if !e.is_not_found() => Err(failure(e)),
-            _ => Ok(()),
-        }
+        let (network, router, target) = (&network, &router, &target);
+        with_delete_retries(ctx, move || async move {
+            conflict_retryable(network.router_interface(router, false, target).await)
+        })
+        .await
     }
 
     async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
