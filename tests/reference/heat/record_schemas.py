@@ -7,6 +7,8 @@ engine's schema tests expect it:
         services/stack-engine/src/resources/keystone/testdata/schemas.json
     python tests/reference/heat/record_schemas.py nova > \
         services/stack-engine/src/resources/nova/testdata/nova_schemas.json
+    python tests/reference/heat/record_schemas.py neutron > \
+        services/stack-engine/src/resources/neutron/testdata/neutron_schemas.json
 
 with the Python of the reference Heat's virtualenv (tests/reference/heat/setup
 prints its path). Runs Heat's own EngineService.resource_schema in-process
@@ -39,6 +41,15 @@ FAMILIES = {
         "OS::Nova::KeyPair",
         "OS::Nova::Quota",
         "OS::Nova::ServerGroup",
+    ],
+    "neutron": [
+        "OS::Neutron::Net",
+        "OS::Neutron::Subnet",
+        "OS::Neutron::Router",
+        "OS::Neutron::RouterInterface",
+        "OS::Neutron::SecurityGroup",
+        "OS::Neutron::SecurityGroupRule",
+        "OS::Neutron::Port",
     ],
 }
 

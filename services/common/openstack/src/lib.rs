@@ -16,7 +16,8 @@
 //! - [`error`]: [`OsError`], what a call can meet, typed.
 //! - [`identity_admin`]: Keystone's entities, grants and group membership
 //!   (the OS::Keystone::* resource types);
-//! - [`network`]: the Neutron calls a project deletion needs;
+//! - [`network`]: Neutron's v2.0 calls (a project deletion's security
+//!   groups, Heat's OS::Neutron::* resources);
 //!
 //! Service clients (compute, image, network, volume) are modules beside
 //! `identity` over the same [`Session`].

@@ -27,6 +27,7 @@ mod context;
 mod deployed_server;
 pub mod host;
 pub mod keystone;
+pub mod neutron;
 mod none;
 pub mod nova;
 pub mod placement;

@@ -159,10 +159,11 @@ impl Registry {
     }
 
     /// Adds the types that act on OpenStack services through the stack's
-    /// trust (OS::Keystone::*, OS::Nova::*): only engines that know a
-    /// Keystone offer them.
+    /// trust (OS::Keystone::*, OS::Nova::*, OS::Neutron::*): only engines
+    /// that know a Keystone offer them.
     pub fn add_openstack_types(&mut self) {
         super::nova::register(self);
+        super::neutron::register(self);
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));

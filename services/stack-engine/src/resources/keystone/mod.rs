@@ -250,6 +250,9 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
+        for t in ["Net", "Router", "RouterInterface", "SecurityGroup", "SecurityGroupRule", "Subnet"] {
+            expected.push(json!(format!("OS::Neutron::{t}")));
+        }
         for t in ["Flavor", "KeyPair", "Quota", "ServerGroup"] {
             expected.push(json!(format!("OS::Nova::{t}")));
         }

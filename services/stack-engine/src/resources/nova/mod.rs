@@ -79,7 +79,7 @@ fn ok_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
 }
 
 /// The stack's trust session, which every Nova call acts through.
-async fn stack_session(host: &HostSlot, stack_id: &str) -> Result<Arc<Session>, ResourceFailure> {
+pub(crate) async fn stack_session(host: &HostSlot, stack_id: &str) -> Result<Arc<Session>, ResourceFailure> {
     match host.get().stack_session(stack_id).await? {
         Some(session) => Ok(session),
         None => Err(ResourceFailure::error(
@@ -91,12 +91,15 @@ async fn stack_session(host: &HostSlot, stack_id: &str) -> Result<Arc<Session>, 
 
 /// Resource data: the stack whose trust session reads the resource's
 /// attributes from Nova (attribute resolution knows no stack).
-const STACK_DATA: &str = "stack_id";
+pub(crate) const STACK_DATA: &str = "stack_id";
 
 /// The stack session attributes read Nova through; None when the resource
 /// never recorded its stack or the stack has no trust (then the values
 /// the last action saw answer).
-async fn attribute_session(host: &HostSlot, state: &ResourceState) -> Result<Option<Arc<Session>>, EngineError> {
+pub(crate) async fn attribute_session(
+    host: &HostSlot,
+    state: &ResourceState,
+) -> Result<Option<Arc<Session>>, EngineError> {
     match state.data.get(STACK_DATA) {
         Some(stack_id) => host.get().stack_session(stack_id).await,
         None => Ok(None),

@@ -1,0 +1,645 @@
+//! Heat's core OS::Neutron::* types against Neutron's v2.0 API, through
+//! keelson-openstack's [`Network`] client as the stack's user (the
+//! stack's trust session).
+//!
+//! What they share, as Heat's `NeutronResource` has it: a create body is
+//! the set properties (the `name` the physical name when unset) with
+//! `value_specs` merged in; an update sends what changed, `value_specs`
+//! keys whose value did not change left out; a Net, Subnet, Router or
+//! Port create (and update) waits until Neutron shows it ACTIVE or DOWN;
+//! a delete waits until Neutron answers 404 and is retried as Heat's
+//! `Resource.delete` retries it (a 409, or the object still there). Names
+//! or ids of other Neutron objects (`neutron.network`, `neutron.subnet`,
+//! ...) resolve as neutronclient's `find_resourceid_by_name_or_id` when
+//! the action runs. Attributes are read from Neutron (the object as
+//! last seen when it cannot be asked). Errors are named by neutronclient's
+//! exception class for the status.
+
+mod net;
+mod router;
+mod security_group;
+mod subnet;
+
+use std::sync::Arc;
+
+use keelson_openstack::network::{Kind, Lookup, Network, SEGMENT};
+use keelson_openstack::{OsError, Session};
+use serde_json::{Map, Value};
+
+pub use net::Net;
+pub use router::{Router, RouterInterface};
+pub use security_group::{SecurityGroup, SecurityGroupRule};
+pub use subnet::Subnet;
+
+use super::nova::{attribute_session, stack_session, STACK_DATA};
+use super::{ActionContext, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
+use crate::error::EngineError;
+
+/// Heat's default `endpoint_type` for its clients.
+const INTERFACE: &str = "public";
+/// Resource data: Neutron's object as last seen.
+const OBJECT_DATA: &str = "neutron_object";
+/// Resource data: the generated physical name, kept so it stays the same
+/// (Heat's `physical_resource_name()` is stable).
+const NAME_DATA: &str = "physical_name";
+/// Seconds between two looks at an object Neutron is still building.
+const POLL_SECS: f64 = 1.0;
+/// Heat's `action_retry_limit` default: retries of a delete.
+const DELETE_RETRIES: u32 = 5;
+
+/// Adds the Neutron types to `registry`.
+pub fn register(registry: &mut Registry) {
+    let host = registry.host().clone();
+    registry.register(Arc::new(Net::new(host.clone())));
+    registry.register(Arc::new(Subnet::new(host.clone())));
+    registry.register(Arc::new(Router::new(host.clone())));
+    registry.register(Arc::new(RouterInterface::new(host.clone())));
+    registry.register(Arc::new(SecurityGroup::new(host.clone())));
+    registry.register(Arc::new(SecurityGroupRule::new(host)));
+}
+
+/// The failure a Neutron error becomes: neutronclient's exception class
+/// for the status and Neutron's message.
+fn failure(e: OsError) -> ResourceFailure {
+    let name = match &e {
+        OsError::BadRequest(_) => "BadRequest",
+        OsError::Unauthorized(_) => "Unauthorized",
+        OsError::Forbidden(_) => "Forbidden",
+        OsError::NotFound(_) => "NotFound",
+        OsError::Conflict(_) => "Conflict",
+        // Refused, timed out or a 5xx: the text says which.
+        OsError::Unavailable(_) => "ServiceUnavailable",
+        OsError::Unexpected { .. } | OsError::InvalidResponse(_) => "NeutronClientException",
+        OsError::EndpointNotFound(_) => "EndpointNotFound",
+    };
+    ResourceFailure::error(name, e.message())
+}
+
+/// A Neutron error met while resolving an attribute.
+fn attribute_error(e: OsError) -> EngineError {
+    let (heat_type, message) = match failure(e) {
+        ResourceFailure::Error { type_name, message } => (type_name, message),
+        other => ("NeutronClientException".to_string(), other.to_string()),
+    };
+    EngineError::Remote { heat_type, http_status: 500, message }
+}
+
+/// The network client of the stack's session.
+async fn network(session: &Session) -> Result<Network<'_>, ResourceFailure> {
+    Network::connect(session, INTERFACE, None).await.map_err(failure)
+}
+
+/// neutronclient's `find_resourceid_by_name_or_id`, with its errors.
+async fn find_id(network: &Network<'_>, kind: Kind, name_or_id: &str) -> Result<String, ResourceFailure> {
+    match network.lookup(kind, name_or_id).await.map_err(failure)? {
+        Lookup::Found(id) => Ok(id),
+        Lookup::NotFound => Err(ResourceFailure::error(
+            "NotFound",
+            format!("Unable to find {} with name or id '{name_or_id}'", kind.key),
+        )),
+        Lookup::Ambiguous => Err(ResourceFailure::error(
+            "NeutronClientNoUniqueMatch",
+            format!("Multiple {} matches found for name '{name_or_id}', use an ID to be more specific.", kind.key),
+        )),
+    }
+}
+
+/// A string property, None when unset (Null); `""` is a value.
+fn set_str<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
+    props.get(name).and_then(Value::as_str)
+}
+
+/// Heat's REPLACE translation of deprecated (hidden) properties, applied
+/// to the given properties before they are checked: each `(new, old)`
+/// pair takes `old`'s value into `new`; both set is an error.
+fn replace_deprecated(given: &Value, pairs: &[(&str, &str)]) -> Result<Value, EngineError> {
+    let Value::Object(map) = given else { return Ok(given.clone()) };
+    let mut map = map.clone();
+    for (new, old) in pairs {
+        let Some(value) = map.remove(*old).filter(|v| !v.is_null()) else { continue };
+        let current = map.get(*new).filter(|v| !v.is_null());
+        if truthy(&value) && current.is_some_and(truthy) {
+            return Err(EngineError::validation(format!(
+                "Cannot define the following properties at the same time: {new}, {old}"
+            )));
+        }
+        map.insert((*new).to_string(), value);
+    }
+    Ok(Value::Object(map))
+}
+
+/// Python's truth of a property value.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// openstacksdk's `find_segment` (Heat's `neutron.segment` finder): the
+/// id itself, else the one segment of that name.
+async fn find_segment(network: &Network<'_>, name_or_id: &str) -> Result<String, ResourceFailure> {
+    match network.show(SEGMENT, name_or_id).await {
+        Ok(segment) => {
+            return segment
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| failure(OsError::InvalidResponse("a segment without an id".into())))
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(failure(e)),
+    }
+    let found = network.list(SEGMENT, &[("name", name_or_id)]).await.map_err(failure)?;
+    match found.as_slice() {
+        [one] => Ok(one.get("id").and_then(Value::as_str).unwrap_or_default().to_string()),
+        [] => Err(ResourceFailure::error("ResourceNotFound", format!("No Segment found for {name_or_id}"))),
+        _ => Err(ResourceFailure::error(
+            "DuplicateResource",
+            format!("More than one Segment exists with the name '{name_or_id}'."),
+        )),
+    }
+}
+
+/// The resource's physical name, generated once and then kept.
+fn physical_name(ctx: &mut ActionContext) -> String {
+    if let Some(name) = ctx.state.data.get(NAME_DATA) {
+        return name.clone();
+    }
+    let name = ctx.physical_name();
+    ctx.state.data.insert(NAME_DATA.into(), name.clone());
+    name
+}
+
+/// Heat's check that `value_specs` sets nothing a property (or `shared`,
+/// `tenant_id`) does.
+fn check_value_specs(props: &Properties) -> Result<(), EngineError> {
+    let Some(specs) = props.get("value_specs").and_then(Value::as_object) else { return Ok(()) };
+    let banned = ["shared", "tenant_id"].into_iter().chain(props.keys().map(String::as_str));
+    let mut found: Vec<&str> = Vec::new();
+    for key in banned {
+        if specs.contains_key(key) && !found.contains(&key) {
+            found.push(key);
+        }
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(EngineError::validation(format!("{} not allowed in value_specs", found.join(", "))))
+    }
+}
+
+/// Heat's `prepare_properties`: the set properties, `name` defaulting to
+/// `name`, `value_specs` merged over them.
+fn create_fields(props: &Properties, name: String) -> Map<String, Value> {
+    let mut fields: Map<String, Value> =
+        props.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+    if props.contains_key("name") {
+        fields.entry("name").or_insert(Value::String(name));
+    }
+    if let Some(Value::Object(specs)) = fields.remove("value_specs") {
+        fields.extend(specs);
+    }
+    fields
+}
+
+/// Heat's `prop_diff`: the properties whose value changed, at their new
+/// value (Null for one no longer set).
+fn changed(old: &Properties, new: &Properties) -> Map<String, Value> {
+    new.iter()
+        .filter(|(k, v)| old.get(k.as_str()).unwrap_or(&Value::Null) != *v)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Heat's `prepare_update_properties`: `value_specs` merged without the
+/// keys whose value is what it was; a `name` no longer set goes back to
+/// the physical name.
+fn update_fields(ctx: &mut ActionContext, old: &Properties, mut diff: Map<String, Value>) -> Map<String, Value> {
+    if let Some(Value::Object(mut specs)) = diff.remove("value_specs") {
+        if let Some(before) = old.get("value_specs").and_then(Value::as_object) {
+            specs.retain(|k, v| before.get(k) != Some(v));
+        }
+        diff.extend(specs);
+    }
+    if diff.get("name").is_some_and(Value::is_null) {
+        diff.insert("name".into(), Value::String(physical_name(ctx)));
+    }
+    diff
+}
+
+/// Heat's `is_built`: BUILD is not yet, ACTIVE and DOWN are, ERROR and
+/// DEGRADED fail, anything else is an unknown status.
+fn built(object: &Map<String, Value>) -> Result<bool, ResourceFailure> {
+    let status = object.get("status").and_then(Value::as_str).unwrap_or_default();
+    match status {
+        "BUILD" => Ok(false),
+        "ACTIVE" | "DOWN" => Ok(true),
+        "ERROR" | "DEGRADED" => {
+            Err(ResourceFailure::error("ResourceInError", format!("Went to status {status} due to \"Unknown\"")))
+        }
+        other => Err(ResourceFailure::error(
+            "ResourceUnknownStatus",
+            format!("Resource is not built - Unknown status {other} due to \"Unknown\""),
+        )),
+    }
+}
+
+/// Waits until Neutron shows the object built (checks at once, then every
+/// [`POLL_SECS`]); keeps what it showed.
+async fn wait_built(
+    ctx: &mut ActionContext,
+    network: &Network<'_>,
+    kind: Kind,
+    id: &str,
+) -> Result<(), ResourceFailure> {
+    loop {
+        let object = network.show(kind, id).await.map_err(failure)?;
+        let done = built(&object)?;
+        remember(ctx, object);
+        if done {
+            return Ok(());
+        }
+        ctx.sleep(POLL_SECS).await?;
+    }
+}
+
+/// Keeps Neutron's object (attributes answer from it when Neutron cannot
+/// be asked) and the stack whose session asks Neutron.
+fn remember(ctx: &mut ActionContext, object: Map<String, Value>) {
+    ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
+    ctx.state.data.insert(OBJECT_DATA.into(), Value::Object(object).to_string());
+}
+
+/// What one delete attempt met that Heat retries.
+enum Retryable {
+    Conflict(OsError),
+    StillThere,
+}
+
+/// One delete: the delete call, then (unless Neutron answered 404) a look
+/// that must answer 404.
+async fn delete_once(network: &Network<'_>, kind: Kind, id: &str) -> Result<Option<Retryable>, ResourceFailure> {
+    match network.delete(kind, id).await {
+        Ok(()) => {}
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e @ OsError::Conflict(_)) => return Ok(Some(Retryable::Conflict(e))),
+        Err(e) => return Err(failure(e)),
+    }
+    match network.show(kind, id).await {
+        Err(e) if e.is_not_found() => Ok(None),
+        Ok(_) => Ok(Some(Retryable::StillThere)),
+        Err(e @ OsError::Conflict(_)) => Ok(Some(Retryable::Conflict(e))),
+        Err(e) => Err(failure(e)),
+    }
+}
+
+/// A delete call whose 404 is success and whose 409 Heat retries.
+fn conflict_retryable(result: Result<(), OsError>) -> Result<Option<Retryable>, ResourceFailure> {
+    match result {
+        Ok(()) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e @ OsError::Conflict(_)) => Ok(Some(Retryable::Conflict(e))),
+        Err(e) => Err(failure(e)),
+    }
+}
+
+/// Heat's `Resource.delete`: `attempt` again, 2^n seconds later, while it
+/// meets a 409 or an object still there, at most [`DELETE_RETRIES`] times.
+async fn with_delete_retries<F, Fut>(ctx: &mut ActionContext, mut attempt: F) -> Result<(), ResourceFailure>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<Retryable>, ResourceFailure>>,
+{
+    let mut retries = 0;
+    loop {
+        let retry = match attempt().await? {
+            None => return Ok(()),
+            Some(retry) => retry,
+        };
+        if retries >= DELETE_RETRIES {
+            return Err(match retry {
+                Retryable::Conflict(e) => failure(e),
+                Retryable::StillThere => ResourceFailure::error(
+                    "PhysicalResourceExists",
+                    format!("The physical resource for ({}) exists.", physical_name(ctx)),
+                ),
+            });
+        }
+        retries += 1;
+        ctx.sleep(f64::from(2u32.pow(retries))).await?;
+    }
+}
+
+/// Deletes the object until Neutron no longer has it (Heat's
+/// `check_delete_complete`), with Heat's retries.
+async fn delete_until_gone(
+    ctx: &mut ActionContext,
+    kind: Kind,
+    id: &str,
+    session: &Session,
+) -> Result<(), ResourceFailure> {
+    let network = network(session).await?;
+    with_delete_retries(ctx, || delete_once(&network, kind, id)).await
+}
+
+/// Heat's `NeutronResource.needs_replace_failed`: replaced when it has
+/// no object, Neutron no longer has it, or shows it in ERROR.
+async fn replace_failed(host: &HostSlot, ctx: &mut ActionContext, kind: Kind) -> Result<bool, ResourceFailure> {
+    let Some(id) = ctx.state.physical_id.clone() else { return Ok(true) };
+    let session = stack_session(host, &ctx.stack_id).await?;
+    let network = network(&session).await?;
+    match network.show(kind, &id).await {
+        Ok(object) => Ok(object.get("status").is_some_and(|s| s == "ERROR")),
+        Err(e) if e.is_not_found() => Ok(true),
+        Err(e) => Err(failure(e)),
+    }
+}
+
+/// Attribute `name` of the object: Neutron's current value, or the last
+/// seen one when Neutron cannot be asked (no stack trust recorded).
+async fn object_attribute(
+    host: &HostSlot,
+    state: &ResourceState,
+    kind: Kind,
+    name: &str,
+) -> Result<Value, EngineError> {
+    let Some(id) = &state.physical_id else { return Ok(Value::Null) };
+    if let Some(session) = attribute_session(host, state).await? {
+        let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        let object = network.show(kind, id).await.map_err(attribute_error)?;
+        return Ok(object.get(name).cloned().unwrap_or(Value::Null));
+    }
+    let seen = state.data.get(OBJECT_DATA).and_then(|o| serde_json::from_str::<Value>(o).ok());
+    Ok(seen.and_then(|o| o.get(name).cloned()).unwrap_or(Value::Null))
+}
+
+/// Replaces the object's tags (Heat's `set_tags`; no tags: none).
+async fn set_tags(network: &Network<'_>, kind: Kind, id: &str, tags: &Value) -> Result<(), ResourceFailure> {
+    let tags = tags.as_array().cloned().unwrap_or_default();
+    network.replace_tags(kind, id, &tags).await.map_err(failure)
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A Keystone + Neutron stand-in on loopback: Keystone validates the
+    //! token (its catalog names the stand-in as `network`), Neutron
+    //! records every request and answers what the test registered.
+
+    use std::collections::{BTreeMap, VecDeque};
+    use std::sync::{Arc, Mutex};
+
+    use axum::extract::{Request, State};
+    use axum::response::IntoResponse;
+    use keelson_openstack::{AuthMethod, HttpClient, Session};
+    use serde_json::{json, Value};
+
+    #[derive(Default)]
+    pub struct Neutron {
+        /// `"METHOD /path"` → the answers, in order (the last one
+        /// repeats); unregistered: 404.
+        pub answers: Mutex<BTreeMap<String, VecDeque<(u16, Value)>>>,
+        /// (method, path with query, body)
+        pub seen: Mutex<Vec<(String, String, Value)>>,
+    }
+
+    impl Neutron {
+        pub fn answer(&self, key: &str, status: u16, body: Value) {
+            self.answers.lock().unwrap().entry(key.to_string()).or_default().push_back((status, body));
+        }
+        pub fn calls(&self) -> Vec<(String, String, Value)> {
+            self.seen.lock().unwrap().clone()
+        }
+    }
+
+    async fn handle(State((neutron, base)): State<(Arc<Neutron>, String)>, req: Request) -> impl IntoResponse {
+        let method = req.method().to_string();
+        let path = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+        let bytes = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if path == "/v3/auth/tokens" {
+            let token = json!({"token": {
+                "user": {"id": "u1"}, "project": {"id": "p1"}, "expires_at": "2999-01-01T00:00:00Z",
+                "catalog": [{"type": "network", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/network")}]}]}});
+            return (axum::http::StatusCode::OK, token.to_string());
+        }
+        neutron.seen.lock().unwrap().push((method.clone(), path.clone(), body));
+        let key = format!("{method} {path}");
+        let (status, body) = {
+            let mut answers = neutron.answers.lock().unwrap();
+            match answers.get_mut(&key) {
+                Some(queue) if queue.len() > 1 => queue.pop_front().unwrap(),
+                Some(queue) => queue.front().cloned().unwrap(),
+                None => (
+                    404,
+                    json!({"NeutronError": {"type": "HTTPNotFound", "message": format!("{path} not found"), "detail": ""}}),
+                ),
+            }
+        };
+        (
+            axum::http::StatusCode::from_u16(status).unwrap(),
+            if body.is_null() { String::new() } else { body.to_string() },
+        )
+    }
+
+    /// The stand-in and a session whose catalog points at it
+    /// (`<base>/network`, so paths are `/network/v2.0/...`).
+    pub async fn neutron() -> (Arc<Neutron>, Arc<Session>) {
+        let neutron = Arc::new(Neutron::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(handle).with_state((neutron.clone(), base.clone()));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let session = Session::new(HttpClient::default(), &base, AuthMethod::Existing { token: "tok".into() });
+        (neutron, Arc::new(session))
+    }
+
+    pub use super::super::nova::testing::bound;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::Registry;
+    use super::*;
+
+    fn admin() -> crate::caller::Caller {
+        crate::caller::Caller {
+            project_id: "p".into(),
+            user_id: "u".into(),
+            roles: vec!["admin".into()],
+            is_admin: true,
+            ..Default::default()
+        }
+    }
+
+    const TYPES: &[&str] = &[
+        "OS::Neutron::Net",
+        "OS::Neutron::Subnet",
+        "OS::Neutron::Router",
+        "OS::Neutron::RouterInterface",
+        "OS::Neutron::SecurityGroup",
+        "OS::Neutron::SecurityGroupRule",
+    ];
+
+    /// The schema views equal what Heat 27.0.1's code answers
+    /// (tests/reference/heat/record_schemas.py neutron).
+    #[test]
+    fn schema_views_equal_heats() {
+        let recorded: Value = serde_json::from_str(include_str!("testdata/neutron_schemas.json")).unwrap();
+        let mut registry = Registry::builtin();
+        register(&mut registry);
+        for name in TYPES {
+            let mut without = recorded[name].clone();
+            without.as_object_mut().unwrap().remove("description");
+            assert_eq!(registry.schema_view(&admin(), name, false).unwrap(), without, "{name}");
+            assert_eq!(registry.schema_view(&admin(), name, true).unwrap(), recorded[name], "{name}");
+        }
+    }
+
+    #[test]
+    fn the_types_need_keystone() {
+        assert!(Registry::builtin().get("OS::Neutron::Net").is_none());
+    }
+
+    #[test]
+    fn errors_name_neutronclients_class() {
+        assert_eq!(
+            failure(OsError::Conflict("Unable to complete operation on network n.".into())),
+            ResourceFailure::error("Conflict", "Unable to complete operation on network n.")
+        );
+        assert_eq!(
+            failure(OsError::Unexpected { status: 413, message: "too big".into() }),
+            ResourceFailure::error("NeutronClientException", "too big")
+        );
+    }
+
+    #[test]
+    fn value_specs_merge_and_are_checked() {
+        let props: Properties = json!({"name": null, "shared": false, "admin_state_up": true, "tags": null,
+            "value_specs": {"provider:network_type": "vxlan"}})
+        .as_object()
+        .cloned()
+        .unwrap();
+        assert_eq!(
+            Value::Object(create_fields(&props, "st-net-x".into())),
+            json!({"name": "st-net-x", "shared": false, "admin_state_up": true, "provider:network_type": "vxlan"})
+        );
+        assert_eq!(check_value_specs(&props), Ok(()));
+        let mut bad = props.clone();
+        bad.insert("value_specs".into(), json!({"admin_state_up": false, "tenant_id": "t"}));
+        assert_eq!(
+            check_value_specs(&bad).unwrap_err().message(),
+            "tenant_id, admin_state_up not allowed in value_specs"
+        );
+    }
+
+    #[test]
+    fn update_sends_what_changed() {
+        let old: Properties =
+            json!({"name": "a", "value_specs": {"k": 1, "j": 2}, "shared": false}).as_object().cloned().unwrap();
+        let new: Properties =
+            json!({"name": null, "value_specs": {"k": 1, "j": 3}, "shared": false}).as_object().cloned().unwrap();
+        let (mut ctx, _tx) = super::super::context::test_context(new.clone());
+        let fields = update_fields(&mut ctx, &old, changed(&old, &new));
+        assert_eq!(fields["j"], json!(3));
+        assert!(!fields.contains_key("k") && !fields.contains_key("shared"));
+        assert!(fields["name"].as_str().unwrap().starts_with("st-r-"));
+        assert_eq!(ctx.state.data.get(NAME_DATA).map(String::as_str), fields["name"].as_str());
+    }
+
+    #[test]
+    fn built_statuses_as_heat() {
+        let with = |s: &str| json!({"status": s}).as_object().cloned().unwrap();
+        assert_eq!(built(&with("BUILD")), Ok(false));
+        assert_eq!(built(&with("DOWN")), Ok(true));
+        assert_eq!(
+            built(&with("ERROR")),
+            Err(ResourceFailure::error("ResourceInError", "Went to status ERROR due to \"Unknown\""))
+        );
+        assert_eq!(
+            built(&with("WEIRD")),
+            Err(ResourceFailure::error(
+                "ResourceUnknownStatus",
+                "Resource is not built - Unknown status WEIRD due to \"Unknown\""
+            ))
+        );
+    }
+
+    #[tokio::test]
+    async fn names_resolve_as_neutronclient() {
+        let (neutron, session) = testing::neutron().await;
+        let uuid = "0d3b6c6e-6f55-4a0b-9b8e-1c2d3e4f5a6b";
+        neutron.answer(
+            &format!("GET /network/v2.0/networks?id={uuid}&fields=id"),
+            200,
+            json!({"networks": [{"id": uuid}]}),
+        );
+        neutron.answer("GET /network/v2.0/networks?name=private&fields=id", 200, json!({"networks": [{"id": "n1"}]}));
+        neutron.answer(
+            "GET /network/v2.0/networks?name=twice&fields=id",
+            200,
+            json!({"networks": [{"id": "n1"}, {"id": "n2"}]}),
+        );
+        neutron.answer("GET /network/v2.0/networks?name=none&fields=id", 200, json!({"networks": []}));
+        let net = network(&session).await.unwrap();
+        let kind = keelson_openstack::network::NETWORK;
+        assert_eq!(find_id(&net, kind, uuid).await.unwrap(), uuid);
+        assert_eq!(find_id(&net, kind, "private").await.unwrap(), "n1");
+        assert_eq!(
+            find_id(&net, kind, "twice").await.unwrap_err(),
+            ResourceFailure::error(
+                "NeutronClientNoUniqueMatch",
+                "Multiple network matches found for name 'twice', use an ID to be more specific."
+            )
+        );
+        assert_eq!(
+            find_id(&net, kind, "none").await.unwrap_err(),
+            ResourceFailure::error("NotFound", "Unable to find network with name or id 'none'")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_delete_waits_for_the_404() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer("DELETE /network/v2.0/networks/n1", 204, Value::Null);
+        let (mut ctx, _tx) = super::super::context::test_context(Properties::new());
+        delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "n1", &session).await.unwrap();
+        let calls: Vec<_> = neutron.calls().into_iter().map(|(m, p, _)| format!("{m} {p}")).collect();
+        assert_eq!(calls, ["DELETE /network/v2.0/networks/n1", "GET /network/v2.0/networks/n1"]);
+        // Gone already: done at once.
+        delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "gone", &session).await.unwrap();
+        // Refused: the action fails with Neutron's text.
+        neutron.answer(
+            "DELETE /network/v2.0/networks/n2",
+            403,
+            json!({"NeutronError": {"type": "PolicyNotAuthorized", "message": "not allowed", "detail": ""}}),
+        );
+        let e = delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "n2", &session).await.unwrap_err();
+        assert_eq!(e, ResourceFailure::error("Forbidden", "not allowed"));
+    }
+
+    /// Neutron down: the action fails with the service's error.
+    #[tokio::test]
+    async fn a_neutron_that_is_down_fails_with_its_error() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(
+            "GET /network/v2.0/networks/n1",
+            503,
+            json!({"NeutronError": {"type": "x", "message": "neutron-server is restarting", "detail": ""}}),
+        );
+        let net = network(&session).await.unwrap();
+        let (mut ctx, _tx) = super::super::context::test_context(Properties::new());
+        let e = wait_built(&mut ctx, &net, keelson_openstack::network::NETWORK, "n1").await.unwrap_err();
+        assert_eq!(
+            e,
+            ResourceFailure::error("ServiceUnavailable", "503 Service Unavailable: neutron-server is restarting")
+        );
+    }
+}
