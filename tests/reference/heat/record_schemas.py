@@ -40,6 +40,8 @@ FAMILIES = {
         "OS::Nova::Quota",
         "OS::Nova::ServerGroup",
     ],
+    "glance": ["OS::Glance::WebImage"],
+    "cinder": ["OS::Cinder::VolumeType", "OS::Cinder::Volume"],
 }
 
 

@@ -100,7 +100,10 @@ impl HttpClient {
         }
         let payload = match body {
             Some(doc) => {
-                builder = builder.header("content-type", "application/json");
+                // A caller's own media type (Glance's JSON patch) wins.
+                if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
+                    builder = builder.header("content-type", "application/json");
+                }
                 Bytes::from(doc.to_string())
             }
             None => Bytes::new(),

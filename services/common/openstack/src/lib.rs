@@ -17,6 +17,7 @@
 //! - [`identity_admin`]: Keystone's entities, grants and group membership
 //!   (the OS::Keystone::* resource types);
 //! - [`network`]: the Neutron calls a project deletion needs;
+//! - [`image`]: Glance's image API v2 calls of OS::Glance::WebImage;
 //!
 //! Service clients (compute, image, network, volume) are modules beside
 //! `identity` over the same [`Session`].
@@ -27,6 +28,7 @@ pub mod error;
 pub mod http;
 pub mod identity;
 pub mod identity_admin;
+pub mod image;
 pub mod network;
 pub mod session;
 

@@ -25,6 +25,7 @@ mod autoscaling_group;
 mod config_formats;
 mod context;
 mod deployed_server;
+pub mod glance;
 pub mod host;
 pub mod keystone;
 mod none;

@@ -31,6 +31,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "AWS::IAM::User",
     "AWS::IAM::AccessKey",
     "AWS::ElasticLoadBalancing::LoadBalancer",
+    "OS::Glance::WebImage",
     "OS::Heat::AccessPolicy",
     "OS::Heat::AutoScalingGroup",
     "OS::Heat::CloudConfig",
@@ -163,6 +164,7 @@ impl Registry {
     /// Keystone offer them.
     pub fn add_openstack_types(&mut self) {
         super::nova::register(self);
+        super::glance::register(self);
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));
