@@ -18,6 +18,7 @@
 //!   (the OS::Keystone::* resource types);
 //! - [`network`]: the Neutron calls a project deletion needs;
 //! - [`image`]: Glance's image API v2 calls of OS::Glance::WebImage;
+//! - [`volume`]: Cinder's block-storage API v3 calls of OS::Cinder::*;
 //!
 //! Service clients (compute, image, network, volume) are modules beside
 //! `identity` over the same [`Session`].
@@ -31,6 +32,7 @@ pub mod identity_admin;
 pub mod image;
 pub mod network;
 pub mod session;
+pub mod volume;
 
 pub use error::OsError;
 pub use http::HttpClient;

@@ -22,6 +22,7 @@
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
 mod autoscaling_group;
+pub mod cinder;
 mod config_formats;
 mod context;
 mod deployed_server;

@@ -31,6 +31,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "AWS::IAM::User",
     "AWS::IAM::AccessKey",
     "AWS::ElasticLoadBalancing::LoadBalancer",
+    "OS::Cinder::VolumeType",
     "OS::Glance::WebImage",
     "OS::Heat::AccessPolicy",
     "OS::Heat::AutoScalingGroup",
@@ -165,6 +166,7 @@ impl Registry {
     pub fn add_openstack_types(&mut self) {
         super::nova::register(self);
         super::glance::register(self);
+        super::cinder::register(self);
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));

@@ -247,6 +247,7 @@ mod tests {
         // The Glance and Cinder types load before OS::Heat's.
         let heat = expected.iter().position(|t| t.as_str().is_some_and(|t| t.starts_with("OS::Heat::"))).unwrap();
         expected.insert(heat, json!("OS::Glance::WebImage"));
+        expected.insert(heat, json!("OS::Cinder::VolumeType"));
         for t in ["Domain", "Endpoint", "Group", "Project", "Role", "UserRoleAssignment", "GroupRoleAssignment"]
             .iter()
             .chain(&["Service", "User"])
