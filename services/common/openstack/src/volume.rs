@@ -139,6 +139,124 @@ impl<'a> Volume<'a> {
     }
 }
 
+/// Microversion from which Cinder extends an attached (`in-use`) volume.
+pub const EXTEND_IN_USE: Microversion = Microversion::new(3, 42);
+
+/// What a new volume is (cinderclient's `volumes.create` fields).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VolumeSpec {
+    pub size: Option<i64>,
+    pub snapshot_id: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub volume_type: Option<String>,
+    pub availability_zone: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub image_ref: Option<String>,
+    pub source_volid: Option<String>,
+    pub scheduler_hints: Option<Map<String, Value>>,
+}
+
+impl VolumeSpec {
+    /// The `POST /volumes` body: every field (null when unset), the
+    /// scheduler hints beside the volume when there are any.
+    pub fn body(&self) -> Value {
+        let mut body = json!({"volume": {
+            "size": self.size,
+            "consistencygroup_id": null,
+            "snapshot_id": self.snapshot_id,
+            "name": self.name,
+            "description": self.description,
+            "volume_type": self.volume_type,
+            "availability_zone": self.availability_zone,
+            "metadata": self.metadata,
+            "imageRef": self.image_ref,
+            "source_volid": self.source_volid,
+            "backup_id": null,
+        }});
+        if let (Some(hints), Some(doc)) =
+            (self.scheduler_hints.as_ref().filter(|h| !h.is_empty()), body.as_object_mut())
+        {
+            doc.insert("OS-SCH-HNT:scheduler_hints".into(), Value::Object(hints.clone()));
+        }
+        body
+    }
+}
+
+impl<'a> Volume<'a> {
+    fn volume_path(id: &str) -> String {
+        format!("/volumes/{}", quote(id))
+    }
+
+    /// `POST /volumes`; answers the new volume's id.
+    pub async fn create_volume(&self, spec: &VolumeSpec) -> Result<String, OsError> {
+        let doc = self.call(Method::POST, "/volumes", Some(&spec.body())).await?;
+        id_of(&doc, "/volume/id")
+    }
+
+    /// `GET /volumes/{id}`: the volume as Cinder shows it.
+    pub async fn volume(&self, id: &str) -> Result<Map<String, Value>, OsError> {
+        let doc = self.call(Method::GET, &Self::volume_path(id), None).await?;
+        doc.get("volume")
+            .and_then(Value::as_object)
+            .cloned()
+            .ok_or_else(|| OsError::InvalidResponse("no volume in Cinder's answer".into()))
+    }
+
+    /// `PUT /volumes/{id}` with name and description.
+    pub async fn rename_volume(&self, id: &str, name: Option<&str>, description: Option<&str>) -> Result<(), OsError> {
+        let body = json!({"volume": {"name": name, "description": description}});
+        self.call(Method::PUT, &Self::volume_path(id), Some(&body)).await.map(drop)
+    }
+
+    /// `PUT /volumes/{id}/metadata`: replaces all of it.
+    pub async fn replace_volume_metadata(&self, id: &str, metadata: &Value) -> Result<(), OsError> {
+        let body = json!({ "metadata": metadata });
+        self.call(Method::PUT, &format!("{}/metadata", Self::volume_path(id)), Some(&body)).await.map(drop)
+    }
+
+    pub async fn delete_volume(&self, id: &str) -> Result<(), OsError> {
+        self.call(Method::DELETE, &Self::volume_path(id), None).await.map(drop)
+    }
+
+    /// `POST /volumes/{id}/action` with `{action: info}`.
+    async fn volume_action(&self, id: &str, action: &str, info: Value) -> Result<(), OsError> {
+        let body = json!({ action: info });
+        self.call(Method::POST, &format!("{}/action", Self::volume_path(id)), Some(&body)).await.map(drop)
+    }
+
+    pub async fn extend_volume(&self, id: &str, new_size: i64) -> Result<(), OsError> {
+        self.volume_action(id, "os-extend", json!({ "new_size": new_size })).await
+    }
+
+    /// `os-retype` to `volume_type` with the migration policy `policy`.
+    pub async fn retype_volume(&self, id: &str, volume_type: &Value, policy: &str) -> Result<(), OsError> {
+        self.volume_action(id, "os-retype", json!({"new_type": volume_type, "migration_policy": policy})).await
+    }
+
+    pub async fn set_volume_read_only(&self, id: &str, read_only: bool) -> Result<(), OsError> {
+        self.volume_action(id, "os-update_readonly_flag", json!({ "readonly": read_only })).await
+    }
+
+    /// `POST /backups/{id}/restore`: into `volume_id`, or a new volume
+    /// (None); answers the restored volume's id.
+    pub async fn restore_backup(&self, backup_id: &str, volume_id: Option<&str>) -> Result<String, OsError> {
+        let body = json!({"restore": {"volume_id": volume_id, "name": null}});
+        let doc = self.call(Method::POST, &format!("/backups/{}/restore", quote(backup_id)), Some(&body)).await?;
+        id_of(&doc, "/restore/volume_id")
+    }
+
+    /// Whether Cinder has `GET {collection}/{id}` (`volumes`, `snapshots`,
+    /// `backups`).
+    pub async fn exists(&self, collection: &str, id: &str) -> Result<bool, OsError> {
+        match self.call(Method::GET, &format!("/{collection}/{}", quote(id)), None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The id at `pointer` of a creation's answer.
 fn id_of(doc: &Value, pointer: &str) -> Result<String, OsError> {
     doc.pointer(pointer)

@@ -31,6 +31,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "AWS::IAM::User",
     "AWS::IAM::AccessKey",
     "AWS::ElasticLoadBalancing::LoadBalancer",
+    "OS::Cinder::Volume",
     "OS::Cinder::VolumeType",
     "OS::Glance::WebImage",
     "OS::Heat::AccessPolicy",

@@ -9,13 +9,15 @@
 //! (`cinder.vtype`, `cinder.snapshot`, `cinder.volume`, `cinder.backup`)
 //! and `glance.image` are resolved through the services at action time.
 
+mod volume;
 mod volume_type;
 
 use std::sync::Arc;
 
-use keelson_openstack::volume::Volume;
+use keelson_openstack::volume::Volume as Cinder;
 use keelson_openstack::{OsError, Session};
 
+pub use volume::Volume;
 pub use volume_type::VolumeType;
 
 use super::nova::INTERFACE;
@@ -24,7 +26,8 @@ use super::{Registry, ResourceFailure};
 /// Adds the Cinder types to `registry`.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
-    registry.register(Arc::new(VolumeType::new(host)));
+    registry.register(Arc::new(VolumeType::new(host.clone())));
+    registry.register(Arc::new(Volume::new(host)));
 }
 
 /// The failure a Cinder error becomes: cinderclient's class (the ones it
@@ -48,8 +51,8 @@ pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFa
 }
 
 /// The volume client of the session's catalog.
-pub(crate) async fn volume_client(session: &Session) -> Result<Volume<'_>, ResourceFailure> {
-    Volume::connect(session, INTERFACE, None).await.map_err(failure)
+pub(crate) async fn volume_client(session: &Session) -> Result<Cinder<'_>, ResourceFailure> {
+    Cinder::connect(session, INTERFACE, None).await.map_err(failure)
 }
 
 #[cfg(test)]
@@ -70,7 +73,7 @@ mod tests {
         }
     }
 
-    pub(super) const TYPES: &[&str] = &["OS::Cinder::VolumeType"];
+    const TYPES: &[&str] = &["OS::Cinder::VolumeType", "OS::Cinder::Volume"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py cinder).

@@ -11,7 +11,7 @@ mod web_image;
 
 use std::sync::Arc;
 
-use keelson_openstack::image::Image;
+use keelson_openstack::image::{Image, ImageMatch};
 use keelson_openstack::{OsError, Session};
 
 pub use web_image::WebImage;
@@ -61,10 +61,26 @@ pub(crate) async fn image_client(session: &Session) -> Result<Image<'_>, Resourc
     Image::connect(session, INTERFACE, None).await.map_err(failure)
 }
 
+/// `glance.image`: the id of the image `name_or_id` names (by id, else
+/// by its unique name), as Heat's `find_image_by_name_or_id` resolves it.
+pub(crate) async fn image_id(session: &Session, name_or_id: &str) -> Result<String, ResourceFailure> {
+    let images = image_client(session).await?;
+    let args = format!("{{'name': '{name_or_id}'}}");
+    match images.find(name_or_id).await.map_err(failure)? {
+        ImageMatch::Found(id) => Ok(id),
+        ImageMatch::None => Err(ResourceFailure::error("EntityMatchNotFound", format!("No images matching {args}."))),
+        ImageMatch::Ambiguous => Err(ResourceFailure::error(
+            "EntityUniqueMatchNotFound",
+            format!("No images unique match found for {args}."),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
+    use serde_json::{json, Value};
 
+    use super::super::nova::testing;
     use super::super::Registry;
     use super::*;
 
@@ -99,5 +115,25 @@ mod tests {
         assert_eq!(f, ResourceFailure::error("HTTPNotFound", "HTTP 404 Not Found\nNo image found with ID x"));
         let f = failure(OsError::Unavailable("GET http://glance/v2: connection refused".into()));
         assert_eq!(f, ResourceFailure::error("HTTPServiceUnavailable", "GET http://glance/v2: connection refused"));
+    }
+
+    #[tokio::test]
+    async fn image_names_resolve_through_glance() {
+        let (glance, session) = testing::nova("2.96").await;
+        let id = "7e4dbd8e-2d6c-4b5a-9e6e-3a5f3c2b1a00";
+        glance.answer(&format!("GET /image/v2/images/{id}"), 200, json!({"id": id, "name": "cirros"}));
+        glance.answer("GET /image/v2/images?name=cirros", 200, json!({"images": [{"id": id}]}));
+        glance.answer("GET /image/v2/images?name=twice", 200, json!({"images": [{"id": "a"}, {"id": "b"}]}));
+        glance.answer("GET /image/v2/images?name=none", 200, json!({"images": []}));
+        assert_eq!(image_id(&session, id).await.unwrap(), id);
+        assert_eq!(image_id(&session, "cirros").await.unwrap(), id);
+        assert_eq!(
+            image_id(&session, "none").await.unwrap_err(),
+            ResourceFailure::error("EntityMatchNotFound", "No images matching {'name': 'none'}.")
+        );
+        assert_eq!(
+            image_id(&session, "twice").await.unwrap_err(),
+            ResourceFailure::error("EntityUniqueMatchNotFound", "No images unique match found for {'name': 'twice'}.")
+        );
     }
 }

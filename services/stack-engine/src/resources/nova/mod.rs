@@ -116,7 +116,7 @@ pub(crate) fn attribute_error(e: OsError) -> EngineError {
 }
 
 /// The compute client at the negotiated microversion.
-async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
+pub(crate) async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
     Compute::connect(session, INTERFACE, None).await.map_err(failure)
 }
 
