@@ -90,6 +90,15 @@ impl<'a> Volume<'a> {
         self.call(Method::PUT, &format!("/types/{}", quote(id)), Some(&body)).await.map(drop)
     }
 
+    /// `GET /types/{id}`: the type as Cinder shows it.
+    pub async fn volume_type(&self, id: &str) -> Result<Map<String, Value>, OsError> {
+        let doc = self.call(Method::GET, &format!("/types/{}", quote(id)), None).await?;
+        doc.get("volume_type")
+            .and_then(Value::as_object)
+            .cloned()
+            .ok_or_else(|| OsError::InvalidResponse("no volume_type in Cinder's answer".into()))
+    }
+
     pub async fn delete_type(&self, id: &str) -> Result<(), OsError> {
         self.call(Method::DELETE, &format!("/types/{}", quote(id)), None).await.map(drop)
     }

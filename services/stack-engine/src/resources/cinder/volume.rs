@@ -491,10 +491,12 @@ impl Volume {
         }
     }
 
-    /// An attribute from the volume as Cinder shows it now.
-    fn attribute_of(vol: &Map<String, Value>, name: &str) -> Value {
+    /// An attribute from the volume as Cinder shows it now (`show`: all
+    /// of it).
+    fn attribute_of(vol: Map<String, Value>, name: &str) -> Value {
         let field = |k: &str| vol.get(k).cloned().unwrap_or(Value::Null);
         match name {
+            "show" => Value::Object(vol),
             "metadata" => json!(keelson_pyfmt::json_dumps(&field("metadata"), false)),
             "metadata_values" => field("metadata"),
             "display_name" => field("name"),
@@ -594,13 +596,30 @@ impl Plugin for Volume {
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let Some(id) = &state.physical_id else { return Ok(Value::Null) };
-        if self.schema.attribute(name).is_none() {
+        if name != "show" && self.schema.attribute(name).is_none() {
             return Ok(Value::Null);
         }
         let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
         let volumes = Cinder::connect(&session, super::super::nova::INTERFACE, None).await.map_err(attribute_error)?;
         let vol = volumes.volume(id).await.map_err(attribute_error)?;
-        Ok(Self::attribute_of(&vol, name))
+        Ok(Self::attribute_of(vol, name))
+    }
+
+    /// Heat's `handle_check`: the volume is `available` or `in-use`.
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl std::future::Future<Output = ActionResult> + Send> {
+        Some(async move {
+            let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+            let session = stack_session(&self.host, &ctx.stack_id).await?;
+            let volumes = volume_client(&session).await?;
+            let vol = volumes.volume(&id).await.map_err(failure)?;
+            match status(&vol) {
+                "available" | "in-use" => Ok(()),
+                s => Err(ResourceFailure::error(
+                    "Error",
+                    format!("'status': expected '['available', 'in-use']', got '{s}'"),
+                )),
+            }
+        })
     }
 }
 
@@ -679,12 +698,12 @@ mod tests {
         assert_eq!(ctx.state.physical_id.as_deref(), Some("vid"));
         assert_eq!(ctx.state.data.get(VOLUME_TYPE_DATA).map(String::as_str), Some("ssd"));
         let vol = volumes.volume("vid").await.unwrap();
-        assert_eq!(Volume::attribute_of(&vol, "metadata"), json!("{\"a\": \"1\"}"));
-        assert_eq!(Volume::attribute_of(&vol, "metadata_values"), json!({"a": "1"}));
-        assert_eq!(Volume::attribute_of(&vol, "size"), json!("1"));
-        assert_eq!(Volume::attribute_of(&vol, "encrypted"), json!("False"));
-        assert_eq!(Volume::attribute_of(&vol, "snapshot_id"), json!("None"));
-        assert_eq!(Volume::attribute_of(&vol, "attachments"), json!("[]"));
+        assert_eq!(Volume::attribute_of(vol.clone(), "metadata"), json!("{\"a\": \"1\"}"));
+        assert_eq!(Volume::attribute_of(vol.clone(), "metadata_values"), json!({"a": "1"}));
+        assert_eq!(Volume::attribute_of(vol.clone(), "size"), json!("1"));
+        assert_eq!(Volume::attribute_of(vol.clone(), "encrypted"), json!("False"));
+        assert_eq!(Volume::attribute_of(vol.clone(), "snapshot_id"), json!("None"));
+        assert_eq!(Volume::attribute_of(vol.clone(), "attachments"), json!("[]"));
     }
 
     #[tokio::test]
@@ -844,7 +863,13 @@ mod tests {
         assert_eq!(v.attribute(&ctx.state, "status").await.unwrap(), json!("available"));
         assert_eq!(v.attribute(&ctx.state, "attachments_list").await.unwrap(), json!([]));
         assert_eq!(Plugin::needs_replace_failed(&v, &mut ctx).await, Ok(false));
+        assert_eq!(v.attribute(&ctx.state, "show").await.unwrap()["name"], json!("n"));
+        assert_eq!(Plugin::check(&v, &mut ctx).unwrap().await, Ok(()));
         cinder.answer(&format!("GET {VOLUMES}/vid"), 200, json!({"volume": {"id": "vid", "status": "error"}}));
         assert_eq!(Plugin::needs_replace_failed(&v, &mut ctx).await, Ok(true));
+        assert_eq!(
+            Plugin::check(&v, &mut ctx).unwrap().await,
+            Err(ResourceFailure::error("Error", "'status': expected '['available', 'in-use']', got 'error'"))
+        );
     }
 }

@@ -15,7 +15,9 @@ use keelson_openstack::volume::Volume;
 use keelson_openstack::Session;
 use serde_json::{json, Value};
 
-use super::super::nova::{keystone_id, stack_session, str_prop, Entity, STACK_DATA};
+use super::super::nova::{
+    attribute_error, attribute_session, keystone_id, stack_session, str_prop, Entity, INTERFACE, STACK_DATA,
+};
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
@@ -161,8 +163,12 @@ impl Plugin for VolumeType {
         done_if_gone(volumes.delete_type(&id).await)
     }
 
-    async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
-        Ok(Value::Null)
+    /// `show`: the type as Cinder shows it now (Heat's `_show_resource`).
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
+        let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
+        let volumes = Volume::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        volumes.volume_type(id).await.map(Value::Object).map_err(attribute_error)
     }
 }
 
@@ -270,6 +276,8 @@ mod tests {
         let (mut ctx, _tx) = test_context(props(json!({"name": "n", "is_public": true})));
         Plugin::create(&t, &mut ctx).await.unwrap();
         assert_eq!(Plugin::reference_id(&t, &ctx.state), json!("tid"));
+        cinder.answer(&format!("GET {TYPES}/tid"), 200, json!({"volume_type": {"id": "tid", "name": "n"}}));
+        assert_eq!(t.attribute(&ctx.state, "show").await.unwrap(), json!({"id": "tid", "name": "n"}));
         // Cinder answers 404: gone already.
         Plugin::delete(&t, &mut ctx).await.unwrap();
         cinder.answer(

@@ -18,6 +18,7 @@ pub use web_image::WebImage;
 
 use super::nova::INTERFACE;
 use super::{Registry, ResourceFailure};
+use crate::error::EngineError;
 
 /// Adds OS::Glance::WebImage to `registry`.
 pub fn register(registry: &mut Registry) {
@@ -54,6 +55,15 @@ pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFa
         Err(e) if !e.is_not_found() => Err(failure(e)),
         _ => Ok(()),
     }
+}
+
+/// A Glance error met while resolving an attribute, as Heat raises it.
+pub(crate) fn attribute_error(e: OsError) -> EngineError {
+    let (heat_type, message) = match failure(e) {
+        ResourceFailure::Error { type_name, message } => (type_name, message),
+        other => ("HTTPException".to_string(), other.to_string()),
+    };
+    EngineError::Remote { heat_type, http_status: 500, message }
 }
 
 /// The image client of the session's catalog.

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use keelson_openstack::image::Image;
 use serde_json::{json, Map, Value};
 
-use super::super::nova::{stack_session, STACK_DATA};
+use super::super::nova::{attribute_session, stack_session, INTERFACE, STACK_DATA};
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
     SupportStatus,
 };
-use super::{done_if_gone, failure, image_client};
+use super::{attribute_error, done_if_gone, failure, image_client};
 use crate::error::EngineError;
 
 /// Glance's image id format (`kernel_id`, `ramdisk_id`).
@@ -309,8 +309,12 @@ impl Plugin for WebImage {
         done_if_gone(images.delete(&id).await)
     }
 
-    async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
-        Ok(Value::Null)
+    /// `show`: the image as Glance shows it now (Heat's `_show_resource`).
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
+        let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
+        let images = Image::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        images.get(id).await.map(Value::Object).map_err(attribute_error)
     }
 }
 
@@ -486,6 +490,7 @@ mod tests {
         let (mut ctx, _tx) = test_context(props(base()));
         Plugin::create(&i, &mut ctx).await.unwrap();
         assert_eq!(Plugin::reference_id(&i, &ctx.state), json!(ID));
+        assert_eq!(i.attribute(&ctx.state, "show").await.unwrap(), json!({"id": ID, "status": "active"}));
         // Not registered: Glance answers 404, the image is gone.
         Plugin::delete(&i, &mut ctx).await.unwrap();
         glance.answer(&format!("DELETE {IMAGES}/{ID}"), 403, json!({"error": {"message": "Image is protected"}}));
