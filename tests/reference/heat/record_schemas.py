@@ -51,6 +51,8 @@ FAMILIES = {
         "OS::Neutron::SecurityGroupRule",
         "OS::Neutron::Port",
     ],
+    "glance": ["OS::Glance::WebImage"],
+    "cinder": ["OS::Cinder::VolumeType", "OS::Cinder::Volume"],
 }
 
 

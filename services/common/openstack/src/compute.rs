@@ -329,6 +329,30 @@ impl<'a> Compute<'a> {
         self.call(Method::PUT, &format!("/os-quota-sets/{}", segment(project_id)), Some(&body)).await.map(drop)
     }
 
+    /// `POST /servers/{id}/os-volume_attachments`: attaches a volume as
+    /// `device` (None: Nova picks).
+    pub async fn attach_volume(&self, server_id: &str, volume_id: &str, device: Option<&str>) -> Result<(), OsError> {
+        let body = json!({"volumeAttachment": {"volumeId": volume_id, "device": device}});
+        let path = format!("/servers/{}/os-volume_attachments", segment(server_id));
+        self.call(Method::POST, &path, Some(&body)).await.map(drop)
+    }
+
+    /// `DELETE /servers/{id}/os-volume_attachments/{volume}`.
+    pub async fn detach_volume(&self, server_id: &str, volume_id: &str) -> Result<(), OsError> {
+        let path = format!("/servers/{}/os-volume_attachments/{}", segment(server_id), segment(volume_id));
+        self.call(Method::DELETE, &path, None).await.map(drop)
+    }
+
+    /// Whether the server still shows the volume attached.
+    pub async fn volume_attached(&self, server_id: &str, volume_id: &str) -> Result<bool, OsError> {
+        let path = format!("/servers/{}/os-volume_attachments/{}", segment(server_id), segment(volume_id));
+        match self.call(Method::GET, &path, None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `DELETE /os-quota-sets/{project}`: back to the defaults.
     pub async fn delete_quotas(&self, project_id: &str) -> Result<(), OsError> {
         self.call(Method::DELETE, &format!("/os-quota-sets/{}", segment(project_id)), None).await.map(drop)

@@ -100,7 +100,10 @@ impl HttpClient {
         }
         let payload = match body {
             Some(doc) => {
-                builder = builder.header("content-type", "application/json");
+                // A caller's own media type (Glance's JSON patch) wins.
+                if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
+                    builder = builder.header("content-type", "application/json");
+                }
                 Bytes::from(doc.to_string())
             }
             None => Bytes::new(),
@@ -134,5 +137,33 @@ impl HttpClient {
             Ok(Ok(collected)) => collected.to_bytes(),
         };
         Ok(Answer { status, headers, body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller's own media type replaces the JSON one (one header only).
+    #[tokio::test]
+    async fn a_callers_content_type_wins() {
+        async fn echo(headers: http::HeaderMap) -> String {
+            let types: Vec<&str> = headers.get_all("content-type").iter().filter_map(|v| v.to_str().ok()).collect();
+            serde_json::json!({ "types": types }).to_string()
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(echo);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = HttpClient::default();
+        let body = serde_json::json!([]);
+        let patch = [("content-type", "application/openstack-images-v2.1-json-patch")];
+        let answer = client.send(Method::PATCH, &url, &patch, Some(&body)).await.unwrap();
+        assert_eq!(
+            answer.json().unwrap(),
+            serde_json::json!({"types": ["application/openstack-images-v2.1-json-patch"]})
+        );
+        let answer = client.send(Method::POST, &url, &[], Some(&body)).await.unwrap();
+        assert_eq!(answer.json().unwrap(), serde_json::json!({"types": ["application/json"]}));
     }
 }

@@ -18,6 +18,8 @@
 //!   (the OS::Keystone::* resource types);
 //! - [`network`]: Neutron's v2.0 calls (a project deletion's security
 //!   groups, Heat's OS::Neutron::* resources);
+//! - [`image`]: Glance's image API v2 calls of OS::Glance::WebImage;
+//! - [`volume`]: Cinder's block-storage API v3 calls of OS::Cinder::*;
 //!
 //! Service clients (compute, image, network, volume) are modules beside
 //! `identity` over the same [`Session`].
@@ -28,8 +30,10 @@ pub mod error;
 pub mod http;
 pub mod identity;
 pub mod identity_admin;
+pub mod image;
 pub mod network;
 pub mod session;
+pub mod volume;
 
 pub use error::OsError;
 pub use http::HttpClient;

@@ -22,9 +22,11 @@
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
 mod autoscaling_group;
+pub mod cinder;
 mod config_formats;
 mod context;
 mod deployed_server;
+pub mod glance;
 pub mod host;
 pub mod keystone;
 pub mod neutron;

@@ -31,6 +31,9 @@ const UPSTREAM_ORDER: &[&str] = &[
     "AWS::IAM::User",
     "AWS::IAM::AccessKey",
     "AWS::ElasticLoadBalancing::LoadBalancer",
+    "OS::Cinder::Volume",
+    "OS::Cinder::VolumeType",
+    "OS::Glance::WebImage",
     "OS::Heat::AccessPolicy",
     "OS::Heat::AutoScalingGroup",
     "OS::Heat::CloudConfig",
@@ -164,6 +167,8 @@ impl Registry {
     pub fn add_openstack_types(&mut self) {
         super::nova::register(self);
         super::neutron::register(self);
+        super::glance::register(self);
+        super::cinder::register(self);
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));

@@ -244,6 +244,11 @@ mod tests {
         registry.add_openstack_types();
         // In Heat's listing order, after the built-in types.
         let mut expected = builtin.as_array().unwrap().clone();
+        // The Glance and Cinder types load before OS::Heat's.
+        let heat = expected.iter().position(|t| t.as_str().is_some_and(|t| t.starts_with("OS::Heat::"))).unwrap();
+        expected.insert(heat, json!("OS::Glance::WebImage"));
+        expected.insert(heat, json!("OS::Cinder::VolumeType"));
+        expected.insert(heat, json!("OS::Cinder::Volume"));
         for t in ["Domain", "Endpoint", "Group", "Project", "Role", "UserRoleAssignment", "GroupRoleAssignment"]
             .iter()
             .chain(&["Service", "User"])

@@ -34,7 +34,7 @@ use crate::error::EngineError;
 
 /// The catalog interface Heat's clients use by default (`endpoint_type =
 /// publicURL`).
-const INTERFACE: &str = "public";
+pub(crate) const INTERFACE: &str = "public";
 
 /// Adds the four types to `registry`; their actions act through the
 /// stack sessions of the registry's host.
@@ -48,7 +48,7 @@ pub fn register(registry: &mut Registry) {
 
 /// The failure a Nova (or Keystone) error becomes: novaclient's exception
 /// class and the service's text with its status, as Heat shows it.
-fn failure(e: OsError) -> ResourceFailure {
+pub(crate) fn failure(e: OsError) -> ResourceFailure {
     let (name, status) = match &e {
         OsError::BadRequest(_) => ("BadRequest", Some(400)),
         OsError::Unauthorized(_) => ("Unauthorized", Some(401)),
@@ -71,7 +71,7 @@ fn failure(e: OsError) -> ResourceFailure {
 }
 
 /// Ok for a 404 (a delete of something already gone).
-fn ok_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
+pub(crate) fn ok_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
     match result {
         Err(e) if !e.is_not_found() => Err(failure(e)),
         _ => Ok(()),
@@ -107,7 +107,7 @@ pub(crate) async fn attribute_session(
 }
 
 /// A Nova error met while resolving an attribute, as Heat raises it.
-fn attribute_error(e: OsError) -> EngineError {
+pub(crate) fn attribute_error(e: OsError) -> EngineError {
     let (heat_type, message) = match failure(e) {
         ResourceFailure::Error { type_name, message } => (type_name, message),
         other => ("ClientException".to_string(), other.to_string()),
@@ -116,20 +116,21 @@ fn attribute_error(e: OsError) -> EngineError {
 }
 
 /// The compute client at the negotiated microversion.
-async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
+pub(crate) async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
     Compute::connect(session, INTERFACE, None).await.map_err(failure)
 }
 
 /// A string property, None when absent or empty.
-fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
+pub(crate) fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
     props.get(name).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
 pub(crate) mod testing {
     //! A Keystone + Nova stand-in on loopback: Keystone validates the
-    //! token (its catalog names the stand-in as `compute`), Nova records
-    //! every request and answers what the test registered.
+    //! token (its catalog names the stand-in as `compute`, and as `image`
+    //! and `volumev3` for the Glance and Cinder types), the service
+    //! records every request and answers what the test registered.
 
     use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
@@ -185,7 +186,11 @@ pub(crate) mod testing {
             let token = json!({"token": {
                 "user": {"id": "u1"}, "project": {"id": "p1"}, "expires_at": "2999-01-01T00:00:00Z",
                 "catalog": [{"type": "compute", "endpoints": [
-                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/compute/v2.1")}]}]}});
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/compute/v2.1")}]},
+                    {"type": "image", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/image")}]},
+                    {"type": "volumev3", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/volume/v3/p1")}]}]}});
             return (axum::http::StatusCode::OK, token.to_string());
         }
         nova.seen.lock().unwrap().push(Seen { method: method.clone(), path: path.clone(), version, body });
