@@ -25,3 +25,15 @@ impl Caller {
         }
     }
 }
+
+/// An admin of project `p` (user `u`): the caller of the engine's tests.
+#[cfg(test)]
+pub(crate) fn test_admin() -> Caller {
+    Caller {
+        project_id: "p".into(),
+        user_id: "u".into(),
+        roles: vec!["admin".into()],
+        is_admin: true,
+        ..Caller::default()
+    }
+}

@@ -10,6 +10,9 @@ use uuid::Uuid;
 
 use super::{Properties, ResourceFailure, ResourceState};
 
+/// Resource data key of [`ActionContext::stable_physical_name`].
+pub const PHYSICAL_NAME_DATA: &str = "physical_name";
+
 /// Heat's limit for generated physical names (`physical_resource_name_limit`).
 const PHYSICAL_NAME_LIMIT: usize = 255;
 
@@ -84,6 +87,19 @@ impl ActionContext {
     /// `physical_resource_name` with a new random short id).
     pub fn physical_name(&self) -> String {
         physical_resource_name(&self.stack_name, &self.resource_name, &short_id(&Uuid::new_v4()))
+    }
+
+    /// The physical name generated once for this resource and then kept
+    /// in its data ([`PHYSICAL_NAME_DATA`]): Heat's `physical_resource_name()`
+    /// is stable, so an update that clears a `name` property gets the same
+    /// name back.
+    pub fn stable_physical_name(&mut self) -> String {
+        if let Some(name) = self.state.data.get(PHYSICAL_NAME_DATA) {
+            return name.clone();
+        }
+        let name = self.physical_name();
+        self.state.data.insert(PHYSICAL_NAME_DATA.into(), name.clone());
+        name
     }
 
     /// Whether the engine has asked this action to stop.

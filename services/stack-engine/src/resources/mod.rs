@@ -23,6 +23,7 @@
 
 mod autoscaling_group;
 pub mod cinder;
+mod client_errors;
 mod config_formats;
 mod context;
 mod deployed_server;
@@ -59,7 +60,7 @@ use serde_json::{Map, Value};
 use crate::error::EngineError;
 
 pub use autoscaling_group::AutoScalingGroup;
-pub use context::{physical_resource_name, short_id, ActionContext};
+pub use context::{physical_resource_name, short_id, ActionContext, PHYSICAL_NAME_DATA};
 pub use deployed_server::DeployedServer;
 pub use host::{HostSlot, PluginHost};
 pub use none::NoneResource;

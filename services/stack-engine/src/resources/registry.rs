@@ -510,15 +510,7 @@ fn extract_bool(name: &str, value: &str) -> Result<bool, EngineError> {
 mod tests {
     use super::*;
 
-    fn admin() -> Caller {
-        Caller {
-            project_id: "p".into(),
-            user_id: "u".into(),
-            roles: vec!["admin".into()],
-            is_admin: true,
-            ..Caller::default()
-        }
-    }
+    use crate::caller::test_admin as admin;
 
     /// The four types' schemas as the real Heat 27 returned them
     /// (api-captures/resource_type_schemas.json).

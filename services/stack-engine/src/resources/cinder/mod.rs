@@ -20,6 +20,7 @@ use keelson_openstack::{OsError, Session};
 pub use volume::Volume;
 pub use volume_type::VolumeType;
 
+use super::client_errors::CINDERCLIENT;
 use super::nova::INTERFACE;
 use super::{Registry, ResourceFailure};
 
@@ -33,21 +34,12 @@ pub fn register(registry: &mut Registry) {
 /// The failure a Cinder error becomes: cinderclient's class (the ones it
 /// shares with novaclient, and `ClientException` for any other status).
 pub(crate) fn failure(e: OsError) -> ResourceFailure {
-    match e {
-        OsError::Conflict(message) => ResourceFailure::error("ClientException", format!("{message} (HTTP 409)")),
-        OsError::Unexpected { status, message } if status != 413 => {
-            ResourceFailure::error("ClientException", format!("{message} (HTTP {status})"))
-        }
-        other => super::nova::failure(other),
-    }
+    CINDERCLIENT.failure(e)
 }
 
 /// Ok for a 404 (a delete of something already gone).
 pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
-    match result {
-        Err(e) if !e.is_not_found() => Err(failure(e)),
-        _ => Ok(()),
-    }
+    CINDERCLIENT.done_if_gone(result)
 }
 
 /// The volume client of the session's catalog.
@@ -63,15 +55,7 @@ mod tests {
     use super::super::Registry;
     use super::*;
 
-    fn admin() -> crate::caller::Caller {
-        crate::caller::Caller {
-            project_id: "p".into(),
-            user_id: "u".into(),
-            roles: vec!["admin".into()],
-            is_admin: true,
-            ..Default::default()
-        }
-    }
+    use crate::caller::test_admin as admin;
 
     const TYPES: &[&str] = &["OS::Cinder::VolumeType", "OS::Cinder::Volume"];
 

@@ -33,9 +33,7 @@ use super::super::{
 use super::{failure, volume_client};
 use crate::error::EngineError;
 
-/// Resource data: the name Heat's physical name gave a volume without
-/// `name`, and the volume type Cinder chose.
-const NAME_DATA: &str = "physical_name";
+/// Resource data: the volume type Cinder chose.
 const VOLUME_TYPE_DATA: &str = "volume_type";
 
 /// Seconds between two looks at a volume Cinder is working on.
@@ -175,17 +173,6 @@ impl Volume {
         }
     }
 
-    /// The name of a volume without `name`: the resource's physical name,
-    /// made once and kept in the resource data (Heat's is stable).
-    fn physical_name(ctx: &mut ActionContext) -> String {
-        if let Some(name) = ctx.state.data.get(NAME_DATA) {
-            return name.clone();
-        }
-        let name = ctx.physical_name();
-        ctx.state.data.insert(NAME_DATA.into(), name.clone());
-        name
-    }
-
     /// The custom constraints of the Cinder entities the properties name
     /// (`cinder.snapshot`, `cinder.volume`, `cinder.backup`,
     /// `cinder.vtype`), asked of Cinder as Heat's constraint getters do.
@@ -216,7 +203,7 @@ impl Volume {
         Self::check_entities(volumes, &props, &["snapshot_id", "backup_id", "volume_type", "source_volid"]).await?;
         let name = match str_prop(&props, "name") {
             Some(name) => name.to_string(),
-            None => Self::physical_name(ctx),
+            None => ctx.stable_physical_name(),
         };
         let description = str_prop(&props, "description");
         let id = match str_prop(&props, "backup_id") {
@@ -284,7 +271,7 @@ impl Volume {
             vol = Some(volumes.volume(&id).await.map_err(failure)?);
             let name = match str_prop(&props, "name").or_else(|| str_prop(old, "name")) {
                 Some(name) => name.to_string(),
-                None => Self::physical_name(ctx),
+                None => ctx.stable_physical_name(),
             };
             let description = str_prop(&props, "description").or_else(|| str_prop(old, "description"));
             volumes.rename_volume(&id, Some(&name), description).await.map_err(failure)?;

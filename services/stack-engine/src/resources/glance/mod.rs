@@ -16,6 +16,7 @@ use keelson_openstack::{OsError, Session};
 
 pub use web_image::WebImage;
 
+use super::client_errors::GLANCECLIENT;
 use super::nova::INTERFACE;
 use super::{Registry, ResourceFailure};
 use crate::error::EngineError;
@@ -28,33 +29,12 @@ pub fn register(registry: &mut Registry) {
 
 /// The failure a Glance error becomes: glanceclient's class and text.
 pub(crate) fn failure(e: OsError) -> ResourceFailure {
-    let name = match &e {
-        OsError::BadRequest(_) => "HTTPBadRequest",
-        OsError::Unauthorized(_) => "HTTPUnauthorized",
-        OsError::Forbidden(_) => "HTTPForbidden",
-        OsError::NotFound(_) => "HTTPNotFound",
-        OsError::Conflict(_) => "HTTPConflict",
-        OsError::Unexpected { status: 413, .. } => "HTTPOverLimit",
-        OsError::Unexpected { status: 415, .. } => "HTTPUnsupported",
-        OsError::Unexpected { .. } => "HTTPException",
-        // Refused, timed out or a 5xx: the text says which.
-        OsError::Unavailable(_) => "HTTPServiceUnavailable",
-        OsError::InvalidResponse(_) => "HTTPException",
-        OsError::EndpointNotFound(_) => "EndpointNotFound",
-    };
-    let message = match &e {
-        OsError::Unavailable(_) | OsError::InvalidResponse(_) | OsError::EndpointNotFound(_) => e.message().to_string(),
-        _ => format!("HTTP {}", e.message().replace("\n\n", "\n")),
-    };
-    ResourceFailure::error(name, message)
+    GLANCECLIENT.failure(e)
 }
 
 /// Ok for a 404 (a delete of something already gone).
 pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
-    match result {
-        Err(e) if !e.is_not_found() => Err(failure(e)),
-        _ => Ok(()),
-    }
+    GLANCECLIENT.done_if_gone(result)
 }
 
 /// A Glance error met while resolving an attribute, as Heat raises it.
@@ -94,15 +74,7 @@ mod tests {
     use super::super::Registry;
     use super::*;
 
-    fn admin() -> crate::caller::Caller {
-        crate::caller::Caller {
-            project_id: "p".into(),
-            user_id: "u".into(),
-            roles: vec!["admin".into()],
-            is_admin: true,
-            ..Default::default()
-        }
-    }
+    use crate::caller::test_admin as admin;
 
     /// The schema view equals what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py glance).

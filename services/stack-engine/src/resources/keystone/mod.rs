@@ -34,35 +34,17 @@ pub use role_assignments::RoleAssignment;
 pub use service::Service;
 pub use user::User;
 
+use super::client_errors::KEYSTONEAUTH;
 use super::host::HostSlot;
 use super::{ActionContext, Properties, ResourceFailure, ResourceState};
 
 /// Resource data key of the entity as Keystone last showed it.
 const ENTITY_DATA: &str = "entity";
-/// Resource data key of the generated name (`name` unset), kept so an
-/// update that clears `name` gets the same one back, as Heat's stable
-/// `physical_resource_name()` does.
-const NAME_DATA: &str = "physical_name";
 
 /// The failure a Keystone error becomes, named by the keystoneauth
 /// exception class Heat shows in the status reason.
 fn failure(e: OsError) -> ResourceFailure {
-    let (type_name, status) = match &e {
-        OsError::BadRequest(_) => ("BadRequest", Some(400)),
-        OsError::Unauthorized(_) => ("Unauthorized", Some(401)),
-        OsError::Forbidden(_) => ("Forbidden", Some(403)),
-        OsError::NotFound(_) => ("NotFound", Some(404)),
-        OsError::Conflict(_) => ("Conflict", Some(409)),
-        OsError::Unavailable(_) => ("ServiceUnavailable", None),
-        OsError::Unexpected { status, .. } => ("HttpError", Some(*status)),
-        OsError::InvalidResponse(_) => ("InvalidResponse", None),
-        OsError::EndpointNotFound(_) => ("EndpointNotFound", None),
-    };
-    let message = match status {
-        Some(s) => format!("{} (HTTP {s})", e.message()),
-        None => e.message().to_string(),
-    };
-    ResourceFailure::error(type_name, message)
+    KEYSTONEAUTH.failure(e)
 }
 
 /// Heat's `EntityNotFound` for a name or id no Keystone entity has.
@@ -95,12 +77,7 @@ fn entity_name(ctx: &mut ActionContext) -> String {
     if let Some(name) = str_prop(&ctx.properties, "name") {
         return name.to_string();
     }
-    if let Some(name) = ctx.state.data.get(NAME_DATA) {
-        return name.clone();
-    }
-    let name = ctx.physical_name();
-    ctx.state.data.insert(NAME_DATA.into(), name.clone());
-    name
+    ctx.stable_physical_name()
 }
 
 /// Keeps Keystone's view of the entity (and its id as the physical id).
@@ -197,15 +174,7 @@ mod tests {
     /// (tests/reference/heat/record_schemas.py keystone).
     const RECORDED: &str = include_str!("testdata/schemas.json");
 
-    pub(super) fn admin() -> Caller {
-        Caller {
-            project_id: "p".into(),
-            user_id: "u".into(),
-            roles: vec!["admin".into()],
-            is_admin: true,
-            ..Caller::default()
-        }
-    }
+    pub(super) use crate::caller::test_admin as admin;
 
     pub(super) fn assert_schema_as_heat(type_name: &str) {
         let recorded: Value = serde_json::from_str(RECORDED).unwrap();

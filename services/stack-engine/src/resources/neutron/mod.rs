@@ -31,6 +31,9 @@ pub use router::{Router, RouterInterface};
 pub use security_group::{SecurityGroup, SecurityGroupRule};
 pub use subnet::Subnet;
 
+use keelson_pyfmt::truthy;
+
+use super::client_errors::NEUTRONCLIENT;
 use super::nova::{attribute_session, stack_session, STACK_DATA};
 use super::{ActionContext, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
@@ -39,9 +42,6 @@ use crate::error::EngineError;
 const INTERFACE: &str = "public";
 /// Resource data: Neutron's object as last seen.
 const OBJECT_DATA: &str = "neutron_object";
-/// Resource data: the generated physical name, kept so it stays the same
-/// (Heat's `physical_resource_name()` is stable).
-const NAME_DATA: &str = "physical_name";
 /// Seconds between two looks at an object Neutron is still building.
 const POLL_SECS: f64 = 1.0;
 /// Heat's `action_retry_limit` default: retries of a delete.
@@ -61,18 +61,7 @@ pub fn register(registry: &mut Registry) {
 /// The failure a Neutron error becomes: neutronclient's exception class
 /// for the status and Neutron's message.
 fn failure(e: OsError) -> ResourceFailure {
-    let name = match &e {
-        OsError::BadRequest(_) => "BadRequest",
-        OsError::Unauthorized(_) => "Unauthorized",
-        OsError::Forbidden(_) => "Forbidden",
-        OsError::NotFound(_) => "NotFound",
-        OsError::Conflict(_) => "Conflict",
-        // Refused, timed out or a 5xx: the text says which.
-        OsError::Unavailable(_) => "ServiceUnavailable",
-        OsError::Unexpected { .. } | OsError::InvalidResponse(_) => "NeutronClientException",
-        OsError::EndpointNotFound(_) => "EndpointNotFound",
-    };
-    ResourceFailure::error(name, e.message())
+    NEUTRONCLIENT.failure(e)
 }
 
 /// A Neutron error met while resolving an attribute.
@@ -128,18 +117,6 @@ fn replace_deprecated(given: &Value, pairs: &[(&str, &str)]) -> Result<Value, En
     Ok(Value::Object(map))
 }
 
-/// Python's truth of a property value.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
-}
-
 /// openstacksdk's `find_segment` (Heat's `neutron.segment` finder): the
 /// id itself, else the one segment of that name.
 async fn find_segment(network: &Network<'_>, name_or_id: &str) -> Result<String, ResourceFailure> {
@@ -163,16 +140,6 @@ async fn find_segment(network: &Network<'_>, name_or_id: &str) -> Result<String,
             format!("More than one Segment exists with the name '{name_or_id}'."),
         )),
     }
-}
-
-/// The resource's physical name, generated once and then kept.
-fn physical_name(ctx: &mut ActionContext) -> String {
-    if let Some(name) = ctx.state.data.get(NAME_DATA) {
-        return name.clone();
-    }
-    let name = ctx.physical_name();
-    ctx.state.data.insert(NAME_DATA.into(), name.clone());
-    name
 }
 
 /// Heat's check that `value_specs` sets nothing a property (or `shared`,
@@ -227,7 +194,7 @@ fn update_fields(ctx: &mut ActionContext, old: &Properties, mut diff: Map<String
         diff.extend(specs);
     }
     if diff.get("name").is_some_and(Value::is_null) {
-        diff.insert("name".into(), Value::String(physical_name(ctx)));
+        diff.insert("name".into(), Value::String(ctx.stable_physical_name()));
     }
     diff
 }
@@ -326,7 +293,7 @@ where
                 Retryable::Conflict(e) => failure(e),
                 Retryable::StillThere => ResourceFailure::error(
                     "PhysicalResourceExists",
-                    format!("The physical resource for ({}) exists.", physical_name(ctx)),
+                    format!("The physical resource for ({}) exists.", ctx.stable_physical_name()),
                 ),
             });
         }
@@ -469,15 +436,7 @@ mod tests {
     use super::super::Registry;
     use super::*;
 
-    fn admin() -> crate::caller::Caller {
-        crate::caller::Caller {
-            project_id: "p".into(),
-            user_id: "u".into(),
-            roles: vec!["admin".into()],
-            is_admin: true,
-            ..Default::default()
-        }
-    }
+    use crate::caller::test_admin as admin;
 
     const TYPES: &[&str] = &[
         "OS::Neutron::Net",
@@ -551,7 +510,10 @@ mod tests {
         assert_eq!(fields["j"], json!(3));
         assert!(!fields.contains_key("k") && !fields.contains_key("shared"));
         assert!(fields["name"].as_str().unwrap().starts_with("st-r-"));
-        assert_eq!(ctx.state.data.get(NAME_DATA).map(String::as_str), fields["name"].as_str());
+        assert_eq!(
+            ctx.state.data.get(crate::resources::PHYSICAL_NAME_DATA).map(String::as_str),
+            fields["name"].as_str()
+        );
     }
 
     #[test]

@@ -18,8 +18,7 @@ use super::super::{
 };
 use super::{
     attribute_error, attribute_session, changed, check_value_specs, create_fields, delete_until_gone, failure, find_id,
-    network, object_attribute, physical_name, replace_failed, set_tags, stack_session, update_fields, wait_built,
-    INTERFACE,
+    network, object_attribute, replace_failed, set_tags, stack_session, update_fields, wait_built, INTERFACE,
 };
 use crate::error::EngineError;
 
@@ -122,7 +121,7 @@ impl Net {
     }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
-        let name = physical_name(ctx);
+        let name = ctx.stable_physical_name();
         let mut fields = create_fields(&ctx.properties, name);
         let agents = fields.remove("dhcp_agent_ids");
         let qos_policy = fields.remove("qos_policy");
@@ -281,7 +280,7 @@ mod tests {
         net().create_with(&network, &mut ctx).await.unwrap();
         let calls = neutron.calls();
         let (_, _, body) = &calls[1];
-        let name = ctx.state.data.get(super::super::NAME_DATA).unwrap();
+        let name = ctx.state.data.get(crate::resources::PHYSICAL_NAME_DATA).unwrap();
         assert!(name.starts_with("st-r-"));
         assert_eq!(
             body,

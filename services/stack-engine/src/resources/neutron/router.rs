@@ -20,8 +20,8 @@ use super::super::{
 };
 use super::{
     changed, conflict_retryable, create_fields, delete_until_gone, failure, find_id, network, object_attribute,
-    physical_name, replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy, update_fields,
-    wait_built, with_delete_retries,
+    replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy, update_fields, wait_built,
+    with_delete_retries,
 };
 use crate::error::EngineError;
 
@@ -120,7 +120,7 @@ impl Router {
     }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
-        let name = physical_name(ctx);
+        let name = ctx.stable_physical_name();
         let mut fields = create_fields(&ctx.properties, name);
         if let Some(gateway) = fields.get_mut("external_gateway_info") {
             gateway_body(network, gateway).await?;

@@ -21,8 +21,8 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    changed, conflict_retryable, create_fields, failure, find_id, network, physical_name, replace_failed, set_str,
-    stack_session, update_fields, with_delete_retries,
+    changed, conflict_retryable, create_fields, failure, find_id, network, replace_failed, set_str, stack_session,
+    update_fields, with_delete_retries,
 };
 use crate::error::EngineError;
 
@@ -250,7 +250,7 @@ impl SecurityGroup {
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         Self::check_stateless(network, &ctx.properties).await?;
-        let name = physical_name(ctx);
+        let name = ctx.stable_physical_name();
         let mut fields = create_fields(&ctx.properties, name);
         let rules = fields.remove("rules").and_then(|r| r.as_array().cloned()).unwrap_or_default();
         if !Self::stateless_supported(network).await? {
@@ -427,7 +427,7 @@ impl SecurityGroupRule {
         if let Some(remote) = set_str(&props, "remote_group").filter(|r| !r.is_empty()).map(str::to_owned) {
             props.insert("remote_group".into(), json!(find_id(network, SECURITY_GROUP, &remote).await?));
         }
-        let name = physical_name(ctx);
+        let name = ctx.stable_physical_name();
         let mut fields = create_fields(&props, name);
         if let Some(group) = fields.remove("security_group") {
             fields.insert("security_group_id".into(), group);

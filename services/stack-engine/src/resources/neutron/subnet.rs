@@ -19,9 +19,8 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    changed, create_fields, delete_until_gone, failure, find_id, find_segment, network, object_attribute,
-    physical_name, remember, replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy,
-    update_fields,
+    changed, create_fields, delete_until_gone, failure, find_id, find_segment, network, object_attribute, remember,
+    replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy, update_fields,
 };
 use crate::error::EngineError;
 
@@ -141,7 +140,7 @@ impl Subnet {
         if let Some(segment) = set_str(&props, "segment").filter(|s| !s.is_empty()).map(str::to_owned) {
             props.insert("segment".into(), json!(find_segment(network, &segment).await?));
         }
-        let name = physical_name(ctx);
+        let name = ctx.stable_physical_name();
         let mut fields = create_fields(&props, name);
         if let Some(net) = fields.remove("network") {
             fields.insert("network_id".into(), net);

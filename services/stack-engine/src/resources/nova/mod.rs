@@ -29,6 +29,7 @@ pub use server_group::ServerGroup;
 pub(crate) use super::keystone::keystone_id;
 pub(crate) use keelson_openstack::identity_admin::Entity;
 
+use super::client_errors::NOVACLIENT;
 use super::{HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 
@@ -49,33 +50,12 @@ pub fn register(registry: &mut Registry) {
 /// The failure a Nova (or Keystone) error becomes: novaclient's exception
 /// class and the service's text with its status, as Heat shows it.
 pub(crate) fn failure(e: OsError) -> ResourceFailure {
-    let (name, status) = match &e {
-        OsError::BadRequest(_) => ("BadRequest", Some(400)),
-        OsError::Unauthorized(_) => ("Unauthorized", Some(401)),
-        OsError::Forbidden(_) => ("Forbidden", Some(403)),
-        OsError::NotFound(_) => ("NotFound", Some(404)),
-        OsError::Conflict(_) => ("Conflict", Some(409)),
-        OsError::Unexpected { status: 413, .. } => ("OverLimit", Some(413)),
-        OsError::Unexpected { status: 429, .. } => ("RateLimit", Some(429)),
-        OsError::Unexpected { status, .. } => ("ClientException", Some(*status)),
-        // Refused, timed out or a 5xx: the text says which.
-        OsError::Unavailable(_) => ("ServiceUnavailable", None),
-        OsError::InvalidResponse(_) => ("ClientException", None),
-        OsError::EndpointNotFound(_) => ("EndpointNotFound", None),
-    };
-    let message = match status {
-        Some(code) => format!("{} (HTTP {code})", e.message()),
-        None => e.message().to_string(),
-    };
-    ResourceFailure::error(name, message)
+    NOVACLIENT.failure(e)
 }
 
 /// Ok for a 404 (a delete of something already gone).
 pub(crate) fn ok_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
-    match result {
-        Err(e) if !e.is_not_found() => Err(failure(e)),
-        _ => Ok(()),
-    }
+    NOVACLIENT.done_if_gone(result)
 }
 
 /// The stack's trust session, which every Nova call acts through.
@@ -296,15 +276,7 @@ mod tests {
     use super::super::Registry;
     use super::*;
 
-    fn admin() -> crate::caller::Caller {
-        crate::caller::Caller {
-            project_id: "p".into(),
-            user_id: "u".into(),
-            roles: vec!["admin".into()],
-            is_admin: true,
-            ..Default::default()
-        }
-    }
+    use crate::caller::test_admin as admin;
 
     const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota"];
 
