@@ -68,6 +68,13 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Keystone::GroupRoleAssignment",
     "OS::Keystone::Service",
     "OS::Keystone::User",
+    "OS::Neutron::Net",
+    "OS::Neutron::QoSPolicy",
+    "OS::Neutron::Router",
+    "OS::Neutron::RouterInterface",
+    "OS::Neutron::SecurityGroup",
+    "OS::Neutron::SecurityGroupRule",
+    "OS::Neutron::Subnet",
 ];
 
 /// Every resource type this engine implements, by type name.
