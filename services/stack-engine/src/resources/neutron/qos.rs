@@ -5,21 +5,25 @@
 //! so nothing is waited for, and a delete is done when Neutron accepts it
 //! (or no longer has it). A rule lives under its policy, named by name
 //! or id and resolved each time the rule is acted on; its physical id is
-//! the rule's id. A rule whose policy is gone is gone too.
+//! the rule's id. A rule whose policy is gone is gone too. Heat's own
+//! NeutronResource rules apply: a delete's 409 is retried, attributes are
+//! read from Neutron.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use keelson_openstack::network::{Network, QOS_POLICY};
+use keelson_openstack::network::{Kind, Network, MINIMUM_BANDWIDTH_RULE, QOS_POLICY};
 use keelson_openstack::OsError;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema};
+use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    changed, conflict_retryable, create_fields, failure, network, object_attribute, remember, replace_failed,
-    stack_session, update_fields, with_delete_retries,
+    attribute_error, attribute_session, changed, conflict_retryable, create_fields, failure,
+    failure_as_attribute_error, find_id, find_id_if_any, network, object_attribute, remember, replace_failed, set_str,
+    stack_session, update_fields, with_delete_retries, INTERFACE, OBJECT_DATA,
 };
 use crate::error::EngineError;
 
@@ -112,13 +116,173 @@ impl Plugin for QosPolicy {
     }
 }
 
+/// What tells one kind of QoS rule from another.
+pub trait RuleFlavor: Send + Sync + 'static {
+    const TYPE: &'static str;
+    /// The rule's kind under its policy.
+    const KIND: Kind;
+    fn schema() -> ResourceSchema;
+}
+
+/// The `policy` and `tenant_id` every rule has.
+fn rule_base_properties() -> [PropertySchema; 2] {
+    [
+        PropertySchema::new("policy", T::String, "ID or name of the QoS policy.")
+            .required()
+            .constraint(Constraint::custom("neutron.qos_policy")),
+        PropertySchema::new("tenant_id", T::String, "The owner tenant ID of this rule."),
+    ]
+}
+
+fn direction() -> PropertySchema {
+    PropertySchema::new("direction", T::String, "Traffic direction from the point of view of the port.")
+        .default_value("egress")
+        .update_allowed()
+        .constraint(Constraint::allowed_values(["egress", "ingress"]))
+}
+
+fn kbps(name: &'static str, description: &'static str) -> PropertySchema {
+    PropertySchema::new(name, T::Integer, description).update_allowed().constraint(Constraint::range(Some(0), None))
+}
+
+pub struct MinimumBandwidth;
+
+impl RuleFlavor for MinimumBandwidth {
+    const TYPE: &'static str = "OS::Neutron::QoSMinimumBandwidthRule";
+    const KIND: Kind = MINIMUM_BANDWIDTH_RULE;
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![kbps("min_kbps", "Min bandwidth in kbps.").required(), direction()];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("14.0.0"),
+            description: "A resource for guaranteeing bandwidth.\n\nThis rule can be associated with a QoS policy, and then the policy\ncan be used by a neutron port to provide guaranteed bandwidth QoS\ncapabilities.\n\nDepending on drivers the guarantee may be enforced on two levels.\nFirst when a server is placed (scheduled) on physical infrastructure\nand/or second in the data plane of the physical hypervisor. For details\nplease see Neutron documentation:\n\nhttps://docs.openstack.org/neutron/latest/admin/config-qos-min-bw.html\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
+/// One rule of a QoS policy.
+pub struct QosRule<R: RuleFlavor> {
+    host: Arc<HostSlot>,
+    schema: ResourceSchema,
+    flavor: PhantomData<R>,
+}
+
+pub type QosMinimumBandwidthRule = QosRule<MinimumBandwidth>;
+
+/// The id of the rule's policy; None when Neutron has no such policy
+/// (Heat's ignore-not-found covers the lookup too).
+async fn policy_id(network: &Network<'_>, props: &Properties) -> Result<Option<String>, ResourceFailure> {
+    find_id_if_any(network, QOS_POLICY, set_str(props, "policy").unwrap_or_default()).await
+}
+
+impl<R: RuleFlavor> QosRule<R> {
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        QosRule { host, schema: R::schema(), flavor: PhantomData }
+    }
+
+    async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let policy = find_id(network, QOS_POLICY, set_str(&ctx.properties, "policy").unwrap_or_default()).await?;
+        // No `name` property: the physical name is not part of the body.
+        let mut fields = create_fields(&ctx.properties, String::new());
+        fields.remove("policy");
+        let created = network.create_in(QOS_POLICY, &policy, R::KIND, fields).await.map_err(failure)?;
+        let id = created
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| failure(OsError::InvalidResponse(format!("a {} without an id", R::KIND.key))))?
+            .to_string();
+        ctx.state.physical_id = Some(id);
+        remember(ctx, created);
+        Ok(())
+    }
+
+    async fn update_with(&self, network: &Network<'_>, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let diff = changed(old, &ctx.properties);
+        if diff.is_empty() {
+            return Ok(());
+        }
+        let policy = find_id(network, QOS_POLICY, set_str(old, "policy").unwrap_or_default()).await?;
+        network.update_in(QOS_POLICY, &policy, R::KIND, &id, diff).await.map_err(failure)
+    }
+
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let Some(policy) = policy_id(network, &ctx.properties).await? else { return Ok(()) };
+        let (policy, id) = (&policy, &id);
+        with_delete_retries(ctx, move || async move {
+            conflict_retryable(network.delete_in(QOS_POLICY, policy, R::KIND, id).await)
+        })
+        .await
+    }
+}
+
+impl<R: RuleFlavor> Plugin for QosRule<R> {
+    const TYPE: &'static str = R::TYPE;
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.create_with(&network, ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.update_with(&network, ctx, old).await
+    }
+
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        if ctx.state.physical_id.is_none() {
+            return Ok(());
+        }
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.delete_with(&network, ctx).await
+    }
+
+    /// Heat's `needs_replace_failed` for an object without a status:
+    /// replaced only when it (or its policy) is gone.
+    async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(true) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        let Some(policy) = policy_id(&network, &ctx.properties).await? else { return Ok(true) };
+        match network.show_in(QOS_POLICY, &policy, R::KIND, &id).await {
+            Ok(rule) => Ok(rule.get("status").is_some_and(|s| s == "ERROR")),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(failure(e)),
+        }
+    }
+
+    /// Only `show`: the rule as Neutron shows it now (as last seen when
+    /// Neutron cannot be asked).
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
+        if let Some(session) = attribute_session(&self.host, state).await? {
+            let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+            let policy = set_str(&state.properties, "policy").unwrap_or_default();
+            let policy = find_id(&network, QOS_POLICY, policy).await.map_err(failure_as_attribute_error)?;
+            let rule = network.show_in(QOS_POLICY, &policy, R::KIND, id).await.map_err(attribute_error)?;
+            return Ok(Value::Object(rule));
+        }
+        Ok(state.data.get(OBJECT_DATA).and_then(|o| serde_json::from_str(o).ok()).unwrap_or(json!(null)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::super::context::test_context;
     use super::super::super::UpdateDecision;
     use super::super::testing;
     use super::*;
-    use serde_json::json;
 
     fn policy() -> QosPolicy {
         QosPolicy::new(Arc::new(HostSlot::default()))
@@ -187,5 +351,91 @@ mod tests {
         assert_eq!(neutron.calls().len(), 1, "no look after the delete");
         ctx.state.physical_id = Some("gone".into());
         Plugin::delete(&plugin, &mut ctx).await.unwrap();
+    }
+
+    fn min_rule() -> QosMinimumBandwidthRule {
+        QosRule::new(Arc::new(HostSlot::default()))
+    }
+
+    const GOLD: &str = "GET /network/v2.0/qos/policies?name=gold&fields=id";
+
+    #[tokio::test]
+    async fn a_rule_is_made_under_its_policy() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/minimum_bandwidth_rules"),
+            201,
+            json!({"minimum_bandwidth_rule": {"id": "r1", "min_kbps": 1000, "direction": "egress"}}),
+        );
+        let network = network(&session).await.unwrap();
+        let props =
+            Plugin::validate_properties(&min_rule(), "r", &json!({"policy": "gold", "min_kbps": 1000})).unwrap();
+        let (mut ctx, _tx) = test_context(props.clone());
+        min_rule().create_with(&network, &mut ctx).await.unwrap();
+        assert_eq!(neutron.calls()[1].2, json!({"minimum_bandwidth_rule": {"min_kbps": 1000, "direction": "egress"}}));
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("r1"));
+        assert!(!ctx.state.data.contains_key(crate::resources::PHYSICAL_NAME_DATA));
+        // `show` is the rule as Neutron shows it.
+        neutron.answer(
+            &format!("GET {POLICIES}/q1/minimum_bandwidth_rules/r1"),
+            200,
+            json!({"minimum_bandwidth_rule": {"id": "r1", "min_kbps": 1000}}),
+        );
+        ctx.state.properties = props;
+        let (slot, _host) = testing::bound(Some(session));
+        let bound = QosMinimumBandwidthRule::new(slot);
+        assert_eq!(bound.attribute(&ctx.state, "show").await.unwrap(), json!({"id": "r1", "min_kbps": 1000}));
+    }
+
+    #[tokio::test]
+    async fn a_rule_update_puts_what_changed_and_a_new_policy_replaces() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(&format!("PUT {POLICIES}/q1/minimum_bandwidth_rules/r1"), 200, json!({}));
+        let network = network(&session).await.unwrap();
+        let rule = |v: Value| Plugin::validate_properties(&min_rule(), "r", &v).unwrap();
+        let old = rule(json!({"policy": "gold", "min_kbps": 1000}));
+        let new = rule(json!({"policy": "gold", "min_kbps": 2000, "direction": "ingress"}));
+        assert_eq!(Plugin::update_decision(&min_rule(), &old, &new), UpdateDecision::InPlace);
+        let (mut ctx, _tx) = test_context(new);
+        ctx.state.physical_id = Some("r1".into());
+        min_rule().update_with(&network, &mut ctx, &old).await.unwrap();
+        assert_eq!(neutron.calls()[1].2, json!({"minimum_bandwidth_rule": {"min_kbps": 2000, "direction": "ingress"}}));
+        let moved = rule(json!({"policy": "silver", "min_kbps": 1000}));
+        assert_eq!(Plugin::update_decision(&min_rule(), &old, &moved), UpdateDecision::Replace);
+    }
+
+    #[tokio::test]
+    async fn a_rule_whose_policy_is_gone_is_deleted() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": []}));
+        let network = network(&session).await.unwrap();
+        let props = Plugin::validate_properties(&min_rule(), "r", &json!({"policy": "gold", "min_kbps": 1})).unwrap();
+        let (mut ctx, _tx) = test_context(props);
+        ctx.state.physical_id = Some("r1".into());
+        min_rule().delete_with(&network, &mut ctx).await.unwrap();
+        assert!(neutron.calls().iter().all(|(m, _, _)| m == "GET"));
+        // The policy there, the rule gone: done too.
+        neutron.answer(
+            "GET /network/v2.0/qos/policies?name=silver&fields=id",
+            200,
+            json!({"policies": [{"id": "q1"}]}),
+        );
+        ctx.properties.insert("policy".into(), json!("silver"));
+        min_rule().delete_with(&network, &mut ctx).await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/minimum_bandwidth_rules/r1")
+        );
+    }
+
+    #[test]
+    fn rule_values_are_checked() {
+        let invalid = |v: Value| Plugin::validate_properties(&min_rule(), "r", &v).unwrap_err().message();
+        assert!(invalid(json!({"policy": "gold", "min_kbps": -1})).contains("min_kbps"));
+        assert!(invalid(json!({"policy": "gold", "min_kbps": 1, "direction": "any"})).contains("direction"));
+        assert!(invalid(json!({"min_kbps": 1})).contains("policy"));
     }
 }
