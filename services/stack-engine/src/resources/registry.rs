@@ -70,6 +70,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Keystone::User",
     "OS::Neutron::Net",
     "OS::Neutron::QoSPolicy",
+    "OS::Neutron::QoSBandwidthLimitRule",
     "OS::Neutron::QoSMinimumBandwidthRule",
     "OS::Neutron::Router",
     "OS::Neutron::RouterInterface",

@@ -224,11 +224,10 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["Net", "QoSPolicy", "QoSMinimumBandwidthRule", "Router", "RouterInterface"].iter().chain(&[
-            "SecurityGroup",
-            "SecurityGroupRule",
-            "Subnet",
-        ]) {
+        for t in ["Net", "QoSPolicy", "QoSBandwidthLimitRule", "QoSMinimumBandwidthRule", "Router", "RouterInterface"]
+            .iter()
+            .chain(&["SecurityGroup", "SecurityGroupRule", "Subnet"])
+        {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }
         for t in ["Flavor", "KeyPair", "Quota", "ServerGroup"] {

@@ -28,7 +28,7 @@ use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
 pub use net::Net;
-pub use qos::{QosMinimumBandwidthRule, QosPolicy};
+pub use qos::{QosBandwidthLimitRule, QosMinimumBandwidthRule, QosPolicy};
 pub use router::{Router, RouterInterface};
 pub use security_group::{SecurityGroup, SecurityGroupRule};
 pub use subnet::Subnet;
@@ -59,6 +59,7 @@ pub fn register(registry: &mut Registry) {
     registry.register(Arc::new(SecurityGroup::new(host.clone())));
     registry.register(Arc::new(SecurityGroupRule::new(host.clone())));
     registry.register(Arc::new(QosPolicy::new(host.clone())));
+    registry.register(Arc::new(QosBandwidthLimitRule::new(host.clone())));
     registry.register(Arc::new(QosMinimumBandwidthRule::new(host.clone())));
 }
 
@@ -473,6 +474,7 @@ mod tests {
         "OS::Neutron::SecurityGroupRule",
         "OS::Neutron::QoSPolicy",
         "OS::Neutron::QoSMinimumBandwidthRule",
+        "OS::Neutron::QoSBandwidthLimitRule",
     ];
 
     /// The schema views equal what Heat 27.0.1's code answers

@@ -1,5 +1,6 @@
 //! OS::Neutron::QoSPolicy and its rules (OS::Neutron::QoSBandwidthLimitRule,
-//! OS::Neutron::QoSMinimumBandwidthRule).
+//! OS::Neutron::QoSMinimumBandwidthRule): one rule type, told apart by a
+//! [`RuleFlavor`].
 //!
 //! A policy's physical id is the policy's id; Neutron shows it at once,
 //! so nothing is waited for, and a delete is done when Neutron accepts it
@@ -12,7 +13,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use keelson_openstack::network::{Kind, Network, MINIMUM_BANDWIDTH_RULE, QOS_POLICY};
+use keelson_openstack::network::{Kind, Network, BANDWIDTH_LIMIT_RULE, MINIMUM_BANDWIDTH_RULE, QOS_POLICY};
 use keelson_openstack::OsError;
 use serde_json::{json, Value};
 
@@ -145,6 +146,28 @@ fn kbps(name: &'static str, description: &'static str) -> PropertySchema {
     PropertySchema::new(name, T::Integer, description).update_allowed().constraint(Constraint::range(Some(0), None))
 }
 
+pub struct BandwidthLimit;
+
+impl RuleFlavor for BandwidthLimit {
+    const TYPE: &'static str = "OS::Neutron::QoSBandwidthLimitRule";
+    const KIND: Kind = BANDWIDTH_LIMIT_RULE;
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![
+            kbps("max_kbps", "Max bandwidth in kbps.").required(),
+            kbps("max_burst_kbps", "Max burst bandwidth in kbps.").default_value(0),
+            direction(),
+        ];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("6.0.0"),
+            description: "A resource for Neutron QoS bandwidth limit rule.\n\nThis rule can be associated with QoS policy, and then the policy\ncan be used by neutron port and network, to provide bandwidth limit\nQoS capabilities.\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
 pub struct MinimumBandwidth;
 
 impl RuleFlavor for MinimumBandwidth {
@@ -170,6 +193,7 @@ pub struct QosRule<R: RuleFlavor> {
     flavor: PhantomData<R>,
 }
 
+pub type QosBandwidthLimitRule = QosRule<BandwidthLimit>;
 pub type QosMinimumBandwidthRule = QosRule<MinimumBandwidth>;
 
 /// The id of the rule's policy; None when Neutron has no such policy
@@ -437,5 +461,31 @@ mod tests {
         assert!(invalid(json!({"policy": "gold", "min_kbps": -1})).contains("min_kbps"));
         assert!(invalid(json!({"policy": "gold", "min_kbps": 1, "direction": "any"})).contains("direction"));
         assert!(invalid(json!({"min_kbps": 1})).contains("policy"));
+    }
+    #[tokio::test]
+    async fn a_bandwidth_limit_rule_sends_its_defaults() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/bandwidth_limit_rules"),
+            201,
+            json!({"bandwidth_limit_rule": {"id": "b1"}}),
+        );
+        let network = network(&session).await.unwrap();
+        let limit = || QosBandwidthLimitRule::new(Arc::new(HostSlot::default()));
+        let props =
+            Plugin::validate_properties(&limit(), "r", &json!({"policy": "gold", "max_kbps": 100, "tenant_id": "t"}))
+                .unwrap();
+        let (mut ctx, _tx) = test_context(props);
+        limit().create_with(&network, &mut ctx).await.unwrap();
+        assert_eq!(
+            neutron.calls()[1].2,
+            json!({"bandwidth_limit_rule": {"max_kbps": 100, "max_burst_kbps": 0, "direction": "egress", "tenant_id": "t"}})
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("b1"));
+        let e =
+            Plugin::validate_properties(&limit(), "r", &json!({"policy": "gold", "max_kbps": 1, "max_burst_kbps": -1}))
+                .unwrap_err();
+        assert!(e.message().contains("max_burst_kbps"));
     }
 }
