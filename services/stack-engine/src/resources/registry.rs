@@ -68,6 +68,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Keystone::GroupRoleAssignment",
     "OS::Keystone::Service",
     "OS::Keystone::User",
+    "OS::Neutron::FloatingIP",
     "OS::Neutron::Net",
     "OS::Neutron::QoSPolicy",
     "OS::Neutron::QoSBandwidthLimitRule",

@@ -224,9 +224,9 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["Net", "QoSPolicy", "QoSBandwidthLimitRule", "QoSMinimumBandwidthRule", "Router", "RouterInterface"]
+        for t in ["FloatingIP", "Net", "QoSPolicy", "QoSBandwidthLimitRule", "QoSMinimumBandwidthRule", "Router"]
             .iter()
-            .chain(&["SecurityGroup", "SecurityGroupRule", "Subnet"])
+            .chain(&["RouterInterface", "SecurityGroup", "SecurityGroupRule", "Subnet"])
         {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }

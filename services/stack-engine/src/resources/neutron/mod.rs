@@ -15,6 +15,7 @@
 //! last seen when it cannot be asked). Errors are named by neutronclient's
 //! exception class for the status.
 
+mod floating_ip;
 mod net;
 mod qos;
 mod router;
@@ -27,6 +28,7 @@ use keelson_openstack::network::{Kind, Lookup, Network, SEGMENT};
 use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
+pub use floating_ip::FloatingIp;
 pub use net::Net;
 pub use qos::{QosBandwidthLimitRule, QosMinimumBandwidthRule, QosPolicy};
 pub use router::{Router, RouterInterface};
@@ -52,6 +54,7 @@ const DELETE_RETRIES: u32 = 5;
 /// Adds the Neutron types to `registry`.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
+    registry.register(Arc::new(FloatingIp::new(host.clone())));
     registry.register(Arc::new(Net::new(host.clone())));
     registry.register(Arc::new(Subnet::new(host.clone())));
     registry.register(Arc::new(Router::new(host.clone())));
@@ -475,6 +478,7 @@ mod tests {
         "OS::Neutron::QoSPolicy",
         "OS::Neutron::QoSMinimumBandwidthRule",
         "OS::Neutron::QoSBandwidthLimitRule",
+        "OS::Neutron::FloatingIP",
     ];
 
     /// The schema views equal what Heat 27.0.1's code answers
