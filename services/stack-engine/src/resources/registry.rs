@@ -69,6 +69,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Keystone::Service",
     "OS::Keystone::User",
     "OS::Neutron::FloatingIP",
+    "OS::Neutron::FloatingIPAssociation",
     "OS::Neutron::Net",
     "OS::Neutron::QoSPolicy",
     "OS::Neutron::QoSBandwidthLimitRule",

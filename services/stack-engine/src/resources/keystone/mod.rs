@@ -224,9 +224,10 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["FloatingIP", "Net", "QoSPolicy", "QoSBandwidthLimitRule", "QoSMinimumBandwidthRule", "Router"]
+        for t in ["FloatingIP", "FloatingIPAssociation", "Net", "QoSPolicy", "QoSBandwidthLimitRule"]
             .iter()
-            .chain(&["RouterInterface", "SecurityGroup", "SecurityGroupRule", "Subnet"])
+            .chain(&["QoSMinimumBandwidthRule", "Router", "RouterInterface", "SecurityGroup"])
+            .chain(&["SecurityGroupRule", "Subnet"])
         {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }

@@ -1,4 +1,4 @@
-//! OS::Neutron::FloatingIP.
+//! OS::Neutron::FloatingIP and OS::Neutron::FloatingIPAssociation.
 //!
 //! A FloatingIP's physical id is the floating IP's id. Its network and
 //! subnet are names or ids resolved through Neutron when it is created
@@ -11,7 +11,13 @@
 //! Heat also makes a FloatingIP depend on the router gateways, routers
 //! and router interfaces of the same stack that lead to its network or
 //! its port's subnet; the engine has no hook for a type to add
-//! dependencies, so a template says that with `depends_on`.
+//! dependencies, so a template says that with `depends_on`. The same
+//! holds for a FloatingIPAssociation and the router interfaces on its
+//! port's subnet.
+//!
+//! A FloatingIPAssociation moves an existing floating IP onto a port; as
+//! in Heat its physical id is the resource's own row id, and its delete
+//! takes the floating IP off whatever port it is on.
 
 use std::sync::Arc;
 
@@ -24,8 +30,9 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    create_fields, delete_until_gone, failure, find_id, network, object_attribute, remember, replace_deprecated,
-    replace_failed, set_str, stack_session,
+    conflict_retryable, create_fields, delete_until_gone, failure, failure_as_attribute_error, find_id, network,
+    object_attribute, remember, replace_deprecated, replace_failed, set_str, stack_session, truthy,
+    with_delete_retries,
 };
 use crate::error::EngineError;
 
@@ -198,6 +205,138 @@ impl Plugin for FloatingIp {
     }
 }
 
+pub struct FloatingIpAssociation {
+    host: Arc<HostSlot>,
+    schema: ResourceSchema,
+}
+
+/// What Heat meets when it asks Neutron to show an association: it has
+/// no Neutron object of its own, and Heat's lookup of one fails.
+fn no_object_of_its_own() -> ResourceFailure {
+    ResourceFailure::error("TypeError", "can only concatenate str (not \"NoneType\") to str")
+}
+
+/// Puts the floating IP `fip` onto `port_id` (`fixed_ip_address`).
+async fn associate(network: &Network<'_>, fip: &str, fields: Map<String, Value>) -> Result<(), OsError> {
+    network.update(FLOATING_IP, fip, fields).await
+}
+
+/// Takes the floating IP `fip` off its port; one Neutron no longer has is off.
+async fn disassociate(network: &Network<'_>, fip: &str) -> Result<(), OsError> {
+    let mut fields = Map::new();
+    fields.insert("port_id".into(), Value::Null);
+    match associate(network, fip, fields).await {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+impl FloatingIpAssociation {
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        let properties = vec![
+            PropertySchema::new("floatingip_id", T::String, "ID of the floating IP to associate.")
+                .required()
+                .update_allowed(),
+            PropertySchema::new("port_id", T::String, PORT_TEXT)
+                .required()
+                .update_allowed()
+                .constraint(Constraint::custom("neutron.port")),
+            PropertySchema::new("fixed_ip_address", T::String, FIXED_IP_TEXT)
+                .update_allowed()
+                .constraint(Constraint::custom("ip_addr")),
+        ];
+        FloatingIpAssociation {
+            host,
+            schema: ResourceSchema {
+                properties,
+                attributes: Vec::new(),
+                support_status: SupportStatus::default(),
+                description: "A resource for associating floating ips and ports.\n\nThis resource allows associating a floating IP to a port with at least one\nIP address to associate with this floating IP.",
+            },
+        }
+    }
+
+    async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let mut fields = create_fields(&ctx.properties, String::new());
+        let fip = fields.remove("floatingip_id").unwrap_or_default();
+        associate(network, fip.as_str().unwrap_or_default(), fields).await.map_err(failure)?;
+        ctx.state.physical_id = Some(ctx.resource_id.to_string());
+        Ok(())
+    }
+
+    /// Heat's update: a new floating IP first frees the old one; then the
+    /// (new) floating IP goes onto the port, each value the new one if it
+    /// is set, else the old one.
+    async fn update_with(&self, network: &Network<'_>, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let diff = super::changed(old, &ctx.properties);
+        if diff.is_empty() {
+            return Ok(());
+        }
+        let old_fip = set_str(old, "floatingip_id").unwrap_or_default();
+        if diff.contains_key("floatingip_id") {
+            disassociate(network, old_fip).await.map_err(failure)?;
+        }
+        let pick = |key: &str| diff.get(key).filter(|v| truthy(v)).or_else(|| old.get(key)).cloned();
+        let fip = pick("floatingip_id").unwrap_or_default();
+        let mut fields = Map::new();
+        for key in ["port_id", "fixed_ip_address"] {
+            fields.insert(key.into(), pick(key).unwrap_or(Value::Null));
+        }
+        associate(network, fip.as_str().unwrap_or_default(), fields).await.map_err(failure)?;
+        ctx.state.physical_id = Some(ctx.resource_id.to_string());
+        Ok(())
+    }
+}
+
+impl Plugin for FloatingIpAssociation {
+    const TYPE: &'static str = "OS::Neutron::FloatingIPAssociation";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.create_with(&network, ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.update_with(&network, ctx, old).await
+    }
+
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        if ctx.state.physical_id.as_deref().is_none_or(str::is_empty) {
+            return Ok(());
+        }
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        let fip = set_str(&ctx.properties, "floatingip_id").unwrap_or_default().to_string();
+        let (network, fip) = (&network, &fip);
+        with_delete_retries(ctx, move || async move { conflict_retryable(disassociate(network, fip).await) }).await
+    }
+
+    /// Heat's NeutronResource asks Neutron for the object, which an
+    /// association does not have: with a physical id that fails.
+    async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
+        match ctx.state.physical_id {
+            None => Ok(true),
+            Some(_) => Err(no_object_of_its_own()),
+        }
+    }
+
+    /// Only `show`, which fails in Heat the same way once there is a
+    /// physical id.
+    async fn attribute(&self, state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
+        match state.physical_id {
+            None => Ok(Value::Null),
+            Some(_) => Err(failure_as_attribute_error(no_object_of_its_own())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::super::context::test_context;
@@ -296,5 +435,63 @@ mod tests {
             &json!({"floating_network": "n", "value_specs": {"port_id": "p"}})
         )
         .is_ok());
+    }
+    fn assoc() -> FloatingIpAssociation {
+        FloatingIpAssociation::new(Arc::new(HostSlot::default()))
+    }
+
+    fn assoc_props(v: Value) -> Properties {
+        Plugin::validate_properties(&assoc(), "a", &v).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_association_puts_the_floating_ip_on_the_port() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(&format!("PUT {FIPS}/f1"), 200, json!({"floatingip": {"id": "f1"}}));
+        let network = network(&session).await.unwrap();
+        let (mut ctx, _tx) = test_context(assoc_props(json!({"floatingip_id": "f1", "port_id": "p1"})));
+        ctx.resource_id = 42;
+        assoc().create_with(&network, &mut ctx).await.unwrap();
+        assert_eq!(neutron.calls()[0].2, json!({"floatingip": {"port_id": "p1"}}));
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("42"));
+        // Deleted: off the port; a floating IP Neutron no longer has is off.
+        let (slot, _host) = testing::bound(Some(session));
+        let plugin = FloatingIpAssociation::new(slot);
+        Plugin::delete(&plugin, &mut ctx).await.unwrap();
+        assert_eq!(neutron.calls()[1], ("PUT".into(), format!("{FIPS}/f1"), json!({"floatingip": {"port_id": null}})));
+        ctx.properties.insert("floatingip_id".into(), json!("gone"));
+        Plugin::delete(&plugin, &mut ctx).await.unwrap();
+        // No physical id, no object: show is null; with one Heat's lookup fails.
+        assert_eq!(
+            Plugin::needs_replace_failed(&plugin, &mut ctx).await,
+            Err(ResourceFailure::error("TypeError", "can only concatenate str (not \"NoneType\") to str"))
+        );
+        assert_eq!(plugin.attribute(&ResourceState::default(), "show").await.unwrap(), Value::Null);
+    }
+
+    #[tokio::test]
+    async fn an_association_update_frees_the_old_floating_ip() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(&format!("PUT {FIPS}/f1"), 200, json!({"floatingip": {"id": "f1"}}));
+        neutron.answer(&format!("PUT {FIPS}/f2"), 200, json!({"floatingip": {"id": "f2"}}));
+        let network = network(&session).await.unwrap();
+        let old = assoc_props(json!({"floatingip_id": "f1", "port_id": "p1", "fixed_ip_address": "10.0.0.5"}));
+        let new = assoc_props(json!({"floatingip_id": "f2", "port_id": "p1"}));
+        assert_eq!(Plugin::update_decision(&assoc(), &old, &new), UpdateDecision::InPlace);
+        let (mut ctx, _tx) = test_context(new);
+        ctx.resource_id = 42;
+        assoc().update_with(&network, &mut ctx, &old).await.unwrap();
+        let calls = neutron.calls();
+        assert_eq!(calls[0], ("PUT".into(), format!("{FIPS}/f1"), json!({"floatingip": {"port_id": null}})));
+        // A cleared fixed_ip_address keeps the old one, as Heat's `or` does.
+        assert_eq!(
+            calls[1],
+            (
+                "PUT".into(),
+                format!("{FIPS}/f2"),
+                json!({"floatingip": {"port_id": "p1", "fixed_ip_address": "10.0.0.5"}})
+            )
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("42"));
     }
 }

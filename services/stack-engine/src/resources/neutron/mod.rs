@@ -28,7 +28,7 @@ use keelson_openstack::network::{Kind, Lookup, Network, SEGMENT};
 use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
-pub use floating_ip::FloatingIp;
+pub use floating_ip::{FloatingIp, FloatingIpAssociation};
 pub use net::Net;
 pub use qos::{QosBandwidthLimitRule, QosMinimumBandwidthRule, QosPolicy};
 pub use router::{Router, RouterInterface};
@@ -55,6 +55,7 @@ const DELETE_RETRIES: u32 = 5;
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(FloatingIp::new(host.clone())));
+    registry.register(Arc::new(FloatingIpAssociation::new(host.clone())));
     registry.register(Arc::new(Net::new(host.clone())));
     registry.register(Arc::new(Subnet::new(host.clone())));
     registry.register(Arc::new(Router::new(host.clone())));
@@ -479,6 +480,7 @@ mod tests {
         "OS::Neutron::QoSMinimumBandwidthRule",
         "OS::Neutron::QoSBandwidthLimitRule",
         "OS::Neutron::FloatingIP",
+        "OS::Neutron::FloatingIPAssociation",
     ];
 
     /// The schema views equal what Heat 27.0.1's code answers
