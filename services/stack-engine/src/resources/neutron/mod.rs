@@ -350,8 +350,9 @@ async fn replace_failed(host: &HostSlot, ctx: &mut ActionContext, kind: Kind) ->
     }
 }
 
-/// Attribute `name` of the object: Neutron's current value, or the last
-/// seen one when Neutron cannot be asked (no stack trust recorded).
+/// Attribute `name` of the object: Neutron's current value (null once
+/// Neutron no longer has it), or the last seen one when Neutron cannot be
+/// asked (no stack trust recorded).
 async fn object_attribute(
     host: &HostSlot,
     state: &ResourceState,
@@ -361,8 +362,12 @@ async fn object_attribute(
     let Some(id) = &state.physical_id else { return Ok(Value::Null) };
     if let Some(session) = attribute_session(host, state).await? {
         let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
-        let object = Value::Object(network.show(kind, id).await.map_err(attribute_error)?);
-        return Ok(pick_attribute(object, name));
+        // Heat resolves attributes ignoring NotFound: a gone object has none.
+        return match network.show(kind, id).await {
+            Ok(object) => Ok(pick_attribute(Value::Object(object), name)),
+            Err(e) if e.is_not_found() => Ok(Value::Null),
+            Err(e) => Err(attribute_error(e)),
+        };
     }
     let seen = state.data.get(OBJECT_DATA).and_then(|o| serde_json::from_str::<Value>(o).ok());
     Ok(seen.map(|o| pick_attribute(o, name)).unwrap_or(Value::Null))

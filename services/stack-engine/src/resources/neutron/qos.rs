@@ -292,10 +292,15 @@ impl<R: RuleFlavor> Plugin for QosRule<R> {
         let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
         if let Some(session) = attribute_session(&self.host, state).await? {
             let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
-            let policy = set_str(&state.properties, "policy").unwrap_or_default();
-            let policy = find_id(&network, QOS_POLICY, policy).await.map_err(failure_as_attribute_error)?;
-            let rule = network.show_in(QOS_POLICY, &policy, R::KIND, id).await.map_err(attribute_error)?;
-            return Ok(Value::Object(rule));
+            // As Heat: a rule or policy Neutron no longer has shows null.
+            let Some(policy) = policy_id(&network, &state.properties).await.map_err(failure_as_attribute_error)? else {
+                return Ok(Value::Null);
+            };
+            return match network.show_in(QOS_POLICY, &policy, R::KIND, id).await {
+                Ok(rule) => Ok(Value::Object(rule)),
+                Err(e) if e.is_not_found() => Ok(Value::Null),
+                Err(e) => Err(attribute_error(e)),
+            };
         }
         Ok(state.data.get(OBJECT_DATA).and_then(|o| serde_json::from_str(o).ok()).unwrap_or(json!(null)))
     }
@@ -340,6 +345,8 @@ mod tests {
         let bound = QosPolicy::new(slot);
         assert_eq!(bound.attribute(&ctx.state, "rules").await.unwrap(), json!([]));
         assert_eq!(bound.attribute(&ctx.state, "show").await.unwrap(), json!({"id": "q1", "rules": []}));
+        ctx.state.physical_id = Some("gone".into());
+        assert_eq!(bound.attribute(&ctx.state, "rules").await.unwrap(), Value::Null);
     }
 
     #[tokio::test]
@@ -410,6 +417,8 @@ mod tests {
         let (slot, _host) = testing::bound(Some(session));
         let bound = QosMinimumBandwidthRule::new(slot);
         assert_eq!(bound.attribute(&ctx.state, "show").await.unwrap(), json!({"id": "r1", "min_kbps": 1000}));
+        ctx.state.physical_id = Some("gone".into());
+        assert_eq!(bound.attribute(&ctx.state, "show").await.unwrap(), Value::Null);
     }
 
     #[tokio::test]
@@ -487,5 +496,24 @@ mod tests {
             Plugin::validate_properties(&limit(), "r", &json!({"policy": "gold", "max_kbps": 1, "max_burst_kbps": -1}))
                 .unwrap_err();
         assert!(e.message().contains("max_burst_kbps"));
+    }
+    #[tokio::test]
+    async fn a_failed_rule_is_replaced_only_when_gone() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("GET {POLICIES}/q1/minimum_bandwidth_rules/r1"),
+            200,
+            json!({"minimum_bandwidth_rule": {"id": "r1"}}),
+        );
+        let (slot, _host) = testing::bound(Some(session));
+        let plugin = QosMinimumBandwidthRule::new(slot);
+        let props = Plugin::validate_properties(&plugin, "r", &json!({"policy": "gold", "min_kbps": 1})).unwrap();
+        let (mut ctx, _tx) = test_context(props);
+        assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(true));
+        ctx.state.physical_id = Some("r1".into());
+        assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(false));
+        ctx.state.physical_id = Some("r2".into());
+        assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(true));
     }
 }
