@@ -3,7 +3,7 @@
 //! (Neutron's per-project `default` group), and the calls of Heat's
 //! OS::Neutron::* resources (create, show, update, delete of a [`Kind`],
 //! name-or-id lookup as neutronclient's, tags, DHCP and L3 agent
-//! scheduling, router interfaces).
+//! scheduling, router interfaces, the rules under a QoS policy).
 
 use http::Method;
 use serde_json::{json, Map, Value};
@@ -36,6 +36,13 @@ pub const SUBNETPOOL: Kind = Kind { key: "subnetpool", collection: "subnetpools"
 /// neutronclient names a QoS policy `policy` in its lookup messages.
 pub const QOS_POLICY: Kind = Kind { key: "policy", collection: "policies", path: "/qos/policies" };
 pub const SEGMENT: Kind = Kind { key: "segment", collection: "segments", path: "/segments" };
+pub const FLOATING_IP: Kind = Kind { key: "floatingip", collection: "floatingips", path: "/floatingips" };
+/// The rules of a QoS policy live under the policy
+/// (`/qos/policies/<id>/bandwidth_limit_rules`): see [`Network::create_in`].
+pub const BANDWIDTH_LIMIT_RULE: Kind =
+    Kind { key: "bandwidth_limit_rule", collection: "bandwidth_limit_rules", path: "/bandwidth_limit_rules" };
+pub const MINIMUM_BANDWIDTH_RULE: Kind =
+    Kind { key: "minimum_bandwidth_rule", collection: "minimum_bandwidth_rules", path: "/minimum_bandwidth_rules" };
 
 /// What a name-or-id lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +158,56 @@ impl<'a> Network<'a> {
     /// `DELETE` of one `kind`; the caller decides what a 404 means.
     pub async fn delete(&self, kind: Kind, id: &str) -> Result<(), OsError> {
         self.call(Method::DELETE, &format!("{}/{}", kind.path, quote(id)), None).await.map(drop)
+    }
+
+    /// The path of a `kind` that lives under one `parent` object.
+    fn nested_path(parent: Kind, parent_id: &str, kind: Kind) -> String {
+        format!("{}/{}{}", parent.path, quote(parent_id), kind.path)
+    }
+
+    /// `POST` of one `kind` under `parent` `parent_id` (a QoS policy's
+    /// rule); answers the created object.
+    pub async fn create_in(
+        &self,
+        parent: Kind,
+        parent_id: &str,
+        kind: Kind,
+        fields: Map<String, Value>,
+    ) -> Result<Map<String, Value>, OsError> {
+        let path = Self::nested_path(parent, parent_id, kind);
+        let doc = self.call(Method::POST, &path, Some(&json!({ kind.key: fields }))).await?;
+        object_of(kind, doc)
+    }
+
+    /// `GET` of one `kind` under `parent` `parent_id`.
+    pub async fn show_in(
+        &self,
+        parent: Kind,
+        parent_id: &str,
+        kind: Kind,
+        id: &str,
+    ) -> Result<Map<String, Value>, OsError> {
+        let path = format!("{}/{}", Self::nested_path(parent, parent_id, kind), quote(id));
+        object_of(kind, self.call(Method::GET, &path, None).await?)
+    }
+
+    /// `PUT` of `fields` onto one `kind` under `parent` `parent_id`.
+    pub async fn update_in(
+        &self,
+        parent: Kind,
+        parent_id: &str,
+        kind: Kind,
+        id: &str,
+        fields: Map<String, Value>,
+    ) -> Result<(), OsError> {
+        let path = format!("{}/{}", Self::nested_path(parent, parent_id, kind), quote(id));
+        self.call(Method::PUT, &path, Some(&json!({ kind.key: fields }))).await.map(drop)
+    }
+
+    /// `DELETE` of one `kind` under `parent` `parent_id`.
+    pub async fn delete_in(&self, parent: Kind, parent_id: &str, kind: Kind, id: &str) -> Result<(), OsError> {
+        let path = format!("{}/{}", Self::nested_path(parent, parent_id, kind), quote(id));
+        self.call(Method::DELETE, &path, None).await.map(drop)
     }
 
     /// neutronclient's `find_resourceid_by_name_or_id`: a UUID-looking

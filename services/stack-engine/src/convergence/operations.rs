@@ -422,6 +422,7 @@ impl Engine {
             stack_id: stack.id.clone(),
             stack_name: stack.name.clone(),
             resource_name: row.name.clone(),
+            resource_id: row.id,
             properties: match &row.properties_data {
                 Some(Value::Object(p)) => p.clone(),
                 _ => Map::new(),

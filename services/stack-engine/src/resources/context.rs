@@ -20,6 +20,9 @@ pub struct ActionContext {
     pub stack_id: String,
     pub stack_name: String,
     pub resource_name: String,
+    /// The resource's row id in the store (upstream `Resource.id`): the
+    /// physical id of the types that stand for no object of their own.
+    pub resource_id: i64,
     /// The properties the action runs with (validated, coerced).
     pub properties: Properties,
     pub state: ResourceState,
@@ -162,6 +165,7 @@ pub(crate) fn test_context(props: Properties) -> (ActionContext, watch::Sender<b
         stack_id: "sid".into(),
         stack_name: "st".into(),
         resource_name: "r".into(),
+        resource_id: 1,
         properties: props,
         state: ResourceState::default(),
         cancel: rx,

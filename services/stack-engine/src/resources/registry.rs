@@ -68,6 +68,17 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Keystone::GroupRoleAssignment",
     "OS::Keystone::Service",
     "OS::Keystone::User",
+    "OS::Neutron::FloatingIP",
+    "OS::Neutron::FloatingIPAssociation",
+    "OS::Neutron::Net",
+    "OS::Neutron::QoSPolicy",
+    "OS::Neutron::QoSBandwidthLimitRule",
+    "OS::Neutron::QoSMinimumBandwidthRule",
+    "OS::Neutron::Router",
+    "OS::Neutron::RouterInterface",
+    "OS::Neutron::SecurityGroup",
+    "OS::Neutron::SecurityGroupRule",
+    "OS::Neutron::Subnet",
 ];
 
 /// Every resource type this engine implements, by type name.

@@ -224,7 +224,11 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["Net", "Router", "RouterInterface", "SecurityGroup", "SecurityGroupRule", "Subnet"] {
+        for t in ["FloatingIP", "FloatingIPAssociation", "Net", "QoSPolicy", "QoSBandwidthLimitRule"]
+            .iter()
+            .chain(&["QoSMinimumBandwidthRule", "Router", "RouterInterface", "SecurityGroup"])
+            .chain(&["SecurityGroupRule", "Subnet"])
+        {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }
         for t in ["Flavor", "KeyPair", "Quota", "ServerGroup"] {

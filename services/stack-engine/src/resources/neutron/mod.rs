@@ -15,7 +15,9 @@
 //! last seen when it cannot be asked). Errors are named by neutronclient's
 //! exception class for the status.
 
+mod floating_ip;
 mod net;
+mod qos;
 mod router;
 mod security_group;
 mod subnet;
@@ -26,7 +28,9 @@ use keelson_openstack::network::{Kind, Lookup, Network, SEGMENT};
 use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
+pub use floating_ip::{FloatingIp, FloatingIpAssociation};
 pub use net::Net;
+pub use qos::{QosBandwidthLimitRule, QosMinimumBandwidthRule, QosPolicy};
 pub use router::{Router, RouterInterface};
 pub use security_group::{SecurityGroup, SecurityGroupRule};
 pub use subnet::Subnet;
@@ -50,12 +54,17 @@ const DELETE_RETRIES: u32 = 5;
 /// Adds the Neutron types to `registry`.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
+    registry.register(Arc::new(FloatingIp::new(host.clone())));
+    registry.register(Arc::new(FloatingIpAssociation::new(host.clone())));
     registry.register(Arc::new(Net::new(host.clone())));
     registry.register(Arc::new(Subnet::new(host.clone())));
     registry.register(Arc::new(Router::new(host.clone())));
     registry.register(Arc::new(RouterInterface::new(host.clone())));
     registry.register(Arc::new(SecurityGroup::new(host.clone())));
-    registry.register(Arc::new(SecurityGroupRule::new(host)));
+    registry.register(Arc::new(SecurityGroupRule::new(host.clone())));
+    registry.register(Arc::new(QosPolicy::new(host.clone())));
+    registry.register(Arc::new(QosBandwidthLimitRule::new(host.clone())));
+    registry.register(Arc::new(QosMinimumBandwidthRule::new(host.clone())));
 }
 
 /// The failure a Neutron error becomes: neutronclient's exception class
@@ -66,7 +75,12 @@ fn failure(e: OsError) -> ResourceFailure {
 
 /// A Neutron error met while resolving an attribute.
 fn attribute_error(e: OsError) -> EngineError {
-    let (heat_type, message) = match failure(e) {
+    failure_as_attribute_error(failure(e))
+}
+
+/// A failure met while resolving an attribute.
+fn failure_as_attribute_error(f: ResourceFailure) -> EngineError {
+    let (heat_type, message) = match f {
         ResourceFailure::Error { type_name, message } => (type_name, message),
         other => ("NeutronClientException".to_string(), other.to_string()),
     };
@@ -80,12 +94,21 @@ async fn network(session: &Session) -> Result<Network<'_>, ResourceFailure> {
 
 /// neutronclient's `find_resourceid_by_name_or_id`, with its errors.
 async fn find_id(network: &Network<'_>, kind: Kind, name_or_id: &str) -> Result<String, ResourceFailure> {
+    find_id_if_any(network, kind, name_or_id).await?.ok_or_else(|| {
+        ResourceFailure::error("NotFound", format!("Unable to find {} with name or id '{name_or_id}'", kind.key))
+    })
+}
+
+/// [`find_id`], None when nothing has that name or id (for the callers
+/// that ignore neutronclient's NotFound).
+async fn find_id_if_any(
+    network: &Network<'_>,
+    kind: Kind,
+    name_or_id: &str,
+) -> Result<Option<String>, ResourceFailure> {
     match network.lookup(kind, name_or_id).await.map_err(failure)? {
-        Lookup::Found(id) => Ok(id),
-        Lookup::NotFound => Err(ResourceFailure::error(
-            "NotFound",
-            format!("Unable to find {} with name or id '{name_or_id}'", kind.key),
-        )),
+        Lookup::Found(id) => Ok(Some(id)),
+        Lookup::NotFound => Ok(None),
         Lookup::Ambiguous => Err(ResourceFailure::error(
             "NeutronClientNoUniqueMatch",
             format!("Multiple {} matches found for name '{name_or_id}', use an ID to be more specific.", kind.key),
@@ -327,8 +350,9 @@ async fn replace_failed(host: &HostSlot, ctx: &mut ActionContext, kind: Kind) ->
     }
 }
 
-/// Attribute `name` of the object: Neutron's current value, or the last
-/// seen one when Neutron cannot be asked (no stack trust recorded).
+/// Attribute `name` of the object: Neutron's current value (null once
+/// Neutron no longer has it), or the last seen one when Neutron cannot be
+/// asked (no stack trust recorded).
 async fn object_attribute(
     host: &HostSlot,
     state: &ResourceState,
@@ -338,11 +362,23 @@ async fn object_attribute(
     let Some(id) = &state.physical_id else { return Ok(Value::Null) };
     if let Some(session) = attribute_session(host, state).await? {
         let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
-        let object = network.show(kind, id).await.map_err(attribute_error)?;
-        return Ok(object.get(name).cloned().unwrap_or(Value::Null));
+        // Heat resolves attributes ignoring NotFound: a gone object has none.
+        return match network.show(kind, id).await {
+            Ok(object) => Ok(pick_attribute(Value::Object(object), name)),
+            Err(e) if e.is_not_found() => Ok(Value::Null),
+            Err(e) => Err(attribute_error(e)),
+        };
     }
     let seen = state.data.get(OBJECT_DATA).and_then(|o| serde_json::from_str::<Value>(o).ok());
-    Ok(seen.and_then(|o| o.get(name).cloned()).unwrap_or(Value::Null))
+    Ok(seen.map(|o| pick_attribute(o, name)).unwrap_or(Value::Null))
+}
+
+/// Attribute `name` of an object Neutron showed; `show` is all of it.
+fn pick_attribute(object: Value, name: &str) -> Value {
+    if name == "show" {
+        return object;
+    }
+    object.get(name).cloned().unwrap_or(Value::Null)
 }
 
 /// Replaces the object's tags (Heat's `set_tags`; no tags: none).
@@ -445,6 +481,11 @@ mod tests {
         "OS::Neutron::RouterInterface",
         "OS::Neutron::SecurityGroup",
         "OS::Neutron::SecurityGroupRule",
+        "OS::Neutron::QoSPolicy",
+        "OS::Neutron::QoSMinimumBandwidthRule",
+        "OS::Neutron::QoSBandwidthLimitRule",
+        "OS::Neutron::FloatingIP",
+        "OS::Neutron::FloatingIPAssociation",
     ];
 
     /// The schema views equal what Heat 27.0.1's code answers

@@ -1,0 +1,519 @@
+//! OS::Neutron::QoSPolicy and its rules (OS::Neutron::QoSBandwidthLimitRule,
+//! OS::Neutron::QoSMinimumBandwidthRule): one rule type, told apart by a
+//! [`RuleFlavor`].
+//!
+//! A policy's physical id is the policy's id; Neutron shows it at once,
+//! so nothing is waited for, and a delete is done when Neutron accepts it
+//! (or no longer has it). A rule lives under its policy, named by name
+//! or id and resolved each time the rule is acted on; its physical id is
+//! the rule's id. A rule whose policy is gone is gone too. Heat's own
+//! NeutronResource rules apply: a delete's 409 is retried, attributes are
+//! read from Neutron.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use keelson_openstack::network::{Kind, Network, BANDWIDTH_LIMIT_RULE, MINIMUM_BANDWIDTH_RULE, QOS_POLICY};
+use keelson_openstack::OsError;
+use serde_json::{json, Value};
+
+use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
+use super::super::{
+    ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
+};
+use super::{
+    attribute_error, attribute_session, changed, conflict_retryable, create_fields, failure,
+    failure_as_attribute_error, find_id, find_id_if_any, network, object_attribute, remember, replace_failed, set_str,
+    stack_session, update_fields, with_delete_retries, INTERFACE, OBJECT_DATA,
+};
+use crate::error::EngineError;
+
+pub struct QosPolicy {
+    host: Arc<HostSlot>,
+    schema: ResourceSchema,
+}
+
+impl QosPolicy {
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        let properties = vec![
+            PropertySchema::new("name", T::String, "The name for the QoS policy.").update_allowed(),
+            PropertySchema::new("description", T::String, "The description for the QoS policy.").update_allowed(),
+            PropertySchema::new("shared", T::Boolean, "Whether this QoS policy should be shared to other tenants.")
+                .default_value(false)
+                .update_allowed(),
+            PropertySchema::new("tenant_id", T::String, "The owner tenant ID of this QoS policy."),
+        ];
+        let attributes = vec![AttributeSchema::new("rules", "A list of all rules for the QoS policy.", Some("list"))];
+        QosPolicy {
+            host,
+            schema: ResourceSchema {
+                properties,
+                attributes,
+                support_status: SupportStatus::supported("6.0.0"),
+                description: "A resource for Neutron QoS Policy.\n\nThis QoS policy can be associated with neutron resources,\nsuch as port and network, to provide QoS capabilities.\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+            },
+        }
+    }
+
+    async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let name = ctx.stable_physical_name();
+        let fields = create_fields(&ctx.properties, name);
+        let created = network.create(QOS_POLICY, fields).await.map_err(failure)?;
+        let id = created
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| failure(OsError::InvalidResponse("a QoS policy without an id".into())))?
+            .to_string();
+        ctx.state.physical_id = Some(id);
+        remember(ctx, created);
+        Ok(())
+    }
+
+    async fn update_with(&self, network: &Network<'_>, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let diff = changed(old, &ctx.properties);
+        if diff.is_empty() {
+            return Ok(());
+        }
+        let fields = update_fields(ctx, old, diff);
+        network.update(QOS_POLICY, &id, fields).await.map_err(failure)
+    }
+}
+
+impl Plugin for QosPolicy {
+    const TYPE: &'static str = "OS::Neutron::QoSPolicy";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.create_with(&network, ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.update_with(&network, ctx, old).await
+    }
+
+    /// Heat does not wait for the 404 here: the accepted delete is done.
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        let (network, id) = (&network, &id);
+        with_delete_retries(ctx, move || async move { conflict_retryable(network.delete(QOS_POLICY, id).await) }).await
+    }
+
+    async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
+        replace_failed(&self.host, ctx, QOS_POLICY).await
+    }
+
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        object_attribute(&self.host, state, QOS_POLICY, name).await
+    }
+}
+
+/// What tells one kind of QoS rule from another.
+pub trait RuleFlavor: Send + Sync + 'static {
+    const TYPE: &'static str;
+    /// The rule's kind under its policy.
+    const KIND: Kind;
+    fn schema() -> ResourceSchema;
+}
+
+/// The `policy` and `tenant_id` every rule has.
+fn rule_base_properties() -> [PropertySchema; 2] {
+    [
+        PropertySchema::new("policy", T::String, "ID or name of the QoS policy.")
+            .required()
+            .constraint(Constraint::custom("neutron.qos_policy")),
+        PropertySchema::new("tenant_id", T::String, "The owner tenant ID of this rule."),
+    ]
+}
+
+fn direction() -> PropertySchema {
+    PropertySchema::new("direction", T::String, "Traffic direction from the point of view of the port.")
+        .default_value("egress")
+        .update_allowed()
+        .constraint(Constraint::allowed_values(["egress", "ingress"]))
+}
+
+fn kbps(name: &'static str, description: &'static str) -> PropertySchema {
+    PropertySchema::new(name, T::Integer, description).update_allowed().constraint(Constraint::range(Some(0), None))
+}
+
+pub struct BandwidthLimit;
+
+impl RuleFlavor for BandwidthLimit {
+    const TYPE: &'static str = "OS::Neutron::QoSBandwidthLimitRule";
+    const KIND: Kind = BANDWIDTH_LIMIT_RULE;
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![
+            kbps("max_kbps", "Max bandwidth in kbps.").required(),
+            kbps("max_burst_kbps", "Max burst bandwidth in kbps.").default_value(0),
+            direction(),
+        ];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("6.0.0"),
+            description: "A resource for Neutron QoS bandwidth limit rule.\n\nThis rule can be associated with QoS policy, and then the policy\ncan be used by neutron port and network, to provide bandwidth limit\nQoS capabilities.\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
+pub struct MinimumBandwidth;
+
+impl RuleFlavor for MinimumBandwidth {
+    const TYPE: &'static str = "OS::Neutron::QoSMinimumBandwidthRule";
+    const KIND: Kind = MINIMUM_BANDWIDTH_RULE;
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![kbps("min_kbps", "Min bandwidth in kbps.").required(), direction()];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("14.0.0"),
+            description: "A resource for guaranteeing bandwidth.\n\nThis rule can be associated with a QoS policy, and then the policy\ncan be used by a neutron port to provide guaranteed bandwidth QoS\ncapabilities.\n\nDepending on drivers the guarantee may be enforced on two levels.\nFirst when a server is placed (scheduled) on physical infrastructure\nand/or second in the data plane of the physical hypervisor. For details\nplease see Neutron documentation:\n\nhttps://docs.openstack.org/neutron/latest/admin/config-qos-min-bw.html\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
+/// One rule of a QoS policy.
+pub struct QosRule<R: RuleFlavor> {
+    host: Arc<HostSlot>,
+    schema: ResourceSchema,
+    flavor: PhantomData<R>,
+}
+
+pub type QosBandwidthLimitRule = QosRule<BandwidthLimit>;
+pub type QosMinimumBandwidthRule = QosRule<MinimumBandwidth>;
+
+/// The id of the rule's policy; None when Neutron has no such policy
+/// (Heat's ignore-not-found covers the lookup too).
+async fn policy_id(network: &Network<'_>, props: &Properties) -> Result<Option<String>, ResourceFailure> {
+    find_id_if_any(network, QOS_POLICY, set_str(props, "policy").unwrap_or_default()).await
+}
+
+impl<R: RuleFlavor> QosRule<R> {
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        QosRule { host, schema: R::schema(), flavor: PhantomData }
+    }
+
+    async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let policy = find_id(network, QOS_POLICY, set_str(&ctx.properties, "policy").unwrap_or_default()).await?;
+        // No `name` property: the physical name is not part of the body.
+        let mut fields = create_fields(&ctx.properties, String::new());
+        fields.remove("policy");
+        let created = network.create_in(QOS_POLICY, &policy, R::KIND, fields).await.map_err(failure)?;
+        let id = created
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| failure(OsError::InvalidResponse(format!("a {} without an id", R::KIND.key))))?
+            .to_string();
+        ctx.state.physical_id = Some(id);
+        remember(ctx, created);
+        Ok(())
+    }
+
+    async fn update_with(&self, network: &Network<'_>, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let diff = changed(old, &ctx.properties);
+        if diff.is_empty() {
+            return Ok(());
+        }
+        let policy = find_id(network, QOS_POLICY, set_str(old, "policy").unwrap_or_default()).await?;
+        network.update_in(QOS_POLICY, &policy, R::KIND, &id, diff).await.map_err(failure)
+    }
+
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let Some(policy) = policy_id(network, &ctx.properties).await? else { return Ok(()) };
+        let (policy, id) = (&policy, &id);
+        with_delete_retries(ctx, move || async move {
+            conflict_retryable(network.delete_in(QOS_POLICY, policy, R::KIND, id).await)
+        })
+        .await
+    }
+}
+
+impl<R: RuleFlavor> Plugin for QosRule<R> {
+    const TYPE: &'static str = R::TYPE;
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.create_with(&network, ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.update_with(&network, ctx, old).await
+    }
+
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        if ctx.state.physical_id.is_none() {
+            return Ok(());
+        }
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.delete_with(&network, ctx).await
+    }
+
+    /// Heat's `needs_replace_failed` for an object without a status:
+    /// replaced only when it (or its policy) is gone.
+    async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(true) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        let Some(policy) = policy_id(&network, &ctx.properties).await? else { return Ok(true) };
+        match network.show_in(QOS_POLICY, &policy, R::KIND, &id).await {
+            Ok(rule) => Ok(rule.get("status").is_some_and(|s| s == "ERROR")),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(failure(e)),
+        }
+    }
+
+    /// Only `show`: the rule as Neutron shows it now (as last seen when
+    /// Neutron cannot be asked).
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
+        if let Some(session) = attribute_session(&self.host, state).await? {
+            let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+            // As Heat: a rule or policy Neutron no longer has shows null.
+            let Some(policy) = policy_id(&network, &state.properties).await.map_err(failure_as_attribute_error)? else {
+                return Ok(Value::Null);
+            };
+            return match network.show_in(QOS_POLICY, &policy, R::KIND, id).await {
+                Ok(rule) => Ok(Value::Object(rule)),
+                Err(e) if e.is_not_found() => Ok(Value::Null),
+                Err(e) => Err(attribute_error(e)),
+            };
+        }
+        Ok(state.data.get(OBJECT_DATA).and_then(|o| serde_json::from_str(o).ok()).unwrap_or(json!(null)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::context::test_context;
+    use super::super::super::UpdateDecision;
+    use super::super::testing;
+    use super::*;
+
+    fn policy() -> QosPolicy {
+        QosPolicy::new(Arc::new(HostSlot::default()))
+    }
+
+    fn props(v: Value) -> Properties {
+        Plugin::validate_properties(&policy(), "qp", &v).unwrap()
+    }
+
+    const POLICIES: &str = "/network/v2.0/qos/policies";
+
+    #[tokio::test]
+    async fn create_posts_the_policy_without_waiting() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(
+            &format!("POST {POLICIES}"),
+            201,
+            json!({"policy": {"id": "q1", "rules": [{"id": "r1", "type": "bandwidth_limit"}]}}),
+        );
+        let network = network(&session).await.unwrap();
+        let (mut ctx, _tx) = test_context(props(json!({"description": "gold"})));
+        policy().create_with(&network, &mut ctx).await.unwrap();
+        let name = ctx.state.data.get(crate::resources::PHYSICAL_NAME_DATA).unwrap().clone();
+        let calls = neutron.calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].2, json!({"policy": {"name": name, "description": "gold", "shared": false}}));
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("q1"));
+        // Attributes answer from Neutron.
+        neutron.answer(&format!("GET {POLICIES}/q1"), 200, json!({"policy": {"id": "q1", "rules": []}}));
+        let (slot, _host) = testing::bound(Some(session));
+        let bound = QosPolicy::new(slot);
+        assert_eq!(bound.attribute(&ctx.state, "rules").await.unwrap(), json!([]));
+        assert_eq!(bound.attribute(&ctx.state, "show").await.unwrap(), json!({"id": "q1", "rules": []}));
+        ctx.state.physical_id = Some("gone".into());
+        assert_eq!(bound.attribute(&ctx.state, "rules").await.unwrap(), Value::Null);
+    }
+
+    #[tokio::test]
+    async fn update_puts_what_changed_and_a_cleared_name_is_the_physical_one() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(&format!("PUT {POLICIES}/q1"), 200, json!({"policy": {"id": "q1"}}));
+        let network = network(&session).await.unwrap();
+        let old = props(json!({"name": "gold", "description": "d"}));
+        let (mut ctx, _tx) = test_context(props(json!({"description": "d", "shared": true})));
+        ctx.state.physical_id = Some("q1".into());
+        policy().update_with(&network, &mut ctx, &old).await.unwrap();
+        let name = ctx.state.data.get(crate::resources::PHYSICAL_NAME_DATA).unwrap().clone();
+        assert_eq!(
+            neutron.calls()[0],
+            ("PUT".into(), format!("{POLICIES}/q1"), json!({"policy": {"name": name, "shared": true}}))
+        );
+        assert_eq!(
+            Plugin::update_decision(&policy(), &old, &props(json!({"tenant_id": "t"}))),
+            UpdateDecision::Replace
+        );
+        assert_eq!(Plugin::update_decision(&policy(), &old, &props(json!({"name": "x"}))), UpdateDecision::InPlace);
+    }
+
+    #[tokio::test]
+    async fn delete_is_done_when_accepted_or_gone() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(&format!("DELETE {POLICIES}/q1"), 204, Value::Null);
+        let (slot, _host) = testing::bound(Some(session));
+        let plugin = QosPolicy::new(slot);
+        let (mut ctx, _tx) = test_context(props(json!({})));
+        ctx.state.physical_id = Some("q1".into());
+        Plugin::delete(&plugin, &mut ctx).await.unwrap();
+        assert_eq!(neutron.calls().len(), 1, "no look after the delete");
+        ctx.state.physical_id = Some("gone".into());
+        Plugin::delete(&plugin, &mut ctx).await.unwrap();
+    }
+
+    fn min_rule() -> QosMinimumBandwidthRule {
+        QosRule::new(Arc::new(HostSlot::default()))
+    }
+
+    const GOLD: &str = "GET /network/v2.0/qos/policies?name=gold&fields=id";
+
+    #[tokio::test]
+    async fn a_rule_is_made_under_its_policy() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/minimum_bandwidth_rules"),
+            201,
+            json!({"minimum_bandwidth_rule": {"id": "r1", "min_kbps": 1000, "direction": "egress"}}),
+        );
+        let network = network(&session).await.unwrap();
+        let props =
+            Plugin::validate_properties(&min_rule(), "r", &json!({"policy": "gold", "min_kbps": 1000})).unwrap();
+        let (mut ctx, _tx) = test_context(props.clone());
+        min_rule().create_with(&network, &mut ctx).await.unwrap();
+        assert_eq!(neutron.calls()[1].2, json!({"minimum_bandwidth_rule": {"min_kbps": 1000, "direction": "egress"}}));
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("r1"));
+        assert!(!ctx.state.data.contains_key(crate::resources::PHYSICAL_NAME_DATA));
+        // `show` is the rule as Neutron shows it.
+        neutron.answer(
+            &format!("GET {POLICIES}/q1/minimum_bandwidth_rules/r1"),
+            200,
+            json!({"minimum_bandwidth_rule": {"id": "r1", "min_kbps": 1000}}),
+        );
+        ctx.state.properties = props;
+        let (slot, _host) = testing::bound(Some(session));
+        let bound = QosMinimumBandwidthRule::new(slot);
+        assert_eq!(bound.attribute(&ctx.state, "show").await.unwrap(), json!({"id": "r1", "min_kbps": 1000}));
+        ctx.state.physical_id = Some("gone".into());
+        assert_eq!(bound.attribute(&ctx.state, "show").await.unwrap(), Value::Null);
+    }
+
+    #[tokio::test]
+    async fn a_rule_update_puts_what_changed_and_a_new_policy_replaces() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(&format!("PUT {POLICIES}/q1/minimum_bandwidth_rules/r1"), 200, json!({}));
+        let network = network(&session).await.unwrap();
+        let rule = |v: Value| Plugin::validate_properties(&min_rule(), "r", &v).unwrap();
+        let old = rule(json!({"policy": "gold", "min_kbps": 1000}));
+        let new = rule(json!({"policy": "gold", "min_kbps": 2000, "direction": "ingress"}));
+        assert_eq!(Plugin::update_decision(&min_rule(), &old, &new), UpdateDecision::InPlace);
+        let (mut ctx, _tx) = test_context(new);
+        ctx.state.physical_id = Some("r1".into());
+        min_rule().update_with(&network, &mut ctx, &old).await.unwrap();
+        assert_eq!(neutron.calls()[1].2, json!({"minimum_bandwidth_rule": {"min_kbps": 2000, "direction": "ingress"}}));
+        let moved = rule(json!({"policy": "silver", "min_kbps": 1000}));
+        assert_eq!(Plugin::update_decision(&min_rule(), &old, &moved), UpdateDecision::Replace);
+    }
+
+    #[tokio::test]
+    async fn a_rule_whose_policy_is_gone_is_deleted() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": []}));
+        let network = network(&session).await.unwrap();
+        let props = Plugin::validate_properties(&min_rule(), "r", &json!({"policy": "gold", "min_kbps": 1})).unwrap();
+        let (mut ctx, _tx) = test_context(props);
+        ctx.state.physical_id = Some("r1".into());
+        min_rule().delete_with(&network, &mut ctx).await.unwrap();
+        assert!(neutron.calls().iter().all(|(m, _, _)| m == "GET"));
+        // The policy there, the rule gone: done too.
+        neutron.answer(
+            "GET /network/v2.0/qos/policies?name=silver&fields=id",
+            200,
+            json!({"policies": [{"id": "q1"}]}),
+        );
+        ctx.properties.insert("policy".into(), json!("silver"));
+        min_rule().delete_with(&network, &mut ctx).await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/minimum_bandwidth_rules/r1")
+        );
+    }
+
+    #[test]
+    fn rule_values_are_checked() {
+        let invalid = |v: Value| Plugin::validate_properties(&min_rule(), "r", &v).unwrap_err().message();
+        assert!(invalid(json!({"policy": "gold", "min_kbps": -1})).contains("min_kbps"));
+        assert!(invalid(json!({"policy": "gold", "min_kbps": 1, "direction": "any"})).contains("direction"));
+        assert!(invalid(json!({"min_kbps": 1})).contains("policy"));
+    }
+    #[tokio::test]
+    async fn a_bandwidth_limit_rule_sends_its_defaults() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/bandwidth_limit_rules"),
+            201,
+            json!({"bandwidth_limit_rule": {"id": "b1"}}),
+        );
+        let network = network(&session).await.unwrap();
+        let limit = || QosBandwidthLimitRule::new(Arc::new(HostSlot::default()));
+        let props =
+            Plugin::validate_properties(&limit(), "r", &json!({"policy": "gold", "max_kbps": 100, "tenant_id": "t"}))
+                .unwrap();
+        let (mut ctx, _tx) = test_context(props);
+        limit().create_with(&network, &mut ctx).await.unwrap();
+        assert_eq!(
+            neutron.calls()[1].2,
+            json!({"bandwidth_limit_rule": {"max_kbps": 100, "max_burst_kbps": 0, "direction": "egress", "tenant_id": "t"}})
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("b1"));
+        let e =
+            Plugin::validate_properties(&limit(), "r", &json!({"policy": "gold", "max_kbps": 1, "max_burst_kbps": -1}))
+                .unwrap_err();
+        assert!(e.message().contains("max_burst_kbps"));
+    }
+    #[tokio::test]
+    async fn a_failed_rule_is_replaced_only_when_gone() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("GET {POLICIES}/q1/minimum_bandwidth_rules/r1"),
+            200,
+            json!({"minimum_bandwidth_rule": {"id": "r1"}}),
+        );
+        let (slot, _host) = testing::bound(Some(session));
+        let plugin = QosMinimumBandwidthRule::new(slot);
+        let props = Plugin::validate_properties(&plugin, "r", &json!({"policy": "gold", "min_kbps": 1})).unwrap();
+        let (mut ctx, _tx) = test_context(props);
+        assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(true));
+        ctx.state.physical_id = Some("r1".into());
+        assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(false));
+        ctx.state.physical_id = Some("r2".into());
+        assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(true));
+    }
+}
