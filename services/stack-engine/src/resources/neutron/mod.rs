@@ -60,7 +60,7 @@ pub fn register(registry: &mut Registry) {
 
 /// The failure a Neutron error becomes: neutronclient's exception class
 /// for the status and Neutron's message.
-fn failure(e: OsError) -> ResourceFailure {
+pub(crate) fn failure(e: OsError) -> ResourceFailure {
     NEUTRONCLIENT.failure(e)
 }
 
@@ -80,7 +80,14 @@ async fn network(session: &Session) -> Result<Network<'_>, ResourceFailure> {
 
 /// neutronclient's `find_resourceid_by_name_or_id`, with its errors.
 async fn find_id(network: &Network<'_>, kind: Kind, name_or_id: &str) -> Result<String, ResourceFailure> {
-    match network.lookup(kind, name_or_id).await.map_err(failure)? {
+    lookup_result(kind, name_or_id, network.lookup(kind, name_or_id).await.map_err(failure)?)
+}
+
+/// What neutronclient's lookup of `name_or_id` answers for what Neutron
+/// found: the id, or the exception it raises (also the `neutron.*`
+/// custom constraints' texts).
+pub(crate) fn lookup_result(kind: Kind, name_or_id: &str, found: Lookup) -> Result<String, ResourceFailure> {
+    match found {
         Lookup::Found(id) => Ok(id),
         Lookup::NotFound => Err(ResourceFailure::error(
             "NotFound",
