@@ -7,7 +7,7 @@
 use keelson_openstack::compute::Compute;
 use keelson_openstack::identity_admin::Entity;
 use keelson_openstack::image::Image;
-use keelson_openstack::network::{self, Kind, Network};
+use keelson_openstack::network::{self, Kind, Lookup, Network};
 use keelson_openstack::volume::Volume;
 use keelson_openstack::{OsError, Session};
 use serde_json::Value;
@@ -25,6 +25,8 @@ pub enum ServiceConstraint {
     /// `neutron.network`, `neutron.subnet`, ...: neutronclient's
     /// name-or-id lookup; `extension` must be enabled first.
     Neutron { kind: Kind, extension: Option<&'static str> },
+    /// `neutron.segment`: openstacksdk's `find_segment`.
+    NeutronSegment,
     /// `nova.flavor`: by id, else by its unique name.
     NovaFlavor,
     /// `nova.keypair`: by name; an empty name passes.
@@ -51,6 +53,7 @@ impl ServiceConstraint {
             "neutron.qos_policy" => {
                 Some(ServiceConstraint::Neutron { kind: network::QOS_POLICY, extension: Some("qos") })
             }
+            "neutron.segment" => Some(ServiceConstraint::NeutronSegment),
             "nova.flavor" => Some(ServiceConstraint::NovaFlavor),
             "nova.keypair" => Some(ServiceConstraint::NovaKeypair),
             "glance.image" => Some(ServiceConstraint::GlanceImage),
@@ -73,7 +76,7 @@ impl ServiceConstraint {
     /// Keystone, which the session itself speaks to.
     fn service_types(self) -> Option<&'static [&'static str]> {
         match self {
-            ServiceConstraint::Neutron { .. } => Some(&["network"]),
+            ServiceConstraint::Neutron { .. } | ServiceConstraint::NeutronSegment => Some(&["network"]),
             ServiceConstraint::NovaFlavor | ServiceConstraint::NovaKeypair => Some(&["compute"]),
             ServiceConstraint::GlanceImage => Some(&["image"]),
             ServiceConstraint::Keystone(_) => None,
@@ -130,6 +133,7 @@ pub async fn check(session: &Session, constraint: ServiceConstraint, value: &Val
     let text = crate::resources::properties::py_str(value);
     match constraint {
         ServiceConstraint::Neutron { kind, extension } => check_neutron(session, kind, extension, &text).await,
+        ServiceConstraint::NeutronSegment => check_segment(session, &text).await,
         ServiceConstraint::NovaFlavor => check_flavor(session, &text).await,
         ServiceConstraint::NovaKeypair => check_keypair(session, &text).await,
         ServiceConstraint::GlanceImage => {
@@ -168,6 +172,18 @@ async fn check_neutron(
     }
     let found = client.lookup(kind, value).await.map_err(|e| invalid(neutron::failure(e)))?;
     neutron::lookup_result(kind, value, found).map(drop).map_err(invalid)
+}
+
+/// Heat's `SegmentConstraint`: openstacksdk's ResourceNotFound and
+/// DuplicateResource are its own; `find_segment` answers None for a
+/// missing segment, whose `.id` Heat then reads (an AttributeError).
+async fn check_segment(session: &Session, value: &str) -> Result<(), ServiceRefusal> {
+    let client = Network::connect(session, INTERFACE, None).await.map_err(|e| failed(neutron::failure(e)))?;
+    match neutron::segment_lookup(&client, value).await.map_err(failed)? {
+        Lookup::Found(_) => Ok(()),
+        Lookup::NotFound => Err(ServiceRefusal::Failed("'NoneType' object has no attribute 'id'".to_string())),
+        ambiguous => neutron::segment_result(value, ambiguous).map(drop).map_err(invalid),
+    }
 }
 
 /// Heat's `FlavorConstraint` (`find_flavor_by_name_or_id`): the flavor

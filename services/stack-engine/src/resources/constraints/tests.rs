@@ -193,3 +193,79 @@ fn iso_8601_refusals_give_no_reason() {
     assert_eq!(local_refusal("test_constr", &json!("anything")), None);
     assert_eq!(local_refusal("neutron.network", &json!("nope")), None);
 }
+
+#[tokio::test]
+async fn segments_are_found_as_openstacksdk_finds_them() {
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/segments?name=seg", 200, json!({"segments": [{"id": "s1"}]}));
+    neutron.answer("GET /network/v2.0/segments?name=twice", 200, json!({"segments": [{"id": "s1"}, {"id": "s2"}]}));
+    neutron.answer("GET /network/v2.0/segments?name=none", 200, json!({"segments": []}));
+    let check = |value: &str| PendingCheck {
+        resource: "sub".into(),
+        path: vec!["segment".into()],
+        constraint: ServiceConstraint::named("neutron.segment").unwrap(),
+        value: json!(value),
+    };
+    run_checks(&session, &[check("seg")]).await.unwrap();
+    let e = run_checks(&session, &[check("twice")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.sub.properties.segment: Error validating value 'twice': More than one Segment exists with the name 'twice'."
+    );
+    let e = run_checks(&session, &[check("none")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.sub.properties.segment: 'NoneType' object has no attribute 'id'"
+    );
+}
+
+/// Through the API: a create naming a network Neutron does not have is
+/// refused with Heat's 400 before anything is stored.
+#[tokio::test]
+async fn a_create_is_refused_before_anything_is_stored() {
+    use crate::convergence::EngineSettings;
+    use crate::identity::IdentitySettings;
+    use crate::service::{Caller, Orchestration, ServiceSettings};
+    use keelson_db::{DatabaseUrl, Db, PoolSettings};
+    use std::sync::Arc;
+
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/networks?name=nope&fields=id", 200, json!({"networks": []}));
+    let keystone = session.identity_v3().trim_end_matches("/v3").to_string();
+    let path = std::env::temp_dir().join(format!("keelson-constraints-{}.db", uuid::Uuid::new_v4()));
+    let url = DatabaseUrl::parse(&format!("sqlite:///{}", path.display())).unwrap();
+    let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
+    crate::store::schema::sync(&db).await.unwrap();
+    let registry = Arc::new(neutron_registry());
+    let identity = IdentitySettings {
+        auth_uri: keystone.clone(),
+        trusts: false,
+        trusts_delegated_roles: Vec::new(),
+        auth_encryption_key: "constraints-test".into(),
+        stack_user_domain: None,
+        stack_domain_admin: None,
+        stack_domain_admin_password: String::new(),
+        heat_stack_user_role: "heat_stack_user".into(),
+        trustee_auth_url: keystone,
+        trustee: None,
+        trustee_password: String::new(),
+        client_retry_limit: 0,
+    };
+    let settings = EngineSettings { identity: Some(identity), ..EngineSettings::default() };
+    let engine = crate::start_engine(db.clone(), registry.clone(), settings).await.unwrap();
+    let api = Orchestration::new(engine, db.clone(), registry, ServiceSettings::default());
+    let caller = Caller { auth_token: "tok".into(), ..crate::caller::test_admin() };
+    let template = json!({"heat_template_version": "2018-08-31", "resources": {
+        "sub": {"type": "OS::Neutron::Subnet", "properties": {"network": "nope", "cidr": "10.0.0.0/24"}}}});
+    let e = api.create_stack(&caller, &json!({"stack_name": "s1", "template": template})).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("StackValidationFailed", 400));
+    assert_eq!(
+        e.message(),
+        "Property error: resources.sub.properties.network: Error validating value 'nope': Unable to find network with name or id 'nope'"
+    );
+    assert!(crate::store::stacks::get_by_name(&db, "p", "s1").await.unwrap().is_none());
+    db.close().await;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}

@@ -127,22 +127,39 @@ fn replace_deprecated(given: &Value, pairs: &[(&str, &str)]) -> Result<Value, En
 /// openstacksdk's `find_segment` (Heat's `neutron.segment` finder): the
 /// id itself, else the one segment of that name.
 async fn find_segment(network: &Network<'_>, name_or_id: &str) -> Result<String, ResourceFailure> {
+    segment_result(name_or_id, segment_lookup(network, name_or_id).await?)
+}
+
+/// What openstacksdk's `find_segment` finds: the segment with that id,
+/// else the ones with that name.
+pub(crate) async fn segment_lookup(network: &Network<'_>, name_or_id: &str) -> Result<Lookup, ResourceFailure> {
     match network.show(SEGMENT, name_or_id).await {
         Ok(segment) => {
             return segment
                 .get("id")
                 .and_then(Value::as_str)
-                .map(str::to_owned)
+                .map(|id| Lookup::Found(id.to_owned()))
                 .ok_or_else(|| failure(OsError::InvalidResponse("a segment without an id".into())))
         }
         Err(e) if e.is_not_found() => {}
         Err(e) => return Err(failure(e)),
     }
     let found = network.list(SEGMENT, &[("name", name_or_id)]).await.map_err(failure)?;
-    match found.as_slice() {
-        [one] => Ok(one.get("id").and_then(Value::as_str).unwrap_or_default().to_string()),
-        [] => Err(ResourceFailure::error("ResourceNotFound", format!("No Segment found for {name_or_id}"))),
-        _ => Err(ResourceFailure::error(
+    Ok(match found.as_slice() {
+        [one] => Lookup::Found(one.get("id").and_then(Value::as_str).unwrap_or_default().to_string()),
+        [] => Lookup::NotFound,
+        _ => Lookup::Ambiguous,
+    })
+}
+
+/// The segment's id, or openstacksdk's exception for what was found.
+pub(crate) fn segment_result(name_or_id: &str, found: Lookup) -> Result<String, ResourceFailure> {
+    match found {
+        Lookup::Found(id) => Ok(id),
+        Lookup::NotFound => {
+            Err(ResourceFailure::error("ResourceNotFound", format!("No Segment found for {name_or_id}")))
+        }
+        Lookup::Ambiguous => Err(ResourceFailure::error(
             "DuplicateResource",
             format!("More than one Segment exists with the name '{name_or_id}'."),
         )),
