@@ -258,14 +258,18 @@ impl StackDefinition {
         Ok(())
     }
 
-    /// The values of this stack's resources that custom constraints check
-    /// against a service, in resource then schema order (run once the
-    /// stack validated, see [`resources::constraints::run_checks`]).
+    /// The values of this stack's parameters, then resources, that custom
+    /// constraints check against a service, in template order (run once
+    /// the stack validated, see [`resources::constraints::run_checks`]);
+    /// a parameter a service-free custom constraint refuses is an error.
     /// Values that depend on another resource are unknown here and, as
     /// Heat's validation of resources not yet created, not checked.
-    pub fn service_constraint_checks(&self, registry: &Registry) -> Vec<resources::constraints::PendingCheck> {
+    pub fn service_constraint_checks(
+        &self,
+        registry: &Registry,
+    ) -> Result<Vec<resources::constraints::PendingCheck>, EngineError> {
         let unknown = LiveContext::placeholders(self);
-        let mut checks = Vec::new();
+        let mut checks = resources::constraints::parameter_checks(self.template.param_schemata(), &self.params)?;
         for defn in &self.resources {
             let Ok(plugin) = self.plugin_for(registry, &defn.name, &defn.type_name) else { continue };
             let Ok(given) = defn.properties.resolve(&unknown) else { continue };
@@ -278,7 +282,7 @@ impl StackDefinition {
                 &from_resources,
             ));
         }
-        checks
+        Ok(checks)
     }
 
     /// Upstream `StackResource.validate_nested_stack`: the nested stack a

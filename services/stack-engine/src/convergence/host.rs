@@ -107,7 +107,7 @@ impl Engine {
         def.validate(&self.registry)?;
         // Heat validates a nested stack strictly as it creates it, with the
         // stack's stored context: its service constraints through the trust.
-        let checks = def.service_constraint_checks(&self.registry);
+        let checks = def.service_constraint_checks(&self.registry)?;
         if !checks.is_empty() {
             if let Some(session) = self.stack_session(&owner.id).await? {
                 crate::resources::constraints::run_checks(&session, &checks).await?;

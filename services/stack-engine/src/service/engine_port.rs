@@ -158,7 +158,7 @@ impl Orchestration {
         if caller.auth_token.is_empty() {
             return Ok(());
         }
-        let checks = prepared.def.service_constraint_checks(&self.registry);
+        let checks = prepared.def.service_constraint_checks(&self.registry)?;
         if checks.is_empty() {
             return Ok(());
         }

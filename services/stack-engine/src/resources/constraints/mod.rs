@@ -48,14 +48,56 @@ pub(crate) fn local_refusal(name: &str, value: &Value) -> Option<String> {
     outcome.err().map(|reason| refusal_text(value, reason.as_deref()))
 }
 
-/// A value a service constraint is to check: where it is (below the
-/// resource's `properties`) and what checks it.
+/// Where a checked value is, as Heat's error names it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckedAt {
+    /// Below resource `resource`'s `properties`, at `path`.
+    Property { resource: String, path: Vec<String> },
+    /// The value of parameter `name`.
+    Parameter(String),
+}
+
+/// A value a service constraint is to check: where it is and what checks it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingCheck {
-    pub resource: String,
-    pub path: Vec<String>,
+    pub at: CheckedAt,
     pub constraint: ServiceConstraint,
     pub value: Value,
+}
+
+/// Heat's `Parameter '<name>' is invalid: <message>`.
+fn parameter_error(name: &str, message: &str) -> EngineError {
+    EngineError::validation(format!("Parameter '{name}' is invalid: {message}"))
+}
+
+/// The custom constraints of a stack's parameters (Heat checks them,
+/// parameter by parameter, before the resources): a service-free one
+/// refusing a value is an error now; the service ones are gathered.
+/// Values that are lists or maps are not checked.
+pub(crate) fn parameter_checks(
+    schemas: &[keelson_hot::ParamSchema],
+    values: &keelson_hot::ParamValues,
+) -> Result<Vec<PendingCheck>, EngineError> {
+    let mut out = Vec::new();
+    for schema in schemas {
+        let Some(value) = values.get(&schema.name).filter(|v| !v.is_null() && !v.is_array() && !v.is_object()) else {
+            continue;
+        };
+        for c in &schema.constraints {
+            let keelson_hot::ConstraintKind::Custom(name) = &c.kind else { continue };
+            if let Some(message) = local_refusal(name, value) {
+                return Err(parameter_error(&schema.name, c.description.as_deref().unwrap_or(&message)));
+            }
+            if let Some(constraint) = ServiceConstraint::named(name) {
+                out.push(PendingCheck {
+                    at: CheckedAt::Parameter(schema.name.clone()),
+                    constraint,
+                    value: value.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The values of resource `resource`'s validated `props` that service
@@ -88,8 +130,7 @@ fn collect(resource: &str, schema: &PropertySchema, value: &Value, path: Vec<Str
         if let ConstraintKind::Custom(name) = c.kind {
             if let Some(constraint) = ServiceConstraint::named(name) {
                 out.push(PendingCheck {
-                    resource: resource.to_string(),
-                    path: path.clone(),
+                    at: CheckedAt::Property { resource: resource.to_string(), path: path.clone() },
                     constraint,
                     value: value.clone(),
                 });
@@ -136,7 +177,10 @@ pub async fn run_checks(session: &Session, checks: &[PendingCheck]) -> Result<()
                     ServiceRefusal::Invalid(reason) => refusal_text(&check.value, Some(&reason)),
                     ServiceRefusal::Failed(text) => text,
                 };
-                return Err(property_error(&check.resource, &check.path, &message));
+                return Err(match &check.at {
+                    CheckedAt::Property { resource, path } => property_error(resource, path, &message),
+                    CheckedAt::Parameter(name) => parameter_error(name, &message),
+                });
             }
         }
     }

@@ -30,7 +30,7 @@ fn subnet_stack(network: Value) -> StackDefinition {
 /// constraints asked through `session`.
 async fn validated(def: &StackDefinition, registry: &Registry, session: &Session) -> Result<(), EngineError> {
     def.validate(registry)?;
-    run_checks(session, &def.service_constraint_checks(registry)).await
+    run_checks(session, &def.service_constraint_checks(registry)?).await
 }
 
 #[tokio::test]
@@ -57,7 +57,7 @@ async fn values_from_other_resources_are_not_checked() {
     let (neutron, session) = neutron_standin::neutron().await;
     let registry = neutron_registry();
     let def = subnet_stack(json!({"get_resource": "net"}));
-    assert_eq!(def.service_constraint_checks(&registry), Vec::new());
+    assert_eq!(def.service_constraint_checks(&registry).unwrap(), Vec::new());
     validated(&def, &registry, &session).await.unwrap();
     assert!(neutron.calls().is_empty());
 }
@@ -81,8 +81,7 @@ async fn flavors_resolve_by_id_then_by_unique_name() {
         json!({"flavors": [{"id": "f1", "name": "m1.small"}, {"id": "f2", "name": "twin"}, {"id": "f3", "name": "twin"}]}),
     );
     let check = |value: &str| PendingCheck {
-        resource: "server".into(),
-        path: vec!["flavor".into()],
+        at: CheckedAt::Property { resource: "server".into(), path: vec!["flavor".into()] },
         constraint: ServiceConstraint::NovaFlavor,
         value: json!(value),
     };
@@ -103,8 +102,7 @@ async fn keypairs_are_looked_up_by_name() {
     let (nova, session) = nova_standin::nova("2.79").await;
     nova.answer("GET /compute/v2.1/os-keypairs/mine", 200, json!({"keypair": {"name": "mine", "public_key": "k"}}));
     let check = |value: &str| PendingCheck {
-        resource: "server".into(),
-        path: vec!["key_name".into()],
+        at: CheckedAt::Property { resource: "server".into(), path: vec!["key_name".into()] },
         constraint: ServiceConstraint::NovaKeypair,
         value: json!(value),
     };
@@ -141,7 +139,11 @@ fn service_values_are_gathered_in_lists_and_maps() {
         .cloned()
         .unwrap();
     let checks = pending_checks("r", &schemas, &props, &|_| false);
-    let found: Vec<(Vec<String>, Value)> = checks.iter().map(|c| (c.path.clone(), c.value.clone())).collect();
+    let path_of = |c: &PendingCheck| match &c.at {
+        CheckedAt::Property { path, .. } => path.clone(),
+        CheckedAt::Parameter(name) => vec![name.clone()],
+    };
+    let found: Vec<(Vec<String>, Value)> = checks.iter().map(|c| (path_of(c), c.value.clone())).collect();
     let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
         found,
@@ -151,7 +153,7 @@ fn service_values_are_gathered_in_lists_and_maps() {
             (path(&["gw", "network"]), json!("ext")),
         ]
     );
-    assert!(pending_checks("r", &schemas, &props, &|key| key == "groups").iter().all(|c| c.path[0] == "gw"));
+    assert!(pending_checks("r", &schemas, &props, &|key| key == "groups").iter().all(|c| path_of(c)[0] == "gw"));
 }
 
 #[test]
@@ -201,8 +203,7 @@ async fn segments_are_found_as_openstacksdk_finds_them() {
     neutron.answer("GET /network/v2.0/segments?name=twice", 200, json!({"segments": [{"id": "s1"}, {"id": "s2"}]}));
     neutron.answer("GET /network/v2.0/segments?name=none", 200, json!({"segments": []}));
     let check = |value: &str| PendingCheck {
-        resource: "sub".into(),
-        path: vec!["segment".into()],
+        at: CheckedAt::Property { resource: "sub".into(), path: vec!["segment".into()] },
         constraint: ServiceConstraint::named("neutron.segment").unwrap(),
         value: json!(value),
     };
@@ -268,4 +269,30 @@ async fn a_create_is_refused_before_anything_is_stored() {
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
     }
+}
+
+#[tokio::test]
+async fn parameters_are_checked_before_resources() {
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /compute/v2.1/flavors", 200, json!({"flavors": [{"id": "f1", "name": "m1.small"}]}));
+    let t = |flavor: &str, address: &str| {
+        json!({"heat_template_version": "2018-08-31",
+            "parameters": {
+                "flavor": {"type": "string", "default": flavor, "constraints": [{"custom_constraint": "nova.flavor"}]},
+                "address": {"type": "string", "default": address, "constraints": [{"custom_constraint": "ip_addr"}]}},
+            "resources": {}})
+    };
+    let registry = Registry::builtin();
+    let def = |flavor: &str, address: &str| {
+        StackDefinition::parse(&t(flavor, address), &Map::new(), &json!({}), &pseudo()).unwrap()
+    };
+    validated(&def("m1.small", "10.0.0.1"), &registry, &session).await.unwrap();
+    let e = validated(&def("nope", "10.0.0.1"), &registry, &session).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("StackValidationFailed", 400));
+    assert_eq!(
+        e.message(),
+        "Parameter 'flavor' is invalid: Error validating value 'nope': No Flavor matching {'name': 'nope'}. (HTTP 404)"
+    );
+    let e = validated(&def("m1.small", "10.0.0"), &registry, &session).await.unwrap_err();
+    assert_eq!(e.message(), "Parameter 'address' is invalid: Error validating value '10.0.0': Invalid IP address");
 }
