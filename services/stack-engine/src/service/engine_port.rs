@@ -148,18 +148,20 @@ impl Orchestration {
     /// Heat's strict validation of a stack about to be created, updated or
     /// previewed: the values its service constraints check (`nova.flavor`,
     /// `neutron.network`, ...), asked as the caller (their token: Heat's
-    /// request context). Nothing to ask without Keystone or a token.
+    /// request context). Nothing to ask without Keystone or a token; the
+    /// service-free constraints of parameters are checked all the same.
     pub(super) async fn check_service_constraints(
         &self,
         caller: &Caller,
         prepared: &PreparedStack,
     ) -> Result<(), EngineError> {
-        let Some(identity) = self.engine.identity() else { return Ok(()) };
-        if caller.auth_token.is_empty() {
-            return Ok(());
-        }
+        // Gathering refuses what a service-free parameter constraint refuses.
         let checks = prepared.def.service_constraint_checks(&self.registry)?;
         if checks.is_empty() {
+            return Ok(());
+        }
+        let Some(identity) = self.engine.identity() else { return Ok(()) };
+        if caller.auth_token.is_empty() {
             return Ok(());
         }
         let session = keelson_openstack::Session::new(
