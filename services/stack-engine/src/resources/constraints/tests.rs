@@ -296,3 +296,60 @@ async fn parameters_are_checked_before_resources() {
     let e = validated(&def("m1.small", "10.0.0"), &registry, &session).await.unwrap_err();
     assert_eq!(e.message(), "Parameter 'address' is invalid: Error validating value '10.0.0': Invalid IP address");
 }
+
+#[tokio::test]
+async fn images_and_volume_types_are_refused_with_their_clients_texts() {
+    // The Nova stand-in's catalog also names it as `image` and `volumev3`.
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /image/v2/images?name=nope", 200, json!({"images": []}));
+    nova.answer("GET /image/v2/images?name=cirros", 200, json!({"images": [{"id": "i1"}]}));
+    nova.answer("GET /volume/v3/p1/types?is_public=None", 200, json!({"volume_types": [{"id": "t1", "name": "fast"}]}));
+    let check = |name: &str, prop: &str, value: &str| PendingCheck {
+        at: CheckedAt::Property { resource: "vol".into(), path: vec![prop.into()] },
+        constraint: ServiceConstraint::named(name).unwrap(),
+        value: json!(value),
+    };
+    run_checks(&session, &[check("glance.image", "image", "cirros"), check("cinder.vtype", "volume_type", "fast")])
+        .await
+        .unwrap();
+    run_checks(&session, &[check("cinder.vtype", "volume_type", "t1")]).await.unwrap();
+    let e = run_checks(&session, &[check("glance.image", "image", "nope")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.vol.properties.image: Error validating value 'nope': No images matching {'name': 'nope'}."
+    );
+    let e = run_checks(&session, &[check("cinder.vtype", "volume_type", "slow")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.vol.properties.volume_type: Error validating value 'slow': The VolumeType (slow) could not be found."
+    );
+    let e = run_checks(&session, &[check("cinder.volume", "source_volid", "v9")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.vol.properties.source_volid: Error validating value 'v9': The Volume (v9) could not be found."
+    );
+}
+
+#[tokio::test]
+async fn keystone_entities_missing_are_refused_and_other_errors_shown_alone() {
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /v3/projects?name=demo", 200, json!({"projects": [{"id": "p-id", "name": "demo"}]}));
+    nova.answer("GET /v3/projects?name=nope", 200, json!({"projects": []}));
+    let check = |value: &str| PendingCheck {
+        at: CheckedAt::Property { resource: "quota".into(), path: vec!["project".into()] },
+        constraint: ServiceConstraint::named("keystone.project").unwrap(),
+        value: json!(value),
+    };
+    run_checks(&session, &[check("demo")]).await.unwrap();
+    let e = run_checks(&session, &[check("nope")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.quota.properties.project: Error validating value 'nope': The KeystoneProject (nope) could not be found."
+    );
+    // Keystone answering an error: keystoneauth's text, not the constraint's.
+    let e = run_checks(&session, &[check("gone")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.quota.properties.project: /v3/projects?name=gone not found (HTTP 404)"
+    );
+}
