@@ -237,7 +237,7 @@ fn int_type_error(type_name: &str) -> String {
 
 /// Python `int(str)`: surrounding whitespace, a sign, digits with single
 /// underscores between them; None too when the integer is past i64.
-fn parse_py_int(s: &str) -> Option<i64> {
+pub(crate) fn parse_py_int(s: &str) -> Option<i64> {
     if !is_py_int_literal(s) {
         return None;
     }

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use chrono::{DateTime, FixedOffset, NaiveDate, TimeZone, Utc};
 use serde_json::Value;
 
-use crate::resources::properties::py_repr;
+use crate::resources::properties::{parse_py_int, py_repr};
 
 /// Why a value fails a local constraint; `None` inside: no reason given.
 pub(crate) type Refusal = Option<String>;
@@ -39,13 +39,10 @@ fn ip_address_message(text: &str) -> Option<String> {
     // neutron-lib then refuses any text that is not the canonical form.
     let mut octets = [0u8; 4];
     for (slot, part) in octets.iter_mut().zip(text.split('.')) {
-        if part.is_empty() || !part.chars().all(|c| c.is_ascii_digit()) {
-            return invalid();
-        }
-        let digits = part.trim_start_matches('0');
-        match if digits.is_empty() { Ok(0) } else { digits.parse::<u8>() } {
-            Ok(octet) => *slot = octet,
-            Err(_) => return invalid(),
+        // ZEROFILL rewrites each octet through Python's `int()`.
+        match parse_py_int(part).and_then(|n| u8::try_from(n).ok()) {
+            Some(octet) => *slot = octet,
+            None => return invalid(),
         }
     }
     let canonical = Ipv4Addr::from(octets).to_string();
@@ -79,51 +76,112 @@ pub(crate) fn mac_addr(value: &Value) -> Result<(), Refusal> {
     }
 }
 
-/// netaddr's `IPNetwork(text)` (with `cidr_abbrev_to_verbose` first, as
-/// the constraint calls it): the address and its prefix length.
-fn ip_network(text: &str) -> Option<(IpAddr, Option<u8>)> {
+/// The classful prefix netaddr gives an IPv4 network by its first octet;
+/// Err for an octet out of range.
+fn classful_prefix(octet: i64) -> Result<u8, String> {
+    match octet {
+        0..=127 => Ok(8),
+        128..=191 => Ok(16),
+        192..=223 => Ok(24),
+        224..=239 => Ok(4),
+        240..=255 => Ok(32),
+        _ => Err(format!("Invalid octet: {octet}!")),
+    }
+}
+
+/// netaddr's `cidr_abbrev_to_verbose`: `10` is `10.0.0.0/8`, `10.1/16` is
+/// `10.1.0.0/16`; anything else unchanged. Err: the one error it lets out
+/// (a first octet out of range, without a prefix).
+fn cidr_abbrev_to_verbose(text: &str) -> Result<String, String> {
+    if text.contains(':') || text.is_empty() {
+        return Ok(text.to_string());
+    }
+    if let Some(i) = parse_py_int(text) {
+        return Ok(classful_prefix(i).map(|p| format!("{i}.0.0.0/{p}")).unwrap_or_else(|_| text.to_string()));
+    }
+    let (part, prefix) = match text.split_once('/') {
+        Some((part, prefix)) => match parse_py_int(prefix) {
+            Some(p) if (0..=32).contains(&p) => (part, Some(prefix.to_string())),
+            _ => return Ok(text.to_string()),
+        },
+        None => (text, None),
+    };
+    let mut tokens: Vec<&str> = part.split('.').collect();
+    if tokens.len() > 4 {
+        return Ok(text.to_string());
+    }
+    tokens.resize(4, "0");
+    let prefix = match prefix {
+        Some(p) => p,
+        None => match parse_py_int(tokens[0]) {
+            None => return Ok(text.to_string()),
+            Some(octet) => classful_prefix(octet)?.to_string(),
+        },
+    };
+    Ok(format!("{}/{prefix}", tokens.join(".")))
+}
+
+/// An IPv4 or IPv6 address as `inet_pton` reads it.
+fn strict_ip(text: &str, v6: bool) -> Option<IpAddr> {
+    if v6 {
+        text.parse::<Ipv6Addr>().ok().map(IpAddr::V6)
+    } else {
+        text.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
+    }
+}
+
+/// The prefix length a netmask (ones then zeros) or a hostmask (zeros
+/// then ones) stands for.
+fn mask_prefix(mask: IpAddr) -> Option<u32> {
+    let (bits, width) = match mask {
+        IpAddr::V4(m) => (u128::from(u32::from(m)), 32),
+        IpAddr::V6(m) => (u128::from(m), 128),
+    };
+    let all = if width == 128 { u128::MAX } else { (1u128 << width) - 1 };
+    let ones = bits.count_ones();
+    let netmask = ones == 0 || bits == all & !((1u128 << (width - ones)) - 1);
+    let hostmask = bits == (1u128.checked_shl(ones).unwrap_or(0)).wrapping_sub(1);
+    if netmask {
+        Some(ones)
+    } else if hostmask {
+        Some(width - ones)
+    } else {
+        None
+    }
+}
+
+/// Why netaddr's `IPNetwork(text)` refuses `text`, as it says it.
+#[derive(Debug, PartialEq)]
+enum NetworkError {
+    /// `invalid IPNetwork <text>`.
+    Invalid,
+    /// A prefix with a `/` in it: IPAddress's own error escapes.
+    SlashInMask,
+}
+
+/// netaddr's `IPNetwork(text)`: an IPv4 network, else an IPv6 one; the
+/// address and its prefix length.
+fn ip_network(text: &str) -> Result<(IpAddr, u32), NetworkError> {
     let (address, prefix) = match text.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (text, None),
     };
-    let ip = if address.contains(':') {
-        IpAddr::V6(address.parse().ok()?)
-    } else {
-        IpAddr::V4(abbreviated_v4(address, prefix.is_some())?)
-    };
-    let max = if ip.is_ipv4() { 32 } else { 128 };
-    let prefix = match prefix {
-        None => None,
-        Some(p) if !p.is_empty() && p.len() <= 3 && p.chars().all(|c| c.is_ascii_digit()) => {
-            Some(p.parse::<u8>().ok().filter(|n| *n <= max)?)
+    for v6 in [false, true] {
+        let Some(ip) = strict_ip(address, v6) else { continue };
+        let width = if v6 { 128 } else { 32 };
+        let length = match prefix {
+            None => Some(i64::from(width)),
+            Some(p) => match parse_py_int(p) {
+                Some(n) => Some(n),
+                None if p.contains('/') => return Err(NetworkError::SlashInMask),
+                None => strict_ip(p, v6).and_then(mask_prefix).map(i64::from),
+            },
+        };
+        if let Some(n) = length.filter(|n| (0..=i64::from(width)).contains(n)) {
+            return Ok((ip, u32::try_from(n).unwrap_or(width)));
         }
-        // A netmask (`/255.0.0.0`) or a signed prefix: netaddr reads
-        // them, the subnet check then refuses the spelling.
-        Some(p) if ip.is_ipv4() && (p.parse::<Ipv4Addr>().is_ok() || p.strip_prefix('+').is_some()) => Some(u8::MAX),
-        Some(_) => return None,
-    };
-    Some((ip, prefix))
-}
-
-/// An IPv4 address as netaddr reads it in a network: the full dotted quad
-/// (leading zeros refused), or, with a prefix, 1 to 3 octets that
-/// `cidr_abbrev_to_verbose` completes with zeros.
-fn abbreviated_v4(text: &str, with_prefix: bool) -> Option<Ipv4Addr> {
-    let parts: Vec<&str> = text.split('.').collect();
-    if parts.len() == 4 {
-        return text.parse().ok();
     }
-    if !with_prefix || parts.len() > 3 {
-        return None;
-    }
-    let mut octets = [0u8; 4];
-    for (slot, part) in octets.iter_mut().zip(&parts) {
-        if part.is_empty() || !part.chars().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        *slot = part.parse().ok()?;
-    }
-    Some(Ipv4Addr::from(octets))
+    Err(NetworkError::Invalid)
 }
 
 /// neutron-lib's `validate_subnet` message for `text`, None when valid:
@@ -134,18 +192,30 @@ fn subnet_message(text: &str) -> Option<String> {
         return refused;
     }
     match ip_network(text) {
-        Some((IpAddr::V4(ip), Some(prefix))) if format!("{ip}/{prefix}") == text => None,
-        Some((IpAddr::V6(_), Some(prefix))) if prefix <= 128 => None,
+        Ok((IpAddr::V4(ip), prefix)) if format!("{ip}/{prefix}") == text => None,
+        Ok((IpAddr::V6(_), _)) => None,
         _ => refused,
     }
 }
 
-/// `net_cidr`: a network netaddr reads, then neutron-lib's subnet check.
+/// `net_cidr`: a network netaddr reads (abbreviations completed), then
+/// neutron-lib's subnet check.
 pub(crate) fn net_cidr(value: &Value) -> Result<(), Refusal> {
-    let text = value.as_str().map(str::to_string).unwrap_or_else(|| py_text(value));
-    if ip_network(&text).is_none() {
-        // netaddr's AddrFormatError text, with Heat's trailing space.
-        return Err(Some(format!("Invalid net cidr invalid IPNetwork {text} ")));
+    let text = py_text(value);
+    // netaddr's error text, with Heat's trailing space.
+    let refused = |reason: String| Err(Some(format!("Invalid net cidr {reason} ")));
+    let verbose = match cidr_abbrev_to_verbose(&text) {
+        Ok(v) => v,
+        Err(reason) => return refused(reason),
+    };
+    match ip_network(&verbose) {
+        Ok(_) => {}
+        Err(NetworkError::Invalid) => return refused(format!("invalid IPNetwork {verbose}")),
+        Err(NetworkError::SlashInMask) => {
+            return refused(
+                "IPAddress() does not support netmasks or subnet prefixes! See documentation for details.".to_string(),
+            )
+        }
     }
     match subnet_message(&text) {
         None => Ok(()),
@@ -359,8 +429,9 @@ mod tests {
         result.unwrap_err().unwrap_or_default()
     }
 
-    /// Accepted and refused examples checked against neutron-lib 5.0.1 and
-    /// netaddr as Heat 27.0.1 runs them.
+    /// Accepted and refused examples (here and below) checked against
+    /// neutron-lib 5.0.1, netaddr 1.3 and Heat 27.0.1's own checks run
+    /// under Python.
     #[test]
     fn ip_addresses() {
         for ok in ["1.2.3.4", "::1", "::ffff:1.2.3.4", "FE80::1", "::1.2.3.4", "0.0.0.0"] {
@@ -423,6 +494,15 @@ mod tests {
             ("10.0.0.0/024", "'10.0.0.0/024' is not a valid IP subnet"),
             ("10.0.0.0/255.0.0.0", "'10.0.0.0/255.0.0.0' is not a valid IP subnet"),
             ("10.0.0.0/+8", "'10.0.0.0/+8' is not a valid IP subnet"),
+            ("01.2.3.4", "Invalid net cidr invalid IPNetwork 01.2.3.4/8 "),
+            ("a/8", "Invalid net cidr invalid IPNetwork a.0.0.0/8 "),
+            ("-1.2.3.4", "Invalid net cidr Invalid octet: -1! "),
+            (
+                "10.0.0.0/8/8",
+                "Invalid net cidr IPAddress() does not support netmasks or subnet prefixes! See documentation for details. ",
+            ),
+            ("10.0.0.0/ 24", "'10.0.0.0/ 24' is not a valid IP subnet"),
+            ("1.2.3", "'1.2.3' is not a valid IP subnet"),
         ];
         for (value, expected) in cases {
             assert_eq!(reason(net_cidr(&json!(value))), expected, "{value}");
