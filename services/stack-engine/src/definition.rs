@@ -258,6 +258,33 @@ impl StackDefinition {
         Ok(())
     }
 
+    /// The values of this stack's parameters, then resources, that custom
+    /// constraints check against a service, in template order (run once
+    /// the stack validated, see [`resources::constraints::run_checks`]);
+    /// a parameter a service-free custom constraint refuses is an error.
+    /// Values that depend on another resource are unknown here and, as
+    /// Heat's validation of resources not yet created, not checked.
+    pub fn service_constraint_checks(
+        &self,
+        registry: &Registry,
+    ) -> Result<Vec<resources::constraints::PendingCheck>, EngineError> {
+        let unknown = LiveContext::placeholders(self);
+        let mut checks = resources::constraints::parameter_checks(self.template.param_schemata(), &self.params)?;
+        for defn in &self.resources {
+            let Ok(plugin) = self.plugin_for(registry, &defn.name, &defn.type_name) else { continue };
+            let Ok(given) = defn.properties.resolve(&unknown) else { continue };
+            let Ok(properties) = plugin.validate_properties(&defn.name, &given) else { continue };
+            let from_resources = |key: &str| defn.properties.key_references_resources(key);
+            checks.extend(resources::constraints::pending_checks(
+                &defn.name,
+                &plugin.schema().properties,
+                &properties,
+                &from_resources,
+            ));
+        }
+        Ok(checks)
+    }
+
     /// Upstream `StackResource.validate_nested_stack`: the nested stack a
     /// resource would run is validated too, its errors under the path
     /// `resources.<name><<template>>`.

@@ -240,6 +240,20 @@ impl<'a> Compute<'a> {
         flavor_of(&self.call(Method::GET, &format!("/flavors/{}", segment(id)), None).await?)
     }
 
+    /// `GET /flavors` (novaclient's list without details, public flavors
+    /// and those the project may use): each flavor's id and name.
+    pub async fn flavor_names(&self) -> Result<Vec<(String, String)>, OsError> {
+        let doc = self.call(Method::GET, "/flavors", None).await?;
+        let text = |f: &Value, k: &str| f.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        Ok(doc
+            .get("flavors")
+            .and_then(Value::as_array)
+            .ok_or_else(|| OsError::InvalidResponse("no flavors in Nova's answer".into()))?
+            .iter()
+            .map(|f| (text(f, "id"), text(f, "name")))
+            .collect())
+    }
+
     pub async fn delete_flavor(&self, id: &str) -> Result<(), OsError> {
         self.call(Method::DELETE, &format!("/flavors/{}", segment(id)), None).await.map(drop)
     }

@@ -124,6 +124,19 @@ impl Snippet {
         out
     }
 
+    /// Whether the value under `key` of this map names a resource
+    /// (get_resource / get_attr); for a snippet that is not a map (a
+    /// function making one), whether anything in it does.
+    pub fn key_references_resources(&self, key: &str) -> bool {
+        match &self.0 {
+            Node::Map(entries) => {
+                entries.iter().filter(|(k, _)| k == key).any(|(_, s)| !s.referenced_resources().is_empty())
+            }
+            Node::Literal(_) => false,
+            Node::List(_) | Node::Call(_) => !self.referenced_resources().is_empty(),
+        }
+    }
+
     /// Parameters named by get_param (literal names only).
     pub fn referenced_params(&self) -> BTreeSet<String> {
         let mut out = BTreeSet::new();

@@ -105,6 +105,14 @@ impl Engine {
         )?
         .into_nested(true);
         def.validate(&self.registry)?;
+        // Heat validates a nested stack strictly as it creates it, with the
+        // stack's stored context: its service constraints through the trust.
+        let checks = def.service_constraint_checks(&self.registry)?;
+        if !checks.is_empty() {
+            if let Some(session) = self.stack_session(&owner.id).await? {
+                crate::resources::constraints::run_checks(&session, &checks).await?;
+            }
+        }
         // Heat creates nested stacks with the stack's stored context: the
         // types they instantiate are authorized for the user through the
         // trust (its roles as Keystone gives them now), however long ago

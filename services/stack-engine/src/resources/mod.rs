@@ -25,6 +25,7 @@ mod autoscaling_group;
 pub mod cinder;
 mod client_errors;
 mod config_formats;
+pub mod constraints;
 mod context;
 mod deployed_server;
 pub mod glance;

@@ -76,6 +76,11 @@ fn validate_section(
     validate_map(schemas, data).map_err(|f| section_error(resource_name, section, &f.path, &f.message))
 }
 
+/// Heat's `Property error: resources.<name>.properties.<path>: <message>`.
+pub(crate) fn property_error(resource_name: &str, path: &[String], message: &str) -> EngineError {
+    section_error(resource_name, "properties", path, message)
+}
+
 fn section_error(resource_name: &str, section: &str, path: &[String], message: &str) -> EngineError {
     let mut full = vec!["resources".to_string(), resource_name.to_string(), section.to_string()];
     full.extend(path.iter().cloned());
@@ -232,7 +237,7 @@ fn int_type_error(type_name: &str) -> String {
 
 /// Python `int(str)`: surrounding whitespace, a sign, digits with single
 /// underscores between them; None too when the integer is past i64.
-fn parse_py_int(s: &str) -> Option<i64> {
+pub(crate) fn parse_py_int(s: &str) -> Option<i64> {
     if !is_py_int_literal(s) {
         return None;
     }
@@ -295,9 +300,9 @@ fn check_constraints(prop: &PropertySchema, value: &Value) -> Result<(), Failure
             ConstraintKind::Length { min, max } => check_length(value, *min, *max),
             ConstraintKind::AllowedValues(allowed) => check_allowed(prop.kind, value, allowed),
             ConstraintKind::AllowedPattern(pattern) => check_pattern(value, pattern),
-            // Custom constraints validate against other services upstream;
-            // the service-free ones (test_constr) accept every value.
-            ConstraintKind::Custom(_) => None,
+            // The service-free ones here; those that ask a service once
+            // the whole stack validated (see `constraints`).
+            ConstraintKind::Custom(name) => super::constraints::local_refusal(name, value),
         };
         if let Some(message) = error {
             return Err(Failure::new(c.description.map(str::to_string).unwrap_or(message)));

@@ -145,6 +145,33 @@ impl Orchestration {
         Ok(StackModel { def: std::sync::Arc::new(def) })
     }
 
+    /// Heat's strict validation of a stack about to be created, updated or
+    /// previewed: the values its service constraints check (`nova.flavor`,
+    /// `neutron.network`, ...), asked as the caller (their token: Heat's
+    /// request context). Nothing to ask without Keystone or a token; the
+    /// service-free constraints of parameters are checked all the same.
+    pub(super) async fn check_service_constraints(
+        &self,
+        caller: &Caller,
+        prepared: &PreparedStack,
+    ) -> Result<(), EngineError> {
+        // Gathering refuses what a service-free parameter constraint refuses.
+        let checks = prepared.def.service_constraint_checks(&self.registry)?;
+        if checks.is_empty() {
+            return Ok(());
+        }
+        let Some(identity) = self.engine.identity() else { return Ok(()) };
+        if caller.auth_token.is_empty() {
+            return Ok(());
+        }
+        let session = keelson_openstack::Session::new(
+            identity.http().clone(),
+            &identity.settings().auth_uri,
+            keelson_openstack::AuthMethod::Existing { token: caller.auth_token.clone() },
+        );
+        crate::resources::constraints::run_checks(&session, &checks).await
+    }
+
     /// Every resource's type exists and its properties pass its schema
     /// (references to other resources are unknown yet: null).
     fn validate_resources(&self, def: &StackDefinition) -> Result<(), EngineError> {

@@ -132,6 +132,7 @@ impl Orchestration {
         };
         let prepared = self.prepare_definition(input)?;
         self.authorize_types(caller, &prepared)?;
+        self.check_service_constraints(caller, &prepared).await?;
         let settings = StackSettings {
             timeout_mins: request.timeout_mins,
             disable_rollback: request.disable_rollback.unwrap_or(true),
@@ -163,6 +164,7 @@ impl Orchestration {
         };
         let prepared = self.prepare_definition(input)?;
         self.authorize_types(caller, &prepared)?;
+        self.check_service_constraints(caller, &prepared).await?;
         let identity = StackIdentity::new(&caller.project_id, &name, "None");
         let record = StackRow {
             id: "None".into(),
@@ -481,6 +483,7 @@ impl Orchestration {
         let current = self.find_stack(caller, stack, false).await?;
         let prepared = self.updated_definition(&current, &request, patch).await?;
         self.authorize_types(caller, &prepared)?;
+        self.check_service_constraints(caller, &prepared).await?;
         let settings = Self::update_settings(&current, &request, patch);
         self.engine_update(caller, &current, prepared, settings).await?;
         Ok(Value::Null)
@@ -500,6 +503,7 @@ impl Orchestration {
         let current = self.find_stack(caller, stack, false).await?;
         let prepared = self.updated_definition(&current, &request, patch).await?;
         self.authorize_types(caller, &prepared)?;
+        self.check_service_constraints(caller, &prepared).await?;
         let changes = self.resource_changes(&current, &prepared, show_nested).await?;
         Ok(json!({ "resource_changes": changes }))
     }

@@ -47,6 +47,46 @@ pub(crate) async fn volume_client(session: &Session) -> Result<Cinder<'_>, Resou
     Cinder::connect(session, INTERFACE, None).await.map_err(failure)
 }
 
+/// A Cinder entity a custom constraint names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CinderEntity {
+    /// `cinder.volume`.
+    Volume,
+    /// `cinder.snapshot`.
+    Snapshot,
+    /// `cinder.backup`.
+    Backup,
+    /// `cinder.vtype`: a type's name or id.
+    VolumeType,
+}
+
+/// Heat's Cinder getters behind the `cinder.*` constraints: Ok(Ok) when
+/// `value` names an entity, Ok(Err) with Heat's EntityNotFound when none
+/// does, Err for any other Cinder error.
+pub(crate) async fn entity_lookup(
+    volumes: &Cinder<'_>,
+    entity: CinderEntity,
+    value: &str,
+) -> Result<Result<(), ResourceFailure>, ResourceFailure> {
+    let (collection, heat_name) = match entity {
+        CinderEntity::Volume => ("volumes", "Volume"),
+        CinderEntity::Snapshot => ("snapshots", "VolumeSnapshot"),
+        CinderEntity::Backup => ("backups", "Volume backup"),
+        CinderEntity::VolumeType => {
+            let types = volumes.types().await.map_err(failure)?;
+            let known = types.iter().any(|(id, type_name)| id == value || type_name == value);
+            return Ok(if known { Ok(()) } else { Err(not_found("VolumeType", value)) });
+        }
+    };
+    let exists = volumes.exists(collection, value).await.map_err(failure)?;
+    Ok(if exists { Ok(()) } else { Err(not_found(heat_name, value)) })
+}
+
+/// Heat's EntityNotFound.
+fn not_found(entity: &str, name: &str) -> ResourceFailure {
+    ResourceFailure::error("EntityNotFound", format!("The {entity} ({name}) could not be found."))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};

@@ -30,7 +30,7 @@ use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
     SupportStatus,
 };
-use super::{failure, volume_client};
+use super::{entity_lookup, failure, volume_client, CinderEntity};
 use crate::error::EngineError;
 
 /// Resource data: the volume type Cinder chose.
@@ -179,21 +179,13 @@ impl Volume {
     async fn check_entities(volumes: &Cinder<'_>, props: &Properties, names: &[&str]) -> ActionResult {
         for name in names {
             let Some(value) = str_prop(props, name) else { continue };
-            let (collection, entity) = match *name {
-                "snapshot_id" => ("snapshots", "VolumeSnapshot"),
-                "source_volid" => ("volumes", "Volume"),
-                "backup_id" => ("backups", "Volume backup"),
-                _ => {
-                    let types = volumes.types().await.map_err(failure)?;
-                    if types.iter().any(|(id, type_name)| id == value || type_name == value) {
-                        continue;
-                    }
-                    return Err(not_found("VolumeType", value));
-                }
+            let entity = match *name {
+                "snapshot_id" => CinderEntity::Snapshot,
+                "source_volid" => CinderEntity::Volume,
+                "backup_id" => CinderEntity::Backup,
+                _ => CinderEntity::VolumeType,
             };
-            if !volumes.exists(collection, value).await.map_err(failure)? {
-                return Err(not_found(entity, value));
-            }
+            entity_lookup(volumes, entity, value).await??;
         }
         Ok(())
     }
@@ -497,11 +489,6 @@ impl Volume {
 /// The text of a service failure, as Heat formats the client exception.
 fn text_of(failure: &ResourceFailure) -> String {
     failure.exception().map(|(_, message)| message.to_string()).unwrap_or_default()
-}
-
-/// Heat's EntityNotFound.
-fn not_found(entity: &str, name: &str) -> ResourceFailure {
-    ResourceFailure::error("EntityNotFound", format!("The {entity} ({name}) could not be found."))
 }
 
 impl Plugin for Volume {

@@ -55,8 +55,15 @@ pub(crate) async fn image_client(session: &Session) -> Result<Image<'_>, Resourc
 /// by its unique name), as Heat's `find_image_by_name_or_id` resolves it.
 pub(crate) async fn image_id(session: &Session, name_or_id: &str) -> Result<String, ResourceFailure> {
     let images = image_client(session).await?;
+    match_result(name_or_id, images.find(name_or_id).await.map_err(failure)?)
+}
+
+/// The id Heat's `find_image_by_name_or_id` answers for what Glance
+/// matched, or glanceclient's exception (also the `glance.image`
+/// constraint's texts).
+pub(crate) fn match_result(name_or_id: &str, found: ImageMatch) -> Result<String, ResourceFailure> {
     let args = format!("{{'name': '{name_or_id}'}}");
-    match images.find(name_or_id).await.map_err(failure)? {
+    match found {
         ImageMatch::Found(id) => Ok(id),
         ImageMatch::None => Err(ResourceFailure::error("EntityMatchNotFound", format!("No images matching {args}."))),
         ImageMatch::Ambiguous => Err(ResourceFailure::error(

@@ -43,7 +43,7 @@ const ENTITY_DATA: &str = "entity";
 
 /// The failure a Keystone error becomes, named by the keystoneauth
 /// exception class Heat shows in the status reason.
-fn failure(e: OsError) -> ResourceFailure {
+pub(crate) fn failure(e: OsError) -> ResourceFailure {
     KEYSTONEAUTH.failure(e)
 }
 
@@ -134,20 +134,43 @@ async fn domain_id(api: &IdentityAdmin<'_>, value: &str) -> Result<String, Resou
 /// The id of the project, role, group or user named (or identified) by
 /// `value`; `name{domain}` looks the name up in that domain.
 async fn scoped_id(api: &IdentityAdmin<'_>, entity: Entity, value: &str) -> Result<String, ResourceFailure> {
+    scoped_lookup(api, entity, value).await?
+}
+
+/// [`scoped_id`] with Heat's EntityNotFound apart (inside) from the other
+/// Keystone errors (outside).
+async fn scoped_lookup(
+    api: &IdentityAdmin<'_>,
+    entity: Entity,
+    value: &str,
+) -> Result<Result<String, ResourceFailure>, ResourceFailure> {
     let kind = kind_name(entity);
     let (name, domain) = split_domain(value);
     let domain = match domain {
-        Some(d) => Some(domain_id(api, d).await.map_err(|_| not_found(kind, value))?),
+        Some(d) => match domain_id(api, d).await {
+            Ok(id) => Some(id),
+            Err(_) => return Ok(Err(not_found(kind, value))),
+        },
         None => None,
     };
-    api.find_id(entity, name, domain.as_deref()).await.map_err(failure)?.ok_or_else(|| not_found(kind, name))
+    Ok(api.find_id(entity, name, domain.as_deref()).await.map_err(failure)?.ok_or_else(|| not_found(kind, name)))
 }
 
-/// Heat's `get_project_id` / `get_user_id` (and the `keystone.*` custom
-/// constraints), for the plugins of other services that name a Keystone
-/// entity: the id of the entity `value` names or identifies.
+/// Heat's `get_project_id` / `get_user_id`, for the plugins of other
+/// services that name a Keystone entity: the id of the entity `value`
+/// names or identifies.
 pub(crate) async fn keystone_id(session: &Session, entity: Entity, value: &str) -> Result<String, ResourceFailure> {
     scoped_id(&IdentityAdmin::new(session), entity, value).await
+}
+
+/// What the `keystone.*` custom constraints ask: Ok(Err) with Heat's
+/// EntityNotFound when no entity matches, Err for a Keystone error.
+pub(crate) async fn keystone_lookup(
+    session: &Session,
+    entity: Entity,
+    value: &str,
+) -> Result<Result<String, ResourceFailure>, ResourceFailure> {
+    scoped_lookup(&IdentityAdmin::new(session), entity, value).await
 }
 
 /// Deletes the entity the resource made; gone already is success.

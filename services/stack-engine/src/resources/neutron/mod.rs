@@ -69,7 +69,7 @@ pub fn register(registry: &mut Registry) {
 
 /// The failure a Neutron error becomes: neutronclient's exception class
 /// for the status and Neutron's message.
-fn failure(e: OsError) -> ResourceFailure {
+pub(crate) fn failure(e: OsError) -> ResourceFailure {
     NEUTRONCLIENT.failure(e)
 }
 
@@ -94,9 +94,7 @@ async fn network(session: &Session) -> Result<Network<'_>, ResourceFailure> {
 
 /// neutronclient's `find_resourceid_by_name_or_id`, with its errors.
 async fn find_id(network: &Network<'_>, kind: Kind, name_or_id: &str) -> Result<String, ResourceFailure> {
-    find_id_if_any(network, kind, name_or_id).await?.ok_or_else(|| {
-        ResourceFailure::error("NotFound", format!("Unable to find {} with name or id '{name_or_id}'", kind.key))
-    })
+    lookup_result(kind, name_or_id, network.lookup(kind, name_or_id).await.map_err(failure)?)
 }
 
 /// [`find_id`], None when nothing has that name or id (for the callers
@@ -107,8 +105,21 @@ async fn find_id_if_any(
     name_or_id: &str,
 ) -> Result<Option<String>, ResourceFailure> {
     match network.lookup(kind, name_or_id).await.map_err(failure)? {
-        Lookup::Found(id) => Ok(Some(id)),
         Lookup::NotFound => Ok(None),
+        found => lookup_result(kind, name_or_id, found).map(Some),
+    }
+}
+
+/// What neutronclient's lookup of `name_or_id` answers for what Neutron
+/// found: the id, or the exception it raises (also the `neutron.*`
+/// custom constraints' texts).
+pub(crate) fn lookup_result(kind: Kind, name_or_id: &str, found: Lookup) -> Result<String, ResourceFailure> {
+    match found {
+        Lookup::Found(id) => Ok(id),
+        Lookup::NotFound => Err(ResourceFailure::error(
+            "NotFound",
+            format!("Unable to find {} with name or id '{name_or_id}'", kind.key),
+        )),
         Lookup::Ambiguous => Err(ResourceFailure::error(
             "NeutronClientNoUniqueMatch",
             format!("Multiple {} matches found for name '{name_or_id}', use an ID to be more specific.", kind.key),
@@ -143,22 +154,39 @@ fn replace_deprecated(given: &Value, pairs: &[(&str, &str)]) -> Result<Value, En
 /// openstacksdk's `find_segment` (Heat's `neutron.segment` finder): the
 /// id itself, else the one segment of that name.
 async fn find_segment(network: &Network<'_>, name_or_id: &str) -> Result<String, ResourceFailure> {
+    segment_result(name_or_id, segment_lookup(network, name_or_id).await?)
+}
+
+/// What openstacksdk's `find_segment` finds: the segment with that id,
+/// else the ones with that name.
+pub(crate) async fn segment_lookup(network: &Network<'_>, name_or_id: &str) -> Result<Lookup, ResourceFailure> {
     match network.show(SEGMENT, name_or_id).await {
         Ok(segment) => {
             return segment
                 .get("id")
                 .and_then(Value::as_str)
-                .map(str::to_owned)
+                .map(|id| Lookup::Found(id.to_owned()))
                 .ok_or_else(|| failure(OsError::InvalidResponse("a segment without an id".into())))
         }
         Err(e) if e.is_not_found() => {}
         Err(e) => return Err(failure(e)),
     }
     let found = network.list(SEGMENT, &[("name", name_or_id)]).await.map_err(failure)?;
-    match found.as_slice() {
-        [one] => Ok(one.get("id").and_then(Value::as_str).unwrap_or_default().to_string()),
-        [] => Err(ResourceFailure::error("ResourceNotFound", format!("No Segment found for {name_or_id}"))),
-        _ => Err(ResourceFailure::error(
+    Ok(match found.as_slice() {
+        [one] => Lookup::Found(one.get("id").and_then(Value::as_str).unwrap_or_default().to_string()),
+        [] => Lookup::NotFound,
+        _ => Lookup::Ambiguous,
+    })
+}
+
+/// The segment's id, or openstacksdk's exception for what was found.
+pub(crate) fn segment_result(name_or_id: &str, found: Lookup) -> Result<String, ResourceFailure> {
+    match found {
+        Lookup::Found(id) => Ok(id),
+        Lookup::NotFound => {
+            Err(ResourceFailure::error("ResourceNotFound", format!("No Segment found for {name_or_id}")))
+        }
+        Lookup::Ambiguous => Err(ResourceFailure::error(
             "DuplicateResource",
             format!("More than one Segment exists with the name '{name_or_id}'."),
         )),

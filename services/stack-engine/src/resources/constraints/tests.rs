@@ -1,0 +1,355 @@
+use keelson_hot::PseudoParams;
+use serde_json::{json, Map, Value};
+
+use super::*;
+use crate::definition::StackDefinition;
+use crate::resources::neutron::testing as neutron_standin;
+use crate::resources::nova::testing as nova_standin;
+use crate::resources::schema::{Constraint, PropertyType, ResourceSchema, SupportStatus};
+use crate::resources::{neutron, validate_properties, Registry};
+
+fn pseudo() -> PseudoParams {
+    PseudoParams { stack_id: "sid".into(), stack_name: "st".into(), project_id: "p".into(), region: "RegionOne".into() }
+}
+
+fn neutron_registry() -> Registry {
+    let mut registry = Registry::builtin();
+    neutron::register(&mut registry);
+    registry
+}
+
+/// A stack with one subnet on network `network`.
+fn subnet_stack(network: Value) -> StackDefinition {
+    let t = json!({"heat_template_version": "2018-08-31", "resources": {
+        "net": {"type": "OS::Neutron::Net"},
+        "sub": {"type": "OS::Neutron::Subnet", "properties": {"network": network, "cidr": "10.0.0.0/24"}}}});
+    StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap()
+}
+
+/// What creating the stack answers: its validation, then its service
+/// constraints asked through `session`.
+async fn validated(def: &StackDefinition, registry: &Registry, session: &Session) -> Result<(), EngineError> {
+    def.validate(registry)?;
+    run_checks(session, &def.service_constraint_checks(registry)?).await
+}
+
+#[tokio::test]
+async fn a_stack_naming_no_network_is_refused_with_heats_text() {
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/networks?name=nope&fields=id", 200, json!({"networks": []}));
+    neutron.answer("GET /network/v2.0/networks?name=private&fields=id", 200, json!({"networks": [{"id": "n1"}]}));
+    let registry = neutron_registry();
+    let e = validated(&subnet_stack(json!("nope")), &registry, &session).await.unwrap_err();
+    assert_eq!(e.heat_type(), "StackValidationFailed");
+    assert_eq!(e.http_status(), 400);
+    assert_eq!(
+        e.message(),
+        "Property error: resources.sub.properties.network: Error validating value 'nope': Unable to find network with name or id 'nope'"
+    );
+    validated(&subnet_stack(json!("private")), &registry, &session).await.unwrap();
+    // Nothing was created: only the two lookups reached Neutron.
+    let calls: Vec<String> = neutron.calls().into_iter().map(|(m, p, _)| format!("{m} {p}")).collect();
+    assert!(calls.iter().all(|c| c.starts_with("GET /network/v2.0/networks?name=")), "{calls:?}");
+}
+
+#[tokio::test]
+async fn values_from_other_resources_are_not_checked() {
+    let (neutron, session) = neutron_standin::neutron().await;
+    let registry = neutron_registry();
+    let def = subnet_stack(json!({"get_resource": "net"}));
+    assert_eq!(def.service_constraint_checks(&registry).unwrap(), Vec::new());
+    validated(&def, &registry, &session).await.unwrap();
+    assert!(neutron.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_service_missing_from_the_catalog_is_not_asked() {
+    // The Nova stand-in's catalog has no network service.
+    let (nova, session) = nova_standin::nova("2.79").await;
+    let registry = neutron_registry();
+    validated(&subnet_stack(json!("nope")), &registry, &session).await.unwrap();
+    assert!(nova.calls().is_empty());
+}
+
+#[tokio::test]
+async fn flavors_resolve_by_id_then_by_unique_name() {
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /compute/v2.1/flavors/f1", 200, json!({"flavor": {"id": "f1", "name": "m1.small"}}));
+    nova.answer(
+        "GET /compute/v2.1/flavors",
+        200,
+        json!({"flavors": [{"id": "f1", "name": "m1.small"}, {"id": "f2", "name": "twin"}, {"id": "f3", "name": "twin"}]}),
+    );
+    let check = |value: &str| PendingCheck {
+        at: CheckedAt::Property { resource: "server".into(), path: vec!["flavor".into()] },
+        constraint: ServiceConstraint::NovaFlavor,
+        value: json!(value),
+    };
+    run_checks(&session, &[check("f1"), check("m1.small")]).await.unwrap();
+    let e = run_checks(&session, &[check("m1.small"), check("nope")]).await.unwrap_err();
+    assert_eq!(e.http_status(), 400);
+    assert_eq!(
+        e.message(),
+        "Property error: resources.server.properties.flavor: Error validating value 'nope': No Flavor matching {'name': 'nope'}. (HTTP 404)"
+    );
+    // novaclient's NoUniqueMatch is not the constraint's: its (empty) text alone.
+    let e = run_checks(&session, &[check("twin")]).await.unwrap_err();
+    assert_eq!(e.message(), "Property error: resources.server.properties.flavor: ");
+}
+
+#[tokio::test]
+async fn keypairs_are_looked_up_by_name() {
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /compute/v2.1/os-keypairs/mine", 200, json!({"keypair": {"name": "mine", "public_key": "k"}}));
+    let check = |value: &str| PendingCheck {
+        at: CheckedAt::Property { resource: "server".into(), path: vec!["key_name".into()] },
+        constraint: ServiceConstraint::NovaKeypair,
+        value: json!(value),
+    };
+    run_checks(&session, &[check("mine"), check("")]).await.unwrap();
+    let e = run_checks(&session, &[check("theirs")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.server.properties.key_name: Error validating value 'theirs': The Key (theirs) could not be found."
+    );
+    // A Nova that fails otherwise: novaclient's text alone.
+    nova.answer(
+        "GET /compute/v2.1/os-keypairs/broken",
+        403,
+        json!({"forbidden": {"code": 403, "message": "Policy doesn't allow it."}}),
+    );
+    let e = run_checks(&session, &[check("broken")]).await.unwrap_err();
+    assert!(!e.message().contains("Error validating value"), "{}", e.message());
+}
+
+#[test]
+fn service_values_are_gathered_in_lists_and_maps() {
+    let item =
+        PropertySchema::new("*", PropertyType::String, "").constraint(Constraint::custom("neutron.security_group"));
+    let gateway =
+        PropertySchema::new("network", PropertyType::String, "").constraint(Constraint::custom("neutron.network"));
+    let schemas = vec![
+        PropertySchema::new("groups", PropertyType::List, "").list_of(item),
+        PropertySchema::new("gw", PropertyType::Map, "").map_of(vec![gateway]),
+        PropertySchema::new("unset", PropertyType::String, "").constraint(Constraint::custom("glance.image")),
+        PropertySchema::new("local", PropertyType::String, "").constraint(Constraint::custom("test_constr")),
+    ];
+    let props: Properties = json!({"groups": ["a", "b"], "gw": {"network": "ext"}, "unset": null, "local": "x"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let checks = pending_checks("r", &schemas, &props, &|_| false);
+    let path_of = |c: &PendingCheck| match &c.at {
+        CheckedAt::Property { path, .. } => path.clone(),
+        CheckedAt::Parameter(name) => vec![name.clone()],
+    };
+    let found: Vec<(Vec<String>, Value)> = checks.iter().map(|c| (path_of(c), c.value.clone())).collect();
+    let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        found,
+        vec![
+            (path(&["groups", "0"]), json!("a")),
+            (path(&["groups", "1"]), json!("b")),
+            (path(&["gw", "network"]), json!("ext")),
+        ]
+    );
+    assert!(pending_checks("r", &schemas, &props, &|key| key == "groups").iter().all(|c| path_of(c)[0] == "gw"));
+}
+
+#[test]
+fn local_constraints_refuse_while_properties_validate() {
+    let schema = ResourceSchema {
+        properties: vec![
+            PropertySchema::new("cidr", PropertyType::String, "").constraint(Constraint::custom("net_cidr")),
+            PropertySchema::new("ips", PropertyType::List, "")
+                .list_of(PropertySchema::new("*", PropertyType::String, "").constraint(Constraint::custom("ip_addr"))),
+            PropertySchema::new("domain", PropertyType::String, "").constraint(Constraint::custom("dns_domain")),
+        ],
+        attributes: vec![],
+        support_status: SupportStatus::default(),
+        description: "",
+    };
+    let err = |v: Value| validate_properties(&schema, "sub", &v).unwrap_err().message();
+    assert_eq!(
+        err(json!({"cidr": "10.0.0.0/33"})),
+        "Property error: resources.sub.properties.cidr: Error validating value '10.0.0.0/33': Invalid net cidr invalid IPNetwork 10.0.0.0/33 "
+    );
+    assert_eq!(
+        err(json!({"ips": ["8.8.8.8", "8.8.8"]})),
+        "Property error: resources.sub.properties.ips[1]: Error validating value '8.8.8': Invalid IP address"
+    );
+    assert_eq!(
+        err(json!({"domain": "example.org"})),
+        "Property error: resources.sub.properties.domain: Error validating value 'example.org': 'example.org' must end with '.'."
+    );
+    assert!(validate_properties(&schema, "sub", &json!({"cidr": "10.0.0.0/24", "ips": ["::1"], "domain": "a.org."}))
+        .is_ok());
+    // Unresolved values are not checked.
+    assert!(validate_properties(&schema, "sub", &json!({"cidr": null, "ips": [null]})).is_ok());
+}
+
+#[test]
+fn iso_8601_refusals_give_no_reason() {
+    assert_eq!(local_refusal("iso_8601", &json!("nope")), Some("Error validating value 'nope'".to_string()));
+    assert_eq!(local_refusal("iso_8601", &json!("2020-01-01T00:00:00Z")), None);
+    assert_eq!(local_refusal("test_constr", &json!("anything")), None);
+    assert_eq!(local_refusal("neutron.network", &json!("nope")), None);
+}
+
+#[tokio::test]
+async fn segments_are_found_as_openstacksdk_finds_them() {
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/segments?name=seg", 200, json!({"segments": [{"id": "s1"}]}));
+    neutron.answer("GET /network/v2.0/segments?name=twice", 200, json!({"segments": [{"id": "s1"}, {"id": "s2"}]}));
+    neutron.answer("GET /network/v2.0/segments?name=none", 200, json!({"segments": []}));
+    let check = |value: &str| PendingCheck {
+        at: CheckedAt::Property { resource: "sub".into(), path: vec!["segment".into()] },
+        constraint: ServiceConstraint::named("neutron.segment").unwrap(),
+        value: json!(value),
+    };
+    run_checks(&session, &[check("seg")]).await.unwrap();
+    let e = run_checks(&session, &[check("twice")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.sub.properties.segment: Error validating value 'twice': More than one Segment exists with the name 'twice'."
+    );
+    let e = run_checks(&session, &[check("none")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.sub.properties.segment: 'NoneType' object has no attribute 'id'"
+    );
+}
+
+/// Through the API: a create naming a network Neutron does not have is
+/// refused with Heat's 400 before anything is stored.
+#[tokio::test]
+async fn a_create_is_refused_before_anything_is_stored() {
+    use crate::convergence::EngineSettings;
+    use crate::identity::IdentitySettings;
+    use crate::service::{Caller, Orchestration, ServiceSettings};
+    use keelson_db::{DatabaseUrl, Db, PoolSettings};
+    use std::sync::Arc;
+
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/networks?name=nope&fields=id", 200, json!({"networks": []}));
+    let keystone = session.identity_v3().trim_end_matches("/v3").to_string();
+    let path = std::env::temp_dir().join(format!("keelson-constraints-{}.db", uuid::Uuid::new_v4()));
+    let url = DatabaseUrl::parse(&format!("sqlite:///{}", path.display())).unwrap();
+    let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
+    crate::store::schema::sync(&db).await.unwrap();
+    let registry = Arc::new(neutron_registry());
+    let identity = IdentitySettings {
+        auth_uri: keystone.clone(),
+        trusts: false,
+        trusts_delegated_roles: Vec::new(),
+        auth_encryption_key: "constraints-test".into(),
+        stack_user_domain: None,
+        stack_domain_admin: None,
+        stack_domain_admin_password: String::new(),
+        heat_stack_user_role: "heat_stack_user".into(),
+        trustee_auth_url: keystone,
+        trustee: None,
+        trustee_password: String::new(),
+        client_retry_limit: 0,
+    };
+    let settings = EngineSettings { identity: Some(identity), ..EngineSettings::default() };
+    let engine = crate::start_engine(db.clone(), registry.clone(), settings).await.unwrap();
+    let api = Orchestration::new(engine, db.clone(), registry, ServiceSettings::default());
+    let caller = Caller { auth_token: "tok".into(), ..crate::caller::test_admin() };
+    let template = json!({"heat_template_version": "2018-08-31", "resources": {
+        "sub": {"type": "OS::Neutron::Subnet", "properties": {"network": "nope", "cidr": "10.0.0.0/24"}}}});
+    let e = api.create_stack(&caller, &json!({"stack_name": "s1", "template": template})).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("StackValidationFailed", 400));
+    assert_eq!(
+        e.message(),
+        "Property error: resources.sub.properties.network: Error validating value 'nope': Unable to find network with name or id 'nope'"
+    );
+    assert!(crate::store::stacks::get_by_name(&db, "p", "s1").await.unwrap().is_none());
+    db.close().await;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}
+
+#[tokio::test]
+async fn parameters_are_checked_before_resources() {
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /compute/v2.1/flavors", 200, json!({"flavors": [{"id": "f1", "name": "m1.small"}]}));
+    let t = |flavor: &str, address: &str| {
+        json!({"heat_template_version": "2018-08-31",
+            "parameters": {
+                "flavor": {"type": "string", "default": flavor, "constraints": [{"custom_constraint": "nova.flavor"}]},
+                "address": {"type": "string", "default": address, "constraints": [{"custom_constraint": "ip_addr"}]}},
+            "resources": {}})
+    };
+    let registry = Registry::builtin();
+    let def = |flavor: &str, address: &str| {
+        StackDefinition::parse(&t(flavor, address), &Map::new(), &json!({}), &pseudo()).unwrap()
+    };
+    validated(&def("m1.small", "10.0.0.1"), &registry, &session).await.unwrap();
+    let e = validated(&def("nope", "10.0.0.1"), &registry, &session).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("StackValidationFailed", 400));
+    assert_eq!(
+        e.message(),
+        "Parameter 'flavor' is invalid: Error validating value 'nope': No Flavor matching {'name': 'nope'}. (HTTP 404)"
+    );
+    let e = validated(&def("m1.small", "10.0.0"), &registry, &session).await.unwrap_err();
+    assert_eq!(e.message(), "Parameter 'address' is invalid: Error validating value '10.0.0': Invalid IP address");
+}
+
+#[tokio::test]
+async fn images_and_volume_types_are_refused_with_their_clients_texts() {
+    // The Nova stand-in's catalog also names it as `image` and `volumev3`.
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /image/v2/images?name=nope", 200, json!({"images": []}));
+    nova.answer("GET /image/v2/images?name=cirros", 200, json!({"images": [{"id": "i1"}]}));
+    nova.answer("GET /volume/v3/p1/types?is_public=None", 200, json!({"volume_types": [{"id": "t1", "name": "fast"}]}));
+    let check = |name: &str, prop: &str, value: &str| PendingCheck {
+        at: CheckedAt::Property { resource: "vol".into(), path: vec![prop.into()] },
+        constraint: ServiceConstraint::named(name).unwrap(),
+        value: json!(value),
+    };
+    run_checks(&session, &[check("glance.image", "image", "cirros"), check("cinder.vtype", "volume_type", "fast")])
+        .await
+        .unwrap();
+    run_checks(&session, &[check("cinder.vtype", "volume_type", "t1")]).await.unwrap();
+    let e = run_checks(&session, &[check("glance.image", "image", "nope")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.vol.properties.image: Error validating value 'nope': No images matching {'name': 'nope'}."
+    );
+    let e = run_checks(&session, &[check("cinder.vtype", "volume_type", "slow")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.vol.properties.volume_type: Error validating value 'slow': The VolumeType (slow) could not be found."
+    );
+    let e = run_checks(&session, &[check("cinder.volume", "source_volid", "v9")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.vol.properties.source_volid: Error validating value 'v9': The Volume (v9) could not be found."
+    );
+}
+
+#[tokio::test]
+async fn keystone_entities_missing_are_refused_and_other_errors_shown_alone() {
+    let (nova, session) = nova_standin::nova("2.79").await;
+    nova.answer("GET /v3/projects?name=demo", 200, json!({"projects": [{"id": "p-id", "name": "demo"}]}));
+    nova.answer("GET /v3/projects?name=nope", 200, json!({"projects": []}));
+    let check = |value: &str| PendingCheck {
+        at: CheckedAt::Property { resource: "quota".into(), path: vec!["project".into()] },
+        constraint: ServiceConstraint::named("keystone.project").unwrap(),
+        value: json!(value),
+    };
+    run_checks(&session, &[check("demo")]).await.unwrap();
+    let e = run_checks(&session, &[check("nope")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.quota.properties.project: Error validating value 'nope': The KeystoneProject (nope) could not be found."
+    );
+    // Keystone answering an error: keystoneauth's text, not the constraint's.
+    let e = run_checks(&session, &[check("gone")]).await.unwrap_err();
+    assert_eq!(
+        e.message(),
+        "Property error: resources.quota.properties.project: /v3/projects?name=gone not found (HTTP 404)"
+    );
+}
