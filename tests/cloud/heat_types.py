@@ -211,7 +211,8 @@ class Network(Family):
     def template(self, step):
         v = self.values(step)
         return tmpl({
-            'net': {'type': 'OS::Neutron::Net', 'properties': {'name': v['net'], 'admin_state_up': v['admin_state_up']}},
+            'net': {'type': 'OS::Neutron::Net', 'properties': {
+                'name': v['net'], 'admin_state_up': v['admin_state_up']}},
             'subnet': {'type': 'OS::Neutron::Subnet', 'properties': {
                 'name': v['subnet'], 'network': {'get_resource': 'net'}, 'cidr': v['cidr'], 'ip_version': 4,
                 'dns_nameservers': v['dns'], 'enable_dhcp': False}},
@@ -549,7 +550,8 @@ class Identity(Family):
                     [] if step == 'create' else [{'role': 'member', 'project': {'get_resource': 'project'}}])}},
             'gassign': {'type': 'OS::Keystone::GroupRoleAssignment', 'properties': {
                 'group': {'get_resource': 'group'},
-                'roles': [{'role': 'member', 'domain': 'default' if step == 'create' else {'get_resource': 'domain'}}]}},
+                'roles': [{'role': 'member',
+                           'domain': 'default' if step == 'create' else {'get_resource': 'domain'}}]}},
             'service': {'type': 'OS::Keystone::Service', 'properties': {
                 'name': self.name + '-svc', 'type': 'kt-' + self.run, 'description': v['svc_desc']}},
             'endpoint': {'type': 'OS::Keystone::Endpoint', 'properties': {
