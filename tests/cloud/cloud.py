@@ -224,6 +224,8 @@ class Cloud:
         }
         self.tokens = {}
         self.projects = {}
+        # Extra sections of glance-api.conf (heat_types.py: web-download from loopback).
+        self.glance_options = {}
         self.network = None
         if neutron == 'real':
             from network import Neutron
@@ -405,6 +407,7 @@ class Cloud:
             'paste_deploy': {'flavor': 'keystone',
                              'config_file': os.path.join(VENV, 'etc', 'glance', 'glance-api-paste.ini')},
             'oslo_concurrency': {'lock_path': os.path.join(d, 'locks')},
+            **self.glance_options,
         })
         self.run('glance-manage', [os.path.join(BIN, 'glance-manage'), '--config-file', conf, 'db_sync'])
         proc = self.spawn('glance-api', [sys.executable, os.path.join(HERE, 'wsgi_serve.py'), 'glance',

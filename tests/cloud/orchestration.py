@@ -151,11 +151,23 @@ class Orchestration:
         """What keelson's configuration gains (cloud.py writes it before
         the gateway starts)."""
         c = self.cloud
+        keystone = c.url['keystone']
         return {
             'database': {'connection': c.database('orchestration')},
-            'keelson': {'engine_listen': '127.0.0.1:%d' % c.ports['engine']},
+            'keelson': {'engine_listen': '127.0.0.1:%d' % c.ports['engine'],
+                        'cfn_listen': '127.0.0.1:%d' % c.ports['heat-api-cfn']},
             'orchestration': {'auth_strategy': 'keystone', 'hidden_stack_tags': 'hidden',
                               'enable_stack_abandon': 'true', 'enable_stack_adopt': 'true'},
+            # Heat's identity model, configured as heat_sections does for
+            # the real Heat: stacks' trusts to `heat`, the stack user
+            # domain; it also turns on the types that call the services.
+            'clients_keystone': {'auth_uri': keystone},
+            'trustee': {'auth_type': 'password', 'auth_url': keystone + '/v3', 'username': 'heat',
+                        'password': SERVICE_PASSWORD, 'user_domain_name': 'Default'},
+            'DEFAULT': {'deferred_auth_method': 'trusts', 'stack_user_domain_name': 'heat',
+                        'stack_domain_admin': 'heat_domain_admin',
+                        'stack_domain_admin_password': DOMAIN_ADMIN_PASSWORD,
+                        'auth_encryption_key': secrets.token_hex(16)},
         }
 
     def start_keelson_engine(self):

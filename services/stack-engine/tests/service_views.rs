@@ -440,6 +440,16 @@ async fn outputs_referring_to_unknown_attributes_are_refused() {
     );
 }
 
+/// `show` is every type's attribute (Heat's base attribute), also of a
+/// type whose schema does not list it (OS::Heat::RandomString, OS::Glance::WebImage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_may_refer_to_the_show_attribute_of_any_type() {
+    let h = Harness::start().await;
+    let t = json!({"heat_template_version": "2021-04-16", "resources": {"n": {"type": "OS::Heat::RandomString"}},
+                   "outputs": {"show": {"value": {"get_attr": ["n", "show"]}}}});
+    h.api.create_stack(&admin("admin"), &json!({"stack_name": "x-show-out", "template": t})).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_and_abandon_when_enabled() {
     let settings = keelson_stack_engine::service::ServiceSettings { enable_stack_abandon: true, ..Default::default() };

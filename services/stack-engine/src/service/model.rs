@@ -97,6 +97,10 @@ impl AttributeCheck {
                     (!plugin.accepts_any_attribute()).then(|| {
                         let mut names: Vec<String> =
                             plugin.schema().attributes.iter().map(|a| a.name.to_string()).collect();
+                        // Every type has Heat's base attribute `show`, listed or not.
+                        if !names.iter().any(|n| n == "show") {
+                            names.push("show".to_string());
+                        }
                         if plugin.runs_nested_stack() {
                             names.push(crate::resources::MEMBERS_FACT.to_string());
                         }

@@ -1,0 +1,817 @@
+#!/usr/bin/env python3
+"""Heat's resource types that act on OpenStack services, on the live cloud:
+the same stacks against keelson and against the real Heat 27.0.1, each
+object checked in its service. ./heat-types is the entry point.
+
+  heat_types.py [--orchestration keelson|heat ...] [--keep-logs DIR]
+
+Each --orchestration starts a cloud of its own (cloud.py: Keystone,
+Glance, real Neutron, Nova, Cinder; orchestration.py) and runs, per family
+of types, one stack (as the user heat-tester in project demo, or as the
+cloud's admin for the admin types):
+
+  create   the stack; every object exists in its service with the
+           properties the template gave;
+  update   a new template changing only update_allowed properties: the
+           same objects (same ids), changed in the service;
+  replace  a new template changing a property that is not update_allowed:
+           a new object with the new value, the old one gone;
+  delete   the stack; every object any step made is gone.
+
+It prints one line per type and step
+
+  <kind> PASS|FAIL <type> <step>[: what differed or the status reason]
+
+then, for each type and step, whether both kinds agree. OS::Glance::
+WebImage imports a small file served over HTTP on loopback (Glance's
+import filter allows 127.0.0.1 and any port for this run).
+"""
+import argparse
+import http.server as http_server
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+
+from cloud import Cloud, http  # noqa: E402
+from orchestration import TESTER_PASSWORD  # noqa: E402
+
+USER = ('demo', 'heat-tester', TESTER_PASSWORD)
+IMAGE_BYTES = b'keelson heat types\n' * 64
+
+
+class Failed(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+# -- a file Glance can fetch -----------------------------------------------------------------------------------
+class FileServer:
+    def __init__(self):
+        class Handler(http_server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/octet-stream')
+                self.send_header('Content-Length', str(len(IMAGE_BYTES)))
+                self.end_headers()
+                self.wfile.write(IMAGE_BYTES)
+
+            do_HEAD = do_GET
+
+            def log_message(self, *args):
+                pass
+        self.server = http_server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.url = 'http://127.0.0.1:%d/image.raw' % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+# -- the cloud's APIs, as a given user -------------------------------------------------------------------------
+class Apis:
+    def __init__(self, cloud, kind):
+        self.c, self.kind = cloud, kind
+        self.orch = cloud.orchestration.url
+
+    def token(self, who):
+        project, user, password = who
+        return self.c.token(project, user, password) if user != 'admin' else self.c.token(project)
+
+    def call(self, who, method, url, body=None, headers=None):
+        h = {'X-Auth-Token': self.token(who)}
+        h.update(headers or {})
+        return http(method, url, body, h)
+
+    def project_id(self, who):
+        return self.c.projects[who[0]]
+
+    # Orchestration
+    def stack(self, who, method, path, body=None):
+        url = '%s/v1/%s/stacks%s' % (self.orch, self.project_id(who), path)
+        return self.call(who, method, url, body)
+
+    def wait_stack(self, who, name, sid, timeout=600):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, _, doc = self.stack(who, 'GET', '/%s/%s' % (name, sid))
+            if status == 404:
+                return 'GONE', ''
+            if status != 200:
+                raise Failed('GET stack: %s %s' % (status, doc))
+            st = doc['stack']
+            if not st['stack_status'].endswith('IN_PROGRESS'):
+                return st['stack_status'], st.get('stack_status_reason') or ''
+            time.sleep(1)
+        raise Failed('stack %s still in progress after %ss' % (name, timeout))
+
+    def resources(self, who, name, sid):
+        status, _, doc = self.stack(who, 'GET', '/%s/%s/resources' % (name, sid))
+        expect(status == 200, 'GET resources: %s %s' % (status, doc))
+        return {r['resource_name']: r for r in doc['resources']}
+
+    def outputs(self, who, name, sid):
+        status, _, doc = self.stack(who, 'GET', '/%s/%s' % (name, sid))
+        expect(status == 200, 'GET stack: %s %s' % (status, doc))
+        return {o['output_key']: o.get('output_value') for o in doc['stack'].get('outputs') or []}
+
+    # Services (checks run as the admin: it sees every project's objects)
+    ADMIN = ('admin', 'admin', None)
+
+    def get(self, service, path, who=None):
+        who = who or self.ADMIN
+        base = {
+            'keystone': self.c.url['keystone'] + '/v3',
+            'nova': self.c.url['nova'],
+            'neutron': self.c.url['neutron'] + '/v2.0',
+            'glance': self.c.url['glance'] + '/v2',
+            'cinder': '%s/v3/%s' % (self.c.volumes.url, self.project_id(who)),
+        }[service]
+        headers = {'OpenStack-API-Version': 'compute 2.90'} if service == 'nova' else {}
+        if service == 'cinder':
+            headers = {'OpenStack-API-Version': 'volume 3.60'}
+        status, _, doc = self.call(who, 'GET', base + path, headers=headers)
+        if status == 404:
+            return None
+        expect(status == 200, 'GET %s %s: %s %s' % (service, path, status, doc))
+        return doc
+
+
+# -- the stacks ------------------------------------------------------------------------------------------------
+def tmpl(resources, outputs=None):
+    t = {'heat_template_version': '2021-04-16', 'resources': resources}
+    if outputs:
+        t['outputs'] = outputs
+    return t
+
+
+class Family:
+    """One stack: templates for create/update/replace, and per type the
+    checks of its objects in the service."""
+    who = USER
+    types = {}  # logical resource name -> type
+
+    def __init__(self, api, run):
+        self.api, self.run = api, run
+        self.name = '%s-%s' % (self.short, run)
+
+    def template(self, step):
+        raise NotImplementedError
+
+    def check(self, res, pid, step):
+        """Raises Failed unless the object of resource `res` (physical id
+        pid) is as `step`'s template says."""
+        raise NotImplementedError
+
+    def gone(self, res, pid):
+        """True when the service no longer has the object."""
+        raise NotImplementedError
+
+    # which resources each step changes in place / replaces
+    updated = ()
+    replaced = ()
+    # resources Heat gives no physical id
+    no_physical_id = ()
+
+
+class Network(Family):
+    short = 'net'
+    types = {'net': 'OS::Neutron::Net', 'subnet': 'OS::Neutron::Subnet', 'router': 'OS::Neutron::Router',
+             'iface': 'OS::Neutron::RouterInterface', 'sg': 'OS::Neutron::SecurityGroup',
+             'rule': 'OS::Neutron::SecurityGroupRule'}
+    updated = ('net', 'subnet', 'router', 'sg')
+    replaced = ('subnet', 'iface', 'rule')
+
+    def values(self, step):
+        n = self.name
+        return {
+            'net': n + ('-net2' if step != 'create' else '-net'),
+            'admin_state_up': step == 'create',
+            'subnet': n + ('-sub2' if step != 'create' else '-sub'),
+            'cidr': '10.77.1.0/24' if step != 'replace' else '10.77.2.0/24',
+            'dns': ['10.0.0.53'] if step == 'create' else ['10.0.0.53', '10.0.0.54'],
+            'router': n + ('-router2' if step != 'create' else '-router'),
+            'sg_desc': 'web servers' if step == 'create' else 'web and ssh',
+            'sg_rules': [{'protocol': 'tcp', 'port_range_min': 22, 'port_range_max': 22,
+                          'remote_ip_prefix': '10.0.0.0/8'}] + ([] if step == 'create' else [
+                              {'protocol': 'icmp', 'remote_ip_prefix': '0.0.0.0/0'}]),
+            'rule_port': 80 if step != 'replace' else 8080,
+        }
+
+    def template(self, step):
+        v = self.values(step)
+        return tmpl({
+            'net': {'type': 'OS::Neutron::Net', 'properties': {
+                'name': v['net'], 'admin_state_up': v['admin_state_up']}},
+            'subnet': {'type': 'OS::Neutron::Subnet', 'properties': {
+                'name': v['subnet'], 'network': {'get_resource': 'net'}, 'cidr': v['cidr'], 'ip_version': 4,
+                'dns_nameservers': v['dns'], 'enable_dhcp': False}},
+            'router': {'type': 'OS::Neutron::Router', 'properties': {
+                'name': v['router'], 'external_gateway_info': {'network': 'public'}}},
+            # Neutron refuses two IPv4 router ports on one network: the
+            # replaced interface moves to another network's subnet.
+            'iface': {'type': 'OS::Neutron::RouterInterface', 'properties': {
+                'router': {'get_resource': 'router'},
+                'subnet': {'get_resource': 'subnet' if step != 'replace' else 'subnet_b'}}},
+            'net_b': {'type': 'OS::Neutron::Net', 'properties': {'name': self.name + '-net-b'}},
+            'subnet_b': {'type': 'OS::Neutron::Subnet', 'properties': {
+                'network': {'get_resource': 'net_b'}, 'cidr': '10.77.9.0/24', 'enable_dhcp': False}},
+            'sg': {'type': 'OS::Neutron::SecurityGroup', 'properties': {
+                'name': self.name + '-sg', 'description': v['sg_desc'], 'rules': v['sg_rules']}},
+            'rule': {'type': 'OS::Neutron::SecurityGroupRule', 'properties': {
+                'security_group': {'get_resource': 'sg'}, 'direction': 'ingress', 'protocol': 'tcp',
+                'port_range_min': v['rule_port'], 'port_range_max': v['rule_port'],
+                'remote_ip_prefix': '192.168.0.0/16', 'description': 'http'}},
+        }, {'net_name': {'value': {'get_attr': ['net', 'name']}},
+            'subnet_cidr': {'value': {'get_attr': ['subnet', 'cidr']}},
+            'router_gw': {'value': {'get_attr': ['router', 'external_gateway_info', 'network_id']}}})
+
+    def check(self, res, pid, step):
+        v, api = self.values(step), self.api
+        if res == 'net':
+            o = (api.get('neutron', '/networks/' + pid) or {}).get('network')
+            expect(o, 'network %s missing' % pid)
+            expect(o['name'] == v['net'], 'name %r' % o['name'])
+            expect(o['admin_state_up'] == v['admin_state_up'], 'admin_state_up %r' % o['admin_state_up'])
+            expect(o['project_id'] == api.project_id(self.who), 'project %s' % o['project_id'])
+        elif res == 'subnet':
+            o = (api.get('neutron', '/subnets/' + pid) or {}).get('subnet')
+            expect(o, 'subnet %s missing' % pid)
+            expect(o['name'] == v['subnet'], 'name %r' % o['name'])
+            expect(o['cidr'] == v['cidr'], 'cidr %r' % o['cidr'])
+            expect(o['dns_nameservers'] == v['dns'], 'dns_nameservers %r' % o['dns_nameservers'])
+            expect(o['enable_dhcp'] is False, 'enable_dhcp %r' % o['enable_dhcp'])
+        elif res == 'router':
+            o = (api.get('neutron', '/routers/' + pid) or {}).get('router')
+            expect(o, 'router %s missing' % pid)
+            expect(o['name'] == v['router'], 'name %r' % o['name'])
+            gw = (o.get('external_gateway_info') or {}).get('network_id')
+            expect(gw == self.run_ctx['public'], 'gateway network %r' % gw)
+        elif res == 'iface':
+            router = pid.partition(':')[0]
+            ports = api.get('neutron', '/ports?device_id=%s&device_owner=network:router_interface' % router)['ports']
+            subnets = [ip['subnet_id'] for p in ports for ip in p['fixed_ips']]
+            sid = self.ids['subnet'] if step != 'replace' else self.extra_ids['subnet_b']
+            expect(sid in subnets, 'router %s has no interface on subnet %s (has %s)' % (router, sid, subnets))
+        elif res == 'sg':
+            o = (api.get('neutron', '/security-groups/' + pid) or {}).get('security_group')
+            expect(o, 'security group %s missing' % pid)
+            expect(o['name'] == self.name + '-sg', 'name %r' % o['name'])
+            expect(o['description'] == v['sg_desc'], 'description %r' % o['description'])
+            got = sorted((r['protocol'], r['port_range_min'], r['port_range_max'], r['remote_ip_prefix'])
+                         for r in o['security_group_rules'] if r['direction'] == 'ingress' and r['protocol'] in (
+                             'tcp', 'icmp') and r['port_range_min'] != 80 and r['port_range_min'] != 8080)
+            want = sorted((r['protocol'], r.get('port_range_min'), r.get('port_range_max'), r['remote_ip_prefix'])
+                          for r in v['sg_rules'])
+            expect(got == want, 'ingress rules %r, want %r' % (got, want))
+            egress = [r for r in o['security_group_rules'] if r['direction'] == 'egress']
+            # Heat deletes Neutron's default egress rules when rules are given and
+            # adds IPv4 and IPv6 egress rules to anywhere.
+            self.egress[step] = sorted((r['ethertype'], r['remote_ip_prefix']) for r in egress)
+        elif res == 'rule':
+            o = (api.get('neutron', '/security-group-rules/' + pid) or {}).get('security_group_rule')
+            expect(o, 'rule %s missing' % pid)
+            expect(o['security_group_id'] == self.ids['sg'], 'group %s' % o['security_group_id'])
+            expect((o['direction'], o['protocol'], o['port_range_min'], o['port_range_max'], o['remote_ip_prefix'],
+                    o['description']) == ('ingress', 'tcp', v['rule_port'], v['rule_port'], '192.168.0.0/16', 'http'),
+                   'rule %r' % o)
+
+    def gone(self, res, pid):
+        path = {'net': '/networks/', 'subnet': '/subnets/', 'router': '/routers/', 'sg': '/security-groups/',
+                'rule': '/security-group-rules/'}.get(res)
+        if path:
+            return self.api.get('neutron', path + pid) is None
+        # Heat's id: <router id>:subnet_id=<subnet id>
+        router, _, subnet = pid.partition(':')
+        subnet = subnet.rpartition('=')[2]
+        if self.api.get('neutron', '/routers/' + router) is None:
+            return True
+        ports = self.api.get('neutron', '/ports?device_id=%s' % router)['ports']
+        return not any(ip['subnet_id'] == subnet for p in ports for ip in p['fixed_ips'])
+
+
+def public_key(cache=[]):
+    """An ed25519 public key made for this run."""
+    if not cache:
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-C', 'heat-types', '-f',
+                            os.path.join(d, 'k')], check=True)
+            with open(os.path.join(d, 'k.pub')) as f:
+                cache.append(f.read().strip())
+    return cache[0]
+
+
+class Compute(Family):
+    short = 'nova'
+    types = {'key': 'OS::Nova::KeyPair', 'group': 'OS::Nova::ServerGroup'}
+    updated = ()
+    replaced = ('key', 'group')
+
+    def template(self, step):
+        return tmpl({
+            # From microversion 2.92 Nova generates no keys: public_key is required.
+            'key': {'type': 'OS::Nova::KeyPair', 'properties': {
+                'name': self.name + ('-key' if step != 'replace' else '-key2'), 'public_key': public_key()}},
+            'group': {'type': 'OS::Nova::ServerGroup', 'properties': {
+                'name': self.name + '-group',
+                'policies': ['anti-affinity'] if step != 'replace' else ['affinity']}},
+        }, {'public_key': {'value': {'get_attr': ['key', 'public_key']}},
+            'private_key': {'value': {'get_attr': ['key', 'private_key']}}})
+
+    def check(self, res, pid, step):
+        api = self.api
+        if res == 'key':
+            want = self.name + ('-key' if step != 'replace' else '-key2')
+            expect(pid == want, 'physical id %r, want the name %r' % (pid, want))
+            o = (api.get('nova', '/os-keypairs/' + pid, who=self.who) or {}).get('keypair')
+            expect(o, 'key pair %s missing' % pid)
+            expect(o['type'] == 'ssh', 'type %r' % o['type'])
+            out = api.outputs(self.who, self.name, self.sid)
+            expect(o['public_key'] == public_key(), 'public key %r' % o['public_key'])
+            expect(out.get('public_key') == o['public_key'], 'public_key output %r' % out.get('public_key'))
+            expect(out.get('private_key') == '', 'private_key output %r' % out.get('private_key'))
+        elif res == 'group':
+            o = (api.get('nova', '/os-server-groups/' + pid, who=self.who) or {}).get('server_group')
+            expect(o, 'server group %s missing' % pid)
+            expect(o['name'] == self.name + '-group', 'name %r' % o['name'])
+            want = 'anti-affinity' if step != 'replace' else 'affinity'
+            expect(o.get('policy') == want, 'policy %r' % o.get('policy'))
+
+    def gone(self, res, pid):
+        path = '/os-keypairs/' if res == 'key' else '/os-server-groups/'
+        return self.api.get('nova', path + pid, who=self.who) is None
+
+
+class Volume(Family):
+    short = 'vol'
+    types = {'volume': 'OS::Cinder::Volume'}
+    updated = ('volume',)
+    replaced = ('volume',)
+
+    def values(self, step):
+        return {'name': self.name + ('-v' if step == 'create' else '-v2'),
+                'description': 'data' if step == 'create' else 'more data',
+                'metadata': {'purpose': 'test'} if step == 'create' else {'purpose': 'test', 'tier': 'gold'},
+                'size': 1 if step == 'create' else 2,
+                'az': step == 'replace'}
+
+    def template(self, step):
+        v = self.values(step)
+        props = {'name': v['name'], 'description': v['description'], 'metadata': v['metadata'], 'size': v['size']}
+        if v['az']:
+            props['availability_zone'] = 'nova'
+        return tmpl({'volume': {'type': 'OS::Cinder::Volume', 'properties': props}},
+                    {'size': {'value': {'get_attr': ['volume', 'size']}},
+                     'status': {'value': {'get_attr': ['volume', 'status']}}})
+
+    def check(self, res, pid, step):
+        v = self.values(step)
+        o = (self.api.get('cinder', '/volumes/' + pid, who=self.who) or {}).get('volume')
+        expect(o, 'volume %s missing' % pid)
+        expect(o['status'] == 'available', 'status %r' % o['status'])
+        expect(o['name'] == v['name'], 'name %r' % o['name'])
+        expect(o['description'] == v['description'], 'description %r' % o['description'])
+        expect(o['metadata'] == v['metadata'], 'metadata %r' % o['metadata'])
+        expect(o['size'] == v['size'], 'size %r' % o['size'])
+        out = self.api.outputs(self.who, self.name, self.sid)
+        expect(str(out.get('size')) == str(v['size']), 'size output %r' % out.get('size'))
+
+    def gone(self, res, pid):
+        o = self.api.get('cinder', '/volumes/' + pid, who=self.who)
+        return o is None
+
+
+class Image(Family):
+    short = 'img'
+    types = {'image': 'OS::Glance::WebImage'}
+    updated = ('image',)
+    replaced = ('image',)
+
+    def values(self, step):
+        return {'name': self.name + ('-image' if step != 'replace' else '-image2'),
+                'tags': ['a'] if step == 'create' else ['a', 'b'],
+                'os_distro': 'cirros' if step == 'create' else 'debian',
+                'extra': {'hw_rng_model': 'virtio'} if step == 'create' else {'hw_rng_model': 'virtio',
+                                                                               'note': 'x'}}
+
+    def template(self, step):
+        v = self.values(step)
+        return tmpl({'image': {'type': 'OS::Glance::WebImage', 'properties': {
+            'name': v['name'], 'location': self.run_ctx['image_url'], 'disk_format': 'raw',
+            'container_format': 'bare', 'min_ram': 64, 'tags': v['tags'], 'os_distro': v['os_distro'],
+            'extra_properties': v['extra']}}},
+            {'show': {'value': {'get_attr': ['image', 'show']}}})
+
+    def check(self, res, pid, step):
+        v = self.values(step)
+        o = self.api.get('glance', '/images/' + pid)
+        expect(o, 'image %s missing' % pid)
+        expect(o['status'] == 'active', 'status %r' % o['status'])
+        expect(o['name'] == v['name'], 'name %r' % o['name'])
+        expect(o['size'] == len(IMAGE_BYTES), 'size %r' % o['size'])
+        expect((o['disk_format'], o['container_format'], o['min_ram']) == ('raw', 'bare', 64),
+               'formats/min_ram %r' % ((o['disk_format'], o['container_format'], o['min_ram']),))
+        expect(sorted(o['tags']) == v['tags'], 'tags %r' % o['tags'])
+        expect(o.get('os_distro') == v['os_distro'], 'os_distro %r' % o.get('os_distro'))
+        for key, value in v['extra'].items():
+            expect(o.get(key) == value, '%s %r' % (key, o.get(key)))
+        expect(o['owner'] == self.api.project_id(self.who), 'owner %r' % o['owner'])
+        show = self.api.outputs(self.who, self.name, self.sid).get('show') or {}
+        expect(show.get('id') == pid and show.get('status') == 'active', 'show attribute %r' % show)
+
+    def gone(self, res, pid):
+        o = self.api.get('glance', '/images/' + pid)
+        return o is None or o.get('status') == 'deleted'
+
+
+class Admin(Family):
+    """Admin-only types: Flavor, Quota, VolumeType."""
+    short = 'adm'
+    who = ('admin', 'admin', None)
+    types = {'flavor': 'OS::Nova::Flavor', 'quota': 'OS::Nova::Quota', 'vtype': 'OS::Cinder::VolumeType'}
+    updated = ('flavor', 'quota', 'vtype')
+    quota_projects = {}  # physical id -> project
+    replaced = ('flavor', 'quota')
+
+    def values(self, step):
+        return {'ram': 256 if step != 'replace' else 384,
+                'specs': {'hw:cpu_policy': 'shared'} if step == 'create' else {'hw:cpu_policy': 'shared',
+                                                                               'quota:disk_read_bytes_sec': '1000'},
+                'project': 'tenant-a' if step != 'replace' else 'tenant-b',
+                'cores': 7 if step == 'create' else 9, 'instances': 5 if step == 'create' else 6,
+                'vtype': self.name + ('-vt' if step == 'create' else '-vt2'),
+                'vt_desc': 'fast' if step == 'create' else 'faster',
+                'vt_meta': {'volume_backend_name': 'nfs'} if step == 'create' else {'volume_backend_name': 'nfs',
+                                                                                     'tier': 'gold'}}
+
+    def template(self, step):
+        v = self.values(step)
+        return tmpl({
+            'flavor': {'type': 'OS::Nova::Flavor', 'properties': {
+                'ram': v['ram'], 'vcpus': 2, 'disk': 3, 'ephemeral': 1, 'swap': 16,
+                'extra_specs': v['specs'], 'is_public': False, 'tenants': ['demo']}},
+            'quota': {'type': 'OS::Nova::Quota', 'properties': {
+                'project': v['project'], 'cores': v['cores'], 'instances': v['instances'], 'key_pairs': 11}},
+            'vtype': {'type': 'OS::Cinder::VolumeType', 'properties': {
+                'name': v['vtype'], 'description': v['vt_desc'], 'metadata': v['vt_meta'], 'is_public': True}},
+        })
+
+    def check(self, res, pid, step):
+        v, api = self.values(step), self.api
+        if res == 'flavor':
+            o = (api.get('nova', '/flavors/' + pid) or {}).get('flavor')
+            expect(o, 'flavor %s missing' % pid)
+            got = (o['ram'], o['vcpus'], o['disk'], o['OS-FLV-EXT-DATA:ephemeral'], o['swap'],
+                   o['os-flavor-access:is_public'])
+            expect(got == (v['ram'], 2, 3, 1, 16, False), 'flavor %r' % (got,))
+            expect(o.get('extra_specs') == v['specs'], 'extra_specs %r' % o.get('extra_specs'))
+            access = api.get('nova', '/flavors/%s/os-flavor-access' % pid)['flavor_access']
+            expect([a['tenant_id'] for a in access] == [api.c.projects['demo']], 'access %r' % access)
+        elif res == 'quota':
+            project = api.c.projects[v['project']]
+            self.quota_projects[pid] = project
+            q = api.get('nova', '/os-quota-sets/' + project)['quota_set']
+            expect((q['cores'], q['instances'], q['key_pairs']) == (v['cores'], v['instances'], 11),
+                   'quota %r' % ((q['cores'], q['instances'], q['key_pairs']),))
+        elif res == 'vtype':
+            o = (api.get('cinder', '/types/' + pid) or {}).get('volume_type')
+            expect(o, 'volume type %s missing' % pid)
+            expect((o['name'], o['description'], o['is_public']) == (v['vtype'], v['vt_desc'], True),
+                   'volume type %r' % ((o['name'], o['description'], o['is_public']),))
+            expect(o['extra_specs'] == v['vt_meta'], 'extra_specs %r' % o['extra_specs'])
+
+    def gone(self, res, pid):
+        if res == 'flavor':
+            return self.api.get('nova', '/flavors/' + pid) is None
+        if res == 'vtype':
+            return self.api.get('cinder', '/types/' + pid) is None
+        project = self.quota_projects[pid]
+        q = self.api.get('nova', '/os-quota-sets/' + project)['quota_set']
+        # Deleting the quota resets the project to the defaults.
+        d = self.api.get('nova', '/os-quota-sets/%s/defaults' % project)['quota_set']
+        return (q['cores'], q['instances'], q['key_pairs']) == (d['cores'], d['instances'], d['key_pairs'])
+
+
+class Identity(Family):
+    short = 'ks'
+    who = ('admin', 'admin', None)
+    types = {'domain': 'OS::Keystone::Domain', 'project': 'OS::Keystone::Project', 'role': 'OS::Keystone::Role',
+             'group': 'OS::Keystone::Group', 'user': 'OS::Keystone::User',
+             'assign': 'OS::Keystone::UserRoleAssignment', 'gassign': 'OS::Keystone::GroupRoleAssignment',
+             'service': 'OS::Keystone::Service', 'endpoint': 'OS::Keystone::Endpoint'}
+    updated = ('domain', 'project', 'role', 'group', 'user', 'assign', 'gassign', 'service', 'endpoint')
+    replaced = ('role', 'project')
+    no_physical_id = ('assign', 'gassign')
+
+    def values(self, step):
+        n = self.name
+        return {'domain': n + ('-dom' if step == 'create' else '-dom2'),
+                # Keystone deletes only a disabled domain and Heat 27 does not
+                # disable it first: the update disables it.
+                'dom_enabled': step == 'create',
+                'project': n + {'create': '-proj', 'update': '-proj2', 'replace': '-proj3'}[step],
+                'proj_desc': 'p1' if step == 'create' else 'p2',
+                # parent is not update_allowed: replacement moves the project under `parent`
+                'parent': step == 'replace',
+                'role': n + {'create': '-role', 'update': '-role2', 'replace': '-role3'}[step],
+                'role_domain': step == 'replace',
+                'group_desc': 'g1' if step == 'create' else 'g2',
+                'email': 'a@example.org' if step == 'create' else 'b@example.org',
+                'svc_desc': 's1' if step == 'create' else 's2',
+                'url': 'http://127.0.0.1:9/%s' % ('v1' if step == 'create' else 'v2')}
+
+    def template(self, step):
+        v = self.values(step)
+        project = {'name': v['project'], 'description': v['proj_desc'], 'domain': 'default', 'tags': ['t1']}
+        resources = {
+            'domain': {'type': 'OS::Keystone::Domain', 'properties': {
+                'name': v['domain'], 'description': 'd', 'enabled': v['dom_enabled']}},
+            'project': {'type': 'OS::Keystone::Project', 'properties': project},
+            'role': {'type': 'OS::Keystone::Role', 'properties': {'name': v['role']}},
+            'group': {'type': 'OS::Keystone::Group', 'properties': {
+                'name': self.name + '-group', 'domain': 'default', 'description': v['group_desc']}},
+            'user': {'type': 'OS::Keystone::User', 'properties': {
+                'name': self.name + '-user', 'domain': 'default', 'password': 'pw-' + self.run,
+                'email': v['email'], 'default_project': {'get_resource': 'project'},
+                'groups': [{'get_resource': 'group'}]}},
+            'assign': {'type': 'OS::Keystone::UserRoleAssignment', 'properties': {
+                'user': {'get_resource': 'user'},
+                'roles': [{'role': {'get_resource': 'role'}, 'project': {'get_resource': 'project'}}] + (
+                    [] if step == 'create' else [{'role': 'member', 'project': {'get_resource': 'project'}}])}},
+            'gassign': {'type': 'OS::Keystone::GroupRoleAssignment', 'properties': {
+                'group': {'get_resource': 'group'},
+                'roles': [{'role': 'member',
+                           'domain': 'default' if step == 'create' else {'get_resource': 'domain'}}]}},
+            'service': {'type': 'OS::Keystone::Service', 'properties': {
+                'name': self.name + '-svc', 'type': 'kt-' + self.run, 'description': v['svc_desc']}},
+            'endpoint': {'type': 'OS::Keystone::Endpoint', 'properties': {
+                'service': {'get_resource': 'service'}, 'interface': 'internal', 'url': v['url'],
+                'region': 'RegionOne', 'name': self.name + '-ep'}},
+        }
+        if v['parent']:
+            project['parent'] = self.run_ctx['parent']
+        if v['role_domain']:
+            resources['role']['properties']['domain'] = 'default'
+            # A domain-specific role is not effective on its own: the
+            # assignment takes a global role from here on.
+            resources['assign']['properties']['roles'][0]['role'] = 'reader'
+        return tmpl(resources)
+
+    def check(self, res, pid, step):
+        v, api = self.values(step), self.api
+        if res == 'domain':
+            o = (api.get('keystone', '/domains/' + pid) or {}).get('domain')
+            expect(o, 'domain %s missing' % pid)
+            expect((o['name'], o['enabled']) == (v['domain'], v['dom_enabled']), 'domain %r' % o)
+        elif res == 'project':
+            o = (api.get('keystone', '/projects/' + pid) or {}).get('project')
+            expect(o, 'project %s missing' % pid)
+            expect((o['name'], o['description'], o['domain_id']) == (v['project'], v['proj_desc'], 'default'),
+                   'project %r' % o)
+            expect(o.get('tags') == ['t1'], 'tags %r' % o.get('tags'))
+            want_parent = self.run_ctx['parent'] if v['parent'] else 'default'
+            expect(o['parent_id'] == want_parent, 'parent %r' % o['parent_id'])
+        elif res == 'role':
+            o = (api.get('keystone', '/roles/' + pid) or {}).get('role')
+            expect(o, 'role %s missing' % pid)
+            expect(o['name'] == v['role'], 'name %r' % o['name'])
+            expect(o.get('domain_id') == ('default' if v['role_domain'] else None), 'domain %r' % o.get('domain_id'))
+        elif res == 'group':
+            o = (api.get('keystone', '/groups/' + pid) or {}).get('group')
+            expect(o, 'group %s missing' % pid)
+            expect(o['description'] == v['group_desc'], 'description %r' % o['description'])
+        elif res == 'user':
+            o = (api.get('keystone', '/users/' + pid) or {}).get('user')
+            expect(o, 'user %s missing' % pid)
+            expect(o.get('email') == v['email'], 'email %r' % o.get('email'))
+            expect(o.get('default_project_id') == self.ids['project'], 'default project %r'
+                   % o.get('default_project_id'))
+            groups = [g['id'] for g in api.get('keystone', '/users/%s/groups' % pid)['groups']]
+            expect(groups == [self.ids['group']], 'groups %r' % groups)
+        elif res == 'assign':
+            user = self.ids['user']
+            got = api.get('keystone', '/role_assignments?user.id=%s&include_names=true' % user)['role_assignments']
+            got = sorted((a['role']['name'], a['scope'].get('project', {}).get('id')) for a in got)
+            first = 'reader' if v['role_domain'] else v['role']
+            want = sorted([(first, self.ids['project'])] + (
+                [] if step == 'create' else [('member', self.ids['project'])]))
+            expect(got == want, 'assignments %r, want %r' % (got, want))
+        elif res == 'gassign':
+            got = api.get('keystone', '/role_assignments?group.id=%s&include_names=true'
+                          % self.ids['group'])['role_assignments']
+            got = [(a['role']['name'], a['scope'].get('domain', {}).get('id')) for a in got]
+            want = [('member', 'default' if step == 'create' else self.ids['domain'])]
+            expect(got == want, 'group assignments %r, want %r' % (got, want))
+        elif res == 'service':
+            o = (api.get('keystone', '/services/' + pid) or {}).get('service')
+            expect(o, 'service %s missing' % pid)
+            expect((o['name'], o['type'], o.get('description')) == (self.name + '-svc', 'kt-' + self.run,
+                                                                     v['svc_desc']), 'service %r' % o)
+        elif res == 'endpoint':
+            o = (api.get('keystone', '/endpoints/' + pid) or {}).get('endpoint')
+            expect(o, 'endpoint %s missing' % pid)
+            expect((o['url'], o['interface'], o['service_id'], o.get('region_id'), o.get('name')) == (
+                v['url'], 'internal', self.ids['service'], 'RegionOne', self.name + '-ep'), 'endpoint %r' % o)
+
+    def gone(self, res, pid):
+        api = self.api
+        path = {'domain': '/domains/', 'project': '/projects/', 'role': '/roles/', 'group': '/groups/',
+                'user': '/users/', 'service': '/services/', 'endpoint': '/endpoints/'}.get(res)
+        if path:
+            return api.get('keystone', path + pid) is None
+        # An assignment goes with its user/group (a stack delete removes both).
+        key = 'user.id' if res == 'assign' else 'group.id'
+        owner = self.ids['user' if res == 'assign' else 'group']
+        return not api.get('keystone', '/role_assignments?%s=%s' % (key, owner))['role_assignments']
+
+
+FAMILIES = (Network, Compute, Volume, Image, Admin, Identity)
+
+
+# -- one family's steps ----------------------------------------------------------------------------------------
+def run_family(fam, out, kind, results):
+    api, who = fam.api, fam.who
+    fam.ids, fam.egress = {}, {}
+    made = {}  # res -> [physical ids ever]
+
+    def record(res, step, ok, why=''):
+        results[(fam.types[res], step)] = (ok, why)
+        out('%s %s %s %s%s' % (kind, 'PASS' if ok else 'FAIL', fam.types[res], step, ': ' + why if why else ''))
+
+    def settle(step):
+        status, reason = api.wait_stack(who, fam.name, fam.sid)
+        want = {'create': 'CREATE_COMPLETE', 'update': 'UPDATE_COMPLETE', 'replace': 'UPDATE_COMPLETE'}[step]
+        res = api.resources(who, fam.name, fam.sid)
+        before = dict(fam.ids)
+        fam.extra_ids = {name: r.get('physical_resource_id') for name, r in res.items()}
+        for name in fam.types:
+            r = res.get(name)
+            fam.ids[name] = r.get('physical_resource_id') if r else None
+            if fam.ids[name]:
+                made.setdefault(name, [])
+                if fam.ids[name] not in made[name]:
+                    made[name].append(fam.ids[name])
+        for name in fam.types:
+            r = res.get(name) or {}
+            if status != want and not r.get('resource_status', '').endswith('COMPLETE'):
+                record(name, step, False, '%s %s: %s (stack %s: %s)' % (
+                    name, r.get('resource_status'), r.get('resource_status_reason'), status, reason))
+                continue
+            try:
+                expect(r.get('resource_status', '').endswith('COMPLETE'), '%s %s: %s' % (
+                    name, r.get('resource_status'), r.get('resource_status_reason')))
+                pid = fam.ids[name]
+                expect(pid or name in fam.no_physical_id, 'no physical id')
+                if name in fam.no_physical_id:
+                    pass
+                elif step == 'update' and name in fam.updated:
+                    expect(pid == before.get(name), 'replaced (%s -> %s), want an update in place'
+                           % (before.get(name), pid))
+                if step == 'replace' and name in fam.replaced:
+                    expect(pid != before.get(name), 'not replaced (%s)' % pid)
+                    expect(fam.gone(name, before[name]), 'the replaced %s is still there' % before[name])
+                fam.check(name, pid, step)
+                if status != want:
+                    raise Failed('stack %s: %s' % (status, reason))
+                record(name, step, True)
+            except Failed as e:
+                record(name, step, False, str(e))
+            except Exception as e:
+                record(name, step, False, 'check raised %r' % e)
+
+    status, _, doc = api.stack(who, 'POST', '', {'stack_name': fam.name, 'template': fam.template('create'),
+                                                   'timeout_mins': 10})
+    if status != 201:
+        for name in fam.types:
+            record(name, 'create', False, 'POST stacks: %s %s' % (status, json.dumps(doc)[:300]))
+        return
+    fam.sid = doc['stack']['id']
+    settle('create')
+    for step in ('update', 'replace'):
+        status, _, doc = api.stack(who, 'PUT', '/%s/%s' % (fam.name, fam.sid), {
+            'template': fam.template(step), 'timeout_mins': 10})
+        if status != 202:
+            for name in fam.types:
+                record(name, step, False, 'PUT stack: %s %s' % (status, json.dumps(doc)[:300]))
+            continue
+        time.sleep(1)
+        settle(step)
+    if fam.egress:
+        out('%s INFO %s egress rules after each step: %s' % (kind, fam.short, fam.egress))
+    status, _, doc = api.stack(who, 'DELETE', '/%s/%s' % (fam.name, fam.sid))
+    if status not in (202, 204):
+        for name in fam.types:
+            record(name, 'delete', False, 'DELETE stack: %s %s' % (status, doc))
+        return
+    final, reason = api.wait_stack(who, fam.name, fam.sid)
+    for name in fam.types:
+        try:
+            expect(final in ('GONE', 'DELETE_COMPLETE'), 'stack %s: %s' % (final, reason))
+            left = [pid for pid in made.get(name, []) if not fam.gone(name, pid)]
+            if name in fam.no_physical_id and not fam.gone(name, None):
+                left.append('the assignments')
+            expect(not left, 'still in the service: %s' % left)
+            record(name, 'delete', True)
+        except Failed as e:
+            record(name, 'delete', False, str(e))
+        except Exception as e:
+            record(name, 'delete', False, 'check raised %r' % e)
+
+
+def prepare(cloud):
+    """The external network routers use, and a parent project."""
+    public = cloud.neutron('POST', '/v2.0/networks', {'network': {
+        'name': 'public', 'router:external': True, 'provider:network_type': 'flat',
+        'provider:physical_network': 'physnet1'}})['network']
+    cloud.neutron('POST', '/v2.0/subnets', {'subnet': {
+        'name': 'public-subnet', 'network_id': public['id'], 'ip_version': 4, 'cidr': '172.24.5.0/24',
+        'enable_dhcp': False}})
+    parent = cloud.keystone('POST', '/v3/projects', {'project': {
+        'name': 'heat-types-parent', 'domain_id': 'default'}})['project']['id']
+    return {'public': public['id'], 'parent': parent}
+
+
+def run_kind(kind, args, out):
+    files = FileServer()
+    placement = 'keelson' if kind == 'keelson' else args.placement
+    cloud = Cloud(placement, computes=0, nodes=1, log=out, orchestration=kind, cinder=True)
+    # Glance fetches from loopback only when the host is allowed by name.
+    cloud.glance_options = {'import_filtering_opts': {'allowed_ports': '[]', 'allowed_hosts': '[127.0.0.1]'}}
+    results = {}
+    try:
+        cloud.start()
+        ctx = prepare(cloud)
+        ctx['image_url'] = files.url
+        api = Apis(cloud, kind)
+        run = uuid.uuid4().hex[:6]
+        for cls in FAMILIES:
+            if args.only and cls.short not in args.only:
+                continue
+            fam = cls(api, run)
+            fam.run_ctx = ctx
+            t = time.monotonic()
+            try:
+                run_family(fam, out, kind, results)
+            except Exception:
+                out('%s ERROR %s: %s' % (kind, cls.short, traceback.format_exc()))
+                for name, typ in cls.types.items():
+                    for step in ('create', 'update', 'replace', 'delete'):
+                        results.setdefault((typ, step), (False, 'the script failed: see above'))
+            out('%s: %s took %.0f s' % (kind, cls.short, time.monotonic() - t))
+    finally:
+        keep = os.path.join(args.keep_logs, kind) if args.keep_logs else None
+        cloud.stop(keep_logs=keep)
+        files.stop()
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--orchestration', action='append', choices=('heat', 'keelson'),
+                    help='each given runs in turn (default: keelson, then heat)')
+    ap.add_argument('--only', action='append', choices=[f.short for f in FAMILIES],
+                    help='only these stacks (repeatable)')
+    ap.add_argument('--placement', choices=('keelson', 'python'), default='keelson',
+                    help="Placement of the clouds with the real Heat (keelson's always has keelson's)")
+    ap.add_argument('--keep-logs', help='every log to DIR/<kind>')
+    args = ap.parse_args()
+
+    def out(line):
+        print(line, flush=True)
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
+    kinds = args.orchestration or ['keelson', 'heat']
+    by_kind, ok = {}, True
+    for kind in kinds:
+        try:
+            by_kind[kind] = run_kind(kind, args, out)
+        except Exception:
+            out('%s: FAILED to run: %s' % (kind, traceback.format_exc()))
+            by_kind[kind], ok = {}, False
+    keys = sorted({k for r in by_kind.values() for k in r})
+    out('heat-types summary (%s):' % ' / '.join(kinds))
+    for key in keys:
+        cells = []
+        for kind in kinds:
+            got = by_kind[kind].get(key)
+            cells.append('%s %s' % (kind, '-' if got is None else 'PASS' if got[0] else 'FAIL'))
+        out('  %-36s %-8s %s' % (key[0], key[1], '  '.join(cells)))
+    for kind in kinds:
+        r = by_kind[kind]
+        out('heat-types: %s %d passed, %d failed' % (kind, sum(1 for v in r.values() if v[0]),
+                                                     sum(1 for v in r.values() if not v[0])))
+    return 0 if ok and all(by_kind.values()) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
