@@ -161,7 +161,9 @@ def test_group_membership_domain_service_and_endpoint(cloud):
         assert status == 404, (kind, status, doc)
 
 
-def test_an_unknown_domain_fails_the_resource_with_heats_error(cloud):
+def test_an_unknown_domain_refuses_the_stack_with_heats_error(cloud):
+    """The `keystone.domain` custom constraint is checked when the stack is
+    created, as Heat checks it: 400 with Heat's text, and nothing stored."""
     ks = cloud.keystone
     project = ks.projects['admin']
     token = ks.fresh('admin', ADMIN_PASSWORD, project='admin')
@@ -170,15 +172,13 @@ def test_an_unknown_domain_fails_the_resource_with_heats_error(cloud):
         'project': {'type': 'OS::Keystone::Project', 'properties': {'domain': 'no-such-domain-%s' % suffix}}}}
     name = 'keystone-bad-%s' % suffix
     status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
-    assert status == 201, (status, doc)
-    sid = doc['stack']['id']
-    st = cloud.wait(token, project, name, sid, ['CREATE_COMPLETE', 'CREATE_FAILED'])
-    assert st['stack_status'] == 'CREATE_FAILED'
-    assert st['stack_status_reason'] == ('Resource CREATE failed: EntityNotFound: resources.project: '
-                                         'The KeystoneDomain (no-such-domain-%s) could not be found.' % suffix), st
-    status, doc = cloud.call('DELETE', '/stacks/%s/%s' % (name, sid), token, project=project)
-    assert status == 204, doc
-    cloud.wait(token, project, name, sid, ['GONE'])
+    assert status == 400, (status, doc)
+    assert doc['error']['type'] == 'StackValidationFailed', doc
+    assert doc['error']['message'] == (
+        "Property error: resources.project.properties.domain: Error validating value 'no-such-domain-%s': "
+        "The KeystoneDomain (no-such-domain-%s) could not be found." % (suffix, suffix)), doc
+    status, doc = cloud.call('GET', '/stacks/%s' % name, token, project=project)
+    assert status == 404, (status, doc)
 
 
 def test_the_types_are_the_admins(cloud):
