@@ -145,6 +145,8 @@ pub struct TreeProvider {
     pub uuid: String,
     pub parent: Option<ProviderId>,
     pub root: ProviderId,
+    /// What the provider's cached traits are checked against.
+    pub generation: Option<i64>,
 }
 
 /// Every provider of the trees in play, by id.

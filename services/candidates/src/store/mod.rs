@@ -1,10 +1,16 @@
 //! Reads what one request needs from the shared Placement schema (never
 //! writes), in one read transaction and a handful of queries, then runs the
-//! algorithm on it. Nothing is cached across requests: every answer is
-//! computed from the database as it is.
+//! algorithm on it. Every answer is computed from the database as it is;
+//! the only thing kept across requests is each provider's trait set at its
+//! generation ([`traits`]), which is the database's as long as the
+//! generation is.
+
+mod traits;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use traits::{load_traits, ProviderTraits, TraitCache};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -39,11 +45,19 @@ const MAX_NARROWED: usize = 5000;
 pub struct Store {
     pub db: Db,
     pub settings: Settings,
+    /// Shared by the clones of one store (the service's handlers).
+    trait_cache: Arc<TraitCache>,
 }
 
 impl Store {
     pub fn new(db: Db, settings: Settings) -> Self {
-        Store { db, settings }
+        Store { db, settings, trait_cache: Arc::default() }
+    }
+
+    /// How many providers' trait sets the store keeps.
+    #[cfg(test)]
+    pub(crate) fn trait_cache_len(&self) -> usize {
+        self.trait_cache.len()
     }
 
     /// `GET /allocation_candidates`.
@@ -113,8 +127,11 @@ impl Store {
         if answer.candidates.is_empty() {
             return Ok(Outcome::default());
         }
-        let traits =
-            if req.traits_in_summaries { Some(load_traits(&mut tx, &answer.summary_providers).await?) } else { None };
+        let traits = if req.traits_in_summaries {
+            Some(load_traits(&mut tx, &self.trait_cache, &answer.summary_providers, &trees).await?)
+        } else {
+            None
+        };
         phases.mark("traits");
         // The answer is read: no need to wait for the transaction's end.
         tx.end_read();
@@ -735,11 +752,14 @@ async fn load_trees(tx: &mut Tx, roots: &[ProviderId]) -> Result<Trees> {
         let id = r.i64(0)?;
         let root = r.opt_i64(3)?.unwrap_or(id);
         if roots.binary_search(&root).is_ok() {
-            trees.insert(id, TreeProvider { uuid: r.string(1)?, parent: r.opt_i64(2)?, root });
+            trees.insert(
+                id,
+                TreeProvider { uuid: r.string(1)?, parent: r.opt_i64(2)?, root, generation: r.opt_i64(4)? },
+            );
         }
         Ok(())
     };
-    const COLUMNS: &str = "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers";
+    const COLUMNS: &str = "SELECT id, uuid, parent_provider_id, root_provider_id, generation FROM resource_providers";
     if roots.len() > MAX_NARROWED {
         tx.for_each_row(COLUMNS, &[], &mut keep).await?;
     } else {
@@ -749,82 +769,6 @@ async fn load_trees(tx: &mut Tx, roots: &[ProviderId]) -> Result<Trees> {
         }
     }
     Ok(trees)
-}
-
-/// The summarised providers' traits, and the names of those traits.
-type ProviderTraits = (Vec<(ProviderId, TraitId)>, FxHashMap<TraitId, String>);
-
-/// The traits of the summarised `providers` (ascending) as sorted
-/// (provider, trait) pairs, then the names of the traits they have (a
-/// fleet's providers share a handful of traits: each name once). Each
-/// provider's traits come as one row (a list of ids with their count): a
-/// provider has dozens, and a row costs the driver more than its ids cost
-/// to parse. A list the server cut short (MySQL's `group_concat_max_len`)
-/// does not match its count; those providers are read again row by row.
-async fn load_traits(tx: &mut Tx, providers: &[ProviderId]) -> Result<ProviderTraits> {
-    let mut traits: Vec<(ProviderId, TraitId)> = Vec::new();
-    let list = match tx.dialect {
-        Dialect::MySql => "CAST(GROUP_CONCAT(trait_id) AS CHAR)",
-        Dialect::Postgres => "string_agg(CAST(trait_id AS TEXT), ',')",
-        Dialect::Sqlite => "group_concat(trait_id)",
-    };
-    let mut cut_short: Vec<ProviderId> = Vec::new();
-    for chunk in providers.chunks(IN_CHUNK) {
-        let sql = format!(
-            "SELECT resource_provider_id, COUNT(*), {list} FROM resource_provider_traits \
-             WHERE resource_provider_id IN ({}) GROUP BY resource_provider_id",
-            in_list(chunk.len())
-        );
-        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
-            let (provider, count) = (r.i64(0)?, r.i64(1)?);
-            let before = traits.len();
-            for id in r.string(2)?.split(',') {
-                match id.trim().parse::<TraitId>() {
-                    Ok(t) => traits.push((provider, t)),
-                    Err(_) => break,
-                }
-            }
-            if i64::try_from(traits.len() - before).ok() != Some(count) {
-                traits.truncate(before);
-                cut_short.push(provider);
-            }
-            Ok(())
-        })
-        .await?;
-    }
-    for chunk in cut_short.chunks(IN_CHUNK) {
-        let sql = format!(
-            "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN ({})",
-            in_list(chunk.len())
-        );
-        tx.for_each_row(&sql, &ids(chunk.iter().copied()), |r| -> Result<()> {
-            traits.push((r.i64(0)?, r.i64(1)?));
-            Ok(())
-        })
-        .await?;
-    }
-    // In trait id order per provider, as upstream lists them.
-    traits.sort_unstable();
-
-    let mut trait_names: FxHashMap<TraitId, String> = FxHashMap::default();
-    let used: BTreeSet<TraitId> = traits.iter().map(|(_, t)| *t).collect();
-    if used.is_empty() {
-        return Ok((traits, trait_names));
-    }
-    let (filter, params) = if used.len() > MAX_IN_LIST {
-        ("1 = 1".to_string(), Vec::new())
-    } else {
-        (format!("id IN ({})", in_list(used.len())), ids(used.iter().copied()))
-    };
-    tx.for_each_row(&format!("SELECT id, name FROM traits WHERE {filter}"), &params, |r| -> Result<()> {
-        let id = r.i64(0)?;
-        if used.contains(&id) {
-            trait_names.insert(id, r.string(1)?);
-        }
-        Ok(())
-    })
-    .await?;
-    Ok((traits, trait_names))
 }
 
 /// Capacity, usage and traits of the providers the answer summarises
@@ -867,14 +811,8 @@ fn summaries(
         resources[w[0]..w[1]].sort_unstable();
     }
     let (traits, trait_names) = traits.unwrap_or_default();
-    let mut trait_at = 0;
     let mut summaries = Vec::with_capacity(providers.len());
-    // `providers` is ascending, like the sorted traits: walk them together.
     for (at, p) in providers.iter().enumerate() {
-        let trait_start = trait_at;
-        while trait_at < traits.len() && traits[trait_at].0 <= *p {
-            trait_at += 1;
-        }
         let Some(t) = trees.get(p) else { continue };
         summaries.push(Summary {
             provider: *p,
@@ -884,7 +822,7 @@ fn summaries(
                 .iter()
                 .map(|(_, _, class, capacity, used)| (*class, *capacity, *used))
                 .collect(),
-            traits: traits[trait_start..trait_at].iter().filter(|t| t.0 == *p).map(|(_, t)| *t).collect(),
+            traits: traits.get(p).map(|t| t.to_vec()).unwrap_or_default(),
         });
     }
     (summaries, trait_names)

@@ -4,6 +4,7 @@
 mod explain;
 mod property;
 mod scenarios;
+mod trait_cache;
 
 use std::collections::HashMap;
 
