@@ -573,6 +573,9 @@ pub struct ResourceFacts {
     pub attributes: Map<String, Value>,
 }
 
+/// The attribute every type has: the object as its service shows it.
+const SHOW: &str = "show";
+
 /// What a plugin sees of a stored resource.
 pub async fn resource_state(db: &Db, row: &ResourceRow) -> Result<ResourceState, EngineError> {
     let data = store::resources::data_get_all(db, row.id).await?;
@@ -588,13 +591,20 @@ pub async fn resource_state(db: &Db, row: &ResourceRow) -> Result<ResourceState,
 }
 
 /// What a resource offers to the resources and outputs that use it: its
-/// reference id and every attribute of its type but `show` (what cannot
-/// resolve is null).
+/// reference id and every attribute of its type (what cannot resolve is
+/// null). `show`, the service's own view of the object, is passed on where
+/// the type has one to give (the types backed by a service); a nested
+/// stack's resource gives none, as upstream's.
 pub async fn resource_facts(plugin: &dyn ResourceType, resource_name: &str, state: &ResourceState) -> ResourceFacts {
     let mut attributes = Map::new();
-    for a in plugin.schema().attributes.iter().filter(|a| a.name != "show") {
+    for a in plugin.schema().attributes.iter().filter(|a| a.name != SHOW) {
         let v = resources::resolve_attribute(plugin, resource_name, state, a.name).await.unwrap_or(Value::Null);
         attributes.insert(a.name.to_string(), v);
+    }
+    if !plugin.runs_nested_stack() {
+        if let Ok(shown @ Value::Object(_)) = resources::resolve_attribute(plugin, resource_name, state, SHOW).await {
+            attributes.insert(SHOW.to_string(), shown);
+        }
     }
     // A software deployment's config outputs.
     for (k, v) in plugin.extra_attributes(state).await {
@@ -858,7 +868,7 @@ fn check_against_facade(
             )));
         }
     }
-    let facade_attributes = facade.attributes.iter().map(|a| a.name).chain(std::iter::once("show"));
+    let facade_attributes = facade.attributes.iter().map(|a| a.name).chain(std::iter::once(SHOW));
     for attr in facade_attributes {
         if !provider.attributes.iter().any(|a| a.name == attr) {
             return Err(EngineError::validation(format!(

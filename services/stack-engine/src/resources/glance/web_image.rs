@@ -491,6 +491,9 @@ mod tests {
         Plugin::create(&i, &mut ctx).await.unwrap();
         assert_eq!(Plugin::reference_id(&i, &ctx.state), json!(ID));
         assert_eq!(i.attribute(&ctx.state, "show").await.unwrap(), json!({"id": ID, "status": "active"}));
+        // What outputs and other resources see of it, `show` included.
+        let facts = crate::definition::resource_facts(&i, "image", &ctx.state).await;
+        assert_eq!(facts.attributes["show"], json!({"id": ID, "status": "active"}));
         // Not registered: Glance answers 404, the image is gone.
         Plugin::delete(&i, &mut ctx).await.unwrap();
         glance.answer(&format!("DELETE {IMAGES}/{ID}"), 403, json!({"error": {"message": "Image is protected"}}));
