@@ -247,7 +247,7 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["FloatingIP", "FloatingIPAssociation", "Net", "QoSPolicy", "QoSBandwidthLimitRule"]
+        for t in ["FloatingIP", "FloatingIPAssociation", "Net", "Port", "QoSPolicy", "QoSBandwidthLimitRule"]
             .iter()
             .chain(&["QoSMinimumBandwidthRule", "Router", "RouterInterface", "SecurityGroup"])
             .chain(&["SecurityGroupRule", "Subnet"])
