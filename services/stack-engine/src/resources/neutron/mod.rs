@@ -23,6 +23,7 @@ mod router;
 mod security_group;
 mod subnet;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use keelson_openstack::network::{Kind, Lookup, Network, SECURITY_GROUP, SEGMENT};
@@ -41,7 +42,7 @@ use keelson_pyfmt::truthy;
 
 use super::client_errors::NEUTRONCLIENT;
 use super::nova::{attribute_session, stack_session, STACK_DATA};
-use super::{ActionContext, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
+use super::{ActionContext, ActionResult, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 use crate::service::is_uuid_like;
 
@@ -417,12 +418,64 @@ where
 /// `check_delete_complete`), with Heat's retries.
 async fn delete_until_gone(
     ctx: &mut ActionContext,
+    network: &Network<'_>,
     kind: Kind,
     id: &str,
-    session: &Session,
 ) -> Result<(), ResourceFailure> {
-    let network = network(session).await?;
-    with_delete_retries(ctx, || delete_once(&network, kind, id)).await
+    with_delete_retries(ctx, || delete_once(network, kind, id)).await
+}
+
+/// What a Neutron type does with the stack's Neutron client. Its
+/// `Plugin` hooks are [`create_in_stack`], [`update_in_stack`] and
+/// [`delete_in_stack`], which open the stack's trust session and the
+/// client for every type, then call these.
+trait NeutronActions: Sync {
+    fn host(&self) -> &HostSlot;
+
+    fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send;
+
+    /// By default nothing changes in place.
+    fn update_with(
+        &self,
+        _network: &Network<'_>,
+        _ctx: &mut ActionContext,
+        _old: &Properties,
+    ) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    /// Deletes what physical id `id` names.
+    fn delete_with(
+        &self,
+        network: &Network<'_>,
+        ctx: &mut ActionContext,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// The physical id a delete acts on; None: nothing to delete.
+    fn deletable_id(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone()
+    }
+}
+
+/// `Plugin::create` of a Neutron type.
+async fn create_in_stack<T: NeutronActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.create_with(&network(&session).await?, ctx).await
+}
+
+/// `Plugin::update` of a Neutron type.
+async fn update_in_stack<T: NeutronActions>(resource: &T, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.update_with(&network(&session).await?, ctx, old).await
+}
+
+/// `Plugin::delete` of a Neutron type: nothing to do without a
+/// physical id.
+async fn delete_in_stack<T: NeutronActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let Some(id) = resource.deletable_id(ctx) else { return Ok(()) };
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.delete_with(&network(&session).await?, ctx, &id).await
 }
 
 /// Heat's `NeutronResource.needs_replace_failed`: replaced when it has
@@ -702,18 +755,19 @@ mod tests {
         let (neutron, session) = testing::neutron().await;
         neutron.answer("DELETE /network/v2.0/networks/n1", 204, Value::Null);
         let (mut ctx, _tx) = super::super::context::test_context(Properties::new());
-        delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "n1", &session).await.unwrap();
+        let net = network(&session).await.unwrap();
+        delete_until_gone(&mut ctx, &net, keelson_openstack::network::NETWORK, "n1").await.unwrap();
         let calls: Vec<_> = neutron.calls().into_iter().map(|(m, p, _)| format!("{m} {p}")).collect();
         assert_eq!(calls, ["DELETE /network/v2.0/networks/n1", "GET /network/v2.0/networks/n1"]);
         // Gone already: done at once.
-        delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "gone", &session).await.unwrap();
+        delete_until_gone(&mut ctx, &net, keelson_openstack::network::NETWORK, "gone").await.unwrap();
         // Refused: the action fails with Neutron's text.
         neutron.answer(
             "DELETE /network/v2.0/networks/n2",
             403,
             json!({"NeutronError": {"type": "PolicyNotAuthorized", "message": "not allowed", "detail": ""}}),
         );
-        let e = delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "n2", &session).await.unwrap_err();
+        let e = delete_until_gone(&mut ctx, &net, keelson_openstack::network::NETWORK, "n2").await.unwrap_err();
         assert_eq!(e, ResourceFailure::error("Forbidden", "not allowed"));
     }
 

@@ -24,9 +24,9 @@ use super::super::{
     SupportStatus, UpdateDecision,
 };
 use super::{
-    attribute_session, changed, create_fields, delete_until_gone, failure, find_id, network, object_attribute,
-    replace_deprecated, replace_deprecated_in_items, replace_failed, security_group_ids, set_tags, stack_session,
-    truthy, update_fields, wait_built, INTERFACE,
+    attribute_session, changed, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure, find_id,
+    network, object_attribute, replace_deprecated, replace_deprecated_in_items, replace_failed, security_group_ids,
+    set_tags, stack_session, truthy, update_fields, update_in_stack, wait_built, NeutronActions, INTERFACE,
 };
 use crate::error::EngineError;
 
@@ -188,6 +188,60 @@ impl Port {
         }
     }
 
+    /// Heat's `prepare_for_replace`: the fixed IPs are kept in the data
+    /// and taken off the port; a port Neutron no longer has has none.
+    async fn free_fixed_ips_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let port = match network.show(PORT, &id).await {
+            Ok(port) => port,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(failure(e)),
+        };
+        let fixed_ips = port.get("fixed_ips").cloned().unwrap_or_else(|| json!([]));
+        ctx.state.data.insert(FREED_FIXED_IPS_DATA.into(), fixed_ips.to_string());
+        let mut none = Map::new();
+        none.insert("fixed_ips".into(), json!([]));
+        match network.update(PORT, &id, none).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other.map_err(failure),
+        }
+    }
+
+    /// Heat's `subnets`: each fixed IP's subnet as Neutron shows it;
+    /// nothing when any of them cannot be read.
+    async fn subnets(&self, state: &ResourceState) -> Result<Value, EngineError> {
+        let (Some(id), Some(session)) = (&state.physical_id, attribute_session(&self.host, state).await?) else {
+            return Ok(Value::Null);
+        };
+        let Ok(network) = Network::connect(&session, INTERFACE, None).await else { return Ok(Value::Null) };
+        let Ok(port) = network.show(PORT, id).await else { return Ok(Value::Null) };
+        let mut subnets = Vec::new();
+        let fixed_ips = port.get("fixed_ips").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        for subnet_id in fixed_ips.iter().filter_map(|ip| ip.get("subnet_id").and_then(Value::as_str)) {
+            let Ok(subnet) = network.show(SUBNET, subnet_id).await else { return Ok(Value::Null) };
+            subnets.push(Value::Object(subnet));
+        }
+        Ok(Value::Array(subnets))
+    }
+
+    /// Heat's `network`: the port's network as Neutron shows it; nothing
+    /// when it cannot be read.
+    async fn owning_network(&self, state: &ResourceState) -> Result<Value, EngineError> {
+        let (Some(id), Some(session)) = (&state.physical_id, attribute_session(&self.host, state).await?) else {
+            return Ok(Value::Null);
+        };
+        let Ok(network) = Network::connect(&session, INTERFACE, None).await else { return Ok(Value::Null) };
+        let Ok(port) = network.show(PORT, id).await else { return Ok(Value::Null) };
+        let network_id = port.get("network_id").and_then(Value::as_str).unwrap_or_default();
+        Ok(network.show(NETWORK, network_id).await.map(Value::Object).unwrap_or(Value::Null))
+    }
+}
+
+impl NeutronActions for Port {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let name = ctx.stable_physical_name();
         let mut fields = create_fields(&ctx.properties, name);
@@ -237,52 +291,8 @@ impl Port {
         wait_built(ctx, network, PORT, &id).await
     }
 
-    /// Heat's `prepare_for_replace`: the fixed IPs are kept in the data
-    /// and taken off the port; a port Neutron no longer has has none.
-    async fn free_fixed_ips_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let port = match network.show(PORT, &id).await {
-            Ok(port) => port,
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(failure(e)),
-        };
-        let fixed_ips = port.get("fixed_ips").cloned().unwrap_or_else(|| json!([]));
-        ctx.state.data.insert(FREED_FIXED_IPS_DATA.into(), fixed_ips.to_string());
-        let mut none = Map::new();
-        none.insert("fixed_ips".into(), json!([]));
-        match network.update(PORT, &id, none).await {
-            Err(e) if e.is_not_found() => Ok(()),
-            other => other.map_err(failure),
-        }
-    }
-
-    /// Heat's `subnets`: each fixed IP's subnet as Neutron shows it;
-    /// nothing when any of them cannot be read.
-    async fn subnets(&self, state: &ResourceState) -> Result<Value, EngineError> {
-        let (Some(id), Some(session)) = (&state.physical_id, attribute_session(&self.host, state).await?) else {
-            return Ok(Value::Null);
-        };
-        let Ok(network) = Network::connect(&session, INTERFACE, None).await else { return Ok(Value::Null) };
-        let Ok(port) = network.show(PORT, id).await else { return Ok(Value::Null) };
-        let mut subnets = Vec::new();
-        let fixed_ips = port.get("fixed_ips").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-        for subnet_id in fixed_ips.iter().filter_map(|ip| ip.get("subnet_id").and_then(Value::as_str)) {
-            let Ok(subnet) = network.show(SUBNET, subnet_id).await else { return Ok(Value::Null) };
-            subnets.push(Value::Object(subnet));
-        }
-        Ok(Value::Array(subnets))
-    }
-
-    /// Heat's `network`: the port's network as Neutron shows it; nothing
-    /// when it cannot be read.
-    async fn owning_network(&self, state: &ResourceState) -> Result<Value, EngineError> {
-        let (Some(id), Some(session)) = (&state.physical_id, attribute_session(&self.host, state).await?) else {
-            return Ok(Value::Null);
-        };
-        let Ok(network) = Network::connect(&session, INTERFACE, None).await else { return Ok(Value::Null) };
-        let Ok(port) = network.show(PORT, id).await else { return Ok(Value::Null) };
-        let network_id = port.get("network_id").and_then(Value::as_str).unwrap_or_default();
-        Ok(network.show(NETWORK, network_id).await.map(Value::Object).unwrap_or(Value::Null))
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        delete_until_gone(ctx, network, PORT, id).await
     }
 }
 
@@ -418,21 +428,15 @@ impl Plugin for Port {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        delete_until_gone(ctx, PORT, &id, &session).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn prepare_for_replace(&self, ctx: &mut ActionContext) -> ActionResult {
