@@ -19,6 +19,7 @@ mod role_assignments;
 mod service;
 mod user;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use keelson_openstack::identity_admin::{Entity, IdentityAdmin};
@@ -36,7 +37,7 @@ pub use user::User;
 
 use super::client_errors::KEYSTONEAUTH;
 use super::host::HostSlot;
-use super::{ActionContext, Properties, ResourceFailure, ResourceState};
+use super::{changed_properties, ActionContext, ActionResult, Properties, ResourceFailure, ResourceState};
 
 /// Resource data key of the entity as Keystone last showed it.
 const ENTITY_DATA: &str = "entity";
@@ -173,11 +174,66 @@ pub(crate) async fn keystone_lookup(
     scoped_lookup(&IdentityAdmin::new(session), entity, value).await
 }
 
-/// Deletes the entity the resource made; gone already is success.
-async fn delete_entity(host: &HostSlot, ctx: &ActionContext, entity: Entity) -> Result<(), ResourceFailure> {
-    let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-    let session = session(host, ctx).await?;
-    IdentityAdmin::new(&session).delete(entity, &id).await.map_err(failure)
+/// What a Keystone type does through the stack's Keystone. Its `Plugin`
+/// hooks are [`create_in_stack`], [`update_in_stack`] and
+/// [`delete_in_stack`], which open the stack's trust session and the
+/// identity client for every type, then call these.
+trait KeystoneActions: Sync {
+    fn host(&self) -> &HostSlot;
+
+    fn create_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// Updates the entity `id` in place.
+    fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// Deletes what the resource made, named by `id`.
+    fn delete_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// The id an update acts on; None: nothing to update (by default, no
+    /// entity or no property changed).
+    fn update_target(&self, ctx: &ActionContext, old: &Properties) -> Option<String> {
+        ctx.state.physical_id.clone().filter(|_| !changed_properties(old, &ctx.properties).is_empty())
+    }
+
+    /// The id a delete acts on; None: nothing to delete.
+    fn delete_target(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone()
+    }
+}
+
+/// `Plugin::create` of a Keystone type.
+async fn create_in_stack<T: KeystoneActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let session = session(resource.host(), ctx).await?;
+    resource.create_with(&IdentityAdmin::new(&session), ctx).await
+}
+
+/// `Plugin::update` of a Keystone type.
+async fn update_in_stack<T: KeystoneActions>(resource: &T, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    let Some(id) = resource.update_target(ctx, old) else { return Ok(()) };
+    let session = session(resource.host(), ctx).await?;
+    resource.update_with(&IdentityAdmin::new(&session), ctx, old, &id).await
+}
+
+/// `Plugin::delete` of a Keystone type.
+async fn delete_in_stack<T: KeystoneActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let Some(id) = resource.delete_target(ctx) else { return Ok(()) };
+    let session = session(resource.host(), ctx).await?;
+    resource.delete_with(&IdentityAdmin::new(&session), ctx, &id).await
 }
 
 /// An object of `fields`.

@@ -16,7 +16,10 @@ use super::super::schema::{
     AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
 use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{domain_id, entity_field, entity_name, failure, fields, remember, scoped_id, session, str_prop};
+use super::{
+    create_in_stack, delete_in_stack, domain_id, entity_field, entity_name, failure, fields, remember, scoped_id,
+    str_prop, update_in_stack, KeystoneActions,
+};
 use crate::error::EngineError;
 
 pub struct Project {
@@ -118,19 +121,15 @@ impl Project {
     }
 }
 
-impl Plugin for Project {
-    const TYPE: &'static str = "OS::Keystone::Project";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
+impl KeystoneActions for Project {
+    fn host(&self) -> &HostSlot {
+        &self.host
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let domain = domain_id(&api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let domain = domain_id(api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
         let parent = match str_prop(&ctx.properties, "parent") {
-            Some(p) => Some(scoped_id(&api, Entity::Project, p).await?),
+            Some(p) => Some(scoped_id(api, Entity::Project, p).await?),
             None => None,
         };
         let name = entity_name(ctx);
@@ -140,27 +139,45 @@ impl Plugin for Project {
         Ok(())
     }
 
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let diff = changed_properties(old, &ctx.properties);
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        if diff.is_empty() {
-            return Ok(());
-        }
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let domain = domain_id(&api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
+        let domain = domain_id(api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
         let name = entity_name(ctx);
         let body = update_fields(old, &ctx.properties, &diff, &name, &domain);
-        let project = api.update(Entity::Project, &id, body).await.map_err(failure)?;
+        let project = api.update(Entity::Project, id, body).await.map_err(failure)?;
         remember(&mut ctx.state, &project);
         Ok(())
     }
 
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        Self::delete_default_security_groups(api.session(), id).await.map_err(failure)?;
+        api.delete(Entity::Project, id).await.map_err(failure)
+    }
+}
+
+impl Plugin for Project {
+    const TYPE: &'static str = "OS::Keystone::Project";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        create_in_stack(self, ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        update_in_stack(self, ctx, old).await
+    }
+
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
-        Self::delete_default_security_groups(&session, &id).await.map_err(failure)?;
-        IdentityAdmin::new(&session).delete(Entity::Project, &id).await.map_err(failure)
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {

@@ -10,7 +10,10 @@ use serde_json::{json, Map, Value};
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{delete_entity, domain_id, entity_field, entity_name, failure, fields, remember, session, str_prop};
+use super::{
+    create_in_stack, delete_in_stack, domain_id, entity_field, entity_name, failure, fields, remember, str_prop,
+    update_in_stack, KeystoneActions,
+};
 use crate::error::EngineError;
 
 pub struct Role {
@@ -42,18 +45,14 @@ impl Role {
     }
 }
 
-impl Plugin for Role {
-    const TYPE: &'static str = "OS::Keystone::Role";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
+impl KeystoneActions for Role {
+    fn host(&self) -> &HostSlot {
+        &self.host
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
         let domain = match str_prop(&ctx.properties, "domain") {
-            Some(d) => Some(domain_id(&api, d).await?),
+            Some(d) => Some(domain_id(api, d).await?),
             None => None,
         };
         let name = entity_name(ctx);
@@ -64,21 +63,47 @@ impl Plugin for Role {
 
     /// Only `name` updates in place: a rename (a cleared name is the
     /// physical name again).
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let renamed = changed_properties(old, &ctx.properties).iter().any(|k| k == "name");
-        let Some(id) = ctx.state.physical_id.clone().filter(|_| renamed) else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        _old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let name = entity_name(ctx);
-        let role = IdentityAdmin::new(&session)
-            .update(Entity::Role, &id, fields([("name", json!(name))]))
-            .await
-            .map_err(failure)?;
+        let role = api.update(Entity::Role, id, fields([("name", json!(name))])).await.map_err(failure)?;
         remember(&mut ctx.state, &role);
         Ok(())
     }
 
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        api.delete(Entity::Role, id).await.map_err(failure)
+    }
+
+    /// Only a rename is sent.
+    fn update_target(&self, ctx: &ActionContext, old: &Properties) -> Option<String> {
+        let renamed = changed_properties(old, &ctx.properties).iter().any(|k| k == "name");
+        ctx.state.physical_id.clone().filter(|_| renamed)
+    }
+}
+
+impl Plugin for Role {
+    const TYPE: &'static str = "OS::Keystone::Role";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        create_in_stack(self, ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        update_in_stack(self, ctx, old).await
+    }
+
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_entity(&self.host, ctx, Entity::Role).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {

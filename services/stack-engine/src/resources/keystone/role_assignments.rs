@@ -17,7 +17,9 @@ use serde_json::Value;
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{domain_id, failure, scoped_id, session, str_prop};
+use super::{
+    create_in_stack, delete_in_stack, domain_id, failure, scoped_id, str_prop, update_in_stack, KeystoneActions,
+};
 use crate::error::EngineError;
 
 /// The `roles` property.
@@ -274,6 +276,53 @@ pub(super) fn is_not_found(f: &super::ResourceFailure) -> bool {
     matches!(f.exception(), Some(("EntityNotFound" | "NotFound", _)))
 }
 
+impl KeystoneActions for RoleAssignment {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = self.actor_id(api, &ctx.properties).await? else { return Ok(()) };
+        grant(api, self.actor(&id), &items(&ctx.properties)).await
+    }
+
+    /// Grants and revokes for the user or group the resource had before
+    /// the update: Heat resolves its actor from the old properties here,
+    /// so a new `user` or `group` alone moves no grant.
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        _id: &str,
+    ) -> ActionResult {
+        let Some(id) = self.actor_id(api, old).await? else { return Ok(()) };
+        update(api, self.actor(&id), old, &ctx.properties).await
+    }
+
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext, _id: &str) -> ActionResult {
+        let revoked = match self.actor_id(api, &ctx.properties).await? {
+            Some(id) => revoke(api, self.actor(&id), &items(&ctx.properties)).await,
+            None => Ok(()),
+        };
+        match revoked {
+            Err(f) if is_not_found(&f) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// The grants are the actor's, named by the properties: an update
+    /// always has them to reconcile.
+    fn update_target(&self, ctx: &ActionContext, _old: &Properties) -> Option<String> {
+        Some(ctx.state.physical_id.clone().unwrap_or_default())
+    }
+
+    /// A delete always revokes them.
+    fn delete_target(&self, ctx: &ActionContext) -> Option<String> {
+        Some(ctx.state.physical_id.clone().unwrap_or_default())
+    }
+}
+
 impl Plugin for RoleAssignment {
     const TYPE: &'static str = "OS::Keystone::UserRoleAssignment";
 
@@ -293,33 +342,15 @@ impl Plugin for RoleAssignment {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let Some(id) = self.actor_id(&api, &ctx.properties).await? else { return Ok(()) };
-        grant(&api, self.actor(&id), &items(&ctx.properties)).await
+        create_in_stack(self, ctx).await
     }
 
-    /// Grants and revokes for the user or group the resource had before
-    /// the update: Heat resolves its actor from the old properties here,
-    /// so a new `user` or `group` alone moves no grant.
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let Some(id) = self.actor_id(&api, old).await? else { return Ok(()) };
-        update(&api, self.actor(&id), old, &ctx.properties).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let revoked = match self.actor_id(&api, &ctx.properties).await? {
-            Some(id) => revoke(&api, self.actor(&id), &items(&ctx.properties)).await,
-            None => Ok(()),
-        };
-        match revoked {
-            Err(f) if is_not_found(&f) => Ok(()),
-            other => other,
-        }
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {

@@ -9,7 +9,10 @@ use serde_json::{json, Map, Value};
 use super::super::host::HostSlot;
 use super::super::schema::{PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{delete_entity, entity_field, entity_name, failure, fields, remember, session};
+use super::{
+    create_in_stack, delete_in_stack, entity_field, entity_name, failure, fields, remember, update_in_stack,
+    KeystoneActions,
+};
 use crate::error::EngineError;
 
 pub struct Service {
@@ -65,6 +68,39 @@ impl Service {
     }
 }
 
+impl KeystoneActions for Service {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let name = entity_name(ctx);
+        let body = create_fields(&ctx.properties, &name);
+        let service = api.create(Entity::Service, body).await.map_err(failure)?;
+        remember(&mut ctx.state, &service);
+        Ok(())
+    }
+
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> ActionResult {
+        let diff = changed_properties(old, &ctx.properties);
+        let name = entity_name(ctx);
+        let body = update_fields(&ctx.properties, &diff, &name);
+        let service = api.update(Entity::Service, id, body).await.map_err(failure)?;
+        remember(&mut ctx.state, &service);
+        Ok(())
+    }
+
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        api.delete(Entity::Service, id).await.map_err(failure)
+    }
+}
+
 impl Plugin for Service {
     const TYPE: &'static str = "OS::Keystone::Service";
 
@@ -73,27 +109,15 @@ impl Plugin for Service {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let name = entity_name(ctx);
-        let body = create_fields(&ctx.properties, &name);
-        let service = IdentityAdmin::new(&session).create(Entity::Service, body).await.map_err(failure)?;
-        remember(&mut ctx.state, &service);
-        Ok(())
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let diff = changed_properties(old, &ctx.properties);
-        let Some(id) = ctx.state.physical_id.clone().filter(|_| !diff.is_empty()) else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
-        let name = entity_name(ctx);
-        let body = update_fields(&ctx.properties, &diff, &name);
-        let service = IdentityAdmin::new(&session).update(Entity::Service, &id, body).await.map_err(failure)?;
-        remember(&mut ctx.state, &service);
-        Ok(())
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_entity(&self.host, ctx, Entity::Service).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
