@@ -10,12 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{
-    create_in_stack, delete_in_stack, entity_field, entity_name, failure, fields, remember, update_in_stack,
-    KeystoneActions,
-};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{entity_name, failure, fields, remember, KeystoneType};
 
 pub struct Domain {
     host: Arc<HostSlot>,
@@ -64,7 +60,13 @@ impl Domain {
     }
 }
 
-impl KeystoneActions for Domain {
+impl KeystoneType for Domain {
+    const TYPE: &'static str = "OS::Keystone::Domain";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -94,30 +96,6 @@ impl KeystoneActions for Domain {
 
     async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
         api.delete(Entity::Domain, id).await.map_err(failure)
-    }
-}
-
-impl Plugin for Domain {
-    const TYPE: &'static str = "OS::Keystone::Domain";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
     }
 }
 

@@ -11,12 +11,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{
-    create_in_stack, delete_in_stack, entity_field, entity_name, failure, fields, kind_name, not_found, remember,
-    str_prop, update_in_stack, KeystoneActions, ResourceFailure,
-};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{entity_name, failure, fields, kind_name, not_found, remember, str_prop, KeystoneType, ResourceFailure};
 
 pub struct Endpoint {
     host: Arc<HostSlot>,
@@ -129,7 +125,13 @@ impl Endpoint {
     }
 }
 
-impl KeystoneActions for Endpoint {
+impl KeystoneType for Endpoint {
+    const TYPE: &'static str = "OS::Keystone::Endpoint";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -173,30 +175,6 @@ impl KeystoneActions for Endpoint {
 
     async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
         api.delete(Entity::Endpoint, id).await.map_err(failure)
-    }
-}
-
-impl Plugin for Endpoint {
-    const TYPE: &'static str = "OS::Keystone::Endpoint";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
     }
 }
 

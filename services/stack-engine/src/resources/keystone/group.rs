@@ -9,12 +9,9 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
 use super::role_assignments::{self, roles_property, validate_roles};
-use super::{
-    create_in_stack, delete_in_stack, domain_id, entity_field, entity_name, failure, fields, remember, str_prop,
-    update_in_stack, KeystoneActions,
-};
+use super::{domain_id, entity_name, failure, fields, remember, str_prop, KeystoneType};
 use crate::error::EngineError;
 
 pub struct Group {
@@ -77,7 +74,17 @@ impl Group {
     }
 }
 
-impl KeystoneActions for Group {
+impl KeystoneType for Group {
+    const TYPE: &'static str = "OS::Keystone::Group";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
+        validate_roles(props)
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -109,34 +116,6 @@ impl KeystoneActions for Group {
 
     async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
         api.delete(Entity::Group, id).await.map_err(failure)
-    }
-}
-
-impl Plugin for Group {
-    const TYPE: &'static str = "OS::Keystone::Group";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
-        validate_roles(props)
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
     }
 }
 

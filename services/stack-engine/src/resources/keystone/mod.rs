@@ -37,7 +37,10 @@ pub use user::User;
 
 use super::client_errors::KEYSTONEAUTH;
 use super::host::HostSlot;
-use super::{changed_properties, ActionContext, ActionResult, Properties, ResourceFailure, ResourceState};
+use super::{
+    changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceSchema, ResourceState,
+};
+use crate::error::EngineError;
 
 /// Resource data key of the entity as Keystone last showed it.
 const ENTITY_DATA: &str = "entity";
@@ -174,12 +177,25 @@ pub(crate) async fn keystone_lookup(
     scoped_lookup(&IdentityAdmin::new(session), entity, value).await
 }
 
-/// What a Keystone type does through the stack's Keystone. Its `Plugin`
-/// hooks are [`create_in_stack`], [`update_in_stack`] and
-/// [`delete_in_stack`], which open the stack's trust session and the
-/// identity client for every type, then call these.
-trait KeystoneActions: Sync {
+/// A Keystone type: what it states of itself. Its [`Plugin`] is the one
+/// below, which opens the stack's trust session and identity client for
+/// every action and then calls the type's `*_with`; its attributes are
+/// the entity's fields as Keystone last answered.
+trait KeystoneType: Send + Sync + 'static {
+    const TYPE: &'static str;
+
+    /// The name the registry files it under (see [`Plugin::type_name`]).
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
     fn host(&self) -> &HostSlot;
+
+    fn schema(&self) -> &ResourceSchema;
+
+    fn validate(&self, _props: &Properties) -> Result<(), EngineError> {
+        Ok(())
+    }
 
     fn create_with(
         &self,
@@ -216,24 +232,41 @@ trait KeystoneActions: Sync {
     }
 }
 
-/// `Plugin::create` of a Keystone type.
-async fn create_in_stack<T: KeystoneActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
-    let session = session(resource.host(), ctx).await?;
-    resource.create_with(&IdentityAdmin::new(&session), ctx).await
-}
+impl<T: KeystoneType> Plugin for T {
+    const TYPE: &'static str = T::TYPE;
 
-/// `Plugin::update` of a Keystone type.
-async fn update_in_stack<T: KeystoneActions>(resource: &T, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-    let Some(id) = resource.update_target(ctx, old) else { return Ok(()) };
-    let session = session(resource.host(), ctx).await?;
-    resource.update_with(&IdentityAdmin::new(&session), ctx, old, &id).await
-}
+    fn type_name(&self) -> &'static str {
+        KeystoneType::type_name(self)
+    }
 
-/// `Plugin::delete` of a Keystone type.
-async fn delete_in_stack<T: KeystoneActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
-    let Some(id) = resource.delete_target(ctx) else { return Ok(()) };
-    let session = session(resource.host(), ctx).await?;
-    resource.delete_with(&IdentityAdmin::new(&session), ctx, &id).await
+    fn schema(&self) -> &ResourceSchema {
+        KeystoneType::schema(self)
+    }
+
+    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
+        KeystoneType::validate(self, props)
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let session = session(self.host(), ctx).await?;
+        self.create_with(&IdentityAdmin::new(&session), ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let Some(id) = self.update_target(ctx, old) else { return Ok(()) };
+        let session = session(self.host(), ctx).await?;
+        self.update_with(&IdentityAdmin::new(&session), ctx, old, &id).await
+    }
+
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = self.delete_target(ctx) else { return Ok(()) };
+        let session = session(self.host(), ctx).await?;
+        self.delete_with(&IdentityAdmin::new(&session), ctx, &id).await
+    }
+
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        Ok(entity_field(state, name))
+    }
 }
 
 /// An object of `fields`.

@@ -15,12 +15,8 @@ use super::super::host::HostSlot;
 use super::super::schema::{
     AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{
-    create_in_stack, delete_in_stack, domain_id, entity_field, entity_name, failure, fields, remember, scoped_id,
-    str_prop, update_in_stack, KeystoneActions,
-};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{domain_id, entity_name, failure, fields, remember, scoped_id, str_prop, KeystoneType};
 
 pub struct Project {
     host: Arc<HostSlot>,
@@ -121,7 +117,13 @@ impl Project {
     }
 }
 
-impl KeystoneActions for Project {
+impl KeystoneType for Project {
+    const TYPE: &'static str = "OS::Keystone::Project";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -161,37 +163,13 @@ impl KeystoneActions for Project {
     }
 }
 
-impl Plugin for Project {
-    const TYPE: &'static str = "OS::Keystone::Project";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::super::tests::assert_schema_as_heat;
     use super::*;
-    use crate::resources::{ResourceType, UpdateDecision};
+    use crate::resources::{ResourceState, ResourceType, UpdateDecision};
 
     fn plugin() -> Arc<dyn ResourceType> {
         Arc::new(Project::new(Arc::new(HostSlot::default())))

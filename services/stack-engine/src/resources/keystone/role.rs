@@ -9,12 +9,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{
-    create_in_stack, delete_in_stack, domain_id, entity_field, entity_name, failure, fields, remember, str_prop,
-    update_in_stack, KeystoneActions,
-};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{domain_id, entity_name, failure, fields, remember, str_prop, KeystoneType};
 
 pub struct Role {
     host: Arc<HostSlot>,
@@ -45,7 +41,13 @@ impl Role {
     }
 }
 
-impl KeystoneActions for Role {
+impl KeystoneType for Role {
+    const TYPE: &'static str = "OS::Keystone::Role";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -84,30 +86,6 @@ impl KeystoneActions for Role {
     fn update_target(&self, ctx: &ActionContext, old: &Properties) -> Option<String> {
         let renamed = changed_properties(old, &ctx.properties).iter().any(|k| k == "name");
         ctx.state.physical_id.clone().filter(|_| renamed)
-    }
-}
-
-impl Plugin for Role {
-    const TYPE: &'static str = "OS::Keystone::Role";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
     }
 }
 

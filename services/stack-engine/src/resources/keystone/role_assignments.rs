@@ -16,10 +16,8 @@ use serde_json::Value;
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{
-    create_in_stack, delete_in_stack, domain_id, failure, scoped_id, str_prop, update_in_stack, KeystoneActions,
-};
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{domain_id, failure, scoped_id, str_prop, KeystoneType};
 use crate::error::EngineError;
 
 /// The `roles` property.
@@ -276,7 +274,24 @@ pub(super) fn is_not_found(f: &super::ResourceFailure) -> bool {
     matches!(f.exception(), Some(("EntityNotFound" | "NotFound", _)))
 }
 
-impl KeystoneActions for RoleAssignment {
+impl KeystoneType for RoleAssignment {
+    const TYPE: &'static str = "OS::Keystone::UserRoleAssignment";
+
+    fn type_name(&self) -> &'static str {
+        match self.kind {
+            ActorKind::User => "OS::Keystone::UserRoleAssignment",
+            ActorKind::Group => "OS::Keystone::GroupRoleAssignment",
+        }
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
+        validate_roles(props)
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -320,41 +335,6 @@ impl KeystoneActions for RoleAssignment {
     /// A delete always revokes them.
     fn delete_target(&self, ctx: &ActionContext) -> Option<String> {
         Some(ctx.state.physical_id.clone().unwrap_or_default())
-    }
-}
-
-impl Plugin for RoleAssignment {
-    const TYPE: &'static str = "OS::Keystone::UserRoleAssignment";
-
-    fn type_name(&self) -> &'static str {
-        match self.kind {
-            ActorKind::User => "OS::Keystone::UserRoleAssignment",
-            ActorKind::Group => "OS::Keystone::GroupRoleAssignment",
-        }
-    }
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
-        validate_roles(props)
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
-        Ok(Value::Null)
     }
 }
 

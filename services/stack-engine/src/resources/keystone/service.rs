@@ -8,12 +8,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{
-    create_in_stack, delete_in_stack, entity_field, entity_name, failure, fields, remember, update_in_stack,
-    KeystoneActions,
-};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{entity_name, failure, fields, remember, KeystoneType};
 
 pub struct Service {
     host: Arc<HostSlot>,
@@ -68,7 +64,13 @@ impl Service {
     }
 }
 
-impl KeystoneActions for Service {
+impl KeystoneType for Service {
+    const TYPE: &'static str = "OS::Keystone::Service";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -98,30 +100,6 @@ impl KeystoneActions for Service {
 
     async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
         api.delete(Entity::Service, id).await.map_err(failure)
-    }
-}
-
-impl Plugin for Service {
-    const TYPE: &'static str = "OS::Keystone::Service";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
     }
 }
 

@@ -13,13 +13,10 @@ use super::super::host::HostSlot;
 use super::super::schema::{
     AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
+use super::super::{changed_properties, ActionContext, ActionResult, Properties, ResourceState};
 use super::group::update_domain;
 use super::role_assignments::{self, is_not_found, roles_property, validate_roles};
-use super::{
-    create_in_stack, delete_in_stack, domain_id, entity_field, entity_name, failure, fields, remember, scoped_id,
-    str_prop, update_in_stack, KeystoneActions, ResourceFailure,
-};
+use super::{domain_id, entity_name, failure, fields, remember, scoped_id, str_prop, KeystoneType, ResourceFailure};
 use crate::error::EngineError;
 
 /// Resource data key of the group ids the user is in (a JSON list).
@@ -139,7 +136,17 @@ impl User {
     }
 }
 
-impl KeystoneActions for User {
+impl KeystoneType for User {
+    const TYPE: &'static str = "OS::Keystone::User";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
+        validate_roles(props)
+    }
+
     fn host(&self) -> &HostSlot {
         &self.host
     }
@@ -209,34 +216,6 @@ impl KeystoneActions for User {
             Err(f) if is_not_found(&f) => Ok(()),
             other => other,
         }
-    }
-}
-
-impl Plugin for User {
-    const TYPE: &'static str = "OS::Keystone::User";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
-        validate_roles(props)
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        create_in_stack(self, ctx).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        update_in_stack(self, ctx, old).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_in_stack(self, ctx).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
     }
 }
 
