@@ -157,6 +157,12 @@ impl<'a> IdentityAdmin<'a> {
         IdentityAdmin { session }
     }
 
+    /// The session Keystone is asked through (others of its services are
+    /// reached through it too).
+    pub fn session(&self) -> &'a Session {
+        self.session
+    }
+
     /// `POST /v3/<entity>s` with `fields` (nulls dropped); answers the new
     /// entity as Keystone shows it.
     pub async fn create(&self, entity: Entity, fields: Map<String, Value>) -> Result<Value, OsError> {

@@ -91,6 +91,12 @@ impl<'a> Network<'a> {
         Ok(Network::new(session, &endpoint))
     }
 
+    /// The session Neutron is asked through (its token's project scopes
+    /// what a lookup by name finds).
+    pub fn session(&self) -> &'a Session {
+        self.session
+    }
+
     async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, OsError> {
         let url = format!("{}/v2.0{}", self.endpoint, path);
         self.session.call(method, &url, body).await?.json()

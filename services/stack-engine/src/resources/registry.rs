@@ -71,6 +71,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Neutron::FloatingIP",
     "OS::Neutron::FloatingIPAssociation",
     "OS::Neutron::Net",
+    "OS::Neutron::Port",
     "OS::Neutron::QoSPolicy",
     "OS::Neutron::QoSBandwidthLimitRule",
     "OS::Neutron::QoSMinimumBandwidthRule",

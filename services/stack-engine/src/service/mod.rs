@@ -45,6 +45,7 @@ use crate::options;
 use crate::resources::Registry;
 
 pub use crate::caller::Caller;
+pub(crate) use identity::is_uuid_like;
 pub use identity::StackIdentity;
 pub use params::QueryParams;
 pub use stacks::StackRef;

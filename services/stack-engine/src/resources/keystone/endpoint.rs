@@ -11,12 +11,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{
-    delete_entity, entity_field, entity_name, failure, fields, kind_name, not_found, remember, session, str_prop,
-    ResourceFailure,
-};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{entity_name, failure, fields, kind_name, not_found, remember, str_prop, KeystoneType, ResourceFailure};
 
 pub struct Endpoint {
     host: Arc<HostSlot>,
@@ -129,19 +125,21 @@ impl Endpoint {
     }
 }
 
-impl Plugin for Endpoint {
+impl KeystoneType for Endpoint {
     const TYPE: &'static str = "OS::Keystone::Endpoint";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let service = service_id(&api, str_prop(&ctx.properties, "service").unwrap_or_default()).await?;
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let service = service_id(api, str_prop(&ctx.properties, "service").unwrap_or_default()).await?;
         let region = match str_prop(&ctx.properties, "region") {
-            Some(r) => Some(region_id(&api, r).await?),
+            Some(r) => Some(region_id(api, r).await?),
             None => None,
         };
         let name = entity_name(ctx);
@@ -151,33 +149,32 @@ impl Plugin for Endpoint {
         Ok(())
     }
 
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let diff = changed_properties(old, &ctx.properties);
-        let Some(id) = ctx.state.physical_id.clone().filter(|_| !diff.is_empty()) else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
         let in_diff = |k: &str| diff.iter().any(|d| d == k);
         let service = match str_prop(&ctx.properties, "service") {
-            Some(s) if in_diff("service") => Some(service_id(&api, s).await?),
+            Some(s) if in_diff("service") => Some(service_id(api, s).await?),
             _ => None,
         };
         let region = match str_prop(&ctx.properties, "region") {
-            Some(r) if in_diff("region") => Some(region_id(&api, r).await?),
+            Some(r) if in_diff("region") => Some(region_id(api, r).await?),
             _ => None,
         };
         let name = entity_name(ctx);
         let body = update_fields(&ctx.properties, &diff, &name, service.as_deref(), region.as_deref());
-        let endpoint = api.update(Entity::Endpoint, &id, body).await.map_err(failure)?;
+        let endpoint = api.update(Entity::Endpoint, id, body).await.map_err(failure)?;
         remember(&mut ctx.state, &endpoint);
         Ok(())
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_entity(&self.host, ctx, Entity::Endpoint).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        api.delete(Entity::Endpoint, id).await.map_err(failure)
     }
 }
 

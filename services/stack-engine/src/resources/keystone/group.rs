@@ -9,9 +9,9 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
 use super::role_assignments::{self, roles_property, validate_roles};
-use super::{delete_entity, domain_id, entity_field, entity_name, failure, fields, remember, session, str_prop};
+use super::{domain_id, entity_name, failure, fields, remember, str_prop, KeystoneType};
 use crate::error::EngineError;
 
 pub struct Group {
@@ -74,7 +74,7 @@ impl Group {
     }
 }
 
-impl Plugin for Group {
+impl KeystoneType for Group {
     const TYPE: &'static str = "OS::Keystone::Group";
 
     fn schema(&self) -> &ResourceSchema {
@@ -85,36 +85,37 @@ impl Plugin for Group {
         validate_roles(props)
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let domain = domain_id(&api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let domain = domain_id(api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
         let name = entity_name(ctx);
         let group = api.create(Entity::Group, create_fields(&ctx.properties, &name, &domain)).await.map_err(failure)?;
         remember(&mut ctx.state, &group);
         let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        role_assignments::grant(&api, Actor::Group(&id), &role_assignments::items(&ctx.properties)).await
+        role_assignments::grant(api, Actor::Group(&id), &role_assignments::items(&ctx.properties)).await
     }
 
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let diff = changed_properties(old, &ctx.properties);
-        let Some(id) = ctx.state.physical_id.clone().filter(|_| !diff.is_empty()) else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let domain = domain_id(&api, update_domain(old, &ctx.properties, &diff)).await?;
+        let domain = domain_id(api, update_domain(old, &ctx.properties, &diff)).await?;
         let name = entity_name(ctx);
         let body = update_fields(&ctx.properties, &diff, &name, &domain);
-        let group = api.update(Entity::Group, &id, body).await.map_err(failure)?;
+        let group = api.update(Entity::Group, id, body).await.map_err(failure)?;
         remember(&mut ctx.state, &group);
-        role_assignments::update(&api, Actor::Group(&id), old, &ctx.properties).await
+        role_assignments::update(api, Actor::Group(id), old, &ctx.properties).await
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_entity(&self.host, ctx, Entity::Group).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        api.delete(Entity::Group, id).await.map_err(failure)
     }
 }
 

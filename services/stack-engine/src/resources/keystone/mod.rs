@@ -19,6 +19,7 @@ mod role_assignments;
 mod service;
 mod user;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use keelson_openstack::identity_admin::{Entity, IdentityAdmin};
@@ -36,7 +37,10 @@ pub use user::User;
 
 use super::client_errors::KEYSTONEAUTH;
 use super::host::HostSlot;
-use super::{ActionContext, Properties, ResourceFailure, ResourceState};
+use super::{
+    changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceSchema, ResourceState,
+};
+use crate::error::EngineError;
 
 /// Resource data key of the entity as Keystone last showed it.
 const ENTITY_DATA: &str = "entity";
@@ -173,11 +177,96 @@ pub(crate) async fn keystone_lookup(
     scoped_lookup(&IdentityAdmin::new(session), entity, value).await
 }
 
-/// Deletes the entity the resource made; gone already is success.
-async fn delete_entity(host: &HostSlot, ctx: &ActionContext, entity: Entity) -> Result<(), ResourceFailure> {
-    let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-    let session = session(host, ctx).await?;
-    IdentityAdmin::new(&session).delete(entity, &id).await.map_err(failure)
+/// A Keystone type: what it states of itself. Its [`Plugin`] is the one
+/// below, which opens the stack's trust session and identity client for
+/// every action and then calls the type's `*_with`; its attributes are
+/// the entity's fields as Keystone last answered.
+trait KeystoneType: Send + Sync + 'static {
+    const TYPE: &'static str;
+
+    /// The name the registry files it under (see [`Plugin::type_name`]).
+    fn type_name(&self) -> &'static str {
+        Self::TYPE
+    }
+
+    fn host(&self) -> &HostSlot;
+
+    fn schema(&self) -> &ResourceSchema;
+
+    fn validate(&self, _props: &Properties) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn create_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// Updates the entity `id` in place.
+    fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// Deletes what the resource made, named by `id`.
+    fn delete_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// The id an update acts on; None: nothing to update (by default, no
+    /// entity or no property changed).
+    fn update_target(&self, ctx: &ActionContext, old: &Properties) -> Option<String> {
+        ctx.state.physical_id.clone().filter(|_| !changed_properties(old, &ctx.properties).is_empty())
+    }
+
+    /// The id a delete acts on; None: nothing to delete.
+    fn delete_target(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone()
+    }
+}
+
+impl<T: KeystoneType> Plugin for T {
+    const TYPE: &'static str = T::TYPE;
+
+    fn type_name(&self) -> &'static str {
+        KeystoneType::type_name(self)
+    }
+
+    fn schema(&self) -> &ResourceSchema {
+        KeystoneType::schema(self)
+    }
+
+    fn validate(&self, props: &Properties) -> Result<(), EngineError> {
+        KeystoneType::validate(self, props)
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let session = session(self.host(), ctx).await?;
+        self.create_with(&IdentityAdmin::new(&session), ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let Some(id) = self.update_target(ctx, old) else { return Ok(()) };
+        let session = session(self.host(), ctx).await?;
+        self.update_with(&IdentityAdmin::new(&session), ctx, old, &id).await
+    }
+
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = self.delete_target(ctx) else { return Ok(()) };
+        let session = session(self.host(), ctx).await?;
+        self.delete_with(&IdentityAdmin::new(&session), ctx, &id).await
+    }
+
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        Ok(entity_field(state, name))
+    }
 }
 
 /// An object of `fields`.
@@ -247,7 +336,7 @@ mod tests {
         {
             expected.push(json!(format!("OS::Keystone::{t}")));
         }
-        for t in ["FloatingIP", "FloatingIPAssociation", "Net", "QoSPolicy", "QoSBandwidthLimitRule"]
+        for t in ["FloatingIP", "FloatingIPAssociation", "Net", "Port", "QoSPolicy", "QoSBandwidthLimitRule"]
             .iter()
             .chain(&["QoSMinimumBandwidthRule", "Router", "RouterInterface", "SecurityGroup"])
             .chain(&["SecurityGroupRule", "Subnet"])

@@ -15,9 +15,8 @@ use super::super::host::HostSlot;
 use super::super::schema::{
     AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{domain_id, entity_field, entity_name, failure, fields, remember, scoped_id, session, str_prop};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{domain_id, entity_name, failure, fields, remember, scoped_id, str_prop, KeystoneType};
 
 pub struct Project {
     host: Arc<HostSlot>,
@@ -118,19 +117,21 @@ impl Project {
     }
 }
 
-impl Plugin for Project {
+impl KeystoneType for Project {
     const TYPE: &'static str = "OS::Keystone::Project";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let domain = domain_id(&api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let domain = domain_id(api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
         let parent = match str_prop(&ctx.properties, "parent") {
-            Some(p) => Some(scoped_id(&api, Entity::Project, p).await?),
+            Some(p) => Some(scoped_id(api, Entity::Project, p).await?),
             None => None,
         };
         let name = entity_name(ctx);
@@ -140,31 +141,25 @@ impl Plugin for Project {
         Ok(())
     }
 
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let diff = changed_properties(old, &ctx.properties);
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        if diff.is_empty() {
-            return Ok(());
-        }
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let domain = domain_id(&api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
+        let domain = domain_id(api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
         let name = entity_name(ctx);
         let body = update_fields(old, &ctx.properties, &diff, &name, &domain);
-        let project = api.update(Entity::Project, &id, body).await.map_err(failure)?;
+        let project = api.update(Entity::Project, id, body).await.map_err(failure)?;
         remember(&mut ctx.state, &project);
         Ok(())
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
-        Self::delete_default_security_groups(&session, &id).await.map_err(failure)?;
-        IdentityAdmin::new(&session).delete(Entity::Project, &id).await.map_err(failure)
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        Self::delete_default_security_groups(api.session(), id).await.map_err(failure)?;
+        api.delete(Entity::Project, id).await.map_err(failure)
     }
 }
 
@@ -174,7 +169,7 @@ mod tests {
 
     use super::super::tests::assert_schema_as_heat;
     use super::*;
-    use crate::resources::{ResourceType, UpdateDecision};
+    use crate::resources::{ResourceState, ResourceType, UpdateDecision};
 
     fn plugin() -> Arc<dyn ResourceType> {
         Arc::new(Project::new(Arc::new(HostSlot::default())))

@@ -9,9 +9,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{delete_entity, domain_id, entity_field, entity_name, failure, fields, remember, session, str_prop};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{domain_id, entity_name, failure, fields, remember, str_prop, KeystoneType};
 
 pub struct Role {
     host: Arc<HostSlot>,
@@ -42,18 +41,20 @@ impl Role {
     }
 }
 
-impl Plugin for Role {
+impl KeystoneType for Role {
     const TYPE: &'static str = "OS::Keystone::Role";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
         let domain = match str_prop(&ctx.properties, "domain") {
-            Some(d) => Some(domain_id(&api, d).await?),
+            Some(d) => Some(domain_id(api, d).await?),
             None => None,
         };
         let name = entity_name(ctx);
@@ -64,25 +65,27 @@ impl Plugin for Role {
 
     /// Only `name` updates in place: a rename (a cleared name is the
     /// physical name again).
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let renamed = changed_properties(old, &ctx.properties).iter().any(|k| k == "name");
-        let Some(id) = ctx.state.physical_id.clone().filter(|_| renamed) else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        _old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let name = entity_name(ctx);
-        let role = IdentityAdmin::new(&session)
-            .update(Entity::Role, &id, fields([("name", json!(name))]))
-            .await
-            .map_err(failure)?;
+        let role = api.update(Entity::Role, id, fields([("name", json!(name))])).await.map_err(failure)?;
         remember(&mut ctx.state, &role);
         Ok(())
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_entity(&self.host, ctx, Entity::Role).await
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        api.delete(Entity::Role, id).await.map_err(failure)
     }
 
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
+    /// Only a rename is sent.
+    fn update_target(&self, ctx: &ActionContext, old: &Properties) -> Option<String> {
+        let renamed = changed_properties(old, &ctx.properties).iter().any(|k| k == "name");
+        ctx.state.physical_id.clone().filter(|_| renamed)
     }
 }
 

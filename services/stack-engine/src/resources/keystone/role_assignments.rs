@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::super::host::HostSlot;
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{domain_id, failure, scoped_id, session, str_prop};
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{domain_id, failure, scoped_id, str_prop, KeystoneType};
 use crate::error::EngineError;
 
 /// The `roles` property.
@@ -274,7 +274,7 @@ pub(super) fn is_not_found(f: &super::ResourceFailure) -> bool {
     matches!(f.exception(), Some(("EntityNotFound" | "NotFound", _)))
 }
 
-impl Plugin for RoleAssignment {
+impl KeystoneType for RoleAssignment {
     const TYPE: &'static str = "OS::Keystone::UserRoleAssignment";
 
     fn type_name(&self) -> &'static str {
@@ -292,28 +292,32 @@ impl Plugin for RoleAssignment {
         validate_roles(props)
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let Some(id) = self.actor_id(&api, &ctx.properties).await? else { return Ok(()) };
-        grant(&api, self.actor(&id), &items(&ctx.properties)).await
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = self.actor_id(api, &ctx.properties).await? else { return Ok(()) };
+        grant(api, self.actor(&id), &items(&ctx.properties)).await
     }
 
     /// Grants and revokes for the user or group the resource had before
     /// the update: Heat resolves its actor from the old properties here,
     /// so a new `user` or `group` alone moves no grant.
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let Some(id) = self.actor_id(&api, old).await? else { return Ok(()) };
-        update(&api, self.actor(&id), old, &ctx.properties).await
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        _id: &str,
+    ) -> ActionResult {
+        let Some(id) = self.actor_id(api, old).await? else { return Ok(()) };
+        update(api, self.actor(&id), old, &ctx.properties).await
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let revoked = match self.actor_id(&api, &ctx.properties).await? {
-            Some(id) => revoke(&api, self.actor(&id), &items(&ctx.properties)).await,
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext, _id: &str) -> ActionResult {
+        let revoked = match self.actor_id(api, &ctx.properties).await? {
+            Some(id) => revoke(api, self.actor(&id), &items(&ctx.properties)).await,
             None => Ok(()),
         };
         match revoked {
@@ -322,8 +326,15 @@ impl Plugin for RoleAssignment {
         }
     }
 
-    async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
-        Ok(Value::Null)
+    /// The grants are the actor's, named by the properties: an update
+    /// always has them to reconcile.
+    fn update_target(&self, ctx: &ActionContext, _old: &Properties) -> Option<String> {
+        Some(ctx.state.physical_id.clone().unwrap_or_default())
+    }
+
+    /// A delete always revokes them.
+    fn delete_target(&self, ctx: &ActionContext) -> Option<String> {
+        Some(ctx.state.physical_id.clone().unwrap_or_default())
     }
 }
 

@@ -8,9 +8,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::host::HostSlot;
 use super::super::schema::{PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
-use super::{delete_entity, entity_field, entity_name, failure, fields, remember, session};
-use crate::error::EngineError;
+use super::super::{changed_properties, ActionContext, ActionResult, Properties};
+use super::{entity_name, failure, fields, remember, KeystoneType};
 
 pub struct Service {
     host: Arc<HostSlot>,
@@ -65,39 +64,42 @@ impl Service {
     }
 }
 
-impl Plugin for Service {
+impl KeystoneType for Service {
     const TYPE: &'static str = "OS::Keystone::Service";
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
         let name = entity_name(ctx);
         let body = create_fields(&ctx.properties, &name);
-        let service = IdentityAdmin::new(&session).create(Entity::Service, body).await.map_err(failure)?;
+        let service = api.create(Entity::Service, body).await.map_err(failure)?;
         remember(&mut ctx.state, &service);
         Ok(())
     }
 
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let diff = changed_properties(old, &ctx.properties);
-        let Some(id) = ctx.state.physical_id.clone().filter(|_| !diff.is_empty()) else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
         let name = entity_name(ctx);
         let body = update_fields(&ctx.properties, &diff, &name);
-        let service = IdentityAdmin::new(&session).update(Entity::Service, &id, body).await.map_err(failure)?;
+        let service = api.update(Entity::Service, id, body).await.map_err(failure)?;
         remember(&mut ctx.state, &service);
         Ok(())
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_entity(&self.host, ctx, Entity::Service).await
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, _ctx: &mut ActionContext, id: &str) -> ActionResult {
+        api.delete(Entity::Service, id).await.map_err(failure)
     }
 }
 

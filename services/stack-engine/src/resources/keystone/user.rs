@@ -13,12 +13,10 @@ use super::super::host::HostSlot;
 use super::super::schema::{
     AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus,
 };
-use super::super::{changed_properties, ActionContext, ActionResult, Plugin, Properties, ResourceState};
+use super::super::{changed_properties, ActionContext, ActionResult, Properties, ResourceState};
 use super::group::update_domain;
 use super::role_assignments::{self, is_not_found, roles_property, validate_roles};
-use super::{
-    domain_id, entity_field, entity_name, failure, fields, remember, scoped_id, session, str_prop, ResourceFailure,
-};
+use super::{domain_id, entity_name, failure, fields, remember, scoped_id, str_prop, KeystoneType, ResourceFailure};
 use crate::error::EngineError;
 
 /// Resource data key of the group ids the user is in (a JSON list).
@@ -138,7 +136,7 @@ impl User {
     }
 }
 
-impl Plugin for User {
+impl KeystoneType for User {
     const TYPE: &'static str = "OS::Keystone::User";
 
     fn schema(&self) -> &ResourceSchema {
@@ -149,15 +147,17 @@ impl Plugin for User {
         validate_roles(props)
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
-        let domain = domain_id(&api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let domain = domain_id(api, str_prop(&ctx.properties, "domain").unwrap_or("default")).await?;
         let default_project = match str_prop(&ctx.properties, "default_project") {
-            Some(p) => Some(scoped_id(&api, Entity::Project, p).await?),
+            Some(p) => Some(scoped_id(api, Entity::Project, p).await?),
             None => None,
         };
-        let groups = group_ids(&api, &ctx.properties).await?;
+        let groups = group_ids(api, &ctx.properties).await?;
         let name = entity_name(ctx);
         let body = create_fields(&ctx.properties, &name, &domain, default_project.as_deref());
         let user = api.create(Entity::User, body).await.map_err(failure)?;
@@ -167,59 +167,55 @@ impl Plugin for User {
             api.add_to_group(&id, group).await.map_err(failure)?;
         }
         ctx.state.data.insert(GROUPS_DATA.into(), json!(groups).to_string());
-        role_assignments::grant(&api, Actor::User(&id), &role_assignments::items(&ctx.properties)).await
+        role_assignments::grant(api, Actor::User(&id), &role_assignments::items(&ctx.properties)).await
     }
 
-    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    async fn update_with(
+        &self,
+        api: &IdentityAdmin<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+        id: &str,
+    ) -> ActionResult {
         let diff = changed_properties(old, &ctx.properties);
-        let Some(id) = ctx.state.physical_id.clone().filter(|_| !diff.is_empty()) else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
         let default_project = match str_prop(&ctx.properties, "default_project") {
-            Some(p) if diff.iter().any(|d| d == "default_project") => Some(scoped_id(&api, Entity::Project, p).await?),
+            Some(p) if diff.iter().any(|d| d == "default_project") => Some(scoped_id(api, Entity::Project, p).await?),
             _ => None,
         };
-        let domain = domain_id(&api, update_domain(old, &ctx.properties, &diff)).await?;
+        let domain = domain_id(api, update_domain(old, &ctx.properties, &diff)).await?;
         let name = entity_name(ctx);
         if let Some(body) = update_fields(&ctx.properties, &diff, &name, &domain, default_project.as_deref()) {
-            let user = api.update(Entity::User, &id, body).await.map_err(failure)?;
+            let user = api.update(Entity::User, id, body).await.map_err(failure)?;
             remember(&mut ctx.state, &user);
         }
         if diff.iter().any(|d| d == "groups") {
-            let new = group_ids(&api, &ctx.properties).await?;
+            let new = group_ids(api, &ctx.properties).await?;
             let old = stored_groups(&ctx.state);
             for group in new.iter().filter(|g| !old.contains(g)) {
-                api.add_to_group(&id, group).await.map_err(failure)?;
+                api.add_to_group(id, group).await.map_err(failure)?;
             }
             for group in old.iter().filter(|g| !new.contains(g)) {
-                api.remove_from_group(&id, group).await.map_err(failure)?;
+                api.remove_from_group(id, group).await.map_err(failure)?;
             }
             ctx.state.data.insert(GROUPS_DATA.into(), json!(new).to_string());
         }
-        role_assignments::update(&api, Actor::User(&id), old, &ctx.properties).await
+        role_assignments::update(api, Actor::User(id), old, &ctx.properties).await
     }
 
     /// Leaves the groups, then deletes the user; a "not found" on the way
     /// ends the delete as done (Heat's one `ignore_not_found` around both).
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = session(&self.host, ctx).await?;
-        let api = IdentityAdmin::new(&session);
+    async fn delete_with(&self, api: &IdentityAdmin<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
         let result = async {
             for group in stored_groups(&ctx.state) {
-                api.remove_from_group(&id, &group).await.map_err(failure)?;
+                api.remove_from_group(id, &group).await.map_err(failure)?;
             }
-            api.delete(Entity::User, &id).await.map_err(failure)
+            api.delete(Entity::User, id).await.map_err(failure)
         }
         .await;
         match result {
             Err(f) if is_not_found(&f) => Ok(()),
             other => other,
         }
-    }
-
-    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
-        Ok(entity_field(state, name))
     }
 }
 

@@ -30,9 +30,9 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    conflict_retryable, create_fields, delete_until_gone, failure, failure_as_attribute_error, find_id, network,
-    object_attribute, remember, replace_deprecated, replace_failed, set_str, stack_session, truthy,
-    with_delete_retries,
+    conflict_retryable, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure,
+    failure_as_attribute_error, find_id, object_attribute, remember, replace_deprecated, replace_failed, set_str,
+    truthy, update_in_stack, with_delete_retries, NeutronActions,
 };
 use crate::error::EngineError;
 
@@ -127,6 +127,12 @@ impl FloatingIp {
         }
         Ok(fields)
     }
+}
+
+impl NeutronActions for FloatingIp {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let fields = Self::create_body(network, &ctx.properties).await?;
@@ -151,6 +157,10 @@ impl FloatingIp {
             fields.insert(key.into(), ctx.properties.get(key).cloned().unwrap_or(Value::Null));
         }
         network.update(FLOATING_IP, &id, fields).await.map_err(failure)
+    }
+
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        delete_until_gone(ctx, network, FLOATING_IP, id).await
     }
 }
 
@@ -179,21 +189,15 @@ impl Plugin for FloatingIp {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        delete_until_gone(ctx, FLOATING_IP, &id, &session).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
@@ -255,6 +259,12 @@ impl FloatingIpAssociation {
             },
         }
     }
+}
+
+impl NeutronActions for FloatingIpAssociation {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let mut fields = create_fields(&ctx.properties, String::new());
@@ -286,6 +296,17 @@ impl FloatingIpAssociation {
         ctx.state.physical_id = Some(ctx.resource_id.to_string());
         Ok(())
     }
+
+    /// Takes the floating IP off its port.
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, _id: &str) -> ActionResult {
+        let fip = set_str(&ctx.properties, "floatingip_id").unwrap_or_default().to_string();
+        let fip = &fip;
+        with_delete_retries(ctx, move || async move { conflict_retryable(disassociate(network, fip).await) }).await
+    }
+
+    fn deletable_id(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone().filter(|id| !id.is_empty())
+    }
 }
 
 impl Plugin for FloatingIpAssociation {
@@ -296,26 +317,15 @@ impl Plugin for FloatingIpAssociation {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        if ctx.state.physical_id.as_deref().is_none_or(str::is_empty) {
-            return Ok(());
-        }
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        let fip = set_str(&ctx.properties, "floatingip_id").unwrap_or_default().to_string();
-        let (network, fip) = (&network, &fip);
-        with_delete_retries(ctx, move || async move { conflict_retryable(disassociate(network, fip).await) }).await
+        delete_in_stack(self, ctx).await
     }
 
     /// Heat's NeutronResource asks Neutron for the object, which an
@@ -341,6 +351,7 @@ impl Plugin for FloatingIpAssociation {
 mod tests {
     use super::super::super::context::test_context;
     use super::super::super::UpdateDecision;
+    use super::super::network;
     use super::super::testing;
     use super::*;
 

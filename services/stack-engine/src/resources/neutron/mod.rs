@@ -17,19 +17,22 @@
 
 mod floating_ip;
 mod net;
+mod port;
 mod qos;
 mod router;
 mod security_group;
 mod subnet;
 
+use std::future::Future;
 use std::sync::Arc;
 
-use keelson_openstack::network::{Kind, Lookup, Network, SEGMENT};
+use keelson_openstack::network::{Kind, Lookup, Network, SECURITY_GROUP, SEGMENT};
 use keelson_openstack::{OsError, Session};
 use serde_json::{Map, Value};
 
 pub use floating_ip::{FloatingIp, FloatingIpAssociation};
 pub use net::Net;
+pub use port::Port;
 pub use qos::{QosBandwidthLimitRule, QosMinimumBandwidthRule, QosPolicy};
 pub use router::{Router, RouterInterface};
 pub use security_group::{SecurityGroup, SecurityGroupRule};
@@ -39,8 +42,9 @@ use keelson_pyfmt::truthy;
 
 use super::client_errors::NEUTRONCLIENT;
 use super::nova::{attribute_session, stack_session, STACK_DATA};
-use super::{ActionContext, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
+use super::{ActionContext, ActionResult, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
+use crate::service::is_uuid_like;
 
 /// Heat's default `endpoint_type` for its clients.
 const INTERFACE: &str = "public";
@@ -58,6 +62,7 @@ pub fn register(registry: &mut Registry) {
     registry.register(Arc::new(FloatingIpAssociation::new(host.clone())));
     registry.register(Arc::new(Net::new(host.clone())));
     registry.register(Arc::new(Subnet::new(host.clone())));
+    registry.register(Arc::new(Port::new(host.clone())));
     registry.register(Arc::new(Router::new(host.clone())));
     registry.register(Arc::new(RouterInterface::new(host.clone())));
     registry.register(Arc::new(SecurityGroup::new(host.clone())));
@@ -136,6 +141,25 @@ fn set_str<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
 /// to the given properties before they are checked: each `(new, old)`
 /// pair takes `old`'s value into `new`; both set is an error.
 fn replace_deprecated(given: &Value, pairs: &[(&str, &str)]) -> Result<Value, EngineError> {
+    replace_deprecated_under(given, "", pairs)
+}
+
+/// [`replace_deprecated`] in each map item of the list property `list`
+/// (Heat's rule with a `value_name`, e.g. `fixed_ips.subnet_id`).
+fn replace_deprecated_in_items(given: &Value, list: &str, pairs: &[(&str, &str)]) -> Result<Value, EngineError> {
+    let Some(Value::Array(items)) = given.get(list) else { return Ok(given.clone()) };
+    let prefix = format!("{list}.");
+    let items = items.iter().map(|item| replace_deprecated_under(item, &prefix, pairs)).collect::<Result<_, _>>()?;
+    let mut given = given.clone();
+    if let Value::Object(map) = &mut given {
+        map.insert(list.to_string(), Value::Array(items));
+    }
+    Ok(given)
+}
+
+/// The REPLACE translation in one map; `prefix` is the map's place in
+/// the error text.
+fn replace_deprecated_under(given: &Value, prefix: &str, pairs: &[(&str, &str)]) -> Result<Value, EngineError> {
     let Value::Object(map) = given else { return Ok(given.clone()) };
     let mut map = map.clone();
     for (new, old) in pairs {
@@ -143,12 +167,49 @@ fn replace_deprecated(given: &Value, pairs: &[(&str, &str)]) -> Result<Value, En
         let current = map.get(*new).filter(|v| !v.is_null());
         if truthy(&value) && current.is_some_and(truthy) {
             return Err(EngineError::validation(format!(
-                "Cannot define the following properties at the same time: {new}, {old}"
+                "Cannot define the following properties at the same time: {prefix}{new}, {prefix}{old}"
             )));
         }
         map.insert((*new).to_string(), value);
     }
     Ok(Value::Object(map))
+}
+
+/// Heat's `get_secgroup_uuids`: each UUID as it is, each name the one
+/// group of that name in the session's project (none or several fail).
+async fn security_group_ids(network: &Network<'_>, names_or_ids: &[Value]) -> Result<Vec<Value>, ResourceFailure> {
+    let mut ids = Vec::with_capacity(names_or_ids.len());
+    for given in names_or_ids {
+        let name = keelson_pyfmt::str_of(given);
+        if is_uuid_like(&name) {
+            ids.push(Value::String(name));
+            continue;
+        }
+        let access = network.session().access().await.map_err(failure)?;
+        let found = match access.project_id.as_deref() {
+            Some(project) => network.security_group_ids(project, &name).await,
+            None => network.list(SECURITY_GROUP, &[("name", &name)]).await.map(|groups| {
+                groups.iter().filter_map(|g| g.get("id").and_then(Value::as_str)).map(str::to_owned).collect()
+            }),
+        }
+        .map_err(failure)?;
+        match found.as_slice() {
+            [one] => ids.push(Value::String(one.clone())),
+            [] => {
+                return Err(ResourceFailure::error(
+                    "EntityNotFound",
+                    format!("The Resource ({name}) could not be found."),
+                ))
+            }
+            _ => {
+                return Err(ResourceFailure::error(
+                    "PhysicalResourceNameAmbiguity",
+                    format!("Multiple physical resources were found with name ({name})."),
+                ))
+            }
+        }
+    }
+    Ok(ids)
 }
 
 /// openstacksdk's `find_segment` (Heat's `neutron.segment` finder): the
@@ -357,12 +418,64 @@ where
 /// `check_delete_complete`), with Heat's retries.
 async fn delete_until_gone(
     ctx: &mut ActionContext,
+    network: &Network<'_>,
     kind: Kind,
     id: &str,
-    session: &Session,
 ) -> Result<(), ResourceFailure> {
-    let network = network(session).await?;
-    with_delete_retries(ctx, || delete_once(&network, kind, id)).await
+    with_delete_retries(ctx, || delete_once(network, kind, id)).await
+}
+
+/// What a Neutron type does with the stack's Neutron client. Its
+/// `Plugin` hooks are [`create_in_stack`], [`update_in_stack`] and
+/// [`delete_in_stack`], which open the stack's trust session and the
+/// client for every type, then call these.
+trait NeutronActions: Sync {
+    fn host(&self) -> &HostSlot;
+
+    fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send;
+
+    /// By default nothing changes in place.
+    fn update_with(
+        &self,
+        _network: &Network<'_>,
+        _ctx: &mut ActionContext,
+        _old: &Properties,
+    ) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    /// Deletes what physical id `id` names.
+    fn delete_with(
+        &self,
+        network: &Network<'_>,
+        ctx: &mut ActionContext,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// The physical id a delete acts on; None: nothing to delete.
+    fn deletable_id(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone()
+    }
+}
+
+/// `Plugin::create` of a Neutron type.
+async fn create_in_stack<T: NeutronActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.create_with(&network(&session).await?, ctx).await
+}
+
+/// `Plugin::update` of a Neutron type.
+async fn update_in_stack<T: NeutronActions>(resource: &T, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.update_with(&network(&session).await?, ctx, old).await
+}
+
+/// `Plugin::delete` of a Neutron type: nothing to do without a
+/// physical id.
+async fn delete_in_stack<T: NeutronActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let Some(id) = resource.deletable_id(ctx) else { return Ok(()) };
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.delete_with(&network(&session).await?, ctx, &id).await
 }
 
 /// Heat's `NeutronResource.needs_replace_failed`: replaced when it has
@@ -505,6 +618,7 @@ mod tests {
     const TYPES: &[&str] = &[
         "OS::Neutron::Net",
         "OS::Neutron::Subnet",
+        "OS::Neutron::Port",
         "OS::Neutron::Router",
         "OS::Neutron::RouterInterface",
         "OS::Neutron::SecurityGroup",
@@ -641,18 +755,19 @@ mod tests {
         let (neutron, session) = testing::neutron().await;
         neutron.answer("DELETE /network/v2.0/networks/n1", 204, Value::Null);
         let (mut ctx, _tx) = super::super::context::test_context(Properties::new());
-        delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "n1", &session).await.unwrap();
+        let net = network(&session).await.unwrap();
+        delete_until_gone(&mut ctx, &net, keelson_openstack::network::NETWORK, "n1").await.unwrap();
         let calls: Vec<_> = neutron.calls().into_iter().map(|(m, p, _)| format!("{m} {p}")).collect();
         assert_eq!(calls, ["DELETE /network/v2.0/networks/n1", "GET /network/v2.0/networks/n1"]);
         // Gone already: done at once.
-        delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "gone", &session).await.unwrap();
+        delete_until_gone(&mut ctx, &net, keelson_openstack::network::NETWORK, "gone").await.unwrap();
         // Refused: the action fails with Neutron's text.
         neutron.answer(
             "DELETE /network/v2.0/networks/n2",
             403,
             json!({"NeutronError": {"type": "PolicyNotAuthorized", "message": "not allowed", "detail": ""}}),
         );
-        let e = delete_until_gone(&mut ctx, keelson_openstack::network::NETWORK, "n2", &session).await.unwrap_err();
+        let e = delete_until_gone(&mut ctx, &net, keelson_openstack::network::NETWORK, "n2").await.unwrap_err();
         assert_eq!(e, ResourceFailure::error("Forbidden", "not allowed"));
     }
 

@@ -17,8 +17,9 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    attribute_error, attribute_session, changed, check_value_specs, create_fields, delete_until_gone, failure, find_id,
-    network, object_attribute, replace_failed, set_tags, stack_session, update_fields, wait_built, INTERFACE,
+    attribute_error, attribute_session, changed, check_value_specs, create_fields, create_in_stack, delete_in_stack,
+    delete_until_gone, failure, find_id, object_attribute, replace_failed, set_tags, update_fields, update_in_stack,
+    wait_built, NeutronActions, INTERFACE,
 };
 use crate::error::EngineError;
 
@@ -119,6 +120,12 @@ impl Net {
             },
         }
     }
+}
+
+impl NeutronActions for Net {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let name = ctx.stable_physical_name();
@@ -170,6 +177,10 @@ impl Net {
         }
         wait_built(ctx, network, NETWORK, &id).await
     }
+
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        delete_until_gone(ctx, network, NETWORK, id).await
+    }
 }
 
 /// Schedules the network on exactly `wanted` DHCP agents: a 409 on add
@@ -205,21 +216,15 @@ impl Plugin for Net {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        delete_until_gone(ctx, NETWORK, &id, &session).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
@@ -245,6 +250,7 @@ impl Plugin for Net {
 mod tests {
     use super::super::super::context::test_context;
     use super::super::super::UpdateDecision;
+    use super::super::network;
     use super::super::testing;
     use super::*;
 

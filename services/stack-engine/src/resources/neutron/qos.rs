@@ -22,9 +22,10 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    attribute_error, attribute_session, changed, conflict_retryable, create_fields, failure,
-    failure_as_attribute_error, find_id, find_id_if_any, network, object_attribute, remember, replace_failed, set_str,
-    stack_session, update_fields, with_delete_retries, INTERFACE, OBJECT_DATA,
+    attribute_error, attribute_session, changed, conflict_retryable, create_fields, create_in_stack, delete_in_stack,
+    failure, failure_as_attribute_error, find_id, find_id_if_any, network, object_attribute, remember, replace_failed,
+    set_str, stack_session, update_fields, update_in_stack, with_delete_retries, NeutronActions, INTERFACE,
+    OBJECT_DATA,
 };
 use crate::error::EngineError;
 
@@ -54,6 +55,12 @@ impl QosPolicy {
             },
         }
     }
+}
+
+impl NeutronActions for QosPolicy {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let name = ctx.stable_physical_name();
@@ -78,6 +85,11 @@ impl QosPolicy {
         let fields = update_fields(ctx, old, diff);
         network.update(QOS_POLICY, &id, fields).await.map_err(failure)
     }
+
+    /// Heat does not wait for the 404 here: the accepted delete is done.
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        with_delete_retries(ctx, move || async move { conflict_retryable(network.delete(QOS_POLICY, id).await) }).await
+    }
 }
 
 impl Plugin for QosPolicy {
@@ -88,24 +100,15 @@ impl Plugin for QosPolicy {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
-    /// Heat does not wait for the 404 here: the accepted delete is done.
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        let (network, id) = (&network, &id);
-        with_delete_retries(ctx, move || async move { conflict_retryable(network.delete(QOS_POLICY, id).await) }).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
@@ -206,6 +209,12 @@ impl<R: RuleFlavor> QosRule<R> {
     pub fn new(host: Arc<HostSlot>) -> Self {
         QosRule { host, schema: R::schema(), flavor: PhantomData }
     }
+}
+
+impl<R: RuleFlavor> NeutronActions for QosRule<R> {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let policy = find_id(network, QOS_POLICY, set_str(&ctx.properties, "policy").unwrap_or_default()).await?;
@@ -233,10 +242,10 @@ impl<R: RuleFlavor> QosRule<R> {
         network.update_in(QOS_POLICY, &policy, R::KIND, &id, diff).await.map_err(failure)
     }
 
-    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+    /// Under the policy; a policy Neutron no longer has has no rules.
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
         let Some(policy) = policy_id(network, &ctx.properties).await? else { return Ok(()) };
-        let (policy, id) = (&policy, &id);
+        let policy = &policy;
         with_delete_retries(ctx, move || async move {
             conflict_retryable(network.delete_in(QOS_POLICY, policy, R::KIND, id).await)
         })
@@ -252,24 +261,15 @@ impl<R: RuleFlavor> Plugin for QosRule<R> {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        if ctx.state.physical_id.is_none() {
-            return Ok(());
-        }
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.delete_with(&network, ctx).await
+        delete_in_stack(self, ctx).await
     }
 
     /// Heat's `needs_replace_failed` for an object without a status:
@@ -447,7 +447,7 @@ mod tests {
         let props = Plugin::validate_properties(&min_rule(), "r", &json!({"policy": "gold", "min_kbps": 1})).unwrap();
         let (mut ctx, _tx) = test_context(props);
         ctx.state.physical_id = Some("r1".into());
-        min_rule().delete_with(&network, &mut ctx).await.unwrap();
+        min_rule().delete_with(&network, &mut ctx, "r1").await.unwrap();
         assert!(neutron.calls().iter().all(|(m, _, _)| m == "GET"));
         // The policy there, the rule gone: done too.
         neutron.answer(
@@ -456,7 +456,7 @@ mod tests {
             json!({"policies": [{"id": "q1"}]}),
         );
         ctx.properties.insert("policy".into(), json!("silver"));
-        min_rule().delete_with(&network, &mut ctx).await.unwrap();
+        min_rule().delete_with(&network, &mut ctx, "r1").await.unwrap();
         let last = neutron.calls().last().cloned().unwrap();
         assert_eq!(
             (last.0.as_str(), last.1.as_str()),

@@ -19,9 +19,9 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    changed, conflict_retryable, create_fields, delete_until_gone, failure, find_id, network, object_attribute,
-    replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy, update_fields, wait_built,
-    with_delete_retries,
+    changed, conflict_retryable, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure, find_id,
+    object_attribute, replace_deprecated, replace_failed, set_str, set_tags, truthy, update_fields, update_in_stack,
+    wait_built, with_delete_retries, NeutronActions,
 };
 use crate::error::EngineError;
 
@@ -118,6 +118,12 @@ impl Router {
             },
         }
     }
+}
+
+impl NeutronActions for Router {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let name = ctx.stable_physical_name();
@@ -161,6 +167,10 @@ impl Router {
         }
         let fields = update_fields(ctx, old, diff);
         network.update(ROUTER, &id, fields).await.map_err(failure)
+    }
+
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        delete_until_gone(ctx, network, ROUTER, id).await
     }
 }
 
@@ -276,21 +286,15 @@ impl Plugin for Router {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        delete_until_gone(ctx, ROUTER, &id, &session).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
@@ -337,7 +341,7 @@ impl RouterInterface {
     }
 
     /// Attaches; answers the physical id `<router>:<key>=<id>`.
-    async fn create_with(&self, network: &Network<'_>, props: &Properties) -> Result<String, ResourceFailure> {
+    async fn attach_with(&self, network: &Network<'_>, props: &Properties) -> Result<String, ResourceFailure> {
         let router = find_id(network, ROUTER, set_str(props, "router").unwrap_or_default()).await?;
         let (key, value) = match set_str(props, "subnet").filter(|s| !s.is_empty()) {
             Some(subnet) => ("subnet_id", find_id(network, SUBNET, subnet).await?),
@@ -347,6 +351,34 @@ impl RouterInterface {
         target.insert(key.into(), json!(value));
         network.router_interface(&router, true, &target).await.map_err(failure)?;
         Ok(format!("{router}:{key}={value}"))
+    }
+}
+
+impl NeutronActions for RouterInterface {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let id = self.attach_with(network, &ctx.properties).await?;
+        ctx.state.physical_id = Some(id);
+        Ok(())
+    }
+
+    /// Detaches what the physical id names.
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        let (router, key, value) = interface_of(id)?;
+        let mut target = Map::new();
+        target.insert(key, json!(value));
+        let (router, target) = (&router, &target);
+        with_delete_retries(ctx, move || async move {
+            conflict_retryable(network.router_interface(router, false, target).await)
+        })
+        .await
+    }
+
+    fn deletable_id(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone().filter(|id| !id.is_empty())
     }
 }
 
@@ -398,25 +430,11 @@ impl Plugin for RouterInterface {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        let id = self.create_with(&network, &ctx.properties).await?;
-        ctx.state.physical_id = Some(id);
-        Ok(())
+        create_in_stack(self, ctx).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone().filter(|id| !id.is_empty()) else { return Ok(()) };
-        let (router, key, value) = interface_of(&id)?;
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        let mut target = Map::new();
-        target.insert(key, json!(value));
-        let (network, router, target) = (&network, &router, &target);
-        with_delete_retries(ctx, move || async move {
-            conflict_retryable(network.router_interface(router, false, target).await)
-        })
-        .await
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
@@ -428,6 +446,7 @@ impl Plugin for RouterInterface {
 mod tests {
     use super::super::super::context::test_context;
     use super::super::super::UpdateDecision;
+    use super::super::network;
     use super::super::testing;
     use super::*;
 
@@ -529,7 +548,7 @@ mod tests {
         neutron.answer(&format!("PUT {ROUTERS}/r1/add_router_interface"), 200, json!({"id": "r1"}));
         let network = network(&session).await.unwrap();
         let props = Plugin::validate_properties(&interface(), "ri", &json!({"router_id": "r", "subnet": "s"})).unwrap();
-        let id = interface().create_with(&network, &props).await.unwrap();
+        let id = interface().attach_with(&network, &props).await.unwrap();
         assert_eq!(id, "r1:subnet_id=s1");
         assert_eq!(neutron.calls().last().unwrap().2, json!({"subnet_id": "s1"}));
         assert_eq!(interface_of("r1:s1").unwrap(), ("r1".into(), "subnet_id".into(), "s1".into()));

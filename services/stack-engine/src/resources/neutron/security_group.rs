@@ -21,8 +21,8 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    changed, conflict_retryable, create_fields, failure, find_id, network, replace_failed, set_str, stack_session,
-    update_fields, with_delete_retries,
+    changed, conflict_retryable, create_fields, create_in_stack, delete_in_stack, failure, find_id, replace_failed,
+    set_str, update_fields, update_in_stack, with_delete_retries, NeutronActions,
 };
 use crate::error::EngineError;
 
@@ -248,31 +248,6 @@ impl SecurityGroup {
         Ok(())
     }
 
-    async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
-        Self::check_stateless(network, &ctx.properties).await?;
-        let name = ctx.stable_physical_name();
-        let mut fields = create_fields(&ctx.properties, name);
-        let rules = fields.remove("rules").and_then(|r| r.as_array().cloned()).unwrap_or_default();
-        if !Self::stateless_supported(network).await? {
-            fields.remove("stateful");
-        }
-        let created = network.create(SECURITY_GROUP, fields).await.map_err(failure)?;
-        let id = created
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| failure(OsError::InvalidResponse("a security group without an id".into())))?
-            .to_string();
-        ctx.state.physical_id = Some(id.clone());
-        if rules.is_empty() {
-            return Ok(());
-        }
-        if rules.iter().any(|r| r.get("direction") == Some(&json!("egress"))) {
-            Self::delete_rules(network, &id, |r| r.get("direction") == Some(&json!("egress"))).await?;
-        }
-        let formatted = rules.iter().map(|r| Self::format_rule(r, &id)).collect();
-        network.create_many(SECURITY_GROUP_RULE, formatted).await.map_err(failure)
-    }
-
     /// Heat's `_update_rules`: deletes the rules not wanted, creates the
     /// wanted ones missing.
     async fn update_rules(network: &Network<'_>, id: &str, rules: &[Value]) -> Result<(), ResourceFailure> {
@@ -299,6 +274,37 @@ impl SecurityGroup {
             return Ok(());
         }
         network.create_many(SECURITY_GROUP_RULE, missing).await.map_err(failure)
+    }
+}
+
+impl NeutronActions for SecurityGroup {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
+        Self::check_stateless(network, &ctx.properties).await?;
+        let name = ctx.stable_physical_name();
+        let mut fields = create_fields(&ctx.properties, name);
+        let rules = fields.remove("rules").and_then(|r| r.as_array().cloned()).unwrap_or_default();
+        if !Self::stateless_supported(network).await? {
+            fields.remove("stateful");
+        }
+        let created = network.create(SECURITY_GROUP, fields).await.map_err(failure)?;
+        let id = created
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| failure(OsError::InvalidResponse("a security group without an id".into())))?
+            .to_string();
+        ctx.state.physical_id = Some(id.clone());
+        if rules.is_empty() {
+            return Ok(());
+        }
+        if rules.iter().any(|r| r.get("direction") == Some(&json!("egress"))) {
+            Self::delete_rules(network, &id, |r| r.get("direction") == Some(&json!("egress"))).await?;
+        }
+        let formatted = rules.iter().map(|r| Self::format_rule(r, &id)).collect();
+        network.create_many(SECURITY_GROUP_RULE, formatted).await.map_err(failure)
     }
 
     async fn update_with(&self, network: &Network<'_>, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
@@ -328,6 +334,15 @@ impl SecurityGroup {
         }
         Ok(())
     }
+
+    /// The rules first, then the group.
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        with_delete_retries(ctx, || async {
+            Self::delete_rules(network, id, |_| true).await?;
+            conflict_retryable(network.delete(SECURITY_GROUP, id).await)
+        })
+        .await
+    }
 }
 
 impl Plugin for SecurityGroup {
@@ -347,27 +362,15 @@ impl Plugin for SecurityGroup {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
-    /// The rules first, then the group.
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        with_delete_retries(ctx, || async {
-            Self::delete_rules(&network, &id, |_| true).await?;
-            conflict_retryable(network.delete(SECURITY_GROUP, &id).await)
-        })
-        .await
+        delete_in_stack(self, ctx).await
     }
 
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
@@ -419,6 +422,12 @@ impl SecurityGroupRule {
             },
         }
     }
+}
+
+impl NeutronActions for SecurityGroupRule {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let mut props = ctx.properties.clone();
@@ -443,6 +452,10 @@ impl SecurityGroupRule {
             .ok_or_else(|| failure(OsError::InvalidResponse("a security group rule without an id".into())))?;
         ctx.state.physical_id = Some(id.to_string());
         Ok(())
+    }
+
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        with_delete_retries(ctx, || async { conflict_retryable(network.delete(SECURITY_GROUP_RULE, id).await) }).await
     }
 }
 
@@ -474,16 +487,11 @@ impl Plugin for SecurityGroupRule {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        with_delete_retries(ctx, || async { conflict_retryable(network.delete(SECURITY_GROUP_RULE, &id).await) }).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
@@ -499,6 +507,7 @@ impl Plugin for SecurityGroupRule {
 mod tests {
     use super::super::super::context::test_context;
     use super::super::super::UpdateDecision;
+    use super::super::network;
     use super::super::testing;
     use super::*;
 

@@ -19,8 +19,9 @@ use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
 use super::{
-    changed, create_fields, delete_until_gone, failure, find_id, find_segment, network, object_attribute, remember,
-    replace_deprecated, replace_failed, set_str, set_tags, stack_session, truthy, update_fields,
+    changed, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure, find_id, find_segment,
+    object_attribute, remember, replace_deprecated, replace_failed, set_str, set_tags, truthy, update_fields,
+    update_in_stack, NeutronActions,
 };
 use crate::error::EngineError;
 
@@ -129,6 +130,12 @@ impl Subnet {
             },
         }
     }
+}
+
+impl NeutronActions for Subnet {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
 
     async fn create_with(&self, network: &Network<'_>, ctx: &mut ActionContext) -> ActionResult {
         let mut props = ctx.properties.clone();
@@ -199,6 +206,10 @@ impl Subnet {
             set_tags(network, SUBNET, &id, &tags).await?;
         }
         network.update(SUBNET, &id, fields).await.map_err(failure)
+    }
+
+    async fn delete_with(&self, network: &Network<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        delete_until_gone(ctx, network, SUBNET, id).await
     }
 }
 
@@ -277,21 +288,15 @@ impl Plugin for Subnet {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.create_with(&network, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let network = network(&session).await?;
-        self.update_with(&network, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        delete_until_gone(ctx, SUBNET, &id, &session).await
+        delete_in_stack(self, ctx).await
     }
 
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
@@ -307,6 +312,7 @@ impl Plugin for Subnet {
 mod tests {
     use super::super::super::context::test_context;
     use super::super::super::UpdateDecision;
+    use super::super::network;
     use super::super::testing;
     use super::*;
 
