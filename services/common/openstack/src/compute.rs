@@ -48,6 +48,8 @@ pub const KEYPAIR_TYPE: Microversion = Microversion::new(2, 2);
 pub const KEYPAIR_USER: Microversion = Microversion::new(2, 10);
 /// Nova no longer generates key pairs: `public_key` is required.
 pub const KEYPAIR_PUBLIC_KEY_REQUIRED: Microversion = Microversion::new(2, 92);
+/// Server tags.
+pub const SERVER_TAGS: Microversion = Microversion::new(2, 26);
 /// Server group `soft-affinity` and `soft-anti-affinity`.
 pub const SOFT_POLICIES: Microversion = Microversion::new(2, 15);
 /// Server group `policy` + `rules` instead of `policies`.
@@ -101,11 +103,11 @@ pub struct FlavorSpec {
 /// What a server gets attached to at boot.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerNetworks {
-    /// Nothing said: Nova's default (novaclient sends no `networks`
-    /// before 2.37 and `"auto"` from it).
+    /// No `networks` (Nova's default before 2.37; from 2.37 novaclient
+    /// refuses to boot without nics, the caller's to say).
     Default,
     /// `networks: "auto"` or `"none"` (from 2.37).
-    Allocate(&'static str),
+    Allocate(String),
     /// One entry per nic: `uuid`, `port`, `fixed_ip` as Nova takes them.
     Nics(Vec<Map<String, Value>>),
 }
@@ -470,9 +472,6 @@ impl<'a> Compute<'a> {
             ServerNetworks::Allocate(how) if self.supports(AUTO_ALLOCATE_NETWORK) => {
                 server.insert("networks".into(), json!(how));
             }
-            ServerNetworks::Default if self.supports(AUTO_ALLOCATE_NETWORK) => {
-                server.insert("networks".into(), json!("auto"));
-            }
             _ => {}
         }
         if let Some(bdm) = spec.block_device_mapping_v2.as_ref().filter(|b| !b.is_empty()) {
@@ -538,23 +537,15 @@ impl<'a> Compute<'a> {
     }
 
     /// `rebuild` from another image, as novaclient sends it (`adminPass`
-    /// only when given).
-    pub async fn rebuild_server(
-        &self,
-        id: &str,
-        image_id: &str,
-        admin_pass: Option<&str>,
-        preserve_ephemeral: bool,
-    ) -> Result<(), OsError> {
-        let mut rebuild = Map::new();
-        rebuild.insert("imageRef".into(), json!(image_id));
-        if let Some(pass) = admin_pass {
-            rebuild.insert("adminPass".into(), json!(pass));
-        }
-        if preserve_ephemeral {
-            rebuild.insert("preserve_ephemeral".into(), json!(true));
-        }
-        self.server_action(id, &json!({ "rebuild": rebuild })).await
+    /// when given, `preserve_ephemeral` only when true, `metadata` when
+    /// not empty).
+    pub async fn rebuild_server(&self, id: &str, image_id: &str, rebuild: &Rebuild) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "rebuild": rebuild_body(image_id, rebuild) })).await
+    }
+
+    /// `forceDelete`: a soft-deleted server goes for good.
+    pub async fn force_delete_server(&self, id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "forceDelete": null })).await
     }
 
     pub async fn change_password(&self, id: &str, admin_pass: &str) -> Result<(), OsError> {
@@ -592,10 +583,40 @@ impl<'a> Compute<'a> {
             .unwrap_or_default())
     }
 
+    /// `PUT /servers/{id}/tags`: replaces the server's tags (from 2.26).
+    pub async fn set_server_tags(&self, id: &str, tags: &[String]) -> Result<(), OsError> {
+        let body = json!({ "tags": tags });
+        self.call(Method::PUT, &format!("/servers/{}/tags", segment(id)), Some(&body)).await.map(drop)
+    }
+
     /// `DELETE /os-quota-sets/{project}`: back to the defaults.
     pub async fn delete_quotas(&self, project_id: &str) -> Result<(), OsError> {
         self.call(Method::DELETE, &format!("/os-quota-sets/{}", segment(project_id)), None).await.map(drop)
     }
+}
+
+/// What a rebuild keeps or changes besides the image.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rebuild {
+    pub admin_pass: Option<String>,
+    pub preserve_ephemeral: bool,
+    /// Already serialized to strings.
+    pub metadata: Option<Map<String, Value>>,
+}
+
+fn rebuild_body(image_id: &str, rebuild: &Rebuild) -> Value {
+    let mut body = Map::new();
+    body.insert("imageRef".into(), json!(image_id));
+    if let Some(pass) = &rebuild.admin_pass {
+        body.insert("adminPass".into(), json!(pass));
+    }
+    if rebuild.preserve_ephemeral {
+        body.insert("preserve_ephemeral".into(), json!(true));
+    }
+    if let Some(meta) = rebuild.metadata.as_ref().filter(|m| !m.is_empty()) {
+        body.insert("metadata".into(), Value::Object(meta.clone()));
+    }
+    Value::Object(body)
 }
 
 fn flavor_of(doc: &Value) -> Result<Flavor, OsError> {
@@ -729,8 +750,8 @@ mod tests {
             compute(&s, Microversion::new(2, 36)).server_body(&plain),
             json!({"server": {"name": "s", "imageRef": "img", "flavorRef": "fl", "min_count": 1, "max_count": 1}})
         );
-        assert_eq!(compute(&s, Microversion::new(2, 37)).server_body(&plain)["server"]["networks"], json!("auto"));
-        let none = ServerSpec { networks: ServerNetworks::Allocate("none"), ..server_spec() };
+        assert_eq!(compute(&s, Microversion::new(2, 37)).server_body(&plain)["server"].get("networks"), None);
+        let none = ServerSpec { networks: ServerNetworks::Allocate("none".into()), ..server_spec() };
         assert_eq!(compute(&s, Microversion::new(2, 96)).server_body(&none)["server"]["networks"], json!("none"));
         assert_eq!(compute(&s, Microversion::new(2, 36)).server_body(&none)["server"].get("networks"), None);
         let nic = json!({"uuid": "n1", "fixed_ip": "10.0.0.5"}).as_object().cloned().unwrap();
@@ -762,6 +783,20 @@ mod tests {
         assert_eq!(
             compute(&s, Microversion::new(2, 56)).server_body(&full)["server"]["personality"],
             json!([{"path": "/etc/motd", "contents": "aGk="}])
+        );
+    }
+
+    #[test]
+    fn rebuild_bodies() {
+        assert_eq!(rebuild_body("img", &Rebuild::default()), json!({"imageRef": "img"}));
+        let all = Rebuild {
+            admin_pass: Some("pw".into()),
+            preserve_ephemeral: true,
+            metadata: Some(json!({"a": "1"}).as_object().cloned().unwrap()),
+        };
+        assert_eq!(
+            rebuild_body("img", &all),
+            json!({"imageRef": "img", "adminPass": "pw", "preserve_ephemeral": true, "metadata": {"a": "1"}})
         );
     }
 }

@@ -13,6 +13,7 @@
 mod flavor;
 mod keypair;
 mod quota;
+mod server;
 mod server_group;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use serde_json::Value;
 pub use flavor::Flavor;
 pub use keypair::KeyPair;
 pub use quota::Quota;
+pub use server::Server;
 pub use server_group::ServerGroup;
 
 pub(crate) use super::keystone::keystone_id;
@@ -37,13 +39,14 @@ use crate::error::EngineError;
 /// publicURL`).
 pub(crate) const INTERFACE: &str = "public";
 
-/// Adds the four types to `registry`; their actions act through the
+/// Adds the five types to `registry`; their actions act through the
 /// stack sessions of the registry's host.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(KeyPair::new(host.clone())));
     registry.register(Arc::new(Flavor::new(host.clone())));
     registry.register(Arc::new(ServerGroup::new(host.clone())));
+    registry.register(Arc::new(Server::new(host.clone())));
     registry.register(Arc::new(Quota::new(host)));
 }
 
@@ -100,6 +103,45 @@ pub(crate) async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFa
     Compute::connect(session, INTERFACE, None).await.map_err(failure)
 }
 
+/// What a flavor name or id matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FlavorMatch {
+    Found(String),
+    None,
+    Ambiguous,
+}
+
+/// Heat's `find_flavor_by_name_or_id`: the flavor with that id, else
+/// novaclient's `flavors.find(name=...)`.
+pub(crate) async fn flavor_lookup(compute: &Compute<'_>, value: &str) -> Result<FlavorMatch, OsError> {
+    match compute.flavor(value).await {
+        Ok(flavor) => return Ok(FlavorMatch::Found(flavor.id)),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e),
+    }
+    let flavors = compute.flavor_names().await?;
+    let mut named = flavors.into_iter().filter(|(_, name)| name == value);
+    Ok(match (named.next(), named.next()) {
+        (Some((id, _)), None) => FlavorMatch::Found(id),
+        (None, _) => FlavorMatch::None,
+        _ => FlavorMatch::Ambiguous,
+    })
+}
+
+/// The flavor's id, or novaclient's exception for what
+/// [`flavor_lookup`] matched (also the `nova.flavor` constraint's texts).
+pub(crate) fn flavor_result(value: &str, found: FlavorMatch) -> Result<String, ResourceFailure> {
+    match found {
+        FlavorMatch::Found(id) => Ok(id),
+        FlavorMatch::None => {
+            let name = crate::resources::properties::py_repr(&Value::String(value.to_string()));
+            Err(ResourceFailure::error("NotFound", format!("No Flavor matching {{'name': {name}}}. (HTTP 404)")))
+        }
+        // novaclient's NoUniqueMatch carries no message.
+        FlavorMatch::Ambiguous => Err(ResourceFailure::error("NoUniqueMatch", "")),
+    }
+}
+
 /// A string property, None when absent or empty.
 pub(crate) fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
     props.get(name).and_then(Value::as_str).filter(|s| !s.is_empty())
@@ -112,7 +154,7 @@ pub(crate) mod testing {
     //! and `volumev3` for the Glance and Cinder types), the service
     //! records every request and answers what the test registered.
 
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, VecDeque};
     use std::sync::{Arc, Mutex};
 
     use axum::extract::{Request, State};
@@ -140,12 +182,19 @@ pub(crate) mod testing {
     pub struct Nova {
         /// `"METHOD /path"` → (status, body); unregistered: 404.
         pub answers: Mutex<BTreeMap<String, (u16, Value)>>,
+        /// `"METHOD /path"` → answers given in turn (the last repeats);
+        /// before `answers`.
+        pub sequences: Mutex<BTreeMap<String, VecDeque<(u16, Value)>>>,
         pub seen: Mutex<Vec<Seen>>,
     }
 
     impl Nova {
         pub fn answer(&self, key: &str, status: u16, body: Value) {
             self.answers.lock().unwrap().insert(key.to_string(), (status, body));
+        }
+        /// Answers `key` with each of `answers` in turn, the last for good.
+        pub fn answer_in_turn(&self, key: &str, answers: Vec<(u16, Value)>) {
+            self.sequences.lock().unwrap().insert(key.to_string(), answers.into());
         }
         pub fn seen(&self) -> Vec<Seen> {
             self.seen.lock().unwrap().clone()
@@ -170,17 +219,22 @@ pub(crate) mod testing {
                     {"type": "image", "endpoints": [
                     {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/image")}]},
                     {"type": "volumev3", "endpoints": [
-                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/volume/v3/p1")}]}]}});
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/volume/v3/p1")}]},
+                    {"type": "network", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/network")}]}]}});
             return (axum::http::StatusCode::OK, token.to_string());
         }
         nova.seen.lock().unwrap().push(Seen { method: method.clone(), path: path.clone(), version, body });
         let key = format!("{method} {path}");
-        let (status, body) = nova
-            .answers
-            .lock()
-            .unwrap()
-            .get(&key)
-            .cloned()
+        let in_turn = nova.sequences.lock().unwrap().get_mut(&key).and_then(|queue| {
+            if queue.len() > 1 {
+                queue.pop_front()
+            } else {
+                queue.front().cloned()
+            }
+        });
+        let (status, body) = in_turn
+            .or_else(|| nova.answers.lock().unwrap().get(&key).cloned())
             .unwrap_or((404, json!({"itemNotFound": {"code": 404, "message": format!("{path} not found")}})));
         (
             axum::http::StatusCode::from_u16(status).unwrap(),
@@ -278,7 +332,8 @@ mod tests {
 
     use crate::caller::test_admin as admin;
 
-    const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota"];
+    const TYPES: &[&str] =
+        &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota", "OS::Nova::Server"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py nova).

@@ -1,0 +1,813 @@
+//! OS::Nova::Server: a Nova server booted from an image (or a volume of
+//! its block device mapping) with a flavor, both given by name or id.
+//!
+//! Create boots the server as Heat 27.0.1's `handle_create` asks
+//! novaclient to (the body follows the negotiated microversion; from
+//! 2.37 novaclient refuses to boot without nics, so a server without
+//! `networks` fails as it does under Heat), then waits, as
+//! `check_create_complete`, until Nova shows it ACTIVE: ERROR fails it
+//! with Nova's fault, a status Heat does not know fails it too. The
+//! physical id is the server id; an unnamed server is named after the
+//! resource (Heat's physical name, at most 53 characters).
+//!
+//! Update in place: name, metadata (items removed, then set), tags,
+//! admin_pass; a new flavor resizes then confirms the resize, a new image
+//! rebuilds (REPLACE policies, and a user_data change under the REPLACE
+//! user_data_update_policy, replace the server instead). Delete waits
+//! until Nova no longer has the server (a 404 is done). Attributes are
+//! read from Nova (and the addresses' ports from Neutron) each time.
+
+mod schema;
+
+use std::sync::Arc;
+
+use keelson_openstack::compute::{Compute, Rebuild, ServerNetworks, ServerSpec, AUTO_ALLOCATE_NETWORK, SERVER_TAGS};
+use keelson_openstack::network::{self, Kind, Network};
+use keelson_openstack::{OsError, Session};
+use serde_json::{json, Map, Value};
+
+use super::super::client_errors::{resource_in_error, resource_unknown_status};
+use super::super::config_formats::{multipart_message, MimePart};
+use super::super::context::reduce_physical_name;
+use super::super::schema::ResourceSchema;
+use super::super::{
+    changed_properties, default_update_decision, neutron, validate_properties, ActionContext, ActionResult, HostSlot,
+    Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
+};
+use super::{
+    attribute_error, attribute_session, compute, failure, flavor_lookup, flavor_result, stack_session, str_prop,
+    INTERFACE, STACK_DATA,
+};
+use crate::error::EngineError;
+
+/// Seconds between two looks at a server Nova is working on.
+const POLL_SECS: f64 = 1.0;
+
+/// Heat's `physical_resource_name_limit` for servers: a host name of 64
+/// characters less `.novalocal`.
+const NAME_LIMIT: usize = 53;
+
+/// The statuses Heat waits through (`deferred_server_statuses`).
+const DEFERRED: [&str; 10] = [
+    "BUILD",
+    "HARD_REBOOT",
+    "PASSWORD",
+    "REBOOT",
+    "RESCUE",
+    "RESIZE",
+    "REVERT_RESIZE",
+    "SHUTOFF",
+    "SUSPENDED",
+    "VERIFY_RESIZE",
+];
+
+pub struct Server {
+    host: Arc<HostSlot>,
+    schema: ResourceSchema,
+}
+
+type Doc = Map<String, Value>;
+
+/// The server's status, without the `(...)` some clouds append.
+fn status(server: &Doc) -> &str {
+    let s = server.get("status").and_then(Value::as_str).unwrap_or_default();
+    s.split('(').next().unwrap_or(s)
+}
+
+fn field<'a>(server: &'a Doc, key: &str) -> &'a Value {
+    server.get(key).unwrap_or(&Value::Null)
+}
+
+/// A fault's `message` or `code` as Python formats it, `default` when
+/// absent.
+fn fault_text(server: &Doc, key: &str, default: &str) -> String {
+    match server.get("fault").and_then(|f| f.get(key)) {
+        None => default.to_string(),
+        Some(v) => keelson_pyfmt::str_of(v),
+    }
+}
+
+/// Heat's `meta_serialize`: values that are not strings go as JSON.
+fn serialized_metadata(meta: &Map<String, Value>) -> Map<String, Value> {
+    meta.iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => keelson_pyfmt::json_dumps(other, false),
+            };
+            (k.clone(), Value::String(text))
+        })
+        .collect()
+}
+
+fn map_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a Map<String, Value>> {
+    props.get(name).and_then(Value::as_object)
+}
+
+fn list_prop<'a>(props: &'a Properties, name: &str) -> &'a [Value] {
+    props.get(name).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+/// A nested string key, None when absent, null or empty.
+fn key_str<'a>(entry: &'a Value, key: &str) -> Option<&'a str> {
+    entry.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// A failure for what keelson does not do yet.
+fn not_supported(what: &str) -> ResourceFailure {
+    ResourceFailure::error("NotSupported", format!("{what} is not supported by keelson yet."))
+}
+
+/// Heat's `_build_block_device_mapping_v2`: each mapping as Nova's
+/// `block_device_mapping_v2` entry (images already resolved to ids).
+fn block_devices_v2(mappings: &[Value], image_ids: &[Option<String>]) -> Option<Vec<Value>> {
+    if mappings.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (mapping, image_id) in mappings.iter().zip(image_ids) {
+        let source = |uuid: &str, source_type: &str| {
+            json!({"uuid": uuid, "source_type": source_type, "destination_type": "volume",
+                "boot_index": 0, "delete_on_termination": false})
+        };
+        let given = |k: &str| mapping.get(k).filter(|v| !v.is_null() && *v != &json!(0) && *v != &json!(""));
+        let mut entry = if let Some(id) = key_str(mapping, "volume_id") {
+            source(id, "volume")
+        } else if let Some(id) = key_str(mapping, "snapshot_id") {
+            source(id, "snapshot")
+        } else if let Some(id) = image_id {
+            source(id, "image")
+        } else if let Some(size) = given("swap_size") {
+            json!({"source_type": "blank", "destination_type": "local", "boot_index": -1,
+                "delete_on_termination": true, "guest_format": "swap", "volume_size": size})
+        } else if given("ephemeral_size").is_some() || given("ephemeral_format").is_some() {
+            let mut e = json!({"source_type": "blank", "destination_type": "local", "boot_index": -1,
+                "delete_on_termination": true});
+            if let Some(size) = given("ephemeral_size") {
+                e["volume_size"] = size.clone();
+            }
+            if let Some(format) = given("ephemeral_format") {
+                e["guest_format"] = format.clone();
+            }
+            e
+        } else {
+            continue;
+        };
+        if let Some(name) = key_str(mapping, "device_name") {
+            entry["device_name"] = json!(name);
+        }
+        for key in ["device_type", "disk_bus", "boot_index", "volume_size", "delete_on_termination", "volume_type"] {
+            if let Some(v) = mapping.get(key).filter(|v| !v.is_null()) {
+                entry[key] = v.clone();
+            }
+        }
+        out.push(entry);
+    }
+    Some(out)
+}
+
+/// The image a block device mapping names (`image`, else `image_id`).
+fn mapping_image(mapping: &Value) -> Option<&str> {
+    key_str(mapping, "image").or_else(|| key_str(mapping, "image_id"))
+}
+
+impl Server {
+    pub fn new(host: Arc<HostSlot>) -> Self {
+        Server { host, schema: schema::server_schema() }
+    }
+
+    /// The `name` property, else the resource's physical name.
+    fn server_name(ctx: &mut ActionContext) -> String {
+        match str_prop(&ctx.properties, "name") {
+            Some(name) => name.to_string(),
+            None => reduce_physical_name(&ctx.stable_physical_name(), NAME_LIMIT),
+        }
+    }
+
+    /// The name an attribute shows: the property, else the physical name
+    /// the resource was created with.
+    fn shown_name(state: &ResourceState) -> Value {
+        match str_prop(&state.properties, "name") {
+            Some(name) => json!(name),
+            None => state
+                .data
+                .get(super::super::PHYSICAL_NAME_DATA)
+                .map_or(Value::Null, |n| json!(reduce_physical_name(n, NAME_LIMIT))),
+        }
+    }
+
+    /// Heat's `_build_nics` and novaclient's translation of them into
+    /// Nova's `networks`: names resolved to ids through Neutron.
+    async fn networks(
+        session: &Session,
+        compute: &Compute<'_>,
+        props: &Properties,
+    ) -> Result<ServerNetworks, ResourceFailure> {
+        let nets = list_prop(props, "networks");
+        if let Some(how) = nets.iter().find_map(|n| key_str(n, "allocate_network")) {
+            if !compute.supports(AUTO_ALLOCATE_NETWORK) {
+                return Err(ResourceFailure::error("ValueError", "nics must be a list or a tuple, not <class 'str'>"));
+            }
+            return Ok(ServerNetworks::Allocate(how.to_string()));
+        }
+        if nets.is_empty() {
+            if compute.supports(AUTO_ALLOCATE_NETWORK) {
+                return Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"));
+            }
+            return Ok(ServerNetworks::Default);
+        }
+        let neutron = Network::connect(session, INTERFACE, None).await.map_err(neutron::failure)?;
+        let find = |kind: Kind, value: String| {
+            let neutron = &neutron;
+            async move {
+                neutron::lookup_result(kind, &value, neutron.lookup(kind, &value).await.map_err(neutron::failure)?)
+            }
+        };
+        let mut nics = Vec::new();
+        for net in nets {
+            if key_str(net, "subnet").is_some() || net.get("port_extra_properties").is_some_and(|v| !v.is_null()) {
+                return Err(not_supported(
+                    "A network entry with subnet or port_extra_properties (a port made by the server)",
+                ));
+            }
+            if key_str(net, "floating_ip").is_some() {
+                return Err(not_supported("Associating a floating_ip from a server's networks"));
+            }
+            let mut nic = Map::new();
+            if let Some(network) = key_str(net, "network").or_else(|| key_str(net, "uuid")) {
+                nic.insert("uuid".into(), json!(find(network::NETWORK, network.to_string()).await?));
+            }
+            if let Some(port) = key_str(net, "port") {
+                nic.insert("port".into(), json!(find(network::PORT, port.to_string()).await?));
+            } else if let Some(ip) = key_str(net, "fixed_ip") {
+                nic.insert("fixed_ip".into(), json!(ip));
+            }
+            if let Some(tag) = key_str(net, "tag") {
+                nic.insert("tag".into(), json!(tag));
+            }
+            nics.push(nic);
+        }
+        Ok(ServerNetworks::Nics(nics))
+    }
+
+    /// The flavor's id (by id, else by its unique name).
+    async fn flavor_id(compute: &Compute<'_>, flavor: &str) -> Result<String, ResourceFailure> {
+        flavor_result(flavor, flavor_lookup(compute, flavor).await.map_err(failure)?)
+    }
+
+    /// The user data Nova gets, as Heat's `build_userdata` makes it for
+    /// the format: RAW as given; HEAT_CFNTOOLS and SOFTWARE_CONFIG as a
+    /// MIME multipart message of the user's data and the resource
+    /// metadata (without Heat's own cloud-init boot files).
+    fn user_data(props: &Properties, metadata: &Value) -> Option<String> {
+        let text = props.get("user_data").and_then(Value::as_str).unwrap_or_default();
+        let format = str_prop(props, "user_data_format").unwrap_or("HEAT_CFNTOOLS");
+        if format == "RAW" {
+            return Some(text.to_string()).filter(|t| !t.is_empty());
+        }
+        let part = |content: &str, filename: &str, subtype: &str| MimePart {
+            content: content.to_string(),
+            multipart: false,
+            subtype: subtype.to_string(),
+            filename: filename.to_string(),
+        };
+        let mut parts = Vec::new();
+        if format == "SOFTWARE_CONFIG" {
+            let multipart = text.starts_with("Content-Type: multipart/");
+            parts.push(MimePart { multipart, ..part(text, "", "") });
+        } else {
+            parts.push(part(text, "cfn-userdata", "x-cfninitdata"));
+        }
+        if metadata.as_object().is_some_and(|m| !m.is_empty()) {
+            parts.push(part(&keelson_pyfmt::json_dumps(metadata, false), "cfn-init-data", "x-cfninitdata"));
+        }
+        Some(multipart_message(&parts))
+    }
+
+    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let props = ctx.properties.clone();
+        if !list_prop(&props, "block_device_mapping").is_empty() {
+            return Err(not_supported("block_device_mapping (use block_device_mapping_v2)"));
+        }
+        if str_prop(&props, "user_data_format") == Some("SOFTWARE_CONFIG") {
+            return Err(not_supported("user_data_format SOFTWARE_CONFIG on OS::Nova::Server"));
+        }
+        let image_ref = match str_prop(&props, "image") {
+            Some(image) => Some(super::super::glance::image_id(session, image).await?),
+            None => None,
+        };
+        let flavor = str_prop(&props, "flavor").unwrap_or_default();
+        let flavor_ref = Self::flavor_id(compute, flavor).await?;
+        let mappings = list_prop(&props, "block_device_mapping_v2");
+        let mut image_ids = Vec::new();
+        for mapping in mappings {
+            image_ids.push(match mapping_image(mapping) {
+                Some(image) => Some(super::super::glance::image_id(session, image).await?),
+                None => None,
+            });
+        }
+        let networks = Self::networks(session, compute, &props).await?;
+        let text_list =
+            |name: &str| -> Vec<String> { list_prop(&props, name).iter().map(keelson_pyfmt::str_of).collect() };
+        let spec = ServerSpec {
+            name: Self::server_name(ctx),
+            image_ref,
+            flavor_ref,
+            key_name: str_prop(&props, "key_name").map(str::to_owned),
+            availability_zone: str_prop(&props, "availability_zone").map(str::to_owned),
+            security_groups: text_list("security_groups"),
+            metadata: map_prop(&props, "metadata").filter(|m| !m.is_empty()).map(serialized_metadata),
+            scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
+            networks,
+            user_data: Self::user_data(&props, &ctx.state.metadata),
+            block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
+            config_drive: props.get("config_drive").and_then(Value::as_bool),
+            admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),
+            disk_config: str_prop(&props, "diskConfig").map(str::to_owned),
+            reservation_id: str_prop(&props, "reservation_id").map(str::to_owned),
+            personality: map_prop(&props, "personality").cloned().unwrap_or_default(),
+        };
+        let id = compute.create_server(&spec).await.map_err(failure)?;
+        ctx.state.physical_id = Some(id.clone());
+        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
+        Self::wait_active(compute, ctx, &id).await?;
+        let tags = text_list("tags");
+        if !tags.is_empty() && compute.supports(SERVER_TAGS) {
+            compute.set_server_tags(&id, &tags).await.map_err(failure)?;
+        }
+        Ok(())
+    }
+
+    /// Heat's `fetch_server`: None for the errors worth waiting out
+    /// (OverLimit, a 500 or 503).
+    async fn fetch(compute: &Compute<'_>, id: &str) -> Result<Option<Doc>, OsError> {
+        match compute.server(id).await {
+            Ok(server) => Ok(Some(server)),
+            Err(OsError::Unexpected { status: 413 | 500, .. }) | Err(OsError::Unavailable(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Heat's `_check_active`, until the server is ACTIVE.
+    async fn wait_active(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+        loop {
+            let Some(server) = Self::fetch(compute, id).await.map_err(failure)? else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            match status(&server) {
+                "ACTIVE" => return Ok(()),
+                s if DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
+                "ERROR" => {
+                    let reason = format!(
+                        "Message: {}, Code: {}",
+                        fault_text(&server, "message", "Unknown"),
+                        fault_text(&server, "code", "Unknown")
+                    );
+                    return Err(resource_in_error("ERROR", &reason));
+                }
+                _ => {
+                    let shown = keelson_pyfmt::str_of(field(&server, "status"));
+                    return Err(resource_unknown_status("Server is not active", &shown));
+                }
+            }
+        }
+    }
+
+    /// Heat's `resize` then `check_resize`: Nova is asked once the server
+    /// is readable, then watched until VERIFY_RESIZE.
+    async fn resize(
+        compute: &Compute<'_>,
+        ctx: &ActionContext,
+        id: &str,
+        flavor_id: &str,
+        flavor: &str,
+    ) -> ActionResult {
+        while Self::fetch(compute, id).await.map_err(failure)?.is_none() {
+            ctx.sleep(POLL_SECS).await?;
+        }
+        compute.resize_server(id, flavor_id).await.map_err(failure)?;
+        loop {
+            let server = Self::fetch(compute, id).await.map_err(failure)?;
+            match server.as_ref().map(status) {
+                None | Some("RESIZE" | "ACTIVE") => ctx.sleep(POLL_SECS).await?,
+                Some("VERIFY_RESIZE") => break,
+                Some(s) => {
+                    return Err(ResourceFailure::error("Error", format!("Resizing to '{flavor}' failed, status '{s}'")))
+                }
+            }
+        }
+        // `verify_resize`, then `check_verify_resize`.
+        loop {
+            let Some(server) = Self::fetch(compute, id).await.map_err(failure)? else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            match status(&server) {
+                "VERIFY_RESIZE" => break,
+                s => return Err(resource_unknown_status(&format!("Could not confirm resize of server {id}"), s)),
+            }
+        }
+        compute.confirm_resize(id).await.map_err(failure)?;
+        loop {
+            let Some(server) = Self::fetch(compute, id).await.map_err(failure)? else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            let task = server.get("OS-EXT-STS:task_state").and_then(Value::as_str);
+            match status(&server) {
+                "ACTIVE" => return Ok(()),
+                "VERIFY_RESIZE" => ctx.sleep(POLL_SECS).await?,
+                _ if task.is_some_and(|t| t.contains("resize")) => ctx.sleep(POLL_SECS).await?,
+                s => return Err(resource_unknown_status(&format!("Confirm resize for server {id} failed"), s)),
+            }
+        }
+    }
+
+    /// Heat's `rebuild` then `check_rebuild`.
+    async fn rebuild(
+        compute: &Compute<'_>,
+        ctx: &ActionContext,
+        id: &str,
+        image_id: &str,
+        rebuild: &Rebuild,
+    ) -> ActionResult {
+        while Self::fetch(compute, id).await.map_err(failure)?.is_none() {
+            ctx.sleep(POLL_SECS).await?;
+        }
+        compute.rebuild_server(id, image_id, rebuild).await.map_err(failure)?;
+        loop {
+            let server = Self::fetch(compute, id).await.map_err(failure)?;
+            match server.as_ref().map(status) {
+                None | Some("REBUILD") => ctx.sleep(POLL_SECS).await?,
+                Some("ERROR") => {
+                    return Err(ResourceFailure::error("Error", "Rebuilding server failed, status 'ERROR'"))
+                }
+                Some(_) => return Ok(()),
+            }
+        }
+    }
+
+    async fn update_with(
+        &self,
+        session: &Session,
+        compute: &Compute<'_>,
+        ctx: &mut ActionContext,
+        old: &Properties,
+    ) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let changed = changed_properties(old, &ctx.properties);
+        let has = |name: &str| changed.iter().any(|c| c == name);
+        let props = ctx.properties.clone();
+        if has("networks") {
+            return Err(not_supported("Updating a server's networks"));
+        }
+        if has("metadata") {
+            let server = compute.server(&id).await.map_err(failure)?;
+            let wanted = serialized_metadata(map_prop(&props, "metadata").unwrap_or(&Map::new()));
+            let current: Vec<&String> =
+                server.get("metadata").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+            for key in current.into_iter().filter(|k| !wanted.contains_key(k.as_str())) {
+                compute.delete_server_metadata(&id, key).await.map_err(failure)?;
+            }
+            compute.set_server_metadata(&id, &wanted).await.map_err(failure)?;
+        }
+        if has("tags") && compute.supports(SERVER_TAGS) {
+            let tags: Vec<String> = list_prop(&props, "tags").iter().map(keelson_pyfmt::str_of).collect();
+            compute.set_server_tags(&id, &tags).await.map_err(failure)?;
+        }
+        if has("name") {
+            let name = Self::server_name(ctx);
+            compute.rename_server(&id, &name).await.map_err(failure)?;
+        }
+        if has("flavor") {
+            let flavor = str_prop(&props, "flavor").unwrap_or_default();
+            let flavor_id = Self::flavor_id(compute, flavor).await?;
+            Self::resize(compute, ctx, &id, &flavor_id, &flavor_id).await?;
+        }
+        let admin_pass = str_prop(&props, "admin_pass").map(str::to_owned);
+        if has("user_data") && str_prop(&props, "user_data_update_policy") == Some("REBUILD") {
+            // Heat hands the user data to its rebuild as the image; keelson
+            // rebuilds the current image instead.
+            let server = compute.server(&id).await.map_err(failure)?;
+            let image = server.get("image").and_then(|i| i.get("id")).and_then(Value::as_str).unwrap_or_default();
+            Self::rebuild(compute, ctx, &id, image, &Rebuild::default()).await?;
+        }
+        if has("image") {
+            let image_id = match str_prop(&props, "image") {
+                Some(image) => super::super::glance::image_id(session, image).await?,
+                None => String::new(),
+            };
+            let rebuild = Rebuild {
+                admin_pass,
+                preserve_ephemeral: str_prop(&props, "image_update_policy") == Some("REBUILD_PRESERVE_EPHEMERAL"),
+                metadata: map_prop(&props, "metadata").map(serialized_metadata),
+            };
+            Self::rebuild(compute, ctx, &id, &image_id, &rebuild).await?;
+        } else if has("admin_pass") {
+            compute.change_password(&id, admin_pass.as_deref().unwrap_or_default()).await.map_err(failure)?;
+        }
+        Ok(())
+    }
+
+    /// Heat's `_delete` and `check_delete_server_complete`.
+    async fn delete_with(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+        match compute.delete_server(id).await {
+            Err(e) if e.is_not_found() => return Ok(()),
+            other => other.map_err(failure)?,
+        }
+        loop {
+            let server = match Self::fetch(compute, id).await {
+                Err(e) if e.is_not_found() => return Ok(()),
+                other => other.map_err(failure)?,
+            };
+            let Some(server) = server else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            if server.get("OS-EXT-STS:task_state").and_then(Value::as_str) == Some("deleting") {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            }
+            match status(&server) {
+                "DELETED" => return Ok(()),
+                "SOFT_DELETED" => compute.force_delete_server(id).await.map_err(failure)?,
+                "ERROR" => {
+                    let reason = format!(
+                        "Server {} delete failed: ({}) {}",
+                        keelson_pyfmt::str_of(field(&server, "name")),
+                        fault_text(&server, "code", "None"),
+                        fault_text(&server, "message", "Unknown")
+                    );
+                    return Err(resource_in_error("ERROR", &reason));
+                }
+                _ => {}
+            }
+            ctx.sleep(POLL_SECS).await?;
+        }
+    }
+
+    /// Heat's `validate` (block device mappings, image, networks).
+    fn check(name: &str, props: &Properties) -> Result<(), EngineError> {
+        let conflict = |a: &str, b: &str| {
+            EngineError::validation(format!("Cannot define the following properties at the same time: {a}, {b}"))
+        };
+        let bdm = list_prop(props, "block_device_mapping");
+        let bdm_v2 = list_prop(props, "block_device_mapping_v2");
+        if !bdm.is_empty() && !bdm_v2.is_empty() {
+            return Err(conflict("block_device_mapping", "block_device_mapping_v2"));
+        }
+        let mut bootable = bdm.iter().any(|m| key_str(m, "device_name") == Some("vda"));
+        for mapping in bdm_v2 {
+            let sources = ["volume_id", "snapshot_id", "image_id", "swap_size"];
+            let set = sources.iter().filter(|k| mapping.get(**k).is_some_and(|v| !v.is_null())).count();
+            if set > 1 {
+                return Err(EngineError::validation(
+                    "Cannot define the following properties at the same time: volume_id, snapshot_id, image_id, swap_size",
+                ));
+            }
+            if set == 0 && mapping_image(mapping).is_none() {
+                return Err(EngineError::validation(
+                    "Either volume_id, snapshot_id, image_id or swap_size must be specified.",
+                ));
+            }
+            bootable |= ["volume_id", "snapshot_id", "image_id", "image"].iter().any(|k| key_str(mapping, k).is_some());
+        }
+        if str_prop(props, "image").is_none() && !bootable {
+            return Err(EngineError::validation(format!(
+                "Neither image nor bootable volume is specified for instance {name}"
+            )));
+        }
+        let mut with_port = false;
+        for net in list_prop(props, "networks") {
+            let set = |k: &str| net.get(k).is_some_and(|v| !v.is_null());
+            with_port |= key_str(net, "port").is_some();
+            if !set("network")
+                && !set("uuid")
+                && !set("port")
+                && !set("subnet")
+                && key_str(net, "allocate_network").is_none()
+            {
+                return Err(EngineError::validation(format!(
+                    "One of the properties \"network\", \"port\", \"allocate_network\" or \"subnet\" should be set for the specified network of server \"{name}\"."
+                )));
+            }
+            let given = net.as_object().map_or(0, |m| m.values().filter(|v| !v.is_null()).count());
+            if key_str(net, "allocate_network").is_some() && given != 1 {
+                return Err(EngineError::validation(
+                    "Can not specify \"allocate_network\" with other keys of networks at the same time.",
+                ));
+            }
+            if key_str(net, "fixed_ip").is_some() && set("port") {
+                return Err(conflict("networks/fixed_ip", "networks/port"));
+            }
+        }
+        if with_port && !list_prop(props, "security_groups").is_empty() {
+            return Err(conflict("security_groups", "networks/port"));
+        }
+        Ok(())
+    }
+
+    /// novaclient's `server.networks`: each network's addresses.
+    fn networks_of(server: &Doc) -> Map<String, Value> {
+        let mut out = Map::new();
+        for (label, addresses) in server.get("addresses").and_then(Value::as_object).into_iter().flatten() {
+            let ips: Vec<Value> =
+                addresses.as_array().into_iter().flatten().filter_map(|a| a.get("addr").cloned()).collect();
+            out.insert(label.clone(), Value::Array(ips));
+        }
+        out
+    }
+
+    /// Heat's `_extend_networks`: each network also under its id, when
+    /// Neutron knows one network by that name.
+    async fn extend_networks(neutron: &Network<'_>, nets: Map<String, Value>) -> Result<Map<String, Value>, OsError> {
+        let mut out = nets.clone();
+        for (label, value) in nets {
+            if let network::Lookup::Found(id) = neutron.lookup(network::NETWORK, &label).await? {
+                out.insert(id, value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Heat's `_get_server_addresses`: the server's ports in Neutron, by
+    /// network name, each fixed IP with its port, subnets and network,
+    /// and the floating IPs on it.
+    async fn addresses(neutron: &Network<'_>, server_id: &str) -> Result<Map<String, Value>, OsError> {
+        let mut nets: Map<String, Value> = Map::new();
+        for port in neutron.list(network::PORT, &[("device_id", server_id)]).await? {
+            let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let network_id = text(&port, "network_id");
+            let found = neutron.list(network::NETWORK, &[("id", &network_id)]).await?;
+            let label = found.first().map(|n| text(n, "name")).unwrap_or_default();
+            let network_doc = found.first().cloned().unwrap_or(Value::Null);
+            let mut entries = nets.get(&label).and_then(Value::as_array).cloned().unwrap_or_default();
+            let mac = text(&port, "mac_address");
+            let fixed_ips = port.get("fixed_ips").and_then(Value::as_array).cloned().unwrap_or_default();
+            for fixed in &fixed_ips {
+                let addr = text(fixed, "ip_address");
+                let version = match addr.parse::<std::net::IpAddr>() {
+                    Ok(std::net::IpAddr::V4(_)) => json!(4),
+                    Ok(std::net::IpAddr::V6(_)) => json!(6),
+                    Err(_) => Value::Null,
+                };
+                if !addr.is_empty() {
+                    for fip in neutron.list(network::FLOATING_IP, &[("fixed_ip_address", &addr)]).await? {
+                        entries.push(json!({"addr": fip.get("floating_ip_address"), "version": version,
+                            "OS-EXT-IPS-MAC:mac_addr": mac, "OS-EXT-IPS:type": "floating", "port": null}));
+                    }
+                }
+                let mut subnets = Vec::new();
+                for f in &fixed_ips {
+                    let subnet_id = text(f, "subnet_id");
+                    if !subnet_id.is_empty() {
+                        subnets.extend(neutron.list(network::SUBNET, &[("id", &subnet_id)]).await?);
+                    }
+                }
+                entries.push(json!({"addr": addr, "OS-EXT-IPS-MAC:mac_addr": mac, "OS-EXT-IPS:type": "fixed",
+                    "port": text(&port, "id"), "version": version, "subnets": subnets, "network": network_doc}));
+            }
+            nets.insert(label, Value::Array(entries));
+        }
+        Self::extend_networks(neutron, nets).await
+    }
+
+    async fn attribute_with(
+        session: &Session,
+        compute: &Compute<'_>,
+        id: &str,
+        name: &str,
+    ) -> Result<Value, EngineError> {
+        let server = match compute.server(id).await {
+            Ok(server) => server,
+            // Heat ignores a server that is gone: every attribute is ''.
+            Err(e) if e.is_not_found() => return Ok(json!("")),
+            Err(e) => return Err(attribute_error(e)),
+        };
+        let neutron = || async { Network::connect(session, INTERFACE, None).await.map_err(attribute_error_neutron) };
+        Ok(match name {
+            "show" => Value::Object(server),
+            "first_address" => {
+                // novaclient's networks, last network name first.
+                let nets = Self::networks_of(&server);
+                let mut labels: Vec<&String> = nets.keys().collect();
+                labels.sort_by(|a, b| b.cmp(a));
+                labels
+                    .into_iter()
+                    .find_map(|l| nets[l].as_array().and_then(|a| a.first()).cloned())
+                    .unwrap_or_else(|| json!(""))
+            }
+            "addresses" => {
+                let client = neutron().await?;
+                Value::Object(Self::addresses(&client, id).await.map_err(attribute_error_neutron)?)
+            }
+            "networks" => {
+                let client = neutron().await?;
+                let nets = Self::networks_of(&server);
+                Value::Object(Self::extend_networks(&client, nets).await.map_err(attribute_error_neutron)?)
+            }
+            "instance_name" => field(&server, "OS-EXT-SRV-ATTR:instance_name").clone(),
+            "accessIPv4" | "accessIPv6" => field(&server, name).clone(),
+            "tags" if compute.supports(SERVER_TAGS) => field(&server, "tags").clone(),
+            // console_urls: not resolved by keelson yet.
+            _ => Value::Null,
+        })
+    }
+}
+
+/// A Neutron error met while resolving an attribute.
+fn attribute_error_neutron(e: OsError) -> EngineError {
+    let (heat_type, message) = match neutron::failure(e) {
+        ResourceFailure::Error { type_name, message } => (type_name, message),
+        other => ("NeutronClientException".to_string(), other.to_string()),
+    };
+    EngineError::Remote { heat_type, http_status: 500, message }
+}
+
+impl Plugin for Server {
+    const TYPE: &'static str = "OS::Nova::Server";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    /// The properties, then Heat's `validate` checks, which name the
+    /// resource.
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        let props = validate_properties(&self.schema, resource_name, given)?;
+        Self::check(resource_name, &props)?;
+        Ok(props)
+    }
+
+    /// Heat's `needs_replace_with_prop_diff` on top of the default
+    /// decision: the REPLACE update policies replace.
+    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
+        let decision = default_update_decision(&self.schema, old, new);
+        if decision != UpdateDecision::InPlace {
+            return decision;
+        }
+        let changed = changed_properties(old, new);
+        let policy = |name: &str, default: &str| -> String {
+            str_prop(new, name).or_else(|| str_prop(old, name)).unwrap_or(default).to_string()
+        };
+        let has = |name: &str| changed.iter().any(|c| c == name);
+        if (has("flavor") && policy("flavor_update_policy", "RESIZE") == "REPLACE")
+            || (has("image") && policy("image_update_policy", "REBUILD") == "REPLACE")
+            || (has("user_data") && policy("user_data_update_policy", "REPLACE") == "REPLACE")
+        {
+            return UpdateDecision::Replace;
+        }
+        UpdateDecision::InPlace
+    }
+
+    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        self.create_with(&session, &compute, ctx).await
+    }
+
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        self.update_with(&session, &compute, ctx, old).await
+    }
+
+    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        Self::delete_with(&compute, ctx, &id).await
+    }
+
+    /// Heat's: a FAILED server is replaced unless Nova still has it in a
+    /// usable state.
+    async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(true) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        match compute.server(&id).await {
+            Ok(server) => Ok(matches!(status(&server), "ERROR" | "DELETED" | "SOFT_DELETED")),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(failure(e)),
+        }
+    }
+
+    async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
+        let Some(id) = &state.physical_id else { return Ok(Value::Null) };
+        match name {
+            "name" => return Ok(Self::shown_name(state)),
+            "os_collect_config" => {
+                return Ok(state.metadata.get("os-collect-config").cloned().unwrap_or_else(|| json!({})))
+            }
+            "console_urls" => return Ok(Value::Null),
+            _ => {}
+        }
+        let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
+        let compute = Compute::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        Self::attribute_with(&session, &compute, id, name).await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! OS::Nova::Server against the loopback Nova (and Neutron, Glance) stand-in.
