@@ -1,1 +1,383 @@
 //! OS::Nova::Server against the loopback Nova (and Neutron, Glance) stand-in.
+
+use serde_json::{json, Value};
+
+use super::super::super::context::test_context;
+use super::super::testing;
+use super::*;
+
+const SERVERS: &str = "/compute/v2.1/servers";
+
+fn server() -> Server {
+    Server::new(Arc::new(HostSlot::default()))
+}
+
+fn props(v: Value) -> Properties {
+    Plugin::validate_properties(&server(), "vm", &v).unwrap()
+}
+
+fn refusal(v: Value) -> String {
+    Plugin::validate_properties(&server(), "vm", &v).unwrap_err().to_string()
+}
+
+fn shown(status: &str) -> (u16, Value) {
+    (200, json!({"server": {"id": "sid", "name": "vm", "status": status}}))
+}
+
+/// Glance knows `cirros`, Nova the flavor `m1.tiny` by name, Neutron the
+/// network `private` and the port `p-1`.
+fn known_names(nova: &testing::Nova) {
+    nova.answer("GET /image/v2/images?name=cirros", 200, json!({"images": [{"id": "img-1"}]}));
+    nova.answer("GET /compute/v2.1/flavors", 200, json!({"flavors": [{"id": "f-1", "name": "m1.tiny"}]}));
+    nova.answer("GET /network/v2.0/networks?name=private&fields=id", 200, json!({"networks": [{"id": "net-1"}]}));
+    nova.answer("GET /network/v2.0/ports?name=p-1&fields=id", 200, json!({"ports": [{"id": "port-1"}]}));
+}
+
+#[tokio::test]
+async fn boots_with_networks_and_names_then_waits_for_active() {
+    let (nova, session) = testing::nova("2.96").await;
+    known_names(&nova);
+    nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
+    nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![shown("BUILD"), shown("ACTIVE")]);
+    nova.answer(&format!("PUT {SERVERS}/sid/tags"), 200, json!({"tags": ["a"]}));
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "key_name": "k", "availability_zone": "nova",
+        "networks": [{"network": "private", "fixed_ip": "10.0.0.5", "tag": "t"}, {"port": "p-1"}],
+        "metadata": {"role": "web", "n": 1}, "scheduler_hints": {"group": "g"}, "config_drive": true,
+        "admin_pass": "pw", "user_data_format": "RAW", "user_data": "#!/bin/sh\necho hi\n", "tags": ["a"]})));
+    let compute = super::super::compute(&session).await.unwrap();
+    server().create_with(&session, &compute, &mut ctx).await.unwrap();
+    let calls = nova.calls();
+    let (_, _, body) = calls.iter().find(|(m, p, _)| m == "POST" && p == SERVERS).unwrap();
+    let vm = &body["server"];
+    assert!(vm["name"].as_str().unwrap().starts_with("st-r-"), "{vm}");
+    assert_eq!(
+        (&vm["imageRef"], &vm["flavorRef"], &vm["key_name"], &vm["availability_zone"], &vm["adminPass"]),
+        (&json!("img-1"), &json!("f-1"), &json!("k"), &json!("nova"), &json!("pw"))
+    );
+    assert_eq!(vm["networks"], json!([{"uuid": "net-1", "fixed_ip": "10.0.0.5", "tag": "t"}, {"port": "port-1"}]));
+    assert_eq!(vm["metadata"], json!({"role": "web", "n": "1"}));
+    assert_eq!(vm["user_data"], json!("IyEvYmluL3NoCmVjaG8gaGkK"));
+    assert_eq!(vm["config_drive"], json!(true));
+    assert_eq!(vm.get("security_groups"), None);
+    assert_eq!(body["os:scheduler_hints"], json!({"group": "g"}));
+    assert_eq!(ctx.state.physical_id.as_deref(), Some("sid"));
+    assert_eq!(calls.iter().filter(|(m, p, _)| m == "GET" && p == &format!("{SERVERS}/sid")).count(), 2);
+    assert_eq!(calls.last().unwrap().2, json!({"tags": ["a"]}));
+}
+
+#[tokio::test]
+async fn allocate_network_and_the_microversion() {
+    let (nova, session) = testing::nova("2.96").await;
+    known_names(&nova);
+    nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
+    nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
+    let compute = super::super::compute(&session).await.unwrap();
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "networks": [{"allocate_network": "none"}]})));
+    server().create_with(&session, &compute, &mut ctx).await.unwrap();
+    assert_eq!(nova.calls().iter().find(|(m, _, _)| m == "POST").unwrap().2["server"]["networks"], json!("none"));
+    // Heat's novaclient refuses to boot without nics from 2.37.
+    let (mut ctx, _tx) = test_context(props(json!({"image": "cirros", "flavor": "m1.tiny"})));
+    assert_eq!(
+        server().create_with(&session, &compute, &mut ctx).await,
+        Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"))
+    );
+    let (nova, session) = testing::nova("2.36").await;
+    known_names(&nova);
+    nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
+    nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
+    let compute = super::super::compute(&session).await.unwrap();
+    let (mut ctx, _tx) = test_context(props(json!({"image": "cirros", "flavor": "m1.tiny", "name": "n"})));
+    server().create_with(&session, &compute, &mut ctx).await.unwrap();
+    let body = nova.calls().into_iter().find(|(m, _, _)| m == "POST").unwrap().2;
+    assert_eq!((body["server"].get("networks"), &body["server"]["name"]), (None, &json!("n")));
+    // A port the server would make is refused clearly.
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "networks": [{"network": "private", "subnet": "s"}]})));
+    let e = server().create_with(&session, &compute, &mut ctx).await.unwrap_err();
+    assert!(matches!(e, ResourceFailure::Error { ref type_name, .. } if type_name == "NotSupported"), "{e}");
+}
+
+#[tokio::test]
+async fn error_state_fails_with_novas_fault() {
+    let (nova, session) = testing::nova("2.96").await;
+    known_names(&nova);
+    nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
+    nova.answer(
+        &format!("GET {SERVERS}/sid"),
+        200,
+        json!({"server": {"id": "sid", "status": "ERROR",
+            "fault": {"code": 500, "message": "No valid host was found. There are not enough hosts available."}}}),
+    );
+    let compute = super::super::compute(&session).await.unwrap();
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "networks": [{"network": "private"}]})));
+    assert_eq!(
+        server().create_with(&session, &compute, &mut ctx).await,
+        Err(ResourceFailure::error(
+            "ResourceInError",
+            "Went to status ERROR due to \"Message: No valid host was found. There are not enough hosts available., Code: 500\""
+        ))
+    );
+    // The server is kept as the resource's, to delete.
+    assert_eq!(ctx.state.physical_id.as_deref(), Some("sid"));
+    nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "MIGRATING"}}));
+    assert_eq!(
+        Server::wait_active(&compute, &ctx, "sid").await,
+        Err(ResourceFailure::error(
+            "ResourceUnknownStatus",
+            "Server is not active - Unknown status MIGRATING due to \"Unknown\""
+        ))
+    );
+    // A bad flavor fails with novaclient's text.
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m9", "networks": [{"network": "private"}]})));
+    assert_eq!(
+        server().create_with(&session, &compute, &mut ctx).await,
+        Err(ResourceFailure::error("NotFound", "No Flavor matching {'name': 'm9'}. (HTTP 404)"))
+    );
+}
+
+#[tokio::test]
+async fn a_flavor_update_resizes_and_confirms() {
+    let (nova, session) = testing::nova("2.96").await;
+    known_names(&nova);
+    nova.answer("GET /compute/v2.1/flavors", 200, json!({"flavors": [{"id": "f-2", "name": "m1.small"}]}));
+    nova.answer_in_turn(
+        &format!("GET {SERVERS}/sid"),
+        vec![shown("ACTIVE"), shown("VERIFY_RESIZE"), shown("VERIFY_RESIZE"), shown("ACTIVE")],
+    );
+    nova.answer(&format!("POST {SERVERS}/sid/action"), 202, Value::Null);
+    let s = server();
+    let base = json!({"image": "img-1", "flavor": "f-1", "networks": [{"network": "net-1"}]});
+    let old = props(base.clone());
+    let mut bigger = base.clone();
+    bigger["flavor"] = json!("m1.small");
+    let new = props(bigger.clone());
+    assert_eq!(Plugin::update_decision(&s, &old, &new), UpdateDecision::InPlace);
+    let (mut ctx, _tx) = test_context(new);
+    ctx.state.physical_id = Some("sid".into());
+    let compute = super::super::compute(&session).await.unwrap();
+    s.update_with(&session, &compute, &mut ctx, &old).await.unwrap();
+    let actions: Vec<Value> =
+        nova.calls().into_iter().filter(|(m, p, _)| m == "POST" && p.ends_with("/action")).map(|c| c.2).collect();
+    assert_eq!(actions, [json!({"resize": {"flavorRef": "f-2"}}), json!({"confirmResize": null})]);
+    // REPLACE as the policy replaces instead.
+    bigger["flavor_update_policy"] = json!("REPLACE");
+    assert_eq!(Plugin::update_decision(&s, &old, &props(bigger)), UpdateDecision::Replace);
+    // A resize Nova fails.
+    nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![shown("ACTIVE"), shown("ERROR")]);
+    assert_eq!(
+        Server::resize(&compute, &ctx, "sid", "f-2", "f-2").await,
+        Err(ResourceFailure::error("Error", "Resizing to 'f-2' failed, status 'ERROR'"))
+    );
+}
+
+#[tokio::test]
+async fn an_image_update_rebuilds() {
+    let (nova, session) = testing::nova("2.96").await;
+    nova.answer("GET /image/v2/images?name=fedora", 200, json!({"images": [{"id": "img-2"}]}));
+    nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![shown("ACTIVE"), shown("REBUILD"), shown("ACTIVE")]);
+    nova.answer(&format!("POST {SERVERS}/sid/action"), 202, Value::Null);
+    let s = server();
+    let old = props(json!({"image": "img-1", "flavor": "f-1", "metadata": {"a": 1}}));
+    let new = props(json!({"image": "fedora", "flavor": "f-1", "metadata": {"a": 1},
+        "image_update_policy": "REBUILD_PRESERVE_EPHEMERAL"}));
+    assert_eq!(Plugin::update_decision(&s, &old, &new), UpdateDecision::InPlace);
+    let (mut ctx, _tx) = test_context(new);
+    ctx.state.physical_id = Some("sid".into());
+    let compute = super::super::compute(&session).await.unwrap();
+    s.update_with(&session, &compute, &mut ctx, &old).await.unwrap();
+    let actions: Vec<Value> =
+        nova.calls().into_iter().filter(|(m, p, _)| m == "POST" && p.ends_with("/action")).map(|c| c.2).collect();
+    assert_eq!(
+        actions,
+        [json!({"rebuild": {"imageRef": "img-2", "preserve_ephemeral": true, "metadata": {"a": "1"}}})]
+    );
+    let replace = props(json!({"image": "fedora", "flavor": "f-1", "image_update_policy": "REPLACE"}));
+    assert_eq!(Plugin::update_decision(&s, &old, &replace), UpdateDecision::Replace);
+    // user_data replaces by default; IGNORE keeps the server.
+    let ud = props(json!({"image": "img-1", "flavor": "f-1", "metadata": {"a": 1}, "user_data": "x"}));
+    assert_eq!(Plugin::update_decision(&s, &old, &ud), UpdateDecision::Replace);
+    let ignored = props(json!({"image": "img-1", "flavor": "f-1", "metadata": {"a": 1}, "user_data": "x",
+        "user_data_update_policy": "IGNORE"}));
+    assert_eq!(Plugin::update_decision(&s, &old, &ignored), UpdateDecision::InPlace);
+    // A key name is not update_allowed: replaced.
+    let keyed = props(json!({"image": "img-1", "flavor": "f-1", "metadata": {"a": 1}, "key_name": "k"}));
+    assert_eq!(Plugin::update_decision(&s, &old, &keyed), UpdateDecision::Replace);
+}
+
+#[tokio::test]
+async fn name_and_metadata_update_in_place() {
+    let (nova, session) = testing::nova("2.96").await;
+    nova.answer(
+        &format!("GET {SERVERS}/sid"),
+        200,
+        json!({"server": {"id": "sid", "status": "ACTIVE", "metadata": {"old": "x", "kept": "1"}}}),
+    );
+    nova.answer(&format!("DELETE {SERVERS}/sid/metadata/old"), 204, Value::Null);
+    nova.answer(&format!("POST {SERVERS}/sid/metadata"), 200, json!({"metadata": {}}));
+    nova.answer(&format!("PUT {SERVERS}/sid"), 200, json!({"server": {"id": "sid"}}));
+    let s = server();
+    let old = props(json!({"image": "i", "flavor": "f", "name": "a", "metadata": {"old": "x", "kept": "1"}}));
+    let new = props(json!({"image": "i", "flavor": "f", "name": "b", "metadata": {"kept": 1, "new": [1]}}));
+    let (mut ctx, _tx) = test_context(new);
+    ctx.state.physical_id = Some("sid".into());
+    let compute = super::super::compute(&session).await.unwrap();
+    s.update_with(&session, &compute, &mut ctx, &old).await.unwrap();
+    let writes: Vec<(String, String, Value)> = nova.calls().into_iter().filter(|(m, _, _)| m != "GET").collect();
+    assert_eq!(
+        writes,
+        [
+            ("DELETE".into(), format!("{SERVERS}/sid/metadata/old"), Value::Null),
+            ("POST".into(), format!("{SERVERS}/sid/metadata"), json!({"metadata": {"kept": "1", "new": "[1]"}})),
+            ("PUT".into(), format!("{SERVERS}/sid"), json!({"server": {"name": "b"}})),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn delete_waits_for_the_404() {
+    let (nova, session) = testing::nova("2.96").await;
+    let compute = super::super::compute(&session).await.unwrap();
+    let (ctx, _tx) = test_context(Properties::new());
+    // Already gone: done.
+    assert_eq!(Server::delete_with(&compute, &ctx, "gone").await, Ok(()));
+    nova.answer(&format!("DELETE {SERVERS}/sid"), 204, Value::Null);
+    let deleting = json!({"server": {"id": "sid", "status": "ACTIVE", "OS-EXT-STS:task_state": "deleting"}});
+    let gone = json!({"itemNotFound": {"code": 404, "message": "Instance sid could not be found."}});
+    nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![(200, deleting), (404, gone)]);
+    assert_eq!(Server::delete_with(&compute, &ctx, "sid").await, Ok(()));
+    // A delete Nova fails.
+    nova.answer(
+        &format!("GET {SERVERS}/sid"),
+        200,
+        json!({"server": {"id": "sid", "name": "vm", "status": "ERROR", "fault": {"code": 500, "message": "boom"}}}),
+    );
+    nova.sequences.lock().unwrap().clear();
+    assert_eq!(
+        Server::delete_with(&compute, &ctx, "sid").await,
+        Err(ResourceFailure::error(
+            "ResourceInError",
+            "Went to status ERROR due to \"Server vm delete failed: (500) boom\""
+        ))
+    );
+    nova.answer(&format!("DELETE {SERVERS}/f"), 403, json!({"forbidden": {"code": 403, "message": "Policy says no."}}));
+    assert_eq!(
+        Server::delete_with(&compute, &ctx, "f").await,
+        Err(ResourceFailure::error("Forbidden", "Policy says no. (HTTP 403)"))
+    );
+}
+
+#[tokio::test]
+async fn attributes_read_nova_and_neutron() {
+    let (nova, session) = testing::nova("2.96").await;
+    nova.answer(
+        &format!("GET {SERVERS}/sid"),
+        200,
+        json!({"server": {"id": "sid", "status": "ACTIVE", "accessIPv4": "", "accessIPv6": "",
+            "OS-EXT-SRV-ATTR:instance_name": "instance-00000001", "tags": ["a"],
+            "addresses": {"private": [{"addr": "10.0.0.5", "version": 4, "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:00:00:01"}]}}}),
+    );
+    nova.answer("GET /network/v2.0/networks?name=private&fields=id", 200, json!({"networks": [{"id": "net-1"}]}));
+    nova.answer(
+        "GET /network/v2.0/ports?device_id=sid",
+        200,
+        json!({"ports": [{"id": "port-1", "network_id": "net-1", "mac_address": "fa:16:3e:00:00:01",
+            "fixed_ips": [{"ip_address": "10.0.0.5", "subnet_id": "sub-1"}]}]}),
+    );
+    nova.answer("GET /network/v2.0/networks?id=net-1", 200, json!({"networks": [{"id": "net-1", "name": "private"}]}));
+    nova.answer(
+        "GET /network/v2.0/subnets?id=sub-1",
+        200,
+        json!({"subnets": [{"id": "sub-1", "cidr": "10.0.0.0/24"}]}),
+    );
+    nova.answer("GET /network/v2.0/floatingips?fixed_ip_address=10.0.0.5", 200, json!({"floatingips": []}));
+    let (slot, _host) = testing::bound(Some(session));
+    let s = Server::new(slot);
+    let mut state = ResourceState { physical_id: Some("sid".into()), ..Default::default() };
+    state.data.insert(STACK_DATA.into(), "sid".into());
+    state.data.insert(super::super::super::PHYSICAL_NAME_DATA.into(), "st-vm-abcdefabcdef".into());
+    state.metadata = json!({"os-collect-config": {"collectors": ["ec2"]}});
+    assert_eq!(s.attribute(&state, "name").await.unwrap(), json!("st-vm-abcdefabcdef"));
+    assert_eq!(s.attribute(&state, "instance_name").await.unwrap(), json!("instance-00000001"));
+    assert_eq!(s.attribute(&state, "accessIPv4").await.unwrap(), json!(""));
+    assert_eq!(s.attribute(&state, "first_address").await.unwrap(), json!("10.0.0.5"));
+    assert_eq!(s.attribute(&state, "tags").await.unwrap(), json!(["a"]));
+    assert_eq!(s.attribute(&state, "networks").await.unwrap(), json!({"private": ["10.0.0.5"], "net-1": ["10.0.0.5"]}));
+    let addresses = s.attribute(&state, "addresses").await.unwrap();
+    let first = &addresses["net-1"][0];
+    assert_eq!(
+        (&first["addr"], &first["port"], &first["version"], &first["OS-EXT-IPS:type"]),
+        (&json!("10.0.0.5"), &json!("port-1"), &json!(4), &json!("fixed"))
+    );
+    assert_eq!(first["subnets"], json!([{"id": "sub-1", "cidr": "10.0.0.0/24"}]));
+    assert_eq!(addresses["private"], addresses["net-1"]);
+    assert_eq!(s.attribute(&state, "show").await.unwrap()["status"], json!("ACTIVE"));
+    assert_eq!(s.attribute(&state, "os_collect_config").await.unwrap(), json!({"collectors": ["ec2"]}));
+    assert_eq!(s.attribute(&state, "console_urls").await.unwrap(), Value::Null);
+    // A server Nova no longer has: ''.
+    state.physical_id = Some("gone".into());
+    assert_eq!(s.attribute(&state, "instance_name").await.unwrap(), json!(""));
+}
+
+#[test]
+fn validation_follows_heats() {
+    assert!(refusal(json!({"flavor": "f"})).contains("Neither image nor bootable volume is specified for instance vm"));
+    assert!(refusal(json!({"image": "i", "flavor": "f", "networks": [{"fixed_ip": "10.0.0.1"}]}))
+        .contains("should be set for the specified network of server \"vm\"."),);
+    assert!(refusal(json!({"image": "i", "flavor": "f", "networks": [{"allocate_network": "auto", "network": "n"}]}))
+        .contains("Can not specify \"allocate_network\" with other keys of networks at the same time."));
+    assert!(refusal(json!({"image": "i", "flavor": "f", "networks": [{"port": "p", "fixed_ip": "10.0.0.1"}]}))
+        .contains("Cannot define the following properties at the same time: networks/fixed_ip, networks/port"));
+    assert!(refusal(json!({"image": "i", "flavor": "f", "security_groups": ["default"], "networks": [{"port": "p"}]}))
+        .contains("security_groups, networks/port"));
+    // Booting from a volume needs no image.
+    props(json!({"flavor": "f", "block_device_mapping_v2": [{"volume_id": "v", "boot_index": 0}]}));
+}
+
+#[test]
+fn block_device_mapping_v2_as_heat_builds_it() {
+    let mappings = vec![
+        json!({"volume_id": "v", "device_name": "vda", "boot_index": 0}),
+        json!({"image": "cirros", "volume_size": 2, "delete_on_termination": true}),
+        json!({"swap_size": 512}),
+        json!({"ephemeral_size": 1, "ephemeral_format": "ext4"}),
+    ];
+    let images = vec![None, Some("img-1".to_string()), None, None];
+    assert_eq!(
+        block_devices_v2(&mappings, &images).unwrap(),
+        [
+            json!({"uuid": "v", "source_type": "volume", "destination_type": "volume", "boot_index": 0,
+                "delete_on_termination": false, "device_name": "vda"}),
+            json!({"uuid": "img-1", "source_type": "image", "destination_type": "volume", "boot_index": 0,
+                "delete_on_termination": true, "volume_size": 2}),
+            json!({"source_type": "blank", "destination_type": "local", "boot_index": -1,
+                "delete_on_termination": true, "guest_format": "swap", "volume_size": 512}),
+            json!({"source_type": "blank", "destination_type": "local", "boot_index": -1,
+                "delete_on_termination": true, "volume_size": 1, "guest_format": "ext4"}),
+        ]
+    );
+    assert_eq!(block_devices_v2(&[], &[]), None);
+}
+
+#[test]
+fn user_data_formats() {
+    let raw = props(json!({"image": "i", "flavor": "f", "user_data_format": "RAW", "user_data": "x"}));
+    assert_eq!(Server::user_data(&raw, &Value::Null).as_deref(), Some("x"));
+    let empty = props(json!({"image": "i", "flavor": "f", "user_data_format": "RAW"}));
+    assert_eq!(Server::user_data(&empty, &Value::Null), None);
+    let cfn = props(json!({"image": "i", "flavor": "f", "user_data": "echo hi"}));
+    let message = Server::user_data(&cfn, &json!({"AWS::CloudFormation::Init": {}})).unwrap();
+    assert!(message.starts_with("Content-Type: multipart/mixed"), "{message}");
+    assert!(message.contains("filename=\"cfn-userdata\""), "{message}");
+    assert!(message.contains("filename=\"cfn-init-data\""), "{message}");
+}
+
+#[test]
+fn long_names_are_reduced_to_53() {
+    let name = reduce_physical_name(&"x".repeat(80), NAME_LIMIT);
+    assert_eq!(name.len(), 53);
+    assert!(name.starts_with("xx-"));
+}
