@@ -186,6 +186,8 @@ pub(crate) mod testing {
         /// before `answers`.
         pub sequences: Mutex<BTreeMap<String, VecDeque<(u16, Value)>>>,
         pub seen: Mutex<Vec<Seen>>,
+        /// Whether the catalog also names the stand-in as `network`.
+        pub network: bool,
     }
 
     impl Nova {
@@ -212,16 +214,19 @@ pub(crate) mod testing {
         let bytes = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if path == "/v3/auth/tokens" {
-            let token = json!({"token": {
+            let mut token = json!({"token": {
                 "user": {"id": "u1"}, "project": {"id": "p1"}, "expires_at": "2999-01-01T00:00:00Z",
                 "catalog": [{"type": "compute", "endpoints": [
                     {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/compute/v2.1")}]},
                     {"type": "image", "endpoints": [
                     {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/image")}]},
                     {"type": "volumev3", "endpoints": [
-                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/volume/v3/p1")}]},
-                    {"type": "network", "endpoints": [
-                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/network")}]}]}});
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/volume/v3/p1")}]}]}});
+            if nova.network {
+                let network = json!({"type": "network", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/network")}]});
+                token["token"]["catalog"].as_array_mut().unwrap().push(network);
+            }
             return (axum::http::StatusCode::OK, token.to_string());
         }
         nova.seen.lock().unwrap().push(Seen { method: method.clone(), path: path.clone(), version, body });
@@ -252,6 +257,34 @@ pub(crate) mod testing {
         ) -> BoxFuture<'a, Result<Option<Arc<Session>>, crate::error::EngineError>> {
             Box::pin(async move { Ok(self.0.clone()) })
         }
+        /// Stack users for the servers' software config transports.
+        fn create_stack_user<'a>(
+            &'a self,
+            _stack_id: &'a str,
+            _name: &'a str,
+            _password: &'a str,
+        ) -> BoxFuture<'a, Result<crate::resources::host::StackUser, ResourceFailure>> {
+            Box::pin(async {
+                Ok(crate::resources::host::StackUser { user_id: "su-1".into(), project_id: "sup".into() })
+            })
+        }
+        fn delete_stack_user<'a>(
+            &'a self,
+            _user: &'a crate::resources::host::StackUser,
+        ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn create_keypair<'a>(
+            &'a self,
+            _user: &'a crate::resources::host::StackUser,
+        ) -> BoxFuture<'a, Result<crate::resources::host::Ec2Credential, ResourceFailure>> {
+            Box::pin(async {
+                Ok(crate::resources::host::Ec2Credential { id: "c1".into(), access: "AK".into(), secret: "SK".into() })
+            })
+        }
+        fn delete_keypair<'a>(&'a self, _credential_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Ok(()) })
+        }
     }
 
     fn unused() -> ResourceFailure {
@@ -259,6 +292,28 @@ pub(crate) mod testing {
     }
 
     impl PluginHost for SessionHost {
+        /// A Keystone engine's URLs (heat-api-cfn at `http://cfn:8000/v1`).
+        fn signal_urls<'a>(
+            &'a self,
+            _stack_id: &'a str,
+            resource_name: &'a str,
+        ) -> BoxFuture<'a, Result<crate::resources::host::SignalUrls, ResourceFailure>> {
+            Box::pin(async move {
+                Ok(crate::resources::host::SignalUrls {
+                    identity: Some(crate::resources::host::IdentityUrls {
+                        auth_url: "http://ks/v3".into(),
+                        stack_user_project_id: "sup".into(),
+                        cfn_url: "http://cfn:8000/v1".into(),
+                        ..Default::default()
+                    }),
+                    resource_url: format!("http://heat/v1/p1/stacks/st/sid/resources/{resource_name}"),
+                    stack_path: "st/sid".into(),
+                    region_name: "RegionOne".into(),
+                    default_config_transport: "POLL_SERVER_CFN".into(),
+                    ..Default::default()
+                })
+            })
+        }
         fn create_nested<'a>(
             &'a self,
             _: &'a NestedParent,
@@ -311,7 +366,17 @@ pub(crate) mod testing {
     /// A stand-in whose compute endpoint speaks up to `max_version`, and a
     /// session whose catalog points at it.
     pub async fn nova(max_version: &str) -> (Arc<Nova>, Arc<Session>) {
-        let nova = Arc::new(Nova::default());
+        serve(Nova::default(), max_version).await
+    }
+
+    /// [`nova`] whose catalog also names it as `network` (Neutron paths
+    /// under `/network/v2.0`).
+    pub async fn nova_and_neutron(max_version: &str) -> (Arc<Nova>, Arc<Session>) {
+        serve(Nova { network: true, ..Nova::default() }, max_version).await
+    }
+
+    async fn serve(nova: Nova, max_version: &str) -> (Arc<Nova>, Arc<Session>) {
+        let nova = Arc::new(nova);
         nova.answer("GET /compute/v2.1", 200, json!({"version": {"id": "v2.1", "version": max_version}}));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

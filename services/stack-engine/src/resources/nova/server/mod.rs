@@ -29,6 +29,7 @@ use serde_json::{json, Map, Value};
 use super::super::client_errors::{resource_in_error, resource_unknown_status};
 use super::super::config_formats::{multipart_message, MimePart};
 use super::super::context::reduce_physical_name;
+use super::super::deployed_server::{delete_transport_user, publish_collect_config};
 use super::super::schema::ResourceSchema;
 use super::super::{
     changed_properties, default_update_decision, neutron, validate_properties, ActionContext, ActionResult, HostSlot,
@@ -39,6 +40,10 @@ use super::{
     INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
+
+/// The collectors a server's agent is told of before its transport's
+/// (Heat's `default_collectors` for servers).
+const DEFAULT_COLLECTORS: &[&str] = &["ec2"];
 
 /// Seconds between two looks at a server Nova is working on.
 const POLL_SECS: f64 = 1.0;
@@ -259,8 +264,7 @@ impl Server {
     /// the format: RAW as given; HEAT_CFNTOOLS and SOFTWARE_CONFIG as a
     /// MIME multipart message of the user's data and the resource
     /// metadata (without Heat's own cloud-init boot files).
-    fn user_data(props: &Properties, metadata: &Value) -> Option<String> {
-        let text = props.get("user_data").and_then(Value::as_str).unwrap_or_default();
+    fn user_data(props: &Properties, text: &str, metadata: &Value) -> Option<String> {
         let format = str_prop(props, "user_data_format").unwrap_or("HEAT_CFNTOOLS");
         if format == "RAW" {
             return Some(text.to_string()).filter(|t| !t.is_empty());
@@ -284,13 +288,33 @@ impl Server {
         Some(multipart_message(&parts))
     }
 
+    fn software_config(props: &Properties) -> bool {
+        str_prop(props, "user_data_format") == Some("SOFTWARE_CONFIG")
+    }
+
+    /// The `user_data` property; for RAW and SOFTWARE_CONFIG, a software
+    /// config's id stands for that config's text (Heat's
+    /// `get_software_config`, which keeps the id when there is none).
+    async fn user_data_text(&self, props: &Properties) -> Result<String, ResourceFailure> {
+        let text = props.get("user_data").and_then(Value::as_str).unwrap_or_default();
+        let format = str_prop(props, "user_data_format");
+        if matches!(format, Some("RAW" | "SOFTWARE_CONFIG")) && uuid::Uuid::parse_str(text).is_ok() {
+            if let Some(config) = self.host.get().software_config(text).await? {
+                return Ok(config.get("config").map(keelson_pyfmt::str_of).unwrap_or_default());
+            }
+        }
+        Ok(text.to_string())
+    }
+
     async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
         let props = ctx.properties.clone();
         if !list_prop(&props, "block_device_mapping").is_empty() {
             return Err(not_supported("block_device_mapping (use block_device_mapping_v2)"));
         }
-        if str_prop(&props, "user_data_format") == Some("SOFTWARE_CONFIG") {
-            return Err(not_supported("user_data_format SOFTWARE_CONFIG on OS::Nova::Server"));
+        let user_text = self.user_data_text(&props).await?;
+        if Self::software_config(&props) {
+            let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
+            publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
         }
         let image_ref = match str_prop(&props, "image") {
             Some(image) => Some(super::super::glance::image_id(session, image).await?),
@@ -319,7 +343,7 @@ impl Server {
             metadata: map_prop(&props, "metadata").filter(|m| !m.is_empty()).map(serialized_metadata),
             scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
             networks,
-            user_data: Self::user_data(&props, &ctx.state.metadata),
+            user_data: Self::user_data(&props, &user_text, &ctx.state.metadata),
             block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
             config_drive: props.get("config_drive").and_then(Value::as_bool),
             admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),
@@ -461,6 +485,10 @@ impl Server {
         let props = ctx.properties.clone();
         if has("networks") {
             return Err(not_supported("Updating a server's networks"));
+        }
+        if has("software_config_transport") && Self::software_config(&props) {
+            let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
+            publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
         }
         if has("metadata") {
             let server = compute.server(&id).await.map_err(failure)?;
@@ -774,6 +802,9 @@ impl Plugin for Server {
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        if Self::software_config(&ctx.state.properties) || Self::software_config(&ctx.properties) {
+            delete_transport_user(&self.host, &ctx.state).await?;
+        }
         let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
         let session = stack_session(&self.host, &ctx.stack_id).await?;
         let compute = compute(&session).await?;

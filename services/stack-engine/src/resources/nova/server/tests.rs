@@ -35,7 +35,7 @@ fn known_names(nova: &testing::Nova) {
 
 #[tokio::test]
 async fn boots_with_networks_and_names_then_waits_for_active() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     known_names(&nova);
     nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
     nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![shown("BUILD"), shown("ACTIVE")]);
@@ -68,7 +68,7 @@ async fn boots_with_networks_and_names_then_waits_for_active() {
 
 #[tokio::test]
 async fn allocate_network_and_the_microversion() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     known_names(&nova);
     nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
     nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
@@ -83,7 +83,7 @@ async fn allocate_network_and_the_microversion() {
         server().create_with(&session, &compute, &mut ctx).await,
         Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"))
     );
-    let (nova, session) = testing::nova("2.36").await;
+    let (nova, session) = testing::nova_and_neutron("2.36").await;
     known_names(&nova);
     nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
     nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
@@ -101,7 +101,7 @@ async fn allocate_network_and_the_microversion() {
 
 #[tokio::test]
 async fn error_state_fails_with_novas_fault() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     known_names(&nova);
     nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
     nova.answer(
@@ -141,7 +141,7 @@ async fn error_state_fails_with_novas_fault() {
 
 #[tokio::test]
 async fn a_flavor_update_resizes_and_confirms() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     known_names(&nova);
     nova.answer("GET /compute/v2.1/flavors", 200, json!({"flavors": [{"id": "f-2", "name": "m1.small"}]}));
     nova.answer_in_turn(
@@ -176,7 +176,7 @@ async fn a_flavor_update_resizes_and_confirms() {
 
 #[tokio::test]
 async fn an_image_update_rebuilds() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     nova.answer("GET /image/v2/images?name=fedora", 200, json!({"images": [{"id": "img-2"}]}));
     nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![shown("ACTIVE"), shown("REBUILD"), shown("ACTIVE")]);
     nova.answer(&format!("POST {SERVERS}/sid/action"), 202, Value::Null);
@@ -210,7 +210,7 @@ async fn an_image_update_rebuilds() {
 
 #[tokio::test]
 async fn name_and_metadata_update_in_place() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     nova.answer(
         &format!("GET {SERVERS}/sid"),
         200,
@@ -239,7 +239,7 @@ async fn name_and_metadata_update_in_place() {
 
 #[tokio::test]
 async fn delete_waits_for_the_404() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     let compute = super::super::compute(&session).await.unwrap();
     let (ctx, _tx) = test_context(Properties::new());
     // Already gone: done.
@@ -272,7 +272,7 @@ async fn delete_waits_for_the_404() {
 
 #[tokio::test]
 async fn attributes_read_nova_and_neutron() {
-    let (nova, session) = testing::nova("2.96").await;
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
     nova.answer(
         &format!("GET {SERVERS}/sid"),
         200,
@@ -365,11 +365,11 @@ fn block_device_mapping_v2_as_heat_builds_it() {
 #[test]
 fn user_data_formats() {
     let raw = props(json!({"image": "i", "flavor": "f", "user_data_format": "RAW", "user_data": "x"}));
-    assert_eq!(Server::user_data(&raw, &Value::Null).as_deref(), Some("x"));
+    assert_eq!(Server::user_data(&raw, "x", &Value::Null).as_deref(), Some("x"));
     let empty = props(json!({"image": "i", "flavor": "f", "user_data_format": "RAW"}));
-    assert_eq!(Server::user_data(&empty, &Value::Null), None);
+    assert_eq!(Server::user_data(&empty, "", &Value::Null), None);
     let cfn = props(json!({"image": "i", "flavor": "f", "user_data": "echo hi"}));
-    let message = Server::user_data(&cfn, &json!({"AWS::CloudFormation::Init": {}})).unwrap();
+    let message = Server::user_data(&cfn, "echo hi", &json!({"AWS::CloudFormation::Init": {}})).unwrap();
     assert!(message.starts_with("Content-Type: multipart/mixed"), "{message}");
     assert!(message.contains("filename=\"cfn-userdata\""), "{message}");
     assert!(message.contains("filename=\"cfn-init-data\""), "{message}");
@@ -380,4 +380,52 @@ fn long_names_are_reduced_to_53() {
     let name = reduce_physical_name(&"x".repeat(80), NAME_LIMIT);
     assert_eq!(name.len(), 53);
     assert!(name.starts_with("xx-"));
+}
+
+/// SOFTWARE_CONFIG: the transport's stack user and collector settings
+/// (DeployedServer's code) go in the metadata, which goes in the user
+/// data; delete removes the stack user.
+#[tokio::test]
+async fn software_config_publishes_the_collector_settings() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    known_names(&nova);
+    nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
+    nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
+    let (slot, _host) = testing::bound(Some(session));
+    let s = Server::new(slot);
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "networks": [{"network": "private"}],
+        "user_data_format": "SOFTWARE_CONFIG", "user_data": "#!/bin/sh"})));
+    Plugin::create(&s, &mut ctx).await.unwrap();
+    let occ = &ctx.state.metadata["os-collect-config"];
+    assert_eq!(occ["collectors"], json!(["ec2", "cfn", "local"]));
+    assert_eq!(
+        occ["cfn"],
+        json!({"metadata_url": "http://cfn:8000/v1/", "access_key_id": "AK", "secret_access_key": "SK",
+            "stack_name": "st", "path": "r.Metadata"})
+    );
+    assert_eq!(ctx.state.metadata["deployments"], json!([]));
+    assert_eq!(ctx.state.data.get("credential_id").map(String::as_str), Some("c1"));
+    let body = nova.calls().into_iter().find(|(m, _, _)| m == "POST").unwrap().2;
+    use base64::Engine as _;
+    let sent = base64::engine::general_purpose::STANDARD.decode(body["server"]["user_data"].as_str().unwrap()).unwrap();
+    let sent = String::from_utf8(sent).unwrap();
+    assert!(
+        sent.contains("#!/bin/sh") && sent.contains("cfn-init-data") && sent.contains("secret_access_key"),
+        "{sent}"
+    );
+    // POLL_SERVER_HEAT on update: the heat collector, same stack user.
+    let old = ctx.properties.clone();
+    let mut new = old.clone();
+    new.insert("software_config_transport".into(), json!("POLL_SERVER_HEAT"));
+    assert_eq!(Plugin::update_decision(&s, &old, &new), UpdateDecision::InPlace);
+    ctx.properties = new;
+    Plugin::update(&s, &mut ctx, &old).await.unwrap();
+    let occ = &ctx.state.metadata["os-collect-config"];
+    assert_eq!(occ["collectors"], json!(["ec2", "heat", "local"]));
+    assert_eq!((&occ["heat"]["user_id"], &occ["heat"]["auth_url"]), (&json!("su-1"), &json!("http://ks/v3")));
+    ctx.state.properties = ctx.properties.clone();
+    nova.answer(&format!("DELETE {SERVERS}/sid"), 204, Value::Null);
+    nova.answer(&format!("GET {SERVERS}/sid"), 404, json!({"itemNotFound": {"code": 404, "message": "gone"}}));
+    Plugin::delete(&s, &mut ctx).await.unwrap();
 }
