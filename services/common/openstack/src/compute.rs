@@ -61,6 +61,10 @@ pub const QUOTA_STRICT: Microversion = Microversion::new(2, 57);
 
 /// `networks: "auto"` / `"none"` when booting a server.
 pub const AUTO_ALLOCATE_NETWORK: Microversion = Microversion::new(2, 37);
+/// Tagged nics when booting a server.
+pub const NIC_TAGS: Microversion = Microversion::new(2, 42);
+/// A `volume_type` in a block device mapping.
+pub const BDM_VOLUME_TYPE: Microversion = Microversion::new(2, 67);
 /// Servers are booted without `personality` files.
 pub const NO_PERSONALITY: Microversion = Microversion::new(2, 57);
 

@@ -21,7 +21,10 @@ mod schema;
 
 use std::sync::Arc;
 
-use keelson_openstack::compute::{Compute, Rebuild, ServerNetworks, ServerSpec, AUTO_ALLOCATE_NETWORK, SERVER_TAGS};
+use keelson_openstack::compute::{
+    Compute, Rebuild, ServerNetworks, ServerSpec, AUTO_ALLOCATE_NETWORK, BDM_VOLUME_TYPE, NIC_TAGS, NO_PERSONALITY,
+    SERVER_TAGS,
+};
 use keelson_openstack::network::{self, Kind, Network};
 use keelson_openstack::{OsError, Session};
 use serde_json::{json, Map, Value};
@@ -210,9 +213,6 @@ impl Server {
     ) -> Result<ServerNetworks, ResourceFailure> {
         let nets = list_prop(props, "networks");
         if let Some(how) = nets.iter().find_map(|n| key_str(n, "allocate_network")) {
-            if !compute.supports(AUTO_ALLOCATE_NETWORK) {
-                return Err(ResourceFailure::error("ValueError", "nics must be a list or a tuple, not <class 'str'>"));
-            }
             return Ok(ServerNetworks::Allocate(how.to_string()));
         }
         if nets.is_empty() {
@@ -306,8 +306,39 @@ impl Server {
         Ok(text.to_string())
     }
 
+    /// Heat's `validate` checks that ask Nova's microversion (keelson
+    /// makes them when the server is created).
+    fn check_microversions(compute: &Compute<'_>, props: &Properties) -> ActionResult {
+        let refuse = |message: &str| Err(ResourceFailure::error("StackValidationFailed", message));
+        let networks = list_prop(props, "networks");
+        if networks.iter().any(|n| key_str(n, "allocate_network").is_some()) && !compute.supports(AUTO_ALLOCATE_NETWORK)
+        {
+            return refuse("Cannot use \"allocate_network\" property - compute service does not support the required api microversion.");
+        }
+        if networks.iter().any(|n| key_str(n, "tag").is_some()) && !compute.supports(NIC_TAGS) {
+            return refuse(
+                "Cannot use \"tag\" property in networks - nova does not support required api microversion.",
+            );
+        }
+        if !list_prop(props, "tags").is_empty() && !compute.supports(SERVER_TAGS) {
+            return refuse("Cannot use \"tags\" property - nova does not support required api microversion.");
+        }
+        if list_prop(props, "block_device_mapping_v2").iter().any(|m| key_str(m, "volume_type").is_some())
+            && !compute.supports(BDM_VOLUME_TYPE)
+        {
+            return refuse("Cannot use \"volume_type\" property in block_device_mapping_v2 - nova does not support required api microversion 2.67.");
+        }
+        if map_prop(props, "personality").is_some_and(|p| !p.is_empty()) && compute.supports(NO_PERSONALITY) {
+            return refuse(
+                "Cannot use the personality parameter as nova no longer supports it. Use user_data instead.",
+            );
+        }
+        Ok(())
+    }
+
     async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
         let props = ctx.properties.clone();
+        Self::check_microversions(compute, &props)?;
         if !list_prop(&props, "block_device_mapping").is_empty() {
             return Err(not_supported("block_device_mapping (use block_device_mapping_v2)"));
         }
@@ -356,7 +387,7 @@ impl Server {
         ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
         Self::wait_active(compute, ctx, &id).await?;
         let tags = text_list("tags");
-        if !tags.is_empty() && compute.supports(SERVER_TAGS) {
+        if !tags.is_empty() {
             compute.set_server_tags(&id, &tags).await.map_err(failure)?;
         }
         Ok(())
@@ -585,26 +616,63 @@ impl Server {
         if !bdm.is_empty() && !bdm_v2.is_empty() {
             return Err(conflict("block_device_mapping", "block_device_mapping_v2"));
         }
-        let mut bootable = bdm.iter().any(|m| key_str(m, "device_name") == Some("vda"));
+        let given = |v: &Value, k: &str| v.get(k).is_some_and(|v| !v.is_null());
+        let image = props.get("image").is_some_and(|v| !v.is_null());
+        let mut bootable = image;
+        for mapping in bdm {
+            let device = mapping.get("device_name").map(keelson_pyfmt::str_of).unwrap_or_default();
+            bootable |= device == "vda";
+            match (given(mapping, "volume_id"), given(mapping, "snapshot_id")) {
+                (true, true) => return Err(conflict("volume_id", "snapshot_id")),
+                (false, false) => {
+                    return Err(EngineError::validation(format!(
+                        "Either volume_id or snapshot_id must be specified for device mapping {device}"
+                    )))
+                }
+                _ => {}
+            }
+        }
+        // Heat's translation has moved `image_id` to `image` by now.
+        let mut bootable_sources = usize::from(image);
         for mapping in bdm_v2 {
-            let sources = ["volume_id", "snapshot_id", "image_id", "swap_size"];
-            let set = sources.iter().filter(|k| mapping.get(**k).is_some_and(|v| !v.is_null())).count();
+            let ephemeral = [mapping.get("ephemeral_size"), mapping.get("ephemeral_format")]
+                .into_iter()
+                .flatten()
+                .any(keelson_pyfmt::truthy);
+            let image_source = given(mapping, "image") || given(mapping, "image_id");
+            let sources = [given(mapping, "volume_id"), given(mapping, "snapshot_id"), image_source];
+            let set = sources.iter().filter(|s| **s).count()
+                + usize::from(given(mapping, "swap_size"))
+                + usize::from(ephemeral);
             if set > 1 {
                 return Err(EngineError::validation(
-                    "Cannot define the following properties at the same time: volume_id, snapshot_id, image_id, swap_size",
+                    "Cannot define the following properties at the same time: volume_id, snapshot_id, image, swap_size, ephemeral_size, ephemeral_format",
                 ));
             }
-            if set == 0 && mapping_image(mapping).is_none() {
+            if set == 0 {
                 return Err(EngineError::validation(
-                    "Either volume_id, snapshot_id, image_id or swap_size must be specified.",
+                    "Either volume_id, snapshot_id, image_id, swap_size, ephemeral_size or ephemeral_format must be specified.",
                 ));
             }
-            bootable |= ["volume_id", "snapshot_id", "image_id", "image"].iter().any(|k| key_str(mapping, k).is_some());
+            let boot_index = mapping.get("boot_index").filter(|v| !v.is_null());
+            if sources.contains(&true) && boot_index.is_none_or(|i| i.as_i64() == Some(0)) {
+                bootable = true;
+                bootable_sources += 1;
+            }
         }
-        if str_prop(props, "image").is_none() && !bootable {
+        if !bootable {
             return Err(EngineError::validation(format!(
                 "Neither image nor bootable volume is specified for instance {name}"
             )));
+        }
+        if !bdm_v2.is_empty() && bootable_sources != 1 {
+            return Err(EngineError::validation(format!("Multiple bootable sources for instance {name}.")));
+        }
+        let networks = list_prop(props, "networks");
+        if networks.iter().any(|n| key_str(n, "allocate_network").is_some()) && networks.len() != 1 {
+            return Err(EngineError::validation(
+                "Property \"allocate_network\" can not be specified if multiple network interfaces set for server.",
+            ));
         }
         let mut with_port = false;
         for net in list_prop(props, "networks") {
@@ -628,6 +696,11 @@ impl Server {
             }
             if key_str(net, "fixed_ip").is_some() && set("port") {
                 return Err(conflict("networks/fixed_ip", "networks/port"));
+            }
+            if set("floating_ip") && set("network") && !set("port") && !set("subnet") && !set("port_extra_properties") {
+                return Err(EngineError::validation(
+                    "Property \"floating_ip\" is not supported if only \"network\" is specified, because the corresponding port can not be retrieved.",
+                ));
             }
         }
         if with_port && !list_prop(props, "security_groups").is_empty() {

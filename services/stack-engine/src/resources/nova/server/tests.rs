@@ -85,6 +85,16 @@ async fn allocate_network_and_the_microversion() {
     );
     let (nova, session) = testing::nova_and_neutron("2.36").await;
     known_names(&nova);
+    let compute = super::super::compute(&session).await.unwrap();
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "networks": [{"allocate_network": "auto"}], "tags": ["t"]})));
+    assert_eq!(
+        server().create_with(&session, &compute, &mut ctx).await,
+        Err(ResourceFailure::error(
+            "StackValidationFailed",
+            "Cannot use \"allocate_network\" property - compute service does not support the required api microversion."
+        ))
+    );
     nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
     nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
     let compute = super::super::compute(&session).await.unwrap();
@@ -333,8 +343,17 @@ fn validation_follows_heats() {
         .contains("Cannot define the following properties at the same time: networks/fixed_ip, networks/port"));
     assert!(refusal(json!({"image": "i", "flavor": "f", "security_groups": ["default"], "networks": [{"port": "p"}]}))
         .contains("security_groups, networks/port"));
-    // Booting from a volume needs no image.
+    // Booting from a volume needs no image; two boot sources are refused.
     props(json!({"flavor": "f", "block_device_mapping_v2": [{"volume_id": "v", "boot_index": 0}]}));
+    assert!(refusal(json!({"image": "i", "flavor": "f", "block_device_mapping_v2": [{"volume_id": "v"}]}))
+        .contains("Multiple bootable sources for instance vm."));
+    assert!(refusal(json!({"flavor": "f", "block_device_mapping_v2": [{"volume_id": "v", "swap_size": 1}]}))
+        .contains("volume_id, snapshot_id, image, swap_size, ephemeral_size, ephemeral_format"));
+    assert!(refusal(json!({"flavor": "f", "block_device_mapping": [{"device_name": "vda"}]}))
+        .contains("Either volume_id or snapshot_id must be specified for device mapping vda"));
+    assert!(refusal(json!({"image": "i", "flavor": "f",
+        "networks": [{"allocate_network": "auto"}, {"network": "n"}]}))
+    .contains("can not be specified if multiple network interfaces set for server."));
 }
 
 #[test]
