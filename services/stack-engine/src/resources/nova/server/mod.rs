@@ -17,6 +17,7 @@
 //! until Nova no longer has the server (a 404 is done). Attributes are
 //! read from Nova (and the addresses' ports from Neutron) each time.
 
+mod ports;
 mod schema;
 
 use std::sync::Arc;
@@ -209,6 +210,7 @@ impl Server {
     async fn networks(
         session: &Session,
         compute: &Compute<'_>,
+        ctx: &mut ActionContext,
         props: &Properties,
     ) -> Result<ServerNetworks, ResourceFailure> {
         let nets = list_prop(props, "networks");
@@ -228,22 +230,59 @@ impl Server {
                 neutron::lookup_result(kind, &value, neutron.lookup(kind, &value).await.map_err(neutron::failure)?)
             }
         };
+        let groups: Vec<String> = list_prop(props, "security_groups").iter().map(keelson_pyfmt::str_of).collect();
+        let mut group_ids: Option<Vec<String>> = None;
         let mut nics = Vec::new();
-        for net in nets {
-            if key_str(net, "subnet").is_some() || net.get("port_extra_properties").is_some_and(|v| !v.is_null()) {
-                return Err(not_supported(
-                    "A network entry with subnet or port_extra_properties (a port made by the server)",
-                ));
-            }
+        for (index, net) in nets.iter().enumerate() {
             if key_str(net, "floating_ip").is_some() {
                 return Err(not_supported("Associating a floating_ip from a server's networks"));
             }
+            let subnet = match key_str(net, "subnet") {
+                Some(subnet) => Some(find(network::SUBNET, subnet.to_string()).await?),
+                None => None,
+            };
+            let mut network_id = match key_str(net, "network").or_else(|| key_str(net, "uuid")) {
+                Some(network) => Some(find(network::NETWORK, network.to_string()).await?),
+                None => None,
+            };
+            // Heat's `_get_network_id` and `_validate_belonging_subnet_to_net`.
+            if let (Some(subnet), None) = (&subnet, key_str(net, "port")) {
+                let owner = neutron.show(network::SUBNET, subnet).await.map_err(neutron::failure)?;
+                let owner = owner.get("network_id").and_then(Value::as_str).unwrap_or_default().to_string();
+                match &network_id {
+                    Some(net_id) if *net_id != owner => {
+                        return Err(ResourceFailure::error(
+                            "StackValidationFailed",
+                            format!("Specified subnet {subnet} does not belongs to network {net_id}."),
+                        ))
+                    }
+                    Some(_) => {}
+                    None => network_id = Some(owner),
+                }
+            }
             let mut nic = Map::new();
-            if let Some(network) = key_str(net, "network").or_else(|| key_str(net, "uuid")) {
-                nic.insert("uuid".into(), json!(find(network::NETWORK, network.to_string()).await?));
+            if let Some(id) = &network_id {
+                nic.insert("uuid".into(), json!(id));
             }
             if let Some(port) = key_str(net, "port") {
                 nic.insert("port".into(), json!(find(network::PORT, port.to_string()).await?));
+            } else if ports::makes_port(net) {
+                if group_ids.is_none() && !groups.is_empty() {
+                    let access = session.access().await.map_err(failure)?;
+                    let project = access.project_id.clone().unwrap_or_default();
+                    group_ids = Some(ports::secgroup_ids(&neutron, &project, &groups).await?);
+                }
+                let port = ports::create_internal_port(
+                    &neutron,
+                    ctx,
+                    index,
+                    net,
+                    network_id.as_deref().unwrap_or_default(),
+                    group_ids.as_deref().unwrap_or_default(),
+                    subnet.as_deref(),
+                )
+                .await?;
+                nic.insert("port".into(), json!(port));
             } else if let Some(ip) = key_str(net, "fixed_ip") {
                 nic.insert("fixed_ip".into(), json!(ip));
             }
@@ -361,7 +400,7 @@ impl Server {
                 None => None,
             });
         }
-        let networks = Self::networks(session, compute, &props).await?;
+        let networks = Self::networks(session, compute, ctx, &props).await?;
         let text_list =
             |name: &str| -> Vec<String> { list_prop(&props, name).iter().map(keelson_pyfmt::str_of).collect() };
         let spec = ServerSpec {
@@ -878,10 +917,17 @@ impl Plugin for Server {
         if Self::software_config(&ctx.state.properties) || Self::software_config(&ctx.properties) {
             delete_transport_user(&self.host, &ctx.state).await?;
         }
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
         let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        Self::delete_with(&compute, ctx, &id).await
+        if let Some(id) = ctx.state.physical_id.clone() {
+            let compute = compute(&session).await?;
+            Self::delete_with(&compute, ctx, &id).await?;
+        }
+        // The server is gone: the ports it made go too.
+        if !ports::internal_ports(&ctx.state).is_empty() {
+            let neutron = Network::connect(&session, INTERFACE, None).await.map_err(neutron::failure)?;
+            ports::delete_internal_ports(&neutron, &mut ctx.state).await?;
+        }
+        Ok(())
     }
 
     /// Heat's: a FAILED server is replaced unless Nova still has it in a

@@ -102,9 +102,9 @@ async fn allocate_network_and_the_microversion() {
     server().create_with(&session, &compute, &mut ctx).await.unwrap();
     let body = nova.calls().into_iter().find(|(m, _, _)| m == "POST").unwrap().2;
     assert_eq!((body["server"].get("networks"), &body["server"]["name"]), (None, &json!("n")));
-    // A port the server would make is refused clearly.
+    // A floating IP to associate is refused clearly.
     let (mut ctx, _tx) = test_context(props(json!({
-        "image": "cirros", "flavor": "m1.tiny", "networks": [{"network": "private", "subnet": "s"}]})));
+        "image": "cirros", "flavor": "m1.tiny", "networks": [{"port": "p-1", "floating_ip": "fip"}]})));
     let e = server().create_with(&session, &compute, &mut ctx).await.unwrap_err();
     assert!(matches!(e, ResourceFailure::Error { ref type_name, .. } if type_name == "NotSupported"), "{e}");
 }
@@ -447,4 +447,60 @@ async fn software_config_publishes_the_collector_settings() {
     nova.answer(&format!("DELETE {SERVERS}/sid"), 204, Value::Null);
     nova.answer(&format!("GET {SERVERS}/sid"), 404, json!({"itemNotFound": {"code": 404, "message": "gone"}}));
     Plugin::delete(&s, &mut ctx).await.unwrap();
+}
+
+/// A `subnet` entry: the server makes its port (on the subnet's network,
+/// with the server's security groups by id), boots on it, and deletes it
+/// once Nova no longer has the server.
+#[tokio::test]
+async fn a_subnet_entry_makes_an_internal_port() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    known_names(&nova);
+    nova.answer("GET /network/v2.0/subnets?name=sub&fields=id", 200, json!({"subnets": [{"id": "sub-1"}]}));
+    nova.answer("GET /network/v2.0/subnets/sub-1", 200, json!({"subnet": {"id": "sub-1", "network_id": "net-1"}}));
+    nova.answer(
+        "GET /network/v2.0/security-groups?project_id=p1",
+        200,
+        json!({"security_groups": [{"id": "sg-1", "name": "web"}, {"id": "sg-2", "name": "db"}]}),
+    );
+    nova.answer("POST /network/v2.0/ports", 201, json!({"port": {"id": "iport-1"}}));
+    nova.answer(&format!("POST {SERVERS}"), 202, json!({"server": {"id": "sid"}}));
+    nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
+    let (slot, _host) = testing::bound(Some(session));
+    let s = Server::new(slot);
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "security_groups": ["web"],
+        "networks": [{"subnet": "sub", "fixed_ip": "10.0.0.9",
+            "port_extra_properties": {"value_specs": {"description": "d"}, "port_security_enabled": true}}]})));
+    Plugin::create(&s, &mut ctx).await.unwrap();
+    let calls = nova.calls();
+    let port = &calls.iter().find(|(m, p, _)| m == "POST" && p == "/network/v2.0/ports").unwrap().2;
+    assert_eq!(
+        port,
+        &json!({"port": {"network_id": "net-1", "fixed_ips": [{"ip_address": "10.0.0.9", "subnet_id": "sub-1"}],
+            "security_groups": ["sg-1"], "description": "d", "port_security_enabled": true, "name": "r-port-0",
+            // The nested defaults, passed on as Heat passes them.
+            "admin_state_up": true, "binding:vnic_type": "normal", "no_fixed_ips": false}})
+    );
+    let boot = &calls.iter().find(|(m, p, _)| m == "POST" && p == SERVERS).unwrap().2;
+    assert_eq!(boot["server"]["networks"], json!([{"uuid": "net-1", "port": "iport-1"}]));
+    assert_eq!(boot["server"]["security_groups"], json!([{"name": "web"}]));
+    assert_eq!(ports::internal_ports(&ctx.state), ["iport-1"]);
+    nova.answer(&format!("DELETE {SERVERS}/sid"), 204, Value::Null);
+    nova.answer(&format!("GET {SERVERS}/sid"), 404, json!({"itemNotFound": {"code": 404, "message": "gone"}}));
+    nova.answer("DELETE /network/v2.0/ports/iport-1", 204, Value::Null);
+    Plugin::delete(&s, &mut ctx).await.unwrap();
+    assert_eq!(nova.calls().last().unwrap().1, "/network/v2.0/ports/iport-1");
+    assert!(ports::internal_ports(&ctx.state).is_empty());
+    // A subnet of another network is refused as Heat words it.
+    let (mut ctx, _tx) = test_context(props(json!({
+        "image": "cirros", "flavor": "m1.tiny", "networks": [{"subnet": "sub", "network": "private"}]})));
+    nova.answer("GET /network/v2.0/subnets/sub-1", 200, json!({"subnet": {"id": "sub-1", "network_id": "other"}}));
+    assert_eq!(
+        Plugin::create(&s, &mut ctx).await,
+        Err(ResourceFailure::error(
+            "StackValidationFailed",
+            "Specified subnet sub-1 does not belongs to network net-1."
+        ))
+    );
 }
