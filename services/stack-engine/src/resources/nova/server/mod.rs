@@ -302,8 +302,10 @@ impl Server {
     /// The user data Nova gets, as Heat's `build_userdata` makes it for
     /// the format: RAW as given; HEAT_CFNTOOLS and SOFTWARE_CONFIG as a
     /// MIME multipart message of the user's data and the resource
-    /// metadata (without Heat's own cloud-init boot files).
-    fn user_data(props: &Properties, text: &str, metadata: &Value) -> Option<String> {
+    /// metadata (without Heat's own cloud-init boot files), for
+    /// HEAT_CFNTOOLS with where heat-api-cfn is (`cfn_url`, its `/v1`
+    /// root; None without Keystone) and the boto settings cfntools read.
+    fn user_data(props: &Properties, text: &str, metadata: &Value, cfn_url: Option<&str>) -> Option<String> {
         let format = str_prop(props, "user_data_format").unwrap_or("HEAT_CFNTOOLS");
         if format == "RAW" {
             return Some(text.to_string()).filter(|t| !t.is_empty());
@@ -323,6 +325,19 @@ impl Server {
         }
         if metadata.as_object().is_some_and(|m| !m.is_empty()) {
             parts.push(part(&keelson_pyfmt::json_dumps(metadata, false), "cfn-init-data", "x-cfninitdata"));
+        }
+        if let (Some(url), "HEAT_CFNTOOLS") = (cfn_url, format) {
+            let metadata_url = format!("{}/", url.trim_end_matches('/'));
+            let host = metadata_url.parse::<http::Uri>().ok().and_then(|u| u.host().map(str::to_lowercase));
+            parts.push(part(&metadata_url, "cfn-metadata-server", "x-cfninitdata"));
+            // `instance_connection_is_secure` and
+            // `instance_connection_https_validate_certificates` at
+            // Heat's defaults.
+            let boto = format!(
+                "[Boto]\ndebug = 0\nis_secure = False\nhttps_validate_certificates = True\ncfn_region_name = heat\ncfn_region_endpoint = {}",
+                host.unwrap_or_default()
+            );
+            parts.push(part(&boto, "cfn-boto-cfg", "x-cfninitdata"));
         }
         Some(multipart_message(&parts))
     }
@@ -382,6 +397,13 @@ impl Server {
             return Err(not_supported("block_device_mapping (use block_device_mapping_v2)"));
         }
         let user_text = self.user_data_text(&props).await?;
+        let cfn_url = match str_prop(&props, "user_data_format") {
+            Some("HEAT_CFNTOOLS") => {
+                let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+                urls.identity.map(|identity| identity.cfn_url)
+            }
+            _ => None,
+        };
         if Self::software_config(&props) {
             let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
             publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
@@ -413,7 +435,7 @@ impl Server {
             metadata: map_prop(&props, "metadata").filter(|m| !m.is_empty()).map(serialized_metadata),
             scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
             networks,
-            user_data: Self::user_data(&props, &user_text, &ctx.state.metadata),
+            user_data: Self::user_data(&props, &user_text, &ctx.state.metadata, cfn_url.as_deref()),
             block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
             config_drive: props.get("config_drive").and_then(Value::as_bool),
             admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),

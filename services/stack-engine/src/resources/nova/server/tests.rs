@@ -12,6 +12,13 @@ fn server() -> Server {
     Server::new(Arc::new(HostSlot::default()))
 }
 
+/// A server whose host knows the stack's session and signal URLs (kept
+/// alive by the caller).
+fn bound_server(session: &Arc<keelson_openstack::Session>) -> (Server, Arc<dyn super::super::super::PluginHost>) {
+    let (slot, host) = testing::bound(Some(session.clone()));
+    (Server::new(slot), host)
+}
+
 fn props(v: Value) -> Properties {
     Plugin::validate_properties(&server(), "vm", &v).unwrap()
 }
@@ -46,7 +53,7 @@ async fn boots_with_networks_and_names_then_waits_for_active() {
         "metadata": {"role": "web", "n": 1}, "scheduler_hints": {"group": "g"}, "config_drive": true,
         "admin_pass": "pw", "user_data_format": "RAW", "user_data": "#!/bin/sh\necho hi\n", "tags": ["a"]})));
     let compute = super::super::compute(&session).await.unwrap();
-    server().create_with(&session, &compute, &mut ctx).await.unwrap();
+    bound_server(&session).0.create_with(&session, &compute, &mut ctx).await.unwrap();
     let calls = nova.calls();
     let (_, _, body) = calls.iter().find(|(m, p, _)| m == "POST" && p == SERVERS).unwrap();
     let vm = &body["server"];
@@ -75,12 +82,12 @@ async fn allocate_network_and_the_microversion() {
     let compute = super::super::compute(&session).await.unwrap();
     let (mut ctx, _tx) = test_context(props(json!({
         "image": "cirros", "flavor": "m1.tiny", "networks": [{"allocate_network": "none"}]})));
-    server().create_with(&session, &compute, &mut ctx).await.unwrap();
+    bound_server(&session).0.create_with(&session, &compute, &mut ctx).await.unwrap();
     assert_eq!(nova.calls().iter().find(|(m, _, _)| m == "POST").unwrap().2["server"]["networks"], json!("none"));
     // Heat's novaclient refuses to boot without nics from 2.37.
     let (mut ctx, _tx) = test_context(props(json!({"image": "cirros", "flavor": "m1.tiny"})));
     assert_eq!(
-        server().create_with(&session, &compute, &mut ctx).await,
+        bound_server(&session).0.create_with(&session, &compute, &mut ctx).await,
         Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"))
     );
     let (nova, session) = testing::nova_and_neutron("2.36").await;
@@ -89,7 +96,7 @@ async fn allocate_network_and_the_microversion() {
     let (mut ctx, _tx) = test_context(props(json!({
         "image": "cirros", "flavor": "m1.tiny", "networks": [{"allocate_network": "auto"}], "tags": ["t"]})));
     assert_eq!(
-        server().create_with(&session, &compute, &mut ctx).await,
+        bound_server(&session).0.create_with(&session, &compute, &mut ctx).await,
         Err(ResourceFailure::error(
             "StackValidationFailed",
             "Cannot use \"allocate_network\" property - compute service does not support the required api microversion."
@@ -99,13 +106,13 @@ async fn allocate_network_and_the_microversion() {
     nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
     let compute = super::super::compute(&session).await.unwrap();
     let (mut ctx, _tx) = test_context(props(json!({"image": "cirros", "flavor": "m1.tiny", "name": "n"})));
-    server().create_with(&session, &compute, &mut ctx).await.unwrap();
+    bound_server(&session).0.create_with(&session, &compute, &mut ctx).await.unwrap();
     let body = nova.calls().into_iter().find(|(m, _, _)| m == "POST").unwrap().2;
     assert_eq!((body["server"].get("networks"), &body["server"]["name"]), (None, &json!("n")));
     // A floating IP to associate is refused clearly.
     let (mut ctx, _tx) = test_context(props(json!({
         "image": "cirros", "flavor": "m1.tiny", "networks": [{"port": "p-1", "floating_ip": "fip"}]})));
-    let e = server().create_with(&session, &compute, &mut ctx).await.unwrap_err();
+    let e = bound_server(&session).0.create_with(&session, &compute, &mut ctx).await.unwrap_err();
     assert!(matches!(e, ResourceFailure::Error { ref type_name, .. } if type_name == "NotSupported"), "{e}");
 }
 
@@ -124,7 +131,7 @@ async fn error_state_fails_with_novas_fault() {
     let (mut ctx, _tx) = test_context(props(json!({
         "image": "cirros", "flavor": "m1.tiny", "networks": [{"network": "private"}]})));
     assert_eq!(
-        server().create_with(&session, &compute, &mut ctx).await,
+        bound_server(&session).0.create_with(&session, &compute, &mut ctx).await,
         Err(ResourceFailure::error(
             "ResourceInError",
             "Went to status ERROR due to \"Message: No valid host was found. There are not enough hosts available., Code: 500\""
@@ -144,7 +151,7 @@ async fn error_state_fails_with_novas_fault() {
     let (mut ctx, _tx) = test_context(props(json!({
         "image": "cirros", "flavor": "m9", "networks": [{"network": "private"}]})));
     assert_eq!(
-        server().create_with(&session, &compute, &mut ctx).await,
+        bound_server(&session).0.create_with(&session, &compute, &mut ctx).await,
         Err(ResourceFailure::error("NotFound", "No Flavor matching {'name': 'm9'}. (HTTP 404)"))
     );
 }
@@ -384,11 +391,14 @@ fn block_device_mapping_v2_as_heat_builds_it() {
 #[test]
 fn user_data_formats() {
     let raw = props(json!({"image": "i", "flavor": "f", "user_data_format": "RAW", "user_data": "x"}));
-    assert_eq!(Server::user_data(&raw, "x", &Value::Null).as_deref(), Some("x"));
+    assert_eq!(Server::user_data(&raw, "x", &Value::Null, None).as_deref(), Some("x"));
     let empty = props(json!({"image": "i", "flavor": "f", "user_data_format": "RAW"}));
-    assert_eq!(Server::user_data(&empty, "", &Value::Null), None);
+    assert_eq!(Server::user_data(&empty, "", &Value::Null, None), None);
     let cfn = props(json!({"image": "i", "flavor": "f", "user_data": "echo hi"}));
-    let message = Server::user_data(&cfn, "echo hi", &json!({"AWS::CloudFormation::Init": {}})).unwrap();
+    let message =
+        Server::user_data(&cfn, "echo hi", &json!({"AWS::CloudFormation::Init": {}}), Some("http://Cfn:8000/v1"))
+            .unwrap();
+    assert!(message.contains("http://Cfn:8000/v1/") && message.contains("cfn_region_endpoint = cfn"), "{message}");
     assert!(message.starts_with("Content-Type: multipart/mixed"), "{message}");
     assert!(message.contains("filename=\"cfn-userdata\""), "{message}");
     assert!(message.contains("filename=\"cfn-init-data\""), "{message}");
