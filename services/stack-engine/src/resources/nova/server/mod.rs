@@ -17,8 +17,10 @@
 //! until Nova no longer has the server (a 404 is done). Attributes are
 //! read from Nova (and the addresses' ports from Neutron) each time.
 
+mod attributes;
 mod ports;
 mod schema;
+mod validation;
 
 use std::sync::Arc;
 
@@ -666,225 +668,6 @@ impl Server {
             ctx.sleep(POLL_SECS).await?;
         }
     }
-
-    /// Heat's `validate` (block device mappings, image, networks).
-    fn check(name: &str, props: &Properties) -> Result<(), EngineError> {
-        let conflict = |a: &str, b: &str| {
-            EngineError::validation(format!("Cannot define the following properties at the same time: {a}, {b}"))
-        };
-        let bdm = list_prop(props, "block_device_mapping");
-        let bdm_v2 = list_prop(props, "block_device_mapping_v2");
-        if !bdm.is_empty() && !bdm_v2.is_empty() {
-            return Err(conflict("block_device_mapping", "block_device_mapping_v2"));
-        }
-        let given = |v: &Value, k: &str| v.get(k).is_some_and(|v| !v.is_null());
-        let image = props.get("image").is_some_and(|v| !v.is_null());
-        let mut bootable = image;
-        for mapping in bdm {
-            let device = mapping.get("device_name").map(keelson_pyfmt::str_of).unwrap_or_default();
-            bootable |= device == "vda";
-            match (given(mapping, "volume_id"), given(mapping, "snapshot_id")) {
-                (true, true) => return Err(conflict("volume_id", "snapshot_id")),
-                (false, false) => {
-                    return Err(EngineError::validation(format!(
-                        "Either volume_id or snapshot_id must be specified for device mapping {device}"
-                    )))
-                }
-                _ => {}
-            }
-        }
-        // Heat's translation has moved `image_id` to `image` by now.
-        let mut bootable_sources = usize::from(image);
-        for mapping in bdm_v2 {
-            let ephemeral = [mapping.get("ephemeral_size"), mapping.get("ephemeral_format")]
-                .into_iter()
-                .flatten()
-                .any(keelson_pyfmt::truthy);
-            let image_source = given(mapping, "image") || given(mapping, "image_id");
-            let sources = [given(mapping, "volume_id"), given(mapping, "snapshot_id"), image_source];
-            let set = sources.iter().filter(|s| **s).count()
-                + usize::from(given(mapping, "swap_size"))
-                + usize::from(ephemeral);
-            if set > 1 {
-                return Err(EngineError::validation(
-                    "Cannot define the following properties at the same time: volume_id, snapshot_id, image, swap_size, ephemeral_size, ephemeral_format",
-                ));
-            }
-            if set == 0 {
-                return Err(EngineError::validation(
-                    "Either volume_id, snapshot_id, image_id, swap_size, ephemeral_size or ephemeral_format must be specified.",
-                ));
-            }
-            let boot_index = mapping.get("boot_index").filter(|v| !v.is_null());
-            if sources.contains(&true) && boot_index.is_none_or(|i| i.as_i64() == Some(0)) {
-                bootable = true;
-                bootable_sources += 1;
-            }
-        }
-        if !bootable {
-            return Err(EngineError::validation(format!(
-                "Neither image nor bootable volume is specified for instance {name}"
-            )));
-        }
-        if !bdm_v2.is_empty() && bootable_sources != 1 {
-            return Err(EngineError::validation(format!("Multiple bootable sources for instance {name}.")));
-        }
-        let networks = list_prop(props, "networks");
-        if networks.iter().any(|n| key_str(n, "allocate_network").is_some()) && networks.len() != 1 {
-            return Err(EngineError::validation(
-                "Property \"allocate_network\" can not be specified if multiple network interfaces set for server.",
-            ));
-        }
-        let mut with_port = false;
-        for net in list_prop(props, "networks") {
-            let set = |k: &str| net.get(k).is_some_and(|v| !v.is_null());
-            with_port |= key_str(net, "port").is_some();
-            if !set("network")
-                && !set("uuid")
-                && !set("port")
-                && !set("subnet")
-                && key_str(net, "allocate_network").is_none()
-            {
-                return Err(EngineError::validation(format!(
-                    "One of the properties \"network\", \"port\", \"allocate_network\" or \"subnet\" should be set for the specified network of server \"{name}\"."
-                )));
-            }
-            let given = net.as_object().map_or(0, |m| m.values().filter(|v| !v.is_null()).count());
-            if key_str(net, "allocate_network").is_some() && given != 1 {
-                return Err(EngineError::validation(
-                    "Can not specify \"allocate_network\" with other keys of networks at the same time.",
-                ));
-            }
-            if key_str(net, "fixed_ip").is_some() && set("port") {
-                return Err(conflict("networks/fixed_ip", "networks/port"));
-            }
-            if set("floating_ip") && set("network") && !set("port") && !set("subnet") && !set("port_extra_properties") {
-                return Err(EngineError::validation(
-                    "Property \"floating_ip\" is not supported if only \"network\" is specified, because the corresponding port can not be retrieved.",
-                ));
-            }
-        }
-        if with_port && !list_prop(props, "security_groups").is_empty() {
-            return Err(conflict("security_groups", "networks/port"));
-        }
-        Ok(())
-    }
-
-    /// novaclient's `server.networks`: each network's addresses.
-    fn networks_of(server: &Doc) -> Map<String, Value> {
-        let mut out = Map::new();
-        for (label, addresses) in server.get("addresses").and_then(Value::as_object).into_iter().flatten() {
-            let ips: Vec<Value> =
-                addresses.as_array().into_iter().flatten().filter_map(|a| a.get("addr").cloned()).collect();
-            out.insert(label.clone(), Value::Array(ips));
-        }
-        out
-    }
-
-    /// Heat's `_extend_networks`: each network also under its id, when
-    /// Neutron knows one network by that name.
-    async fn extend_networks(neutron: &Network<'_>, nets: Map<String, Value>) -> Result<Map<String, Value>, OsError> {
-        let mut out = nets.clone();
-        for (label, value) in nets {
-            if let network::Lookup::Found(id) = neutron.lookup(network::NETWORK, &label).await? {
-                out.insert(id, value);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Heat's `_get_server_addresses`: the server's ports in Neutron, by
-    /// network name, each fixed IP with its port, subnets and network,
-    /// and the floating IPs on it.
-    async fn addresses(neutron: &Network<'_>, server_id: &str) -> Result<Map<String, Value>, OsError> {
-        let mut nets: Map<String, Value> = Map::new();
-        for port in neutron.list(network::PORT, &[("device_id", server_id)]).await? {
-            let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-            let network_id = text(&port, "network_id");
-            let found = neutron.list(network::NETWORK, &[("id", &network_id)]).await?;
-            let label = found.first().map(|n| text(n, "name")).unwrap_or_default();
-            let network_doc = found.first().cloned().unwrap_or(Value::Null);
-            let mut entries = nets.get(&label).and_then(Value::as_array).cloned().unwrap_or_default();
-            let mac = text(&port, "mac_address");
-            let fixed_ips = port.get("fixed_ips").and_then(Value::as_array).cloned().unwrap_or_default();
-            for fixed in &fixed_ips {
-                let addr = text(fixed, "ip_address");
-                let version = match addr.parse::<std::net::IpAddr>() {
-                    Ok(std::net::IpAddr::V4(_)) => json!(4),
-                    Ok(std::net::IpAddr::V6(_)) => json!(6),
-                    Err(_) => Value::Null,
-                };
-                if !addr.is_empty() {
-                    for fip in neutron.list(network::FLOATING_IP, &[("fixed_ip_address", &addr)]).await? {
-                        entries.push(json!({"addr": fip.get("floating_ip_address"), "version": version,
-                            "OS-EXT-IPS-MAC:mac_addr": mac, "OS-EXT-IPS:type": "floating", "port": null}));
-                    }
-                }
-                let mut subnets = Vec::new();
-                for f in &fixed_ips {
-                    let subnet_id = text(f, "subnet_id");
-                    if !subnet_id.is_empty() {
-                        subnets.extend(neutron.list(network::SUBNET, &[("id", &subnet_id)]).await?);
-                    }
-                }
-                entries.push(json!({"addr": addr, "OS-EXT-IPS-MAC:mac_addr": mac, "OS-EXT-IPS:type": "fixed",
-                    "port": text(&port, "id"), "version": version, "subnets": subnets, "network": network_doc}));
-            }
-            nets.insert(label, Value::Array(entries));
-        }
-        Self::extend_networks(neutron, nets).await
-    }
-
-    async fn attribute_with(
-        session: &Session,
-        compute: &Compute<'_>,
-        id: &str,
-        name: &str,
-    ) -> Result<Value, EngineError> {
-        let server = match compute.server(id).await {
-            Ok(server) => server,
-            // Heat ignores a server that is gone: every attribute is ''.
-            Err(e) if e.is_not_found() => return Ok(json!("")),
-            Err(e) => return Err(attribute_error(e)),
-        };
-        let neutron = || async { Network::connect(session, INTERFACE, None).await.map_err(attribute_error_neutron) };
-        Ok(match name {
-            "show" => Value::Object(server),
-            "first_address" => {
-                // novaclient's networks, last network name first.
-                let nets = Self::networks_of(&server);
-                let mut labels: Vec<&String> = nets.keys().collect();
-                labels.sort_by(|a, b| b.cmp(a));
-                labels
-                    .into_iter()
-                    .find_map(|l| nets[l].as_array().and_then(|a| a.first()).cloned())
-                    .unwrap_or_else(|| json!(""))
-            }
-            "addresses" => {
-                let client = neutron().await?;
-                Value::Object(Self::addresses(&client, id).await.map_err(attribute_error_neutron)?)
-            }
-            "networks" => {
-                let client = neutron().await?;
-                let nets = Self::networks_of(&server);
-                Value::Object(Self::extend_networks(&client, nets).await.map_err(attribute_error_neutron)?)
-            }
-            "instance_name" => field(&server, "OS-EXT-SRV-ATTR:instance_name").clone(),
-            "accessIPv4" | "accessIPv6" => field(&server, name).clone(),
-            "tags" if compute.supports(SERVER_TAGS) => field(&server, "tags").clone(),
-            // console_urls: not resolved by keelson yet.
-            _ => Value::Null,
-        })
-    }
-}
-
-/// A Neutron error met while resolving an attribute.
-fn attribute_error_neutron(e: OsError) -> EngineError {
-    let (heat_type, message) = match neutron::failure(e) {
-        ResourceFailure::Error { type_name, message } => (type_name, message),
-        other => ("NeutronClientException".to_string(), other.to_string()),
-    };
-    EngineError::Remote { heat_type, http_status: 500, message }
 }
 
 impl Plugin for Server {
@@ -898,7 +681,7 @@ impl Plugin for Server {
     /// resource.
     fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
         let props = validate_properties(&self.schema, resource_name, given)?;
-        Self::check(resource_name, &props)?;
+        Self::check_properties(resource_name, &props)?;
         Ok(props)
     }
 
