@@ -150,8 +150,9 @@ pub struct Interface {
     pub port_id: String,
     pub net_id: String,
     pub mac_addr: String,
-    /// The first fixed IP's address.
+    /// The first fixed IP's address and subnet.
     pub ip_address: Option<String>,
+    pub subnet_id: Option<String>,
 }
 
 /// Nova's compute API through one session, at one negotiated microversion.
@@ -581,10 +582,42 @@ impl<'a> Compute<'a> {
                         net_id: text(i, "net_id"),
                         mac_addr: text(i, "mac_addr"),
                         ip_address: i.pointer("/fixed_ips/0/ip_address").and_then(Value::as_str).map(str::to_owned),
+                        subnet_id: i.pointer("/fixed_ips/0/subnet_id").and_then(Value::as_str).map(str::to_owned),
                     })
                     .collect()
             })
             .unwrap_or_default())
+    }
+
+    /// `POST /servers/{id}/os-interface`: attaches a port, or a new port
+    /// on a network (with a fixed IP), or (neither) one Nova picks;
+    /// answers the attached port's id.
+    pub async fn attach_interface(
+        &self,
+        id: &str,
+        port_id: Option<&str>,
+        net_id: Option<&str>,
+        fixed_ip: Option<&str>,
+    ) -> Result<String, OsError> {
+        let mut attachment = Map::new();
+        if let Some(port) = port_id {
+            attachment.insert("port_id".into(), json!(port));
+        }
+        if let Some(net) = net_id {
+            attachment.insert("net_id".into(), json!(net));
+        }
+        if let Some(ip) = fixed_ip {
+            attachment.insert("fixed_ips".into(), json!([{ "ip_address": ip }]));
+        }
+        let body = json!({ "interfaceAttachment": attachment });
+        let doc = self.call(Method::POST, &format!("/servers/{}/os-interface", segment(id)), Some(&body)).await?;
+        Ok(doc.pointer("/interfaceAttachment/port_id").and_then(Value::as_str).unwrap_or_default().to_string())
+    }
+
+    /// `DELETE /servers/{id}/os-interface/{port}`.
+    pub async fn detach_interface(&self, id: &str, port_id: &str) -> Result<(), OsError> {
+        let path = format!("/servers/{}/os-interface/{}", segment(id), segment(port_id));
+        self.call(Method::DELETE, &path, None).await.map(drop)
     }
 
     /// `PUT /servers/{id}/tags`: replaces the server's tags (from 2.26).

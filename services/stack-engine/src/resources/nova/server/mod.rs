@@ -18,6 +18,7 @@
 //! read from Nova (and the addresses' ports from Neutron) each time.
 
 mod attributes;
+mod network_update;
 mod ports;
 mod schema;
 mod validation;
@@ -577,9 +578,6 @@ impl Server {
         let changed = changed_properties(old, &ctx.properties);
         let has = |name: &str| changed.iter().any(|c| c == name);
         let props = ctx.properties.clone();
-        if has("networks") {
-            return Err(not_supported("Updating a server's networks"));
-        }
         if has("software_config_transport") && Self::software_config(&props) {
             let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
             publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
@@ -601,6 +599,11 @@ impl Server {
         if has("name") {
             let name = Self::server_name(ctx);
             compute.rename_server(&id, &name).await.map_err(failure)?;
+        }
+        if has("networks") {
+            let groups: Vec<String> = list_prop(&props, "security_groups").iter().map(keelson_pyfmt::str_of).collect();
+            let (before, after) = (list_prop(old, "networks"), list_prop(&props, "networks"));
+            network_update::update_networks(session, compute, ctx, &id, before, after, &groups).await?;
         }
         if has("flavor") {
             let flavor = str_prop(&props, "flavor").unwrap_or_default();

@@ -46,6 +46,13 @@ pub(super) fn internal_ports(state: &ResourceState) -> Vec<String> {
         .collect()
 }
 
+/// Drops a deleted port from the resource data.
+pub(super) fn forget_port(state: &mut ResourceState, id: &str) {
+    let ports: Vec<Value> =
+        internal_ports(state).into_iter().filter(|p| p != id).map(|id| json!({ "id": id })).collect();
+    state.data.insert(INTERNAL_PORTS.into(), Value::Array(ports).to_string());
+}
+
 fn record_port(state: &mut ResourceState, id: &str) {
     let mut ports: Vec<Value> = internal_ports(state).into_iter().map(|id| json!({ "id": id })).collect();
     ports.push(json!({ "id": id }));

@@ -514,3 +514,78 @@ async fn a_subnet_entry_makes_an_internal_port() {
         ))
     );
 }
+
+fn iface(port: &str, ip: &str) -> Value {
+    json!({"port_id": port, "net_id": "net-1", "mac_addr": "fa:16:3e:00:00:01",
+        "fixed_ips": [{"ip_address": ip, "subnet_id": "sub-1"}]})
+}
+
+/// A networks update keeps the entries that did not change, detaches the
+/// ports of the ones removed and attaches the ones added, each waited for.
+#[tokio::test]
+async fn a_networks_update_attaches_and_detaches() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    known_names(&nova);
+    let ifaces = format!("GET {SERVERS}/sid/os-interface");
+    let one = json!({"interfaceAttachments": [iface("port-a", "10.0.0.5")]});
+    let two = json!({"interfaceAttachments": [iface("port-a", "10.0.0.5"), iface("port-1", "10.0.0.6")]});
+    nova.answer_in_turn(&ifaces, vec![(200, one.clone()), (200, two.clone())]);
+    nova.answer(
+        &format!("POST {SERVERS}/sid/os-interface"),
+        200,
+        json!({"interfaceAttachment": {"port_id": "port-1"}}),
+    );
+    let s = server();
+    let old = props(json!({"image": "i", "flavor": "f", "networks": [{"network": "private"}]}));
+    let new = props(json!({"image": "i", "flavor": "f", "networks": [{"network": "private"}, {"port": "p-1"}]}));
+    assert_eq!(Plugin::update_decision(&s, &old, &new), UpdateDecision::InPlace);
+    let (mut ctx, _tx) = test_context(new.clone());
+    ctx.state.physical_id = Some("sid".into());
+    let compute = super::super::compute(&session).await.unwrap();
+    s.update_with(&session, &compute, &mut ctx, &old).await.unwrap();
+    let writes: Vec<(String, String, Value)> =
+        nova.calls().into_iter().filter(|(m, p, _)| m != "GET" && p.starts_with(SERVERS)).collect();
+    assert_eq!(
+        writes,
+        [("POST".into(), format!("{SERVERS}/sid/os-interface"), json!({"interfaceAttachment": {"port_id": "port-1"}}))]
+    );
+    // And back: port-1 is detached, waited for until Nova no longer shows it.
+    nova.seen.lock().unwrap().clear();
+    nova.answer_in_turn(&ifaces, vec![(200, two), (200, one)]);
+    nova.answer(&format!("DELETE {SERVERS}/sid/os-interface/port-1"), 202, Value::Null);
+    ctx.properties = old.clone();
+    s.update_with(&session, &compute, &mut ctx, &new).await.unwrap();
+    let writes: Vec<(String, String, Value)> =
+        nova.calls().into_iter().filter(|(m, p, _)| m != "GET" && p.starts_with(SERVERS)).collect();
+    assert_eq!(writes, [("DELETE".into(), format!("{SERVERS}/sid/os-interface/port-1"), Value::Null)]);
+}
+
+/// `allocate_network: auto` on update attaches the one network the
+/// project may use.
+#[tokio::test]
+async fn allocate_network_auto_on_update() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    let ifaces = format!("GET {SERVERS}/sid/os-interface");
+    let attached = json!({"interfaceAttachments": [iface("port-x", "172.24.4.9")]});
+    nova.answer_in_turn(&ifaces, vec![(200, json!({"interfaceAttachments": []})), (200, attached)]);
+    nova.answer(
+        "GET /network/v2.0/networks?tenant_id=p1&shared=False&admin_state_up=True",
+        200,
+        json!({"networks": []}),
+    );
+    nova.answer("GET /network/v2.0/networks?shared=True", 200, json!({"networks": [{"id": "public"}]}));
+    nova.answer(
+        &format!("POST {SERVERS}/sid/os-interface"),
+        200,
+        json!({"interfaceAttachment": {"port_id": "port-x"}}),
+    );
+    let s = server();
+    let old = props(json!({"image": "i", "flavor": "f", "networks": [{"allocate_network": "none"}]}));
+    let new = props(json!({"image": "i", "flavor": "f", "networks": [{"allocate_network": "auto"}]}));
+    let (mut ctx, _tx) = test_context(new);
+    ctx.state.physical_id = Some("sid".into());
+    let compute = super::super::compute(&session).await.unwrap();
+    s.update_with(&session, &compute, &mut ctx, &old).await.unwrap();
+    let attach = nova.calls().into_iter().find(|(m, _, _)| m == "POST").unwrap();
+    assert_eq!(attach.2, json!({"interfaceAttachment": {"net_id": "public"}}));
+}
