@@ -548,6 +548,14 @@ impl<'a> Compute<'a> {
         self.server_action(id, &json!({ "rebuild": rebuild_body(image_id, rebuild) })).await
     }
 
+    pub async fn suspend_server(&self, id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "suspend": null })).await
+    }
+
+    pub async fn resume_server(&self, id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "resume": null })).await
+    }
+
     /// `forceDelete`: a soft-deleted server goes for good.
     pub async fn force_delete_server(&self, id: &str) -> Result<(), OsError> {
         self.server_action(id, &json!({ "forceDelete": null })).await

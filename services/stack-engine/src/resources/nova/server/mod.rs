@@ -467,6 +467,17 @@ impl Server {
         }
     }
 
+    /// The server, or Heat's NotFound for one Nova no longer has.
+    async fn existing(compute: &Compute<'_>, id: &str) -> Result<Doc, ResourceFailure> {
+        match compute.server(id).await {
+            Ok(server) => Ok(server),
+            Err(e) if e.is_not_found() => {
+                Err(ResourceFailure::error("NotFound", format!("Failed to find server {id}")))
+            }
+            Err(e) => Err(failure(e)),
+        }
+    }
+
     /// Heat's `_check_active`, until the server is ACTIVE.
     async fn wait_active(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
         loop {
@@ -736,6 +747,63 @@ impl Plugin for Server {
             ports::delete_internal_ports(&neutron, &mut ctx.state).await?;
         }
         Ok(())
+    }
+
+    /// Heat's `handle_check`: the server is ACTIVE.
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl std::future::Future<Output = ActionResult> + Send> {
+        Some(async move {
+            let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+            let session = stack_session(&self.host, &ctx.stack_id).await?;
+            let compute = compute(&session).await?;
+            let server = compute.server(&id).await.map_err(failure)?;
+            match status(&server) {
+                "ACTIVE" => Ok(()),
+                s => Err(ResourceFailure::error("Error", format!("'status': expected 'ACTIVE', got '{s}'"))),
+            }
+        })
+    }
+
+    /// Heat's `handle_suspend` and `check_suspend_complete`.
+    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else {
+            let message = format!("Cannot suspend {}, resource_id not set", ctx.resource_name);
+            return Err(ResourceFailure::error("Error", message));
+        };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let server = Self::existing(&compute, &id).await?;
+        if status(&server) != "SUSPENDED" {
+            compute.suspend_server(&id).await.map_err(failure)?;
+        }
+        loop {
+            let Some(server) = Self::fetch(&compute, &id).await.map_err(failure)? else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            match status(&server) {
+                "SUSPENDED" => return Ok(()),
+                s if s == "ACTIVE" || DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
+                s => {
+                    let name = keelson_pyfmt::str_of(field(&server, "name"));
+                    return Err(resource_unknown_status(&format!("Suspend of server {name} failed"), s));
+                }
+            }
+        }
+    }
+
+    /// Heat's `handle_resume` and `check_resume_complete`.
+    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else {
+            let message = format!("Cannot resume {}, resource_id not set", ctx.resource_name);
+            return Err(ResourceFailure::error("Error", message));
+        };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let server = Self::existing(&compute, &id).await?;
+        if status(&server) != "ACTIVE" {
+            compute.resume_server(&id).await.map_err(failure)?;
+        }
+        Self::wait_active(&compute, ctx, &id).await
     }
 
     /// Heat's: a FAILED server is replaced unless Nova still has it in a

@@ -589,3 +589,32 @@ async fn allocate_network_auto_on_update() {
     let attach = nova.calls().into_iter().find(|(m, _, _)| m == "POST").unwrap();
     assert_eq!(attach.2, json!({"interfaceAttachment": {"net_id": "public"}}));
 }
+
+#[tokio::test]
+async fn check_suspend_and_resume() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    let (s, _host) = bound_server(&session);
+    let (mut ctx, _tx) = test_context(props(json!({"image": "i", "flavor": "f"})));
+    ctx.state.physical_id = Some("sid".into());
+    nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![shown("ACTIVE"), shown("ACTIVE"), shown("SUSPENDED")]);
+    nova.answer(&format!("POST {SERVERS}/sid/action"), 202, Value::Null);
+    Plugin::check(&s, &mut ctx).unwrap().await.unwrap();
+    Plugin::suspend(&s, &mut ctx).await.unwrap();
+    assert_eq!(
+        Plugin::check(&s, &mut ctx).unwrap().await,
+        Err(ResourceFailure::error("Error", "'status': expected 'ACTIVE', got 'SUSPENDED'"))
+    );
+    nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![shown("SUSPENDED"), shown("ACTIVE")]);
+    Plugin::resume(&s, &mut ctx).await.unwrap();
+    let actions: Vec<Value> =
+        nova.calls().into_iter().filter(|(m, p, _)| m == "POST" && p.ends_with("/action")).map(|c| c.2).collect();
+    assert_eq!(actions, [json!({"suspend": null}), json!({"resume": null})]);
+    nova.answer_in_turn(
+        &format!("GET {SERVERS}/sid"),
+        vec![(404, json!({"itemNotFound": {"code": 404, "message": "x"}}))],
+    );
+    assert_eq!(
+        Plugin::suspend(&s, &mut ctx).await,
+        Err(ResourceFailure::error("NotFound", "Failed to find server sid"))
+    );
+}
