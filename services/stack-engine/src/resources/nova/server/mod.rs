@@ -237,9 +237,6 @@ impl Server {
         let mut group_ids: Option<Vec<String>> = None;
         let mut nics = Vec::new();
         for (index, net) in nets.iter().enumerate() {
-            if key_str(net, "floating_ip").is_some() {
-                return Err(not_supported("Associating a floating_ip from a server's networks"));
-            }
             let subnet = match key_str(net, "subnet") {
                 Some(subnet) => Some(find(network::SUBNET, subnet.to_string()).await?),
                 None => None,
@@ -288,6 +285,16 @@ impl Server {
                 nic.insert("port".into(), json!(port));
             } else if let Some(ip) = key_str(net, "fixed_ip") {
                 nic.insert("fixed_ip".into(), json!(ip));
+            }
+            // Heat associates the floating IP with the nic's port before
+            // the server boots.
+            if let (Some(fip), Some(port)) = (key_str(net, "floating_ip"), nic.get("port").and_then(Value::as_str)) {
+                let mut association = Map::new();
+                association.insert("port_id".into(), json!(port));
+                if let Some(ip) = key_str(net, "fixed_ip") {
+                    association.insert("fixed_ip_address".into(), json!(ip));
+                }
+                neutron.update(network::FLOATING_IP, fip, association).await.map_err(neutron::failure)?;
             }
             if let Some(tag) = key_str(net, "tag") {
                 nic.insert("tag".into(), json!(tag));

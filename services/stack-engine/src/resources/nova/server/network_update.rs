@@ -188,6 +188,14 @@ async fn plan(
         }
         new = remaining;
         detach.extend(old.iter().filter_map(|n| text(n, "port")));
+        for fip in old.iter().filter_map(|n| text(n, "floating_ip")) {
+            let mut fields = Map::new();
+            fields.insert("port_id".into(), Value::Null);
+            match neutron.update(network::FLOATING_IP, &fip, fields).await {
+                Err(e) if !e.is_not_found() => return Err(neutron::failure(e)),
+                _ => {}
+            }
+        }
     }
     let mut attach = Vec::new();
     if new.is_empty() && kept == 0 {
@@ -213,6 +221,14 @@ async fn plan(
         } else {
             a.net_id = network_id(neutron, net).await?;
             a.fixed_ip = a.net_id.as_ref().and(text(net, "fixed_ip"));
+        }
+        if let (Some(fip), Some(port)) = (text(net, "floating_ip"), &a.port_id) {
+            let mut fields = Map::new();
+            fields.insert("port_id".into(), json!(port));
+            if let Some(ip) = text(net, "fixed_ip") {
+                fields.insert("fixed_ip_address".into(), json!(ip));
+            }
+            neutron.update(network::FLOATING_IP, &fip, fields).await.map_err(neutron::failure)?;
         }
         attach.push(a);
     }

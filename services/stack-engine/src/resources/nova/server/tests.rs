@@ -109,11 +109,16 @@ async fn allocate_network_and_the_microversion() {
     bound_server(&session).0.create_with(&session, &compute, &mut ctx).await.unwrap();
     let body = nova.calls().into_iter().find(|(m, _, _)| m == "POST").unwrap().2;
     assert_eq!((body["server"].get("networks"), &body["server"]["name"]), (None, &json!("n")));
-    // A floating IP to associate is refused clearly.
+    // A floating IP is associated with the nic's port first.
+    nova.answer("PUT /network/v2.0/floatingips/fip", 200, json!({"floatingip": {"id": "fip"}}));
+    nova.seen.lock().unwrap().clear();
     let (mut ctx, _tx) = test_context(props(json!({
         "image": "cirros", "flavor": "m1.tiny", "networks": [{"port": "p-1", "floating_ip": "fip"}]})));
-    let e = bound_server(&session).0.create_with(&session, &compute, &mut ctx).await.unwrap_err();
-    assert!(matches!(e, ResourceFailure::Error { ref type_name, .. } if type_name == "NotSupported"), "{e}");
+    bound_server(&session).0.create_with(&session, &compute, &mut ctx).await.unwrap();
+    let calls = nova.calls();
+    let put = calls.iter().position(|(m, _, _)| m == "PUT").unwrap();
+    assert_eq!(calls[put].2, json!({"floatingip": {"port_id": "port-1"}}));
+    assert!(put < calls.iter().position(|(m, _, _)| m == "POST").unwrap());
 }
 
 #[tokio::test]
