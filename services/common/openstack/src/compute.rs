@@ -134,6 +134,8 @@ pub struct ServerSpec {
     pub networks: ServerNetworks,
     /// The text novaclient base64-encodes.
     pub user_data: Option<String>,
+    /// The legacy mapping, entries as novaclient parses them.
+    pub block_device_mapping: Option<Vec<Value>>,
     pub block_device_mapping_v2: Option<Vec<Value>>,
     pub config_drive: Option<bool>,
     pub admin_pass: Option<String>,
@@ -479,6 +481,9 @@ impl<'a> Compute<'a> {
             }
             _ => {}
         }
+        if let Some(bdm) = spec.block_device_mapping.as_ref().filter(|b| !b.is_empty()) {
+            server.insert("block_device_mapping".into(), Value::Array(bdm.clone()));
+        }
         if let Some(bdm) = spec.block_device_mapping_v2.as_ref().filter(|b| !b.is_empty()) {
             server.insert("block_device_mapping_v2".into(), Value::Array(bdm.clone()));
         }
@@ -778,6 +783,7 @@ mod tests {
             scheduler_hints: None,
             networks: ServerNetworks::Default,
             user_data: None,
+            block_device_mapping: None,
             block_device_mapping_v2: None,
             config_drive: None,
             admin_pass: None,

@@ -125,11 +125,6 @@ fn key_str<'a>(entry: &'a Value, key: &str) -> Option<&'a str> {
     entry.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-/// A failure for what keelson does not do yet.
-fn not_supported(what: &str) -> ResourceFailure {
-    ResourceFailure::error("NotSupported", format!("{what} is not supported by keelson yet."))
-}
-
 /// Heat's `_build_block_device_mapping_v2`: each mapping as Nova's
 /// `block_device_mapping_v2` entry (images already resolved to ids).
 fn block_devices_v2(mappings: &[Value], image_ids: &[Option<String>]) -> Option<Vec<Value>> {
@@ -176,6 +171,37 @@ fn block_devices_v2(mappings: &[Value], image_ids: &[Option<String>]) -> Option<
         out.push(entry);
     }
     Some(out)
+}
+
+/// Heat's `_build_block_device_mapping` (`<id>:[snap]:[size]:[delete]` by
+/// device name) as novaclient then parses it into Nova's legacy
+/// `block_device_mapping`: the size and the delete flag go as strings.
+fn block_devices_v1(mappings: &[Value]) -> Option<Vec<Value>> {
+    if mappings.is_empty() {
+        return None;
+    }
+    let mut by_device: Vec<(String, Value)> = Vec::new();
+    for mapping in mappings {
+        let device = mapping.get("device_name").map(keelson_pyfmt::str_of).unwrap_or_default();
+        let mut entry = Map::new();
+        entry.insert("device_name".into(), json!(device));
+        match key_str(mapping, "snapshot_id") {
+            Some(snapshot) => entry.insert("snapshot_id".into(), json!(snapshot)),
+            None => entry.insert("volume_id".into(), mapping.get("volume_id").cloned().unwrap_or(Value::Null)),
+        };
+        if let Some(size) = mapping.get("volume_size").filter(|v| keelson_pyfmt::truthy(v)) {
+            entry.insert("volume_size".into(), json!(keelson_pyfmt::str_of(size)));
+        }
+        if let Some(delete) = mapping.get("delete_on_termination").filter(|v| keelson_pyfmt::truthy(v)) {
+            entry.insert("delete_on_termination".into(), json!(keelson_pyfmt::str_of(delete)));
+        }
+        // A later mapping of the same device replaces the earlier one.
+        match by_device.iter_mut().find(|(d, _)| *d == device) {
+            Some(slot) => slot.1 = Value::Object(entry),
+            None => by_device.push((device, Value::Object(entry))),
+        }
+    }
+    Some(by_device.into_iter().map(|(_, entry)| entry).collect())
 }
 
 /// The image a block device mapping names (`image`, else `image_id`).
@@ -403,9 +429,6 @@ impl Server {
     async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
         let props = ctx.properties.clone();
         Self::check_microversions(compute, &props)?;
-        if !list_prop(&props, "block_device_mapping").is_empty() {
-            return Err(not_supported("block_device_mapping (use block_device_mapping_v2)"));
-        }
         let user_text = self.user_data_text(&props).await?;
         let cfn_url = match str_prop(&props, "user_data_format") {
             Some("HEAT_CFNTOOLS") => {
@@ -446,6 +469,7 @@ impl Server {
             scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
             networks,
             user_data: Self::user_data(&props, &user_text, &ctx.state.metadata, cfn_url.as_deref()),
+            block_device_mapping: block_devices_v1(list_prop(&props, "block_device_mapping")),
             block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
             config_drive: props.get("config_drive").and_then(Value::as_bool),
             admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),

@@ -391,6 +391,18 @@ fn block_device_mapping_v2_as_heat_builds_it() {
         ]
     );
     assert_eq!(block_devices_v2(&[], &[]), None);
+    // The legacy mapping, as novaclient parses Heat's strings.
+    let legacy = vec![
+        json!({"device_name": "vda", "volume_id": "v", "volume_size": 10, "delete_on_termination": true}),
+        json!({"device_name": "vdb", "snapshot_id": "s"}),
+    ];
+    assert_eq!(
+        block_devices_v1(&legacy).unwrap(),
+        [
+            json!({"device_name": "vda", "volume_id": "v", "volume_size": "10", "delete_on_termination": "True"}),
+            json!({"device_name": "vdb", "snapshot_id": "s"}),
+        ]
+    );
 }
 
 #[test]
