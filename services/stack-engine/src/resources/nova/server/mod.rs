@@ -11,7 +11,9 @@
 //! resource (Heat's physical name, at most 53 characters).
 //!
 //! Update in place: name, metadata (items removed, then set), tags,
-//! admin_pass; a new flavor resizes then confirms the resize, a new image
+//! admin_pass, networks (interfaces detached and attached,
+//! `network_update.rs`), the software config transport; a new flavor
+//! resizes then confirms the resize, a new image
 //! rebuilds (REPLACE policies, and a user_data change under the REPLACE
 //! user_data_update_policy, replace the server instead). Delete waits
 //! until Nova no longer has the server (a 404 is done). Attributes are
