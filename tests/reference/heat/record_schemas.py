@@ -41,6 +41,7 @@ FAMILIES = {
         "OS::Nova::KeyPair",
         "OS::Nova::Quota",
         "OS::Nova::ServerGroup",
+        "OS::Nova::Server",
     ],
     "neutron": [
         "OS::Neutron::Net",

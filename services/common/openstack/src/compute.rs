@@ -48,6 +48,8 @@ pub const KEYPAIR_TYPE: Microversion = Microversion::new(2, 2);
 pub const KEYPAIR_USER: Microversion = Microversion::new(2, 10);
 /// Nova no longer generates key pairs: `public_key` is required.
 pub const KEYPAIR_PUBLIC_KEY_REQUIRED: Microversion = Microversion::new(2, 92);
+/// Server tags.
+pub const SERVER_TAGS: Microversion = Microversion::new(2, 26);
 /// Server group `soft-affinity` and `soft-anti-affinity`.
 pub const SOFT_POLICIES: Microversion = Microversion::new(2, 15);
 /// Server group `policy` + `rules` instead of `policies`.
@@ -56,6 +58,15 @@ pub const SERVER_GROUP_RULES: Microversion = Microversion::new(2, 64);
 pub const QUOTA_NO_NETWORK: Microversion = Microversion::new(2, 36);
 /// Quota sets refuse the injected file quotas too.
 pub const QUOTA_STRICT: Microversion = Microversion::new(2, 57);
+
+/// `networks: "auto"` / `"none"` when booting a server.
+pub const AUTO_ALLOCATE_NETWORK: Microversion = Microversion::new(2, 37);
+/// Tagged nics when booting a server.
+pub const NIC_TAGS: Microversion = Microversion::new(2, 42);
+/// A `volume_type` in a block device mapping.
+pub const BDM_VOLUME_TYPE: Microversion = Microversion::new(2, 67);
+/// Servers are booted without `personality` files.
+pub const NO_PERSONALITY: Microversion = Microversion::new(2, 57);
 
 /// The quota fields novaclient still passes from 2.57 on.
 pub const QUOTAS_FROM_2_57: [&str; 7] =
@@ -91,6 +102,59 @@ pub struct FlavorSpec {
     pub ephemeral: i64,
     pub rxtx_factor: f64,
     pub is_public: bool,
+}
+
+/// What a server gets attached to at boot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerNetworks {
+    /// No `networks` (Nova's default before 2.37; from 2.37 novaclient
+    /// refuses to boot without nics, the caller's to say).
+    Default,
+    /// `networks: "auto"` or `"none"` (from 2.37).
+    Allocate(String),
+    /// One entry per nic: `uuid`, `port`, `fixed_ip` as Nova takes them.
+    Nics(Vec<Map<String, Value>>),
+}
+
+/// A server to boot, as novaclient's `servers.create` takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSpec {
+    pub name: String,
+    /// None: boots from a volume of the block device mapping.
+    pub image_ref: Option<String>,
+    pub flavor_ref: String,
+    pub key_name: Option<String>,
+    pub availability_zone: Option<String>,
+    /// Security group names or ids.
+    pub security_groups: Vec<String>,
+    /// Already serialized to strings.
+    pub metadata: Option<Map<String, Value>>,
+    /// `os:scheduler_hints`.
+    pub scheduler_hints: Option<Map<String, Value>>,
+    pub networks: ServerNetworks,
+    /// The text novaclient base64-encodes.
+    pub user_data: Option<String>,
+    /// The legacy mapping, entries as novaclient parses them.
+    pub block_device_mapping: Option<Vec<Value>>,
+    pub block_device_mapping_v2: Option<Vec<Value>>,
+    pub config_drive: Option<bool>,
+    pub admin_pass: Option<String>,
+    /// `OS-DCF:diskConfig`: `AUTO` or `MANUAL`.
+    pub disk_config: Option<String>,
+    pub reservation_id: Option<String>,
+    /// Path → contents (sent only before 2.57).
+    pub personality: Map<String, Value>,
+}
+
+/// A port a server is attached to (`GET /servers/{id}/os-interface`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub port_id: String,
+    pub net_id: String,
+    pub mac_addr: String,
+    /// The first fixed IP's address and subnet.
+    pub ip_address: Option<String>,
+    pub subnet_id: Option<String>,
 }
 
 /// Nova's compute API through one session, at one negotiated microversion.
@@ -367,10 +431,242 @@ impl<'a> Compute<'a> {
         }
     }
 
+    /// The `POST /servers` body novaclient sends for `spec` at this
+    /// microversion (`user_data` base64-encoded, security groups by name,
+    /// `os:scheduler_hints` beside the server).
+    pub fn server_body(&self, spec: &ServerSpec) -> Value {
+        use base64::Engine as _;
+        let mut server = Map::new();
+        server.insert("name".into(), json!(spec.name));
+        server.insert("imageRef".into(), json!(spec.image_ref.clone().unwrap_or_default()));
+        server.insert("flavorRef".into(), json!(spec.flavor_ref));
+        server.insert("min_count".into(), json!(1));
+        server.insert("max_count".into(), json!(1));
+        if let Some(data) = &spec.user_data {
+            server.insert("user_data".into(), json!(base64::engine::general_purpose::STANDARD.encode(data)));
+        }
+        if let Some(meta) = &spec.metadata {
+            server.insert("metadata".into(), Value::Object(meta.clone()));
+        }
+        if let Some(id) = &spec.reservation_id {
+            server.insert("reservation_id".into(), json!(id));
+        }
+        if let Some(key) = &spec.key_name {
+            server.insert("key_name".into(), json!(key));
+        }
+        if let Some(zone) = &spec.availability_zone {
+            server.insert("availability_zone".into(), json!(zone));
+        }
+        if !spec.security_groups.is_empty() {
+            let groups: Vec<Value> = spec.security_groups.iter().map(|g| json!({ "name": g })).collect();
+            server.insert("security_groups".into(), Value::Array(groups));
+        }
+        if !spec.personality.is_empty() && !self.supports(NO_PERSONALITY) {
+            let files: Vec<Value> = spec
+                .personality
+                .iter()
+                .map(|(path, contents)| {
+                    let text = contents.as_str().map_or_else(|| contents.to_string(), str::to_owned);
+                    json!({"path": path, "contents": base64::engine::general_purpose::STANDARD.encode(text)})
+                })
+                .collect();
+            server.insert("personality".into(), Value::Array(files));
+        }
+        match &spec.networks {
+            ServerNetworks::Nics(nics) => {
+                server.insert("networks".into(), Value::Array(nics.iter().cloned().map(Value::Object).collect()));
+            }
+            ServerNetworks::Allocate(how) if self.supports(AUTO_ALLOCATE_NETWORK) => {
+                server.insert("networks".into(), json!(how));
+            }
+            _ => {}
+        }
+        if let Some(bdm) = spec.block_device_mapping.as_ref().filter(|b| !b.is_empty()) {
+            server.insert("block_device_mapping".into(), Value::Array(bdm.clone()));
+        }
+        if let Some(bdm) = spec.block_device_mapping_v2.as_ref().filter(|b| !b.is_empty()) {
+            server.insert("block_device_mapping_v2".into(), Value::Array(bdm.clone()));
+        }
+        if let Some(drive) = spec.config_drive {
+            server.insert("config_drive".into(), json!(drive));
+        }
+        if let Some(pass) = &spec.admin_pass {
+            server.insert("adminPass".into(), json!(pass));
+        }
+        if let Some(disk) = &spec.disk_config {
+            server.insert("OS-DCF:diskConfig".into(), json!(disk));
+        }
+        let mut body = Map::new();
+        body.insert("server".into(), Value::Object(server));
+        if let Some(hints) = spec.scheduler_hints.as_ref().filter(|h| !h.is_empty()) {
+            body.insert("os:scheduler_hints".into(), Value::Object(hints.clone()));
+        }
+        Value::Object(body)
+    }
+
+    /// `POST /servers`: answers the new server's id.
+    pub async fn create_server(&self, spec: &ServerSpec) -> Result<String, OsError> {
+        let doc = self.call(Method::POST, "/servers", Some(&self.server_body(spec))).await?;
+        doc.pointer("/server/id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| OsError::InvalidResponse("no server id in Nova's answer".into()))
+    }
+
+    /// `GET /servers/{id}`: the server as Nova shows it.
+    pub async fn server(&self, id: &str) -> Result<Map<String, Value>, OsError> {
+        let doc = self.call(Method::GET, &format!("/servers/{}", segment(id)), None).await?;
+        doc.get("server")
+            .and_then(Value::as_object)
+            .cloned()
+            .ok_or_else(|| OsError::InvalidResponse("no server in Nova's answer".into()))
+    }
+
+    pub async fn delete_server(&self, id: &str) -> Result<(), OsError> {
+        self.call(Method::DELETE, &format!("/servers/{}", segment(id)), None).await.map(drop)
+    }
+
+    /// `PUT /servers/{id}` with a new name.
+    pub async fn rename_server(&self, id: &str, name: &str) -> Result<(), OsError> {
+        let body = json!({"server": {"name": name}});
+        self.call(Method::PUT, &format!("/servers/{}", segment(id)), Some(&body)).await.map(drop)
+    }
+
+    /// `POST /servers/{id}/action` with one action body.
+    async fn server_action(&self, id: &str, action: &Value) -> Result<(), OsError> {
+        self.call(Method::POST, &format!("/servers/{}/action", segment(id)), Some(action)).await.map(drop)
+    }
+
+    /// `resize` to another flavor (Nova then waits in VERIFY_RESIZE).
+    pub async fn resize_server(&self, id: &str, flavor_id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({"resize": {"flavorRef": flavor_id}})).await
+    }
+
+    pub async fn confirm_resize(&self, id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "confirmResize": null })).await
+    }
+
+    /// `rebuild` from another image, as novaclient sends it (`adminPass`
+    /// when given, `preserve_ephemeral` only when true, `metadata` when
+    /// not empty).
+    pub async fn rebuild_server(&self, id: &str, image_id: &str, rebuild: &Rebuild) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "rebuild": rebuild_body(image_id, rebuild) })).await
+    }
+
+    pub async fn suspend_server(&self, id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "suspend": null })).await
+    }
+
+    pub async fn resume_server(&self, id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "resume": null })).await
+    }
+
+    /// `forceDelete`: a soft-deleted server goes for good.
+    pub async fn force_delete_server(&self, id: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({ "forceDelete": null })).await
+    }
+
+    pub async fn change_password(&self, id: &str, admin_pass: &str) -> Result<(), OsError> {
+        self.server_action(id, &json!({"changePassword": {"adminPass": admin_pass}})).await
+    }
+
+    /// `POST /servers/{id}/metadata`: adds or overwrites these items.
+    pub async fn set_server_metadata(&self, id: &str, metadata: &Map<String, Value>) -> Result<(), OsError> {
+        let body = json!({ "metadata": metadata });
+        self.call(Method::POST, &format!("/servers/{}/metadata", segment(id)), Some(&body)).await.map(drop)
+    }
+
+    pub async fn delete_server_metadata(&self, id: &str, key: &str) -> Result<(), OsError> {
+        let path = format!("/servers/{}/metadata/{}", segment(id), segment(key));
+        self.call(Method::DELETE, &path, None).await.map(drop)
+    }
+
+    /// `GET /servers/{id}/os-interface`: the ports the server is on.
+    pub async fn interfaces(&self, id: &str) -> Result<Vec<Interface>, OsError> {
+        let doc = self.call(Method::GET, &format!("/servers/{}/os-interface", segment(id)), None).await?;
+        let text = |i: &Value, k: &str| i.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        Ok(doc
+            .get("interfaceAttachments")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .map(|i| Interface {
+                        port_id: text(i, "port_id"),
+                        net_id: text(i, "net_id"),
+                        mac_addr: text(i, "mac_addr"),
+                        ip_address: i.pointer("/fixed_ips/0/ip_address").and_then(Value::as_str).map(str::to_owned),
+                        subnet_id: i.pointer("/fixed_ips/0/subnet_id").and_then(Value::as_str).map(str::to_owned),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// `POST /servers/{id}/os-interface`: attaches a port, or a new port
+    /// on a network (with a fixed IP), or (neither) one Nova picks;
+    /// answers the attached port's id.
+    pub async fn attach_interface(
+        &self,
+        id: &str,
+        port_id: Option<&str>,
+        net_id: Option<&str>,
+        fixed_ip: Option<&str>,
+    ) -> Result<String, OsError> {
+        let mut attachment = Map::new();
+        if let Some(port) = port_id {
+            attachment.insert("port_id".into(), json!(port));
+        }
+        if let Some(net) = net_id {
+            attachment.insert("net_id".into(), json!(net));
+        }
+        if let Some(ip) = fixed_ip {
+            attachment.insert("fixed_ips".into(), json!([{ "ip_address": ip }]));
+        }
+        let body = json!({ "interfaceAttachment": attachment });
+        let doc = self.call(Method::POST, &format!("/servers/{}/os-interface", segment(id)), Some(&body)).await?;
+        Ok(doc.pointer("/interfaceAttachment/port_id").and_then(Value::as_str).unwrap_or_default().to_string())
+    }
+
+    /// `DELETE /servers/{id}/os-interface/{port}`.
+    pub async fn detach_interface(&self, id: &str, port_id: &str) -> Result<(), OsError> {
+        let path = format!("/servers/{}/os-interface/{}", segment(id), segment(port_id));
+        self.call(Method::DELETE, &path, None).await.map(drop)
+    }
+
+    /// `PUT /servers/{id}/tags`: replaces the server's tags (from 2.26).
+    pub async fn set_server_tags(&self, id: &str, tags: &[String]) -> Result<(), OsError> {
+        let body = json!({ "tags": tags });
+        self.call(Method::PUT, &format!("/servers/{}/tags", segment(id)), Some(&body)).await.map(drop)
+    }
+
     /// `DELETE /os-quota-sets/{project}`: back to the defaults.
     pub async fn delete_quotas(&self, project_id: &str) -> Result<(), OsError> {
         self.call(Method::DELETE, &format!("/os-quota-sets/{}", segment(project_id)), None).await.map(drop)
     }
+}
+
+/// What a rebuild keeps or changes besides the image.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rebuild {
+    pub admin_pass: Option<String>,
+    pub preserve_ephemeral: bool,
+    /// Already serialized to strings.
+    pub metadata: Option<Map<String, Value>>,
+}
+
+fn rebuild_body(image_id: &str, rebuild: &Rebuild) -> Value {
+    let mut body = Map::new();
+    body.insert("imageRef".into(), json!(image_id));
+    if let Some(pass) = &rebuild.admin_pass {
+        body.insert("adminPass".into(), json!(pass));
+    }
+    if rebuild.preserve_ephemeral {
+        body.insert("preserve_ephemeral".into(), json!(true));
+    }
+    if let Some(meta) = rebuild.metadata.as_ref().filter(|m| !m.is_empty()) {
+        body.insert("metadata".into(), Value::Object(meta.clone()));
+    }
+    Value::Object(body)
 }
 
 fn flavor_of(doc: &Value) -> Result<Flavor, OsError> {
@@ -472,6 +768,86 @@ mod tests {
             Compute::flavor_body(&spec),
             json!({"flavor": {"name": "f", "ram": 512, "vcpus": 1, "disk": 0, "id": null, "swap": 0,
                 "OS-FLV-EXT-DATA:ephemeral": 0, "rxtx_factor": 1.0, "os-flavor-access:is_public": false}})
+        );
+    }
+
+    fn server_spec() -> ServerSpec {
+        ServerSpec {
+            name: "s".into(),
+            image_ref: Some("img".into()),
+            flavor_ref: "fl".into(),
+            key_name: None,
+            availability_zone: None,
+            security_groups: Vec::new(),
+            metadata: None,
+            scheduler_hints: None,
+            networks: ServerNetworks::Default,
+            user_data: None,
+            block_device_mapping: None,
+            block_device_mapping_v2: None,
+            config_drive: None,
+            admin_pass: None,
+            disk_config: None,
+            reservation_id: None,
+            personality: Map::new(),
+        }
+    }
+
+    #[test]
+    fn server_bodies_follow_the_microversion() {
+        let s = session();
+        let plain = server_spec();
+        assert_eq!(
+            compute(&s, Microversion::new(2, 36)).server_body(&plain),
+            json!({"server": {"name": "s", "imageRef": "img", "flavorRef": "fl", "min_count": 1, "max_count": 1}})
+        );
+        assert_eq!(compute(&s, Microversion::new(2, 37)).server_body(&plain)["server"].get("networks"), None);
+        let none = ServerSpec { networks: ServerNetworks::Allocate("none".into()), ..server_spec() };
+        assert_eq!(compute(&s, Microversion::new(2, 96)).server_body(&none)["server"]["networks"], json!("none"));
+        assert_eq!(compute(&s, Microversion::new(2, 36)).server_body(&none)["server"].get("networks"), None);
+        let nic = json!({"uuid": "n1", "fixed_ip": "10.0.0.5"}).as_object().cloned().unwrap();
+        let full = ServerSpec {
+            image_ref: None,
+            key_name: Some("k".into()),
+            availability_zone: Some("nova".into()),
+            security_groups: vec!["default".into()],
+            metadata: Some(json!({"a": "1"}).as_object().cloned().unwrap()),
+            scheduler_hints: Some(json!({"group": "g"}).as_object().cloned().unwrap()),
+            networks: ServerNetworks::Nics(vec![nic]),
+            user_data: Some("#!/bin/sh".into()),
+            block_device_mapping_v2: Some(vec![json!({"uuid": "v", "source_type": "volume"})]),
+            config_drive: Some(true),
+            admin_pass: Some("pw".into()),
+            disk_config: Some("AUTO".into()),
+            personality: json!({"/etc/motd": "hi"}).as_object().cloned().unwrap(),
+            ..server_spec()
+        };
+        assert_eq!(
+            compute(&s, Microversion::new(2, 96)).server_body(&full),
+            json!({"server": {"name": "s", "imageRef": "", "flavorRef": "fl", "min_count": 1, "max_count": 1,
+                "user_data": "IyEvYmluL3No", "metadata": {"a": "1"}, "key_name": "k", "availability_zone": "nova",
+                "security_groups": [{"name": "default"}], "networks": [{"uuid": "n1", "fixed_ip": "10.0.0.5"}],
+                "block_device_mapping_v2": [{"uuid": "v", "source_type": "volume"}], "config_drive": true,
+                "adminPass": "pw", "OS-DCF:diskConfig": "AUTO"},
+                "os:scheduler_hints": {"group": "g"}})
+        );
+        assert_eq!(
+            compute(&s, Microversion::new(2, 56)).server_body(&full)["server"]["personality"],
+            json!([{"path": "/etc/motd", "contents": "aGk="}])
+        );
+    }
+
+    #[test]
+    fn rebuild_bodies() {
+        assert_eq!(rebuild_body("img", &Rebuild::default()), json!({"imageRef": "img"}));
+        let all = Rebuild {
+            admin_pass: Some("pw".into()),
+            preserve_ephemeral: true,
+            metadata: Some(json!({"a": "1"}).as_object().cloned().unwrap()),
+        };
+        assert_eq!(
+            rebuild_body("img", &all),
+            json!({"imageRef": "img", "adminPass": "pw", "preserve_ephemeral": true, "metadata": {"a": "1"}})
         );
     }
 }

@@ -116,6 +116,17 @@ impl ClientErrors {
     }
 }
 
+/// Heat's ResourceInError: the service put the resource in `status`.
+pub(crate) fn resource_in_error(status: &str, reason: &str) -> ResourceFailure {
+    ResourceFailure::error("ResourceInError", format!("Went to status {status} due to \"{reason}\""))
+}
+
+/// Heat's ResourceUnknownStatus: `result`, and a status Heat does not
+/// expect.
+pub(crate) fn resource_unknown_status(result: &str, status: &str) -> ResourceFailure {
+    ResourceFailure::error("ResourceUnknownStatus", format!("{result} - Unknown status {status} due to \"Unknown\""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -147,11 +147,17 @@ pub fn short_id(uuid: &Uuid) -> String {
 /// characters, a hyphen and the tail.
 pub fn physical_resource_name(stack_name: &str, resource_name: &str, short_id: &str) -> String {
     let name = format!("{}-{}-{}", stack_name.trim_end_matches('*'), resource_name, short_id);
+    reduce_physical_name(&name, PHYSICAL_NAME_LIMIT)
+}
+
+/// Heat's `reduce_physical_resource_name`: a name longer than `limit`
+/// (at least 3) keeps its first two characters, a hyphen and its tail.
+pub fn reduce_physical_name(name: &str, limit: usize) -> String {
     let chars: Vec<char> = name.chars().collect();
-    if chars.len() <= PHYSICAL_NAME_LIMIT {
-        return name;
+    if chars.len() <= limit || limit < 3 {
+        return name.to_string();
     }
-    let tail_len = PHYSICAL_NAME_LIMIT - 3;
+    let tail_len = limit - 3;
     let head: String = chars[..2].iter().collect();
     let tail: String = chars[chars.len() - tail_len..].iter().collect();
     format!("{head}-{tail}")

@@ -315,6 +315,7 @@ impl Registry {
         let attributes: Map<String, Value> = schema
             .attributes
             .iter()
+            .filter(|a| !a.hidden)
             .cloned()
             .chain(std::iter::once(show_attribute()))
             .map(|a| (a.name.to_string(), a.to_json()))
@@ -354,7 +355,7 @@ impl Registry {
             props.insert(p.name.to_string(), prop);
         }
         let mut outputs = Map::new();
-        for a in schema.attributes.iter().cloned().chain(std::iter::once(show_attribute())) {
+        for a in schema.attributes.iter().filter(|a| !a.hidden).cloned().chain(std::iter::once(show_attribute())) {
             let output = if hot {
                 json!({"value": {"get_attr": [resource_name, a.name]}, "description": a.description})
             } else {

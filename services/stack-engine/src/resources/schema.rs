@@ -270,11 +270,18 @@ pub struct AttributeSchema {
     pub description: &'static str,
     /// `string`, `map`, `list`, `integer`, `boolean`, `number`; None = untyped.
     pub kind: Option<&'static str>,
+    /// Hidden attributes resolve but are not shown (e.g. a server's
+    /// deprecated `first_address`).
+    pub hidden: bool,
 }
 
 impl AttributeSchema {
     pub fn new(name: &'static str, description: &'static str, kind: Option<&'static str>) -> Self {
-        AttributeSchema { name, description, kind }
+        AttributeSchema { name, description, kind, hidden: false }
+    }
+    pub fn hidden(mut self) -> Self {
+        self.hidden = true;
+        self
     }
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();

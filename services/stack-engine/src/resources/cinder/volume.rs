@@ -23,6 +23,7 @@ use keelson_openstack::volume::{Volume as Cinder, VolumeSpec, EXTEND_IN_USE};
 use keelson_openstack::{OsError, Session};
 use serde_json::{json, Map, Value};
 
+use super::super::client_errors::{resource_in_error as in_error, resource_unknown_status as unknown_status};
 use super::super::glance::image_id;
 use super::super::nova::{attribute_error, attribute_session, compute, stack_session, str_prop, STACK_DATA};
 use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
@@ -49,16 +50,6 @@ pub struct Volume {
 
 fn status(vol: &Map<String, Value>) -> &str {
     vol.get("status").and_then(Value::as_str).unwrap_or_default()
-}
-
-/// Heat's ResourceUnknownStatus text.
-fn unknown_status(result: &str, status: &str) -> ResourceFailure {
-    ResourceFailure::error("ResourceUnknownStatus", format!("{result} - Unknown status {status} due to \"Unknown\""))
-}
-
-/// Heat's ResourceInError text.
-fn in_error(status: &str, reason: &str) -> ResourceFailure {
-    ResourceFailure::error("ResourceInError", format!("Went to status {status} due to \"{reason}\""))
 }
 
 /// The image the properties name: `image`, else the hidden `imageRef`

@@ -186,25 +186,16 @@ async fn check_segment(session: &Session, value: &str) -> Result<(), ServiceRefu
     }
 }
 
-/// Heat's `FlavorConstraint` (`find_flavor_by_name_or_id`): the flavor
-/// with that id, else novaclient's `flavors.find(name=...)`; only its
-/// NotFound is the constraint's own.
+/// Heat's `FlavorConstraint` (`find_flavor_by_name_or_id`): only
+/// novaclient's NotFound is the constraint's own.
 async fn check_flavor(session: &Session, value: &str) -> Result<(), ServiceRefusal> {
     let compute = Compute::connect(session, INTERFACE, None).await.map_err(|e| failed(nova::failure(e)))?;
-    match compute.flavor(value).await {
-        Ok(_) => return Ok(()),
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(failed(nova::failure(e))),
-    }
-    let flavors = compute.flavor_names().await.map_err(|e| failed(nova::failure(e)))?;
-    match flavors.iter().filter(|(_, name)| name == value).count() {
-        1 => Ok(()),
-        0 => {
-            let name = crate::resources::properties::py_repr(&Value::String(value.to_string()));
-            Err(ServiceRefusal::Invalid(format!("No Flavor matching {{'name': {name}}}. (HTTP 404)")))
-        }
-        // novaclient's NoUniqueMatch carries no message.
-        _ => Err(ServiceRefusal::Failed(String::new())),
+    let found = nova::flavor_lookup(&compute, value).await.map_err(|e| failed(nova::failure(e)))?;
+    let missing = found == nova::FlavorMatch::None;
+    match nova::flavor_result(value, found) {
+        Ok(_) => Ok(()),
+        Err(e) if missing => Err(invalid(e)),
+        Err(e) => Err(failed(e)),
     }
 }
 

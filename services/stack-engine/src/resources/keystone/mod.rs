@@ -343,7 +343,7 @@ mod tests {
         {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }
-        for t in ["Flavor", "KeyPair", "Quota", "ServerGroup"] {
+        for t in ["Flavor", "KeyPair", "Quota", "Server", "ServerGroup"] {
             expected.push(json!(format!("OS::Nova::{t}")));
         }
         assert_eq!(names(&registry), Value::Array(expected));

@@ -13,6 +13,7 @@
 mod flavor;
 mod keypair;
 mod quota;
+mod server;
 mod server_group;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use serde_json::Value;
 pub use flavor::Flavor;
 pub use keypair::KeyPair;
 pub use quota::Quota;
+pub use server::Server;
 pub use server_group::ServerGroup;
 
 pub(crate) use super::keystone::keystone_id;
@@ -37,13 +39,14 @@ use crate::error::EngineError;
 /// publicURL`).
 pub(crate) const INTERFACE: &str = "public";
 
-/// Adds the four types to `registry`; their actions act through the
+/// Adds the five types to `registry`; their actions act through the
 /// stack sessions of the registry's host.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(KeyPair::new(host.clone())));
     registry.register(Arc::new(Flavor::new(host.clone())));
     registry.register(Arc::new(ServerGroup::new(host.clone())));
+    registry.register(Arc::new(Server::new(host.clone())));
     registry.register(Arc::new(Quota::new(host)));
 }
 
@@ -100,6 +103,45 @@ pub(crate) async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFa
     Compute::connect(session, INTERFACE, None).await.map_err(failure)
 }
 
+/// What a flavor name or id matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FlavorMatch {
+    Found(String),
+    None,
+    Ambiguous,
+}
+
+/// Heat's `find_flavor_by_name_or_id`: the flavor with that id, else
+/// novaclient's `flavors.find(name=...)`.
+pub(crate) async fn flavor_lookup(compute: &Compute<'_>, value: &str) -> Result<FlavorMatch, OsError> {
+    match compute.flavor(value).await {
+        Ok(flavor) => return Ok(FlavorMatch::Found(flavor.id)),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e),
+    }
+    let flavors = compute.flavor_names().await?;
+    let mut named = flavors.into_iter().filter(|(_, name)| name == value);
+    Ok(match (named.next(), named.next()) {
+        (Some((id, _)), None) => FlavorMatch::Found(id),
+        (None, _) => FlavorMatch::None,
+        _ => FlavorMatch::Ambiguous,
+    })
+}
+
+/// The flavor's id, or novaclient's exception for what
+/// [`flavor_lookup`] matched (also the `nova.flavor` constraint's texts).
+pub(crate) fn flavor_result(value: &str, found: FlavorMatch) -> Result<String, ResourceFailure> {
+    match found {
+        FlavorMatch::Found(id) => Ok(id),
+        FlavorMatch::None => {
+            let name = crate::resources::properties::py_repr(&Value::String(value.to_string()));
+            Err(ResourceFailure::error("NotFound", format!("No Flavor matching {{'name': {name}}}. (HTTP 404)")))
+        }
+        // novaclient's NoUniqueMatch carries no message.
+        FlavorMatch::Ambiguous => Err(ResourceFailure::error("NoUniqueMatch", "")),
+    }
+}
+
 /// A string property, None when absent or empty.
 pub(crate) fn str_prop<'a>(props: &'a Properties, name: &str) -> Option<&'a str> {
     props.get(name).and_then(Value::as_str).filter(|s| !s.is_empty())
@@ -112,7 +154,7 @@ pub(crate) mod testing {
     //! and `volumev3` for the Glance and Cinder types), the service
     //! records every request and answers what the test registered.
 
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, VecDeque};
     use std::sync::{Arc, Mutex};
 
     use axum::extract::{Request, State};
@@ -140,12 +182,21 @@ pub(crate) mod testing {
     pub struct Nova {
         /// `"METHOD /path"` → (status, body); unregistered: 404.
         pub answers: Mutex<BTreeMap<String, (u16, Value)>>,
+        /// `"METHOD /path"` → answers given in turn (the last repeats);
+        /// before `answers`.
+        pub sequences: Mutex<BTreeMap<String, VecDeque<(u16, Value)>>>,
         pub seen: Mutex<Vec<Seen>>,
+        /// Whether the catalog also names the stand-in as `network`.
+        pub network: bool,
     }
 
     impl Nova {
         pub fn answer(&self, key: &str, status: u16, body: Value) {
             self.answers.lock().unwrap().insert(key.to_string(), (status, body));
+        }
+        /// Answers `key` with each of `answers` in turn, the last for good.
+        pub fn answer_in_turn(&self, key: &str, answers: Vec<(u16, Value)>) {
+            self.sequences.lock().unwrap().insert(key.to_string(), answers.into());
         }
         pub fn seen(&self) -> Vec<Seen> {
             self.seen.lock().unwrap().clone()
@@ -163,7 +214,7 @@ pub(crate) mod testing {
         let bytes = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if path == "/v3/auth/tokens" {
-            let token = json!({"token": {
+            let mut token = json!({"token": {
                 "user": {"id": "u1"}, "project": {"id": "p1"}, "expires_at": "2999-01-01T00:00:00Z",
                 "catalog": [{"type": "compute", "endpoints": [
                     {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/compute/v2.1")}]},
@@ -171,16 +222,24 @@ pub(crate) mod testing {
                     {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/image")}]},
                     {"type": "volumev3", "endpoints": [
                     {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/volume/v3/p1")}]}]}});
+            if nova.network {
+                let network = json!({"type": "network", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/network")}]});
+                token["token"]["catalog"].as_array_mut().unwrap().push(network);
+            }
             return (axum::http::StatusCode::OK, token.to_string());
         }
         nova.seen.lock().unwrap().push(Seen { method: method.clone(), path: path.clone(), version, body });
         let key = format!("{method} {path}");
-        let (status, body) = nova
-            .answers
-            .lock()
-            .unwrap()
-            .get(&key)
-            .cloned()
+        let in_turn = nova.sequences.lock().unwrap().get_mut(&key).and_then(|queue| {
+            if queue.len() > 1 {
+                queue.pop_front()
+            } else {
+                queue.front().cloned()
+            }
+        });
+        let (status, body) = in_turn
+            .or_else(|| nova.answers.lock().unwrap().get(&key).cloned())
             .unwrap_or((404, json!({"itemNotFound": {"code": 404, "message": format!("{path} not found")}})));
         (
             axum::http::StatusCode::from_u16(status).unwrap(),
@@ -198,6 +257,34 @@ pub(crate) mod testing {
         ) -> BoxFuture<'a, Result<Option<Arc<Session>>, crate::error::EngineError>> {
             Box::pin(async move { Ok(self.0.clone()) })
         }
+        /// Stack users for the servers' software config transports.
+        fn create_stack_user<'a>(
+            &'a self,
+            _stack_id: &'a str,
+            _name: &'a str,
+            _password: &'a str,
+        ) -> BoxFuture<'a, Result<crate::resources::host::StackUser, ResourceFailure>> {
+            Box::pin(async {
+                Ok(crate::resources::host::StackUser { user_id: "su-1".into(), project_id: "sup".into() })
+            })
+        }
+        fn delete_stack_user<'a>(
+            &'a self,
+            _user: &'a crate::resources::host::StackUser,
+        ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn create_keypair<'a>(
+            &'a self,
+            _user: &'a crate::resources::host::StackUser,
+        ) -> BoxFuture<'a, Result<crate::resources::host::Ec2Credential, ResourceFailure>> {
+            Box::pin(async {
+                Ok(crate::resources::host::Ec2Credential { id: "c1".into(), access: "AK".into(), secret: "SK".into() })
+            })
+        }
+        fn delete_keypair<'a>(&'a self, _credential_id: &'a str) -> BoxFuture<'a, Result<(), ResourceFailure>> {
+            Box::pin(async { Ok(()) })
+        }
     }
 
     fn unused() -> ResourceFailure {
@@ -205,6 +292,28 @@ pub(crate) mod testing {
     }
 
     impl PluginHost for SessionHost {
+        /// A Keystone engine's URLs (heat-api-cfn at `http://cfn:8000/v1`).
+        fn signal_urls<'a>(
+            &'a self,
+            _stack_id: &'a str,
+            resource_name: &'a str,
+        ) -> BoxFuture<'a, Result<crate::resources::host::SignalUrls, ResourceFailure>> {
+            Box::pin(async move {
+                Ok(crate::resources::host::SignalUrls {
+                    identity: Some(crate::resources::host::IdentityUrls {
+                        auth_url: "http://ks/v3".into(),
+                        stack_user_project_id: "sup".into(),
+                        cfn_url: "http://cfn:8000/v1".into(),
+                        ..Default::default()
+                    }),
+                    resource_url: format!("http://heat/v1/p1/stacks/st/sid/resources/{resource_name}"),
+                    stack_path: "st/sid".into(),
+                    region_name: "RegionOne".into(),
+                    default_config_transport: "POLL_SERVER_CFN".into(),
+                    ..Default::default()
+                })
+            })
+        }
         fn create_nested<'a>(
             &'a self,
             _: &'a NestedParent,
@@ -257,7 +366,17 @@ pub(crate) mod testing {
     /// A stand-in whose compute endpoint speaks up to `max_version`, and a
     /// session whose catalog points at it.
     pub async fn nova(max_version: &str) -> (Arc<Nova>, Arc<Session>) {
-        let nova = Arc::new(Nova::default());
+        serve(Nova::default(), max_version).await
+    }
+
+    /// [`nova`] whose catalog also names it as `network` (Neutron paths
+    /// under `/network/v2.0`).
+    pub async fn nova_and_neutron(max_version: &str) -> (Arc<Nova>, Arc<Session>) {
+        serve(Nova { network: true, ..Nova::default() }, max_version).await
+    }
+
+    async fn serve(nova: Nova, max_version: &str) -> (Arc<Nova>, Arc<Session>) {
+        let nova = Arc::new(nova);
         nova.answer("GET /compute/v2.1", 200, json!({"version": {"id": "v2.1", "version": max_version}}));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -278,7 +397,8 @@ mod tests {
 
     use crate::caller::test_admin as admin;
 
-    const TYPES: &[&str] = &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota"];
+    const TYPES: &[&str] =
+        &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota", "OS::Nova::Server"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py nova).

@@ -1,0 +1,179 @@
+//! The ports a server makes for itself (Heat's "internal ports",
+//! server_network_mixin.py): a `networks` entry with `subnet` or
+//! `port_extra_properties` and no `port` gets a Neutron port named
+//! `<resource>-port-<index>`, which the server boots on and which is
+//! deleted once the server is gone. Their ids are kept in the resource
+//! data as Heat keeps them (`internal_ports`: `[{"id": ...}]`).
+
+use keelson_openstack::network::{self, Network};
+use keelson_openstack::OsError;
+use serde_json::{json, Map, Value};
+
+use super::super::super::{neutron, ActionContext, ResourceFailure, ResourceState};
+use super::key_str;
+
+/// Resource data: the ports the server made, as JSON.
+pub(super) const INTERNAL_PORTS: &str = "internal_ports";
+
+/// The port extra properties passed to Neutron as they are (Heat's
+/// `Port.EXTRA_PROPERTIES` but `value_specs`, merged first, and
+/// `allowed_address_pairs`, cleaned).
+const EXTRA_KEYS: [&str; 7] = [
+    "admin_state_up",
+    "mac_address",
+    "binding:vnic_type",
+    "qos_policy",
+    "port_security_enabled",
+    "propagate_uplink_status",
+    "no_fixed_ips",
+];
+
+/// Whether a `networks` entry makes the server a port of its own.
+pub(super) fn makes_port(net: &Value) -> bool {
+    key_str(net, "port").is_none()
+        && (key_str(net, "subnet").is_some() || net.get("port_extra_properties").is_some_and(|v| !v.is_null()))
+}
+
+/// The ids of the ports the server made.
+pub(super) fn internal_ports(state: &ResourceState) -> Vec<String> {
+    let stored: Value =
+        state.data.get(INTERNAL_PORTS).and_then(|d| serde_json::from_str(d).ok()).unwrap_or(Value::Null);
+    stored
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("id").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
+/// Drops a deleted port from the resource data.
+pub(super) fn forget_port(state: &mut ResourceState, id: &str) {
+    let ports: Vec<Value> =
+        internal_ports(state).into_iter().filter(|p| p != id).map(|id| json!({ "id": id })).collect();
+    state.data.insert(INTERNAL_PORTS.into(), Value::Array(ports).to_string());
+}
+
+fn record_port(state: &mut ResourceState, id: &str) {
+    let mut ports: Vec<Value> = internal_ports(state).into_iter().map(|id| json!({ "id": id })).collect();
+    ports.push(json!({ "id": id }));
+    state.data.insert(INTERNAL_PORTS.into(), Value::Array(ports).to_string());
+}
+
+/// Heat's `get_secgroup_uuids`: ids as they are, names among the
+/// project's security groups.
+pub(super) async fn secgroup_ids(
+    neutron: &Network<'_>,
+    project_id: &str,
+    groups: &[String],
+) -> Result<Vec<String>, ResourceFailure> {
+    let mut ids = Vec::new();
+    let mut all: Option<Vec<Value>> = None;
+    for group in groups {
+        if uuid::Uuid::parse_str(group).is_ok() {
+            ids.push(group.clone());
+            continue;
+        }
+        if all.is_none() {
+            let listed =
+                neutron.list(network::SECURITY_GROUP, &[("project_id", project_id)]).await.map_err(neutron::failure)?;
+            all = Some(listed);
+        }
+        let named: Vec<&str> = all
+            .iter()
+            .flatten()
+            .filter(|g| g.get("name").and_then(Value::as_str) == Some(group.as_str()))
+            .filter_map(|g| g.get("id").and_then(Value::as_str))
+            .collect();
+        match named.as_slice() {
+            [one] => ids.push((*one).to_string()),
+            [] => {
+                return Err(ResourceFailure::error(
+                    "EntityNotFound",
+                    format!("The Resource ({group}) could not be found."),
+                ))
+            }
+            _ => {
+                return Err(ResourceFailure::error(
+                    "PhysicalResourceNameAmbiguity",
+                    format!("Multiple physical resources were found with name ({group})."),
+                ))
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// Heat's `_create_internal_port` for entry `index` of the networks, on
+/// `network_id`, with the server's security groups (ids).
+pub(super) async fn create_internal_port(
+    neutron: &Network<'_>,
+    ctx: &mut ActionContext,
+    index: usize,
+    net: &Value,
+    network_id: &str,
+    security_group_ids: &[String],
+    subnet_id: Option<&str>,
+) -> Result<String, ResourceFailure> {
+    let mut port = Map::new();
+    port.insert("network_id".into(), json!(network_id));
+    let mut fixed = Map::new();
+    if let Some(ip) = key_str(net, "fixed_ip") {
+        fixed.insert("ip_address".into(), json!(ip));
+    }
+    if let Some(subnet) = subnet_id {
+        fixed.insert("subnet_id".into(), json!(subnet));
+    }
+    if !fixed.is_empty() {
+        port.insert("fixed_ips".into(), json!([fixed]));
+    }
+    if !security_group_ids.is_empty() {
+        port.insert("security_groups".into(), json!(security_group_ids));
+    }
+    if let Some(extra) = net.get("port_extra_properties").and_then(Value::as_object) {
+        if let Some(specs) = extra.get("value_specs").and_then(Value::as_object) {
+            port.extend(specs.clone());
+        }
+        for key in EXTRA_KEYS {
+            if let Some(v) = extra.get(key).filter(|v| !v.is_null()) {
+                port.insert(key.into(), v.clone());
+            }
+        }
+        if let Some(pairs) = extra.get("allowed_address_pairs").and_then(Value::as_array) {
+            let cleaned: Vec<Value> = pairs
+                .iter()
+                .map(|pair| {
+                    let mut pair = pair.as_object().cloned().unwrap_or_default();
+                    if pair.get("mac_address").is_some_and(Value::is_null) {
+                        pair.remove("mac_address");
+                    }
+                    Value::Object(pair)
+                })
+                .collect();
+            port.insert("allowed_address_pairs".into(), Value::Array(cleaned));
+        }
+    }
+    port.insert("name".into(), json!(format!("{}-port-{index}", ctx.resource_name)));
+    let created = neutron.create(network::PORT, port).await.map_err(neutron::failure)?;
+    let id = created
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| neutron::failure(OsError::InvalidResponse("no port id in Neutron's answer".into())))?
+        .to_string();
+    record_port(&mut ctx.state, &id);
+    Ok(id)
+}
+
+/// Heat's `_delete_internal_ports`: a port already gone is done.
+pub(super) async fn delete_internal_ports(
+    neutron: &Network<'_>,
+    state: &mut ResourceState,
+) -> Result<(), ResourceFailure> {
+    for id in internal_ports(state) {
+        match neutron.delete(network::PORT, &id).await {
+            Err(e) if !e.is_not_found() => return Err(neutron::failure(e)),
+            _ => {}
+        }
+    }
+    state.data.remove(INTERNAL_PORTS);
+    Ok(())
+}
