@@ -379,7 +379,7 @@ impl Engine {
         let needs_of: std::collections::BTreeMap<i64, BTreeSet<String>> = live
             .iter()
             .map(|r| {
-                let mut names = def.requires(&r.name);
+                let mut names = def.requires(&self.registry, &r.name);
                 names.extend(r.requires.iter().filter_map(|id| name_of.get(id)).map(|n| n.to_string()));
                 names.retain(|n| n != &r.name && live_names.contains(n.as_str()));
                 (r.id, names)

@@ -15,6 +15,7 @@
 //! last seen when it cannot be asked). Errors are named by neutronclient's
 //! exception class for the status.
 
+mod dependencies;
 mod floating_ip;
 mod net;
 mod port;
