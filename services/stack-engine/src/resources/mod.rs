@@ -27,6 +27,7 @@ mod client_errors;
 mod config_formats;
 pub mod constraints;
 mod context;
+mod delete_retries;
 mod deployed_server;
 pub mod glance;
 pub mod host;

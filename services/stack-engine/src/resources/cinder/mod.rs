@@ -5,7 +5,8 @@
 //!
 //! Cinder's errors fail the action named as cinderclient's exception
 //! class with its `<message> (HTTP <status>)` text; a 404 on delete is a
-//! deletion done. The custom constraints that name Cinder entities
+//! deletion done, and a delete Cinder refuses with 409 is retried as
+//! Heat's `Resource.delete` retries it. The custom constraints that name Cinder entities
 //! (`cinder.vtype`, `cinder.snapshot`, `cinder.volume`, `cinder.backup`)
 //! and `glance.image` are resolved through the services at action time.
 
@@ -21,6 +22,7 @@ pub use volume::Volume;
 pub use volume_type::VolumeType;
 
 use super::client_errors::CINDERCLIENT;
+use super::delete_retries::{with_delete_retries, Retryable};
 use super::nova::INTERFACE;
 use super::{Registry, ResourceFailure};
 
@@ -37,9 +39,9 @@ pub(crate) fn failure(e: OsError) -> ResourceFailure {
     CINDERCLIENT.failure(e)
 }
 
-/// Ok for a 404 (a delete of something already gone).
-pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
-    CINDERCLIENT.done_if_gone(result)
+/// A delete call whose 404 is success and whose 409 Heat retries.
+fn conflict_retryable(result: Result<(), OsError>) -> Result<Option<Retryable>, ResourceFailure> {
+    CINDERCLIENT.conflict_retryable(result)
 }
 
 /// The volume client of the session's catalog.
@@ -136,7 +138,15 @@ mod tests {
             failure(OsError::Conflict("busy".into())),
             ResourceFailure::error("ClientException", "busy (HTTP 409)")
         );
-        assert_eq!(done_if_gone(Err(OsError::NotFound("gone".into()))), Ok(()));
+        assert!(matches!(conflict_retryable(Err(OsError::NotFound("gone".into()))), Ok(None)));
+        assert!(matches!(
+            conflict_retryable(Err(OsError::Conflict("busy".into()))),
+            Ok(Some(Retryable::Conflict(f))) if f == ResourceFailure::error("ClientException", "busy (HTTP 409)")
+        ));
+        assert_eq!(
+            conflict_retryable(Err(OsError::BadRequest("no".into()))).err(),
+            Some(ResourceFailure::error("BadRequest", "no (HTTP 400)"))
+        );
     }
 
     /// `volumev3` first, `block-storage` when the catalog has no `volumev3`.

@@ -30,7 +30,7 @@ use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
     SupportStatus,
 };
-use super::{entity_lookup, failure, volume_client, CinderEntity};
+use super::{conflict_retryable, entity_lookup, failure, volume_client, with_delete_retries, CinderEntity, Retryable};
 use crate::error::EngineError;
 
 /// Resource data: the volume type Cinder chose.
@@ -444,20 +444,23 @@ impl Volume {
         Ok(())
     }
 
-    async fn delete_with(volumes: &Cinder<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+    /// Asks Cinder to delete the volume unless it is gone or going (Heat's
+    /// `handle_delete`); a 409 is met again later, as Heat retries.
+    async fn request_delete(volumes: &Cinder<'_>, id: &str) -> Result<Option<Retryable>, ResourceFailure> {
         let vol = match volumes.volume(id).await {
             Ok(vol) => vol,
-            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(failure(e)),
         };
         match status(&vol) {
-            "in-use" => return Err(ResourceFailure::error("Error", "Volume in use")),
-            "deleting" => {}
-            _ => match volumes.delete_volume(id).await {
-                Err(e) if e.is_not_found() => return Ok(()),
-                other => other.map_err(failure)?,
-            },
+            "in-use" => Err(ResourceFailure::error("Error", "Volume in use")),
+            "deleting" => Ok(None),
+            _ => conflict_retryable(volumes.delete_volume(id).await),
         }
+    }
+
+    async fn delete_with(volumes: &Cinder<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        with_delete_retries(ctx, || Self::request_delete(volumes, id)).await?;
         loop {
             match volumes.volume(id).await {
                 Err(e) if e.is_not_found() => return Ok(()),
@@ -801,21 +804,47 @@ mod tests {
     async fn delete_waits_until_gone_and_refuses_in_use() {
         let (cinder, session) = testing::nova("2.96").await;
         let volumes = volume_client(&session).await.unwrap();
-        let (ctx, _tx) = test_context(props(json!({"size": 1})));
+        let (mut ctx, _tx) = test_context(props(json!({"size": 1})));
+        let ctx = &mut ctx;
         // Cinder does not have it: done.
-        assert_eq!(Volume::delete_with(&volumes, &ctx, "vid").await, Ok(()));
+        assert_eq!(Volume::delete_with(&volumes, ctx, "vid").await, Ok(()));
         cinder.answer(&format!("GET {VOLUMES}/vid"), 200, json!({"volume": {"id": "vid", "status": "in-use"}}));
         assert_eq!(
-            Volume::delete_with(&volumes, &ctx, "vid").await,
+            Volume::delete_with(&volumes, ctx, "vid").await,
             Err(ResourceFailure::error("Error", "Volume in use"))
         );
         cinder.answer(&format!("GET {VOLUMES}/vid"), 200, json!({"volume": {"id": "vid", "status": "error_deleting"}}));
         cinder.answer(&format!("DELETE {VOLUMES}/vid"), 202, Value::Null);
         assert_eq!(
-            Volume::delete_with(&volumes, &ctx, "vid").await,
+            Volume::delete_with(&volumes, ctx, "vid").await,
             Err(ResourceFailure::error("ResourceInError", "Went to status error_deleting due to \"delete\""))
         );
         assert_eq!(cinder.calls().iter().filter(|(m, _, _)| m == "DELETE").count(), 1);
+    }
+
+    /// A delete Cinder refuses with 409 is asked again (Heat's retry, 2 s
+    /// later), then waited for until the volume is gone.
+    #[tokio::test]
+    async fn a_delete_cinder_refuses_is_retried() {
+        let (cinder, session) = testing::nova("2.96").await;
+        let volumes = volume_client(&session).await.unwrap();
+        let (mut ctx, _tx) = test_context(props(json!({"size": 1})));
+        cinder.answer(&format!("GET {VOLUMES}/vid"), 200, json!({"volume": {"id": "vid", "status": "available"}}));
+        cinder.answer(&format!("DELETE {VOLUMES}/vid"), 409, json!({"conflictingRequest": {"message": "busy"}}));
+        let deletes = || cinder.calls().iter().filter(|(m, _, _)| m == "DELETE").count();
+        let cinder_relents = async {
+            while deletes() < 1 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            cinder.answer(&format!("DELETE {VOLUMES}/vid"), 202, Value::Null);
+            while deletes() < 2 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            cinder.answer(&format!("GET {VOLUMES}/vid"), 404, json!({"itemNotFound": {"message": "gone"}}));
+        };
+        let (deleted, ()) = tokio::join!(Volume::delete_with(&volumes, &mut ctx, "vid"), cinder_relents);
+        assert_eq!(deleted, Ok(()));
+        assert_eq!(deletes(), 2);
     }
 
     /// Through the plugin's entry points: the stack session, attributes
