@@ -1,7 +1,7 @@
-//! Heat's OS::Cinder::VolumeType and OS::Cinder::Volume, calling Cinder's
-//! block-storage API v3 through keelson-openstack's [`Volume`] client as
-//! the stack's user (the stack's trust session, as the OS::Nova::* types
-//! do).
+//! Heat's OS::Cinder::VolumeType, Volume and VolumeAttachment, calling
+//! Cinder's block-storage API v3 through keelson-openstack's [`Volume`]
+//! client (and Nova's, to attach) as the stack's user (the stack's trust
+//! session, as the OS::Nova::* types do).
 //!
 //! Cinder's errors fail the action named as cinderclient's exception
 //! class with its `<message> (HTTP <status>)` text; a 404 on delete is a
@@ -10,6 +10,7 @@
 //! (`cinder.vtype`, `cinder.snapshot`, `cinder.volume`, `cinder.backup`)
 //! and `glance.image` are resolved through the services at action time.
 
+mod attachment;
 mod volume;
 mod volume_type;
 
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use keelson_openstack::volume::Volume as Cinder;
 use keelson_openstack::{OsError, Session};
 
+pub use attachment::VolumeAttachment;
 pub use volume::Volume;
 pub use volume_type::VolumeType;
 
@@ -30,7 +32,8 @@ use super::{Registry, ResourceFailure};
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(VolumeType::new(host.clone())));
-    registry.register(Arc::new(Volume::new(host)));
+    registry.register(Arc::new(Volume::new(host.clone())));
+    registry.register(Arc::new(VolumeAttachment::new(host)));
 }
 
 /// The failure a Cinder error becomes: cinderclient's class (the ones it
@@ -99,7 +102,7 @@ mod tests {
 
     use crate::caller::test_admin as admin;
 
-    const TYPES: &[&str] = &["OS::Cinder::VolumeType", "OS::Cinder::Volume"];
+    const TYPES: &[&str] = &["OS::Cinder::VolumeType", "OS::Cinder::Volume", "OS::Cinder::VolumeAttachment"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py cinder).

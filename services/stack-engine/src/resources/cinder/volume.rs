@@ -339,7 +339,7 @@ impl Volume {
             None => None,
         };
         if let (Some((server, attachment, _)), Some(nova)) = (&steps.reattach, &nova) {
-            Self::detach(volumes, nova, ctx, id, server, attachment).await?;
+            detach(volumes, nova, ctx, id, server, attachment).await?;
         }
         if let Some(backup) = &steps.restore {
             if let Err(e) = volumes.restore_backup(backup, Some(id)).await {
@@ -384,36 +384,62 @@ impl Volume {
             volumes.set_volume_read_only(id, flag).await.map_err(failure)?;
         }
         if let (Some((server, _, device)), Some(nova)) = (&steps.reattach, &nova) {
-            if let Err(e) = nova.attach_volume(server, id, device.as_deref()).await {
-                let err = super::super::nova::failure(e);
-                return Err(ResourceFailure::error(
-                    "Error",
-                    format!("Failed to attach volume {id} to server {server} - {}", text_of(&err)),
-                ));
-            }
-            loop {
-                let vol = volumes.volume(id).await.map_err(failure)?;
-                match status(&vol) {
-                    "available" | "attaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
-                    "in-use" => break,
-                    s => return Err(unknown_status("Volume attachment failed", s)),
-                }
-            }
+            attach(volumes, nova, ctx, server, id, device.as_deref()).await?;
         }
         Ok(())
     }
+}
 
-    /// Nova detaches; Cinder, then Nova, stop showing the attachment.
-    async fn detach(
-        volumes: &Cinder<'_>,
-        nova: &Compute<'_>,
-        ctx: &ActionContext,
-        id: &str,
-        server: &str,
-        attachment: &str,
-    ) -> ActionResult {
+/// Nova attaches volume `id` to `server` (as `device`, else where Nova
+/// picks); Cinder then shows it in-use (Heat's `VolumeAttachTask`).
+async fn attach(
+    volumes: &Cinder<'_>,
+    nova: &Compute<'_>,
+    ctx: &ActionContext,
+    server: &str,
+    id: &str,
+    device: Option<&str>,
+) -> ActionResult {
+    request_attach(nova, server, id, device).await?;
+    wait_attached(volumes, ctx, id).await
+}
+
+/// Asks Nova to attach volume `id` to `server`; its refusal is Heat's
+/// `Failed to attach ...` error.
+pub(super) async fn request_attach(nova: &Compute<'_>, server: &str, id: &str, device: Option<&str>) -> ActionResult {
+    nova.attach_volume(server, id, device).await.map_err(|e| {
+        let err = super::super::nova::failure(e);
+        ResourceFailure::error("Error", format!("Failed to attach volume {id} to server {server} - {}", text_of(&err)))
+    })
+}
+
+/// Waits until Cinder shows volume `id` in-use.
+pub(super) async fn wait_attached(volumes: &Cinder<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+    loop {
+        let vol = volumes.volume(id).await.map_err(failure)?;
+        match status(&vol) {
+            "available" | "attaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
+            "in-use" => return Ok(()),
+            s => return Err(unknown_status("Volume attachment failed", s)),
+        }
+    }
+}
+
+/// Nova detaches `attachment` of volume `id` from `server` (asked again
+/// while Nova answers 409, as Heat does); Cinder, then Nova, stop showing
+/// the attachment (Heat's `VolumeDetachTask`). Gone is detached.
+pub(super) async fn detach(
+    volumes: &Cinder<'_>,
+    nova: &Compute<'_>,
+    ctx: &ActionContext,
+    id: &str,
+    server: &str,
+    attachment: &str,
+) -> ActionResult {
+    loop {
         match nova.detach_volume(server, attachment).await {
-            Ok(()) | Err(OsError::NotFound(_)) | Err(OsError::BadRequest(_)) => {}
+            Ok(()) | Err(OsError::NotFound(_)) | Err(OsError::BadRequest(_)) => break,
+            Err(OsError::Conflict(_)) => ctx.sleep(POLL_SECS).await?,
             Err(_) => {
                 return Err(ResourceFailure::error(
                     "Error",
@@ -421,29 +447,31 @@ impl Volume {
                 ))
             }
         }
-        loop {
-            let vol = match volumes.volume(id).await {
-                Ok(vol) => vol,
-                Err(e) if e.is_not_found() => break,
-                Err(e) => return Err(failure(e)),
-            };
-            let still_on_server = vol
-                .get("attachments")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|a| a.get("server_id").and_then(Value::as_str) == Some(server)));
-            match status(&vol) {
-                _ if !still_on_server => break,
-                "in-use" | "detaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
-                "available" | "deleting" => break,
-                s => return Err(unknown_status("Volume detachment failed", s)),
-            }
-        }
-        while nova.volume_attached(server, attachment).await.map_err(super::super::nova::failure)? {
-            ctx.sleep(POLL_SECS).await?;
-        }
-        Ok(())
     }
+    loop {
+        let vol = match volumes.volume(id).await {
+            Ok(vol) => vol,
+            Err(e) if e.is_not_found() => break,
+            Err(e) => return Err(failure(e)),
+        };
+        let still_on_server = vol
+            .get("attachments")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|a| a.get("server_id").and_then(Value::as_str) == Some(server)));
+        match status(&vol) {
+            _ if !still_on_server => break,
+            "in-use" | "detaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
+            "available" | "deleting" => break,
+            s => return Err(unknown_status("Volume detachment failed", s)),
+        }
+    }
+    while nova.volume_attached(server, attachment).await.map_err(super::super::nova::failure)? {
+        ctx.sleep(POLL_SECS).await?;
+    }
+    Ok(())
+}
 
+impl Volume {
     /// Asks Cinder to delete the volume unless it is gone or going (Heat's
     /// `handle_delete`); a 409 is met again later, as Heat retries.
     async fn request_delete(volumes: &Cinder<'_>, id: &str) -> Result<Option<Retryable>, ResourceFailure> {
