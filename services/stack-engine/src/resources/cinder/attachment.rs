@@ -133,3 +133,150 @@ impl Plugin for VolumeAttachment {
         Ok(Value::Null)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::super::context::test_context;
+    use super::super::super::nova::testing;
+    use super::super::super::ResourceFailure;
+    use super::*;
+
+    const VOLUME: &str = "/volume/v3/p1/volumes/vid";
+
+    fn attachment_of(
+        session: Arc<keelson_openstack::Session>,
+    ) -> (VolumeAttachment, Arc<dyn super::super::super::PluginHost>) {
+        let (slot, host) = testing::bound(Some(session));
+        (VolumeAttachment::new(slot), host)
+    }
+
+    fn props(v: Value) -> Properties {
+        Plugin::validate_properties(&VolumeAttachment::new(Arc::new(HostSlot::default())), "att", &v).unwrap()
+    }
+
+    fn attachments(server: &str) -> String {
+        format!("/compute/v2.1/servers/{server}/os-volume_attachments")
+    }
+
+    fn in_use_on(server: &str) -> Value {
+        json!({"volume": {"id": "vid", "status": "in-use", "attachments": [{"server_id": server}]}})
+    }
+
+    #[tokio::test]
+    async fn attaches_through_nova_and_waits_until_in_use() {
+        let (cinder, session) = testing::nova("2.96").await;
+        cinder.answer(&format!("POST {}", attachments("sid")), 200, json!({"volumeAttachment": {"id": "vid"}}));
+        cinder.answer(&format!("GET {VOLUME}"), 200, in_use_on("sid"));
+        let (att, _host) = attachment_of(session);
+        let (mut ctx, _tx) =
+            test_context(props(json!({"instance_uuid": "sid", "volume_id": "vid", "mountpoint": "/dev/vdb"})));
+        Plugin::create(&att, &mut ctx).await.unwrap();
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("vid"));
+        assert_eq!(
+            cinder.calls(),
+            vec![
+                (
+                    "POST".into(),
+                    attachments("sid"),
+                    json!({"volumeAttachment": {"volumeId": "vid", "device": "/dev/vdb"}})
+                ),
+                ("GET".into(), VOLUME.into(), Value::Null),
+            ]
+        );
+        assert_eq!(att.attribute(&ctx.state, "show").await.unwrap(), Value::Null);
+        // Cinder shows the volume in error: Heat's failure, and the
+        // attachment kept to detach.
+        cinder.answer(&format!("GET {VOLUME}"), 200, json!({"volume": {"id": "vid", "status": "error"}}));
+        let (mut ctx, _tx) = test_context(props(json!({"instance_uuid": "sid", "volume_id": "vid"})));
+        assert_eq!(
+            Plugin::create(&att, &mut ctx).await,
+            Err(ResourceFailure::error(
+                "ResourceUnknownStatus",
+                "Volume attachment failed - Unknown status error due to \"Unknown\""
+            ))
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("vid"));
+    }
+
+    #[tokio::test]
+    async fn an_attach_nova_refuses_fails_with_heats_text_and_leaves_nothing() {
+        let (cinder, session) = testing::nova("2.96").await;
+        cinder.answer(
+            &format!("POST {}", attachments("sid")),
+            400,
+            json!({"badRequest": {"code": 400, "message": "Invalid volume: not available"}}),
+        );
+        let (att, _host) = attachment_of(session);
+        let (mut ctx, _tx) = test_context(props(json!({"instance_uuid": "sid", "volume_id": "vid"})));
+        assert_eq!(
+            Plugin::create(&att, &mut ctx).await,
+            Err(ResourceFailure::error(
+                "Error",
+                "Failed to attach volume vid to server sid - Invalid volume: not available (HTTP 400)"
+            ))
+        );
+        assert_eq!(ctx.state.physical_id, None);
+        let before = cinder.calls().len();
+        Plugin::delete(&att, &mut ctx).await.unwrap();
+        assert_eq!(cinder.calls().len(), before);
+    }
+
+    #[tokio::test]
+    async fn an_update_detaches_then_attaches_as_the_new_properties_say() {
+        let (cinder, session) = testing::nova("2.96").await;
+        cinder.answer(&format!("DELETE {}/vid", attachments("old")), 202, Value::Null);
+        cinder.answer(&format!("POST {}", attachments("new")), 200, json!({"volumeAttachment": {"id": "vid"}}));
+        // Cinder no longer shows it on the old server; Nova answers 404
+        // for the old attachment.
+        cinder.answer(&format!("GET {VOLUME}"), 200, in_use_on("new"));
+        let (att, _host) = attachment_of(session);
+        let old = props(json!({"instance_uuid": "old", "volume_id": "vid"}));
+        let (mut ctx, _tx) = test_context(props(json!({"instance_uuid": "new", "volume_id": "vid"})));
+        ctx.state.physical_id = Some("vid".into());
+        Plugin::update(&att, &mut ctx, &old).await.unwrap();
+        let calls: Vec<(String, String)> = cinder.calls().into_iter().map(|(m, p, _)| (m, p)).collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("DELETE".into(), format!("{}/vid", attachments("old"))),
+                ("GET".into(), VOLUME.into()),
+                ("GET".into(), format!("{}/vid", attachments("old"))),
+                ("POST".into(), attachments("new")),
+                ("GET".into(), VOLUME.into()),
+            ]
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("vid"));
+        // Nothing changed: nothing asked.
+        let before = cinder.calls().len();
+        let same = ctx.properties.clone();
+        Plugin::update(&att, &mut ctx, &same).await.unwrap();
+        assert_eq!(cinder.calls().len(), before);
+    }
+
+    #[tokio::test]
+    async fn a_delete_detaches_and_what_is_gone_is_detached() {
+        let (cinder, session) = testing::nova("2.96").await;
+        let (att, _host) = attachment_of(session);
+        let (mut ctx, _tx) = test_context(props(json!({"instance_uuid": "sid", "volume_id": "vid"})));
+        ctx.state.physical_id = Some("vid".into());
+        // Neither Nova nor Cinder has it any more.
+        Plugin::delete(&att, &mut ctx).await.unwrap();
+        let calls: Vec<(String, String)> = cinder.calls().into_iter().map(|(m, p, _)| (m, p)).collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("DELETE".into(), format!("{}/vid", attachments("sid"))),
+                ("GET".into(), VOLUME.into()),
+                ("GET".into(), format!("{}/vid", attachments("sid"))),
+            ]
+        );
+        // Nova refuses for another reason: Heat's text.
+        cinder.answer(&format!("DELETE {}/vid", attachments("sid")), 403, json!({"forbidden": {"message": "no"}}));
+        assert_eq!(
+            Plugin::delete(&att, &mut ctx).await,
+            Err(ResourceFailure::error("Error", "Could not detach attachment vid from server sid."))
+        );
+    }
+}
