@@ -432,6 +432,7 @@ impl Engine {
             adopt: None,
             update_policy: None,
             timeout_mins: stack.timeout_mins,
+            action_retry_limit: self.settings.action_retry_limit,
         };
         let Some(check) = plugin.as_ref().and_then(|p| p.check(&mut ctx)) else {
             if row.action == Action::Init {

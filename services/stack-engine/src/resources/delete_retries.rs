@@ -1,7 +1,8 @@
 //! Heat's `Resource.delete` retries, for every type that calls a
 //! service: a delete that meets a conflict (409) or finds the object still
-//! there is run again, 2^n seconds later, at most [`DELETE_RETRIES`]
-//! times; then it fails with what it met last.
+//! there is run again, 2^n seconds later, at most `action_retry_limit`
+//! times ([`ActionContext::action_retry_limit`]); then it fails with what
+//! it met last.
 
 use std::future::Future;
 
@@ -9,9 +10,6 @@ use keelson_openstack::OsError;
 
 use super::client_errors::ClientErrors;
 use super::{ActionContext, ResourceFailure};
-
-/// Heat's `action_retry_limit` default: retries of a delete.
-pub(crate) const DELETE_RETRIES: u32 = 5;
 
 /// What one delete attempt met that Heat retries.
 pub(crate) enum Retryable {
@@ -55,7 +53,7 @@ where
             None => return Ok(()),
             Some(retry) => retry,
         };
-        if retries >= DELETE_RETRIES {
+        if retries >= ctx.action_retry_limit {
             return Err(match retry {
                 Retryable::Conflict(failure) => failure,
                 Retryable::StillThere => ResourceFailure::error(
@@ -65,6 +63,51 @@ where
             });
         }
         retries += 1;
-        ctx.sleep(f64::from(2u32.pow(retries))).await?;
+        ctx.sleep(f64::from(2u32.saturating_pow(retries))).await?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::client_errors::CINDERCLIENT;
+    use super::super::context::test_context;
+    use super::super::Properties;
+    use super::*;
+
+    /// With `action_retry_limit` 0 the first refusal is the answer: the
+    /// service's conflict as its client names it, or Heat's
+    /// PhysicalResourceExists for an object still there.
+    #[tokio::test]
+    async fn the_configured_limit_bounds_the_attempts() {
+        let (mut ctx, _tx) = test_context(Properties::new());
+        ctx.action_retry_limit = 0;
+        let mut attempts = 0;
+        let refused = with_delete_retries(&mut ctx, || {
+            attempts += 1;
+            async { CINDERCLIENT.conflict_retryable(Err(OsError::Conflict("busy".into()))) }
+        })
+        .await;
+        assert_eq!(refused, Err(ResourceFailure::error("ClientException", "busy (HTTP 409)")));
+        assert_eq!(attempts, 1);
+        let still_there = with_delete_retries(&mut ctx, || async { Ok(Some(Retryable::StillThere)) }).await;
+        assert!(
+            matches!(still_there, Err(ResourceFailure::Error { type_name, .. }) if type_name == "PhysicalResourceExists")
+        );
+        // One retry, 2 s later, then done.
+        ctx.action_retry_limit = 1;
+        let mut attempts = 0;
+        let done = with_delete_retries(&mut ctx, || {
+            attempts += 1;
+            let first = attempts == 1;
+            async move {
+                if first {
+                    Ok(Some(Retryable::StillThere))
+                } else {
+                    Ok(None)
+                }
+            }
+        })
+        .await;
+        assert_eq!((done, attempts), (Ok(()), 2));
     }
 }
