@@ -8,7 +8,7 @@
 //! (a bounded number, of bounded size).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use keelson_db::Db;
 use keelson_hot::{
@@ -18,7 +18,7 @@ use keelson_hot::{
 use serde_json::{Map, Value};
 
 use crate::error::EngineError;
-use crate::resources::{self, Registry, ResourceState, ResourceType};
+use crate::resources::{self, Properties, Registry, ResourceState, ResourceType, StackMember};
 use crate::store::{self, ResourceRow, StackRow};
 
 /// The template every DELETE (and the rollback of a create) converges to.
@@ -43,6 +43,9 @@ pub struct StackDefinition {
     pub uses_resource_facade: bool,
     /// Template resources' plugins, built on first use.
     template_plugins: TemplatePlugins,
+    /// What each resource's type adds to the template's dependencies
+    /// (upstream `add_dependencies`), found on first use.
+    implicit_requires: OnceLock<BTreeMap<String, BTreeSet<String>>>,
 }
 
 /// Plugins built for this definition's template resources, by resource
@@ -118,6 +121,7 @@ impl StackDefinition {
             nested: false,
             uses_resource_facade: text.contains("\"resource_facade\"") || text.contains("\"Fn::ResourceFacade\""),
             template_plugins: TemplatePlugins::default(),
+            implicit_requires: OnceLock::new(),
         })
     }
 
@@ -224,12 +228,62 @@ impl StackDefinition {
         self.environment.restricted_actions(name)
     }
 
-    /// Names of the resources `name` needs first (only those defined here).
-    pub fn requires(&self, name: &str) -> BTreeSet<String> {
+    /// Names of the resources `name` needs first (only those defined
+    /// here): those its template names and those its type adds (upstream
+    /// `add_dependencies`). Every create, update, delete and check order
+    /// is built from this.
+    pub fn requires(&self, registry: &Registry, name: &str) -> BTreeSet<String> {
+        let mut names = self.explicit_requires(name);
+        if let Some(implicit) = self.implicit_requires(registry).get(name) {
+            names.extend(implicit.iter().cloned());
+        }
+        names
+    }
+
+    /// The resources the template makes `name` need (references and
+    /// `depends_on`).
+    fn explicit_requires(&self, name: &str) -> BTreeSet<String> {
         let Some(defn) = self.resource(name) else {
             return BTreeSet::new();
         };
         defn.requires().into_iter().filter(|r| r != name && self.resource(r).is_some()).collect()
+    }
+
+    /// Each resource's implicit requirements, asked of its type once per
+    /// definition. Properties are resolved before anything exists; a
+    /// resource whose properties do not validate adds and offers nothing
+    /// (upstream ignores such errors here; validation reports them).
+    fn implicit_requires(&self, registry: &Registry) -> &BTreeMap<String, BTreeSet<String>> {
+        self.implicit_requires.get_or_init(|| {
+            let unknown = LiveContext::placeholders(self);
+            let resolved: Vec<(&str, Arc<dyn ResourceType>, Properties)> = self
+                .resources
+                .iter()
+                .filter_map(|defn| {
+                    let plugin = self.plugin_for(registry, &defn.name, &defn.type_name).ok()?;
+                    let given = defn.properties.resolve(&unknown).ok()?;
+                    let properties = plugin.validate_properties(&defn.name, &given).ok()?;
+                    Some((defn.name.as_str(), plugin, properties))
+                })
+                .collect();
+            let members: Vec<StackMember<'_>> = resolved
+                .iter()
+                .map(|(name, plugin, properties)| StackMember { name, type_name: plugin.type_name(), properties })
+                .collect();
+            let mut implicit = BTreeMap::new();
+            for ((_, plugin, _), this) in resolved.iter().zip(&members) {
+                let explicit = self.explicit_requires(this.name);
+                let added: BTreeSet<String> = plugin
+                    .implicit_requirements(this, &explicit, &members)
+                    .into_iter()
+                    .filter(|n| n != this.name && !explicit.contains(n))
+                    .collect();
+                if !added.is_empty() {
+                    implicit.insert(this.name.to_string(), added);
+                }
+            }
+            implicit
+        })
     }
 
     /// Full API validation: references, cycles, types, properties (with
@@ -240,7 +294,7 @@ impl StackDefinition {
 
     fn validate_at_depth(&self, registry: &Registry, depth: usize) -> Result<(), EngineError> {
         self.template.check_references(&self.params)?;
-        self.check_cycles()?;
+        self.check_cycles(registry)?;
         let unknown = LiveContext::placeholders(self);
         for defn in &self.resources {
             let plugin = self.plugin_for(registry, &defn.name, &defn.type_name)?;
@@ -401,27 +455,34 @@ impl StackDefinition {
     }
 
     /// Heat's CircularDependencyException text.
-    fn check_cycles(&self) -> Result<(), EngineError> {
+    fn check_cycles(&self, registry: &Registry) -> Result<(), EngineError> {
         let mut state: HashMap<&str, u8> = HashMap::new();
-        fn visit<'a>(def: &'a StackDefinition, name: &'a str, state: &mut HashMap<&'a str, u8>) -> Result<(), String> {
+        fn visit<'a>(
+            def: &'a StackDefinition,
+            registry: &Registry,
+            name: &'a str,
+            state: &mut HashMap<&'a str, u8>,
+        ) -> Result<(), String> {
             match state.get(name) {
                 Some(1) => return Err(name.to_string()),
                 Some(_) => return Ok(()),
                 None => {}
             }
             state.insert(name, 1);
-            if let Some(defn) = def.resource(name) {
-                for req in defn.requires() {
-                    if let Some(r) = def.resource(&req) {
-                        visit(def, &r.name, state)?;
-                    }
+            // The written references unfiltered: a resource naming itself
+            // is a cycle.
+            let written = def.resource(name).map(ResourceDefn::requires).unwrap_or_default();
+            let implicit = def.implicit_requires(registry).get(name).into_iter().flatten().cloned();
+            for req in written.into_iter().chain(implicit) {
+                if let Some(r) = def.resource(&req) {
+                    visit(def, registry, &r.name, state)?;
                 }
             }
             state.insert(name, 2);
             Ok(())
         }
         for r in &self.resources {
-            visit(self, &r.name, &mut state)
+            visit(self, registry, &r.name, &mut state)
                 .map_err(|name| EngineError::CircularDependency(format!("Circular Dependency Found: {name}")))?;
         }
         Ok(())
@@ -899,7 +960,7 @@ mod tests {
             "a": {"type": "OS::Heat::TestResource", "properties": {"value": "x"}},
             "b": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_attr": ["a", "output"]}}}}});
         let d = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
-        assert_eq!(d.requires("b").into_iter().collect::<Vec<_>>(), vec!["a".to_string()]);
+        assert_eq!(d.requires(&Registry::builtin(), "b").into_iter().collect::<Vec<_>>(), vec!["a".to_string()]);
         d.validate(&Registry::builtin()).unwrap();
     }
 
@@ -986,6 +1047,108 @@ mod tests {
         cache.remove(101);
         assert_eq!(cache.weight, big + cache.by_template.values().filter(|e| e.weight == 10).count() * 10);
         assert_eq!(json_len(&json!({"a": [1, "x"]})), json!({"a": [1, "x"]}).to_string().len());
+    }
+
+    fn openstack_registry() -> Registry {
+        let mut registry = Registry::builtin();
+        registry.add_openstack_types();
+        registry
+    }
+
+    /// The order a traversal creates in: a resource once all it requires
+    /// are done, ties by name.
+    fn creation_order(def: &StackDefinition, registry: &Registry) -> Vec<String> {
+        let mut done: Vec<String> = Vec::new();
+        let mut names: Vec<&str> = def.resources.iter().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
+        while done.len() < names.len() {
+            let next = names
+                .iter()
+                .find(|n| !done.iter().any(|d| d == *n) && def.requires(registry, n).iter().all(|r| done.contains(r)))
+                .expect("no cycle");
+            done.push(next.to_string());
+        }
+        done
+    }
+
+    /// The order a delete runs in: a resource once nothing left requires
+    /// it, ties by name.
+    fn deletion_order(def: &StackDefinition, registry: &Registry) -> Vec<String> {
+        let mut done: Vec<String> = Vec::new();
+        let mut names: Vec<&str> = def.resources.iter().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
+        while done.len() < names.len() {
+            let left: Vec<&str> = names.iter().copied().filter(|n| !done.iter().any(|d| d == n)).collect();
+            let next = left
+                .iter()
+                .find(|n| left.iter().all(|other| !def.requires(registry, other).contains(**n)))
+                .expect("no cycle");
+            done.push(next.to_string());
+        }
+        done
+    }
+
+    /// A port and a subnet of one network that the template does not
+    /// link: only the port's implicit dependency orders them.
+    fn port_beside_its_subnet() -> StackDefinition {
+        let t = json!({"heat_template_version": "2018-08-31", "resources": {
+            "net": {"type": "OS::Neutron::Net"},
+            "a_port": {"type": "OS::Neutron::Port", "properties": {"network": {"get_resource": "net"}}},
+            "z_subnet": {"type": "OS::Neutron::Subnet",
+                "properties": {"network": {"get_resource": "net"}, "cidr": "10.0.0.0/24"}}}});
+        StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap()
+    }
+
+    #[test]
+    fn implicit_dependencies_order_create_and_delete() {
+        let registry = openstack_registry();
+        let def = port_beside_its_subnet();
+        assert_eq!(def.requires(&registry, "a_port").into_iter().collect::<Vec<_>>(), vec!["net", "z_subnet"]);
+        assert_eq!(creation_order(&def, &registry), vec!["net", "z_subnet", "a_port"]);
+        assert_eq!(deletion_order(&def, &registry), vec!["a_port", "z_subnet", "net"]);
+        def.validate(&registry).unwrap();
+        // Without the type's rule the port would come first.
+        let unknown_types = Registry::builtin();
+        let def = port_beside_its_subnet();
+        assert_eq!(creation_order(&def, &unknown_types), vec!["net", "a_port", "z_subnet"]);
+    }
+
+    #[test]
+    fn a_floating_ip_waits_for_the_routing_to_its_port() {
+        let registry = openstack_registry();
+        let t = json!({"heat_template_version": "2018-08-31", "resources": {
+            "net": {"type": "OS::Neutron::Net"},
+            "sub": {"type": "OS::Neutron::Subnet", "properties": {"network_id": {"get_resource": "net"}, "cidr": "10.0.0.0/24"}},
+            "router": {"type": "OS::Neutron::Router", "properties": {"external_gateway_info": {"network": "public"}}},
+            "iface": {"type": "OS::Neutron::RouterInterface",
+                "properties": {"router_id": {"get_resource": "router"}, "subnet_id": {"get_resource": "sub"}}},
+            "port": {"type": "OS::Neutron::Port", "properties": {"network": {"get_resource": "net"},
+                "fixed_ips": [{"subnet_id": {"get_resource": "sub"}}]}},
+            "fip": {"type": "OS::Neutron::FloatingIP",
+                "properties": {"floating_network_id": "public", "port_id": {"get_resource": "port"}}},
+            "assoc_fip": {"type": "OS::Neutron::FloatingIP", "properties": {"floating_network": "public"}},
+            "assoc": {"type": "OS::Neutron::FloatingIPAssociation", "properties": {
+                "floatingip_id": {"get_resource": "assoc_fip"}, "port_id": {"get_resource": "port"}}}}});
+        let def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+        let requires = |name: &str| def.requires(&registry, name).into_iter().collect::<Vec<_>>();
+        assert_eq!(requires("fip"), vec!["iface", "port", "router"]);
+        assert_eq!(requires("assoc_fip"), vec!["router"]);
+        assert_eq!(requires("assoc"), vec!["assoc_fip", "iface", "port"]);
+        assert_eq!(requires("port"), vec!["net", "sub"]);
+        let order = creation_order(&def, &registry);
+        assert_eq!(order, vec!["net", "router", "assoc_fip", "sub", "iface", "port", "assoc", "fip"]);
+        def.validate(&registry).unwrap();
+    }
+
+    #[test]
+    fn an_implicit_dependency_can_close_a_cycle() {
+        let t = json!({"heat_template_version": "2018-08-31", "resources": {
+            "port": {"type": "OS::Neutron::Port", "properties": {"network": "n"}},
+            "sub": {"type": "OS::Neutron::Subnet", "properties": {"network": "n", "cidr": "10.0.0.0/24"},
+                "depends_on": ["port"]}}});
+        let def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+        let e = def.validate(&openstack_registry()).unwrap_err();
+        assert_eq!(e.heat_type(), "CircularDependencyException");
     }
 
     #[test]

@@ -10,7 +10,10 @@ use keelson_db::{DatabaseUrl, Db, PoolSettings};
 use serde_json::{json, Value};
 
 use keelson_stack_engine::convergence::{Engine, EngineSettings, NewDefinition, NewStack, QueueDispatcher};
-use keelson_stack_engine::resources::Registry;
+use keelson_stack_engine::error::EngineError;
+use keelson_stack_engine::resources::{
+    ActionContext, ActionResult, Plugin, Registry, ResourceSchema, ResourceState, StackMember, SupportStatus,
+};
 use keelson_stack_engine::store::{self, EventQuery, ResourceRow, SortDir, StackRow};
 
 struct Cluster {
@@ -29,12 +32,16 @@ impl Drop for Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
+        Self::start_with(Registry::builtin()).await
+    }
+
+    async fn start_with(registry: Registry) -> Cluster {
         let dir = std::env::temp_dir().join(format!("keelson-convergence-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let url = DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).unwrap();
         let db = Db::connect(&url, &PoolSettings::default()).await.unwrap();
         store::schema::sync(&db).await.unwrap();
-        let registry = Arc::new(Registry::builtin());
+        let registry = Arc::new(registry);
         let queue = QueueDispatcher::new();
         let engine = |id: &str| EngineSettings { engine_id: Some(id.to_string()), ..EngineSettings::default() };
         let a = Engine::new(db.clone(), registry.clone(), engine("engine-a"), queue.clone()).await.unwrap();
@@ -159,6 +166,83 @@ async fn diamond_create_runs_in_dependency_order_and_completes_once() {
         json!(format!("x-{}", a.physical_resource_id.clone().unwrap()))
     );
     assert_eq!(c.sync_points(&stack.id).await, 0, "sync points purged");
+}
+
+/// A type that, as Heat's Neutron types do, needs resources its template
+/// does not name: every OS::Heat::TestResource of its stack.
+struct AfterTestResources(ResourceSchema);
+
+impl Plugin for AfterTestResources {
+    const TYPE: &'static str = "Test::AfterTestResources";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.0
+    }
+
+    async fn create(&self, _ctx: &mut ActionContext) -> ActionResult {
+        Ok(())
+    }
+
+    async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
+        Ok(Value::Null)
+    }
+
+    fn implicit_requirements(
+        &self,
+        _this: &StackMember<'_>,
+        _explicit: &std::collections::BTreeSet<String>,
+        stack: &[StackMember<'_>],
+    ) -> Vec<String> {
+        stack.iter().filter(|m| m.type_name == "OS::Heat::TestResource").map(|m| m.name.to_string()).collect()
+    }
+}
+
+#[tokio::test]
+async fn implicit_dependencies_order_create_and_delete_and_are_stored_by_updates() {
+    let mut registry = Registry::builtin();
+    registry.register(Arc::new(AfterTestResources(ResourceSchema {
+        properties: vec![],
+        attributes: vec![],
+        support_status: SupportStatus::default(),
+        description: "",
+    })));
+    let c = Cluster::start_with(registry).await;
+    let template = |names: &[&str]| {
+        let mut resources = serde_json::Map::new();
+        resources.insert("a_late".into(), json!({"type": "Test::AfterTestResources"}));
+        for name in names {
+            resources.insert(name.to_string(), test_resource(json!({"value": name})));
+        }
+        json!({"heat_template_version": "2015-04-30", "resources": resources})
+    };
+    let stack = c.create("implicit", template(&["z_early"]), true).await;
+    c.drain().await;
+    assert_eq!(c.stack(&stack.id).await.state(), "CREATE_COMPLETE");
+    let events = c.events(&stack.id).await;
+    assert!(position(&events, "z_early", "CREATE", "COMPLETE") < position(&events, "a_late", "CREATE", "IN_PROGRESS"));
+    // An update adds a second one; a_late, unchanged, now requires both
+    // (what the delete below goes by).
+    c.update(&stack, template(&["z_early", "y_added"])).await;
+    c.drain().await;
+    assert_eq!(c.stack(&stack.id).await.state(), "UPDATE_COMPLETE");
+    let rows = c.rows(&stack.id).await;
+    let id_of = |name: &str| rows.iter().find(|r| r.name == name).unwrap().id;
+    let late = rows.iter().find(|r| r.name == "a_late").unwrap();
+    let mut required = late.requires.clone();
+    required.sort_unstable();
+    let mut expected = vec![id_of("z_early"), id_of("y_added")];
+    expected.sort_unstable();
+    assert_eq!(required, expected);
+    c.a.delete_stack(&stack.id).await.unwrap();
+    c.drain().await;
+    assert_eq!(c.stack(&stack.id).await.state(), "DELETE_COMPLETE");
+    let events = c.events(&stack.id).await;
+    for early in ["z_early", "y_added"] {
+        assert!(
+            position(&events, "a_late", "DELETE", "COMPLETE") < position(&events, early, "DELETE", "IN_PROGRESS"),
+            "{early}"
+        );
+    }
 }
 
 #[tokio::test]

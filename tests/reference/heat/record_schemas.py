@@ -58,7 +58,7 @@ FAMILIES = {
         "OS::Neutron::FloatingIPAssociation",
     ],
     "glance": ["OS::Glance::WebImage"],
-    "cinder": ["OS::Cinder::VolumeType", "OS::Cinder::Volume"],
+    "cinder": ["OS::Cinder::VolumeType", "OS::Cinder::Volume", "OS::Cinder::VolumeAttachment"],
 }
 
 

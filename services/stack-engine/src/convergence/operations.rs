@@ -379,7 +379,7 @@ impl Engine {
         let needs_of: std::collections::BTreeMap<i64, BTreeSet<String>> = live
             .iter()
             .map(|r| {
-                let mut names = def.requires(&r.name);
+                let mut names = def.requires(&self.registry, &r.name);
                 names.extend(r.requires.iter().filter_map(|id| name_of.get(id)).map(|n| n.to_string()));
                 names.retain(|n| n != &r.name && live_names.contains(n.as_str()));
                 (r.id, names)
@@ -432,6 +432,7 @@ impl Engine {
             adopt: None,
             update_policy: None,
             timeout_mins: stack.timeout_mins,
+            action_retry_limit: self.settings.action_retry_limit,
         };
         let Some(check) = plugin.as_ref().and_then(|p| p.check(&mut ctx)) else {
             if row.action == Action::Init {

@@ -169,7 +169,7 @@ impl Engine {
             let Some(&id) = chosen.get(&defn.name) else {
                 continue;
             };
-            for req in def.requires(&defn.name) {
+            for req in def.requires(&self.registry, &defn.name) {
                 if let Some(&req_id) = chosen.get(&req) {
                     graph.add_edge((req_id, true), (id, true));
                 }

@@ -39,6 +39,9 @@ pub struct ActionContext {
     pub update_policy: Option<Value>,
     /// The stack's `timeout_mins` (None: no timeout of its own).
     pub timeout_mins: Option<i64>,
+    /// Heat's `action_retry_limit`: how often a delete the service
+    /// refuses for now is tried again.
+    pub action_retry_limit: u32,
 }
 
 impl ActionContext {
@@ -178,6 +181,7 @@ pub(crate) fn test_context(props: Properties) -> (ActionContext, watch::Sender<b
         adopt: None,
         update_policy: None,
         timeout_mins: None,
+        action_retry_limit: 5,
     };
     (ctx, tx)
 }

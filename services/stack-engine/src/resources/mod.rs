@@ -27,6 +27,7 @@ mod client_errors;
 mod config_formats;
 pub mod constraints;
 mod context;
+mod delete_retries;
 mod deployed_server;
 pub mod glance;
 pub mod host;
@@ -52,7 +53,7 @@ mod test_resource;
 mod value;
 mod wait_condition;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use futures::future::BoxFuture;
@@ -305,6 +306,33 @@ pub trait ResourceType: Send + Sync + 'static {
     /// Upstream `needs_replace_failed`: whether the next update replaces
     /// this FAILED resource.
     fn needs_replace_failed<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<bool, ResourceFailure>>;
+
+    /// Upstream `add_dependencies`: the resources of the same stack
+    /// `this` needs first although its template does not say so.
+    fn implicit_requirements(
+        &self,
+        this: &StackMember<'_>,
+        explicit: &BTreeSet<String>,
+        stack: &[StackMember<'_>],
+    ) -> Vec<String>;
+}
+
+/// A resource of a stack as implicit-dependency rules see it: its
+/// properties resolved before anything exists (`get_resource` gives the
+/// resource's name, so two references to one resource compare equal).
+#[derive(Debug, Clone, Copy)]
+pub struct StackMember<'a> {
+    pub name: &'a str,
+    /// The plugin type it runs as (upstream `has_interface`).
+    pub type_name: &'a str,
+    pub properties: &'a Properties,
+}
+
+impl StackMember<'_> {
+    /// The first of `keys` that has a non-null value.
+    pub fn property(&self, keys: &[&str]) -> Option<&Value> {
+        keys.iter().filter_map(|k| self.properties.get(*k)).find(|v| !v.is_null())
+    }
 }
 
 /// The default update decision, shared by plugins that extend it.

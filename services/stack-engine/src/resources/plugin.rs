@@ -6,6 +6,7 @@
 //! [`ResourceType`] the registry holds: it supplies the type name, boxes
 //! each action's future once and forwards the rest.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 
 use futures::future::BoxFuture;
@@ -14,7 +15,7 @@ use serde_json::{Map, Value};
 use super::host::NestedStackSpec;
 use super::{
     default_update_decision, validate_properties, ActionContext, Properties, PropertySchema, ResourceFailure,
-    ResourceSchema, ResourceState, ResourceType, SignalTarget, UpdateDecision,
+    ResourceSchema, ResourceState, ResourceType, SignalTarget, StackMember, UpdateDecision,
 };
 use crate::error::EngineError;
 
@@ -151,6 +152,18 @@ pub trait Plugin: Send + Sync + 'static {
     fn prepare_for_replace(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
         async { Ok(()) }
     }
+
+    /// The resources of `stack` that `this` needs first although the
+    /// template does not say so (upstream `add_dependencies`); `explicit`
+    /// are those it names. By default none.
+    fn implicit_requirements(
+        &self,
+        _this: &StackMember<'_>,
+        _explicit: &BTreeSet<String>,
+        _stack: &[StackMember<'_>],
+    ) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl<P: Plugin> ResourceType for P {
@@ -261,5 +274,14 @@ impl<P: Plugin> ResourceType for P {
 
     fn needs_replace_failed<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<bool, ResourceFailure>> {
         Box::pin(Plugin::needs_replace_failed(self, ctx))
+    }
+
+    fn implicit_requirements(
+        &self,
+        this: &StackMember<'_>,
+        explicit: &BTreeSet<String>,
+        stack: &[StackMember<'_>],
+    ) -> Vec<String> {
+        Plugin::implicit_requirements(self, this, explicit, stack)
     }
 }

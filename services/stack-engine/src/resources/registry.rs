@@ -32,6 +32,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "AWS::IAM::AccessKey",
     "AWS::ElasticLoadBalancing::LoadBalancer",
     "OS::Cinder::Volume",
+    "OS::Cinder::VolumeAttachment",
     "OS::Cinder::VolumeType",
     "OS::Glance::WebImage",
     "OS::Heat::AccessPolicy",

@@ -461,7 +461,7 @@ impl Orchestration {
             status_reason: "",
             created_at: None,
             updated_at: None,
-            required_by: model::required_by(def, &defn.name),
+            required_by: model::required_by(def, &self.registry, &defn.name),
             description: defn.description.clone().unwrap_or_default(),
             metadata: json!({}),
             attributes,

@@ -42,10 +42,10 @@ pub fn plugin_type(def: &StackDefinition, defn: &ResourceDefn) -> String {
 }
 
 /// Names of the resources that require `name` in this definition.
-pub fn required_by(def: &StackDefinition, name: &str) -> Vec<String> {
+pub fn required_by(def: &StackDefinition, registry: &Registry, name: &str) -> Vec<String> {
     def.resources
         .iter()
-        .filter(|r| r.name != name && def.requires(&r.name).contains(name))
+        .filter(|r| r.name != name && def.requires(registry, &r.name).contains(name))
         .map(|r| r.name.clone())
         .collect()
 }

@@ -229,6 +229,7 @@ impl Engine {
             adopt: None,
             update_policy: None,
             timeout_mins: stack.timeout_mins,
+            action_retry_limit: self.settings.action_retry_limit,
         }
     }
 
@@ -278,6 +279,7 @@ impl Engine {
             adopt,
             update_policy,
             timeout_mins: stack.timeout_mins,
+            action_retry_limit: self.settings.action_retry_limit,
         };
         let result = match act {
             Act::Create | Act::AdoptNested => plugin.create(&mut ctx).await,

@@ -189,7 +189,8 @@ impl Engine {
                 );
             }
         }
-        let missing: Vec<String> = def.requires(name).into_iter().filter(|r| !facts.contains_key(r)).collect();
+        let missing: Vec<String> =
+            def.requires(&self.registry, name).into_iter().filter(|r| !facts.contains_key(r)).collect();
         if missing.is_empty() {
             return Ok(facts);
         }

@@ -1,14 +1,16 @@
-//! Heat's OS::Cinder::VolumeType and OS::Cinder::Volume, calling Cinder's
-//! block-storage API v3 through keelson-openstack's [`Volume`] client as
-//! the stack's user (the stack's trust session, as the OS::Nova::* types
-//! do).
+//! Heat's OS::Cinder::VolumeType, Volume and VolumeAttachment, calling
+//! Cinder's block-storage API v3 through keelson-openstack's [`Volume`]
+//! client (and Nova's, to attach) as the stack's user (the stack's trust
+//! session, as the OS::Nova::* types do).
 //!
 //! Cinder's errors fail the action named as cinderclient's exception
 //! class with its `<message> (HTTP <status>)` text; a 404 on delete is a
-//! deletion done. The custom constraints that name Cinder entities
+//! deletion done, and a delete Cinder refuses with 409 is retried as
+//! Heat's `Resource.delete` retries it. The custom constraints that name Cinder entities
 //! (`cinder.vtype`, `cinder.snapshot`, `cinder.volume`, `cinder.backup`)
 //! and `glance.image` are resolved through the services at action time.
 
+mod attachment;
 mod volume;
 mod volume_type;
 
@@ -17,10 +19,12 @@ use std::sync::Arc;
 use keelson_openstack::volume::Volume as Cinder;
 use keelson_openstack::{OsError, Session};
 
+pub use attachment::VolumeAttachment;
 pub use volume::Volume;
 pub use volume_type::VolumeType;
 
 use super::client_errors::CINDERCLIENT;
+use super::delete_retries::{with_delete_retries, Retryable};
 use super::nova::INTERFACE;
 use super::{Registry, ResourceFailure};
 
@@ -28,7 +32,8 @@ use super::{Registry, ResourceFailure};
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
     registry.register(Arc::new(VolumeType::new(host.clone())));
-    registry.register(Arc::new(Volume::new(host)));
+    registry.register(Arc::new(Volume::new(host.clone())));
+    registry.register(Arc::new(VolumeAttachment::new(host)));
 }
 
 /// The failure a Cinder error becomes: cinderclient's class (the ones it
@@ -37,9 +42,9 @@ pub(crate) fn failure(e: OsError) -> ResourceFailure {
     CINDERCLIENT.failure(e)
 }
 
-/// Ok for a 404 (a delete of something already gone).
-pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFailure> {
-    CINDERCLIENT.done_if_gone(result)
+/// A delete call whose 404 is success and whose 409 Heat retries.
+fn conflict_retryable(result: Result<(), OsError>) -> Result<Option<Retryable>, ResourceFailure> {
+    CINDERCLIENT.conflict_retryable(result)
 }
 
 /// The volume client of the session's catalog.
@@ -97,7 +102,7 @@ mod tests {
 
     use crate::caller::test_admin as admin;
 
-    const TYPES: &[&str] = &["OS::Cinder::VolumeType", "OS::Cinder::Volume"];
+    const TYPES: &[&str] = &["OS::Cinder::VolumeType", "OS::Cinder::Volume", "OS::Cinder::VolumeAttachment"];
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py cinder).
@@ -136,7 +141,15 @@ mod tests {
             failure(OsError::Conflict("busy".into())),
             ResourceFailure::error("ClientException", "busy (HTTP 409)")
         );
-        assert_eq!(done_if_gone(Err(OsError::NotFound("gone".into()))), Ok(()));
+        assert!(matches!(conflict_retryable(Err(OsError::NotFound("gone".into()))), Ok(None)));
+        assert!(matches!(
+            conflict_retryable(Err(OsError::Conflict("busy".into()))),
+            Ok(Some(Retryable::Conflict(f))) if f == ResourceFailure::error("ClientException", "busy (HTTP 409)")
+        ));
+        assert_eq!(
+            conflict_retryable(Err(OsError::BadRequest("no".into()))).err(),
+            Some(ResourceFailure::error("BadRequest", "no (HTTP 400)"))
+        );
     }
 
     /// `volumev3` first, `block-storage` when the catalog has no `volumev3`.

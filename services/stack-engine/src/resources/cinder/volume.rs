@@ -31,7 +31,7 @@ use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
     SupportStatus,
 };
-use super::{entity_lookup, failure, volume_client, CinderEntity};
+use super::{conflict_retryable, entity_lookup, failure, volume_client, with_delete_retries, CinderEntity, Retryable};
 use crate::error::EngineError;
 
 /// Resource data: the volume type Cinder chose.
@@ -330,7 +330,7 @@ impl Volume {
             None => None,
         };
         if let (Some((server, attachment, _)), Some(nova)) = (&steps.reattach, &nova) {
-            Self::detach(volumes, nova, ctx, id, server, attachment).await?;
+            detach(volumes, nova, ctx, id, server, attachment).await?;
         }
         if let Some(backup) = &steps.restore {
             if let Err(e) = volumes.restore_backup(backup, Some(id)).await {
@@ -375,36 +375,62 @@ impl Volume {
             volumes.set_volume_read_only(id, flag).await.map_err(failure)?;
         }
         if let (Some((server, _, device)), Some(nova)) = (&steps.reattach, &nova) {
-            if let Err(e) = nova.attach_volume(server, id, device.as_deref()).await {
-                let err = super::super::nova::failure(e);
-                return Err(ResourceFailure::error(
-                    "Error",
-                    format!("Failed to attach volume {id} to server {server} - {}", text_of(&err)),
-                ));
-            }
-            loop {
-                let vol = volumes.volume(id).await.map_err(failure)?;
-                match status(&vol) {
-                    "available" | "attaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
-                    "in-use" => break,
-                    s => return Err(unknown_status("Volume attachment failed", s)),
-                }
-            }
+            attach(volumes, nova, ctx, server, id, device.as_deref()).await?;
         }
         Ok(())
     }
+}
 
-    /// Nova detaches; Cinder, then Nova, stop showing the attachment.
-    async fn detach(
-        volumes: &Cinder<'_>,
-        nova: &Compute<'_>,
-        ctx: &ActionContext,
-        id: &str,
-        server: &str,
-        attachment: &str,
-    ) -> ActionResult {
+/// Nova attaches volume `id` to `server` (as `device`, else where Nova
+/// picks); Cinder then shows it in-use (Heat's `VolumeAttachTask`).
+async fn attach(
+    volumes: &Cinder<'_>,
+    nova: &Compute<'_>,
+    ctx: &ActionContext,
+    server: &str,
+    id: &str,
+    device: Option<&str>,
+) -> ActionResult {
+    request_attach(nova, server, id, device).await?;
+    wait_attached(volumes, ctx, id).await
+}
+
+/// Asks Nova to attach volume `id` to `server`; its refusal is Heat's
+/// `Failed to attach ...` error.
+pub(super) async fn request_attach(nova: &Compute<'_>, server: &str, id: &str, device: Option<&str>) -> ActionResult {
+    nova.attach_volume(server, id, device).await.map_err(|e| {
+        let err = super::super::nova::failure(e);
+        ResourceFailure::error("Error", format!("Failed to attach volume {id} to server {server} - {}", text_of(&err)))
+    })
+}
+
+/// Waits until Cinder shows volume `id` in-use.
+pub(super) async fn wait_attached(volumes: &Cinder<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+    loop {
+        let vol = volumes.volume(id).await.map_err(failure)?;
+        match status(&vol) {
+            "available" | "attaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
+            "in-use" => return Ok(()),
+            s => return Err(unknown_status("Volume attachment failed", s)),
+        }
+    }
+}
+
+/// Nova detaches `attachment` of volume `id` from `server` (asked again
+/// while Nova answers 409, as Heat does); Cinder, then Nova, stop showing
+/// the attachment (Heat's `VolumeDetachTask`). Gone is detached.
+pub(super) async fn detach(
+    volumes: &Cinder<'_>,
+    nova: &Compute<'_>,
+    ctx: &ActionContext,
+    id: &str,
+    server: &str,
+    attachment: &str,
+) -> ActionResult {
+    loop {
         match nova.detach_volume(server, attachment).await {
-            Ok(()) | Err(OsError::NotFound(_)) | Err(OsError::BadRequest(_)) => {}
+            Ok(()) | Err(OsError::NotFound(_)) | Err(OsError::BadRequest(_)) => break,
+            Err(OsError::Conflict(_)) => ctx.sleep(POLL_SECS).await?,
             Err(_) => {
                 return Err(ResourceFailure::error(
                     "Error",
@@ -412,43 +438,48 @@ impl Volume {
                 ))
             }
         }
-        loop {
-            let vol = match volumes.volume(id).await {
-                Ok(vol) => vol,
-                Err(e) if e.is_not_found() => break,
-                Err(e) => return Err(failure(e)),
-            };
-            let still_on_server = vol
-                .get("attachments")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|a| a.get("server_id").and_then(Value::as_str) == Some(server)));
-            match status(&vol) {
-                _ if !still_on_server => break,
-                "in-use" | "detaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
-                "available" | "deleting" => break,
-                s => return Err(unknown_status("Volume detachment failed", s)),
-            }
-        }
-        while nova.volume_attached(server, attachment).await.map_err(super::super::nova::failure)? {
-            ctx.sleep(POLL_SECS).await?;
-        }
-        Ok(())
     }
-
-    async fn delete_with(volumes: &Cinder<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+    loop {
         let vol = match volumes.volume(id).await {
             Ok(vol) => vol,
-            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_not_found() => break,
+            Err(e) => return Err(failure(e)),
+        };
+        let still_on_server = vol
+            .get("attachments")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|a| a.get("server_id").and_then(Value::as_str) == Some(server)));
+        match status(&vol) {
+            _ if !still_on_server => break,
+            "in-use" | "detaching" | "reserved" => ctx.sleep(POLL_SECS).await?,
+            "available" | "deleting" => break,
+            s => return Err(unknown_status("Volume detachment failed", s)),
+        }
+    }
+    while nova.volume_attached(server, attachment).await.map_err(super::super::nova::failure)? {
+        ctx.sleep(POLL_SECS).await?;
+    }
+    Ok(())
+}
+
+impl Volume {
+    /// Asks Cinder to delete the volume unless it is gone or going (Heat's
+    /// `handle_delete`); a 409 is met again later, as Heat retries.
+    async fn request_delete(volumes: &Cinder<'_>, id: &str) -> Result<Option<Retryable>, ResourceFailure> {
+        let vol = match volumes.volume(id).await {
+            Ok(vol) => vol,
+            Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(failure(e)),
         };
         match status(&vol) {
-            "in-use" => return Err(ResourceFailure::error("Error", "Volume in use")),
-            "deleting" => {}
-            _ => match volumes.delete_volume(id).await {
-                Err(e) if e.is_not_found() => return Ok(()),
-                other => other.map_err(failure)?,
-            },
+            "in-use" => Err(ResourceFailure::error("Error", "Volume in use")),
+            "deleting" => Ok(None),
+            _ => conflict_retryable(volumes.delete_volume(id).await),
         }
+    }
+
+    async fn delete_with(volumes: &Cinder<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        with_delete_retries(ctx, || Self::request_delete(volumes, id)).await?;
         loop {
             match volumes.volume(id).await {
                 Err(e) if e.is_not_found() => return Ok(()),
@@ -792,21 +823,47 @@ mod tests {
     async fn delete_waits_until_gone_and_refuses_in_use() {
         let (cinder, session) = testing::nova("2.96").await;
         let volumes = volume_client(&session).await.unwrap();
-        let (ctx, _tx) = test_context(props(json!({"size": 1})));
+        let (mut ctx, _tx) = test_context(props(json!({"size": 1})));
+        let ctx = &mut ctx;
         // Cinder does not have it: done.
-        assert_eq!(Volume::delete_with(&volumes, &ctx, "vid").await, Ok(()));
+        assert_eq!(Volume::delete_with(&volumes, ctx, "vid").await, Ok(()));
         cinder.answer(&format!("GET {VOLUMES}/vid"), 200, json!({"volume": {"id": "vid", "status": "in-use"}}));
         assert_eq!(
-            Volume::delete_with(&volumes, &ctx, "vid").await,
+            Volume::delete_with(&volumes, ctx, "vid").await,
             Err(ResourceFailure::error("Error", "Volume in use"))
         );
         cinder.answer(&format!("GET {VOLUMES}/vid"), 200, json!({"volume": {"id": "vid", "status": "error_deleting"}}));
         cinder.answer(&format!("DELETE {VOLUMES}/vid"), 202, Value::Null);
         assert_eq!(
-            Volume::delete_with(&volumes, &ctx, "vid").await,
+            Volume::delete_with(&volumes, ctx, "vid").await,
             Err(ResourceFailure::error("ResourceInError", "Went to status error_deleting due to \"delete\""))
         );
         assert_eq!(cinder.calls().iter().filter(|(m, _, _)| m == "DELETE").count(), 1);
+    }
+
+    /// A delete Cinder refuses with 409 is asked again (Heat's retry, 2 s
+    /// later), then waited for until the volume is gone.
+    #[tokio::test]
+    async fn a_delete_cinder_refuses_is_retried() {
+        let (cinder, session) = testing::nova("2.96").await;
+        let volumes = volume_client(&session).await.unwrap();
+        let (mut ctx, _tx) = test_context(props(json!({"size": 1})));
+        cinder.answer(&format!("GET {VOLUMES}/vid"), 200, json!({"volume": {"id": "vid", "status": "available"}}));
+        cinder.answer(&format!("DELETE {VOLUMES}/vid"), 409, json!({"conflictingRequest": {"message": "busy"}}));
+        let deletes = || cinder.calls().iter().filter(|(m, _, _)| m == "DELETE").count();
+        let cinder_relents = async {
+            while deletes() < 1 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            cinder.answer(&format!("DELETE {VOLUMES}/vid"), 202, Value::Null);
+            while deletes() < 2 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            cinder.answer(&format!("GET {VOLUMES}/vid"), 404, json!({"itemNotFound": {"message": "gone"}}));
+        };
+        let (deleted, ()) = tokio::join!(Volume::delete_with(&volumes, &mut ctx, "vid"), cinder_relents);
+        assert_eq!(deleted, Ok(()));
+        assert_eq!(deletes(), 2);
     }
 
     /// Through the plugin's entry points: the stack session, attributes

@@ -23,7 +23,7 @@ use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
     SupportStatus,
 };
-use super::{done_if_gone, failure, volume_client};
+use super::{conflict_retryable, failure, volume_client, with_delete_retries};
 use crate::error::EngineError;
 
 pub struct VolumeType {
@@ -160,7 +160,7 @@ impl Plugin for VolumeType {
         let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
         let session = stack_session(&self.host, &ctx.stack_id).await?;
         let volumes = volume_client(&session).await?;
-        done_if_gone(volumes.delete_type(&id).await)
+        with_delete_retries(ctx, || async { conflict_retryable(volumes.delete_type(&id).await) }).await
     }
 
     /// `show`: the type as Cinder shows it now (Heat's `_show_resource`).
@@ -289,5 +289,19 @@ mod tests {
             Plugin::delete(&t, &mut ctx).await,
             Err(ResourceFailure::error("BadRequest", "Target volume type is still in use. (HTTP 400)"))
         );
+        // A 409 is retried (Heat's Resource.delete), here accepted the
+        // second time.
+        cinder.answer(&format!("DELETE {TYPES}/tid"), 409, json!({"conflictingRequest": {"message": "busy"}}));
+        let deletes = || cinder.calls().iter().filter(|(m, _, _)| m == "DELETE").count();
+        let before = deletes();
+        let cinder_relents = async {
+            while deletes() == before {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            cinder.answer(&format!("DELETE {TYPES}/tid"), 202, Value::Null);
+        };
+        let (deleted, ()) = tokio::join!(Plugin::delete(&t, &mut ctx), cinder_relents);
+        assert_eq!(deleted, Ok(()));
+        assert_eq!(deletes(), before + 2);
     }
 }

@@ -329,6 +329,7 @@ mod tests {
         let heat = expected.iter().position(|t| t.as_str().is_some_and(|t| t.starts_with("OS::Heat::"))).unwrap();
         expected.insert(heat, json!("OS::Glance::WebImage"));
         expected.insert(heat, json!("OS::Cinder::VolumeType"));
+        expected.insert(heat, json!("OS::Cinder::VolumeAttachment"));
         expected.insert(heat, json!("OS::Cinder::Volume"));
         for t in ["Domain", "Endpoint", "Group", "Project", "Role", "UserRoleAssignment", "GroupRoleAssignment"]
             .iter()

@@ -19,6 +19,7 @@
 //! in Heat its physical id is the resource's own row id, and its delete
 //! takes the floating IP off whatever port it is on.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use keelson_openstack::network::{Network, FLOATING_IP, NETWORK, SUBNET};
@@ -27,7 +28,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
-    ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
+    ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, StackMember,
+    SupportStatus,
 };
 use super::{
     conflict_retryable, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure,
@@ -169,6 +171,16 @@ impl Plugin for FloatingIp {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    /// Upstream `add_dependencies` (see [`super::dependencies`]).
+    fn implicit_requirements(
+        &self,
+        this: &StackMember<'_>,
+        explicit: &BTreeSet<String>,
+        stack: &[StackMember<'_>],
+    ) -> Vec<String> {
+        super::dependencies::floating_ip(this, explicit, stack)
     }
 
     /// Heat's translation: a given `floating_network_id` is `floating_network`.
@@ -314,6 +326,16 @@ impl Plugin for FloatingIpAssociation {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    /// Upstream `add_dependencies` (see [`super::dependencies`]).
+    fn implicit_requirements(
+        &self,
+        _this: &StackMember<'_>,
+        explicit: &BTreeSet<String>,
+        stack: &[StackMember<'_>],
+    ) -> Vec<String> {
+        super::dependencies::floating_ip_association(explicit, stack)
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {

@@ -15,6 +15,7 @@
 //! last seen when it cannot be asked). Errors are named by neutronclient's
 //! exception class for the status.
 
+mod dependencies;
 mod floating_ip;
 mod net;
 mod port;
@@ -41,6 +42,7 @@ pub use subnet::Subnet;
 use keelson_pyfmt::truthy;
 
 use super::client_errors::NEUTRONCLIENT;
+use super::delete_retries::{with_delete_retries, Retryable};
 use super::nova::{attribute_session, stack_session, STACK_DATA};
 use super::{ActionContext, ActionResult, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
@@ -52,8 +54,6 @@ const INTERFACE: &str = "public";
 const OBJECT_DATA: &str = "neutron_object";
 /// Seconds between two looks at an object Neutron is still building.
 const POLL_SECS: f64 = 1.0;
-/// Heat's `action_retry_limit` default: retries of a delete.
-const DELETE_RETRIES: u32 = 5;
 
 /// Adds the Neutron types to `registry`.
 pub fn register(registry: &mut Registry) {
@@ -354,64 +354,24 @@ fn remember(ctx: &mut ActionContext, object: Map<String, Value>) {
     ctx.state.data.insert(OBJECT_DATA.into(), Value::Object(object).to_string());
 }
 
-/// What one delete attempt met that Heat retries.
-enum Retryable {
-    Conflict(OsError),
-    StillThere,
-}
-
 /// One delete: the delete call, then (unless Neutron answered 404) a look
 /// that must answer 404.
 async fn delete_once(network: &Network<'_>, kind: Kind, id: &str) -> Result<Option<Retryable>, ResourceFailure> {
     match network.delete(kind, id).await {
         Ok(()) => {}
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e @ OsError::Conflict(_)) => return Ok(Some(Retryable::Conflict(e))),
-        Err(e) => return Err(failure(e)),
+        Err(e) => return NEUTRONCLIENT.retryable_conflict(e).map(Some),
     }
     match network.show(kind, id).await {
         Err(e) if e.is_not_found() => Ok(None),
         Ok(_) => Ok(Some(Retryable::StillThere)),
-        Err(e @ OsError::Conflict(_)) => Ok(Some(Retryable::Conflict(e))),
-        Err(e) => Err(failure(e)),
+        Err(e) => NEUTRONCLIENT.retryable_conflict(e).map(Some),
     }
 }
 
 /// A delete call whose 404 is success and whose 409 Heat retries.
 fn conflict_retryable(result: Result<(), OsError>) -> Result<Option<Retryable>, ResourceFailure> {
-    match result {
-        Ok(()) => Ok(None),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e @ OsError::Conflict(_)) => Ok(Some(Retryable::Conflict(e))),
-        Err(e) => Err(failure(e)),
-    }
-}
-
-/// Heat's `Resource.delete`: `attempt` again, 2^n seconds later, while it
-/// meets a 409 or an object still there, at most [`DELETE_RETRIES`] times.
-async fn with_delete_retries<F, Fut>(ctx: &mut ActionContext, mut attempt: F) -> Result<(), ResourceFailure>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<Retryable>, ResourceFailure>>,
-{
-    let mut retries = 0;
-    loop {
-        let retry = match attempt().await? {
-            None => return Ok(()),
-            Some(retry) => retry,
-        };
-        if retries >= DELETE_RETRIES {
-            return Err(match retry {
-                Retryable::Conflict(e) => failure(e),
-                Retryable::StillThere => ResourceFailure::error(
-                    "PhysicalResourceExists",
-                    format!("The physical resource for ({}) exists.", ctx.stable_physical_name()),
-                ),
-            });
-        }
-        retries += 1;
-        ctx.sleep(f64::from(2u32.pow(retries))).await?;
-    }
+    NEUTRONCLIENT.conflict_retryable(result)
 }
 
 /// Deletes the object until Neutron no longer has it (Heat's

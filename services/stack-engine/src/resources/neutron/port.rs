@@ -12,6 +12,7 @@
 //! on every update; before a replacement the old port gives up its fixed
 //! IPs so that the new one can take them.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use keelson_openstack::network::{Network, NETWORK, PORT, QOS_POLICY, SUBNET};
@@ -21,7 +22,7 @@ use serde_json::{json, Map, Value};
 use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
     default_update_decision, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
-    SupportStatus, UpdateDecision,
+    StackMember, SupportStatus, UpdateDecision,
 };
 use super::{
     attribute_session, changed, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure, find_id,
@@ -397,6 +398,16 @@ impl Plugin for Port {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    /// Upstream `add_dependencies` (see [`super::dependencies`]).
+    fn implicit_requirements(
+        &self,
+        this: &StackMember<'_>,
+        _explicit: &BTreeSet<String>,
+        stack: &[StackMember<'_>],
+    ) -> Vec<String> {
+        super::dependencies::port(this, stack)
     }
 
     fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {

@@ -8,6 +8,7 @@
 //! router; its physical id is `<router>:subnet_id=<id>` (or `port_id`),
 //! which its delete detaches; every change replaces it.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use keelson_openstack::network::{Network, NETWORK, PORT, ROUTER, SUBNET};
@@ -16,7 +17,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
-    ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
+    ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, StackMember,
+    SupportStatus,
 };
 use super::{
     changed, conflict_retryable, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure, find_id,
@@ -243,6 +245,16 @@ impl Plugin for Router {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    /// Upstream `add_dependencies` (see [`super::dependencies`]).
+    fn implicit_requirements(
+        &self,
+        this: &StackMember<'_>,
+        _explicit: &BTreeSet<String>,
+        stack: &[StackMember<'_>],
+    ) -> Vec<String> {
+        super::dependencies::router(this, stack)
     }
 
     /// Heat's translation: a given `l3_agent_id` joins `l3_agent_ids`.
