@@ -635,7 +635,99 @@ class Identity(Family):
         return not api.get('keystone', '/role_assignments?%s=%s' % (key, owner))['role_assignments']
 
 
-FAMILIES = (Network, Compute, Volume, Image, Admin, Identity)
+
+class Ports(Family):
+    """A port on its own network with a security group and a QoS policy
+    (a bandwidth-limit rule), and a floating IP on it through a router."""
+    short = 'port'
+    types = {'port': 'OS::Neutron::Port', 'fip': 'OS::Neutron::FloatingIP', 'qos': 'OS::Neutron::QoSPolicy',
+             'bwlimit': 'OS::Neutron::QoSBandwidthLimitRule'}
+    updated = ('port', 'qos', 'bwlimit')
+    # A port on another network is a new port; its floating IP follows it.
+    replaced = ('port',)
+
+    def values(self, step):
+        return {
+            'port': self.name + ('-port2' if step != 'create' else '-port'),
+            'admin_state_up': step == 'create',
+            'ip': '10.78.1.10' if step == 'create' else '10.78.1.11',
+            'net': 'net_b' if step == 'replace' else 'net',
+            'qos_desc': 'capped' if step == 'create' else 'capped harder',
+            'max_kbps': 1000 if step == 'create' else 2000,
+        }
+
+    def template(self, step):
+        v, n = self.values(step), self.name
+        subnet = 'subnet_b' if step == 'replace' else 'subnet'
+        fixed = [{'subnet': {'get_resource': subnet}}] if step == 'replace' else [
+            {'subnet': {'get_resource': 'subnet'}, 'ip_address': v['ip']}]
+        return tmpl({
+            'net': {'type': 'OS::Neutron::Net', 'properties': {'name': n + '-net'}},
+            'subnet': {'type': 'OS::Neutron::Subnet', 'properties': {
+                'network': {'get_resource': 'net'}, 'cidr': '10.78.1.0/24', 'enable_dhcp': False}},
+            'net_b': {'type': 'OS::Neutron::Net', 'properties': {'name': n + '-net-b'}},
+            'subnet_b': {'type': 'OS::Neutron::Subnet', 'properties': {
+                'network': {'get_resource': 'net_b'}, 'cidr': '10.78.2.0/24', 'enable_dhcp': False}},
+            'router': {'type': 'OS::Neutron::Router', 'properties': {
+                'external_gateway_info': {'network': 'public'}}},
+            'iface': {'type': 'OS::Neutron::RouterInterface', 'properties': {
+                'router': {'get_resource': 'router'}, 'subnet': {'get_resource': subnet}}},
+            'sg': {'type': 'OS::Neutron::SecurityGroup', 'properties': {'name': n + '-sg'}},
+            'qos': {'type': 'OS::Neutron::QoSPolicy', 'properties': {
+                'name': n + '-qos', 'description': v['qos_desc']}},
+            'bwlimit': {'type': 'OS::Neutron::QoSBandwidthLimitRule', 'properties': {
+                'policy': {'get_resource': 'qos'}, 'max_kbps': v['max_kbps'], 'max_burst_kbps': 100}},
+            'port': {'type': 'OS::Neutron::Port', 'properties': {
+                'name': v['port'], 'network': {'get_resource': v['net']}, 'fixed_ips': fixed,
+                'admin_state_up': v['admin_state_up'], 'security_groups': [{'get_resource': 'sg'}],
+                'qos_policy': {'get_resource': 'qos'}}},
+            # The implicit dependency on the router interface is stated, so
+            # that both engines order it the same way.
+            'fip': {'type': 'OS::Neutron::FloatingIP', 'depends_on': ['iface'], 'properties': {
+                'floating_network': 'public', 'port_id': {'get_resource': 'port'}}},
+        }, {'port_mac': {'value': {'get_attr': ['port', 'mac_address']}},
+            'fip_address': {'value': {'get_attr': ['fip', 'floating_ip_address']}}})
+
+    def check(self, res, pid, step):
+        v, api = self.values(step), self.api
+        if res == 'port':
+            o = (api.get('neutron', '/ports/' + pid) or {}).get('port')
+            expect(o, 'port %s missing' % pid)
+            expect(o['name'] == v['port'], 'name %r' % o['name'])
+            expect(o['admin_state_up'] == v['admin_state_up'], 'admin_state_up %r' % o['admin_state_up'])
+            net = self.extra_ids[v['net']]
+            expect(o['network_id'] == net, 'network %s, want %s' % (o['network_id'], net))
+            if step != 'replace':
+                ips = [ip['ip_address'] for ip in o['fixed_ips']]
+                expect(ips == [v['ip']], 'fixed ips %r' % ips)
+            expect(o['security_groups'] == [self.extra_ids['sg']], 'security groups %r' % o['security_groups'])
+            expect(o.get('qos_policy_id') == self.ids['qos'], 'qos policy %r' % o.get('qos_policy_id'))
+        elif res == 'fip':
+            o = (api.get('neutron', '/floatingips/' + pid) or {}).get('floatingip')
+            expect(o, 'floating ip %s missing' % pid)
+            expect(o['floating_network_id'] == self.run_ctx['public'], 'network %s' % o['floating_network_id'])
+            expect(o['port_id'] == self.ids['port'], 'port %s, want %s' % (o['port_id'], self.ids['port']))
+        elif res == 'qos':
+            o = (api.get('neutron', '/qos/policies/' + pid) or {}).get('policy')
+            expect(o, 'qos policy %s missing' % pid)
+            expect((o['name'], o['description']) == (self.name + '-qos', v['qos_desc']), 'policy %r' % o)
+        elif res == 'bwlimit':
+            rules = (api.get('neutron', '/qos/policies/%s/bandwidth_limit_rules' % self.ids['qos'])
+                     or {}).get('bandwidth_limit_rules', [])
+            got = [(r['id'], r['max_kbps'], r['max_burst_kbps']) for r in rules]
+            expect(got == [(pid, v['max_kbps'], 100)], 'rules %r' % got)
+
+    def gone(self, res, pid):
+        if res == 'bwlimit':
+            policy = self.ids.get('qos')
+            rules = (self.api.get('neutron', '/qos/policies/%s/bandwidth_limit_rules' % policy)
+                     or {}).get('bandwidth_limit_rules', []) if policy else []
+            return not any(r['id'] == pid for r in rules)
+        path = {'port': '/ports/', 'fip': '/floatingips/', 'qos': '/qos/policies/'}[res]
+        return self.api.get('neutron', path + pid) is None
+
+
+FAMILIES = (Network, Ports, Compute, Volume, Image, Admin, Identity)
 
 
 # -- one family's steps ----------------------------------------------------------------------------------------
