@@ -339,6 +339,23 @@ impl StackDefinition {
         Ok(checks)
     }
 
+    /// The service each resource's type acts through, by the type as the
+    /// template writes it, each type once, in template order (checked in
+    /// the validating caller's catalog before the constraints, see
+    /// [`resources::constraints::check_stack`]).
+    pub fn required_services(&self, registry: &Registry) -> Vec<(String, resources::RequiredService)> {
+        let mut out: Vec<(String, resources::RequiredService)> = Vec::new();
+        for defn in &self.resources {
+            let Ok(plugin) = self.plugin_for(registry, &defn.name, &defn.type_name) else { continue };
+            if let Some(required) = plugin.required_service() {
+                if !out.iter().any(|(t, _)| *t == defn.type_name) {
+                    out.push((defn.type_name.clone(), required));
+                }
+            }
+        }
+        out
+    }
+
     /// Upstream `StackResource.validate_nested_stack`: the nested stack a
     /// resource would run is validated too, its errors under the path
     /// `resources.<name><<template>>`.

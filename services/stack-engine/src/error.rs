@@ -40,6 +40,9 @@ pub enum EngineError {
     ValueError(String),
     /// Python's `OverflowError` (a number too large for its type).
     OverflowError(String),
+    /// `ResourceTypeUnavailable` (HEAT-E99001): the service a type acts
+    /// through is not in the caller's catalog, or lacks an extension.
+    ResourceTypeUnavailable(String),
     /// `MissingCredentialError`: "Missing required credential: …" (a
     /// trust that cannot delegate the roles asked for).
     MissingCredentialError(String),
@@ -115,6 +118,7 @@ impl EngineError {
             EngineError::Invalid(_) => "Invalid",
             EngineError::ValueError(_) => "ValueError",
             EngineError::OverflowError(_) => "OverflowError",
+            EngineError::ResourceTypeUnavailable(_) => "ResourceTypeUnavailable",
             EngineError::MissingCredentialError(_) => "MissingCredentialError",
             EngineError::Template(e) => e.type_name(),
             EngineError::Forbidden(_) => "Forbidden",
@@ -154,6 +158,7 @@ impl EngineError {
             | EngineError::ValueError(_)
             | EngineError::OverflowError(_)
             | EngineError::MissingCredentialError(_)
+            | EngineError::ResourceTypeUnavailable(_)
             | EngineError::Template(_) => 400,
             EngineError::Forbidden(_)
             | EngineError::SignatureDoesNotMatch(_)
@@ -192,6 +197,7 @@ impl EngineError {
             | EngineError::ValueError(m)
             | EngineError::OverflowError(m)
             | EngineError::MissingCredentialError(m)
+            | EngineError::ResourceTypeUnavailable(m)
             | EngineError::InvalidTenant(m)
             | EngineError::AuthorizationFailure(m)
             | EngineError::InvalidEncryptionKey(m)
@@ -314,6 +320,7 @@ impl EngineError {
             "ValueError" => EngineError::ValueError(m),
             "OverflowError" => EngineError::OverflowError(m),
             "MissingCredentialError" => EngineError::MissingCredentialError(m),
+            "ResourceTypeUnavailable" => EngineError::ResourceTypeUnavailable(m),
             "InvalidTenant" => EngineError::InvalidTenant(m),
             "AuthorizationFailure" => EngineError::AuthorizationFailure(m),
             "InvalidEncryptionKey" => EngineError::InvalidEncryptionKey(m),
@@ -417,6 +424,7 @@ mod tests {
             EngineError::KeyError("'k'".into()),
             EngineError::internal("i"),
             EngineError::MissingCredentialError("m".into()),
+            EngineError::ResourceTypeUnavailable("u".into()),
             EngineError::InvalidTenant("t".into()),
             EngineError::AuthorizationFailure("a".into()),
             EngineError::InvalidEncryptionKey("k".into()),

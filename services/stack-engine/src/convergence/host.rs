@@ -108,9 +108,10 @@ impl Engine {
         // Heat validates a nested stack strictly as it creates it, with the
         // stack's stored context: its service constraints through the trust.
         let checks = def.service_constraint_checks(&self.registry)?;
-        if !checks.is_empty() {
+        let required = def.required_services(&self.registry);
+        if !checks.is_empty() || !required.is_empty() {
             if let Some(session) = self.stack_session(&owner.id).await? {
-                crate::resources::constraints::run_checks(&session, &checks).await?;
+                crate::resources::constraints::check_stack(&session, &required, &checks).await?;
             }
         }
         // Heat creates nested stacks with the stack's stored context: the

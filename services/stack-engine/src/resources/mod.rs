@@ -315,6 +315,36 @@ pub trait ResourceType: Send + Sync + 'static {
         explicit: &BTreeSet<String>,
         stack: &[StackMember<'_>],
     ) -> Vec<String>;
+
+    /// The service the type acts through (upstream `is_service_available`);
+    /// None for a type the engine implements itself.
+    fn required_service(&self) -> Option<RequiredService>;
+}
+
+/// The OpenStack service a type acts through, as Heat names it: the
+/// client (`default_client_name`), the catalog types that serve it (the
+/// client plugin's `service_types`), and the extensions the type needs
+/// (`required_service_extension`, Neutron's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequiredService {
+    pub client: &'static str,
+    pub service_types: &'static [&'static str],
+    pub extensions: &'static [&'static str],
+}
+
+impl RequiredService {
+    pub const NOVA: RequiredService = RequiredService { client: "nova", service_types: &["compute"], extensions: &[] };
+    pub const GLANCE: RequiredService =
+        RequiredService { client: "glance", service_types: &["image"], extensions: &[] };
+    pub const CINDER: RequiredService =
+        RequiredService { client: "cinder", service_types: &["volumev3"], extensions: &[] };
+    pub const NEUTRON: RequiredService =
+        RequiredService { client: "neutron", service_types: &["network"], extensions: &[] };
+
+    /// Neutron with `extension` enabled.
+    pub const fn neutron_with(extension: &'static [&'static str]) -> RequiredService {
+        RequiredService { extensions: extension, ..RequiredService::NEUTRON }
+    }
 }
 
 /// A resource of a stack as implicit-dependency rules see it: its

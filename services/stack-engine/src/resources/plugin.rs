@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use super::host::NestedStackSpec;
 use super::{
-    default_update_decision, validate_properties, ActionContext, Properties, PropertySchema, ResourceFailure,
-    ResourceSchema, ResourceState, ResourceType, SignalTarget, StackMember, UpdateDecision,
+    default_update_decision, validate_properties, ActionContext, Properties, PropertySchema, RequiredService,
+    ResourceFailure, ResourceSchema, ResourceState, ResourceType, SignalTarget, StackMember, UpdateDecision,
 };
 use crate::error::EngineError;
 
@@ -164,6 +164,13 @@ pub trait Plugin: Send + Sync + 'static {
     ) -> Vec<String> {
         Vec::new()
     }
+
+    /// The service the type acts through, checked in the caller's catalog
+    /// before a stack is created, updated or previewed; by default none
+    /// (the engine's own types).
+    fn required_service(&self) -> Option<RequiredService> {
+        None
+    }
 }
 
 impl<P: Plugin> ResourceType for P {
@@ -283,5 +290,9 @@ impl<P: Plugin> ResourceType for P {
         stack: &[StackMember<'_>],
     ) -> Vec<String> {
         Plugin::implicit_requirements(self, this, explicit, stack)
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Plugin::required_service(self)
     }
 }

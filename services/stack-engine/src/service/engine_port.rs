@@ -157,7 +157,8 @@ impl Orchestration {
     ) -> Result<(), EngineError> {
         // Gathering refuses what a service-free parameter constraint refuses.
         let checks = prepared.def.service_constraint_checks(&self.registry)?;
-        if checks.is_empty() {
+        let required = prepared.def.required_services(&self.registry);
+        if checks.is_empty() && required.is_empty() {
             return Ok(());
         }
         let Some(identity) = self.engine.identity() else { return Ok(()) };
@@ -169,7 +170,7 @@ impl Orchestration {
             &identity.settings().auth_uri,
             keelson_openstack::AuthMethod::Existing { token: caller.auth_token.clone() },
         );
-        crate::resources::constraints::run_checks(&session, &checks).await
+        crate::resources::constraints::check_stack(&session, &required, &checks).await
     }
 
     /// Every resource's type exists and its properties pass its schema

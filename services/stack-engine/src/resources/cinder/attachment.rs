@@ -20,6 +20,7 @@ use super::super::{
 use super::volume::{detach, request_attach, wait_attached};
 use super::volume_client;
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct VolumeAttachment {
     host: Arc<HostSlot>,
@@ -105,6 +106,10 @@ impl Plugin for VolumeAttachment {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::CINDER)
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {

@@ -33,6 +33,7 @@ use super::super::{
 };
 use super::{conflict_retryable, entity_lookup, failure, volume_client, with_delete_retries, CinderEntity, Retryable};
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 /// Resource data: the volume type Cinder chose.
 const VOLUME_TYPE_DATA: &str = "volume_type";
@@ -518,6 +519,10 @@ impl Plugin for Volume {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::CINDER)
     }
 
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {

@@ -25,6 +25,7 @@ use super::super::{
 };
 use super::{conflict_retryable, failure, volume_client, with_delete_retries};
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct VolumeType {
     host: Arc<HostSlot>,
@@ -134,6 +135,10 @@ impl Plugin for VolumeType {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::CINDER)
     }
 
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {

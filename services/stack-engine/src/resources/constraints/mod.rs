@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::properties::{property_error, py_str, Properties};
 use super::schema::{ConstraintKind, NestedSchema, PropertySchema};
+use super::RequiredService;
 use crate::error::EngineError;
 
 pub use service::{ServiceConstraint, ServiceRefusal};
@@ -156,6 +157,21 @@ fn collect(resource: &str, schema: &PropertySchema, value: &Value, path: Vec<Str
         }
         _ => {}
     }
+}
+
+/// Heat's strict validation through `session`: each type's service is
+/// available ([`service::check_available`]), then the values of `checks`
+/// pass their constraints ([`run_checks`]).
+pub async fn check_stack(
+    session: &Session,
+    required: &[(String, RequiredService)],
+    checks: &[PendingCheck],
+) -> Result<(), EngineError> {
+    let mut extensions = None;
+    for (type_name, service) in required {
+        service::check_available(session, type_name, *service, &mut extensions).await?;
+    }
+    run_checks(session, checks).await
 }
 
 /// Asks the services of `checks`, in order, through `session`; the first

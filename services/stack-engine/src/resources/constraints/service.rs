@@ -14,7 +14,8 @@ use serde_json::Value;
 
 use super::super::cinder::{self, CinderEntity};
 use super::super::client_errors::KEYSTONEAUTH;
-use super::super::{glance, keystone, neutron, nova, ResourceFailure};
+use super::super::{glance, keystone, neutron, nova, RequiredService, ResourceFailure};
+use crate::error::EngineError;
 
 /// Heat's default `endpoint_type` for its clients.
 const INTERFACE: &str = "public";
@@ -122,6 +123,53 @@ async fn in_catalog(session: &Session, constraint: ServiceConstraint) -> Result<
         }
     }
     Ok(false)
+}
+
+/// Heat's `is_service_available` for a resource of `type_name`: one of
+/// the service's catalog types has an endpoint and the service has every
+/// extension the type needs, else 400 `ResourceTypeUnavailable` with
+/// Heat's reason. `extensions` holds Neutron's aliases once read.
+pub async fn check_available(
+    session: &Session,
+    type_name: &str,
+    required: RequiredService,
+    extensions: &mut Option<Vec<String>>,
+) -> Result<(), EngineError> {
+    let unavailable = |reason: String| {
+        EngineError::ResourceTypeUnavailable(format!(
+            "HEAT-E99001 Service {} is not available for resource type {type_name}, reason: {reason}",
+            required.client
+        ))
+    };
+    let mut reason = String::new();
+    for service_type in required.service_types {
+        match session.endpoint(service_type, INTERFACE, None).await {
+            Ok(_) => {}
+            Err(OsError::EndpointNotFound(_)) => {
+                reason = format!("{} {service_type} endpoint is not in service catalog.", required.client);
+                continue;
+            }
+            Err(e) => return Err(unavailable(text_of(&KEYSTONEAUTH.failure(e)))),
+        }
+        if required.extensions.is_empty() {
+            return Ok(());
+        }
+        if extensions.is_none() {
+            let neutron = Network::connect(session, INTERFACE, None)
+                .await
+                .map_err(|e| unavailable(text_of(&neutron::failure(e))))?;
+            *extensions =
+                Some(neutron.extension_aliases().await.map_err(|e| unavailable(text_of(&neutron::failure(e))))?);
+        }
+        let known = extensions.as_deref().unwrap_or_default();
+        match required.extensions.iter().find(|ext| !known.iter().any(|k| k == *ext)) {
+            None => return Ok(()),
+            Some(missing) => {
+                reason = format!("Required extension {missing} in {} service is not available.", required.client);
+            }
+        }
+    }
+    Err(unavailable(reason))
 }
 
 /// Checks `value` against `constraint` through `session`, as Heat's

@@ -30,7 +30,7 @@ fn subnet_stack(network: Value) -> StackDefinition {
 /// constraints asked through `session`.
 async fn validated(def: &StackDefinition, registry: &Registry, session: &Session) -> Result<(), EngineError> {
     def.validate(registry)?;
-    run_checks(session, &def.service_constraint_checks(registry)?).await
+    check_stack(session, &def.required_services(registry), &def.service_constraint_checks(registry)?).await
 }
 
 #[tokio::test]
@@ -63,12 +63,47 @@ async fn values_from_other_resources_are_not_checked() {
 }
 
 #[tokio::test]
-async fn a_service_missing_from_the_catalog_is_not_asked() {
+async fn a_type_whose_service_is_missing_from_the_catalog_is_refused_as_heat_refuses_it() {
     // The Nova stand-in's catalog has no network service.
     let (nova, session) = nova_standin::nova("2.79").await;
     let registry = neutron_registry();
-    validated(&subnet_stack(json!("nope")), &registry, &session).await.unwrap();
+    let e = validated(&subnet_stack(json!("nope")), &registry, &session).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("ResourceTypeUnavailable", 400));
+    // The first resource's type, before any property is looked at.
+    assert_eq!(
+        e.message(),
+        "HEAT-E99001 Service neutron is not available for resource type OS::Neutron::Net, reason: neutron network endpoint is not in service catalog."
+    );
     assert!(nova.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_type_needing_an_extension_neutron_lacks_is_refused() {
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/extensions", 200, json!({"extensions": [{"alias": "router"}, {"alias": "qos"}]}));
+    let registry = neutron_registry();
+    let stack = |types: &[&str]| {
+        let resources: Map<String, Value> = types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let props = if t.ends_with("Rule") { json!({"policy": "p", "min_kbps": 1}) } else { json!({}) };
+                (format!("r{i}"), json!({"type": t, "properties": props}))
+            })
+            .collect();
+        let t = json!({"heat_template_version": "2018-08-31", "resources": resources});
+        StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap()
+    };
+    // Router and QoSPolicy need extensions Neutron has: one read of them.
+    validated(&stack(&["OS::Neutron::Router", "OS::Neutron::QoSPolicy"]), &registry, &session).await.unwrap();
+    let reads = neutron.calls().iter().filter(|(_, p, _)| p == "/network/v2.0/extensions").count();
+    assert_eq!(reads, 1);
+    let e = validated(&stack(&["OS::Neutron::QoSMinimumBandwidthRule"]), &registry, &session).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("ResourceTypeUnavailable", 400));
+    assert_eq!(
+        e.message(),
+        "HEAT-E99001 Service neutron is not available for resource type OS::Neutron::QoSMinimumBandwidthRule, reason: Required extension qos-bw-minimum-ingress in neutron service is not available."
+    );
 }
 
 #[tokio::test]

@@ -29,6 +29,7 @@ use super::super::{
 };
 use super::{attribute_error, done_if_gone, failure, image_client};
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 /// Glance's image id format (`kernel_id`, `ramdisk_id`).
 const GLANCE_ID_PATTERN: &str =
@@ -269,6 +270,10 @@ impl Plugin for WebImage {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::GLANCE)
     }
 
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {

@@ -37,6 +37,7 @@ use super::{
     truthy, update_in_stack, with_delete_retries, NeutronActions,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 const PORT_TEXT: &str = "ID of an existing port with at least one IP address to associate with this floating IP.";
 const FIXED_IP_TEXT: &str = "IP address to use if the port has multiple addresses.";
@@ -171,6 +172,10 @@ impl Plugin for FloatingIp {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NEUTRON)
     }
 
     /// Upstream `add_dependencies` (see [`super::dependencies`]).
@@ -326,6 +331,10 @@ impl Plugin for FloatingIpAssociation {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NEUTRON)
     }
 
     /// Upstream `add_dependencies` (see [`super::dependencies`]).

@@ -22,6 +22,7 @@ use super::{
     wait_built, NeutronActions, INTERFACE,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct Net {
     host: Arc<HostSlot>,
@@ -209,6 +210,10 @@ impl Plugin for Net {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NEUTRON)
     }
 
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {

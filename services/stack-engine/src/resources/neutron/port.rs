@@ -30,6 +30,7 @@ use super::{
     set_tags, stack_session, truthy, update_fields, update_in_stack, wait_built, NeutronActions, INTERFACE,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct Port {
     host: Arc<HostSlot>,
@@ -398,6 +399,10 @@ impl Plugin for Port {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NEUTRON)
     }
 
     /// Upstream `add_dependencies` (see [`super::dependencies`]).

@@ -28,6 +28,7 @@ use super::{
     OBJECT_DATA,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct QosPolicy {
     host: Arc<HostSlot>,
@@ -99,6 +100,10 @@ impl Plugin for QosPolicy {
         &self.schema
     }
 
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::neutron_with(&["qos"]))
+    }
+
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
         create_in_stack(self, ctx).await
     }
@@ -125,6 +130,8 @@ pub trait RuleFlavor: Send + Sync + 'static {
     const TYPE: &'static str;
     /// The rule's kind under its policy.
     const KIND: Kind;
+    /// The Neutron extensions the rule needs (`required_service_extension`).
+    const EXTENSIONS: &'static [&'static str];
     fn schema() -> ResourceSchema;
 }
 
@@ -154,6 +161,7 @@ pub struct BandwidthLimit;
 impl RuleFlavor for BandwidthLimit {
     const TYPE: &'static str = "OS::Neutron::QoSBandwidthLimitRule";
     const KIND: Kind = BANDWIDTH_LIMIT_RULE;
+    const EXTENSIONS: &'static [&'static str] = &["qos"];
 
     fn schema() -> ResourceSchema {
         let mut properties = vec![
@@ -176,6 +184,7 @@ pub struct MinimumBandwidth;
 impl RuleFlavor for MinimumBandwidth {
     const TYPE: &'static str = "OS::Neutron::QoSMinimumBandwidthRule";
     const KIND: Kind = MINIMUM_BANDWIDTH_RULE;
+    const EXTENSIONS: &'static [&'static str] = &["qos-bw-minimum-ingress"];
 
     fn schema() -> ResourceSchema {
         let mut properties = vec![kbps("min_kbps", "Min bandwidth in kbps.").required(), direction()];
@@ -258,6 +267,10 @@ impl<R: RuleFlavor> Plugin for QosRule<R> {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::neutron_with(R::EXTENSIONS))
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {

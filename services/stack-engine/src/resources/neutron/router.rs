@@ -26,6 +26,7 @@ use super::{
     wait_built, with_delete_retries, NeutronActions,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct Router {
     host: Arc<HostSlot>,
@@ -247,6 +248,10 @@ impl Plugin for Router {
         &self.schema
     }
 
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::neutron_with(&["router"]))
+    }
+
     /// Upstream `add_dependencies` (see [`super::dependencies`]).
     fn implicit_requirements(
         &self,
@@ -417,6 +422,10 @@ impl Plugin for RouterInterface {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::neutron_with(&["router"]))
     }
 
     fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {

@@ -25,6 +25,7 @@ use super::{
     set_str, update_fields, update_in_stack, with_delete_retries, NeutronActions,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 /// The protocol names Heat allows besides the numbers 0 to 255.
 const PROTOCOL_NAMES: [&str; 22] = [
@@ -352,6 +353,10 @@ impl Plugin for SecurityGroup {
         &self.schema
     }
 
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::neutron_with(&["security-group"]))
+    }
+
     /// Heat's name check (the `stateful` one asks Neutron: at create and
     /// update here). Its `value_specs` check has nothing to look at.
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {
@@ -464,6 +469,10 @@ impl Plugin for SecurityGroupRule {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::neutron_with(&["security-group"]))
     }
 
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {

@@ -24,6 +24,7 @@ use super::{
     update_in_stack, NeutronActions,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct Subnet {
     host: Arc<HostSlot>,
@@ -236,6 +237,10 @@ impl Plugin for Subnet {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NEUTRON)
     }
 
     fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {

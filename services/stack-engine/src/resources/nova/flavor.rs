@@ -26,6 +26,7 @@ use super::{
     INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 /// Resource data: `is_public` and `extra_specs` as Nova last showed them.
 const IS_PUBLIC_DATA: &str = "is_public";
@@ -194,6 +195,10 @@ impl Plugin for Flavor {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NOVA)
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {

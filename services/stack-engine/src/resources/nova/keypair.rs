@@ -22,6 +22,7 @@ use super::{
     INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 /// Resource data: the public key Nova answered, and the sealed private key.
 const PUBLIC_KEY_DATA: &str = "public_key";
@@ -133,6 +134,10 @@ impl Plugin for KeyPair {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NOVA)
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {

@@ -22,6 +22,7 @@ use super::super::{
 };
 use super::{compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity};
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 /// The quota properties in Heat's order, with their descriptions.
 const QUOTAS: [(&str, &str); 14] = [
@@ -120,6 +121,10 @@ impl Plugin for Quota {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NOVA)
     }
 
     /// Heat's: at least one quota besides the project.

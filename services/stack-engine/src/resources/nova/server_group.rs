@@ -17,6 +17,7 @@ use super::super::schema::{Constraint, PropertySchema, PropertyType as T, Resour
 use super::super::{ActionContext, ActionResult, HostSlot, Plugin, ResourceFailure, ResourceState, SupportStatus};
 use super::{compute, failure, ok_if_gone, stack_session, str_prop};
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 pub struct ServerGroup {
     host: Arc<HostSlot>,
@@ -90,6 +91,10 @@ impl Plugin for ServerGroup {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NOVA)
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {

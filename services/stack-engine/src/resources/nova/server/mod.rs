@@ -49,6 +49,7 @@ use super::{
     INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
+use crate::resources::RequiredService;
 
 /// The collectors a server's agent is told of before its transport's
 /// (Heat's `default_collectors` for servers).
@@ -722,6 +723,10 @@ impl Plugin for Server {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn required_service(&self) -> Option<RequiredService> {
+        Some(RequiredService::NOVA)
     }
 
     /// The properties, then Heat's `validate` checks, which name the
