@@ -181,6 +181,25 @@ def test_an_unknown_domain_refuses_the_stack_with_heats_error(cloud):
     assert status == 404, (status, doc)
 
 
+def test_a_type_whose_service_is_not_in_the_catalog_refuses_the_stack(cloud):
+    """Heat's `is_service_available`: this Keystone's catalog has no network
+    service, so a stack with a Neutron type is refused at create with Heat's
+    400 ResourceTypeUnavailable, and nothing is stored."""
+    ks = cloud.keystone
+    project = ks.projects['admin']
+    token = ks.fresh('admin', ADMIN_PASSWORD, project='admin')
+    name = 'no-neutron-%s' % uuid.uuid4().hex[:8]
+    template = {'heat_template_version': '2018-08-31', 'resources': {'net': {'type': 'OS::Neutron::Net'}}}
+    status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
+    assert status == 400, (status, doc)
+    assert doc['error']['type'] == 'ResourceTypeUnavailable', doc
+    assert doc['error']['message'] == (
+        'HEAT-E99001 Service neutron is not available for resource type OS::Neutron::Net, '
+        'reason: neutron network endpoint is not in service catalog.'), doc
+    status, doc = cloud.call('GET', '/stacks/%s' % name, token, project=project)
+    assert status == 404, (status, doc)
+
+
 def test_the_types_are_the_admins(cloud):
     """Heat's policy: `resource_types:OS::Keystone::*` is admin only."""
     ks = cloud.keystone
