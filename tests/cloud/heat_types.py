@@ -640,6 +640,8 @@ class Ports(Family):
     """A port on its own network with a security group and a QoS policy
     (a bandwidth-limit rule), and a floating IP on it through a router."""
     short = 'port'
+    # Heat's policy keeps the QoS types to the admin role.
+    who = ('admin', 'admin', None)
     types = {'port': 'OS::Neutron::Port', 'fip': 'OS::Neutron::FloatingIP', 'qos': 'OS::Neutron::QoSPolicy',
              'bwlimit': 'OS::Neutron::QoSBandwidthLimitRule'}
     updated = ('port', 'qos', 'bwlimit')
@@ -650,7 +652,8 @@ class Ports(Family):
         return {
             'port': self.name + ('-port2' if step != 'create' else '-port'),
             'admin_state_up': step == 'create',
-            'ip': '10.78.1.10' if step == 'create' else '10.78.1.11',
+            # Neutron refuses to change the fixed IP a floating IP is on.
+            'ip': '10.78.1.10',
             'net': 'net_b' if step == 'replace' else 'net',
             'qos_desc': 'capped' if step == 'create' else 'capped harder',
             'max_kbps': 1000 if step == 'create' else 2000,
