@@ -200,6 +200,33 @@ def test_a_type_whose_service_is_not_in_the_catalog_refuses_the_stack(cloud):
     assert status == 404, (status, doc)
 
 
+def test_the_types_whose_service_is_not_in_the_catalog_are_not_listed(cloud):
+    """Heat's `GET /resource_types` leaves out a type whose service the
+    caller's catalog lacks (this Keystone has no compute, network, image or
+    volume service), and `GET /resource_types/{type}` refuses it with
+    ResourceTypeUnavailable and the fixed reason Heat's resource_schema
+    gives; the type's template is still generated, as upstream's
+    generate_template does not ask."""
+    ks = cloud.keystone
+    project = ks.projects['admin']
+    token = ks.fresh('admin', ADMIN_PASSWORD, project='admin')
+    status, doc = cloud.call('GET', '/resource_types', token, project=project)
+    assert status == 200, (status, doc)
+    listed = doc['resource_types']
+    assert 'OS::Keystone::Project' in listed and 'OS::Heat::RandomString' in listed, listed
+    assert not [t for t in listed if t.split('::')[1] in ('Nova', 'Neutron', 'Cinder', 'Glance')], listed
+    status, doc = cloud.call('GET', '/resource_types/OS::Nova::Server', token, project=project)
+    assert status == 400, (status, doc)
+    assert doc['error']['type'] == 'ResourceTypeUnavailable', doc
+    assert doc['error']['message'] == (
+        'HEAT-E99001 Service nova is not available for resource type OS::Nova::Server, '
+        'reason: Service endpoint not in service catalog.'), doc
+    status, doc = cloud.call('GET', '/resource_types/OS::Keystone::Project', token, project=project)
+    assert status == 200 and doc['resource_type'] == 'OS::Keystone::Project', (status, doc)
+    status, doc = cloud.call('GET', '/resource_types/OS::Nova::Server/template', token, project=project)
+    assert status == 200 and 'Resources' in doc, (status, doc)
+
+
 def test_the_types_are_the_admins(cloud):
     """Heat's policy: `resource_types:OS::Keystone::*` is admin only."""
     ks = cloud.keystone

@@ -239,6 +239,11 @@ impl Registry {
         self.types.get(type_name).cloned()
     }
 
+    /// Each type that acts through an OpenStack service, with that service.
+    pub fn service_types(&self) -> impl Iterator<Item = (&'static str, super::RequiredService)> + '_ {
+        self.types.iter().filter_map(|(name, rt)| rt.required_service().map(|required| (*name, required)))
+    }
+
     /// Type names in upstream's listing order.
     pub fn type_names(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = self.types.keys().copied().collect();
@@ -249,8 +254,15 @@ impl Registry {
     /// `GET /resource_types`: `name` (a regular expression matched at the
     /// start of the type name), `support_status`, `version`,
     /// `with_description`. A repeated key counts with its last value.
-    /// Types the caller may not use are left out, as upstream does.
-    pub fn list_view(&self, caller: &Caller, query: &[(String, Vec<String>)]) -> Result<Value, EngineError> {
+    /// Types the caller may not use are left out, as upstream does, and
+    /// so are the `unavailable` ones (their service is not in the caller's
+    /// catalog).
+    pub fn list_view(
+        &self,
+        caller: &Caller,
+        query: &[(String, Vec<String>)],
+        unavailable: &[&str],
+    ) -> Result<Value, EngineError> {
         let param = |key: &str| query.iter().rev().find(|(k, _)| k == key).and_then(|(_, v)| v.last().cloned());
         let with_description = match param("with_description") {
             Some(v) => extract_bool("with_description", &v)?,
@@ -286,6 +298,7 @@ impl Registry {
                 || version.as_deref().is_some_and(|v| status.version != Some(v))
                 || support_status.as_deref().is_some_and(|s| status.status != s)
                 || self.authorize_type(caller, name).is_err()
+                || unavailable.contains(&name)
             {
                 continue;
             }
@@ -557,7 +570,7 @@ mod tests {
     fn list_view_filters() {
         let registry = Registry::builtin();
         assert_eq!(
-            registry.list_view(&admin(), &[]).unwrap(),
+            registry.list_view(&admin(), &[], &[]).unwrap(),
             json!({"resource_types": [
                 "AWS::CloudFormation::WaitCondition", "AWS::CloudFormation::WaitConditionHandle",
                 "OS::Heat::AutoScalingGroup", "OS::Heat::CloudConfig", "OS::Heat::DeployedServer", "OS::Heat::MultipartMime",
@@ -569,33 +582,33 @@ mod tests {
             ]})
         );
         assert_eq!(
-            registry.list_view(&admin(), &q(&[("name", "OS::Heat::R.*")])).unwrap(),
+            registry.list_view(&admin(), &q(&[("name", "OS::Heat::R.*")]), &[]).unwrap(),
             json!({"resource_types": ["OS::Heat::RandomString", "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup"]})
         );
         // re.match: anchored at the start, not a substring search
-        assert_eq!(registry.list_view(&admin(), &q(&[("name", "Value")])).unwrap(), json!({"resource_types": []}));
-        assert_eq!(registry.list_view(&admin(), &q(&[("name", "(")])).unwrap(), json!({"resource_types": []}));
+        assert_eq!(registry.list_view(&admin(), &q(&[("name", "Value")]), &[]).unwrap(), json!({"resource_types": []}));
+        assert_eq!(registry.list_view(&admin(), &q(&[("name", "(")]), &[]).unwrap(), json!({"resource_types": []}));
         assert_eq!(
-            registry.list_view(&admin(), &q(&[("version", "5.0.0")])).unwrap(),
+            registry.list_view(&admin(), &q(&[("version", "5.0.0")]), &[]).unwrap(),
             json!({"resource_types": [
                 "OS::Heat::None", "OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup", "OS::Heat::TestResource"
             ]})
         );
         assert_eq!(
-            registry.list_view(&admin(), &q(&[("support_status", "DEPRECATED")])).unwrap(),
+            registry.list_view(&admin(), &q(&[("support_status", "DEPRECATED")]), &[]).unwrap(),
             json!({"resource_types": []})
         );
-        let e = registry.list_view(&admin(), &q(&[("support_status", "BOGUS")])).unwrap_err();
+        let e = registry.list_view(&admin(), &q(&[("support_status", "BOGUS")]), &[]).unwrap_err();
         assert_eq!(e.heat_type(), "Invalid");
         assert_eq!(
             e.message(),
             "Data supplied was not valid: Invalid support status and should be one of ('UNKNOWN', 'SUPPORTED', 'DEPRECATED', 'UNSUPPORTED', 'HIDDEN')"
         );
         let described =
-            registry.list_view(&admin(), &q(&[("with_description", "True"), ("name", "OS::Heat::None")])).unwrap();
+            registry.list_view(&admin(), &q(&[("with_description", "True"), ("name", "OS::Heat::None")]), &[]).unwrap();
         assert_eq!(described["resource_types"][0]["resource_type"], json!("OS::Heat::None"));
         assert!(described["resource_types"][0]["description"].as_str().unwrap().starts_with("Enables easily"));
-        let e = registry.list_view(&admin(), &q(&[("with_description", "maybe")])).unwrap_err();
+        let e = registry.list_view(&admin(), &q(&[("with_description", "maybe")]), &[]).unwrap_err();
         assert_eq!(
             e.message(),
             "Unrecognized value \"maybe\" for \"with_description\", acceptable values are: true, false."

@@ -10,6 +10,7 @@ use super::params::{bad_request, QueryParams};
 use super::records;
 use super::{Caller, Orchestration, Reply};
 use crate::error::EngineError;
+use crate::resources::constraints;
 
 impl Orchestration {
     /// `POST /validate` (`show_nested`, `ignore_errors=code,...`).
@@ -41,14 +42,26 @@ impl Orchestration {
 
     /// `GET /resource_types` (`name`, `support_status`, `version`,
     /// `with_description`).
+    /// The types whose service is not in the caller's catalog are left
+    /// out, as upstream does (only engines with Keystone offer such types).
     pub async fn list_resource_types(&self, caller: &Caller, query: &QueryParams) -> Reply {
-        self.registry.list_view(caller, &query.0)
+        let unavailable = match self.caller_session(caller) {
+            Some(session) => constraints::unavailable_types(&session, self.registry.service_types()).await,
+            None => Vec::new(),
+        };
+        self.registry.list_view(caller, &query.0, &unavailable)
     }
 
-    /// `GET /resource_types/{type}` (`with_description`).
+    /// `GET /resource_types/{type}` (`with_description`): the type's rule,
+    /// its existence, then its service's availability, as upstream.
     pub async fn resource_type_schema(&self, caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
         let with_description = query.bool_or("with_description", false)?;
-        self.registry.schema_view(caller, type_name, with_description)
+        let view = self.registry.schema_view(caller, type_name, with_description)?;
+        let required = self.registry.get(type_name).and_then(|rt| rt.required_service());
+        if let (Some(required), Some(session)) = (required, self.caller_session(caller)) {
+            constraints::check_type_shown(&session, type_name, required).await?;
+        }
+        Ok(view)
     }
 
     /// `GET /resource_types/{type}/template` (`template_type=hot|cfn`).

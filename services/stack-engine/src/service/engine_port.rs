@@ -161,16 +161,22 @@ impl Orchestration {
         if checks.is_empty() && required.is_empty() {
             return Ok(());
         }
-        let Some(identity) = self.engine.identity() else { return Ok(()) };
+        let Some(session) = self.caller_session(caller) else { return Ok(()) };
+        crate::resources::constraints::check_stack(&session, &required, &checks).await
+    }
+
+    /// The caller's own session with the services (their token: Heat's
+    /// request context); None without Keystone or a token.
+    pub(super) fn caller_session(&self, caller: &Caller) -> Option<keelson_openstack::Session> {
+        let identity = self.engine.identity()?;
         if caller.auth_token.is_empty() {
-            return Ok(());
+            return None;
         }
-        let session = keelson_openstack::Session::new(
+        Some(keelson_openstack::Session::new(
             identity.http().clone(),
             &identity.settings().auth_uri,
             keelson_openstack::AuthMethod::Existing { token: caller.auth_token.clone() },
-        );
-        crate::resources::constraints::check_stack(&session, &required, &checks).await
+        ))
     }
 
     /// Every resource's type exists and its properties pass its schema

@@ -21,7 +21,7 @@ use super::schema::{ConstraintKind, NestedSchema, PropertySchema};
 use super::RequiredService;
 use crate::error::EngineError;
 
-pub use service::{ServiceConstraint, ServiceRefusal};
+pub use service::{Availability, ServiceConstraint, ServiceRefusal};
 
 /// Heat's `BaseCustomConstraint.error`: the text of a refused value.
 fn refusal_text(value: &Value, reason: Option<&str>) -> String {
@@ -172,6 +172,40 @@ pub async fn check_stack(
         service::check_available(session, type_name, *service, &mut extensions).await?;
     }
     run_checks(session, checks).await
+}
+
+/// The types of `types` whose service is not available to `session`, as
+/// Heat's `GET /resource_types` leaves them out (a check that fails
+/// leaves its type out too).
+pub async fn unavailable_types<'t>(
+    session: &Session,
+    types: impl IntoIterator<Item = (&'t str, RequiredService)>,
+) -> Vec<&'t str> {
+    let mut extensions = None;
+    let mut unavailable = Vec::new();
+    for (type_name, required) in types {
+        if !matches!(service::availability(session, required, &mut extensions).await, Ok(Availability::Available)) {
+            unavailable.push(type_name);
+        }
+    }
+    unavailable
+}
+
+/// Heat's `resource_schema` check before it shows a type: a type whose
+/// service is missing is 400 `ResourceTypeUnavailable` with the fixed
+/// reason upstream gives there; a failed check gives the failure's text.
+pub async fn check_type_shown(
+    session: &Session,
+    type_name: &str,
+    required: RequiredService,
+) -> Result<(), EngineError> {
+    match service::availability(session, required, &mut None).await {
+        Ok(Availability::Available) => Ok(()),
+        Ok(Availability::Unavailable(_)) => {
+            Err(service::unavailable(type_name, required, "Service endpoint not in service catalog."))
+        }
+        Err(text) => Err(service::unavailable(type_name, required, &text)),
+    }
 }
 
 /// Asks the services of `checks`, in order, through `session`; the first

@@ -125,22 +125,24 @@ async fn in_catalog(session: &Session, constraint: ServiceConstraint) -> Result<
     Ok(false)
 }
 
-/// Heat's `is_service_available` for a resource of `type_name`: one of
-/// the service's catalog types has an endpoint and the service has every
-/// extension the type needs, else 400 `ResourceTypeUnavailable` with
-/// Heat's reason. `extensions` holds Neutron's aliases once read.
-pub async fn check_available(
+/// What Heat's `is_service_available` answers for a type's service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    Available,
+    /// Heat's reason: the endpoint is not in the catalog, or an extension
+    /// the type needs is missing.
+    Unavailable(String),
+}
+
+/// Heat's `is_service_available`: one of the service's catalog types has
+/// an endpoint and the service has every extension the type needs. Err:
+/// the check itself failed (Keystone or Neutron refused), with the
+/// failure's text. `extensions` holds Neutron's aliases once read.
+pub async fn availability(
     session: &Session,
-    type_name: &str,
     required: RequiredService,
     extensions: &mut Option<Vec<String>>,
-) -> Result<(), EngineError> {
-    let unavailable = |reason: String| {
-        EngineError::ResourceTypeUnavailable(format!(
-            "HEAT-E99001 Service {} is not available for resource type {type_name}, reason: {reason}",
-            required.client
-        ))
-    };
+) -> Result<Availability, String> {
     let mut reason = String::new();
     for service_type in required.service_types {
         match session.endpoint(service_type, INTERFACE, None).await {
@@ -149,27 +151,48 @@ pub async fn check_available(
                 reason = format!("{} {service_type} endpoint is not in service catalog.", required.client);
                 continue;
             }
-            Err(e) => return Err(unavailable(text_of(&KEYSTONEAUTH.failure(e)))),
+            Err(e) => return Err(text_of(&KEYSTONEAUTH.failure(e))),
         }
         if required.extensions.is_empty() {
-            return Ok(());
+            return Ok(Availability::Available);
         }
         if extensions.is_none() {
-            let neutron = Network::connect(session, INTERFACE, None)
-                .await
-                .map_err(|e| unavailable(text_of(&neutron::failure(e))))?;
-            *extensions =
-                Some(neutron.extension_aliases().await.map_err(|e| unavailable(text_of(&neutron::failure(e))))?);
+            let neutron =
+                Network::connect(session, INTERFACE, None).await.map_err(|e| text_of(&neutron::failure(e)))?;
+            *extensions = Some(neutron.extension_aliases().await.map_err(|e| text_of(&neutron::failure(e)))?);
         }
         let known = extensions.as_deref().unwrap_or_default();
         match required.extensions.iter().find(|ext| !known.iter().any(|k| k == *ext)) {
-            None => return Ok(()),
+            None => return Ok(Availability::Available),
             Some(missing) => {
                 reason = format!("Required extension {missing} in {} service is not available.", required.client);
             }
         }
     }
-    Err(unavailable(reason))
+    Ok(Availability::Unavailable(reason))
+}
+
+/// Heat's 400 `ResourceTypeUnavailable` for `type_name` with `reason`.
+pub fn unavailable(type_name: &str, required: RequiredService, reason: &str) -> EngineError {
+    EngineError::ResourceTypeUnavailable(format!(
+        "HEAT-E99001 Service {} is not available for resource type {type_name}, reason: {reason}",
+        required.client
+    ))
+}
+
+/// A stack's resource of `type_name` needs its service available
+/// ([`availability`]); else `ResourceTypeUnavailable` with Heat's reason
+/// or the failed check's text.
+pub async fn check_available(
+    session: &Session,
+    type_name: &str,
+    required: RequiredService,
+    extensions: &mut Option<Vec<String>>,
+) -> Result<(), EngineError> {
+    match availability(session, required, extensions).await {
+        Ok(Availability::Available) => Ok(()),
+        Ok(Availability::Unavailable(reason)) | Err(reason) => Err(unavailable(type_name, required, &reason)),
+    }
 }
 
 /// Checks `value` against `constraint` through `session`, as Heat's

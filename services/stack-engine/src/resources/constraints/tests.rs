@@ -107,6 +107,31 @@ async fn a_type_needing_an_extension_neutron_lacks_is_refused() {
 }
 
 #[tokio::test]
+async fn the_listing_leaves_out_the_types_whose_service_or_extension_is_missing() {
+    // Neutron without the minimum-bandwidth extension, and no Nova.
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/extensions", 200, json!({"extensions": [{"alias": "router"}, {"alias": "qos"}]}));
+    let mut registry = neutron_registry();
+    crate::resources::nova::register(&mut registry);
+    let mut hidden = unavailable_types(&session, registry.service_types()).await;
+    hidden.sort_unstable();
+    assert!(hidden.contains(&"OS::Neutron::QoSMinimumBandwidthRule"), "{hidden:?}");
+    assert!(hidden.contains(&"OS::Nova::Server"), "{hidden:?}");
+    assert!(!hidden.iter().any(|t| *t == "OS::Neutron::Net" || *t == "OS::Neutron::QoSPolicy"), "{hidden:?}");
+    // Neutron's extensions are read once for the whole listing.
+    assert_eq!(neutron.calls().iter().filter(|(_, p, _)| p == "/network/v2.0/extensions").count(), 1);
+
+    // Showing one: Heat's resource_schema gives a fixed reason.
+    let e = check_type_shown(&session, "OS::Nova::Server", RequiredService::NOVA).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("ResourceTypeUnavailable", 400));
+    assert_eq!(
+        e.message(),
+        "HEAT-E99001 Service nova is not available for resource type OS::Nova::Server, reason: Service endpoint not in service catalog."
+    );
+    check_type_shown(&session, "OS::Neutron::Net", RequiredService::NEUTRON).await.unwrap();
+}
+
+#[tokio::test]
 async fn flavors_resolve_by_id_then_by_unique_name() {
     let (nova, session) = nova_standin::nova("2.79").await;
     nova.answer("GET /compute/v2.1/flavors/f1", 200, json!({"flavor": {"id": "f1", "name": "m1.small"}}));

@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn the_types_are_offered_only_with_keystone_and_admin_only() {
-        let names = |r: &Registry| r.list_view(&admin(), &[]).unwrap()["resource_types"].clone();
+        let names = |r: &Registry| r.list_view(&admin(), &[], &[]).unwrap()["resource_types"].clone();
         let builtin = names(&Registry::builtin());
         assert!(!builtin.to_string().contains("OS::Keystone"));
         let mut registry = Registry::builtin();

@@ -258,7 +258,7 @@ mod tests {
             is_admin: true,
             ..Default::default()
         };
-        let listed = |r: &Registry| r.list_view(&admin, &[]).unwrap()["resource_types"].clone();
+        let listed = |r: &Registry| r.list_view(&admin, &[], &[]).unwrap()["resource_types"].clone();
         let builtin = listed(&Registry::builtin());
         assert!(!builtin
             .as_array()
@@ -288,7 +288,7 @@ mod tests {
             roles: vec!["member".into(), "reader".into()],
             ..Default::default()
         };
-        let listed = registry.list_view(&member, &[]).unwrap();
+        let listed = registry.list_view(&member, &[], &[]).unwrap();
         assert!(!listed["resource_types"]
             .as_array()
             .unwrap()
