@@ -730,7 +730,62 @@ class Ports(Family):
         return self.api.get('neutron', path + pid) is None
 
 
-FAMILIES = (Network, Ports, Compute, Volume, Image, Admin, Identity)
+# The server family's flavors (public, made by the admin): create, then resize.
+SERVER_FLAVORS = (('ht.small', 1, 128, 1), ('ht.big', 1, 256, 1))
+
+
+class Servers(Family):
+    """A server on a network of the stack's (the cloud's image, the flavors
+    prepare() makes): the update resizes it to the bigger flavor and
+    changes its metadata in place (Heat resizes and confirms); the replace
+    step changes its user_data, which Heat's default user_data_update_policy
+    (REPLACE) answers with a new server."""
+    short = 'server'
+    types = {'server': 'OS::Nova::Server'}
+    updated = ('server',)
+    replaced = ('server',)
+
+    def values(self, step):
+        return {
+            'flavor': SERVER_FLAVORS[0][0] if step == 'create' else SERVER_FLAVORS[1][0],
+            'metadata': {'step': 'create'} if step == 'create' else {'step': 'update', 'kept': 'yes'},
+            'user_data': 'echo first' if step != 'replace' else 'echo second',
+        }
+
+    def template(self, step):
+        v, n = self.values(step), self.name
+        return tmpl({
+            'net': {'type': 'OS::Neutron::Net', 'properties': {'name': n + '-net'}},
+            'subnet': {'type': 'OS::Neutron::Subnet', 'properties': {
+                'network': {'get_resource': 'net'}, 'cidr': '10.79.1.0/24', 'enable_dhcp': False}},
+            'server': {'type': 'OS::Nova::Server', 'depends_on': ['subnet'], 'properties': {
+                'name': n + '-vm', 'image': 'cloud-test', 'flavor': v['flavor'], 'metadata': v['metadata'],
+                'networks': [{'network': {'get_resource': 'net'}}],
+                'user_data_format': 'RAW', 'user_data': v['user_data']}},
+        }, {'networks': {'value': {'get_attr': ['server', 'networks']}},
+            'server_name': {'value': {'get_attr': ['server', 'name']}}})
+
+    def check(self, res, pid, step):
+        v, api = self.values(step), self.api
+        o = (api.get('nova', '/servers/' + pid, who=self.who) or {}).get('server')
+        expect(o, 'server %s missing' % pid)
+        expect(o['status'] == 'ACTIVE', 'status %r' % o['status'])
+        expect(o['name'] == self.name + '-vm', 'name %r' % o['name'])
+        expect(o['flavor'].get('original_name') == v['flavor'], 'flavor %r' % o['flavor'])
+        expect(o['metadata'] == v['metadata'], 'metadata %r' % o['metadata'])
+        net = self.name + '-net'
+        ips = [a['addr'] for a in o['addresses'].get(net, [])]
+        expect(len(ips) == 1 and ips[0].startswith('10.79.1.'), 'addresses %r' % o['addresses'])
+        out = api.outputs(self.who, self.name, self.sid)
+        expect(out.get('server_name') == o['name'], 'name output %r' % out.get('server_name'))
+        networks = out.get('networks') or {}
+        expect(networks.get(net) == ips, 'networks output %r' % networks)
+
+    def gone(self, res, pid):
+        return self.api.get('nova', '/servers/' + pid, who=self.who) is None
+
+
+FAMILIES = (Network, Ports, Compute, Servers, Volume, Image, Admin, Identity)
 
 
 # -- one family's steps ----------------------------------------------------------------------------------------
@@ -831,6 +886,8 @@ def prepare(cloud):
     cloud.neutron('POST', '/v2.0/subnets', {'subnet': {
         'name': 'public-subnet', 'network_id': public['id'], 'ip_version': 4, 'cidr': '172.24.5.0/24',
         'enable_dhcp': False}})
+    for name, vcpus, ram, disk in SERVER_FLAVORS:
+        cloud.nova('POST', '/flavors', {'flavor': {'name': name, 'vcpus': vcpus, 'ram': ram, 'disk': disk}})
     parent = cloud.keystone('POST', '/v3/projects', {'project': {
         'name': 'heat-types-parent', 'domain_id': 'default'}})['project']['id']
     return {'public': public['id'], 'parent': parent}
