@@ -2,7 +2,10 @@
 //! engine level: the old resource's hook runs before its replacement is
 //! created (OS::Nova::KeyPair frees its name with it), and its failure
 //! fails the update without a replacement; a FAILED resource whose plugin
-//! keeps it (OS::Nova::ServerGroup still in Nova) is not replaced.
+//! keeps it (OS::Nova::ServerGroup still in Nova) is not replaced. A
+//! rollback that brings the old resource back runs its
+//! `restore_prev_rsrc` with what its `prepare_for_replace` kept
+//! (OS::Neutron::Port takes back its fixed IPs).
 
 // Fixture helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -36,7 +39,10 @@ impl Plugin for Named {
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
         let name = ctx.properties["name"].as_str().unwrap_or_default().to_string();
         self.log.lock().unwrap().push(format!("create {name}"));
-        ctx.state.physical_id = Some(name);
+        ctx.state.physical_id = Some(name.clone());
+        if name == "boom" {
+            return Err(ResourceFailure::error("Conflict", "boom cannot be made"));
+        }
         Ok(())
     }
 
@@ -68,6 +74,14 @@ impl Plugin for Named {
         if old == "stuck" {
             return Err(ResourceFailure::error("Conflict", "stuck cannot go"));
         }
+        ctx.state.data.insert("freed".into(), old);
+        Ok(())
+    }
+
+    async fn restore_prev_rsrc(&self, ctx: &mut ActionContext, replacement: Option<&str>) -> ActionResult {
+        let old = ctx.state.physical_id.clone().unwrap_or_default();
+        let freed = ctx.state.data.get("freed").cloned().unwrap_or_default();
+        self.log.lock().unwrap().push(format!("restore {old} (freed {freed}) from {}", replacement.unwrap_or("-")));
         Ok(())
     }
 
@@ -172,6 +186,51 @@ async fn the_old_resource_prepares_before_its_replacement_exists() {
         assert!(log.contains(&format!("needs {name}")), "{log:?}");
         assert_eq!(creates, if replaced { 2 } else { 1 }, "{log:?}");
     }
+    drop(engine);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_rollback_restores_the_old_resource_with_what_it_gave_up() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (engine, queue, db, dir) = engine(log.clone()).await;
+    let stack = engine
+        .create_stack(NewStack {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: "rolled".into(),
+            tenant: "p".into(),
+            username: "u".into(),
+            user_id: "uid".into(),
+            template: template("a"),
+            environment: json!({}),
+            disable_rollback: false,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    drain(&engine, &queue).await;
+    let update = NewDefinition {
+        template: template("boom"),
+        environment: json!({}),
+        disable_rollback: false,
+        ..Default::default()
+    };
+    engine.update_stack(&stack.id, update).await.unwrap();
+    drain(&engine, &queue).await;
+    let s = store::stacks::get(&db, &stack.id).await.unwrap().unwrap();
+    assert_eq!(s.state(), "ROLLBACK_COMPLETE", "{}", s.status_reason);
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log[..3], ["create a", "prepare a", "create boom"], "{log:?}");
+    // Once, with what `prepare` kept; the replacement is named while it is
+    // still there (this engine's rollback deletes it first: then its
+    // addresses are already free).
+    let restores: Vec<&String> = log.iter().filter(|l| l.starts_with("restore")).collect();
+    assert!(restores == ["restore a (freed a) from boom"] || restores == ["restore a (freed a) from -"], "{log:?}");
+    // The old resource is the stack's again; the replacement is deleted.
+    assert!(log.contains(&"delete boom".to_string()), "{log:?}");
+    let rows = store::resources::list(&db, &stack.id).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].physical_resource_id.as_deref(), Some("a"));
     drop(engine);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -303,6 +303,15 @@ pub trait ResourceType: Send + Sync + 'static {
     /// replacement is created; a failure fails the update.
     fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
+    /// Upstream `restore_prev_rsrc(convergence=True)`, on the old resource
+    /// when a rollback brings it back in place of the replacement whose
+    /// physical id is `replacement`; a failure fails the rollback's update.
+    fn restore_prev_rsrc<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        replacement: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
     /// Upstream `needs_replace_failed`: whether the next update replaces
     /// this FAILED resource.
     fn needs_replace_failed<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<bool, ResourceFailure>>;

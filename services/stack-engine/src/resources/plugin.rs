@@ -153,6 +153,18 @@ pub trait Plugin: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Runs on the old resource when a rollback brings it back in place of
+    /// its replacement (physical id `replacement`): undoes what
+    /// `prepare_for_replace` gave up (upstream `restore_prev_rsrc`: a port
+    /// takes back its fixed IPs). By default nothing.
+    fn restore_prev_rsrc(
+        &self,
+        _ctx: &mut ActionContext,
+        _replacement: Option<&str>,
+    ) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
     /// The resources of `stack` that `this` needs first although the
     /// template does not say so (upstream `add_dependencies`); `explicit`
     /// are those it names. By default none.
@@ -277,6 +289,14 @@ impl<P: Plugin> ResourceType for P {
 
     fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
         Box::pin(Plugin::prepare_for_replace(self, ctx))
+    }
+
+    fn restore_prev_rsrc<'a>(
+        &'a self,
+        ctx: &'a mut ActionContext,
+        replacement: Option<&'a str>,
+    ) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::restore_prev_rsrc(self, ctx, replacement))
     }
 
     fn needs_replace_failed<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<bool, ResourceFailure>> {

@@ -184,8 +184,54 @@ impl Engine {
         old_props: &Properties,
     ) -> Result<Option<Outcome>, EngineError> {
         let mut ctx = self.old_context(stack, data, &plan.row, old_props);
-        let Err(failure) = plan.plugin.prepare_for_replace(&mut ctx).await else { return Ok(None) };
+        let result = plan.plugin.prepare_for_replace(&mut ctx).await;
+        // Kept whatever the outcome: a rollback's restore reads them (a
+        // port's freed fixed IPs).
+        self.keep_data(plan.row.id, data, &ctx).await?;
+        let Err(failure) = result else { return Ok(None) };
         self.fail_update(&mut plan.row, &failure).await.map(Some)
+    }
+
+    /// Upstream `update_convergence` in a rollback: the old resource a
+    /// rollback brings back in place of its replacement first undoes what
+    /// it gave up for it (`restore_prev_rsrc`). A failure fails the update
+    /// (Some(outcome)).
+    pub(super) async fn restore_replaced(
+        &self,
+        stack: &StackRow,
+        data: &BTreeMap<String, ResourceDataEntry>,
+        row: &mut ResourceRow,
+        plugin: &dyn ResourceType,
+        old_props: &Properties,
+    ) -> Result<Option<Outcome>, EngineError> {
+        let Some(replacement_id) = row.replaced_by else { return Ok(None) };
+        if stack.action != Action::Rollback {
+            return Ok(None);
+        }
+        let replacement = store::resources::get(&self.db, replacement_id).await?.and_then(|r| r.physical_resource_id);
+        let mut ctx = self.old_context(stack, data, row, old_props);
+        let result = plugin.restore_prev_rsrc(&mut ctx, replacement.as_deref()).await;
+        self.keep_data(row.id, data, &ctx).await?;
+        let Err(failure) = result else { return Ok(None) };
+        self.fail_update(row, &failure).await.map(Some)
+    }
+
+    /// Stores the data entries a hook set on the row (upstream `data_set`
+    /// writes at once).
+    async fn keep_data(
+        &self,
+        resource_id: i64,
+        before: &BTreeMap<String, ResourceDataEntry>,
+        ctx: &ActionContext,
+    ) -> Result<(), EngineError> {
+        for (key, value) in &ctx.state.data {
+            let stored = before.get(key);
+            if stored.is_none_or(|e| e.value != *value) {
+                let redact = stored.is_some_and(|e| e.redact);
+                store::resources::data_set(&self.db, resource_id, key, value, redact).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Upstream `needs_replace_failed` of a FAILED row (CHECK_FAILED is

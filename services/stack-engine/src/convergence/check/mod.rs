@@ -254,6 +254,13 @@ impl Engine {
                 Err(outcome) => return Ok(outcome),
             }
         };
+        if !retyped {
+            if let Some(failed) =
+                self.restore_replaced(stack, data, &mut row, inputs.plugin.as_ref(), &old_props).await?
+            {
+                return Ok(failed);
+            }
+        }
         let step = decide_update(&UpdateInputs {
             row: &row,
             stack_action: stack.action,

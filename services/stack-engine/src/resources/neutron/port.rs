@@ -209,6 +209,34 @@ impl Port {
         }
     }
 
+    /// Heat's `restore_prev_rsrc`: a rollback brings this port back in
+    /// place of `replacement`, which gives up its fixed IPs so that this
+    /// one takes back those it freed. A replacement Neutron no longer has
+    /// holds none (Heat fails there; nothing is left to free).
+    async fn restore_fixed_ips_with(
+        &self,
+        network: &Network<'_>,
+        ctx: &mut ActionContext,
+        replacement: Option<&str>,
+    ) -> ActionResult {
+        if let Some(new_port) = replacement {
+            let mut none = Map::new();
+            none.insert("fixed_ips".into(), json!([]));
+            match network.update(PORT, new_port, none).await {
+                Err(e) if e.is_not_found() => {}
+                other => other.map(drop).map_err(failure)?,
+            }
+        }
+        let freed = ctx.state.data.get(FREED_FIXED_IPS_DATA).and_then(|v| serde_json::from_str::<Value>(v).ok());
+        let (Some(id), Some(freed)) = (ctx.state.physical_id.clone(), freed) else { return Ok(()) };
+        if freed.as_array().is_none_or(Vec::is_empty) {
+            return Ok(());
+        }
+        let mut restored = Map::new();
+        restored.insert("fixed_ips".into(), freed);
+        network.update(PORT, &id, restored).await.map(drop).map_err(failure)
+    }
+
     /// Heat's `subnets`: each fixed IP's subnet as Neutron shows it;
     /// nothing when any of them cannot be read.
     async fn subnets(&self, state: &ResourceState) -> Result<Value, EngineError> {
@@ -464,6 +492,12 @@ impl Plugin for Port {
         self.free_fixed_ips_with(&network, ctx).await
     }
 
+    async fn restore_prev_rsrc(&self, ctx: &mut ActionContext, replacement: Option<&str>) -> ActionResult {
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let network = network(&session).await?;
+        self.restore_fixed_ips_with(&network, ctx, replacement).await
+    }
+
     async fn needs_replace_failed(&self, ctx: &mut ActionContext) -> Result<bool, ResourceFailure> {
         replace_failed(&self.host, ctx, PORT).await
     }
@@ -669,6 +703,27 @@ mod tests {
         // A port Neutron no longer has has nothing to free.
         ctx.state.physical_id = Some("gone".into());
         port().free_fixed_ips_with(&network, &mut ctx).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_rollback_gives_the_freed_fixed_ips_back() {
+        let (neutron, session) = testing::neutron().await;
+        let fixed_ips = json!([{"subnet_id": "s1", "ip_address": "10.0.0.5"}]);
+        neutron.answer(&format!("PUT {PORTS}/new"), 200, json!({"port": {"id": "new"}}));
+        neutron.answer(&format!("PUT {PORTS}/p1"), 200, json!({"port": {"id": "p1"}}));
+        let network = network(&session).await.unwrap();
+        let (mut ctx, _tx) = test_context(props(json!({"network": "n"})));
+        ctx.state.physical_id = Some("p1".into());
+        ctx.state.data.insert(FREED_FIXED_IPS_DATA.into(), fixed_ips.to_string());
+        port().restore_fixed_ips_with(&network, &mut ctx, Some("new")).await.unwrap();
+        let calls = neutron.calls();
+        assert_eq!(calls[0], ("PUT".into(), format!("{PORTS}/new"), json!({"port": {"fixed_ips": []}})));
+        assert_eq!(calls[1], ("PUT".into(), format!("{PORTS}/p1"), json!({"port": {"fixed_ips": fixed_ips}})));
+        // Nothing freed and no replacement: nothing to ask.
+        let (mut ctx, _tx) = test_context(props(json!({"network": "n"})));
+        ctx.state.physical_id = Some("p1".into());
+        port().restore_fixed_ips_with(&network, &mut ctx, None).await.unwrap();
+        assert_eq!(neutron.calls().len(), 2);
     }
 
     #[tokio::test]
