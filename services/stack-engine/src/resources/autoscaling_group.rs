@@ -755,6 +755,8 @@ mod tests {
         template: Mutex<Value>,
         metadata: Mutex<Value>,
         updates: Mutex<usize>,
+        /// The stack's other resources, by reference.
+        peers: Mutex<Vec<(String, PeerResource)>>,
     }
 
     impl FakeHost {
@@ -833,6 +835,15 @@ mod tests {
         }
         fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
             Box::pin(async { Ok(self.template.lock().unwrap().clone()) })
+        }
+        fn resource_by_refid<'a>(
+            &'a self,
+            _: &'a str,
+            refid: &'a str,
+        ) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
+            Box::pin(
+                async move { Ok(self.peers.lock().unwrap().iter().find(|(r, _)| r == refid).map(|(_, p)| p.clone())) },
+            )
         }
         fn merge_metadata<'a>(
             &'a self,
@@ -970,5 +981,133 @@ mod tests {
         assert_eq!(e.message(), "DesiredCapacity must be between MinSize and MaxSize");
         let p = g.validate_properties("g", &props(0, 0, None)).unwrap();
         assert_eq!(p["rolling_updates"], json!({"min_in_service": 0, "max_batch_size": 1, "pause_time": 0}));
+    }
+
+    fn aws_peer() -> PeerResource {
+        let props = json!({"AvailabilityZones": ["nova"], "LaunchConfigurationName": "st-lc-abc", "MinSize": 1,
+                           "MaxSize": 3, "Cooldown": 60, "VPCZoneIdentifier": ["subnet-1"],
+                           "Tags": [{"Key": "env", "Value": "test"}]});
+        PeerResource {
+            id: 8,
+            name: "asg".into(),
+            resource_type: GroupFlavor::AWS_TYPE.into(),
+            physical_id: Some("child".into()),
+            status: Status::Complete,
+            properties: props.as_object().unwrap().clone(),
+            ..Default::default()
+        }
+    }
+
+    fn launch_config() -> PeerResource {
+        let props = json!({"ImageId": "cirros", "InstanceType": "m1.tiny", "UserData": "hi", "KeyName": null});
+        PeerResource {
+            id: 9,
+            name: "lc".into(),
+            resource_type: "AWS::AutoScaling::LaunchConfiguration".into(),
+            physical_id: Some("st-lc-abc".into()),
+            metadata: json!({"foo": "bar"}),
+            status: Status::Complete,
+            properties: props.as_object().unwrap().clone(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_aws_group_grows_with_members_of_its_launch_configuration() {
+        let host = FakeHost::with_members(&["a"]);
+        host.peers.lock().unwrap().push(("st-lc-abc".into(), launch_config()));
+        let g = group_on(&host);
+        let by = |n: f64| Adjustment { kind_text: "ChangeInCapacity".into(), ..change(n) };
+        g.adjust("sid", &aws_peer(), &by(1.0)).await.unwrap();
+        let names = host.names();
+        assert_eq!(names.len(), 2);
+        let template = host.template.lock().unwrap().clone();
+        let member = &template["resources"][&names[1]];
+        assert_eq!(
+            *member,
+            json!({"type": "AWS::EC2::Instance", "metadata": {"foo": "bar"}, "properties": {
+                "ImageId": "cirros", "InstanceType": "m1.tiny", "UserData": "hi", "SubnetId": "subnet-1",
+                "Tags": [{"Key": "env", "Value": "test"},
+                         {"Key": "metering.groupname", "Value": "child"},
+                         {"Key": "metering.AutoScalingGroupName", "Value": "child"}]}})
+        );
+        // The group's Cooldown holds the next signal back.
+        let md = host.metadata.lock().unwrap().clone();
+        assert_eq!(md["cooldown_end"].as_object().unwrap().values().next(), Some(&json!("ChangeInCapacity : 1")));
+        let e = g.adjust("sid", &aws_peer(), &by(1.0)).await.unwrap_err();
+        assert!(e.to_string().contains("due to cooldown, cooldown 60"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_instance_group_is_not_scaled_and_a_missing_launch_configuration_fails() {
+        let host = FakeHost::with_members(&["a"]);
+        let g = group_on(&host);
+        let mut instance = aws_peer();
+        instance.resource_type = GroupFlavor::INSTANCE_TYPE.into();
+        let e = g.adjust("sid", &instance, &change(1.0)).await.unwrap_err();
+        assert!(matches!(e, ResourceFailure::Error { .. }), "{e}");
+        let e = g.adjust("sid", &aws_peer(), &change(1.0)).await.unwrap_err();
+        assert_eq!(
+            e,
+            ResourceFailure::error("ValueError", "LaunchConfigurationName (st-lc-abc) reference can not be found.")
+        );
+        // The failed resize still ends the scaling.
+        assert_eq!(host.metadata.lock().unwrap()["scaling_in_progress"], json!(false));
+    }
+
+    #[test]
+    fn flavors_read_their_own_sizes() {
+        let props = |v: Value| v.as_object().unwrap().clone();
+        let aws = props(json!({"MinSize": 2, "MaxSize": 5, "DesiredCapacity": 0, "Cooldown": 30}));
+        assert_eq!(GroupFlavor::Aws.initial_size(&aws), 2);
+        assert_eq!(GroupFlavor::Aws.bounds(&aws), (2, 5));
+        assert_eq!(GroupFlavor::Aws.updated_size(&aws, 9), 5);
+        assert_eq!(GroupFlavor::Aws.cooldown(&aws), Some(30.0));
+        let sized = props(json!({"Size": 0}));
+        // An InstanceGroup goes to its Size, even 0, without bounds.
+        assert_eq!(GroupFlavor::Instance.initial_size(&sized), 0);
+        assert_eq!(GroupFlavor::Instance.updated_size(&sized, 3), 0);
+        assert_eq!(GroupFlavor::Instance.bounds(&sized), (0, i64::MAX));
+        assert_eq!(GroupFlavor::Instance.cooldown(&sized), None);
+        assert_eq!(GroupFlavor::of_type("OS::Heat::ResourceGroup"), None);
+    }
+
+    #[test]
+    fn an_aws_rolling_update_reads_the_update_policy() {
+        let g = AutoScalingGroup::aws(Arc::new(HostSlot::default()));
+        let props = |lc: &str| json!({"LaunchConfigurationName": lc}).as_object().unwrap().clone();
+        let (cancel_tx, cancel) = watch::channel(false);
+        let mut ctx = ActionContext {
+            stack_id: "s".into(),
+            stack_name: "st".into(),
+            resource_name: "asg".into(),
+            resource_id: 1,
+            properties: props("new"),
+            state: ResourceState::default(),
+            cancel,
+            adopt: None,
+            update_policy: None,
+            timeout_mins: None,
+            action_retry_limit: 0,
+        };
+        // No policy: no rolling update.
+        assert_eq!(g.rolling_update(&ctx, &props("old")), Ok(None));
+        ctx.update_policy = Some(json!({"AutoScalingRollingUpdate": {"MaxBatchSize": "2", "PauseTime": "PT1M5S"}}));
+        assert_eq!(
+            g.rolling_update(&ctx, &props("old")),
+            Ok(Some(Rolling { max_batch_size: 2, min_in_service: 0, pause_secs: 65.0 }))
+        );
+        // The same launch configuration: nothing to roll out.
+        assert_eq!(g.rolling_update(&ctx, &props("new")), Ok(None));
+        ctx.update_policy = Some(json!({"AutoScalingRollingUpdate": {"PauseTime": "PT2H"}}));
+        assert_eq!(
+            g.rolling_update(&ctx, &props("old")),
+            Err(ResourceFailure::error("ValueError", "Maximum PauseTime is 1 hour."))
+        );
+        ctx.update_policy = Some(json!({"AutoScalingRollingUpdate": {"PauseTime": "1 minute"}}));
+        assert_eq!(
+            g.rolling_update(&ctx, &props("old")),
+            Err(ResourceFailure::error("ValueError", scaling::ISO_DURATION_ERROR))
+        );
+        drop(cancel_tx);
     }
 }

@@ -238,3 +238,79 @@ pub(crate) async fn instance_list(
         .collect();
     Ok(if ips.is_empty() { Value::Null } else { Value::String(ips.join(",")) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Plugin;
+
+    fn aws() -> AutoScalingGroup {
+        AutoScalingGroup::aws(Arc::new(HostSlot::default()))
+    }
+
+    #[test]
+    fn the_aws_group_is_validated_as_upstream() {
+        let g = aws();
+        let props = |extra: Value| {
+            let mut p =
+                json!({"AvailabilityZones": ["nova"], "LaunchConfigurationName": "lc", "MinSize": 1, "MaxSize": 3});
+            p.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            p
+        };
+        assert!(g.validate_properties("g", &props(json!({}))).is_ok());
+        let message = |extra: Value| g.validate_properties("g", &props(extra)).unwrap_err().message();
+        assert_eq!(message(json!({"MinSize": 4})), "MinSize can not be greater than MaxSize");
+        assert_eq!(message(json!({"MinSize": -1})), "The size of AutoScalingGroup can not be less than zero");
+        assert_eq!(message(json!({"DesiredCapacity": 4})), "DesiredCapacity must be between MinSize and MaxSize");
+        let e = g.validate_properties("g", &props(json!({"VPCZoneIdentifier": ["a", "b"]}))).unwrap_err();
+        assert_eq!(
+            (e.heat_type(), e.message().as_str()),
+            ("NotSupported", "Anything other than one VPCZoneIdentifier is not supported.")
+        );
+        let either = "Either 'InstanceId' or 'LaunchConfigurationName' must be provided.";
+        assert_eq!(message(json!({"InstanceId": "server"})), either);
+        assert_eq!(message(json!({"LaunchConfigurationName": null})), either);
+        // Sizes come as strings from CloudFormation templates.
+        let p = g.validate_properties("g", &props(json!({"MaxSize": "20"}))).unwrap();
+        assert_eq!(p["MaxSize"], json!(20));
+    }
+
+    #[test]
+    fn schemas_follow_upstream() {
+        let ig = AutoScalingGroup::instance_group(Arc::new(HostSlot::default()));
+        let s = ig.schema();
+        let names: Vec<&str> = s.properties.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["AvailabilityZones", "LaunchConfigurationName", "Size", "LoadBalancerNames", "Tags"]);
+        let updatable: Vec<&str> = s.properties.iter().filter(|p| p.update_allowed).map(|p| p.name).collect();
+        assert_eq!(updatable, ["LaunchConfigurationName", "Size"]);
+        assert!(s.has_attribute("InstanceList"));
+        assert_eq!(ig.type_name(), "OS::Heat::InstanceGroup");
+        let policy: Vec<Value> = ig.update_policy_schema().iter().map(PropertySchema::to_json).collect();
+        assert_eq!(policy[0]["schema"]["PauseTime"]["default"], json!("PT0S"));
+        assert_eq!(policy[0]["schema"]["MaxBatchSize"]["default"], json!(1));
+        assert_eq!(ig.update_policy_schema()[0].name, "RollingUpdate");
+
+        let g = aws();
+        let updatable: Vec<&str> = g.schema().properties.iter().filter(|p| p.update_allowed).map(|p| p.name).collect();
+        assert_eq!(updatable, ["LaunchConfigurationName", "MaxSize", "MinSize", "Cooldown", "DesiredCapacity"]);
+        assert_eq!(g.update_policy_schema()[0].name, "AutoScalingRollingUpdate");
+        assert_eq!(g.type_name(), "AWS::AutoScaling::AutoScalingGroup");
+        let check = g.schema().property("HealthCheckType").unwrap().to_json();
+        assert_eq!(check["constraints"][0]["allowed_values"], json!(["EC2", "ELB"]));
+    }
+
+    #[test]
+    fn members_are_tagged_for_metering() {
+        let group = GroupRef { stack_id: "s", name: "g", physical_id: None };
+        let none = Properties::new();
+        assert_eq!(member_tags(&group, &none, false), json!([{"Key": "metering.groupname", "Value": "g"}]));
+        let created = GroupRef { physical_id: Some("child"), ..group };
+        let own = json!({"Tags": [{"Key": "metering.mine", "Value": "1"}]}).as_object().unwrap().clone();
+        // A metering tag of the user's own replaces the group name; the
+        // AWS group's tag is always added.
+        assert_eq!(
+            member_tags(&created, &own, true),
+            json!([{"Key": "metering.mine", "Value": "1"}, {"Key": "metering.AutoScalingGroupName", "Value": "child"}])
+        );
+    }
+}
