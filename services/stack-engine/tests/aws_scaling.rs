@@ -74,6 +74,21 @@ fn environment() -> Value {
     json!({"resource_registry": {"AWS::EC2::Instance": "provider.yaml"}})
 }
 
+/// What test_autoscaling.py's AutoScalingSignalTest runs its
+/// load-balancer stand-in as.
+const LB: &str = r#"
+heat_template_version: 2013-05-23
+parameters:
+  ImageId: {type: string}
+  InstanceType: {type: string}
+  SecurityGroups: {type: comma_delimited_list}
+  UserData: {type: string}
+  Tags: {type: comma_delimited_list, default: "x,y"}
+resources:
+outputs:
+  PublicIp: {value: "not-used"}
+"#;
+
 fn q(pairs: &[(&str, &str)]) -> QueryParams {
     QueryParams::from_pairs(pairs)
 }
@@ -155,6 +170,12 @@ fn scaling_template() -> Value {
                     "MinSize": "1", "MaxSize": "3", "Cooldown": "0"
                 }
             },
+            "custom_lb": {
+                "Type": "AWS::EC2::Instance",
+                "Properties": {"ImageId": "cirros", "InstanceType": "m1.tiny", "UserData": "foo",
+                               "SecurityGroups": ["sg-1"], "Tags": []},
+                "Metadata": {"IPs": {"Fn::GetAtt": ["Group", "InstanceList"]}}
+            },
             "ScaleUp": {
                 "Type": "AWS::AutoScaling::ScalingPolicy",
                 "Properties": {"AutoScalingGroupName": {"Ref": "Group"}, "ScalingAdjustment": "1",
@@ -169,12 +190,15 @@ fn scaling_template() -> Value {
     })
 }
 
-/// Polls the group's InstanceList until it has `n` addresses.
+/// Polls the group's InstanceList until it has `n` addresses and the
+/// group is not scaling.
 async fn wait_for_size(h: &Harness, caller: &Caller, stack: &StackRef, n: usize) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let list = output(h, caller, stack, "InstanceList").await;
-        if ip_count(&list) == n {
+        // A signal's scaling ends once the group's metadata says so.
+        let md = h.api.resource_metadata(caller, stack, "Group").await.unwrap();
+        if ip_count(&list) == n && md["metadata"]["scaling_in_progress"] != json!(true) {
             return;
         }
         assert!(std::time::Instant::now() < deadline, "the group never reached {n} members: {list}");
@@ -187,8 +211,10 @@ async fn an_aws_scaling_policy_signal_resizes_an_aws_group() {
     let h = Harness::start().await;
     let caller = admin("admin");
     let body = json!({
-        "stack_name": "asg", "template": scaling_template(), "files": {"provider.yaml": PROVIDER},
-        "environment": environment(), "disable_rollback": true
+        "stack_name": "asg", "template": scaling_template(), "files": {"provider.yaml": PROVIDER, "lb.yaml": LB},
+        "environment": {"resource_registry": {"AWS::EC2::Instance": "provider.yaml",
+                                              "resources": {"custom_lb": {"AWS::EC2::Instance": "lb.yaml"}}}},
+        "disable_rollback": true
     });
     let id = h.api.create_stack(&caller, &body).await.unwrap();
     let stack = StackRef::new("asg", &id.stack_id);
@@ -199,8 +225,15 @@ async fn an_aws_scaling_policy_signal_resizes_an_aws_group() {
     assert!(url.as_str().is_some_and(|u| !u.is_empty()), "{url}");
     assert_eq!(output(&h, &caller, &stack, "PolicyRef").await, url);
 
+    // The load balancer stand-in got the group's addresses when it was
+    // created (refreshing them after a signal is the engine's
+    // metadata_update, not done yet).
+    let md = h.api.resource_metadata(&caller, &stack, "custom_lb").await.unwrap();
+    assert_eq!(md["metadata"]["IPs"], output(&h, &caller, &stack, "InstanceList").await);
+
     h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
     wait_for_size(&h, &caller, &stack, 2).await;
+
     h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
     wait_for_size(&h, &caller, &stack, 3).await;
     // At MaxSize a signal changes nothing.
