@@ -652,6 +652,21 @@ impl Plugin for AutoScalingGroup {
         &self.schema
     }
 
+    /// The AWS group checks its sizes before upstream's Properties
+    /// validation refuses the properties it does not implement.
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        let props = super::validate_properties(&self.schema, resource_name, given)?;
+        self.validate(&props)?;
+        if self.flavor == GroupFlavor::Aws {
+            super::launch_configuration::refuse_unimplemented(
+                resource_name,
+                &props,
+                super::instance_group::AWS_NOT_IMPLEMENTED,
+            )?;
+        }
+        Ok(props)
+    }
+
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {
         match self.flavor {
             GroupFlavor::Heat => validate_sizes(props, "min_size", "max_size", "desired_capacity"),

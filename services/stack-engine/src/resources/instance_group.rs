@@ -115,9 +115,10 @@ impl AutoScalingGroup {
                 PropertySchema::new("Cooldown", T::Integer, "Cooldown period, in seconds.").update_allowed(),
                 PropertySchema::new("DesiredCapacity", T::Integer, "Desired initial number of instances.")
                     .update_allowed(),
-                PropertySchema::new("HealthCheckGracePeriod", T::Integer, "Not Implemented."),
+                PropertySchema::new("HealthCheckGracePeriod", T::Integer, "Not Implemented.").hidden(),
                 PropertySchema::new("HealthCheckType", T::String, "Not Implemented.")
-                    .constraint(Constraint::allowed_values(["EC2", "ELB"])),
+                    .constraint(Constraint::allowed_values(["EC2", "ELB"]))
+                    .hidden(),
                 PropertySchema::new("LoadBalancerNames", T::List, "List of LoadBalancer resources."),
                 PropertySchema::new(
                     "VPCZoneIdentifier",
@@ -144,6 +145,10 @@ impl AutoScalingGroup {
         )
     }
 }
+
+/// The AWS group's `implemented=False` properties: not shown, refused
+/// when given.
+pub(crate) const AWS_NOT_IMPLEMENTED: &[&str] = &["HealthCheckGracePeriod", "HealthCheckType"];
 
 /// Upstream `AutoScalingGroup.validate` of the AWS group.
 pub(crate) fn validate_aws_group(props: &Properties) -> Result<(), EngineError> {
@@ -270,6 +275,10 @@ mod tests {
         let either = "Either 'InstanceId' or 'LaunchConfigurationName' must be provided.";
         assert_eq!(message(json!({"InstanceId": "server"})), either);
         assert_eq!(message(json!({"LaunchConfigurationName": null})), either);
+        assert_eq!(
+            message(json!({"HealthCheckType": "EC2"})),
+            "Property error: resources.g.properties: Property HealthCheckType not implemented yet"
+        );
         // Sizes come as strings from CloudFormation templates.
         let p = g.validate_properties("g", &props(json!({"MaxSize": "20"}))).unwrap();
         assert_eq!(p["MaxSize"], json!(20));

@@ -7,9 +7,27 @@
 
 use serde_json::Value;
 
+use super::properties::property_error;
 use super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
+use super::{validate_properties, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::error::EngineError;
+
+/// Upstream's `implemented=False` properties of a launch configuration:
+/// not shown, refused when given.
+const NOT_IMPLEMENTED: &[&str] = &["KernelId", "RamDiskId"];
+
+/// Upstream `Properties.validate`'s refusal of a given property the type
+/// does not implement (such properties are hidden from the schema views).
+pub(crate) fn refuse_unimplemented(
+    resource_name: &str,
+    props: &Properties,
+    not_implemented: &[&str],
+) -> Result<(), EngineError> {
+    match not_implemented.iter().find(|k| props.get(**k).is_some_and(|v| !v.is_null())) {
+        Some(key) => Err(property_error(resource_name, &[], &format!("Property {key} not implemented yet"))),
+        None => Ok(()),
+    }
+}
 
 pub struct LaunchConfiguration {
     schema: ResourceSchema,
@@ -70,8 +88,8 @@ impl LaunchConfiguration {
                         .constraint(Constraint::custom("nova.keypair")),
                     PropertySchema::new("UserData", T::String, "User data to pass to instance."),
                     PropertySchema::new("SecurityGroups", T::List, "Security group names to assign."),
-                    PropertySchema::new("KernelId", T::String, "Not Implemented."),
-                    PropertySchema::new("RamDiskId", T::String, "Not Implemented."),
+                    PropertySchema::new("KernelId", T::String, "Not Implemented.").hidden(),
+                    PropertySchema::new("RamDiskId", T::String, "Not Implemented.").hidden(),
                     PropertySchema::new("BlockDeviceMappings", T::List, "Block device mappings to attach to instance.")
                         .list_of(mapping),
                     PropertySchema::new(
@@ -104,6 +122,13 @@ impl Plugin for LaunchConfiguration {
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
+    }
+
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        let props = validate_properties(&self.schema, resource_name, given)?;
+        refuse_unimplemented(resource_name, &props, NOT_IMPLEMENTED)?;
+        self.validate(&props)?;
+        Ok(props)
     }
 
     /// Upstream `validate`: every block device mapping needs an Ebs with
@@ -166,6 +191,8 @@ mod tests {
         assert!(validate(json!({"InstanceId": "abc"})).is_ok());
         let e = validate(json!({"ImageId": "cirros"})).unwrap_err();
         assert_eq!(e.message(), "If without InstanceId, ImageId and InstanceType are required.");
+        let e = validate(json!({"ImageId": "cirros", "InstanceType": "m1.tiny", "KernelId": "k"})).unwrap_err();
+        assert_eq!(e.message(), "Property error: resources.lc.properties: Property KernelId not implemented yet");
     }
 
     #[test]
@@ -185,6 +212,8 @@ mod tests {
         // No property of a launch configuration is updatable: any change
         // replaces it.
         assert!(s.properties.iter().all(|p| !p.update_allowed && !p.required));
+        let shown: Vec<&str> = s.properties.iter().filter(|p| !p.hidden).map(|p| p.name).collect();
+        assert!(!shown.contains(&"KernelId") && !shown.contains(&"RamDiskId") && shown.len() == 8);
         let image = s.property("ImageId").unwrap().to_json();
         assert_eq!(image["constraints"], json!([{"custom_constraint": "glance.image"}]));
         let bdm = s.property("BlockDeviceMappings").unwrap().to_json();
