@@ -136,6 +136,14 @@ async fn an_instance_group_resizes_and_rolls_out_a_replaced_launch_configuration
     assert_eq!(first.len(), 2, "{first:?}");
     let conf = output(&h, &caller, &stack, "JobServerConfigRef").await;
     assert!(conf.as_str().unwrap().starts_with("ig-JobServerConfig-"), "{conf}");
+    // Members carry the launch configuration's metadata.
+    let group = h.api.show_resource(&caller, &stack, "JobServerGroup", &q(&[])).await.unwrap();
+    let nested = group["resource"]["links"].as_array().unwrap().iter().find(|l| l["rel"] == json!("nested")).unwrap();
+    let path: Vec<&str> = nested["href"].as_str().unwrap().rsplitn(3, '/').collect();
+    let child = StackRef::new(path[1], path[0]);
+    let md = h.api.resource_metadata(&caller, &child, &first[0].0).await.unwrap();
+    assert_eq!(md, json!({"metadata": {"foo": "bar"}}));
+
     // A bigger Size adds a member and keeps the others.
     h.api.update_stack(&caller, &stack, &request("3", "jsconfig data"), false).await.unwrap();
     h.wait_for_status(&caller, &stack, "UPDATE_COMPLETE").await;
