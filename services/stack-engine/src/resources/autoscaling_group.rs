@@ -1,16 +1,17 @@
 //! OS::Heat::AutoScalingGroup (upstream `autoscaling_group.py` over the
-//! AWS group and InstanceGroup): copies of the `resource` definition in a
-//! nested stack, named by fresh short ids, between `min_size` and
-//! `max_size` of them. Create starts with `desired_capacity` (else
-//! `min_size`) members; an update first rolls a changed definition out in
-//! the batches `rolling_updates` allows, then resizes to
-//! `desired_capacity`; OS::Heat::ScalingPolicy signals resize it through
-//! [`AutoScalingGroup::adjust`].
+//! AWS group and InstanceGroup), and the machinery it shares with those
+//! two (`instance_group.rs` declares their schemas and builds their
+//! members): copies of a member definition in a nested stack, named by
+//! fresh short ids, between the group's bounds. Create starts with the
+//! desired capacity (else the minimum) members; an update first rolls a
+//! changed definition out in the batches the rolling policy allows, then
+//! resizes to the desired capacity; scaling policies' signals resize it
+//! through [`AutoScalingGroup::adjust`].
 //!
 //! Members are ordered as upstream orders them (failed first, then by
 //! creation time, then name): scaling down removes the oldest, and
-//! `resource.<i>` is the i-th healthy member. The group's metadata keeps
-//! upstream's `cooldown_end` and `scaling_in_progress`.
+//! `resource.<i>` is the i-th healthy member. The scaling groups'
+//! metadata keeps upstream's `cooldown_end` and `scaling_in_progress`.
 //!
 //! A signal resizes the nested stack while the group's own row stays
 //! untouched, so the attributes read the nested stack's live members
@@ -24,7 +25,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
 use super::host::{HostSlot, NestedMember, PeerResource, PluginHost};
-use super::resource_group::member_refs;
+use super::resource_group::{check_pauses_fit, member_refs};
 use super::scaling::{self, AdjustmentType};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::template_resource::{check_child, create_child, delete_child, group_spec, nested_failure};
@@ -33,8 +34,120 @@ use super::{
 };
 use crate::error::EngineError;
 
+/// Which of upstream's group classes a group follows: they differ in
+/// their property names, where the member definition comes from, and
+/// whether they scale (cooldown, bounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupFlavor {
+    /// OS::Heat::AutoScalingGroup: members from the `resource` property.
+    Heat,
+    /// AWS::AutoScaling::AutoScalingGroup: members from a launch
+    /// configuration, scaled by policies.
+    Aws,
+    /// OS::Heat::InstanceGroup: members from a launch configuration, a
+    /// fixed `Size`, no scaling.
+    Instance,
+}
+
+/// The property names a flavor keeps its sizes under.
+struct SizeKeys {
+    min: Option<&'static str>,
+    max: Option<&'static str>,
+    /// The desired size (upstream `get_size`).
+    size: &'static str,
+    cooldown: Option<&'static str>,
+}
+
+impl GroupFlavor {
+    pub const HEAT_TYPE: &'static str = "OS::Heat::AutoScalingGroup";
+    pub const AWS_TYPE: &'static str = "AWS::AutoScaling::AutoScalingGroup";
+    pub const INSTANCE_TYPE: &'static str = "OS::Heat::InstanceGroup";
+
+    /// The flavor of a group of type `type_name` (None: not a group).
+    pub fn of_type(type_name: &str) -> Option<GroupFlavor> {
+        match type_name {
+            Self::HEAT_TYPE => Some(GroupFlavor::Heat),
+            Self::AWS_TYPE => Some(GroupFlavor::Aws),
+            Self::INSTANCE_TYPE => Some(GroupFlavor::Instance),
+            _ => None,
+        }
+    }
+
+    fn keys(self) -> SizeKeys {
+        match self {
+            GroupFlavor::Heat => SizeKeys {
+                min: Some("min_size"),
+                max: Some("max_size"),
+                size: "desired_capacity",
+                cooldown: Some("cooldown"),
+            },
+            GroupFlavor::Aws => SizeKeys {
+                min: Some("MinSize"),
+                max: Some("MaxSize"),
+                size: "DesiredCapacity",
+                cooldown: Some("Cooldown"),
+            },
+            GroupFlavor::Instance => SizeKeys { min: None, max: None, size: "Size", cooldown: None },
+        }
+    }
+
+    /// Whether the group keeps upstream's cooldown bookkeeping (the
+    /// CooldownMixin groups).
+    fn scales(self) -> bool {
+        self != GroupFlavor::Instance
+    }
+
+    /// `(lower, upper)` bounds of the group's size; an InstanceGroup has
+    /// none.
+    fn bounds(self, props: &Properties) -> (i64, i64) {
+        let keys = self.keys();
+        let bound = |key: Option<&str>, none: i64| key.map_or(none, |k| int(props, k).unwrap_or(0));
+        (bound(keys.min, 0), bound(keys.max, i64::MAX))
+    }
+
+    /// Upstream "size" of a group: the desired capacity when set and not 0.
+    fn desired(self, props: &Properties) -> Option<i64> {
+        int(props, self.keys().size).filter(|d| *d != 0)
+    }
+
+    /// The members a new group starts with: the desired capacity, else
+    /// the minimum (validated Integers; never below 0).
+    fn initial_size(self, props: &Properties) -> usize {
+        let keys = self.keys();
+        let size = self.desired(props).or_else(|| keys.min.and_then(|k| int(props, k))).unwrap_or(0);
+        usize::try_from(size).unwrap_or_default()
+    }
+
+    /// The size an update resizes to from `capacity` members: an
+    /// InstanceGroup's `Size`, else the desired capacity (or the current
+    /// size) within the bounds.
+    fn updated_size(self, props: &Properties, capacity: i64) -> i64 {
+        if self == GroupFlavor::Instance {
+            return int(props, self.keys().size).unwrap_or(capacity);
+        }
+        let wanted = self.desired(props).unwrap_or(capacity);
+        let (min, max) = self.bounds(props);
+        scaling::new_capacity(capacity, wanted as f64, AdjustmentType::Exact, None, min, max)
+    }
+
+    fn cooldown(self, props: &Properties) -> Option<f64> {
+        self.keys().cooldown.and_then(|k| props.get(k)).and_then(Value::as_f64)
+    }
+
+    /// The update_policy key of the rolling update (the AWS-style groups).
+    fn rolling_policy_key(self) -> &'static str {
+        match self {
+            GroupFlavor::Aws => "AutoScalingRollingUpdate",
+            _ => "RollingUpdate",
+        }
+    }
+}
+
 pub struct AutoScalingGroup {
+    flavor: GroupFlavor,
+    type_name: &'static str,
     schema: ResourceSchema,
+    update_policy: Vec<PropertySchema>,
     host: Arc<HostSlot>,
 }
 
@@ -50,35 +163,55 @@ pub struct Adjustment {
     pub cooldown: Option<f64>,
 }
 
-/// The nested stack a resize acts on, and what cancels the wait for it.
+/// A rolling update's policy: batches, members kept up, the pause.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rolling {
+    max_batch_size: usize,
+    min_in_service: usize,
+    pause_secs: f64,
+}
+
+/// The group a resize acts on: its nested stack, what cancels the wait
+/// for it, and what a member is made of.
 struct Scope<'a> {
     stack_id: &'a str,
     child_id: &'a str,
     cancel: watch::Receiver<bool>,
+    /// The definition new (and replaced) members get.
+    definition: Value,
 }
 
 fn int(props: &Properties, key: &str) -> Option<i64> {
     props.get(key).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(scaling::saturating_i64)))
 }
 
-/// The members a new group starts with: `desired_capacity`, else
-/// `min_size` (validated Integers; never below 0).
-fn initial_size(props: &Properties) -> usize {
-    let size = desired(props).or_else(|| int(props, "min_size")).unwrap_or(0);
-    usize::try_from(size).unwrap_or_default()
+/// The group a member definition is made for: its stack, name and
+/// reference (upstream `FnGetRefId`: the nested stack once there is one).
+pub(crate) struct GroupRef<'a> {
+    pub stack_id: &'a str,
+    pub name: &'a str,
+    pub physical_id: Option<&'a str>,
 }
 
-fn number(props: &Properties, key: &str) -> Option<f64> {
-    props.get(key).and_then(Value::as_f64)
+impl GroupRef<'_> {
+    pub fn reference(&self) -> &str {
+        self.physical_id.unwrap_or(self.name)
+    }
 }
 
-fn member_definition(props: &Properties) -> Value {
-    props.get("resource").cloned().unwrap_or(Value::Null)
-}
-
-/// Upstream's "size" of a group: desired_capacity when set and not 0.
-fn desired(props: &Properties) -> Option<i64> {
-    int(props, "desired_capacity").filter(|d| *d != 0)
+/// The definition each member of a `flavor` group with `props` runs.
+async fn member_definition(
+    host: &dyn PluginHost,
+    flavor: GroupFlavor,
+    group: &GroupRef<'_>,
+    props: &Properties,
+) -> Result<Value, ResourceFailure> {
+    match flavor {
+        GroupFlavor::Heat => Ok(props.get("resource").cloned().unwrap_or(Value::Null)),
+        GroupFlavor::Aws | GroupFlavor::Instance => {
+            super::instance_group::launch_config_member(host, flavor == GroupFlavor::Aws, group, props).await
+        }
+    }
 }
 
 fn new_member_name() -> String {
@@ -90,7 +223,7 @@ fn now() -> chrono::NaiveDateTime {
 }
 
 /// `members` in upstream's order: failed first, then oldest first.
-fn ordered(mut members: Vec<NestedMember>) -> Vec<NestedMember> {
+pub(crate) fn ordered(mut members: Vec<NestedMember>) -> Vec<NestedMember> {
     members.sort_by(|a, b| (!a.failed, a.created_at, &a.name).cmp(&(!b.failed, b.created_at, &b.name)));
     members
 }
@@ -169,6 +302,9 @@ impl AutoScalingGroup {
                 .constraint(Constraint::range(Some(0), None))
         };
         AutoScalingGroup {
+            flavor: GroupFlavor::Heat,
+            type_name: GroupFlavor::HEAT_TYPE,
+            update_policy: Vec::new(),
             schema: ResourceSchema {
                 properties: vec![
                     PropertySchema::new(
@@ -234,6 +370,18 @@ impl AutoScalingGroup {
         }
     }
 
+    /// A group of `flavor` registered as `type_name` (the AWS-style groups
+    /// of `instance_group.rs`).
+    pub(crate) fn flavored(
+        host: Arc<HostSlot>,
+        flavor: GroupFlavor,
+        type_name: &'static str,
+        schema: ResourceSchema,
+        update_policy: Vec<PropertySchema>,
+    ) -> Self {
+        AutoScalingGroup { flavor, type_name, schema, update_policy, host }
+    }
+
     /// The members of nested stack `child_id` (failed ones included), in
     /// upstream's order.
     async fn members(host: &dyn PluginHost, child_id: Option<&str>) -> Result<Vec<NestedMember>, ResourceFailure> {
@@ -274,65 +422,115 @@ impl AutoScalingGroup {
     }
 
     /// Upstream `resize`: `capacity` members, the oldest dropped first,
-    /// new ones on the current definition.
-    async fn resize(
-        host: &dyn PluginHost,
-        scope: &Scope<'_>,
-        props: &Properties,
-        capacity: i64,
-    ) -> Result<(), ResourceFailure> {
+    /// new ones on the scope's definition.
+    async fn resize(host: &dyn PluginHost, scope: &Scope<'_>, capacity: i64) -> Result<(), ResourceFailure> {
         let capacity = usize::try_from(capacity).unwrap_or_default();
         host.check_nested_size(scope.stack_id, Some(scope.child_id), u64::try_from(capacity).unwrap_or(u64::MAX))
             .await?;
         let old = Self::current_definitions(host, scope.child_id).await?;
-        let members = scaling::member_definitions(&old, &member_definition(props), capacity, 0, new_member_name);
+        let members = scaling::member_definitions(&old, &scope.definition, capacity, 0, new_member_name);
         Self::push(host, scope, &members).await
     }
 
+    /// The rolling update an update of `ctx` from `old` runs, if any: the
+    /// OS::Heat group's `rolling_updates` when its member definition
+    /// changed; the AWS-style groups' update_policy when their launch
+    /// configuration changed (upstream `_try_rolling_update`).
+    fn rolling_update(&self, ctx: &ActionContext, old: &Properties) -> Result<Option<Rolling>, ResourceFailure> {
+        let (policy, pause_key, min_key, batch_key) = match self.flavor {
+            GroupFlavor::Heat => {
+                if old.get("resource") == ctx.properties.get("resource") {
+                    return Ok(None);
+                }
+                let policy = ctx.properties.get("rolling_updates").cloned().unwrap_or(Value::Null);
+                (policy, "pause_time", "min_in_service", "max_batch_size")
+            }
+            GroupFlavor::Aws | GroupFlavor::Instance => {
+                let key = "LaunchConfigurationName";
+                let Some(given) = ctx.update_policy.as_ref() else { return Ok(None) };
+                if old.get(key) == ctx.properties.get(key) {
+                    return Ok(None);
+                }
+                let policy = super::validate_update_policy(&self.update_policy, &ctx.resource_name, given)
+                    .map_err(ResourceFailure::from)?;
+                match policy.get(self.flavor.rolling_policy_key()) {
+                    Some(p @ Value::Object(_)) => (p.clone(), "PauseTime", "MinInstancesInService", "MaxBatchSize"),
+                    _ => return Ok(None),
+                }
+            }
+        };
+        let size = |k: &str, d: i64| clamp_usize(policy.get(k).and_then(Value::as_i64).unwrap_or(d));
+        let pause_secs = match policy.get(pause_key) {
+            // The AWS-style groups give an ISO 8601 duration.
+            Some(Value::String(text)) => {
+                let secs = scaling::parse_isoduration(text)
+                    .ok_or_else(|| ResourceFailure::error("ValueError", scaling::ISO_DURATION_ERROR))?;
+                if secs > 3600 {
+                    return Err(ResourceFailure::error("ValueError", "Maximum PauseTime is 1 hour."));
+                }
+                secs as f64
+            }
+            other => other.and_then(Value::as_f64).unwrap_or(0.0).max(0.0),
+        };
+        Ok(Some(Rolling { max_batch_size: size(batch_key, 1).max(1), min_in_service: size(min_key, 0), pause_secs }))
+    }
+
     /// Upstream `_replace`: the new definition rolled out in batches that
-    /// keep `min_in_service` members up, `pause_time` between batches.
-    async fn roll_out(host: &dyn PluginHost, scope: &Scope<'_>, ctx: &ActionContext) -> Result<(), ResourceFailure> {
-        let props = &ctx.properties;
-        let policy = props.get("rolling_updates").cloned().unwrap_or(Value::Null);
-        let policy_int = |k: &str, d: i64| clamp_usize(policy.get(k).and_then(Value::as_i64).unwrap_or(d));
-        let pause = policy.get("pause_time").and_then(Value::as_f64).unwrap_or(0.0).max(0.0);
+    /// keep `min_in_service` members up, `pause_secs` between batches.
+    async fn roll_out(
+        &self,
+        host: &dyn PluginHost,
+        scope: &Scope<'_>,
+        ctx: &ActionContext,
+        policy: Rolling,
+    ) -> Result<(), ResourceFailure> {
         let capacity = Self::members(host, Some(scope.child_id)).await?.len();
-        let target = desired(props).map(clamp_usize).unwrap_or(capacity).min(capacity);
-        let batches = scaling::rolling_batches(
-            target,
-            capacity,
-            policy_int("max_batch_size", 1),
-            policy_int("min_in_service", 0),
-        );
-        let definition = member_definition(props);
+        let target = self.flavor.desired(&ctx.properties).map(clamp_usize).unwrap_or(capacity).min(capacity);
+        let batches = scaling::rolling_batches(target, capacity, policy.max_batch_size, policy.min_in_service);
+        check_pauses_fit(policy.pause_secs, batches.len(), ctx.timeout_mins)?;
         for (i, (size, batch)) in batches.iter().enumerate() {
             let old = Self::current_definitions(host, scope.child_id).await?;
-            let members = scaling::member_definitions(&old, &definition, *size, *batch, new_member_name);
+            let members = scaling::member_definitions(&old, &scope.definition, *size, *batch, new_member_name);
             Self::push(host, scope, &members).await?;
-            if i + 1 < batches.len() && pause > 0.0 {
-                ctx.sleep(pause).await?;
+            if i + 1 < batches.len() && policy.pause_secs > 0.0 {
+                ctx.sleep(policy.pause_secs).await?;
             }
         }
         Ok(())
     }
 
-    /// Upstream `_finished_scaling` after an action: the cooldown starts
-    /// and the group is no longer scaling (written with the action's row).
+    /// Upstream `_finished_scaling` after an action of a scaling group:
+    /// the cooldown starts and the group is no longer scaling (written
+    /// with the action's row).
     async fn finish_action(&self, host: &dyn PluginHost, ctx: &mut ActionContext) {
+        if !self.flavor.scales() {
+            return;
+        }
         let size = match Self::members(host, ctx.state.physical_id.as_deref()).await {
             Ok(members) => Self::healthy_size(&members),
             Err(_) => 0,
         };
         let reason = format!("{} : {size}", AdjustmentType::Exact.cfn_name());
-        let cooldown = number(&ctx.properties, "cooldown");
+        let cooldown = self.flavor.cooldown(&ctx.properties);
         ctx.state.metadata = scaling::finish_scaling(&ctx.state.metadata, cooldown, &reason, true, now());
+    }
+
+    /// The member definition of the group `ctx` acts on.
+    async fn definition_for(&self, host: &dyn PluginHost, ctx: &ActionContext) -> Result<Value, ResourceFailure> {
+        let group = GroupRef {
+            stack_id: &ctx.stack_id,
+            name: &ctx.resource_name,
+            physical_id: ctx.state.physical_id.as_deref(),
+        };
+        member_definition(host, self.flavor, &group, &ctx.properties).await
     }
 
     async fn create_group(&self, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
         let host = self.host.get();
-        let size = initial_size(&ctx.properties);
+        let size = self.flavor.initial_size(&ctx.properties);
         host.check_nested_size(&ctx.stack_id, None, u64::try_from(size).unwrap_or(u64::MAX)).await?;
-        let members = scaling::member_definitions(&[], &member_definition(&ctx.properties), size, 0, new_member_name);
+        let definition = self.definition_for(host.as_ref(), ctx).await?;
+        let members = scaling::member_definitions(&[], &definition, size, 0, new_member_name);
         let spec = group_spec(host.as_ref(), &ctx.stack_id, None, scaling::group_template(&members)).await?;
         create_child(host.as_ref(), ctx, spec).await?;
         self.finish_action(host.as_ref(), ctx).await;
@@ -344,16 +542,15 @@ impl AutoScalingGroup {
             return self.create_group(ctx).await;
         };
         let host = self.host.get();
-        let scope = Scope { stack_id: &ctx.stack_id, child_id: &child_id, cancel: ctx.cancel.clone() };
-        if member_definition(old) != member_definition(&ctx.properties) {
-            Self::roll_out(host.as_ref(), &scope, ctx).await?;
+        let definition = self.definition_for(host.as_ref(), ctx).await?;
+        let scope = Scope { stack_id: &ctx.stack_id, child_id: &child_id, cancel: ctx.cancel.clone(), definition };
+        if let Some(policy) = self.rolling_update(ctx, old)? {
+            self.roll_out(host.as_ref(), &scope, ctx, policy).await?;
         }
         // Resized whether or not a scaling runs (as upstream).
         let capacity = Self::healthy_size(&Self::members(host.as_ref(), Some(&child_id)).await?);
-        let wanted = desired(&ctx.properties).unwrap_or(capacity);
-        let (min, max) = (int(&ctx.properties, "min_size").unwrap_or(0), int(&ctx.properties, "max_size").unwrap_or(0));
-        let capacity = scaling::new_capacity(capacity, wanted as f64, AdjustmentType::Exact, None, min, max);
-        Self::resize(host.as_ref(), &scope, &ctx.properties, capacity).await?;
+        let capacity = self.flavor.updated_size(&ctx.properties, capacity);
+        Self::resize(host.as_ref(), &scope, capacity).await?;
         self.finish_action(host.as_ref(), ctx).await;
         Ok(())
     }
@@ -369,6 +566,12 @@ impl AutoScalingGroup {
         group: &PeerResource,
         adjustment: &Adjustment,
     ) -> Result<(), ResourceFailure> {
+        let flavor = GroupFlavor::of_type(&group.resource_type).filter(|f| f.scales()).ok_or_else(|| {
+            ResourceFailure::error(
+                "AttributeError",
+                format!("'{}' resource {} cannot be scaled", group.resource_type, group.name),
+            )
+        })?;
         if group.status != crate::store::Status::Complete {
             return Err(scaling::no_action_required(&group.name, "group is not COMPLETE"));
         }
@@ -378,19 +581,22 @@ impl AutoScalingGroup {
         let host = self.host.get();
         let props = &group.properties;
         let capacity = Self::healthy_size(&Self::members(host.as_ref(), Some(child_id)).await?);
-        let (min, max) = (int(props, "min_size").unwrap_or(0), int(props, "max_size").unwrap_or(0));
+        let (min, max) = flavor.bounds(props);
         let target =
             scaling::new_capacity(capacity, adjustment.adjustment, adjustment.kind, adjustment.min_step, min, max);
         if target == capacity {
             return Err(scaling::no_action_required(&group.name, "no change in capacity"));
         }
-        let cooldown = adjustment.cooldown.or_else(|| number(props, "cooldown"));
+        let cooldown = adjustment.cooldown.or_else(|| flavor.cooldown(props));
+        // The groupname notifications carry is the group's reference.
+        let group_ref = GroupRef { stack_id, name: &group.name, physical_id: group.physical_id.as_deref() };
+        let groupname = group_ref.reference().to_string();
         let notice = |capacity: i64, message: String| {
             let mut m = serde_json::Map::new();
             m.insert("adjustment_type".into(), Value::String(adjustment.kind_text.clone()));
             m.insert("adjustment".into(), serde_json::json!(adjustment.adjustment));
             m.insert("capacity".into(), serde_json::json!(capacity));
-            m.insert("groupname".into(), Value::String(group.name.clone()));
+            m.insert("groupname".into(), Value::String(groupname.clone()));
             m.insert("message".into(), Value::String(message));
             m
         };
@@ -398,27 +604,31 @@ impl AutoScalingGroup {
             stack_id,
             "autoscaling.start",
             false,
-            notice(capacity as i64, format!("Start resizing the group {}", group.name)),
+            notice(capacity, format!("Start resizing the group {groupname}")),
         )
         .await;
         let name = group.name.clone();
         host.merge_metadata(group.id, Box::new(move |md: &Value| scaling::begin_scaling(&name, md, cooldown, now())))
             .await?;
-        // Nobody cancels a signal's resize: the sender lives as long as the wait.
-        let (_keep, cancel) = watch::channel(false);
-        let scope = Scope { stack_id, child_id, cancel };
-        let result = Self::resize(host.as_ref(), &scope, props, target).await;
+        let result = async {
+            let definition = member_definition(host.as_ref(), flavor, &group_ref, props).await?;
+            // Nobody cancels a signal's resize: the sender lives as long as the wait.
+            let (_keep, cancel) = watch::channel(false);
+            let scope = Scope { stack_id, child_id, cancel, definition };
+            Self::resize(host.as_ref(), &scope, target).await
+        }
+        .await;
         match &result {
             Ok(()) => {
                 host.notify(
                     stack_id,
                     "autoscaling.end",
                     false,
-                    notice(target as i64, format!("End resizing the group {}", group.name)),
+                    notice(target, format!("End resizing the group {groupname}")),
                 )
                 .await
             }
-            Err(e) => host.notify(stack_id, "autoscaling.error", true, notice(capacity as i64, e.to_string())).await,
+            Err(e) => host.notify(stack_id, "autoscaling.error", true, notice(capacity, e.to_string())).await,
         }
         let reason = format!("{} : {}", adjustment.kind_text, scaling::py_number(adjustment.adjustment));
         let size_changed = result.is_ok();
@@ -432,25 +642,37 @@ impl AutoScalingGroup {
 }
 
 impl Plugin for AutoScalingGroup {
-    const TYPE: &'static str = "OS::Heat::AutoScalingGroup";
+    const TYPE: &'static str = GroupFlavor::HEAT_TYPE;
+
+    fn type_name(&self) -> &'static str {
+        self.type_name
+    }
 
     fn schema(&self) -> &ResourceSchema {
         &self.schema
     }
 
+    /// The AWS group checks its sizes before upstream's Properties
+    /// validation refuses the properties it does not implement.
+    fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {
+        let props = super::validate_properties(&self.schema, resource_name, given)?;
+        self.validate(&props)?;
+        if self.flavor == GroupFlavor::Aws {
+            super::launch_configuration::refuse_unimplemented(
+                resource_name,
+                &props,
+                super::instance_group::AWS_NOT_IMPLEMENTED,
+            )?;
+        }
+        Ok(props)
+    }
+
     fn validate(&self, props: &Properties) -> Result<(), EngineError> {
-        let (Some(min), Some(max)) = (int(props, "min_size"), int(props, "max_size")) else {
-            return Ok(());
-        };
-        if max < min {
-            return Err(EngineError::validation("MinSize can not be greater than MaxSize"));
+        match self.flavor {
+            GroupFlavor::Heat => validate_sizes(props, "min_size", "max_size", "desired_capacity"),
+            GroupFlavor::Aws => super::instance_group::validate_aws_group(props),
+            GroupFlavor::Instance => Ok(()),
         }
-        if let Some(d) = props.get("desired_capacity").and_then(Value::as_i64) {
-            if d < min || d > max {
-                return Err(EngineError::validation("DesiredCapacity must be between MinSize and MaxSize"));
-            }
-        }
-        Ok(())
     }
 
     fn runs_nested_stack(&self) -> bool {
@@ -458,13 +680,25 @@ impl Plugin for AutoScalingGroup {
     }
 
     fn nested_resource_count(&self, properties: &Properties) -> Option<u64> {
-        Some(u64::try_from(initial_size(properties)).unwrap_or(u64::MAX))
+        Some(u64::try_from(self.flavor.initial_size(properties)).unwrap_or(u64::MAX))
+    }
+
+    fn update_policy_schema(&self) -> &[PropertySchema] {
+        &self.update_policy
+    }
+
+    fn takes_update_policy(&self) -> bool {
+        !self.update_policy.is_empty()
     }
 
     /// The nested stack is always updated (upstream
     /// `StackResource._needs_update`); its members decide for themselves.
-    fn update_decision(&self, _old: &Properties, _new: &Properties) -> UpdateDecision {
-        UpdateDecision::InPlace
+    /// A property that does not allow updates still replaces the group.
+    fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
+        match super::default_update_decision(&self.schema, old, new) {
+            UpdateDecision::Replace => UpdateDecision::Replace,
+            _ => UpdateDecision::InPlace,
+        }
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
@@ -482,6 +716,9 @@ impl Plugin for AutoScalingGroup {
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let host = self.host.get();
+        if self.flavor != GroupFlavor::Heat {
+            return super::instance_group::instance_list(host.as_ref(), state, name).await;
+        }
         let members = match &state.physical_id {
             Some(child) => ordered(host.nested_resources(child, &[]).await?),
             None => Vec::new(),
@@ -492,6 +729,27 @@ impl Plugin for AutoScalingGroup {
     fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
         Some(async move { check_child(self.host.get().as_ref(), ctx).await })
     }
+}
+
+/// Upstream's size checks of the scaling groups, under their property
+/// names: the minimum not above the maximum, the desired capacity
+/// between them.
+pub(crate) fn validate_sizes(props: &Properties, min: &str, max: &str, desired: &str) -> Result<(), EngineError> {
+    let (Some(min), Some(max)) = (int(props, min), int(props, max)) else {
+        return Ok(());
+    };
+    if max < min {
+        return Err(EngineError::validation("MinSize can not be greater than MaxSize"));
+    }
+    if min < 0 {
+        return Err(EngineError::validation("The size of AutoScalingGroup can not be less than zero"));
+    }
+    if let Some(d) = props.get(desired).and_then(Value::as_i64) {
+        if d < min || d > max {
+            return Err(EngineError::validation("DesiredCapacity must be between MinSize and MaxSize"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -512,6 +770,8 @@ mod tests {
         template: Mutex<Value>,
         metadata: Mutex<Value>,
         updates: Mutex<usize>,
+        /// The stack's other resources, by reference.
+        peers: Mutex<Vec<(String, PeerResource)>>,
     }
 
     impl FakeHost {
@@ -590,6 +850,15 @@ mod tests {
         }
         fn nested_template<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Value, EngineError>> {
             Box::pin(async { Ok(self.template.lock().unwrap().clone()) })
+        }
+        fn resource_by_refid<'a>(
+            &'a self,
+            _: &'a str,
+            refid: &'a str,
+        ) -> BoxFuture<'a, Result<Option<PeerResource>, ResourceFailure>> {
+            Box::pin(
+                async move { Ok(self.peers.lock().unwrap().iter().find(|(r, _)| r == refid).map(|(_, p)| p.clone())) },
+            )
         }
         fn merge_metadata<'a>(
             &'a self,
@@ -727,5 +996,133 @@ mod tests {
         assert_eq!(e.message(), "DesiredCapacity must be between MinSize and MaxSize");
         let p = g.validate_properties("g", &props(0, 0, None)).unwrap();
         assert_eq!(p["rolling_updates"], json!({"min_in_service": 0, "max_batch_size": 1, "pause_time": 0}));
+    }
+
+    fn aws_peer() -> PeerResource {
+        let props = json!({"AvailabilityZones": ["nova"], "LaunchConfigurationName": "st-lc-abc", "MinSize": 1,
+                           "MaxSize": 3, "Cooldown": 60, "VPCZoneIdentifier": ["subnet-1"],
+                           "Tags": [{"Key": "env", "Value": "test"}]});
+        PeerResource {
+            id: 8,
+            name: "asg".into(),
+            resource_type: GroupFlavor::AWS_TYPE.into(),
+            physical_id: Some("child".into()),
+            status: Status::Complete,
+            properties: props.as_object().unwrap().clone(),
+            ..Default::default()
+        }
+    }
+
+    fn launch_config() -> PeerResource {
+        let props = json!({"ImageId": "cirros", "InstanceType": "m1.tiny", "UserData": "hi", "KeyName": null});
+        PeerResource {
+            id: 9,
+            name: "lc".into(),
+            resource_type: "AWS::AutoScaling::LaunchConfiguration".into(),
+            physical_id: Some("st-lc-abc".into()),
+            metadata: json!({"foo": "bar"}),
+            status: Status::Complete,
+            properties: props.as_object().unwrap().clone(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_aws_group_grows_with_members_of_its_launch_configuration() {
+        let host = FakeHost::with_members(&["a"]);
+        host.peers.lock().unwrap().push(("st-lc-abc".into(), launch_config()));
+        let g = group_on(&host);
+        let by = |n: f64| Adjustment { kind_text: "ChangeInCapacity".into(), ..change(n) };
+        g.adjust("sid", &aws_peer(), &by(1.0)).await.unwrap();
+        let names = host.names();
+        assert_eq!(names.len(), 2);
+        let template = host.template.lock().unwrap().clone();
+        let member = &template["resources"][&names[1]];
+        assert_eq!(
+            *member,
+            json!({"type": "AWS::EC2::Instance", "metadata": {"foo": "bar"}, "properties": {
+                "ImageId": "cirros", "InstanceType": "m1.tiny", "UserData": "hi", "SubnetId": "subnet-1",
+                "Tags": [{"Key": "env", "Value": "test"},
+                         {"Key": "metering.groupname", "Value": "child"},
+                         {"Key": "metering.AutoScalingGroupName", "Value": "child"}]}})
+        );
+        // The group's Cooldown holds the next signal back.
+        let md = host.metadata.lock().unwrap().clone();
+        assert_eq!(md["cooldown_end"].as_object().unwrap().values().next(), Some(&json!("ChangeInCapacity : 1")));
+        let e = g.adjust("sid", &aws_peer(), &by(1.0)).await.unwrap_err();
+        assert!(e.to_string().contains("due to cooldown, cooldown 60"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_instance_group_is_not_scaled_and_a_missing_launch_configuration_fails() {
+        let host = FakeHost::with_members(&["a"]);
+        let g = group_on(&host);
+        let mut instance = aws_peer();
+        instance.resource_type = GroupFlavor::INSTANCE_TYPE.into();
+        let e = g.adjust("sid", &instance, &change(1.0)).await.unwrap_err();
+        assert!(matches!(e, ResourceFailure::Error { .. }), "{e}");
+        let e = g.adjust("sid", &aws_peer(), &change(1.0)).await.unwrap_err();
+        assert_eq!(
+            e,
+            ResourceFailure::error("ValueError", "LaunchConfigurationName (st-lc-abc) reference can not be found.")
+        );
+        // The failed resize still ends the scaling.
+        assert_eq!(host.metadata.lock().unwrap()["scaling_in_progress"], json!(false));
+    }
+
+    #[test]
+    fn flavors_read_their_own_sizes() {
+        let props = |v: Value| v.as_object().unwrap().clone();
+        let aws = props(json!({"MinSize": 2, "MaxSize": 5, "DesiredCapacity": 0, "Cooldown": 30}));
+        assert_eq!(GroupFlavor::Aws.initial_size(&aws), 2);
+        assert_eq!(GroupFlavor::Aws.bounds(&aws), (2, 5));
+        assert_eq!(GroupFlavor::Aws.updated_size(&aws, 9), 5);
+        assert_eq!(GroupFlavor::Aws.cooldown(&aws), Some(30.0));
+        let sized = props(json!({"Size": 0}));
+        // An InstanceGroup goes to its Size, even 0, without bounds.
+        assert_eq!(GroupFlavor::Instance.initial_size(&sized), 0);
+        assert_eq!(GroupFlavor::Instance.updated_size(&sized, 3), 0);
+        assert_eq!(GroupFlavor::Instance.bounds(&sized), (0, i64::MAX));
+        assert_eq!(GroupFlavor::Instance.cooldown(&sized), None);
+        assert_eq!(GroupFlavor::of_type("OS::Heat::ResourceGroup"), None);
+    }
+
+    #[test]
+    fn an_aws_rolling_update_reads_the_update_policy() {
+        let g = AutoScalingGroup::aws(Arc::new(HostSlot::default()));
+        let props = |lc: &str| json!({"LaunchConfigurationName": lc}).as_object().unwrap().clone();
+        let (cancel_tx, cancel) = watch::channel(false);
+        let mut ctx = ActionContext {
+            stack_id: "s".into(),
+            stack_name: "st".into(),
+            resource_name: "asg".into(),
+            resource_id: 1,
+            properties: props("new"),
+            state: ResourceState::default(),
+            cancel,
+            adopt: None,
+            update_policy: None,
+            timeout_mins: None,
+            action_retry_limit: 0,
+        };
+        // No policy: no rolling update.
+        assert_eq!(g.rolling_update(&ctx, &props("old")), Ok(None));
+        ctx.update_policy = Some(json!({"AutoScalingRollingUpdate": {"MaxBatchSize": "2", "PauseTime": "PT1M5S"}}));
+        assert_eq!(
+            g.rolling_update(&ctx, &props("old")),
+            Ok(Some(Rolling { max_batch_size: 2, min_in_service: 0, pause_secs: 65.0 }))
+        );
+        // The same launch configuration: nothing to roll out.
+        assert_eq!(g.rolling_update(&ctx, &props("new")), Ok(None));
+        ctx.update_policy = Some(json!({"AutoScalingRollingUpdate": {"PauseTime": "PT2H"}}));
+        assert_eq!(
+            g.rolling_update(&ctx, &props("old")),
+            Err(ResourceFailure::error("ValueError", "Maximum PauseTime is 1 hour."))
+        );
+        ctx.update_policy = Some(json!({"AutoScalingRollingUpdate": {"PauseTime": "1 minute"}}));
+        assert_eq!(
+            g.rolling_update(&ctx, &props("old")),
+            Err(ResourceFailure::error("ValueError", scaling::ISO_DURATION_ERROR))
+        );
+        drop(cancel_tx);
     }
 }

@@ -22,6 +22,7 @@
 //!   physical id: `get_resource` then gives the resource name, as upstream.
 
 mod autoscaling_group;
+mod aws_scaling_policy;
 pub mod cinder;
 mod client_errors;
 mod config_formats;
@@ -31,7 +32,9 @@ mod delete_retries;
 mod deployed_server;
 pub mod glance;
 pub mod host;
+mod instance_group;
 pub mod keystone;
+mod launch_configuration;
 pub mod neutron;
 mod none;
 pub mod nova;
@@ -61,10 +64,11 @@ use serde_json::{Map, Value};
 
 use crate::error::EngineError;
 
-pub use autoscaling_group::AutoScalingGroup;
+pub use autoscaling_group::{AutoScalingGroup, GroupFlavor};
 pub use context::{physical_resource_name, short_id, ActionContext, PHYSICAL_NAME_DATA};
 pub use deployed_server::DeployedServer;
 pub use host::{HostSlot, PluginHost};
+pub use launch_configuration::LaunchConfiguration;
 pub use none::NoneResource;
 pub use plugin::{ActionResult, Plugin};
 pub use properties::{validate_properties, validate_update_policy, Properties};

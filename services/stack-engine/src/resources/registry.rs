@@ -152,7 +152,11 @@ impl Registry {
         registry.register(Arc::new(super::DeployedServer::new(host.clone())));
         let scaling_group = Arc::new(super::AutoScalingGroup::new(host.clone()));
         registry.register(scaling_group.clone());
-        registry.register(Arc::new(super::ScalingPolicy::new(host, scaling_group)));
+        registry.register(Arc::new(super::ScalingPolicy::new(host.clone(), scaling_group.clone())));
+        registry.register(Arc::new(super::LaunchConfiguration::new()));
+        registry.register(Arc::new(super::AutoScalingGroup::instance_group(host.clone())));
+        registry.register(Arc::new(super::AutoScalingGroup::aws(host.clone())));
+        registry.register(Arc::new(super::ScalingPolicy::aws(host, scaling_group)));
         registry
     }
 
@@ -572,8 +576,9 @@ mod tests {
         assert_eq!(
             registry.list_view(&admin(), &[], &[]).unwrap(),
             json!({"resource_types": [
+                "AWS::AutoScaling::AutoScalingGroup", "AWS::AutoScaling::LaunchConfiguration", "AWS::AutoScaling::ScalingPolicy",
                 "AWS::CloudFormation::WaitCondition", "AWS::CloudFormation::WaitConditionHandle",
-                "OS::Heat::AutoScalingGroup", "OS::Heat::CloudConfig", "OS::Heat::DeployedServer", "OS::Heat::MultipartMime",
+                "OS::Heat::AutoScalingGroup", "OS::Heat::CloudConfig", "OS::Heat::DeployedServer", "OS::Heat::InstanceGroup", "OS::Heat::MultipartMime",
                 "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack", "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup",
                 "OS::Heat::ScalingPolicy", "OS::Heat::SoftwareConfig", "OS::Heat::SoftwareDeployment", "OS::Heat::SoftwareDeploymentGroup",
                 "OS::Heat::StructuredConfig", "OS::Heat::StructuredDeployment", "OS::Heat::StructuredDeploymentGroup",

@@ -378,12 +378,16 @@ fn batching(ctx: &ActionContext, schema: &[PropertySchema], key: &str) -> Result
 
 /// Upstream `_update_timeout`: the pauses between `batches` batches must
 /// end before the stack's action timeout does.
-fn check_pauses_fit(policy: Batching, batches: usize, timeout_mins: Option<i64>) -> Result<(), ResourceFailure> {
+pub(crate) fn check_pauses_fit(
+    pause_secs: f64,
+    batches: usize,
+    timeout_mins: Option<i64>,
+) -> Result<(), ResourceFailure> {
     let timeout_secs = match timeout_mins {
         Some(mins) if mins > 0 => mins as f64 * 60.0,
         _ => DEFAULT_ACTION_TIMEOUT_SECS,
     };
-    let total = policy.pause_secs * batches.saturating_sub(1) as f64;
+    let total = pause_secs * batches.saturating_sub(1) as f64;
     if total >= timeout_secs {
         return Err(ResourceFailure::error(
             "ValueError",
@@ -471,7 +475,7 @@ impl ResourceGroup {
             _ => vec![group_template(self.members, &names, &props, None)],
         };
         if let Some(b) = policy {
-            check_pauses_fit(b, steps.len(), ctx.timeout_mins)?;
+            check_pauses_fit(b.pause_secs, steps.len(), ctx.timeout_mins)?;
         }
         let pause = policy.map(|b| b.pause_secs).unwrap_or_default();
         let count = steps.len();
@@ -684,15 +688,14 @@ mod tests {
 
     #[test]
     fn pauses_must_end_within_the_stacks_timeout() {
-        let policy = |pause_secs| Batching { max_batch_size: 1, min_in_service: 0, pause_secs };
         let refused =
             Err(ResourceFailure::error("ValueError", "The current update policy will result in stack update timeout."));
-        assert_eq!(check_pauses_fit(policy(1e20), 2, None), refused);
-        assert_eq!(check_pauses_fit(policy(1e20), 1, None), Ok(()));
-        assert_eq!(check_pauses_fit(policy(1799.0), 3, None), Ok(()));
-        assert_eq!(check_pauses_fit(policy(1800.0), 3, None), refused);
-        assert_eq!(check_pauses_fit(policy(60.0), 3, Some(1)), refused);
-        assert_eq!(check_pauses_fit(policy(60.0), 3, Some(i64::MAX)), Ok(()));
+        assert_eq!(check_pauses_fit(1e20, 2, None), refused);
+        assert_eq!(check_pauses_fit(1e20, 1, None), Ok(()));
+        assert_eq!(check_pauses_fit(1799.0, 3, None), Ok(()));
+        assert_eq!(check_pauses_fit(1800.0, 3, None), refused);
+        assert_eq!(check_pauses_fit(60.0, 3, Some(1)), refused);
+        assert_eq!(check_pauses_fit(60.0, 3, Some(i64::MAX)), Ok(()));
     }
 
     #[test]

@@ -277,6 +277,27 @@ pub fn member_definitions(
     out
 }
 
+/// Upstream `timeutils.parse_isoduration`: `PT#H#M#S` (each part
+/// optional, whole numbers only) in seconds; None for any other text
+/// (upstream's ValueError, see [`ISO_DURATION_ERROR`]).
+pub fn parse_isoduration(text: &str) -> Option<u64> {
+    let mut rest = text.strip_prefix("PT")?;
+    let mut total: u64 = 0;
+    // Each designator at most once, in this order.
+    for (unit, seconds) in [('H', 3600u64), ('M', 60), ('S', 1)] {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 && rest[digits..].starts_with(unit) {
+            let n: u64 = rest[..digits].parse().ok()?;
+            total = total.saturating_add(n.saturating_mul(seconds));
+            rest = &rest[digits + 1..];
+        }
+    }
+    rest.is_empty().then_some(total)
+}
+
+/// Upstream's refusal of a duration [`parse_isoduration`] cannot read.
+pub const ISO_DURATION_ERROR: &str = "Only ISO 8601 duration format of the form PT#H#M#S is supported.";
+
 /// The nested template of a group holding `members`.
 pub fn group_template(members: &[(String, Value)]) -> Value {
     let resources: Map<String, Value> = members.iter().cloned().collect();
@@ -376,6 +397,18 @@ mod tests {
         let mut in_service = vec![(11, 1); 10];
         in_service.push((10, 0));
         assert_eq!(rolling_batches(10, 10, 1, 10), in_service);
+    }
+
+    #[test]
+    fn iso_durations_are_read_as_upstream() {
+        assert_eq!(parse_isoduration("PT0S"), Some(0));
+        assert_eq!(parse_isoduration("PT1S"), Some(1));
+        assert_eq!(parse_isoduration("PT12H30M5S"), Some(45005));
+        assert_eq!(parse_isoduration("PT2M"), Some(120));
+        assert_eq!(parse_isoduration("PT"), Some(0));
+        for bad in ["P1D", "PT1.5S", "PT5S3M", "1S", "PT1X", ""] {
+            assert_eq!(parse_isoduration(bad), None, "{bad}");
+        }
     }
 
     #[test]
