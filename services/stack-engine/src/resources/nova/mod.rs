@@ -16,6 +16,7 @@ mod quota;
 mod server;
 mod server_group;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use keelson_openstack::compute::Compute;
@@ -32,7 +33,7 @@ pub(crate) use super::keystone::keystone_id;
 pub(crate) use keelson_openstack::identity_admin::Entity;
 
 use super::client_errors::NOVACLIENT;
-use super::{HostSlot, Properties, Registry, ResourceFailure, ResourceState};
+use super::{ActionContext, ActionResult, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 
 /// The catalog interface Heat's clients use by default (`endpoint_type =
@@ -101,6 +102,69 @@ pub(crate) fn attribute_error(e: OsError) -> EngineError {
 /// The compute client at the negotiated microversion.
 pub(crate) async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
     Compute::connect(session, INTERFACE, None).await.map_err(failure)
+}
+
+/// What a Nova type does with the stack's session and compute client.
+/// Its `Plugin` hooks are [`create_in_stack`], [`update_in_stack`] and
+/// [`delete_in_stack`], which open the stack's trust session and the
+/// client for every type, then call these.
+pub(crate) trait NovaActions: Sync {
+    fn host(&self) -> &HostSlot;
+
+    fn create_with(
+        &self,
+        session: &Session,
+        compute: &Compute<'_>,
+        ctx: &mut ActionContext,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// By default nothing changes in place.
+    fn update_with(
+        &self,
+        _session: &Session,
+        _compute: &Compute<'_>,
+        _ctx: &mut ActionContext,
+        _old: &Properties,
+    ) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    /// Deletes what `id` (from [`NovaActions::deletable_id`]) names.
+    fn delete_with(
+        &self,
+        session: &Session,
+        compute: &Compute<'_>,
+        ctx: &mut ActionContext,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// What a delete acts on; None: nothing to delete.
+    fn deletable_id(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone()
+    }
+}
+
+/// `Plugin::create` of a Nova type.
+pub(crate) async fn create_in_stack<T: NovaActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.create_with(&session, &compute(&session).await?, ctx).await
+}
+
+/// `Plugin::update` of a Nova type.
+pub(crate) async fn update_in_stack<T: NovaActions>(
+    resource: &T,
+    ctx: &mut ActionContext,
+    old: &Properties,
+) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.update_with(&session, &compute(&session).await?, ctx, old).await
+}
+
+/// `Plugin::delete` of a Nova type: nothing to do without an id.
+pub(crate) async fn delete_in_stack<T: NovaActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let Some(id) = resource.deletable_id(ctx) else { return Ok(()) };
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.delete_with(&session, &compute(&session).await?, ctx, &id).await
 }
 
 /// What a flavor name or id matched.

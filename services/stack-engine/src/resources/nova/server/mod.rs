@@ -45,8 +45,8 @@ use super::super::{
     Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
 };
 use super::{
-    attribute_error, attribute_session, compute, failure, flavor_lookup, flavor_result, stack_session, str_prop,
-    INTERFACE, STACK_DATA,
+    attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, flavor_lookup,
+    flavor_result, stack_session, str_prop, update_in_stack, NovaActions, INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -429,68 +429,6 @@ impl Server {
         Ok(())
     }
 
-    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
-        let props = ctx.properties.clone();
-        Self::check_microversions(compute, &props)?;
-        let user_text = self.user_data_text(&props).await?;
-        let cfn_url = match str_prop(&props, "user_data_format") {
-            Some("HEAT_CFNTOOLS") => {
-                let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
-                urls.identity.map(|identity| identity.cfn_url)
-            }
-            _ => None,
-        };
-        if Self::software_config(&props) {
-            let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
-            publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
-        }
-        let image_ref = match str_prop(&props, "image") {
-            Some(image) => Some(super::super::glance::image_id(session, image).await?),
-            None => None,
-        };
-        let flavor = str_prop(&props, "flavor").unwrap_or_default();
-        let flavor_ref = Self::flavor_id(compute, flavor).await?;
-        let mappings = list_prop(&props, "block_device_mapping_v2");
-        let mut image_ids = Vec::new();
-        for mapping in mappings {
-            image_ids.push(match mapping_image(mapping) {
-                Some(image) => Some(super::super::glance::image_id(session, image).await?),
-                None => None,
-            });
-        }
-        let networks = Self::networks(session, compute, ctx, &props).await?;
-        let text_list =
-            |name: &str| -> Vec<String> { list_prop(&props, name).iter().map(keelson_pyfmt::str_of).collect() };
-        let spec = ServerSpec {
-            name: Self::server_name(ctx),
-            image_ref,
-            flavor_ref,
-            key_name: str_prop(&props, "key_name").map(str::to_owned),
-            availability_zone: str_prop(&props, "availability_zone").map(str::to_owned),
-            security_groups: text_list("security_groups"),
-            metadata: map_prop(&props, "metadata").filter(|m| !m.is_empty()).map(serialized_metadata),
-            scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
-            networks,
-            user_data: Self::user_data(&props, &user_text, &ctx.state.metadata, cfn_url.as_deref()),
-            block_device_mapping: block_devices_v1(list_prop(&props, "block_device_mapping")),
-            block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
-            config_drive: props.get("config_drive").and_then(Value::as_bool),
-            admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),
-            disk_config: str_prop(&props, "diskConfig").map(str::to_owned),
-            reservation_id: str_prop(&props, "reservation_id").map(str::to_owned),
-            personality: map_prop(&props, "personality").cloned().unwrap_or_default(),
-        };
-        let id = compute.create_server(&spec).await.map_err(failure)?;
-        ctx.state.physical_id = Some(id.clone());
-        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
-        Self::wait_active(compute, ctx, &id).await?;
-        let tags = text_list("tags");
-        if !tags.is_empty() {
-            compute.set_server_tags(&id, &tags).await.map_err(failure)?;
-        }
-        Ok(())
-    }
-
     /// Heat's `fetch_server`: None for the errors worth waiting out
     /// (OverLimit, a 500 or 503).
     async fn fetch(compute: &Compute<'_>, id: &str) -> Result<Option<Doc>, OsError> {
@@ -612,6 +550,111 @@ impl Server {
         }
     }
 
+    /// Heat's `_delete` and `check_delete_server_complete`.
+    pub(super) async fn delete_server(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+        match compute.delete_server(id).await {
+            Err(e) if e.is_not_found() => return Ok(()),
+            other => other.map_err(failure)?,
+        }
+        loop {
+            let server = match Self::fetch(compute, id).await {
+                Err(e) if e.is_not_found() => return Ok(()),
+                other => other.map_err(failure)?,
+            };
+            let Some(server) = server else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            if server.get("OS-EXT-STS:task_state").and_then(Value::as_str) == Some("deleting") {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            }
+            match status(&server) {
+                "DELETED" => return Ok(()),
+                "SOFT_DELETED" => compute.force_delete_server(id).await.map_err(failure)?,
+                "ERROR" => {
+                    let reason = format!(
+                        "Server {} delete failed: ({}) {}",
+                        keelson_pyfmt::str_of(field(&server, "name")),
+                        fault_text(&server, "code", "None"),
+                        fault_text(&server, "message", "Unknown")
+                    );
+                    return Err(resource_in_error("ERROR", &reason));
+                }
+                _ => {}
+            }
+            ctx.sleep(POLL_SECS).await?;
+        }
+    }
+}
+
+impl NovaActions for Server {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let props = ctx.properties.clone();
+        Self::check_microversions(compute, &props)?;
+        let user_text = self.user_data_text(&props).await?;
+        let cfn_url = match str_prop(&props, "user_data_format") {
+            Some("HEAT_CFNTOOLS") => {
+                let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+                urls.identity.map(|identity| identity.cfn_url)
+            }
+            _ => None,
+        };
+        if Self::software_config(&props) {
+            let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
+            publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
+        }
+        let image_ref = match str_prop(&props, "image") {
+            Some(image) => Some(super::super::glance::image_id(session, image).await?),
+            None => None,
+        };
+        let flavor = str_prop(&props, "flavor").unwrap_or_default();
+        let flavor_ref = Self::flavor_id(compute, flavor).await?;
+        let mappings = list_prop(&props, "block_device_mapping_v2");
+        let mut image_ids = Vec::new();
+        for mapping in mappings {
+            image_ids.push(match mapping_image(mapping) {
+                Some(image) => Some(super::super::glance::image_id(session, image).await?),
+                None => None,
+            });
+        }
+        let networks = Self::networks(session, compute, ctx, &props).await?;
+        let text_list =
+            |name: &str| -> Vec<String> { list_prop(&props, name).iter().map(keelson_pyfmt::str_of).collect() };
+        let spec = ServerSpec {
+            name: Self::server_name(ctx),
+            image_ref,
+            flavor_ref,
+            key_name: str_prop(&props, "key_name").map(str::to_owned),
+            availability_zone: str_prop(&props, "availability_zone").map(str::to_owned),
+            security_groups: text_list("security_groups"),
+            metadata: map_prop(&props, "metadata").filter(|m| !m.is_empty()).map(serialized_metadata),
+            scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
+            networks,
+            user_data: Self::user_data(&props, &user_text, &ctx.state.metadata, cfn_url.as_deref()),
+            block_device_mapping: block_devices_v1(list_prop(&props, "block_device_mapping")),
+            block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
+            config_drive: props.get("config_drive").and_then(Value::as_bool),
+            admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),
+            disk_config: str_prop(&props, "diskConfig").map(str::to_owned),
+            reservation_id: str_prop(&props, "reservation_id").map(str::to_owned),
+            personality: map_prop(&props, "personality").cloned().unwrap_or_default(),
+        };
+        let id = compute.create_server(&spec).await.map_err(failure)?;
+        ctx.state.physical_id = Some(id.clone());
+        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
+        Self::wait_active(compute, ctx, &id).await?;
+        let tags = text_list("tags");
+        if !tags.is_empty() {
+            compute.set_server_tags(&id, &tags).await.map_err(failure)?;
+        }
+        Ok(())
+    }
+
     async fn update_with(
         &self,
         session: &Session,
@@ -680,41 +723,8 @@ impl Server {
         Ok(())
     }
 
-    /// Heat's `_delete` and `check_delete_server_complete`.
-    async fn delete_with(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
-        match compute.delete_server(id).await {
-            Err(e) if e.is_not_found() => return Ok(()),
-            other => other.map_err(failure)?,
-        }
-        loop {
-            let server = match Self::fetch(compute, id).await {
-                Err(e) if e.is_not_found() => return Ok(()),
-                other => other.map_err(failure)?,
-            };
-            let Some(server) = server else {
-                ctx.sleep(POLL_SECS).await?;
-                continue;
-            };
-            if server.get("OS-EXT-STS:task_state").and_then(Value::as_str) == Some("deleting") {
-                ctx.sleep(POLL_SECS).await?;
-                continue;
-            }
-            match status(&server) {
-                "DELETED" => return Ok(()),
-                "SOFT_DELETED" => compute.force_delete_server(id).await.map_err(failure)?,
-                "ERROR" => {
-                    let reason = format!(
-                        "Server {} delete failed: ({}) {}",
-                        keelson_pyfmt::str_of(field(&server, "name")),
-                        fault_text(&server, "code", "None"),
-                        fault_text(&server, "message", "Unknown")
-                    );
-                    return Err(resource_in_error("ERROR", &reason));
-                }
-                _ => {}
-            }
-            ctx.sleep(POLL_SECS).await?;
-        }
+    async fn delete_with(&self, _: &Session, compute: &Compute<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        Self::delete_server(compute, ctx, id).await
     }
 }
 
@@ -759,28 +769,22 @@ impl Plugin for Server {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.create_with(&session, &compute, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.update_with(&session, &compute, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
         if Self::software_config(&ctx.state.properties) || Self::software_config(&ctx.properties) {
             delete_transport_user(&self.host, &ctx.state).await?;
         }
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        if let Some(id) = ctx.state.physical_id.clone() {
-            let compute = compute(&session).await?;
-            Self::delete_with(&compute, ctx, &id).await?;
-        }
-        // The server is gone: the ports it made go too.
+        delete_in_stack(self, ctx).await?;
+        // The server is gone: the ports it made go too (also those made
+        // before a boot that failed).
         if !ports::internal_ports(&ctx.state).is_empty() {
+            let session = stack_session(&self.host, &ctx.stack_id).await?;
             let neutron = Network::connect(&session, INTERFACE, None).await.map_err(neutron::failure)?;
             ports::delete_internal_ports(&neutron, &mut ctx.state).await?;
         }
