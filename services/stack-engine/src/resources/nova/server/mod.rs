@@ -21,7 +21,7 @@
 
 mod attributes;
 mod network_update;
-mod ports;
+pub(super) mod ports;
 mod schema;
 mod validation;
 
@@ -56,14 +56,14 @@ use crate::resources::RequiredService;
 const DEFAULT_COLLECTORS: &[&str] = &["ec2"];
 
 /// Seconds between two looks at a server Nova is working on.
-const POLL_SECS: f64 = 1.0;
+pub(super) const POLL_SECS: f64 = 1.0;
 
 /// Heat's `physical_resource_name_limit` for servers: a host name of 64
 /// characters less `.novalocal`.
-const NAME_LIMIT: usize = 53;
+pub(super) const NAME_LIMIT: usize = 53;
 
 /// The statuses Heat waits through (`deferred_server_statuses`).
-const DEFERRED: [&str; 10] = [
+pub(super) const DEFERRED: [&str; 10] = [
     "BUILD",
     "HARD_REBOOT",
     "PASSWORD",
@@ -81,15 +81,15 @@ pub struct Server {
     schema: ResourceSchema,
 }
 
-type Doc = Map<String, Value>;
+pub(super) type Doc = Map<String, Value>;
 
 /// The server's status, without the `(...)` some clouds append.
-fn status(server: &Doc) -> &str {
+pub(super) fn status(server: &Doc) -> &str {
     let s = server.get("status").and_then(Value::as_str).unwrap_or_default();
     s.split('(').next().unwrap_or(s)
 }
 
-fn field<'a>(server: &'a Doc, key: &str) -> &'a Value {
+pub(super) fn field<'a>(server: &'a Doc, key: &str) -> &'a Value {
     server.get(key).unwrap_or(&Value::Null)
 }
 
@@ -103,7 +103,7 @@ fn fault_text(server: &Doc, key: &str, default: &str) -> String {
 }
 
 /// Heat's `meta_serialize`: values that are not strings go as JSON.
-fn serialized_metadata(meta: &Map<String, Value>) -> Map<String, Value> {
+pub(super) fn serialized_metadata(meta: &Map<String, Value>) -> Map<String, Value> {
     meta.iter()
         .map(|(k, v)| {
             let text = match v {
@@ -250,10 +250,7 @@ impl Server {
             return Ok(ServerNetworks::Allocate(how.to_string()));
         }
         if nets.is_empty() {
-            if compute.supports(AUTO_ALLOCATE_NETWORK) {
-                return Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"));
-            }
-            return Ok(ServerNetworks::Default);
+            return Self::default_networks(compute);
         }
         let neutron = Network::connect(session, INTERFACE, None).await.map_err(neutron::failure)?;
         let find = |kind: Kind, value: String| {
@@ -333,8 +330,17 @@ impl Server {
         Ok(ServerNetworks::Nics(nics))
     }
 
+    /// A boot without nics: Nova's default networks, which novaclient
+    /// refuses from microversion 2.37.
+    pub(super) fn default_networks(compute: &Compute<'_>) -> Result<ServerNetworks, ResourceFailure> {
+        if compute.supports(AUTO_ALLOCATE_NETWORK) {
+            return Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"));
+        }
+        Ok(ServerNetworks::Default)
+    }
+
     /// The flavor's id (by id, else by its unique name).
-    async fn flavor_id(compute: &Compute<'_>, flavor: &str) -> Result<String, ResourceFailure> {
+    pub(super) async fn flavor_id(compute: &Compute<'_>, flavor: &str) -> Result<String, ResourceFailure> {
         flavor_result(flavor, flavor_lookup(compute, flavor).await.map_err(failure)?)
     }
 
@@ -346,6 +352,11 @@ impl Server {
     /// root; None without Keystone) and the boto settings cfntools read.
     fn user_data(props: &Properties, text: &str, metadata: &Value, cfn_url: Option<&str>) -> Option<String> {
         let format = str_prop(props, "user_data_format").unwrap_or("HEAT_CFNTOOLS");
+        Self::user_data_as(format, text, metadata, cfn_url)
+    }
+
+    /// [`Server::user_data`] in user data format `format`.
+    pub(super) fn user_data_as(format: &str, text: &str, metadata: &Value, cfn_url: Option<&str>) -> Option<String> {
         if format == "RAW" {
             return Some(text.to_string()).filter(|t| !t.is_empty());
         }
@@ -379,6 +390,13 @@ impl Server {
             parts.push(part(&boto, "cfn-boto-cfg", "x-cfninitdata"));
         }
         Some(multipart_message(&parts))
+    }
+
+    /// Where heat-api-cfn is for the resource's cfntools (None without
+    /// Keystone).
+    pub(super) async fn cfn_url(host: &HostSlot, ctx: &ActionContext) -> Result<Option<String>, ResourceFailure> {
+        let urls = host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+        Ok(urls.identity.map(|identity| identity.cfn_url))
     }
 
     fn software_config(props: &Properties) -> bool {
@@ -429,9 +447,22 @@ impl Server {
         Ok(())
     }
 
+    /// Heat's `meta_update`: the server's metadata becomes `wanted`
+    /// (items it no longer has removed, then the rest set).
+    pub(super) async fn replace_metadata(compute: &Compute<'_>, id: &str, wanted: &Map<String, Value>) -> ActionResult {
+        let server = compute.server(id).await.map_err(failure)?;
+        let wanted = serialized_metadata(wanted);
+        let current: Vec<&String> =
+            server.get("metadata").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+        for key in current.into_iter().filter(|k| !wanted.contains_key(k.as_str())) {
+            compute.delete_server_metadata(id, key).await.map_err(failure)?;
+        }
+        compute.set_server_metadata(id, &wanted).await.map_err(failure)
+    }
+
     /// Heat's `fetch_server`: None for the errors worth waiting out
     /// (OverLimit, a 500 or 503).
-    async fn fetch(compute: &Compute<'_>, id: &str) -> Result<Option<Doc>, OsError> {
+    pub(super) async fn fetch(compute: &Compute<'_>, id: &str) -> Result<Option<Doc>, OsError> {
         match compute.server(id).await {
             Ok(server) => Ok(Some(server)),
             Err(OsError::Unexpected { status: 413 | 500, .. }) | Err(OsError::Unavailable(_)) => Ok(None),
@@ -439,46 +470,63 @@ impl Server {
         }
     }
 
-    /// The server, or Heat's NotFound for one Nova no longer has.
-    async fn existing(compute: &Compute<'_>, id: &str) -> Result<Doc, ResourceFailure> {
+    /// The server, or Heat's NotFound for one Nova no longer has (`noun`:
+    /// what the type calls its server).
+    async fn existing(compute: &Compute<'_>, id: &str, noun: &str) -> Result<Doc, ResourceFailure> {
         match compute.server(id).await {
             Ok(server) => Ok(server),
             Err(e) if e.is_not_found() => {
-                Err(ResourceFailure::error("NotFound", format!("Failed to find server {id}")))
+                Err(ResourceFailure::error("NotFound", format!("Failed to find {noun} {id}")))
             }
             Err(e) => Err(failure(e)),
         }
     }
 
-    /// Heat's `_check_active`, until the server is ACTIVE.
-    async fn wait_active(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+    /// Heat's `_check_active`, until the server is ACTIVE (`res_name`:
+    /// the type's name for it in Heat's texts).
+    pub(super) async fn wait_active(
+        compute: &Compute<'_>,
+        ctx: &ActionContext,
+        id: &str,
+        res_name: &str,
+    ) -> ActionResult {
         loop {
             let Some(server) = Self::fetch(compute, id).await.map_err(failure)? else {
                 ctx.sleep(POLL_SECS).await?;
                 continue;
             };
-            match status(&server) {
-                "ACTIVE" => return Ok(()),
-                s if DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
-                "ERROR" => {
-                    let reason = format!(
-                        "Message: {}, Code: {}",
-                        fault_text(&server, "message", "Unknown"),
-                        fault_text(&server, "code", "Unknown")
-                    );
-                    return Err(resource_in_error("ERROR", &reason));
-                }
-                _ => {
-                    let shown = keelson_pyfmt::str_of(field(&server, "status"));
-                    return Err(resource_unknown_status("Server is not active", &shown));
-                }
+            if Self::is_active(&server, res_name)? {
+                return Ok(());
+            }
+            ctx.sleep(POLL_SECS).await?;
+        }
+    }
+
+    /// Heat's `_check_active` of one look at the server: whether it is
+    /// ACTIVE (false: a status worth waiting through), failing for ERROR
+    /// or a status Heat does not know.
+    pub(super) fn is_active(server: &Doc, res_name: &str) -> Result<bool, ResourceFailure> {
+        match status(server) {
+            "ACTIVE" => Ok(true),
+            s if DEFERRED.contains(&s) => Ok(false),
+            "ERROR" => {
+                let reason = format!(
+                    "Message: {}, Code: {}",
+                    fault_text(server, "message", "Unknown"),
+                    fault_text(server, "code", "Unknown")
+                );
+                Err(resource_in_error("ERROR", &reason))
+            }
+            _ => {
+                let shown = keelson_pyfmt::str_of(field(server, "status"));
+                Err(resource_unknown_status(&format!("{res_name} is not active"), &shown))
             }
         }
     }
 
     /// Heat's `resize` then `check_resize`: Nova is asked once the server
     /// is readable, then watched until VERIFY_RESIZE.
-    async fn resize(
+    pub(super) async fn resize(
         compute: &Compute<'_>,
         ctx: &ActionContext,
         id: &str,
@@ -550,6 +598,56 @@ impl Server {
         }
     }
 
+    /// Heat's `handle_suspend` and `check_suspend_complete` (`noun`: what
+    /// the type calls its server in Heat's texts).
+    pub(super) async fn suspend_in_stack(host: &HostSlot, ctx: &mut ActionContext, noun: &str) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else {
+            let message = format!("Cannot suspend {}, resource_id not set", ctx.resource_name);
+            return Err(ResourceFailure::error("Error", message));
+        };
+        let session = stack_session(host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let server = Self::existing(&compute, &id, noun).await?;
+        if status(&server) != "SUSPENDED" {
+            compute.suspend_server(&id).await.map_err(failure)?;
+        }
+        loop {
+            let Some(server) = Self::fetch(&compute, &id).await.map_err(failure)? else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            match status(&server) {
+                "SUSPENDED" => return Ok(()),
+                s if s == "ACTIVE" || DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
+                s => {
+                    let name = keelson_pyfmt::str_of(field(&server, "name"));
+                    return Err(resource_unknown_status(&format!("Suspend of {noun} {name} failed"), s));
+                }
+            }
+        }
+    }
+
+    /// Heat's `handle_resume` and `check_resume_complete` (`noun` and
+    /// `res_name`: the type's names for its server in Heat's texts).
+    pub(super) async fn resume_in_stack(
+        host: &HostSlot,
+        ctx: &mut ActionContext,
+        noun: &str,
+        res_name: &str,
+    ) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else {
+            let message = format!("Cannot resume {}, resource_id not set", ctx.resource_name);
+            return Err(ResourceFailure::error("Error", message));
+        };
+        let session = stack_session(host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let server = Self::existing(&compute, &id, noun).await?;
+        if status(&server) != "ACTIVE" {
+            compute.resume_server(&id).await.map_err(failure)?;
+        }
+        Self::wait_active(&compute, ctx, &id, res_name).await
+    }
+
     /// Heat's `_delete` and `check_delete_server_complete`.
     pub(super) async fn delete_server(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
         match compute.delete_server(id).await {
@@ -598,10 +696,7 @@ impl NovaActions for Server {
         Self::check_microversions(compute, &props)?;
         let user_text = self.user_data_text(&props).await?;
         let cfn_url = match str_prop(&props, "user_data_format") {
-            Some("HEAT_CFNTOOLS") => {
-                let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
-                urls.identity.map(|identity| identity.cfn_url)
-            }
+            Some("HEAT_CFNTOOLS") => Self::cfn_url(&self.host, ctx).await?,
             _ => None,
         };
         if Self::software_config(&props) {
@@ -647,7 +742,7 @@ impl NovaActions for Server {
         let id = compute.create_server(&spec).await.map_err(failure)?;
         ctx.state.physical_id = Some(id.clone());
         ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
-        Self::wait_active(compute, ctx, &id).await?;
+        Self::wait_active(compute, ctx, &id, "Server").await?;
         let tags = text_list("tags");
         if !tags.is_empty() {
             compute.set_server_tags(&id, &tags).await.map_err(failure)?;
@@ -671,14 +766,7 @@ impl NovaActions for Server {
             publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
         }
         if has("metadata") {
-            let server = compute.server(&id).await.map_err(failure)?;
-            let wanted = serialized_metadata(map_prop(&props, "metadata").unwrap_or(&Map::new()));
-            let current: Vec<&String> =
-                server.get("metadata").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
-            for key in current.into_iter().filter(|k| !wanted.contains_key(k.as_str())) {
-                compute.delete_server_metadata(&id, key).await.map_err(failure)?;
-            }
-            compute.set_server_metadata(&id, &wanted).await.map_err(failure)?;
+            Self::replace_metadata(compute, &id, map_prop(&props, "metadata").unwrap_or(&Map::new())).await?;
         }
         if has("tags") && compute.supports(SERVER_TAGS) {
             let tags: Vec<String> = list_prop(&props, "tags").iter().map(keelson_pyfmt::str_of).collect();
@@ -805,47 +893,12 @@ impl Plugin for Server {
         })
     }
 
-    /// Heat's `handle_suspend` and `check_suspend_complete`.
     async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else {
-            let message = format!("Cannot suspend {}, resource_id not set", ctx.resource_name);
-            return Err(ResourceFailure::error("Error", message));
-        };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        let server = Self::existing(&compute, &id).await?;
-        if status(&server) != "SUSPENDED" {
-            compute.suspend_server(&id).await.map_err(failure)?;
-        }
-        loop {
-            let Some(server) = Self::fetch(&compute, &id).await.map_err(failure)? else {
-                ctx.sleep(POLL_SECS).await?;
-                continue;
-            };
-            match status(&server) {
-                "SUSPENDED" => return Ok(()),
-                s if s == "ACTIVE" || DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
-                s => {
-                    let name = keelson_pyfmt::str_of(field(&server, "name"));
-                    return Err(resource_unknown_status(&format!("Suspend of server {name} failed"), s));
-                }
-            }
-        }
+        Self::suspend_in_stack(&self.host, ctx, "server").await
     }
 
-    /// Heat's `handle_resume` and `check_resume_complete`.
     async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else {
-            let message = format!("Cannot resume {}, resource_id not set", ctx.resource_name);
-            return Err(ResourceFailure::error("Error", message));
-        };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        let server = Self::existing(&compute, &id).await?;
-        if status(&server) != "ACTIVE" {
-            compute.resume_server(&id).await.map_err(failure)?;
-        }
-        Self::wait_active(&compute, ctx, &id).await
+        Self::resume_in_stack(&self.host, ctx, "server", "Server").await
     }
 
     /// Heat's: a FAILED server is replaced unless Nova still has it in a

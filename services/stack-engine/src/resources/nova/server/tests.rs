@@ -146,7 +146,7 @@ async fn error_state_fails_with_novas_fault() {
     assert_eq!(ctx.state.physical_id.as_deref(), Some("sid"));
     nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "MIGRATING"}}));
     assert_eq!(
-        Server::wait_active(&compute, &ctx, "sid").await,
+        Server::wait_active(&compute, &ctx, "sid", "Server").await,
         Err(ResourceFailure::error(
             "ResourceUnknownStatus",
             "Server is not active - Unknown status MIGRATING due to \"Unknown\""
