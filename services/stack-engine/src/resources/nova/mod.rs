@@ -1,6 +1,8 @@
-//! Heat's simpler OS::Nova::* types: KeyPair, Flavor, ServerGroup and
-//! Quota, calling Nova's compute API through keelson-openstack's
-//! [`Compute`] client as the stack's user (the stack's trust session).
+//! Heat's Nova types: OS::Nova::KeyPair, Flavor, ServerGroup, Quota and
+//! Server, and AWS::EC2::Instance, calling Nova's compute API through
+//! keelson-openstack's [`Compute`] client as the stack's user (the
+//! stack's trust session, opened for each action by [`create_in_stack`]
+//! and its siblings around a type's [`NovaActions`]).
 //!
 //! The types are offered only by an engine that knows Keystone (without
 //! it there is no session to act through). Nova's 404 on delete is a
@@ -11,6 +13,7 @@
 //! Heat's translation rules do.
 
 mod flavor;
+mod instance;
 mod keypair;
 mod quota;
 mod server;
@@ -24,6 +27,7 @@ use keelson_openstack::{OsError, Session};
 use serde_json::Value;
 
 pub use flavor::Flavor;
+pub use instance::Instance;
 pub use keypair::KeyPair;
 pub use quota::Quota;
 pub use server::Server;
@@ -40,7 +44,7 @@ use crate::error::EngineError;
 /// publicURL`).
 pub(crate) const INTERFACE: &str = "public";
 
-/// Adds the five types to `registry`; their actions act through the
+/// Adds the six types to `registry`; their actions act through the
 /// stack sessions of the registry's host.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
@@ -48,6 +52,7 @@ pub fn register(registry: &mut Registry) {
     registry.register(Arc::new(Flavor::new(host.clone())));
     registry.register(Arc::new(ServerGroup::new(host.clone())));
     registry.register(Arc::new(Server::new(host.clone())));
+    registry.register(Arc::new(Instance::new(host.clone())));
     registry.register(Arc::new(Quota::new(host)));
 }
 
