@@ -28,8 +28,8 @@ use super::super::{
 };
 use super::server::{ports, Doc, Server, NAME_LIMIT};
 use super::{
-    attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, stack_session, str_prop,
-    update_in_stack, NovaActions, INTERFACE, STACK_DATA,
+    attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, ok_if_gone, stack_session,
+    str_prop, update_in_stack, NovaActions, INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -403,7 +403,7 @@ impl Instance {
                 }
             }
             for port in interface_ports(&before)? {
-                compute.detach_interface(id, &port).await.map_err(failure)?;
+                ok_if_gone(compute.detach_interface(id, &port).await)?;
             }
             for port in interface_ports(&after)? {
                 compute.attach_interface(id, Some(&port), None, None).await.map_err(failure)?;
@@ -420,8 +420,9 @@ impl Instance {
         let attached = compute.interfaces(id).await.map_err(failure)?;
         Self::delete_subnet_port(session, ctx).await?;
         let nics = Self::nics(session, ctx, &after, &groups, subnet.as_deref()).await?;
+        // Heat's `interface_detach`: an interface already gone is done.
         for interface in attached {
-            compute.detach_interface(id, &interface.port_id).await.map_err(failure)?;
+            ok_if_gone(compute.detach_interface(id, &interface.port_id).await)?;
         }
         match nics.filter(|n| !n.is_empty()) {
             None => {

@@ -376,3 +376,44 @@ async fn check_and_suspend_speak_of_the_instance() {
         Err(ResourceFailure::error("NotFound", "Failed to find instance gone"))
     );
 }
+
+/// A new SubnetId (no NetworkInterfaces): every interface detached (one
+/// already gone is done), the old port deleted, a port made on the new
+/// subnet and attached.
+#[tokio::test]
+async fn a_subnet_update_moves_the_instance_to_a_new_port() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    nova.answer(
+        &format!("GET {SERVERS}/sid/os-interface"),
+        200,
+        json!({"interfaceAttachments": [{"port_id": "port-9", "net_id": "net-1", "mac_addr": "m", "fixed_ips": []}]}),
+    );
+    nova.answer("DELETE /network/v2.0/ports/port-9", 204, Value::Null);
+    nova.answer("GET /network/v2.0/subnets/sub-2", 200, json!({"subnet": {"id": "sub-2", "network_id": "net-2"}}));
+    nova.answer("POST /network/v2.0/ports", 201, json!({"port": {"id": "port-10"}}));
+    nova.answer(
+        &format!("POST {SERVERS}/sid/os-interface"),
+        200,
+        json!({"interfaceAttachment": {"port_id": "port-10"}}),
+    );
+    let i = instance();
+    let old = props(json!({"ImageId": "cirros", "InstanceType": "m1.tiny", "SubnetId": "sub-1"}));
+    let new = props(json!({"ImageId": "cirros", "InstanceType": "m1.tiny", "SubnetId": "sub-2"}));
+    let (mut ctx, _tx) = test_context(new);
+    ctx.state.physical_id = Some("sid".into());
+    ctx.state.data.insert(PORT_DATA.into(), "port-9".into());
+    let compute = super::super::compute(&session).await.unwrap();
+    i.update_with(&session, &compute, &mut ctx, &old).await.unwrap();
+    let writes: Vec<(String, String)> =
+        nova.calls().into_iter().filter(|(m, _, _)| m != "GET").map(|(m, p, _)| (m, p)).collect();
+    assert_eq!(
+        writes,
+        [
+            ("DELETE".to_string(), "/network/v2.0/ports/port-9".to_string()),
+            ("POST".to_string(), "/network/v2.0/ports".to_string()),
+            ("DELETE".to_string(), format!("{SERVERS}/sid/os-interface/port-9")),
+            ("POST".to_string(), format!("{SERVERS}/sid/os-interface")),
+        ]
+    );
+    assert_eq!(ctx.state.data.get(PORT_DATA).map(String::as_str), Some("port-10"));
+}
