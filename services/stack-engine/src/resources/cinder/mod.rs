@@ -21,6 +21,7 @@ use keelson_openstack::{OsError, Session};
 
 pub use attachment::VolumeAttachment;
 pub use volume::Volume;
+pub(crate) use volume::{request_attach, wait_attached};
 pub use volume_type::VolumeType;
 
 use super::client_errors::CINDERCLIENT;

@@ -398,7 +398,7 @@ async fn attach(
 
 /// Asks Nova to attach volume `id` to `server`; its refusal is Heat's
 /// `Failed to attach ...` error.
-pub(super) async fn request_attach(nova: &Compute<'_>, server: &str, id: &str, device: Option<&str>) -> ActionResult {
+pub(crate) async fn request_attach(nova: &Compute<'_>, server: &str, id: &str, device: Option<&str>) -> ActionResult {
     nova.attach_volume(server, id, device).await.map_err(|e| {
         let err = super::super::nova::failure(e);
         ResourceFailure::error("Error", format!("Failed to attach volume {id} to server {server} - {}", text_of(&err)))
@@ -406,7 +406,7 @@ pub(super) async fn request_attach(nova: &Compute<'_>, server: &str, id: &str, d
 }
 
 /// Waits until Cinder shows volume `id` in-use.
-pub(super) async fn wait_attached(volumes: &Cinder<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+pub(crate) async fn wait_attached(volumes: &Cinder<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
     loop {
         let vol = volumes.volume(id).await.map_err(failure)?;
         match status(&vol) {

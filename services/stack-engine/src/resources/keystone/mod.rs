@@ -344,6 +344,9 @@ mod tests {
         {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }
+        // Not in registry.rs's UPSTREAM_ORDER (yet): after the listed
+        // types, by name.
+        expected.push(json!("AWS::EC2::Instance"));
         for t in ["Flavor", "KeyPair", "Quota", "Server", "ServerGroup"] {
             expected.push(json!(format!("OS::Nova::{t}")));
         }

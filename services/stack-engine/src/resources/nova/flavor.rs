@@ -22,8 +22,8 @@ use super::super::{
     SupportStatus,
 };
 use super::{
-    attribute_error, attribute_session, compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity,
-    INTERFACE, STACK_DATA,
+    attribute_error, attribute_session, create_in_stack, delete_in_stack, failure, keystone_id, ok_if_gone, str_prop,
+    update_in_stack, Entity, NovaActions, INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -106,13 +106,14 @@ impl Flavor {
         }
         Ok(ids)
     }
+}
 
-    async fn create_with(
-        &self,
-        session: &Session,
-        compute: &Compute<'_>,
-        ctx: &mut ActionContext,
-    ) -> Result<(), ResourceFailure> {
+impl NovaActions for Flavor {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
         let props = &ctx.properties;
         let tenants = Self::tenants(session, props).await?;
         let is_public = props.get("is_public").and_then(Value::as_bool).unwrap_or(true);
@@ -159,7 +160,7 @@ impl Flavor {
         compute: &Compute<'_>,
         ctx: &mut ActionContext,
         old: &Properties,
-    ) -> Result<(), ResourceFailure> {
+    ) -> ActionResult {
         let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
         let changed = changed_properties(old, &ctx.properties);
         let props = &ctx.properties;
@@ -188,6 +189,10 @@ impl Flavor {
         }
         Ok(())
     }
+
+    async fn delete_with(&self, _: &Session, compute: &Compute<'_>, _: &mut ActionContext, id: &str) -> ActionResult {
+        ok_if_gone(compute.delete_flavor(id).await)
+    }
 }
 
 impl Plugin for Flavor {
@@ -202,22 +207,15 @@ impl Plugin for Flavor {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.create_with(&session, &compute, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.update_with(&session, &compute, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        ok_if_gone(compute.delete_flavor(&id).await)
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {

@@ -18,8 +18,8 @@ use serde_json::Value;
 use super::super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{ActionContext, ActionResult, HostSlot, Plugin, ResourceFailure, ResourceState, SupportStatus};
 use super::{
-    attribute_error, attribute_session, compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity,
-    INTERFACE, STACK_DATA,
+    attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, keystone_id, ok_if_gone,
+    stack_session, str_prop, Entity, NovaActions, INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -101,13 +101,14 @@ impl KeyPair {
         }
         Ok(())
     }
+}
 
-    async fn create_with(
-        &self,
-        session: &Session,
-        compute: &Compute<'_>,
-        ctx: &mut ActionContext,
-    ) -> Result<(), ResourceFailure> {
+impl NovaActions for KeyPair {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
         Self::check_versions(compute, ctx)?;
         let props = &ctx.properties;
         let user = match str_prop(props, "user") {
@@ -127,6 +128,10 @@ impl KeyPair {
         ctx.state.physical_id = Some(created.name);
         Ok(())
     }
+
+    async fn delete_with(&self, _: &Session, compute: &Compute<'_>, _: &mut ActionContext, name: &str) -> ActionResult {
+        ok_if_gone(compute.delete_keypair(name).await)
+    }
 }
 
 impl Plugin for KeyPair {
@@ -141,16 +146,11 @@ impl Plugin for KeyPair {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.create_with(&session, &compute, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(name) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        ok_if_gone(compute.delete_keypair(&name).await)
+        delete_in_stack(self, ctx).await
     }
 
     /// Heat's: the old key pair goes first, so that its replacement can

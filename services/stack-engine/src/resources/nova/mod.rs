@@ -1,6 +1,8 @@
-//! Heat's simpler OS::Nova::* types: KeyPair, Flavor, ServerGroup and
-//! Quota, calling Nova's compute API through keelson-openstack's
-//! [`Compute`] client as the stack's user (the stack's trust session).
+//! Heat's Nova types: OS::Nova::KeyPair, Flavor, ServerGroup, Quota and
+//! Server, and AWS::EC2::Instance, calling Nova's compute API through
+//! keelson-openstack's [`Compute`] client as the stack's user (the
+//! stack's trust session, opened for each action by [`create_in_stack`]
+//! and its siblings around a type's [`NovaActions`]).
 //!
 //! The types are offered only by an engine that knows Keystone (without
 //! it there is no session to act through). Nova's 404 on delete is a
@@ -11,11 +13,13 @@
 //! Heat's translation rules do.
 
 mod flavor;
+mod instance;
 mod keypair;
 mod quota;
 mod server;
 mod server_group;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use keelson_openstack::compute::Compute;
@@ -23,6 +27,7 @@ use keelson_openstack::{OsError, Session};
 use serde_json::Value;
 
 pub use flavor::Flavor;
+pub use instance::Instance;
 pub use keypair::KeyPair;
 pub use quota::Quota;
 pub use server::Server;
@@ -32,14 +37,14 @@ pub(crate) use super::keystone::keystone_id;
 pub(crate) use keelson_openstack::identity_admin::Entity;
 
 use super::client_errors::NOVACLIENT;
-use super::{HostSlot, Properties, Registry, ResourceFailure, ResourceState};
+use super::{ActionContext, ActionResult, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 
 /// The catalog interface Heat's clients use by default (`endpoint_type =
 /// publicURL`).
 pub(crate) const INTERFACE: &str = "public";
 
-/// Adds the five types to `registry`; their actions act through the
+/// Adds the six types to `registry`; their actions act through the
 /// stack sessions of the registry's host.
 pub fn register(registry: &mut Registry) {
     let host = registry.host().clone();
@@ -47,6 +52,7 @@ pub fn register(registry: &mut Registry) {
     registry.register(Arc::new(Flavor::new(host.clone())));
     registry.register(Arc::new(ServerGroup::new(host.clone())));
     registry.register(Arc::new(Server::new(host.clone())));
+    registry.register(Arc::new(Instance::new(host.clone())));
     registry.register(Arc::new(Quota::new(host)));
 }
 
@@ -101,6 +107,69 @@ pub(crate) fn attribute_error(e: OsError) -> EngineError {
 /// The compute client at the negotiated microversion.
 pub(crate) async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
     Compute::connect(session, INTERFACE, None).await.map_err(failure)
+}
+
+/// What a Nova type does with the stack's session and compute client.
+/// Its `Plugin` hooks are [`create_in_stack`], [`update_in_stack`] and
+/// [`delete_in_stack`], which open the stack's trust session and the
+/// client for every type, then call these.
+pub(crate) trait NovaActions: Sync {
+    fn host(&self) -> &HostSlot;
+
+    fn create_with(
+        &self,
+        session: &Session,
+        compute: &Compute<'_>,
+        ctx: &mut ActionContext,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// By default nothing changes in place.
+    fn update_with(
+        &self,
+        _session: &Session,
+        _compute: &Compute<'_>,
+        _ctx: &mut ActionContext,
+        _old: &Properties,
+    ) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    /// Deletes what `id` (from [`NovaActions::deletable_id`]) names.
+    fn delete_with(
+        &self,
+        session: &Session,
+        compute: &Compute<'_>,
+        ctx: &mut ActionContext,
+        id: &str,
+    ) -> impl Future<Output = ActionResult> + Send;
+
+    /// What a delete acts on; None: nothing to delete.
+    fn deletable_id(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.physical_id.clone()
+    }
+}
+
+/// `Plugin::create` of a Nova type.
+pub(crate) async fn create_in_stack<T: NovaActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.create_with(&session, &compute(&session).await?, ctx).await
+}
+
+/// `Plugin::update` of a Nova type.
+pub(crate) async fn update_in_stack<T: NovaActions>(
+    resource: &T,
+    ctx: &mut ActionContext,
+    old: &Properties,
+) -> ActionResult {
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.update_with(&session, &compute(&session).await?, ctx, old).await
+}
+
+/// `Plugin::delete` of a Nova type: nothing to do without an id.
+pub(crate) async fn delete_in_stack<T: NovaActions>(resource: &T, ctx: &mut ActionContext) -> ActionResult {
+    let Some(id) = resource.deletable_id(ctx) else { return Ok(()) };
+    let session = stack_session(resource.host(), &ctx.stack_id).await?;
+    resource.delete_with(&session, &compute(&session).await?, ctx, &id).await
 }
 
 /// What a flavor name or id matched.

@@ -20,7 +20,9 @@ use super::super::schema::{Constraint, PropertySchema, PropertyType as T, Resour
 use super::super::{
     ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState, SupportStatus,
 };
-use super::{compute, failure, keystone_id, ok_if_gone, stack_session, str_prop, Entity};
+use super::{
+    create_in_stack, delete_in_stack, failure, keystone_id, ok_if_gone, str_prop, update_in_stack, Entity, NovaActions,
+};
 use crate::error::EngineError;
 use crate::resources::RequiredService;
 
@@ -116,6 +118,44 @@ impl Quota {
     }
 }
 
+impl NovaActions for Quota {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
+        self.write_with(session, compute, ctx).await?;
+        ctx.state.physical_id = Some(ctx.physical_name());
+        Ok(())
+    }
+
+    async fn update_with(
+        &self,
+        session: &Session,
+        compute: &Compute<'_>,
+        ctx: &mut ActionContext,
+        _old: &Properties,
+    ) -> ActionResult {
+        self.write_with(session, compute, ctx).await
+    }
+
+    async fn delete_with(
+        &self,
+        _: &Session,
+        compute: &Compute<'_>,
+        _: &mut ActionContext,
+        project: &str,
+    ) -> ActionResult {
+        ok_if_gone(compute.delete_quotas(project).await)
+    }
+
+    /// The project whose quotas were written: nothing was when the create
+    /// failed before its PUT.
+    fn deletable_id(&self, ctx: &ActionContext) -> Option<String> {
+        ctx.state.data.get(PROJECT_DATA).cloned()
+    }
+}
+
 impl Plugin for Quota {
     const TYPE: &'static str = "OS::Nova::Quota";
 
@@ -142,25 +182,15 @@ impl Plugin for Quota {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.write_with(&session, &compute, ctx).await?;
-        ctx.state.physical_id = Some(ctx.physical_name());
-        Ok(())
+        create_in_stack(self, ctx).await
     }
 
-    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.write_with(&session, &compute, ctx).await
+    async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        // Nothing was written when the create failed before its PUT.
-        let Some(project) = ctx.state.data.get(PROJECT_DATA).cloned() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        ok_if_gone(compute.delete_quotas(&project).await)
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {

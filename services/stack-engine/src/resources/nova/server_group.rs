@@ -11,11 +11,12 @@
 use std::sync::Arc;
 
 use keelson_openstack::compute::{Compute, SERVER_GROUP_RULES, SOFT_POLICIES};
+use keelson_openstack::Session;
 use serde_json::{json, Value};
 
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{ActionContext, ActionResult, HostSlot, Plugin, ResourceFailure, ResourceState, SupportStatus};
-use super::{compute, failure, ok_if_gone, stack_session, str_prop};
+use super::{compute, create_in_stack, delete_in_stack, failure, ok_if_gone, stack_session, str_prop, NovaActions};
 use crate::error::EngineError;
 use crate::resources::RequiredService;
 
@@ -62,8 +63,14 @@ impl ServerGroup {
         let given = ctx.properties.get("policies").and_then(Value::as_array);
         given.into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
     }
+}
 
-    async fn create_with(&self, compute: &Compute<'_>, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
+impl NovaActions for ServerGroup {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, _: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
         let policies = Self::policies(ctx);
         if policies.iter().any(|p| p.starts_with("soft-")) && !compute.supports(SOFT_POLICIES) {
             return Err(ResourceFailure::error(
@@ -84,6 +91,10 @@ impl ServerGroup {
         ctx.state.physical_id = Some(id);
         Ok(())
     }
+
+    async fn delete_with(&self, _: &Session, compute: &Compute<'_>, _: &mut ActionContext, id: &str) -> ActionResult {
+        ok_if_gone(compute.delete_server_group(id).await)
+    }
 }
 
 impl Plugin for ServerGroup {
@@ -98,9 +109,7 @@ impl Plugin for ServerGroup {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.create_with(&compute, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     /// Heat's: a FAILED group still in Nova is kept (not replaced).
@@ -112,10 +121,7 @@ impl Plugin for ServerGroup {
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        ok_if_gone(compute.delete_server_group(&id).await)
+        delete_in_stack(self, ctx).await
     }
 
     async fn attribute(&self, _state: &ResourceState, _name: &str) -> Result<Value, EngineError> {
@@ -146,7 +152,7 @@ mod tests {
         nova.answer(&format!("POST {GROUPS}"), 200, json!({"server_group": {"id": "gid", "name": "web"}}));
         let (mut ctx, _tx) = test_context(props(json!({"name": "web", "rules": {"max_server_per_host": 2}})));
         let compute = super::super::compute(&session).await.unwrap();
-        group().create_with(&compute, &mut ctx).await.unwrap();
+        group().create_with(&session, &compute, &mut ctx).await.unwrap();
         assert_eq!(
             nova.calls(),
             [(
@@ -164,20 +170,20 @@ mod tests {
         nova.answer(&format!("POST {GROUPS}"), 200, json!({"server_group": {"id": "gid"}}));
         let compute = super::super::compute(&session).await.unwrap();
         let (mut ctx, _tx) = test_context(props(json!({"policies": ["soft-affinity"]})));
-        group().create_with(&compute, &mut ctx).await.unwrap();
+        group().create_with(&session, &compute, &mut ctx).await.unwrap();
         let body = &nova.calls()[0].2;
         assert_eq!(body["server_group"]["policies"], json!(["soft-affinity"]));
         assert!(body["server_group"]["name"].as_str().unwrap().starts_with("st-r-"));
         let (mut ctx, _tx) = test_context(props(json!({"rules": {"max_server_per_host": 1}})));
         assert_eq!(
-            group().create_with(&compute, &mut ctx).await,
+            group().create_with(&session, &compute, &mut ctx).await,
             Err(ResourceFailure::error("StackValidationFailed", "Required microversion for rules not supported."))
         );
         let (_old, session) = testing::nova("2.14").await;
         let compute = super::super::compute(&session).await.unwrap();
         let (mut ctx, _tx) = test_context(props(json!({"policies": ["soft-anti-affinity"]})));
         assert_eq!(
-            group().create_with(&compute, &mut ctx).await,
+            group().create_with(&session, &compute, &mut ctx).await,
             Err(ResourceFailure::error(
                 "StackValidationFailed",
                 "Required microversion for soft policies not supported."

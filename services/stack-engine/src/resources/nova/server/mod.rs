@@ -21,7 +21,7 @@
 
 mod attributes;
 mod network_update;
-mod ports;
+pub(super) mod ports;
 mod schema;
 mod validation;
 
@@ -45,8 +45,8 @@ use super::super::{
     Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
 };
 use super::{
-    attribute_error, attribute_session, compute, failure, flavor_lookup, flavor_result, stack_session, str_prop,
-    INTERFACE, STACK_DATA,
+    attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, flavor_lookup,
+    flavor_result, stack_session, str_prop, update_in_stack, NovaActions, INTERFACE, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -56,14 +56,14 @@ use crate::resources::RequiredService;
 const DEFAULT_COLLECTORS: &[&str] = &["ec2"];
 
 /// Seconds between two looks at a server Nova is working on.
-const POLL_SECS: f64 = 1.0;
+pub(super) const POLL_SECS: f64 = 1.0;
 
 /// Heat's `physical_resource_name_limit` for servers: a host name of 64
 /// characters less `.novalocal`.
-const NAME_LIMIT: usize = 53;
+pub(super) const NAME_LIMIT: usize = 53;
 
 /// The statuses Heat waits through (`deferred_server_statuses`).
-const DEFERRED: [&str; 10] = [
+pub(super) const DEFERRED: [&str; 10] = [
     "BUILD",
     "HARD_REBOOT",
     "PASSWORD",
@@ -81,15 +81,15 @@ pub struct Server {
     schema: ResourceSchema,
 }
 
-type Doc = Map<String, Value>;
+pub(super) type Doc = Map<String, Value>;
 
 /// The server's status, without the `(...)` some clouds append.
-fn status(server: &Doc) -> &str {
+pub(super) fn status(server: &Doc) -> &str {
     let s = server.get("status").and_then(Value::as_str).unwrap_or_default();
     s.split('(').next().unwrap_or(s)
 }
 
-fn field<'a>(server: &'a Doc, key: &str) -> &'a Value {
+pub(super) fn field<'a>(server: &'a Doc, key: &str) -> &'a Value {
     server.get(key).unwrap_or(&Value::Null)
 }
 
@@ -103,7 +103,7 @@ fn fault_text(server: &Doc, key: &str, default: &str) -> String {
 }
 
 /// Heat's `meta_serialize`: values that are not strings go as JSON.
-fn serialized_metadata(meta: &Map<String, Value>) -> Map<String, Value> {
+pub(super) fn serialized_metadata(meta: &Map<String, Value>) -> Map<String, Value> {
     meta.iter()
         .map(|(k, v)| {
             let text = match v {
@@ -250,10 +250,7 @@ impl Server {
             return Ok(ServerNetworks::Allocate(how.to_string()));
         }
         if nets.is_empty() {
-            if compute.supports(AUTO_ALLOCATE_NETWORK) {
-                return Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"));
-            }
-            return Ok(ServerNetworks::Default);
+            return Self::default_networks(compute);
         }
         let neutron = Network::connect(session, INTERFACE, None).await.map_err(neutron::failure)?;
         let find = |kind: Kind, value: String| {
@@ -333,8 +330,17 @@ impl Server {
         Ok(ServerNetworks::Nics(nics))
     }
 
+    /// A boot without nics: Nova's default networks, which novaclient
+    /// refuses from microversion 2.37.
+    pub(super) fn default_networks(compute: &Compute<'_>) -> Result<ServerNetworks, ResourceFailure> {
+        if compute.supports(AUTO_ALLOCATE_NETWORK) {
+            return Err(ResourceFailure::error("ValueError", "nics are required after microversion 2.36"));
+        }
+        Ok(ServerNetworks::Default)
+    }
+
     /// The flavor's id (by id, else by its unique name).
-    async fn flavor_id(compute: &Compute<'_>, flavor: &str) -> Result<String, ResourceFailure> {
+    pub(super) async fn flavor_id(compute: &Compute<'_>, flavor: &str) -> Result<String, ResourceFailure> {
         flavor_result(flavor, flavor_lookup(compute, flavor).await.map_err(failure)?)
     }
 
@@ -346,6 +352,11 @@ impl Server {
     /// root; None without Keystone) and the boto settings cfntools read.
     fn user_data(props: &Properties, text: &str, metadata: &Value, cfn_url: Option<&str>) -> Option<String> {
         let format = str_prop(props, "user_data_format").unwrap_or("HEAT_CFNTOOLS");
+        Self::user_data_as(format, text, metadata, cfn_url)
+    }
+
+    /// [`Server::user_data`] in user data format `format`.
+    pub(super) fn user_data_as(format: &str, text: &str, metadata: &Value, cfn_url: Option<&str>) -> Option<String> {
         if format == "RAW" {
             return Some(text.to_string()).filter(|t| !t.is_empty());
         }
@@ -379,6 +390,13 @@ impl Server {
             parts.push(part(&boto, "cfn-boto-cfg", "x-cfninitdata"));
         }
         Some(multipart_message(&parts))
+    }
+
+    /// Where heat-api-cfn is for the resource's cfntools (None without
+    /// Keystone).
+    pub(super) async fn cfn_url(host: &HostSlot, ctx: &ActionContext) -> Result<Option<String>, ResourceFailure> {
+        let urls = host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
+        Ok(urls.identity.map(|identity| identity.cfn_url))
     }
 
     fn software_config(props: &Properties) -> bool {
@@ -429,71 +447,22 @@ impl Server {
         Ok(())
     }
 
-    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
-        let props = ctx.properties.clone();
-        Self::check_microversions(compute, &props)?;
-        let user_text = self.user_data_text(&props).await?;
-        let cfn_url = match str_prop(&props, "user_data_format") {
-            Some("HEAT_CFNTOOLS") => {
-                let urls = self.host.get().signal_urls(&ctx.stack_id, &ctx.resource_name).await?;
-                urls.identity.map(|identity| identity.cfn_url)
-            }
-            _ => None,
-        };
-        if Self::software_config(&props) {
-            let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
-            publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
+    /// Heat's `meta_update`: the server's metadata becomes `wanted`
+    /// (items it no longer has removed, then the rest set).
+    pub(super) async fn replace_metadata(compute: &Compute<'_>, id: &str, wanted: &Map<String, Value>) -> ActionResult {
+        let server = compute.server(id).await.map_err(failure)?;
+        let wanted = serialized_metadata(wanted);
+        let current: Vec<&String> =
+            server.get("metadata").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+        for key in current.into_iter().filter(|k| !wanted.contains_key(k.as_str())) {
+            compute.delete_server_metadata(id, key).await.map_err(failure)?;
         }
-        let image_ref = match str_prop(&props, "image") {
-            Some(image) => Some(super::super::glance::image_id(session, image).await?),
-            None => None,
-        };
-        let flavor = str_prop(&props, "flavor").unwrap_or_default();
-        let flavor_ref = Self::flavor_id(compute, flavor).await?;
-        let mappings = list_prop(&props, "block_device_mapping_v2");
-        let mut image_ids = Vec::new();
-        for mapping in mappings {
-            image_ids.push(match mapping_image(mapping) {
-                Some(image) => Some(super::super::glance::image_id(session, image).await?),
-                None => None,
-            });
-        }
-        let networks = Self::networks(session, compute, ctx, &props).await?;
-        let text_list =
-            |name: &str| -> Vec<String> { list_prop(&props, name).iter().map(keelson_pyfmt::str_of).collect() };
-        let spec = ServerSpec {
-            name: Self::server_name(ctx),
-            image_ref,
-            flavor_ref,
-            key_name: str_prop(&props, "key_name").map(str::to_owned),
-            availability_zone: str_prop(&props, "availability_zone").map(str::to_owned),
-            security_groups: text_list("security_groups"),
-            metadata: map_prop(&props, "metadata").filter(|m| !m.is_empty()).map(serialized_metadata),
-            scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
-            networks,
-            user_data: Self::user_data(&props, &user_text, &ctx.state.metadata, cfn_url.as_deref()),
-            block_device_mapping: block_devices_v1(list_prop(&props, "block_device_mapping")),
-            block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
-            config_drive: props.get("config_drive").and_then(Value::as_bool),
-            admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),
-            disk_config: str_prop(&props, "diskConfig").map(str::to_owned),
-            reservation_id: str_prop(&props, "reservation_id").map(str::to_owned),
-            personality: map_prop(&props, "personality").cloned().unwrap_or_default(),
-        };
-        let id = compute.create_server(&spec).await.map_err(failure)?;
-        ctx.state.physical_id = Some(id.clone());
-        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
-        Self::wait_active(compute, ctx, &id).await?;
-        let tags = text_list("tags");
-        if !tags.is_empty() {
-            compute.set_server_tags(&id, &tags).await.map_err(failure)?;
-        }
-        Ok(())
+        compute.set_server_metadata(id, &wanted).await.map_err(failure)
     }
 
     /// Heat's `fetch_server`: None for the errors worth waiting out
     /// (OverLimit, a 500 or 503).
-    async fn fetch(compute: &Compute<'_>, id: &str) -> Result<Option<Doc>, OsError> {
+    pub(super) async fn fetch(compute: &Compute<'_>, id: &str) -> Result<Option<Doc>, OsError> {
         match compute.server(id).await {
             Ok(server) => Ok(Some(server)),
             Err(OsError::Unexpected { status: 413 | 500, .. }) | Err(OsError::Unavailable(_)) => Ok(None),
@@ -501,46 +470,63 @@ impl Server {
         }
     }
 
-    /// The server, or Heat's NotFound for one Nova no longer has.
-    async fn existing(compute: &Compute<'_>, id: &str) -> Result<Doc, ResourceFailure> {
+    /// The server, or Heat's NotFound for one Nova no longer has (`noun`:
+    /// what the type calls its server).
+    async fn existing(compute: &Compute<'_>, id: &str, noun: &str) -> Result<Doc, ResourceFailure> {
         match compute.server(id).await {
             Ok(server) => Ok(server),
             Err(e) if e.is_not_found() => {
-                Err(ResourceFailure::error("NotFound", format!("Failed to find server {id}")))
+                Err(ResourceFailure::error("NotFound", format!("Failed to find {noun} {id}")))
             }
             Err(e) => Err(failure(e)),
         }
     }
 
-    /// Heat's `_check_active`, until the server is ACTIVE.
-    async fn wait_active(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+    /// Heat's `_check_active`, until the server is ACTIVE (`res_name`:
+    /// the type's name for it in Heat's texts).
+    pub(super) async fn wait_active(
+        compute: &Compute<'_>,
+        ctx: &ActionContext,
+        id: &str,
+        res_name: &str,
+    ) -> ActionResult {
         loop {
             let Some(server) = Self::fetch(compute, id).await.map_err(failure)? else {
                 ctx.sleep(POLL_SECS).await?;
                 continue;
             };
-            match status(&server) {
-                "ACTIVE" => return Ok(()),
-                s if DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
-                "ERROR" => {
-                    let reason = format!(
-                        "Message: {}, Code: {}",
-                        fault_text(&server, "message", "Unknown"),
-                        fault_text(&server, "code", "Unknown")
-                    );
-                    return Err(resource_in_error("ERROR", &reason));
-                }
-                _ => {
-                    let shown = keelson_pyfmt::str_of(field(&server, "status"));
-                    return Err(resource_unknown_status("Server is not active", &shown));
-                }
+            if Self::is_active(&server, res_name)? {
+                return Ok(());
+            }
+            ctx.sleep(POLL_SECS).await?;
+        }
+    }
+
+    /// Heat's `_check_active` of one look at the server: whether it is
+    /// ACTIVE (false: a status worth waiting through), failing for ERROR
+    /// or a status Heat does not know.
+    pub(super) fn is_active(server: &Doc, res_name: &str) -> Result<bool, ResourceFailure> {
+        match status(server) {
+            "ACTIVE" => Ok(true),
+            s if DEFERRED.contains(&s) => Ok(false),
+            "ERROR" => {
+                let reason = format!(
+                    "Message: {}, Code: {}",
+                    fault_text(server, "message", "Unknown"),
+                    fault_text(server, "code", "Unknown")
+                );
+                Err(resource_in_error("ERROR", &reason))
+            }
+            _ => {
+                let shown = keelson_pyfmt::str_of(field(server, "status"));
+                Err(resource_unknown_status(&format!("{res_name} is not active"), &shown))
             }
         }
     }
 
     /// Heat's `resize` then `check_resize`: Nova is asked once the server
     /// is readable, then watched until VERIFY_RESIZE.
-    async fn resize(
+    pub(super) async fn resize(
         compute: &Compute<'_>,
         ctx: &ActionContext,
         id: &str,
@@ -612,6 +598,158 @@ impl Server {
         }
     }
 
+    /// Heat's `handle_suspend` and `check_suspend_complete` (`noun`: what
+    /// the type calls its server in Heat's texts).
+    pub(super) async fn suspend_in_stack(host: &HostSlot, ctx: &mut ActionContext, noun: &str) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else {
+            let message = format!("Cannot suspend {}, resource_id not set", ctx.resource_name);
+            return Err(ResourceFailure::error("Error", message));
+        };
+        let session = stack_session(host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let server = Self::existing(&compute, &id, noun).await?;
+        if status(&server) != "SUSPENDED" {
+            compute.suspend_server(&id).await.map_err(failure)?;
+        }
+        loop {
+            let Some(server) = Self::fetch(&compute, &id).await.map_err(failure)? else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            match status(&server) {
+                "SUSPENDED" => return Ok(()),
+                s if s == "ACTIVE" || DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
+                s => {
+                    let name = keelson_pyfmt::str_of(field(&server, "name"));
+                    return Err(resource_unknown_status(&format!("Suspend of {noun} {name} failed"), s));
+                }
+            }
+        }
+    }
+
+    /// Heat's `handle_resume` and `check_resume_complete` (`noun` and
+    /// `res_name`: the type's names for its server in Heat's texts).
+    pub(super) async fn resume_in_stack(
+        host: &HostSlot,
+        ctx: &mut ActionContext,
+        noun: &str,
+        res_name: &str,
+    ) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else {
+            let message = format!("Cannot resume {}, resource_id not set", ctx.resource_name);
+            return Err(ResourceFailure::error("Error", message));
+        };
+        let session = stack_session(host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let server = Self::existing(&compute, &id, noun).await?;
+        if status(&server) != "ACTIVE" {
+            compute.resume_server(&id).await.map_err(failure)?;
+        }
+        Self::wait_active(&compute, ctx, &id, res_name).await
+    }
+
+    /// Heat's `_delete` and `check_delete_server_complete`.
+    pub(super) async fn delete_server(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
+        match compute.delete_server(id).await {
+            Err(e) if e.is_not_found() => return Ok(()),
+            other => other.map_err(failure)?,
+        }
+        loop {
+            let server = match Self::fetch(compute, id).await {
+                Err(e) if e.is_not_found() => return Ok(()),
+                other => other.map_err(failure)?,
+            };
+            let Some(server) = server else {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            };
+            if server.get("OS-EXT-STS:task_state").and_then(Value::as_str) == Some("deleting") {
+                ctx.sleep(POLL_SECS).await?;
+                continue;
+            }
+            match status(&server) {
+                "DELETED" => return Ok(()),
+                "SOFT_DELETED" => compute.force_delete_server(id).await.map_err(failure)?,
+                "ERROR" => {
+                    let reason = format!(
+                        "Server {} delete failed: ({}) {}",
+                        keelson_pyfmt::str_of(field(&server, "name")),
+                        fault_text(&server, "code", "None"),
+                        fault_text(&server, "message", "Unknown")
+                    );
+                    return Err(resource_in_error("ERROR", &reason));
+                }
+                _ => {}
+            }
+            ctx.sleep(POLL_SECS).await?;
+        }
+    }
+}
+
+impl NovaActions for Server {
+    fn host(&self) -> &HostSlot {
+        &self.host
+    }
+
+    async fn create_with(&self, session: &Session, compute: &Compute<'_>, ctx: &mut ActionContext) -> ActionResult {
+        let props = ctx.properties.clone();
+        Self::check_microversions(compute, &props)?;
+        let user_text = self.user_data_text(&props).await?;
+        let cfn_url = match str_prop(&props, "user_data_format") {
+            Some("HEAT_CFNTOOLS") => Self::cfn_url(&self.host, ctx).await?,
+            _ => None,
+        };
+        if Self::software_config(&props) {
+            let transport = str_prop(&props, "software_config_transport").map(str::to_owned);
+            publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
+        }
+        let image_ref = match str_prop(&props, "image") {
+            Some(image) => Some(super::super::glance::image_id(session, image).await?),
+            None => None,
+        };
+        let flavor = str_prop(&props, "flavor").unwrap_or_default();
+        let flavor_ref = Self::flavor_id(compute, flavor).await?;
+        let mappings = list_prop(&props, "block_device_mapping_v2");
+        let mut image_ids = Vec::new();
+        for mapping in mappings {
+            image_ids.push(match mapping_image(mapping) {
+                Some(image) => Some(super::super::glance::image_id(session, image).await?),
+                None => None,
+            });
+        }
+        let networks = Self::networks(session, compute, ctx, &props).await?;
+        let text_list =
+            |name: &str| -> Vec<String> { list_prop(&props, name).iter().map(keelson_pyfmt::str_of).collect() };
+        let spec = ServerSpec {
+            name: Self::server_name(ctx),
+            image_ref,
+            flavor_ref,
+            key_name: str_prop(&props, "key_name").map(str::to_owned),
+            availability_zone: str_prop(&props, "availability_zone").map(str::to_owned),
+            security_groups: text_list("security_groups"),
+            metadata: map_prop(&props, "metadata").filter(|m| !m.is_empty()).map(serialized_metadata),
+            scheduler_hints: map_prop(&props, "scheduler_hints").cloned(),
+            networks,
+            user_data: Self::user_data(&props, &user_text, &ctx.state.metadata, cfn_url.as_deref()),
+            block_device_mapping: block_devices_v1(list_prop(&props, "block_device_mapping")),
+            block_device_mapping_v2: block_devices_v2(mappings, &image_ids),
+            config_drive: props.get("config_drive").and_then(Value::as_bool),
+            admin_pass: str_prop(&props, "admin_pass").map(str::to_owned),
+            disk_config: str_prop(&props, "diskConfig").map(str::to_owned),
+            reservation_id: str_prop(&props, "reservation_id").map(str::to_owned),
+            personality: map_prop(&props, "personality").cloned().unwrap_or_default(),
+        };
+        let id = compute.create_server(&spec).await.map_err(failure)?;
+        ctx.state.physical_id = Some(id.clone());
+        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
+        Self::wait_active(compute, ctx, &id, "Server").await?;
+        let tags = text_list("tags");
+        if !tags.is_empty() {
+            compute.set_server_tags(&id, &tags).await.map_err(failure)?;
+        }
+        Ok(())
+    }
+
     async fn update_with(
         &self,
         session: &Session,
@@ -628,14 +766,7 @@ impl Server {
             publish_collect_config(&self.host, ctx, transport.as_deref(), DEFAULT_COLLECTORS).await?;
         }
         if has("metadata") {
-            let server = compute.server(&id).await.map_err(failure)?;
-            let wanted = serialized_metadata(map_prop(&props, "metadata").unwrap_or(&Map::new()));
-            let current: Vec<&String> =
-                server.get("metadata").and_then(Value::as_object).map(|m| m.keys().collect()).unwrap_or_default();
-            for key in current.into_iter().filter(|k| !wanted.contains_key(k.as_str())) {
-                compute.delete_server_metadata(&id, key).await.map_err(failure)?;
-            }
-            compute.set_server_metadata(&id, &wanted).await.map_err(failure)?;
+            Self::replace_metadata(compute, &id, map_prop(&props, "metadata").unwrap_or(&Map::new())).await?;
         }
         if has("tags") && compute.supports(SERVER_TAGS) {
             let tags: Vec<String> = list_prop(&props, "tags").iter().map(keelson_pyfmt::str_of).collect();
@@ -680,41 +811,8 @@ impl Server {
         Ok(())
     }
 
-    /// Heat's `_delete` and `check_delete_server_complete`.
-    async fn delete_with(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> ActionResult {
-        match compute.delete_server(id).await {
-            Err(e) if e.is_not_found() => return Ok(()),
-            other => other.map_err(failure)?,
-        }
-        loop {
-            let server = match Self::fetch(compute, id).await {
-                Err(e) if e.is_not_found() => return Ok(()),
-                other => other.map_err(failure)?,
-            };
-            let Some(server) = server else {
-                ctx.sleep(POLL_SECS).await?;
-                continue;
-            };
-            if server.get("OS-EXT-STS:task_state").and_then(Value::as_str) == Some("deleting") {
-                ctx.sleep(POLL_SECS).await?;
-                continue;
-            }
-            match status(&server) {
-                "DELETED" => return Ok(()),
-                "SOFT_DELETED" => compute.force_delete_server(id).await.map_err(failure)?,
-                "ERROR" => {
-                    let reason = format!(
-                        "Server {} delete failed: ({}) {}",
-                        keelson_pyfmt::str_of(field(&server, "name")),
-                        fault_text(&server, "code", "None"),
-                        fault_text(&server, "message", "Unknown")
-                    );
-                    return Err(resource_in_error("ERROR", &reason));
-                }
-                _ => {}
-            }
-            ctx.sleep(POLL_SECS).await?;
-        }
+    async fn delete_with(&self, _: &Session, compute: &Compute<'_>, ctx: &mut ActionContext, id: &str) -> ActionResult {
+        Self::delete_server(compute, ctx, id).await
     }
 }
 
@@ -759,28 +857,22 @@ impl Plugin for Server {
     }
 
     async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.create_with(&session, &compute, ctx).await
+        create_in_stack(self, ctx).await
     }
 
     async fn update(&self, ctx: &mut ActionContext, old: &Properties) -> ActionResult {
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        self.update_with(&session, &compute, ctx, old).await
+        update_in_stack(self, ctx, old).await
     }
 
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
         if Self::software_config(&ctx.state.properties) || Self::software_config(&ctx.properties) {
             delete_transport_user(&self.host, &ctx.state).await?;
         }
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        if let Some(id) = ctx.state.physical_id.clone() {
-            let compute = compute(&session).await?;
-            Self::delete_with(&compute, ctx, &id).await?;
-        }
-        // The server is gone: the ports it made go too.
+        delete_in_stack(self, ctx).await?;
+        // The server is gone: the ports it made go too (also those made
+        // before a boot that failed).
         if !ports::internal_ports(&ctx.state).is_empty() {
+            let session = stack_session(&self.host, &ctx.stack_id).await?;
             let neutron = Network::connect(&session, INTERFACE, None).await.map_err(neutron::failure)?;
             ports::delete_internal_ports(&neutron, &mut ctx.state).await?;
         }
@@ -801,47 +893,12 @@ impl Plugin for Server {
         })
     }
 
-    /// Heat's `handle_suspend` and `check_suspend_complete`.
     async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else {
-            let message = format!("Cannot suspend {}, resource_id not set", ctx.resource_name);
-            return Err(ResourceFailure::error("Error", message));
-        };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        let server = Self::existing(&compute, &id).await?;
-        if status(&server) != "SUSPENDED" {
-            compute.suspend_server(&id).await.map_err(failure)?;
-        }
-        loop {
-            let Some(server) = Self::fetch(&compute, &id).await.map_err(failure)? else {
-                ctx.sleep(POLL_SECS).await?;
-                continue;
-            };
-            match status(&server) {
-                "SUSPENDED" => return Ok(()),
-                s if s == "ACTIVE" || DEFERRED.contains(&s) => ctx.sleep(POLL_SECS).await?,
-                s => {
-                    let name = keelson_pyfmt::str_of(field(&server, "name"));
-                    return Err(resource_unknown_status(&format!("Suspend of server {name} failed"), s));
-                }
-            }
-        }
+        Self::suspend_in_stack(&self.host, ctx, "server").await
     }
 
-    /// Heat's `handle_resume` and `check_resume_complete`.
     async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        let Some(id) = ctx.state.physical_id.clone() else {
-            let message = format!("Cannot resume {}, resource_id not set", ctx.resource_name);
-            return Err(ResourceFailure::error("Error", message));
-        };
-        let session = stack_session(&self.host, &ctx.stack_id).await?;
-        let compute = compute(&session).await?;
-        let server = Self::existing(&compute, &id).await?;
-        if status(&server) != "ACTIVE" {
-            compute.resume_server(&id).await.map_err(failure)?;
-        }
-        Self::wait_active(&compute, ctx, &id).await
+        Self::resume_in_stack(&self.host, ctx, "server", "Server").await
     }
 
     /// Heat's: a FAILED server is replaced unless Nova still has it in a

@@ -61,7 +61,7 @@ fn record_port(state: &mut ResourceState, id: &str) {
 
 /// Heat's `get_secgroup_uuids`: ids as they are, names among the
 /// project's security groups.
-pub(super) async fn secgroup_ids(
+pub(in super::super) async fn secgroup_ids(
     neutron: &Network<'_>,
     project_id: &str,
     groups: &[String],

@@ -146,7 +146,7 @@ async fn error_state_fails_with_novas_fault() {
     assert_eq!(ctx.state.physical_id.as_deref(), Some("sid"));
     nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "MIGRATING"}}));
     assert_eq!(
-        Server::wait_active(&compute, &ctx, "sid").await,
+        Server::wait_active(&compute, &ctx, "sid", "Server").await,
         Err(ResourceFailure::error(
             "ResourceUnknownStatus",
             "Server is not active - Unknown status MIGRATING due to \"Unknown\""
@@ -265,12 +265,12 @@ async fn delete_waits_for_the_404() {
     let compute = super::super::compute(&session).await.unwrap();
     let (ctx, _tx) = test_context(Properties::new());
     // Already gone: done.
-    assert_eq!(Server::delete_with(&compute, &ctx, "gone").await, Ok(()));
+    assert_eq!(Server::delete_server(&compute, &ctx, "gone").await, Ok(()));
     nova.answer(&format!("DELETE {SERVERS}/sid"), 204, Value::Null);
     let deleting = json!({"server": {"id": "sid", "status": "ACTIVE", "OS-EXT-STS:task_state": "deleting"}});
     let gone = json!({"itemNotFound": {"code": 404, "message": "Instance sid could not be found."}});
     nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![(200, deleting), (404, gone)]);
-    assert_eq!(Server::delete_with(&compute, &ctx, "sid").await, Ok(()));
+    assert_eq!(Server::delete_server(&compute, &ctx, "sid").await, Ok(()));
     // A delete Nova fails.
     nova.answer(
         &format!("GET {SERVERS}/sid"),
@@ -279,7 +279,7 @@ async fn delete_waits_for_the_404() {
     );
     nova.sequences.lock().unwrap().clear();
     assert_eq!(
-        Server::delete_with(&compute, &ctx, "sid").await,
+        Server::delete_server(&compute, &ctx, "sid").await,
         Err(ResourceFailure::error(
             "ResourceInError",
             "Went to status ERROR due to \"Server vm delete failed: (500) boom\""
@@ -287,7 +287,7 @@ async fn delete_waits_for_the_404() {
     );
     nova.answer(&format!("DELETE {SERVERS}/f"), 403, json!({"forbidden": {"code": 403, "message": "Policy says no."}}));
     assert_eq!(
-        Server::delete_with(&compute, &ctx, "f").await,
+        Server::delete_server(&compute, &ctx, "f").await,
         Err(ResourceFailure::error("Forbidden", "Policy says no. (HTTP 403)"))
     );
 }
