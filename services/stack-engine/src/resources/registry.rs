@@ -26,6 +26,7 @@ const UPSTREAM_ORDER: &[&str] = &[
     "AWS::CloudFormation::Stack",
     "AWS::CloudFormation::WaitCondition",
     "AWS::CloudFormation::WaitConditionHandle",
+    "AWS::EC2::Instance",
     "AWS::EC2::InternetGateway",
     "AWS::EC2::SecurityGroup",
     "AWS::IAM::User",

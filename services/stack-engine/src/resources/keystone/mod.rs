@@ -344,9 +344,9 @@ mod tests {
         {
             expected.push(json!(format!("OS::Neutron::{t}")));
         }
-        // Not in registry.rs's UPSTREAM_ORDER (yet): after the listed
-        // types, by name.
-        expected.push(json!("AWS::EC2::Instance"));
+        // The instance type loads with the other AWS::EC2 ones.
+        let handle = expected.iter().position(|t| t == "AWS::CloudFormation::WaitConditionHandle").unwrap();
+        expected.insert(handle + 1, json!("AWS::EC2::Instance"));
         for t in ["Flavor", "KeyPair", "Quota", "Server", "ServerGroup"] {
             expected.push(json!(format!("OS::Nova::{t}")));
         }
