@@ -163,6 +163,33 @@ pub const CLIENTS_KEYSTONE_AUTH_URI: Opt<Option<String>> = Opt::optional_str(
     None,
     "Keystone's public endpoint (unversioned or /v3), as the engine and instances reach it",
 );
+// Which catalog endpoints the engine's clients use (Heat's `[clients]`,
+// `[clients_<client>]` and `region_name_for_services`): keystoneauth's
+// interface names, in either form.
+const ENDPOINT_TYPES: &[&str] = &["publicURL", "internalURL", "adminURL", "public", "internal", "admin"];
+pub const CLIENTS_ENDPOINT_TYPE: Opt<String> =
+    Opt::str("clients", "endpoint_type", "publicURL", "the catalog endpoints the clients use").choices(ENDPOINT_TYPES);
+pub const CLIENTS_NOVA_ENDPOINT_TYPE: Opt<Option<String>> =
+    Opt::optional_str("clients_nova", "endpoint_type", None, "Nova's endpoint type (default: [clients]'s)");
+pub const CLIENTS_NEUTRON_ENDPOINT_TYPE: Opt<Option<String>> =
+    Opt::optional_str("clients_neutron", "endpoint_type", None, "Neutron's endpoint type (default: [clients]'s)");
+pub const CLIENTS_GLANCE_ENDPOINT_TYPE: Opt<Option<String>> =
+    Opt::optional_str("clients_glance", "endpoint_type", None, "Glance's endpoint type (default: [clients]'s)");
+pub const CLIENTS_CINDER_ENDPOINT_TYPE: Opt<Option<String>> =
+    Opt::optional_str("clients_cinder", "endpoint_type", None, "Cinder's endpoint type (default: [clients]'s)");
+pub const REGION_NAME_FOR_SERVICES: Opt<Option<String>> = Opt::optional_str(
+    "DEFAULT",
+    "region_name_for_services",
+    None,
+    "the region whose endpoints the clients use (default: the first of each service)",
+);
+/// The per-client options, by Heat's client name.
+pub const CLIENT_ENDPOINT_TYPES: &[(&str, &Opt<Option<String>>)] = &[
+    ("nova", &CLIENTS_NOVA_ENDPOINT_TYPE),
+    ("neutron", &CLIENTS_NEUTRON_ENDPOINT_TYPE),
+    ("glance", &CLIENTS_GLANCE_ENDPOINT_TYPE),
+    ("cinder", &CLIENTS_CINDER_ENDPOINT_TYPE),
+];
 const TRUSTEE: &str = "trustee";
 pub const TRUSTEE_AUTH_TYPE: Opt<String> =
     Opt::str(TRUSTEE, "auth_type", "password", "how the trustee authenticates (password)")
@@ -264,6 +291,12 @@ pub const OPTIONS: &[&dyn Declaration] = &[
     &STACK_DOMAIN_ADMIN_PASSWORD,
     &HEAT_STACK_USER_ROLE,
     &CLIENTS_KEYSTONE_AUTH_URI,
+    &CLIENTS_ENDPOINT_TYPE,
+    &CLIENTS_NOVA_ENDPOINT_TYPE,
+    &CLIENTS_NEUTRON_ENDPOINT_TYPE,
+    &CLIENTS_GLANCE_ENDPOINT_TYPE,
+    &CLIENTS_CINDER_ENDPOINT_TYPE,
+    &REGION_NAME_FOR_SERVICES,
     &TRUSTEE_AUTH_TYPE,
     &TRUSTEE_AUTH_URL,
     &TRUSTEE_USERNAME,

@@ -188,10 +188,10 @@ pub fn version_headers(version: Microversion) -> Vec<(&'static str, String)> {
 }
 
 impl<'a> Compute<'a> {
-    /// The compute endpoint of the session's catalog (`interface`,
-    /// `region`) and the microversion to speak with it.
-    pub async fn connect(session: &'a Session, interface: &str, region: Option<&str>) -> Result<Compute<'a>, OsError> {
-        let endpoint = session.endpoint("compute", interface, region).await?;
+    /// The compute endpoint of the session's catalog (as its endpoint
+    /// choice picks it for `nova`) and the microversion to speak with it.
+    pub async fn connect(session: &'a Session) -> Result<Compute<'a>, OsError> {
+        let endpoint = session.client_endpoint("nova", "compute").await?;
         let doc = match session.call(Method::GET, &endpoint, None).await {
             Ok(answer) => answer.json()?,
             // An endpoint with the project id in its path: its root is

@@ -77,9 +77,10 @@ pub fn image_patch(current: &Map<String, Value>, set: &Map<String, Value>, remov
 }
 
 impl<'a> Image<'a> {
-    /// The `image` endpoint of the session's catalog (`interface`, `region`).
-    pub async fn connect(session: &'a Session, interface: &str, region: Option<&str>) -> Result<Image<'a>, OsError> {
-        let endpoint = session.endpoint("image", interface, region).await?;
+    /// The `image` endpoint of the session's catalog (as its endpoint
+    /// choice picks it for `glance`).
+    pub async fn connect(session: &'a Session) -> Result<Image<'a>, OsError> {
+        let endpoint = session.client_endpoint("glance", "image").await?;
         Ok(Image::at(session, &endpoint))
     }
 

@@ -38,4 +38,4 @@ pub mod volume;
 pub use error::OsError;
 pub use http::HttpClient;
 pub use identity::Identity;
-pub use session::{AccessInfo, AuthMethod, DomainRef, ProjectRef, Scope, Session, UserRef};
+pub use session::{AccessInfo, AuthMethod, DomainRef, EndpointChoice, ProjectRef, Scope, Session, UserRef};

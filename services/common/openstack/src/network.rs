@@ -85,9 +85,10 @@ impl<'a> Network<'a> {
         Network { session, endpoint: endpoint.trim_end_matches('/').to_string() }
     }
 
-    /// The catalog's `network` endpoint (`interface`, `region`).
-    pub async fn connect(session: &'a Session, interface: &str, region: Option<&str>) -> Result<Network<'a>, OsError> {
-        let endpoint = session.endpoint("network", interface, region).await?;
+    /// The catalog's `network` endpoint (as the session's endpoint choice
+    /// picks it for `neutron`).
+    pub async fn connect(session: &'a Session) -> Result<Network<'a>, OsError> {
+        let endpoint = session.client_endpoint("neutron", "network").await?;
         Ok(Network::new(session, &endpoint))
     }
 

@@ -9,6 +9,7 @@
 //! with 401. A session over a token it cannot renew
 //! ([`AuthMethod::Existing`]) just carries it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,57 @@ use serde_json::{json, Value};
 
 use crate::error::OsError;
 use crate::http::{Answer, HttpClient};
+
+/// Which of a service's catalog endpoints a client picks: keystoneauth's
+/// `interface`, by the client's name (`nova`, `neutron`, ...) with a
+/// default for the others, and `region_name` (none: the first endpoint of
+/// the interface, whatever its region). Heat's `[clients] endpoint_type`,
+/// `[clients_<client>] endpoint_type` and `region_name_for_services`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointChoice {
+    interface: String,
+    by_client: BTreeMap<String, String>,
+    region: Option<String>,
+}
+
+impl Default for EndpointChoice {
+    fn default() -> Self {
+        EndpointChoice { interface: "public".into(), by_client: BTreeMap::new(), region: None }
+    }
+}
+
+impl EndpointChoice {
+    /// Every client on `interface` (`public` or keystoneauth's older
+    /// `publicURL` form), in `region` when one is given.
+    pub fn new(interface: &str, region: Option<String>) -> EndpointChoice {
+        EndpointChoice {
+            interface: interface_name(interface),
+            by_client: BTreeMap::new(),
+            region: region.filter(|r| !r.is_empty()),
+        }
+    }
+
+    /// `client` uses `interface` instead of the default.
+    pub fn with_client(mut self, client: &str, interface: &str) -> EndpointChoice {
+        self.by_client.insert(client.to_string(), interface_name(interface));
+        self
+    }
+
+    pub fn interface(&self, client: &str) -> &str {
+        self.by_client.get(client).unwrap_or(&self.interface)
+    }
+
+    pub fn region(&self) -> Option<&str> {
+        self.region.as_deref()
+    }
+}
+
+/// The catalog's interface name for an endpoint type: `publicURL`,
+/// `internalURL` and `adminURL` are keystoneauth's older names of
+/// `public`, `internal` and `admin`.
+pub fn interface_name(endpoint_type: &str) -> String {
+    endpoint_type.strip_suffix("URL").unwrap_or(endpoint_type).to_string()
+}
 
 /// A domain by id or by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,6 +305,7 @@ pub struct Session {
     identity_v3: String,
     method: AuthMethod,
     held: tokio::sync::Mutex<Option<Held>>,
+    choice: EndpointChoice,
 }
 
 impl std::fmt::Debug for Session {
@@ -276,7 +329,19 @@ impl Session {
     /// A session authenticating at `auth_url` (the identity endpoint, with
     /// or without `/v3`) with `method`.
     pub fn new(http: HttpClient, auth_url: &str, method: AuthMethod) -> Session {
-        Session { http, identity_v3: identity_v3(auth_url), method, held: tokio::sync::Mutex::new(None) }
+        Session {
+            http,
+            identity_v3: identity_v3(auth_url),
+            method,
+            held: tokio::sync::Mutex::new(None),
+            choice: EndpointChoice::default(),
+        }
+    }
+
+    /// The session's clients pick their endpoints as `choice` says.
+    pub fn with_endpoint_choice(mut self, choice: EndpointChoice) -> Session {
+        self.choice = choice;
+        self
     }
 
     pub fn identity_v3(&self) -> &str {
@@ -376,6 +441,12 @@ impl Session {
     /// The URL of a service from this session's catalog.
     pub async fn endpoint(&self, service_type: &str, interface: &str, region: Option<&str>) -> Result<String, OsError> {
         self.access().await?.endpoint(service_type, interface, region)
+    }
+
+    /// The `service_type` endpoint the client named `client` uses, as the
+    /// session's [`EndpointChoice`] picks it.
+    pub async fn client_endpoint(&self, client: &str, service_type: &str) -> Result<String, OsError> {
+        self.endpoint(service_type, self.choice.interface(client), self.choice.region()).await
     }
 }
 

@@ -27,10 +27,10 @@ pub struct Volume<'a> {
 
 impl<'a> Volume<'a> {
     /// The `volumev3` endpoint of the session's catalog, else its
-    /// `block-storage` one.
-    pub async fn connect(session: &'a Session, interface: &str, region: Option<&str>) -> Result<Volume<'a>, OsError> {
-        let endpoint = match session.endpoint("volumev3", interface, region).await {
-            Err(OsError::EndpointNotFound(_)) => session.endpoint("block-storage", interface, region).await?,
+    /// `block-storage` one (as its endpoint choice picks them for `cinder`).
+    pub async fn connect(session: &'a Session) -> Result<Volume<'a>, OsError> {
+        let endpoint = match session.client_endpoint("cinder", "volumev3").await {
+            Err(OsError::EndpointNotFound(_)) => session.client_endpoint("cinder", "block-storage").await?,
             other => other?,
         };
         Ok(Volume::at(session, &endpoint))

@@ -26,16 +26,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use keelson_openstack::identity::{Ec2Credential, Identity as KeystoneApi, Roles};
-use keelson_openstack::{AuthMethod, DomainRef, HttpClient, OsError, Scope, Session, UserRef};
+use keelson_openstack::{AuthMethod, DomainRef, EndpointChoice, HttpClient, OsError, Scope, Session, UserRef};
 use keelson_runtime::Config;
 use tokio::sync::OnceCell;
 
 use crate::error::EngineError;
 use crate::options::{
-    AUTH_ENCRYPTION_KEY, CLIENTS_KEYSTONE_AUTH_URI, CLIENT_RETRY_LIMIT, DEFERRED_AUTH_METHOD, HEAT_STACK_USER_ROLE,
-    STACK_DOMAIN_ADMIN, STACK_DOMAIN_ADMIN_PASSWORD, STACK_USER_DOMAIN_ID, STACK_USER_DOMAIN_NAME, TRUSTEE_AUTH_URL,
-    TRUSTEE_PASSWORD, TRUSTEE_USERNAME, TRUSTEE_USER_DOMAIN_ID, TRUSTEE_USER_DOMAIN_NAME, TRUSTEE_USER_ID,
-    TRUSTS_DELEGATED_ROLES,
+    AUTH_ENCRYPTION_KEY, CLIENTS_ENDPOINT_TYPE, CLIENTS_KEYSTONE_AUTH_URI, CLIENT_ENDPOINT_TYPES, CLIENT_RETRY_LIMIT,
+    DEFERRED_AUTH_METHOD, HEAT_STACK_USER_ROLE, REGION_NAME_FOR_SERVICES, STACK_DOMAIN_ADMIN,
+    STACK_DOMAIN_ADMIN_PASSWORD, STACK_USER_DOMAIN_ID, STACK_USER_DOMAIN_NAME, TRUSTEE_AUTH_URL, TRUSTEE_PASSWORD,
+    TRUSTEE_USERNAME, TRUSTEE_USER_DOMAIN_ID, TRUSTEE_USER_DOMAIN_NAME, TRUSTEE_USER_ID, TRUSTS_DELEGATED_ROLES,
 };
 pub use crypt::{Crypt, CryptError};
 
@@ -59,6 +59,8 @@ pub struct IdentitySettings {
     pub trustee: Option<UserRef>,
     pub trustee_password: String,
     pub client_retry_limit: u32,
+    /// The catalog endpoints the stacks' clients use.
+    pub endpoints: EndpointChoice,
 }
 
 impl IdentitySettings {
@@ -93,6 +95,13 @@ impl IdentitySettings {
             trustee,
             trustee_password: config.get(&TRUSTEE_PASSWORD).unwrap_or_default(),
             client_retry_limit: keelson_runtime::config::clamp_u32(config.get(&CLIENT_RETRY_LIMIT)),
+            endpoints: CLIENT_ENDPOINT_TYPES.iter().fold(
+                EndpointChoice::new(&config.get(&CLIENTS_ENDPOINT_TYPE), text(config.get(&REGION_NAME_FOR_SERVICES))),
+                |choice, (client, opt)| match text(config.get(opt)) {
+                    Some(endpoint_type) => choice.with_client(client, &endpoint_type),
+                    None => choice,
+                },
+            ),
         })
     }
 }
@@ -272,15 +281,18 @@ impl Identity {
         if stored.len() >= STORED_SESSIONS_MAX {
             stored.clear();
         }
-        let session = Arc::new(Session::new(
-            self.http.clone(),
-            &self.settings.trustee_auth_url,
-            AuthMethod::Password {
-                user,
-                password: self.settings.trustee_password.clone(),
-                scope: Scope::Trust(creds.trust_id.clone()),
-            },
-        ));
+        let session = Arc::new(
+            Session::new(
+                self.http.clone(),
+                &self.settings.trustee_auth_url,
+                AuthMethod::Password {
+                    user,
+                    password: self.settings.trustee_password.clone(),
+                    scope: Scope::Trust(creds.trust_id.clone()),
+                },
+            )
+            .with_endpoint_choice(self.settings.endpoints.clone()),
+        );
         stored.insert(creds.trust_id.clone(), session.clone());
         Ok(session)
     }
@@ -492,4 +504,30 @@ pub fn random_password() -> String {
     }
     chars.shuffle(&mut rng);
     String::from_utf8(chars).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(text: &str) -> IdentitySettings {
+        let mut config = Config::default();
+        config.merge_text(text, std::path::Path::new("heat.conf")).unwrap();
+        IdentitySettings::from_config(&config).unwrap()
+    }
+
+    #[test]
+    fn the_clients_endpoint_options_make_the_endpoint_choice() {
+        let keystone = "[clients_keystone]\nauth_uri = http://keystone:5000\n";
+        assert_eq!(settings(keystone).endpoints, EndpointChoice::default());
+        let chosen = settings(&format!(
+            "[DEFAULT]\nregion_name_for_services = RegionTwo\n[clients]\nendpoint_type = internalURL\n\
+             [clients_nova]\nendpoint_type = publicURL\n[clients_cinder]\nendpoint_type =\n{keystone}"
+        ));
+        let choice = chosen.endpoints;
+        assert_eq!((choice.interface("nova"), choice.interface("neutron")), ("public", "internal"));
+        // An empty per-client value leaves the client on [clients]'.
+        assert_eq!(choice.interface("cinder"), "internal");
+        assert_eq!(choice.region(), Some("RegionTwo"));
+    }
 }

@@ -350,7 +350,7 @@ impl RequiredService {
     pub const GLANCE: RequiredService =
         RequiredService { client: "glance", service_types: &["image"], extensions: &[] };
     pub const CINDER: RequiredService =
-        RequiredService { client: "cinder", service_types: &["volumev3"], extensions: &[] };
+        RequiredService { client: "cinder", service_types: &["volumev3", "block-storage"], extensions: &[] };
     pub const NEUTRON: RequiredService =
         RequiredService { client: "neutron", service_types: &["network"], extensions: &[] };
 

@@ -172,11 +172,14 @@ impl Orchestration {
         if caller.auth_token.is_empty() {
             return None;
         }
-        Some(keelson_openstack::Session::new(
-            identity.http().clone(),
-            &identity.settings().auth_uri,
-            keelson_openstack::AuthMethod::Existing { token: caller.auth_token.clone() },
-        ))
+        Some(
+            keelson_openstack::Session::new(
+                identity.http().clone(),
+                &identity.settings().auth_uri,
+                keelson_openstack::AuthMethod::Existing { token: caller.auth_token.clone() },
+            )
+            .with_endpoint_choice(identity.settings().endpoints.clone()),
+        )
     }
 
     /// Every resource's type exists and its properties pass its schema

@@ -26,7 +26,6 @@ pub use volume_type::VolumeType;
 
 use super::client_errors::CINDERCLIENT;
 use super::delete_retries::{with_delete_retries, Retryable};
-use super::nova::INTERFACE;
 use super::{Registry, ResourceFailure};
 
 /// Adds the Cinder types to `registry`.
@@ -50,7 +49,7 @@ fn conflict_retryable(result: Result<(), OsError>) -> Result<Option<Retryable>, 
 
 /// The volume client of the session's catalog.
 pub(crate) async fn volume_client(session: &Session) -> Result<Cinder<'_>, ResourceFailure> {
-    Cinder::connect(session, INTERFACE, None).await.map_err(failure)
+    Cinder::connect(session).await.map_err(failure)
 }
 
 /// A Cinder entity a custom constraint names.

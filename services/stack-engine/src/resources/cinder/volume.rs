@@ -601,7 +601,7 @@ impl Plugin for Volume {
             return Ok(Value::Null);
         }
         let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
-        let volumes = Cinder::connect(&session, super::super::nova::INTERFACE, None).await.map_err(attribute_error)?;
+        let volumes = Cinder::connect(&session).await.map_err(attribute_error)?;
         let vol = volumes.volume(id).await.map_err(attribute_error)?;
         Ok(Self::attribute_of(vol, name))
     }

@@ -16,7 +16,7 @@ use keelson_openstack::Session;
 use serde_json::{json, Value};
 
 use super::super::nova::{
-    attribute_error, attribute_session, keystone_id, stack_session, str_prop, Entity, INTERFACE, STACK_DATA,
+    attribute_error, attribute_session, keystone_id, stack_session, str_prop, Entity, STACK_DATA,
 };
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
@@ -172,7 +172,7 @@ impl Plugin for VolumeType {
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
         let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
-        let volumes = Volume::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        let volumes = Volume::connect(&session).await.map_err(attribute_error)?;
         volumes.volume_type(id).await.map(Value::Object).map_err(attribute_error)
     }
 }

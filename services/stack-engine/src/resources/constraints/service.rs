@@ -17,9 +17,6 @@ use super::super::client_errors::KEYSTONEAUTH;
 use super::super::{glance, keystone, neutron, nova, RequiredService, ResourceFailure};
 use crate::error::EngineError;
 
-/// Heat's default `endpoint_type` for its clients.
-const INTERFACE: &str = "public";
-
 /// A custom constraint a service checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServiceConstraint {
@@ -75,13 +72,13 @@ impl ServiceConstraint {
 
     /// The catalog types that may serve the constraint's service; None for
     /// Keystone, which the session itself speaks to.
-    fn service_types(self) -> Option<&'static [&'static str]> {
+    fn service(self) -> Option<RequiredService> {
         match self {
-            ServiceConstraint::Neutron { .. } | ServiceConstraint::NeutronSegment => Some(&["network"]),
-            ServiceConstraint::NovaFlavor | ServiceConstraint::NovaKeypair => Some(&["compute"]),
-            ServiceConstraint::GlanceImage => Some(&["image"]),
+            ServiceConstraint::Neutron { .. } | ServiceConstraint::NeutronSegment => Some(RequiredService::NEUTRON),
+            ServiceConstraint::NovaFlavor | ServiceConstraint::NovaKeypair => Some(RequiredService::NOVA),
+            ServiceConstraint::GlanceImage => Some(RequiredService::GLANCE),
             ServiceConstraint::Keystone(_) => None,
-            ServiceConstraint::Cinder(_) => Some(&["volumev3", "block-storage"]),
+            ServiceConstraint::Cinder(_) => Some(RequiredService::CINDER),
         }
     }
 }
@@ -114,9 +111,9 @@ fn failed(failure: ResourceFailure) -> ServiceRefusal {
 /// properties are looked at; a constraint on a missing service is not
 /// checked.
 async fn in_catalog(session: &Session, constraint: ServiceConstraint) -> Result<bool, ServiceRefusal> {
-    let Some(types) = constraint.service_types() else { return Ok(true) };
-    for service_type in types {
-        match session.endpoint(service_type, INTERFACE, None).await {
+    let Some(service) = constraint.service() else { return Ok(true) };
+    for service_type in service.service_types {
+        match session.client_endpoint(service.client, service_type).await {
             Ok(_) => return Ok(true),
             Err(OsError::EndpointNotFound(_)) => {}
             Err(e) => return Err(failed(KEYSTONEAUTH.failure(e))),
@@ -145,7 +142,7 @@ pub async fn availability(
 ) -> Result<Availability, String> {
     let mut reason = String::new();
     for service_type in required.service_types {
-        match session.endpoint(service_type, INTERFACE, None).await {
+        match session.client_endpoint(required.client, service_type).await {
             Ok(_) => {}
             Err(OsError::EndpointNotFound(_)) => {
                 reason = format!("{} {service_type} endpoint is not in service catalog.", required.client);
@@ -157,8 +154,7 @@ pub async fn availability(
             return Ok(Availability::Available);
         }
         if extensions.is_none() {
-            let neutron =
-                Network::connect(session, INTERFACE, None).await.map_err(|e| text_of(&neutron::failure(e)))?;
+            let neutron = Network::connect(session).await.map_err(|e| text_of(&neutron::failure(e)))?;
             *extensions = Some(neutron.extension_aliases().await.map_err(|e| text_of(&neutron::failure(e)))?);
         }
         let known = extensions.as_deref().unwrap_or_default();
@@ -208,7 +204,7 @@ pub async fn check(session: &Session, constraint: ServiceConstraint, value: &Val
         ServiceConstraint::NovaFlavor => check_flavor(session, &text).await,
         ServiceConstraint::NovaKeypair => check_keypair(session, &text).await,
         ServiceConstraint::GlanceImage => {
-            let images = Image::connect(session, INTERFACE, None).await.map_err(|e| failed(glance::failure(e)))?;
+            let images = Image::connect(session).await.map_err(|e| failed(glance::failure(e)))?;
             let found = images.find(&text).await.map_err(|e| failed(glance::failure(e)))?;
             glance::match_result(&text, found).map(drop).map_err(invalid)
         }
@@ -217,7 +213,7 @@ pub async fn check(session: &Session, constraint: ServiceConstraint, value: &Val
             Err(e) => Err(failed(e)),
         },
         ServiceConstraint::Cinder(entity) => {
-            let volumes = Volume::connect(session, INTERFACE, None).await.map_err(|e| failed(cinder::failure(e)))?;
+            let volumes = Volume::connect(session).await.map_err(|e| failed(cinder::failure(e)))?;
             match cinder::entity_lookup(&volumes, entity, &text).await {
                 Ok(found) => found.map_err(invalid),
                 Err(e) => Err(failed(e)),
@@ -234,7 +230,7 @@ async fn check_neutron(
     extension: Option<&'static str>,
     value: &str,
 ) -> Result<(), ServiceRefusal> {
-    let client = Network::connect(session, INTERFACE, None).await.map_err(|e| invalid(neutron::failure(e)))?;
+    let client = Network::connect(session).await.map_err(|e| invalid(neutron::failure(e)))?;
     if let Some(alias) = extension {
         let aliases = client.extension_aliases().await.map_err(|e| invalid(neutron::failure(e)))?;
         if !aliases.iter().any(|a| a == alias) {
@@ -249,7 +245,7 @@ async fn check_neutron(
 /// DuplicateResource are its own; `find_segment` answers None for a
 /// missing segment, whose `.id` Heat then reads (an AttributeError).
 async fn check_segment(session: &Session, value: &str) -> Result<(), ServiceRefusal> {
-    let client = Network::connect(session, INTERFACE, None).await.map_err(|e| failed(neutron::failure(e)))?;
+    let client = Network::connect(session).await.map_err(|e| failed(neutron::failure(e)))?;
     match neutron::segment_lookup(&client, value).await.map_err(failed)? {
         Lookup::Found(_) => Ok(()),
         Lookup::NotFound => Err(ServiceRefusal::Failed("'NoneType' object has no attribute 'id'".to_string())),
@@ -260,7 +256,7 @@ async fn check_segment(session: &Session, value: &str) -> Result<(), ServiceRefu
 /// Heat's `FlavorConstraint` (`find_flavor_by_name_or_id`): only
 /// novaclient's NotFound is the constraint's own.
 async fn check_flavor(session: &Session, value: &str) -> Result<(), ServiceRefusal> {
-    let compute = Compute::connect(session, INTERFACE, None).await.map_err(|e| failed(nova::failure(e)))?;
+    let compute = Compute::connect(session).await.map_err(|e| failed(nova::failure(e)))?;
     let found = nova::flavor_lookup(&compute, value).await.map_err(|e| failed(nova::failure(e)))?;
     let missing = found == nova::FlavorMatch::None;
     match nova::flavor_result(value, found) {
@@ -275,7 +271,7 @@ async fn check_keypair(session: &Session, value: &str) -> Result<(), ServiceRefu
     if value.is_empty() {
         return Ok(());
     }
-    let compute = Compute::connect(session, INTERFACE, None).await.map_err(|e| failed(nova::failure(e)))?;
+    let compute = Compute::connect(session).await.map_err(|e| failed(nova::failure(e)))?;
     match compute.keypair_public_key(value).await {
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() => Err(ServiceRefusal::Invalid(format!("The Key ({value}) could not be found."))),

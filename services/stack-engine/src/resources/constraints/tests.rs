@@ -311,6 +311,7 @@ async fn a_create_is_refused_before_anything_is_stored() {
         trustee: None,
         trustee_password: String::new(),
         client_retry_limit: 0,
+        endpoints: keelson_openstack::EndpointChoice::default(),
     };
     let settings = EngineSettings { identity: Some(identity), ..EngineSettings::default() };
     let engine = crate::start_engine(db.clone(), registry.clone(), settings).await.unwrap();

@@ -17,7 +17,6 @@ use keelson_openstack::{OsError, Session};
 pub use web_image::WebImage;
 
 use super::client_errors::GLANCECLIENT;
-use super::nova::INTERFACE;
 use super::{Registry, ResourceFailure};
 use crate::error::EngineError;
 
@@ -48,7 +47,7 @@ pub(crate) fn attribute_error(e: OsError) -> EngineError {
 
 /// The image client of the session's catalog.
 pub(crate) async fn image_client(session: &Session) -> Result<Image<'_>, ResourceFailure> {
-    Image::connect(session, INTERFACE, None).await.map_err(failure)
+    Image::connect(session).await.map_err(failure)
 }
 
 /// `glance.image`: the id of the image `name_or_id` names (by id, else

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use keelson_openstack::image::Image;
 use serde_json::{json, Map, Value};
 
-use super::super::nova::{attribute_session, stack_session, INTERFACE, STACK_DATA};
+use super::super::nova::{attribute_session, stack_session, STACK_DATA};
 use super::super::schema::{Constraint, PropertySchema, PropertyType as T, ResourceSchema};
 use super::super::{
     changed_properties, ActionContext, ActionResult, HostSlot, Plugin, Properties, ResourceFailure, ResourceState,
@@ -318,7 +318,7 @@ impl Plugin for WebImage {
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
         let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
-        let images = Image::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        let images = Image::connect(&session).await.map_err(attribute_error)?;
         images.get(id).await.map(Value::Object).map_err(attribute_error)
     }
 }

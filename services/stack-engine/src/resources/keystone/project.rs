@@ -104,7 +104,7 @@ impl Project {
     /// (Neutron makes one per project and never removes it). Without a
     /// network service in the catalog there is nothing to remove.
     async fn delete_default_security_groups(session: &Session, project_id: &str) -> Result<(), OsError> {
-        let endpoint = match session.endpoint("network", "public", None).await {
+        let endpoint = match session.client_endpoint("neutron", "network").await {
             Ok(url) => url,
             Err(OsError::EndpointNotFound(_)) => return Ok(()),
             Err(e) => return Err(e),

@@ -47,9 +47,6 @@ use super::nova::{attribute_session, stack_session, STACK_DATA};
 use super::{ActionContext, ActionResult, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 use crate::service::is_uuid_like;
-
-/// Heat's default `endpoint_type` for its clients.
-const INTERFACE: &str = "public";
 /// Resource data: Neutron's object as last seen.
 const OBJECT_DATA: &str = "neutron_object";
 /// Seconds between two looks at an object Neutron is still building.
@@ -94,7 +91,7 @@ fn failure_as_attribute_error(f: ResourceFailure) -> EngineError {
 
 /// The network client of the stack's session.
 async fn network(session: &Session) -> Result<Network<'_>, ResourceFailure> {
-    Network::connect(session, INTERFACE, None).await.map_err(failure)
+    Network::connect(session).await.map_err(failure)
 }
 
 /// neutronclient's `find_resourceid_by_name_or_id`, with its errors.
@@ -462,7 +459,7 @@ async fn object_attribute(
 ) -> Result<Value, EngineError> {
     let Some(id) = &state.physical_id else { return Ok(Value::Null) };
     if let Some(session) = attribute_session(host, state).await? {
-        let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        let network = Network::connect(&session).await.map_err(attribute_error)?;
         // Heat resolves attributes ignoring NotFound: a gone object has none.
         return match network.show(kind, id).await {
             Ok(object) => Ok(pick_attribute(Value::Object(object), name)),

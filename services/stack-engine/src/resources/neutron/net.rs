@@ -19,7 +19,7 @@ use super::super::{
 use super::{
     attribute_error, attribute_session, changed, check_value_specs, create_fields, create_in_stack, delete_in_stack,
     delete_until_gone, failure, find_id, object_attribute, replace_failed, set_tags, update_fields, update_in_stack,
-    wait_built, NeutronActions, INTERFACE,
+    wait_built, NeutronActions,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -243,7 +243,7 @@ impl Plugin for Net {
         let (Some(id), Some(session)) = (&state.physical_id, attribute_session(&self.host, state).await?) else {
             return Ok(Value::Null);
         };
-        let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        let network = Network::connect(&session).await.map_err(attribute_error)?;
         let mut segments = network.list(SEGMENT, &[("network_id", id)]).await.map_err(attribute_error)?;
         // Heat lists the segments without a name first.
         segments.sort_by_key(|s| !s.get("name").is_none_or(Value::is_null));

@@ -27,7 +27,7 @@ use super::super::{
 use super::{
     attribute_session, changed, create_fields, create_in_stack, delete_in_stack, delete_until_gone, failure, find_id,
     network, object_attribute, replace_deprecated, replace_deprecated_in_items, replace_failed, security_group_ids,
-    set_tags, stack_session, truthy, update_fields, update_in_stack, wait_built, NeutronActions, INTERFACE,
+    set_tags, stack_session, truthy, update_fields, update_in_stack, wait_built, NeutronActions,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -243,7 +243,7 @@ impl Port {
         let (Some(id), Some(session)) = (&state.physical_id, attribute_session(&self.host, state).await?) else {
             return Ok(Value::Null);
         };
-        let Ok(network) = Network::connect(&session, INTERFACE, None).await else { return Ok(Value::Null) };
+        let Ok(network) = Network::connect(&session).await else { return Ok(Value::Null) };
         let Ok(port) = network.show(PORT, id).await else { return Ok(Value::Null) };
         let mut subnets = Vec::new();
         let fixed_ips = port.get("fixed_ips").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
@@ -260,7 +260,7 @@ impl Port {
         let (Some(id), Some(session)) = (&state.physical_id, attribute_session(&self.host, state).await?) else {
             return Ok(Value::Null);
         };
-        let Ok(network) = Network::connect(&session, INTERFACE, None).await else { return Ok(Value::Null) };
+        let Ok(network) = Network::connect(&session).await else { return Ok(Value::Null) };
         let Ok(port) = network.show(PORT, id).await else { return Ok(Value::Null) };
         let network_id = port.get("network_id").and_then(Value::as_str).unwrap_or_default();
         Ok(network.show(NETWORK, network_id).await.map(Value::Object).unwrap_or(Value::Null))

@@ -24,8 +24,7 @@ use super::super::{
 use super::{
     attribute_error, attribute_session, changed, conflict_retryable, create_fields, create_in_stack, delete_in_stack,
     failure, failure_as_attribute_error, find_id, find_id_if_any, network, object_attribute, remember, replace_failed,
-    set_str, stack_session, update_fields, update_in_stack, with_delete_retries, NeutronActions, INTERFACE,
-    OBJECT_DATA,
+    set_str, stack_session, update_fields, update_in_stack, with_delete_retries, NeutronActions, OBJECT_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -304,7 +303,7 @@ impl<R: RuleFlavor> Plugin for QosRule<R> {
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let (Some(id), "show") = (&state.physical_id, name) else { return Ok(Value::Null) };
         if let Some(session) = attribute_session(&self.host, state).await? {
-            let network = Network::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+            let network = Network::connect(&session).await.map_err(attribute_error)?;
             // As Heat: a rule or policy Neutron no longer has shows null.
             let Some(policy) = policy_id(&network, &state.properties).await.map_err(failure_as_attribute_error)? else {
                 return Ok(Value::Null);

@@ -23,7 +23,7 @@ use super::super::{
 };
 use super::{
     attribute_error, attribute_session, create_in_stack, delete_in_stack, failure, keystone_id, ok_if_gone, str_prop,
-    update_in_stack, Entity, NovaActions, INTERFACE, STACK_DATA,
+    update_in_stack, Entity, NovaActions, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -229,7 +229,7 @@ impl Plugin for Flavor {
         };
         // Heat reads both from Nova.
         if let (Some(session), Some(id)) = (attribute_session(&self.host, state).await?, &state.physical_id) {
-            let compute = Compute::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+            let compute = Compute::connect(&session).await.map_err(attribute_error)?;
             let flavor = compute.flavor(id).await.map_err(attribute_error)?;
             return match name {
                 "is_public" => Ok(flavor.is_public),

@@ -19,7 +19,7 @@ use super::super::schema::{AttributeSchema, Constraint, PropertySchema, Property
 use super::super::{ActionContext, ActionResult, HostSlot, Plugin, ResourceFailure, ResourceState, SupportStatus};
 use super::{
     attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, keystone_id, ok_if_gone,
-    stack_session, str_prop, Entity, NovaActions, INTERFACE, STACK_DATA,
+    stack_session, str_prop, Entity, NovaActions, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -183,7 +183,7 @@ impl Plugin for KeyPair {
                 // A generated key: Heat asks Nova.
                 (None, Some(name)) => match attribute_session(&self.host, state).await? {
                     Some(session) => {
-                        let compute = Compute::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+                        let compute = Compute::connect(&session).await.map_err(attribute_error)?;
                         compute.keypair_public_key(name).await.map_err(attribute_error)?
                     }
                     None => state.data.get(PUBLIC_KEY_DATA).cloned().unwrap_or_default(),

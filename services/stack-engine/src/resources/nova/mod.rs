@@ -40,10 +40,6 @@ use super::client_errors::NOVACLIENT;
 use super::{ActionContext, ActionResult, HostSlot, Properties, Registry, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 
-/// The catalog interface Heat's clients use by default (`endpoint_type =
-/// publicURL`).
-pub(crate) const INTERFACE: &str = "public";
-
 /// Adds the six types to `registry`; their actions act through the
 /// stack sessions of the registry's host.
 pub fn register(registry: &mut Registry) {
@@ -106,7 +102,7 @@ pub(crate) fn attribute_error(e: OsError) -> EngineError {
 
 /// The compute client at the negotiated microversion.
 pub(crate) async fn compute(session: &Session) -> Result<Compute<'_>, ResourceFailure> {
-    Compute::connect(session, INTERFACE, None).await.map_err(failure)
+    Compute::connect(session).await.map_err(failure)
 }
 
 /// What a Nova type does with the stack's session and compute client.
@@ -286,7 +282,9 @@ pub(crate) mod testing {
             let mut token = json!({"token": {
                 "user": {"id": "u1"}, "project": {"id": "p1"}, "expires_at": "2999-01-01T00:00:00Z",
                 "catalog": [{"type": "compute", "endpoints": [
-                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/compute/v2.1")}]},
+                    {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/compute/v2.1")},
+                    // Only for the endpoint-choice test: nothing answers there.
+                    {"interface": "internal", "region_id": "RegionTwo", "url": format!("{base}/internal/v2.1")}]},
                     {"type": "image", "endpoints": [
                     {"interface": "public", "region_id": "RegionOne", "url": format!("{base}/image")}]},
                     {"type": "volumev3", "endpoints": [
@@ -459,6 +457,7 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use keelson_openstack::compute::Microversion;
+    use keelson_openstack::{AuthMethod, HttpClient};
     use serde_json::{json, Value};
 
     use super::super::Registry;
@@ -468,6 +467,30 @@ mod tests {
 
     const TYPES: &[&str] =
         &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota", "OS::Nova::Server"];
+
+    /// Heat's `[clients] endpoint_type`, `[clients_nova] endpoint_type` and
+    /// `region_name_for_services` pick the endpoint the clients use.
+    #[tokio::test]
+    async fn the_configured_endpoint_type_and_region_pick_the_endpoint() {
+        use keelson_openstack::{EndpointChoice, OsError};
+        let (_nova, session) = testing::nova("2.79").await;
+        let base = session.identity_v3().trim_end_matches("/v3").to_string();
+        let endpoint = |choice: EndpointChoice| {
+            let session = Session::new(HttpClient::default(), &base, AuthMethod::Existing { token: "tok".into() })
+                .with_endpoint_choice(choice);
+            async move { session.client_endpoint("nova", "compute").await }
+        };
+        assert_eq!(endpoint(EndpointChoice::default()).await.unwrap(), format!("{base}/compute/v2.1"));
+        let internal = EndpointChoice::new("internalURL", None);
+        assert_eq!(endpoint(internal.clone()).await.unwrap(), format!("{base}/internal/v2.1"));
+        // A client of its own endpoint type; the others keep the default.
+        let public_nova = internal.clone().with_client("nova", "publicURL");
+        assert_eq!(endpoint(public_nova).await.unwrap(), format!("{base}/compute/v2.1"));
+        let elsewhere = EndpointChoice::new("internal", Some("RegionOne".into()));
+        assert!(matches!(endpoint(elsewhere).await, Err(OsError::EndpointNotFound(_))));
+        let there = EndpointChoice::new("internal", Some("RegionTwo".into()));
+        assert_eq!(endpoint(there).await.unwrap(), format!("{base}/internal/v2.1"));
+    }
 
     /// The schema views equal what Heat 27.0.1's code answers
     /// (tests/reference/heat/record_schemas.py nova).

@@ -29,7 +29,7 @@ use super::super::{
 use super::server::{ports, Doc, Server, NAME_LIMIT};
 use super::{
     attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, ok_if_gone, stack_session,
-    str_prop, update_in_stack, NovaActions, INTERFACE, STACK_DATA,
+    str_prop, update_in_stack, NovaActions, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -343,7 +343,7 @@ impl Instance {
             return interface_ports(interfaces).map(Some);
         }
         let Some(subnet) = subnet else { return Ok(None) };
-        let neutron = Network::connect(session, INTERFACE, None).await.map_err(neutron::failure)?;
+        let neutron = Network::connect(session).await.map_err(neutron::failure)?;
         let shown = neutron.show(network::SUBNET, subnet).await.map_err(neutron::failure)?;
         let Some(network_id) = shown.get("network_id").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
             return Ok(None);
@@ -371,7 +371,7 @@ impl Instance {
     /// already gone is done).
     async fn delete_subnet_port(session: &Session, ctx: &mut ActionContext) -> ActionResult {
         let Some(port) = ctx.state.data.get(PORT_DATA).cloned() else { return Ok(()) };
-        let neutron = Network::connect(session, INTERFACE, None).await.map_err(neutron::failure)?;
+        let neutron = Network::connect(session).await.map_err(neutron::failure)?;
         match neutron.delete(network::PORT, &port).await {
             Err(e) if !e.is_not_found() => return Err(neutron::failure(e)),
             _ => {}
@@ -606,7 +606,7 @@ impl Plugin for Instance {
             return Ok(Value::Null);
         }
         let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
-        let compute = Compute::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        let compute = Compute::connect(&session).await.map_err(attribute_error)?;
         let server = match compute.server(id).await {
             Ok(server) => Some(server),
             Err(e) if e.is_not_found() => None,

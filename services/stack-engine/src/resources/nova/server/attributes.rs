@@ -7,7 +7,7 @@ use keelson_openstack::{OsError, Session};
 use serde_json::{json, Map, Value};
 
 use super::super::super::{neutron, ResourceFailure};
-use super::super::{attribute_error, INTERFACE};
+use super::super::attribute_error;
 use super::{field, Doc, Server};
 use crate::error::EngineError;
 
@@ -89,7 +89,7 @@ impl Server {
             Err(e) if e.is_not_found() => return Ok(json!("")),
             Err(e) => return Err(attribute_error(e)),
         };
-        let neutron = || async { Network::connect(session, INTERFACE, None).await.map_err(attribute_error_neutron) };
+        let neutron = || async { Network::connect(session).await.map_err(attribute_error_neutron) };
         Ok(match name {
             "show" => Value::Object(server),
             "first_address" => {

@@ -46,7 +46,7 @@ use super::super::{
 };
 use super::{
     attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, flavor_lookup,
-    flavor_result, stack_session, str_prop, update_in_stack, NovaActions, INTERFACE, STACK_DATA,
+    flavor_result, stack_session, str_prop, update_in_stack, NovaActions, STACK_DATA,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -252,7 +252,7 @@ impl Server {
         if nets.is_empty() {
             return Self::default_networks(compute);
         }
-        let neutron = Network::connect(session, INTERFACE, None).await.map_err(neutron::failure)?;
+        let neutron = Network::connect(session).await.map_err(neutron::failure)?;
         let find = |kind: Kind, value: String| {
             let neutron = &neutron;
             async move {
@@ -873,7 +873,7 @@ impl Plugin for Server {
         // before a boot that failed).
         if !ports::internal_ports(&ctx.state).is_empty() {
             let session = stack_session(&self.host, &ctx.stack_id).await?;
-            let neutron = Network::connect(&session, INTERFACE, None).await.map_err(neutron::failure)?;
+            let neutron = Network::connect(&session).await.map_err(neutron::failure)?;
             ports::delete_internal_ports(&neutron, &mut ctx.state).await?;
         }
         Ok(())
@@ -925,7 +925,7 @@ impl Plugin for Server {
             _ => {}
         }
         let Some(session) = attribute_session(&self.host, state).await? else { return Ok(Value::Null) };
-        let compute = Compute::connect(&session, INTERFACE, None).await.map_err(attribute_error)?;
+        let compute = Compute::connect(&session).await.map_err(attribute_error)?;
         Self::attribute_with(&session, &compute, id, name).await
     }
 }

@@ -273,7 +273,7 @@ pub(super) async fn update_networks(
     new: &[Value],
     security_groups: &[String],
 ) -> ActionResult {
-    let neutron = Network::connect(session, super::super::INTERFACE, None).await.map_err(neutron::failure)?;
+    let neutron = Network::connect(session).await.map_err(neutron::failure)?;
     let ifaces = compute.interfaces(id).await.map_err(failure)?;
     let old = resolved(&neutron, old).await?;
     let new = resolved(&neutron, new).await?;
