@@ -94,9 +94,13 @@ impl Store {
             for r in tx.fetch_all(&sql, &params).await? {
                 rows_by_type.push((r.opt_string(0)?, r.string(1)?, r.opt_i64(2)?.unwrap_or(0)));
             }
-            let sql = format!("SELECT ct.name, COUNT(DISTINCT c.id) {consumers} WHERE {filter} GROUP BY ct.name");
-            for r in tx.fetch_all(&sql, &params).await? {
-                counts_by_type.push((r.opt_string(0)?, r.i64(1)?));
+            // Counts are shown only by consumer type (1.38): the second
+            // pass over the project's allocations is asked only then.
+            if q.by_consumer_type {
+                let sql = format!("SELECT ct.name, COUNT(DISTINCT c.id) {consumers} WHERE {filter} GROUP BY ct.name");
+                for r in tx.fetch_all(&sql, &params).await? {
+                    counts_by_type.push((r.opt_string(0)?, r.i64(1)?));
+                }
             }
         }
         tx.commit().await?;
