@@ -405,14 +405,17 @@ impl PluginHost for Engine {
         })
     }
 
-    fn check_nested<'a>(
+    fn nested_stack_action<'a>(
         &'a self,
         child_id: &'a str,
+        action: Action,
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let engine = self.arc().map_err(failure)?;
-            engine.stack_action(child_id, super::StackOperation::Check).await.map_err(failure)?;
+            let op = super::StackOperation::of_action(action)
+                .ok_or_else(|| failure(EngineError::internal(format!("no nested stack {action}"))))?;
+            engine.stack_action(child_id, op).await.map_err(failure)?;
             let outcome = self.wait_for_stack(child_id, cancel).await?;
             if outcome.is_complete() {
                 Ok(())

@@ -442,24 +442,11 @@ impl Engine {
         if row.action == Action::Init {
             return Err(resource_not_available(resource_name));
         }
-        let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
-        if !plugin.handles_signal() {
-            return Err(EngineError::ResourceActionNotSupported("signal is not supported for resource.".into()));
-        }
-        Ok((stack, row, plugin))
-    }
-
-    /// Upstream `Resource.signal`: the action check, the handler, the
-    /// SIGNAL event.
-    async fn run_signal(
-        &self,
-        row: &ResourceRow,
-        plugin: &dyn ResourceType,
-        details: &Value,
-    ) -> Result<(), EngineError> {
+        // Upstream `_signal_check_action`, before the signal is queued:
+        // the sender learns at once that it was refused.
         if row.action == Action::Delete || row.action == Action::Suspend {
             self.resource_event(
-                row,
+                &row,
                 row.action,
                 row.status,
                 &format!("Cannot signal resource during {}", row.action),
@@ -468,6 +455,21 @@ impl Engine {
             .await;
             return Err(EngineError::not_supported(format!("Signal resource during {} is not supported.", row.action)));
         }
+        let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
+        if !plugin.handles_signal() {
+            return Err(EngineError::ResourceActionNotSupported("signal is not supported for resource.".into()));
+        }
+        Ok((stack, row, plugin))
+    }
+
+    /// Upstream `Resource.signal` (its action checked by
+    /// [`Engine::signal_target`]): the handler, the SIGNAL event.
+    async fn run_signal(
+        &self,
+        row: &ResourceRow,
+        plugin: &dyn ResourceType,
+        details: &Value,
+    ) -> Result<(), EngineError> {
         let target = SignalTarget {
             stack_id: row.stack_id.clone(),
             resource_id: row.id,
@@ -481,20 +483,19 @@ impl Engine {
                     None => signal_details_text(details),
                 };
                 self.resource_event(row, super::events::SIGNAL_EVENT, row.status, &reason, None).await;
-                Ok(())
             }
             // Upstream leaves no event for a signal with nothing to do
             // (a scaling group in cooldown or already at its bound).
             Err(ResourceFailure::NoActionRequired(message)) => {
                 tracing::info!(resource = row.name, "signal {}: {message}", row.name);
-                Ok(())
             }
             Err(ResourceFailure::Error { type_name, message }) => {
                 tracing::info!(resource = row.name, "signal {}: {type_name}: {message}", row.name);
-                Err(EngineError::from_plugin_failure(&type_name, &message))
+                return Err(EngineError::from_plugin_failure(&type_name, &message));
             }
-            Err(ResourceFailure::Cancelled) => Err(EngineError::internal("signal cancelled")),
+            Err(ResourceFailure::Cancelled) => return Err(EngineError::internal("signal cancelled")),
         }
+        Ok(())
     }
 
     /// `POST …/signal`: checked now, handled in the background.
