@@ -4,7 +4,8 @@
 //! functional test_instance_group.py maps them), resized by an update and
 //! rolled out when its launch configuration is replaced, suspended and
 //! resumed; and an AWS::AutoScaling::AutoScalingGroup resized by an
-//! AWS::AutoScaling::ScalingPolicy signal, suspended and resumed with
+//! AWS::AutoScaling::ScalingPolicy signal (the metadata reading the
+//! group's InstanceList refreshed after it), suspended and resumed with
 //! its members.
 
 // Fixture helpers outside #[test] functions fail the test by panicking.
@@ -241,6 +242,21 @@ async fn wait_for_size(h: &Harness, caller: &Caller, stack: &StackRef, n: usize)
     }
 }
 
+/// Polls custom_lb's metadata until its `IPs` are the group's current
+/// InstanceList of `n` addresses.
+async fn wait_for_lb_ips(h: &Harness, caller: &Caller, stack: &StackRef, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let md = h.api.resource_metadata(caller, stack, "custom_lb").await.unwrap();
+        let list = output(h, caller, stack, "InstanceList").await;
+        if md["metadata"]["IPs"] == list && ip_count(&list) == n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "custom_lb never showed {n} addresses: {md} {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The nested stack resource `name` of `stack` runs.
 async fn nested_stack(h: &Harness, caller: &Caller, stack: &StackRef, name: &str) -> StackRef {
     let shown = h.api.show_resource(caller, stack, name, &q(&[])).await.unwrap();
@@ -329,6 +345,7 @@ async fn suspend_and_resume_reach_the_group_members_and_a_suspended_policy_refus
     // Resumed, the policy scales the group again.
     h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
     wait_for_size(&h, &caller, &stack, 2).await;
+    wait_for_lb_ips(&h, &caller, &stack, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,16 +368,17 @@ async fn an_aws_scaling_policy_signal_resizes_an_aws_group() {
     assert_eq!(output(&h, &caller, &stack, "PolicyRef").await, url);
 
     // The load balancer stand-in got the group's addresses when it was
-    // created (refreshing them after a signal is the engine's
-    // metadata_update, not done yet).
-    let md = h.api.resource_metadata(&caller, &stack, "custom_lb").await.unwrap();
-    assert_eq!(md["metadata"]["IPs"], output(&h, &caller, &stack, "InstanceList").await);
+    // created, and gets them again after each signal (the stack's
+    // metadata refresh, test_autoscaling.py's test_scaling_meta_update).
+    wait_for_lb_ips(&h, &caller, &stack, 1).await;
 
     h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
     wait_for_size(&h, &caller, &stack, 2).await;
+    wait_for_lb_ips(&h, &caller, &stack, 2).await;
 
     h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
     wait_for_size(&h, &caller, &stack, 3).await;
+    wait_for_lb_ips(&h, &caller, &stack, 3).await;
     // At MaxSize a signal changes nothing.
     let _ = h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -258,7 +258,7 @@ impl Engine {
     }
 
     /// The live row per resource name of stack `id`.
-    async fn live_rows(&self, id: &str) -> Result<Vec<ResourceRow>, EngineError> {
+    pub(super) async fn live_rows(&self, id: &str) -> Result<Vec<ResourceRow>, EngineError> {
         let rows = store::resources::list(&self.db, id).await?;
         let mut by_name: BTreeMap<String, ResourceRow> = BTreeMap::new();
         for row in rows {

@@ -396,6 +396,10 @@ impl Plugin for TemplateResource {
         true
     }
 
+    fn metadata_refresh(&self) -> super::MetadataRefresh {
+        super::MetadataRefresh::Replace
+    }
+
     fn nested_stack_spec(
         &self,
         properties: &Properties,
