@@ -242,6 +242,36 @@ async fn wait_for_size(h: &Harness, caller: &Caller, stack: &StackRef, n: usize)
     }
 }
 
+/// test_autoscaling.py's test_signal_with_policy_update: the next signal
+/// uses the updated policy, and custom_lb's metadata follows the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_after_a_policy_update_uses_the_new_adjustment() {
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let request = |adjustment: &str| {
+        let mut template = scaling_template();
+        template["Resources"]["ScaleUp"]["Properties"]["ScalingAdjustment"] = json!(adjustment);
+        json!({
+            "stack_name": "pol", "template": template, "files": {"provider.yaml": PROVIDER, "lb.yaml": LB},
+            "environment": {"resource_registry": {"AWS::EC2::Instance": "provider.yaml",
+                                                  "resources": {"custom_lb": {"AWS::EC2::Instance": "lb.yaml"}}}},
+            "disable_rollback": true
+        })
+    };
+    let id = h.api.create_stack(&caller, &request("1")).await.unwrap();
+    let stack = StackRef::new("pol", &id.stack_id);
+    h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
+    h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
+    wait_for_size(&h, &caller, &stack, 2).await;
+    wait_for_lb_ips(&h, &caller, &stack, 2).await;
+
+    h.api.update_stack(&caller, &stack, &request("-1"), false).await.unwrap();
+    h.wait_for_status(&caller, &stack, "UPDATE_COMPLETE").await;
+    h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
+    wait_for_size(&h, &caller, &stack, 1).await;
+    wait_for_lb_ips(&h, &caller, &stack, 1).await;
+}
+
 /// Polls custom_lb's metadata until its `IPs` are the group's current
 /// InstanceList of `n` addresses.
 async fn wait_for_lb_ips(h: &Harness, caller: &Caller, stack: &StackRef, n: usize) {
