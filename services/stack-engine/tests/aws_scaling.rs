@@ -2,9 +2,11 @@
 //! an OS::Heat::InstanceGroup of an AWS::AutoScaling::LaunchConfiguration
 //! whose AWS::EC2::Instance members run a provider template (as Heat's
 //! functional test_instance_group.py maps them), resized by an update and
-//! rolled out when its launch configuration is replaced; and an
-//! AWS::AutoScaling::AutoScalingGroup resized by an
-//! AWS::AutoScaling::ScalingPolicy signal.
+//! rolled out when its launch configuration is replaced, suspended and
+//! resumed; and an AWS::AutoScaling::AutoScalingGroup resized by an
+//! AWS::AutoScaling::ScalingPolicy signal (the metadata reading the
+//! group's InstanceList refreshed after it), suspended and resumed with
+//! its members.
 
 // Fixture helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -165,6 +167,32 @@ async fn an_instance_group_resizes_and_rolls_out_a_replaced_launch_configuration
     assert_eq!(ip_count(&output(&h, &caller, &stack, "InstanceList").await), 3);
 }
 
+/// test_autoscaling.py's test_group_suspend_resume on an
+/// OS::Heat::InstanceGroup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_group_suspends_and_resumes_its_members() {
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let body = json!({
+        "stack_name": "igs", "template": instance_group_template(),
+        "files": {"provider.yaml": PROVIDER}, "environment": environment(),
+        "parameters": {"size": "2"}, "disable_rollback": true
+    });
+    let id = h.api.create_stack(&caller, &body).await.unwrap();
+    let stack = StackRef::new("igs", &id.stack_id);
+    h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
+    let group = nested_stack(&h, &caller, &stack, "JobServerGroup").await;
+    for (action, state) in [("suspend", "SUSPEND_COMPLETE"), ("resume", "RESUME_COMPLETE")] {
+        h.api.stack_action(&caller, &stack, &json!({ action: null })).await.unwrap();
+        h.wait_for_status(&caller, &stack, state).await;
+        h.wait_for_status(&caller, &group, state).await;
+        let listed = h.api.list_resources(&caller, &group, &q(&[])).await.unwrap();
+        let members = listed["resources"].as_array().unwrap();
+        assert_eq!(members.len(), 2, "{listed}");
+        assert!(members.iter().all(|m| m["resource_status"] == json!(state)), "{listed}");
+    }
+}
+
 fn scaling_template() -> Value {
     json!({
         "AWSTemplateFormatVersion": "2010-09-09",
@@ -214,6 +242,142 @@ async fn wait_for_size(h: &Harness, caller: &Caller, stack: &StackRef, n: usize)
     }
 }
 
+/// test_autoscaling.py's test_signal_with_policy_update: the next signal
+/// uses the updated policy, and custom_lb's metadata follows the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_after_a_policy_update_uses_the_new_adjustment() {
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let request = |adjustment: &str| {
+        let mut template = scaling_template();
+        template["Resources"]["ScaleUp"]["Properties"]["ScalingAdjustment"] = json!(adjustment);
+        json!({
+            "stack_name": "pol", "template": template, "files": {"provider.yaml": PROVIDER, "lb.yaml": LB},
+            "environment": {"resource_registry": {"AWS::EC2::Instance": "provider.yaml",
+                                                  "resources": {"custom_lb": {"AWS::EC2::Instance": "lb.yaml"}}}},
+            "disable_rollback": true
+        })
+    };
+    let id = h.api.create_stack(&caller, &request("1")).await.unwrap();
+    let stack = StackRef::new("pol", &id.stack_id);
+    h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
+    h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
+    wait_for_size(&h, &caller, &stack, 2).await;
+    wait_for_lb_ips(&h, &caller, &stack, 2).await;
+
+    h.api.update_stack(&caller, &stack, &request("-1"), false).await.unwrap();
+    h.wait_for_status(&caller, &stack, "UPDATE_COMPLETE").await;
+    h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
+    wait_for_size(&h, &caller, &stack, 1).await;
+    wait_for_lb_ips(&h, &caller, &stack, 1).await;
+}
+
+/// Polls custom_lb's metadata until its `IPs` are the group's current
+/// InstanceList of `n` addresses.
+async fn wait_for_lb_ips(h: &Harness, caller: &Caller, stack: &StackRef, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let md = h.api.resource_metadata(caller, stack, "custom_lb").await.unwrap();
+        let list = output(h, caller, stack, "InstanceList").await;
+        if md["metadata"]["IPs"] == list && ip_count(&list) == n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "custom_lb never showed {n} addresses: {md} {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The nested stack resource `name` of `stack` runs.
+async fn nested_stack(h: &Harness, caller: &Caller, stack: &StackRef, name: &str) -> StackRef {
+    let shown = h.api.show_resource(caller, stack, name, &q(&[])).await.unwrap();
+    StackRef::new("", shown["resource"]["physical_resource_id"].as_str().unwrap())
+}
+
+/// Every resource of `stack` and of the stacks below it: name -> status.
+async fn all_statuses(h: &Harness, caller: &Caller, stack: &StackRef) -> Vec<(String, String)> {
+    let listed = h.api.list_resources(caller, stack, &q(&[("nested_depth", "3")])).await.unwrap();
+    listed["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["resource_name"].as_str().unwrap().to_string(), r["resource_status"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The position of `name`'s first `status` event among the stack's own.
+async fn event_position(h: &Harness, caller: &Caller, stack: &StackRef, name: &str, status: &str) -> usize {
+    let listed = h.api.list_events(caller, stack, None, &q(&[("sort_dir", "asc")])).await.unwrap();
+    let events = listed["events"].as_array().unwrap();
+    events
+        .iter()
+        .position(|e| e["resource_name"] == json!(name) && e["resource_status"] == json!(status))
+        .unwrap_or_else(|| panic!("no {status} event of {name}: {events:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_and_resume_reach_the_group_members_and_a_suspended_policy_refuses_signals() {
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let body = json!({
+        "stack_name": "sus", "template": scaling_template(), "files": {"provider.yaml": PROVIDER, "lb.yaml": LB},
+        "environment": {"resource_registry": {"AWS::EC2::Instance": "provider.yaml",
+                                              "resources": {"custom_lb": {"AWS::EC2::Instance": "lb.yaml"}}}},
+        "disable_rollback": true
+    });
+    let id = h.api.create_stack(&caller, &body).await.unwrap();
+    let stack = StackRef::new("sus", &id.stack_id);
+    h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
+    let group = nested_stack(&h, &caller, &stack, "Group").await;
+
+    h.api.stack_action(&caller, &stack, &json!({"suspend": null})).await.unwrap();
+    h.wait_for_status(&caller, &stack, "SUSPEND_COMPLETE").await;
+    h.wait_for_status(&caller, &group, "SUSPEND_COMPLETE").await;
+    // The group's members, their own nested stacks' resources included.
+    let suspended = all_statuses(&h, &caller, &stack).await;
+    assert!(suspended.len() >= 6, "{suspended:?}");
+    assert!(suspended.iter().all(|(_, s)| s == "SUSPEND_COMPLETE"), "{suspended:?}");
+    // Reverse dependency order: the group after the policy naming it,
+    // the launch configuration after the group.
+    let group_done = event_position(&h, &caller, &stack, "Group", "SUSPEND_COMPLETE").await;
+    assert!(event_position(&h, &caller, &stack, "ScaleUp", "SUSPEND_COMPLETE").await < group_done);
+    assert!(group_done < event_position(&h, &caller, &stack, "Config", "SUSPEND_IN_PROGRESS").await);
+
+    // test_autoscaling.py's test_signal_during_suspend: refused at once,
+    // with an event, and the group keeps its size.
+    let e = h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap_err();
+    assert!(e.message().contains("Signal resource during SUSPEND is not supported"), "{}", e.message());
+    let events = h.api.list_events(&caller, &stack, Some("ScaleUp"), &q(&[])).await.unwrap();
+    let refused = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["resource_status_reason"] == json!("Cannot signal resource during SUSPEND"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no refusal event: {events}"));
+    assert_eq!(refused["resource_status"], json!("SUSPEND_COMPLETE"));
+    h.wait_for_status(&caller, &group, "SUSPEND_COMPLETE").await;
+    assert_eq!(ip_count(&output(&h, &caller, &stack, "InstanceList").await), 1);
+
+    // A second suspend of a suspended stack changes nothing.
+    h.api.stack_action(&caller, &stack, &json!({"suspend": null})).await.unwrap();
+    h.wait_for_status(&caller, &stack, "SUSPEND_COMPLETE").await;
+
+    h.api.stack_action(&caller, &stack, &json!({"resume": null})).await.unwrap();
+    h.wait_for_status(&caller, &stack, "RESUME_COMPLETE").await;
+    h.wait_for_status(&caller, &group, "RESUME_COMPLETE").await;
+    let resumed = all_statuses(&h, &caller, &stack).await;
+    assert_eq!(resumed.len(), suspended.len());
+    assert!(resumed.iter().all(|(_, s)| s == "RESUME_COMPLETE"), "{resumed:?}");
+    // Dependency order: the launch configuration before the group.
+    let group_started = event_position(&h, &caller, &stack, "Group", "RESUME_IN_PROGRESS").await;
+    assert!(event_position(&h, &caller, &stack, "Config", "RESUME_COMPLETE").await < group_started);
+
+    // Resumed, the policy scales the group again.
+    h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
+    wait_for_size(&h, &caller, &stack, 2).await;
+    wait_for_lb_ips(&h, &caller, &stack, 2).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aws_scaling_policy_signal_resizes_an_aws_group() {
     let h = Harness::start().await;
@@ -234,16 +398,17 @@ async fn an_aws_scaling_policy_signal_resizes_an_aws_group() {
     assert_eq!(output(&h, &caller, &stack, "PolicyRef").await, url);
 
     // The load balancer stand-in got the group's addresses when it was
-    // created (refreshing them after a signal is the engine's
-    // metadata_update, not done yet).
-    let md = h.api.resource_metadata(&caller, &stack, "custom_lb").await.unwrap();
-    assert_eq!(md["metadata"]["IPs"], output(&h, &caller, &stack, "InstanceList").await);
+    // created, and gets them again after each signal (the stack's
+    // metadata refresh, test_autoscaling.py's test_scaling_meta_update).
+    wait_for_lb_ips(&h, &caller, &stack, 1).await;
 
     h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
     wait_for_size(&h, &caller, &stack, 2).await;
+    wait_for_lb_ips(&h, &caller, &stack, 2).await;
 
     h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await.unwrap();
     wait_for_size(&h, &caller, &stack, 3).await;
+    wait_for_lb_ips(&h, &caller, &stack, 3).await;
     // At MaxSize a signal changes nothing.
     let _ = h.api.signal_resource(&caller, &stack, "ScaleUp", &json!({})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -258,7 +258,7 @@ impl Engine {
     }
 
     /// The live row per resource name of stack `id`.
-    async fn live_rows(&self, id: &str) -> Result<Vec<ResourceRow>, EngineError> {
+    pub(super) async fn live_rows(&self, id: &str) -> Result<Vec<ResourceRow>, EngineError> {
         let rows = store::resources::list(&self.db, id).await?;
         let mut by_name: BTreeMap<String, ResourceRow> = BTreeMap::new();
         for row in rows {
@@ -405,14 +405,17 @@ impl PluginHost for Engine {
         })
     }
 
-    fn check_nested<'a>(
+    fn nested_stack_action<'a>(
         &'a self,
         child_id: &'a str,
+        action: Action,
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async move {
             let engine = self.arc().map_err(failure)?;
-            engine.stack_action(child_id, super::StackOperation::Check).await.map_err(failure)?;
+            let op = super::StackOperation::of_action(action)
+                .ok_or_else(|| failure(EngineError::internal(format!("no nested stack {action}"))))?;
+            engine.stack_action(child_id, op).await.map_err(failure)?;
             let outcome = self.wait_for_stack(child_id, cancel).await?;
             if outcome.is_complete() {
                 Ok(())

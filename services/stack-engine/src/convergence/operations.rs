@@ -2,6 +2,7 @@
 //! a traversal and returns at once: the REST call never waits for
 //! resources.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -64,6 +65,26 @@ pub enum StackOperation {
     Suspend,
     Resume,
     Check,
+}
+
+impl StackOperation {
+    /// The stack action `action` names (CHECK, SUSPEND, RESUME), if any.
+    pub fn of_action(action: Action) -> Option<StackOperation> {
+        match action {
+            Action::Suspend => Some(StackOperation::Suspend),
+            Action::Resume => Some(StackOperation::Resume),
+            Action::Check => Some(StackOperation::Check),
+            _ => None,
+        }
+    }
+
+    fn action(self) -> Action {
+        match self {
+            StackOperation::Suspend => Action::Suspend,
+            StackOperation::Resume => Action::Resume,
+            StackOperation::Check => Action::Check,
+        }
+    }
 }
 
 fn user_params(environment: &Value) -> Map<String, Value> {
@@ -284,18 +305,21 @@ impl Engine {
         Ok(())
     }
 
-    /// Suspend/resume/check: run over the live resources in one pass (the
-    /// built-in types do nothing for them); states and events as upstream.
+    /// Suspend/resume/check: run over the live resources in dependency
+    /// order (reverse for suspend, as upstream's `stack_task`); states and
+    /// events as upstream. A stack already SUSPEND_COMPLETE (RESUME_COMPLETE)
+    /// is left alone by a suspend (resume), as upstream's convergence
+    /// `stack_suspend` / `stack_resume`.
     pub async fn stack_action(self: &Arc<Self>, stack_id: &str, op: StackOperation) -> Result<(), EngineError> {
         let stack = self.live_stack(stack_id).await?;
         if stack.status == Status::InProgress {
             return Err(EngineError::action_in_progress(&stack.name, stack.action));
         }
-        let act = match op {
-            StackOperation::Suspend => Action::Suspend,
-            StackOperation::Resume => Action::Resume,
-            StackOperation::Check => Action::Check,
-        };
+        let act = op.action();
+        if act != Action::Check && stack.action == act && stack.status == Status::Complete {
+            tracing::info!(stack_id, "stack {} is already {act} COMPLETE", stack.name);
+            return Ok(());
+        }
         let traversal = uuid::Uuid::new_v4().to_string();
         let started = format!("Stack {act} started");
         let change = store::StackStateChange {
@@ -322,20 +346,7 @@ impl Engine {
         let (unsupported, failure) = if act == Action::Check {
             self.check_resources(&stack, &rows).await?
         } else {
-            // Suspend and resume: the built-in types have nothing to do.
-            for row in rows.iter().filter(|r| r.action != Action::Init) {
-                self.resource_event(row, act, Status::InProgress, "state changed", None).await;
-                store::resources::update_cas(
-                    &self.db,
-                    row.id,
-                    None,
-                    row.atomic_key,
-                    ResourceChange::state(act, Status::Complete, "state changed"),
-                )
-                .await?;
-                self.resource_event(row, act, Status::Complete, "state changed", None).await;
-            }
-            (false, None)
+            (false, self.suspend_or_resume_resources(&stack, &rows, act).await?)
         };
         let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
             return Ok(());
@@ -354,6 +365,113 @@ impl Engine {
         Ok(())
     }
 
+    /// The live resources (neither replaced nor deleted) in dependency
+    /// order, each with the names of the live resources it needs first:
+    /// the current definition's dependencies (never-created rows have no
+    /// stored ones) and those it was last acted on with.
+    async fn live_in_dependency_order<'r>(
+        &self,
+        stack: &StackRow,
+        rows: &'r [store::ResourceRow],
+    ) -> Result<Vec<(&'r store::ResourceRow, BTreeSet<String>)>, EngineError> {
+        let mut live: Vec<&store::ResourceRow> = rows
+            .iter()
+            .filter(|r| r.replaced_by.is_none() && !(r.action == Action::Delete && r.status == Status::Complete))
+            .collect();
+        let def = self.definition(stack, stack.raw_template_id).await?;
+        let name_of: BTreeMap<i64, &str> = rows.iter().map(|r| (r.id, r.name.as_str())).collect();
+        // Computed once per resource: the walk below asks again on every
+        // round, and a long chain has as many rounds as resources.
+        let live_names: BTreeSet<&str> = live.iter().map(|r| r.name.as_str()).collect();
+        let mut needs_of: BTreeMap<i64, BTreeSet<String>> = live
+            .iter()
+            .map(|r| {
+                let mut names = def.requires(&self.registry, &r.name);
+                names.extend(r.requires.iter().filter_map(|id| name_of.get(id)).map(|n| n.to_string()));
+                names.retain(|n| n != &r.name && live_names.contains(n.as_str()));
+                (r.id, names)
+            })
+            .collect();
+        let mut done: BTreeSet<String> = BTreeSet::new();
+        let mut ordered = Vec::with_capacity(live.len());
+        while !live.is_empty() {
+            let needs_met = |r: &&store::ResourceRow| {
+                needs_of.get(&r.id).is_none_or(|needs| needs.iter().all(|n| done.contains(n)))
+            };
+            let (mut ready, pending): (Vec<_>, Vec<_>) = live.iter().copied().partition(needs_met);
+            // A dependency cycle cannot be stored; guard anyway.
+            if ready.is_empty() {
+                ready = pending;
+                live = Vec::new();
+            } else {
+                live = pending;
+            }
+            for row in ready {
+                done.insert(row.name.clone());
+                ordered.push((row, needs_of.remove(&row.id).unwrap_or_default()));
+            }
+        }
+        Ok(ordered)
+    }
+
+    /// Upstream `Stack.suspend` / `Stack.resume`: each live resource's
+    /// `Resource.suspend` / `resume` (its state checked first), after those
+    /// that depend on it for a suspend, after those it depends on for a
+    /// resume; the first failure stops the walk. Answers that failure.
+    async fn suspend_or_resume_resources(
+        &self,
+        stack: &StackRow,
+        rows: &[store::ResourceRow],
+        act: Action,
+    ) -> Result<Option<String>, EngineError> {
+        let mut order = self.live_in_dependency_order(stack, rows).await?;
+        if act == Action::Suspend {
+            order.reverse();
+        }
+        for (row, _) in order {
+            // Never created: nothing to suspend or resume.
+            if row.action == Action::Init {
+                continue;
+            }
+            let valid = match act {
+                Action::Suspend => {
+                    row.action != Action::Delete && (row.action == Action::Suspend || row.status == Status::Complete)
+                }
+                _ => {
+                    (row.action == Action::Suspend && row.status == Status::Complete)
+                        || (row.action == Action::Resume && row.status != Status::InProgress)
+                }
+            };
+            if !valid {
+                return Ok(Some(format!(
+                    "Error: resources.{}: State ('{}', '{}') invalid for {}",
+                    row.name,
+                    row.action,
+                    row.status,
+                    act.to_string().to_lowercase()
+                )));
+            }
+            self.write_action_state(row, act, Status::InProgress, "state changed").await?;
+            let plugin = self.plugin_of_row(stack, row).await.map(|(_, p)| p);
+            let mut ctx = self.action_context(stack, row).await?;
+            let result = match (&plugin, act) {
+                (Some(p), Action::Suspend) => p.suspend(&mut ctx).await,
+                (Some(p), _) => p.resume(&mut ctx).await,
+                // A type no longer registered has nothing to act on.
+                (None, _) => Ok(()),
+            };
+            match result {
+                Ok(()) => self.write_action_state(row, act, Status::Complete, "state changed").await?,
+                Err(f) => {
+                    let reason = action_failure_reason(&row.name, &f);
+                    self.write_action_state(row, act, Status::Failed, &reason).await?;
+                    return Ok(Some(reason));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Upstream `Stack.check`: each live resource's check runs after those
     /// it depends on; a failed one stops those that depend on it (they
     /// keep their state). Answers whether some type has no check, and the
@@ -363,62 +481,33 @@ impl Engine {
         stack: &StackRow,
         rows: &[store::ResourceRow],
     ) -> Result<(bool, Option<String>), EngineError> {
-        use std::collections::BTreeSet;
-        let live: Vec<&store::ResourceRow> = rows
-            .iter()
-            .filter(|r| r.replaced_by.is_none() && !(r.action == Action::Delete && r.status == Status::Complete))
-            .collect();
-        // What each resource needs first: the current definition's
-        // dependencies (never-created rows have no stored ones), and those
-        // it was last acted on with.
-        let def = self.definition(stack, stack.raw_template_id).await?;
-        let name_of: std::collections::BTreeMap<i64, &str> = rows.iter().map(|r| (r.id, r.name.as_str())).collect();
-        // Computed once per resource: the walk below asks again on every
-        // round, and a long chain has as many rounds as resources.
-        let live_names: BTreeSet<&str> = live.iter().map(|r| r.name.as_str()).collect();
-        let needs_of: std::collections::BTreeMap<i64, BTreeSet<String>> = live
-            .iter()
-            .map(|r| {
-                let mut names = def.requires(&self.registry, &r.name);
-                names.extend(r.requires.iter().filter_map(|id| name_of.get(id)).map(|n| n.to_string()));
-                names.retain(|n| n != &r.name && live_names.contains(n.as_str()));
-                (r.id, names)
-            })
-            .collect();
-        let no_needs = BTreeSet::new();
-        let needs = |r: &store::ResourceRow| needs_of.get(&r.id).unwrap_or(&no_needs);
-        let mut done: BTreeSet<String> = BTreeSet::new();
         let mut stopped: BTreeSet<String> = BTreeSet::new();
         let (mut unsupported, mut failure) = (false, None);
-        while done.len() < live.len() {
-            let pending: Vec<&store::ResourceRow> = live.iter().copied().filter(|r| !done.contains(&r.name)).collect();
-            let ready: Vec<&store::ResourceRow> =
-                pending.iter().copied().filter(|r| needs(r).iter().all(|n| done.contains(n))).collect();
-            // A dependency cycle cannot be stored; guard anyway.
-            let ready = if ready.is_empty() { pending } else { ready };
-            for row in ready {
-                done.insert(row.name.clone());
-                if needs(row).iter().any(|n| stopped.contains(n)) {
+        for (row, needs) in self.live_in_dependency_order(stack, rows).await? {
+            if needs.iter().any(|n| stopped.contains(n)) {
+                stopped.insert(row.name.clone());
+                continue;
+            }
+            match self.check_one(stack, row).await? {
+                CheckResult::Passed | CheckResult::Skipped => {}
+                CheckResult::Unsupported => unsupported = true,
+                CheckResult::Failed(reason) => {
                     stopped.insert(row.name.clone());
-                    continue;
-                }
-                match self.check_one(stack, row).await? {
-                    CheckResult::Passed | CheckResult::Skipped => {}
-                    CheckResult::Unsupported => unsupported = true,
-                    CheckResult::Failed(reason) => {
-                        stopped.insert(row.name.clone());
-                        failure.get_or_insert(reason);
-                    }
+                    failure.get_or_insert(reason);
                 }
             }
         }
         Ok((unsupported, failure))
     }
 
-    async fn check_one(&self, stack: &StackRow, row: &store::ResourceRow) -> Result<CheckResult, EngineError> {
-        let plugin = self.plugin_of_row(stack, row).await.map(|(_, p)| p);
-        let type_name = row.resource_type.clone();
-        let mut ctx = crate::resources::ActionContext {
+    /// What a plugin's stack-level action (check, suspend, resume) of
+    /// `row` runs with.
+    async fn action_context(
+        &self,
+        stack: &StackRow,
+        row: &store::ResourceRow,
+    ) -> Result<crate::resources::ActionContext, EngineError> {
+        Ok(crate::resources::ActionContext {
             stack_id: stack.id.clone(),
             stack_name: stack.name.clone(),
             resource_name: row.name.clone(),
@@ -433,19 +522,25 @@ impl Engine {
             update_policy: None,
             timeout_mins: stack.timeout_mins,
             action_retry_limit: self.settings.action_retry_limit,
-        };
+        })
+    }
+
+    async fn check_one(&self, stack: &StackRow, row: &store::ResourceRow) -> Result<CheckResult, EngineError> {
+        let plugin = self.plugin_of_row(stack, row).await.map(|(_, p)| p);
+        let type_name = row.resource_type.clone();
+        let mut ctx = self.action_context(stack, row).await?;
         let Some(check) = plugin.as_ref().and_then(|p| p.check(&mut ctx)) else {
             if row.action == Action::Init {
                 // Never created: nothing to check, nothing to record.
                 return Ok(CheckResult::Skipped);
             }
             let reason = format!("{} not supported for {type_name}", Action::Check);
-            self.write_check_state(row, Status::Complete, &reason).await?;
+            self.write_action_state(row, Action::Check, Status::Complete, &reason).await?;
             return Ok(CheckResult::Unsupported);
         };
         if row.action == Action::Init {
             let reason = format!("Can not check {}, resource not created yet.", row.name);
-            self.write_check_state(row, Status::Failed, &reason).await?;
+            self.write_action_state(row, Action::Check, Status::Failed, &reason).await?;
             return Ok(CheckResult::Failed(format!(
                 "Exception: resources.{}: Resource {} not created yet.",
                 row.name, row.name
@@ -454,38 +549,31 @@ impl Engine {
         self.resource_event(row, Action::Check, Status::InProgress, "state changed", None).await;
         match check.await {
             Ok(()) => {
-                self.write_check_state(row, Status::Complete, "state changed").await?;
+                self.write_action_state(row, Action::Check, Status::Complete, "state changed").await?;
                 Ok(CheckResult::Passed)
             }
             Err(f) => {
-                let reason = match f.exception() {
-                    Some((type_name, message)) => format!("{type_name}: resources.{}: {message}", row.name),
-                    None => format!("Exception: resources.{}: cancelled", row.name),
-                };
-                self.write_check_state(row, Status::Failed, &reason).await?;
+                let reason = action_failure_reason(&row.name, &f);
+                self.write_action_state(row, Action::Check, Status::Failed, &reason).await?;
                 Ok(CheckResult::Failed(reason))
             }
         }
     }
 
-    async fn write_check_state(
+    /// Writes `row`'s state and its event.
+    async fn write_action_state(
         &self,
         row: &store::ResourceRow,
+        act: Action,
         state: Status,
         reason: &str,
     ) -> Result<(), EngineError> {
-        // Re-read: the check may have run long, and a signal may have
+        // Re-read: the action may have run long, and a signal may have
         // changed the row meanwhile (the CAS is on the fresh version).
         let atomic_key = store::resources::get(&self.db, row.id).await?.map(|r| r.atomic_key).unwrap_or(row.atomic_key);
-        store::resources::update_cas(
-            &self.db,
-            row.id,
-            None,
-            atomic_key,
-            ResourceChange::state(Action::Check, state, reason),
-        )
-        .await?;
-        self.resource_event(row, Action::Check, state, reason, None).await;
+        store::resources::update_cas(&self.db, row.id, None, atomic_key, ResourceChange::state(act, state, reason))
+            .await?;
+        self.resource_event(row, act, state, reason, None).await;
         Ok(())
     }
 
@@ -572,6 +660,15 @@ impl Engine {
         }
         self.resource_event(row, Action::Check, target, reason, None).await;
         Ok(())
+    }
+}
+
+/// Upstream `str(ResourceFailure)`: the state reason of a resource whose
+/// action failed.
+fn action_failure_reason(resource_name: &str, f: &crate::resources::ResourceFailure) -> String {
+    match f.exception() {
+        Some((type_name, message)) => format!("{type_name}: resources.{resource_name}: {message}"),
+        None => format!("Exception: resources.{resource_name}: cancelled"),
     }
 }
 

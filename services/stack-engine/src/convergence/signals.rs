@@ -13,6 +13,7 @@
 //! - metadata writes are a compare-and-swap on the row's `atomic_key`
 //!   (unlocked rows only), retried on a fresh read.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,10 +23,11 @@ use sha2::Sha256;
 use tokio::sync::OnceCell;
 
 use super::Engine;
+use crate::definition::LiveContext;
 use crate::error::EngineError;
 use crate::options;
 use crate::resources::host::{IdentityUrls, MetadataMerge, PeerResource, SignalUrls};
-use crate::resources::{resolve_attribute, ResourceFailure, ResourceType, SignalTarget};
+use crate::resources::{resolve_attribute, MetadataRefresh, ResourceFailure, ResourceType, SignalTarget};
 use crate::store::{self, Action, ResourceChange, ResourceRow, StackRow};
 
 /// Where signals and agents reach this cloud, and how pre-signed URLs
@@ -217,6 +219,35 @@ fn signal_details_text(details: &Value) -> String {
 
 fn resource_not_available(name: &str) -> EngineError {
     EngineError::ResourceNotAvailable(format!("The Resource ({name}) is not available."))
+}
+
+/// Stored metadata as the API shows it: none is `{}`.
+fn metadata_or_empty(stored: &Value) -> Value {
+    if stored.is_null() {
+        json!({})
+    } else {
+        stored.clone()
+    }
+}
+
+/// What upstream `metadata_update()` leaves as a resource's metadata,
+/// `template` being its template's `metadata` resolved again (Null when
+/// it has none).
+fn refreshed_metadata(how: MetadataRefresh, stored: &Value, template: &Value) -> Value {
+    match how {
+        MetadataRefresh::Keep => metadata_or_empty(stored),
+        MetadataRefresh::Replace => metadata_or_empty(template),
+        MetadataRefresh::MergeTemplate => {
+            let mut merged = match stored {
+                Value::Object(m) => m.clone(),
+                _ => serde_json::Map::new(),
+            };
+            if let Value::Object(t) = template {
+                merged.extend(t.clone());
+            }
+            Value::Object(merged)
+        }
+    }
 }
 
 /// The signing key, read or created once per engine.
@@ -442,24 +473,11 @@ impl Engine {
         if row.action == Action::Init {
             return Err(resource_not_available(resource_name));
         }
-        let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
-        if !plugin.handles_signal() {
-            return Err(EngineError::ResourceActionNotSupported("signal is not supported for resource.".into()));
-        }
-        Ok((stack, row, plugin))
-    }
-
-    /// Upstream `Resource.signal`: the action check, the handler, the
-    /// SIGNAL event.
-    async fn run_signal(
-        &self,
-        row: &ResourceRow,
-        plugin: &dyn ResourceType,
-        details: &Value,
-    ) -> Result<(), EngineError> {
+        // Upstream `_signal_check_action`, before the signal is queued:
+        // the sender learns at once that it was refused.
         if row.action == Action::Delete || row.action == Action::Suspend {
             self.resource_event(
-                row,
+                &row,
                 row.action,
                 row.status,
                 &format!("Cannot signal resource during {}", row.action),
@@ -468,6 +486,22 @@ impl Engine {
             .await;
             return Err(EngineError::not_supported(format!("Signal resource during {} is not supported.", row.action)));
         }
+        let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type)?;
+        if !plugin.handles_signal() {
+            return Err(EngineError::ResourceActionNotSupported("signal is not supported for resource.".into()));
+        }
+        Ok((stack, row, plugin))
+    }
+
+    /// Upstream `Resource.signal` (its action checked by
+    /// [`Engine::signal_target`]): the handler, the SIGNAL event, then the
+    /// stack's metadata refresh.
+    async fn run_signal(
+        &self,
+        row: &ResourceRow,
+        plugin: &dyn ResourceType,
+        details: &Value,
+    ) -> Result<(), EngineError> {
         let target = SignalTarget {
             stack_id: row.stack_id.clone(),
             resource_id: row.id,
@@ -481,20 +515,74 @@ impl Engine {
                     None => signal_details_text(details),
                 };
                 self.resource_event(row, super::events::SIGNAL_EVENT, row.status, &reason, None).await;
-                Ok(())
             }
             // Upstream leaves no event for a signal with nothing to do
             // (a scaling group in cooldown or already at its bound).
             Err(ResourceFailure::NoActionRequired(message)) => {
                 tracing::info!(resource = row.name, "signal {}: {message}", row.name);
-                Ok(())
             }
             Err(ResourceFailure::Error { type_name, message }) => {
                 tracing::info!(resource = row.name, "signal {}: {type_name}: {message}", row.name);
-                Err(EngineError::from_plugin_failure(&type_name, &message))
+                return Err(EngineError::from_plugin_failure(&type_name, &message));
             }
-            Err(ResourceFailure::Cancelled) => Err(EngineError::internal("signal cancelled")),
+            Err(ResourceFailure::Cancelled) => return Err(EngineError::internal("signal cancelled")),
         }
+        if plugin.signal_needs_metadata_updates() {
+            // The signal is handled whatever the refresh gives.
+            if let Err(e) = self.refresh_stack_metadata(&row.stack_id, &row.name).await {
+                tracing::warn!(stack_id = row.stack_id, resource = row.name, "metadata refresh failed: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream `_resource_signal`'s refresh after a signal to
+    /// `signalled`: each other resource of the stack that exists gets its
+    /// `metadata_update()`, its template `metadata` resolved again against
+    /// the live resources (a group's InstanceList has changed) and stored
+    /// as its type says, under the row's compare-and-swap. A row an action
+    /// holds is left to that action.
+    async fn refresh_stack_metadata(&self, stack_id: &str, signalled: &str) -> Result<(), EngineError> {
+        let stack = self.live_stack_row(stack_id).await?;
+        let def = self.definition(&stack, stack.raw_template_id).await?;
+        let rows = self.live_rows(stack_id).await?;
+        let mut targets = Vec::new();
+        let mut referenced = BTreeSet::new();
+        for row in &rows {
+            if row.action == Action::Init || row.name == signalled || row.engine_id.is_some() {
+                continue;
+            }
+            let Ok(plugin) = def.plugin_for(&self.registry, &row.name, &row.resource_type) else { continue };
+            let how = plugin.metadata_refresh();
+            let Some(defn) = def.resource(&row.name).filter(|_| how != MetadataRefresh::Keep) else { continue };
+            referenced.extend(def.requires(&self.registry, &row.name));
+            targets.push((row, defn, how));
+        }
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let mut ctx = LiveContext::load(&self.db, &self.registry, &def, rows.iter(), Some(&referenced)).await?;
+        if def.nested && def.uses_resource_facade {
+            ctx = ctx.with_facade(self.resource_facade(&stack).await?);
+        }
+        for (row, defn, how) in targets {
+            let template = match defn.metadata.as_ref().map(|m| m.resolve(&ctx)).transpose() {
+                Ok(m) => m.unwrap_or(Value::Null),
+                Err(e) => {
+                    tracing::warn!(stack_id, resource = row.name, "metadata not resolved: {}", e.message);
+                    continue;
+                }
+            };
+            let stored = row.rsrc_metadata.clone().unwrap_or(Value::Null);
+            if refreshed_metadata(how, &stored, &template) == metadata_or_empty(&stored) {
+                continue;
+            }
+            let merge = Box::new(move |current: &Value| Ok(refreshed_metadata(how, current, &template)));
+            if let Err(e) = self.merge_metadata_of(row.id, merge).await {
+                tracing::warn!(stack_id, resource = row.name, "metadata not refreshed: {e}");
+            }
+        }
+        Ok(())
     }
 
     /// `POST …/signal`: checked now, handled in the background.
@@ -630,6 +718,21 @@ mod tests {
         with_sig.push(("Signature".into(), base.clone()));
         assert_eq!(base, sign("k", &canonical("PUT", "/waitcondition/arn:x", &with_sig)));
         assert!(same(&base, &base) && !same(&base, "x"));
+    }
+
+    #[test]
+    fn refreshed_metadata_follows_the_type() {
+        let stored = json!({"deployments": [1], "IPs": "a"});
+        let template = json!({"IPs": "a,b"});
+        assert_eq!(refreshed_metadata(MetadataRefresh::Keep, &stored, &template), stored);
+        assert_eq!(refreshed_metadata(MetadataRefresh::Replace, &stored, &template), template);
+        // No template metadata: upstream's `t.metadata()` is `{}`.
+        assert_eq!(refreshed_metadata(MetadataRefresh::Replace, &stored, &Value::Null), json!({}));
+        assert_eq!(
+            refreshed_metadata(MetadataRefresh::MergeTemplate, &stored, &template),
+            json!({"deployments": [1], "IPs": "a,b"})
+        );
+        assert_eq!(refreshed_metadata(MetadataRefresh::Keep, &Value::Null, &template), json!({}));
     }
 
     #[test]

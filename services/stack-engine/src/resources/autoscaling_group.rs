@@ -28,11 +28,12 @@ use super::host::{HostSlot, NestedMember, PeerResource, PluginHost};
 use super::resource_group::{check_pauses_fit, member_refs};
 use super::scaling::{self, AdjustmentType};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{check_child, create_child, delete_child, group_spec, nested_failure};
+use super::template_resource::{child_stack_action, create_child, delete_child, group_spec, nested_failure};
 use super::{
     short_id, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
 };
 use crate::error::EngineError;
+use crate::store::Action;
 
 /// Which of upstream's group classes a group follows: they differ in
 /// their property names, where the member definition comes from, and
@@ -727,7 +728,15 @@ impl Plugin for AutoScalingGroup {
     }
 
     fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
+        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
+    }
+
+    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
+    }
+
+    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 }
 
@@ -756,7 +765,7 @@ pub(crate) fn validate_sizes(props: &Properties, min: &str, max: &str, desired: 
 mod tests {
     use super::*;
     use crate::resources::host::{MetadataMerge, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
-    use crate::store::{Action, Status};
+    use crate::store::Status;
     use chrono::NaiveDate;
     use futures::future::BoxFuture;
     use std::sync::Mutex;

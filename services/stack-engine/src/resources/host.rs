@@ -118,11 +118,14 @@ pub trait PluginHost: IdentityHost + Send + Sync {
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Result<NestedOutcome, ResourceFailure>>;
 
-    /// Runs a CHECK of nested stack `child_id` and waits for it; Ok when
-    /// every resource of it passed (upstream `StackResource.handle_check`).
-    fn check_nested<'a>(
+    /// Runs a CHECK, SUSPEND or RESUME (`action`) of nested stack
+    /// `child_id` and waits for it; Ok when it ended COMPLETE (upstream
+    /// `StackResource.handle_check` / `handle_suspend` / `handle_resume`
+    /// with their `check_*_complete`).
+    fn nested_stack_action<'a>(
         &'a self,
         _child_id: &'a str,
+        _action: Action,
         _cancel: watch::Receiver<bool>,
     ) -> BoxFuture<'a, Result<(), ResourceFailure>> {
         Box::pin(async { Err(unsupported()) })

@@ -222,6 +222,14 @@ pub trait ResourceType: Send + Sync + 'static {
     /// that is not update_allowed -> Replace; otherwise InPlace.
     fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision;
 
+    /// Upstream `signal_needs_metadata_updates`: whether a handled signal
+    /// refreshes the metadata of the stack's other resources.
+    fn signal_needs_metadata_updates(&self) -> bool;
+
+    /// What upstream `metadata_update()` does to the resource's stored
+    /// metadata when a signal to another resource refreshes it.
+    fn metadata_refresh(&self) -> MetadataRefresh;
+
     /// Whether the resource runs a nested stack whose resources its
     /// `resource.<name>[.<attr>]` attributes reach (template resources,
     /// groups, OS::Heat::Stack).
@@ -332,6 +340,21 @@ pub trait ResourceType: Send + Sync + 'static {
     /// The service the type acts through (upstream `is_service_available`);
     /// None for a type the engine implements itself.
     fn required_service(&self) -> Option<RequiredService>;
+}
+
+/// How a resource's stored metadata follows its template's `metadata`
+/// when a signal makes the stack refresh it (upstream `metadata_update`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataRefresh {
+    /// Left as it is (upstream's default, a no-op).
+    Keep,
+    /// Replaced by the template's metadata resolved again (template
+    /// resources, AWS::EC2::Instance).
+    Replace,
+    /// The template's metadata resolved again and merged over the stored
+    /// one, keeping keys the resource added itself (OS::Nova::Server's
+    /// deployments).
+    MergeTemplate,
 }
 
 /// The OpenStack service a type acts through, as Heat names it: the

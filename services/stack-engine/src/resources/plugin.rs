@@ -14,8 +14,9 @@ use serde_json::{Map, Value};
 
 use super::host::NestedStackSpec;
 use super::{
-    default_update_decision, validate_properties, ActionContext, Properties, PropertySchema, RequiredService,
-    ResourceFailure, ResourceSchema, ResourceState, ResourceType, SignalTarget, StackMember, UpdateDecision,
+    default_update_decision, validate_properties, ActionContext, MetadataRefresh, Properties, PropertySchema,
+    RequiredService, ResourceFailure, ResourceSchema, ResourceState, ResourceType, SignalTarget, StackMember,
+    UpdateDecision,
 };
 use crate::error::EngineError;
 
@@ -115,6 +116,18 @@ pub trait Plugin: Send + Sync + 'static {
         false
     }
 
+    /// Upstream `signal_needs_metadata_updates`: whether a handled signal
+    /// refreshes the metadata of the stack's other resources.
+    fn signal_needs_metadata_updates(&self) -> bool {
+        true
+    }
+
+    /// What upstream `metadata_update()` does to the resource's stored
+    /// metadata when a signal refreshes it; by default nothing.
+    fn metadata_refresh(&self) -> MetadataRefresh {
+        MetadataRefresh::Keep
+    }
+
     fn handle_signal(
         &self,
         _target: &SignalTarget,
@@ -208,6 +221,14 @@ impl<P: Plugin> ResourceType for P {
 
     fn runs_nested_stack(&self) -> bool {
         Plugin::runs_nested_stack(self)
+    }
+
+    fn signal_needs_metadata_updates(&self) -> bool {
+        Plugin::signal_needs_metadata_updates(self)
+    }
+
+    fn metadata_refresh(&self) -> MetadataRefresh {
+        Plugin::metadata_refresh(self)
     }
 
     fn nested_stack_spec(

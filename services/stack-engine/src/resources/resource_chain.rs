@@ -12,9 +12,10 @@ use serde_json::{json, Map, Value};
 use super::host::{HostSlot, NestedStackSpec};
 use super::resource_group::group_attribute;
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{check_child, create_child, delete_child, nested_reference, update_child};
+use super::template_resource::{child_stack_action, create_child, delete_child, nested_reference, update_child};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
 use crate::error::EngineError;
+use crate::store::Action;
 
 pub struct ResourceChain {
     schema: ResourceSchema,
@@ -92,7 +93,15 @@ impl Plugin for ResourceChain {
     }
 
     fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
+        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
+    }
+
+    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
+    }
+
+    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 
     fn accepts_any_attribute(&self) -> bool {

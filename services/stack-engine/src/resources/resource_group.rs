@@ -19,10 +19,11 @@ use serde_json::{json, Map, Value};
 use super::host::{HostSlot, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
 use super::template_resource::{
-    check_child, create_child, delete_child, nested_reference, stored_members, update_child,
+    child_stack_action, create_child, delete_child, nested_reference, stored_members, update_child,
 };
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::error::EngineError;
+use crate::store::Action;
 
 /// resource_data keys.
 const REMOVED_KEY: &str = "removed_rsrc_list";
@@ -630,7 +631,15 @@ impl Plugin for ResourceGroup {
     }
 
     fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
+        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
+    }
+
+    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
+    }
+
+    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 }
 

@@ -466,6 +466,11 @@ impl Plugin for SoftwareDeployment {
         true
     }
 
+    /// An agent's signal changes only the deployment itself.
+    fn signal_needs_metadata_updates(&self) -> bool {
+        false
+    }
+
     async fn handle_signal(&self, target: &SignalTarget, details: &Value) -> Result<Option<String>, ResourceFailure> {
         let Some(id) = &target.state.physical_id else {
             return Err(ResourceFailure::error("ValueError", "deployment_id must be specified"));

@@ -11,9 +11,10 @@ use serde_json::{Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{check_child, create_child, delete_child, stored_outputs, update_child};
+use super::template_resource::{child_stack_action, create_child, delete_child, stored_outputs, update_child};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::error::EngineError;
+use crate::store::Action;
 
 pub struct StackResource {
     schema: ResourceSchema,
@@ -103,7 +104,15 @@ impl Plugin for StackResource {
     }
 
     fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
+        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
+    }
+
+    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
+    }
+
+    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {

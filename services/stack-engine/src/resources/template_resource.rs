@@ -332,13 +332,18 @@ pub(crate) async fn delete_child(host: &dyn PluginHost, ctx: &mut ActionContext)
     Ok(())
 }
 
-/// Checks the child stack of `ctx` (none yet: the resource was never
-/// created).
-pub(crate) async fn check_child(host: &dyn PluginHost, ctx: &mut ActionContext) -> Result<(), ResourceFailure> {
+/// Checks, suspends or resumes (`action`) the child stack of `ctx` and
+/// waits for it (none yet: the resource was never created).
+pub(crate) async fn child_stack_action(
+    host: &dyn PluginHost,
+    ctx: &mut ActionContext,
+    action: Action,
+) -> Result<(), ResourceFailure> {
     let Some(child_id) = ctx.state.physical_id.clone() else {
-        return Err(ResourceFailure::error("Error", format!("Cannot check {}, stack not created", ctx.resource_name)));
+        let verb = action.to_string().to_lowercase();
+        return Err(ResourceFailure::error("Error", format!("Cannot {verb} {}, stack not created", ctx.resource_name)));
     };
-    host.check_nested(&child_id, ctx.cancel.clone()).await
+    host.nested_stack_action(&child_id, action, ctx.cancel.clone()).await
 }
 
 /// `get_resource` of a nested-stack resource: the child's `OS::stack_id`
@@ -391,6 +396,10 @@ impl Plugin for TemplateResource {
         true
     }
 
+    fn metadata_refresh(&self) -> super::MetadataRefresh {
+        super::MetadataRefresh::Replace
+    }
+
     fn nested_stack_spec(
         &self,
         properties: &Properties,
@@ -430,7 +439,15 @@ impl Plugin for TemplateResource {
     }
 
     fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { check_child(self.host.get().as_ref(), ctx).await })
+        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
+    }
+
+    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
+    }
+
+    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
+        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 }
 

@@ -412,7 +412,10 @@ impl Engine {
     /// What `resource_facade` answers in nested stack `stack`: its parent
     /// resource's stored metadata and its definition's deletion and update
     /// policies (upstream `ResourceFacade`).
-    async fn resource_facade(&self, stack: &StackRow) -> Result<Map<String, Value>, EngineError> {
+    pub(in crate::convergence) async fn resource_facade(
+        &self,
+        stack: &StackRow,
+    ) -> Result<Map<String, Value>, EngineError> {
         let mut facade = Map::new();
         let (Some(owner_id), Some(resource_name)) = (&stack.owner_id, &stack.parent_resource_name) else {
             return Ok(facade);
