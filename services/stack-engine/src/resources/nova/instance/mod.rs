@@ -547,6 +547,12 @@ impl Plugin for Instance {
         &self.schema
     }
 
+    /// After a signal elsewhere in the stack (upstream `metadata_update`):
+    /// Heat sets the re-resolved template metadata.
+    fn metadata_refresh(&self) -> crate::resources::MetadataRefresh {
+        crate::resources::MetadataRefresh::Replace
+    }
+
     fn required_service(&self) -> Option<RequiredService> {
         Some(RequiredService::NOVA)
     }

@@ -823,6 +823,12 @@ impl Plugin for Server {
         &self.schema
     }
 
+    /// After a signal elsewhere in the stack (upstream `metadata_update`):
+    /// Heat merges the re-resolved template metadata over what the server keeps (its deployments).
+    fn metadata_refresh(&self) -> crate::resources::MetadataRefresh {
+        crate::resources::MetadataRefresh::MergeTemplate
+    }
+
     fn required_service(&self) -> Option<RequiredService> {
         Some(RequiredService::NOVA)
     }
