@@ -226,6 +226,9 @@ class Cloud:
         self.projects = {}
         # Extra sections of glance-api.conf (heat_types.py: web-download from loopback).
         self.glance_options = {}
+        # Extra options of nova.conf by section (a cloud of one compute
+        # resizes on its own host).
+        self.nova_options = {}
         self.network = None
         if neutron == 'real':
             from network import Neutron
@@ -477,6 +480,8 @@ class Cloud:
         for service in (self.network, self.volumes):
             for name, options in (service.nova_sections() if service else {}).items():
                 sections.setdefault(name, {}).update(options)
+        for name, options in self.nova_options.items():
+            sections.setdefault(name, {}).update(options)
         return sections
 
     def start_nova(self):
