@@ -100,13 +100,14 @@ async fn output(h: &Harness, caller: &Caller, stack: &StackRef, key: &str) -> Va
 }
 
 /// The group's members: name -> status, read from its nested stack.
+/// The group members, written as upstream writes them.
 async fn members(h: &Harness, caller: &Caller, stack: &StackRef) -> Vec<(String, String)> {
     let listed = h.api.list_resources(caller, stack, &q(&[("nested_depth", "1")])).await.unwrap();
     listed["resources"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["resource_type"] == json!("AWS::EC2::Instance"))
+        .filter(|r| r["resource_type"] == json!("OS::Heat::ScaledResource"))
         .map(|r| (r["resource_name"].as_str().unwrap().to_string(), r["resource_status"].as_str().unwrap().to_string()))
         .collect()
 }

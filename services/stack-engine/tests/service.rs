@@ -287,6 +287,19 @@ async fn create_errors_carry_heat_types_and_texts() {
     );
     let e = h.api.create_stack(&caller, &json!({"template": t})).await.unwrap_err();
     assert_eq!(e.message(), "No stack name specified");
+    // Heat's enforce_stack before validation: a type the caller may not
+    // use is 403 even where this engine has no plugin for it (Heat's
+    // RoleBasedExposureTest); an admin is told it is unknown.
+    let aggregate = json!({"heat_template_version": "2021-04-16",
+                           "resources": {"a": {"type": "OS::Nova::HostAggregate"}}});
+    let body = json!({"stack_name": "agg", "template": aggregate});
+    let e = h.api.create_stack(&member("admin"), &body).await.unwrap_err();
+    assert_eq!(
+        (e.http_status(), e.message()),
+        (403, "You are not authorized to use resource_types:OS::Nova::HostAggregate.".into())
+    );
+    let e = h.api.create_stack(&caller, &body).await.unwrap_err();
+    assert_eq!(e.http_status(), 400);
     let e = h.api.create_stack(&caller, &json!({"stack_name": "9lives", "template": t})).await.unwrap_err();
     assert_eq!(e.heat_type(), "StackValidationFailed");
     assert_eq!(

@@ -1048,7 +1048,7 @@ mod tests {
         let member = &template["resources"][&names[1]];
         assert_eq!(
             *member,
-            json!({"type": "AWS::EC2::Instance", "metadata": {"foo": "bar"}, "properties": {
+            json!({"type": "OS::Heat::ScaledResource", "metadata": {"foo": "bar"}, "properties": {
                 "ImageId": "cirros", "InstanceType": "m1.tiny", "UserData": "hi", "SubnetId": "subnet-1",
                 "Tags": [{"Key": "env", "Value": "test"},
                          {"Key": "metering.groupname", "Value": "child"},

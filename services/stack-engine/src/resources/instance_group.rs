@@ -16,9 +16,37 @@ use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as
 use super::{Properties, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 
-/// The type every member runs as; upstream writes `OS::Heat::ScaledResource`
-/// and maps it to this type in the nested environment.
-pub const MEMBER_TYPE: &str = "AWS::EC2::Instance";
+/// The type members are written as, as upstream writes them; the nested
+/// environment maps it to what [`INSTANCE_TYPE`] is for the group's stack
+/// ([`map_scaled_resource`]).
+pub const MEMBER_TYPE: &str = "OS::Heat::ScaledResource";
+/// What a member runs as unless the environment maps it to a provider.
+pub const INSTANCE_TYPE: &str = "AWS::EC2::Instance";
+
+/// Upstream's child environment of a scaling group: `OS::Heat::ScaledResource`
+/// mapped to `AWS::EC2::Instance` as the stack's environment resolves it
+/// (a provider template the user mapped it to, else the type). As
+/// upstream, a provider reached this way is no facade of itself: Heat
+/// checks no AWS::EC2::Instance interface on it (the functional tests'
+/// providers offer `PublicIp` alone). A no-op for other groups.
+pub(crate) fn map_scaled_resource(template: &Value, environment: &mut Value) {
+    let scaled = template
+        .get("resources")
+        .and_then(Value::as_object)
+        .is_some_and(|r| r.values().any(|d| d.get("type").and_then(Value::as_str) == Some(MEMBER_TYPE)));
+    if !scaled {
+        return;
+    }
+    if !environment.is_object() {
+        *environment = json!({});
+    }
+    let registry = &mut environment["resource_registry"];
+    if !registry.is_object() {
+        *registry = json!({});
+    }
+    let target = registry.get(INSTANCE_TYPE).and_then(Value::as_str).unwrap_or(INSTANCE_TYPE).to_string();
+    registry[MEMBER_TYPE] = Value::String(target);
+}
 
 const INSTANCE_LIST: &str = "InstanceList";
 /// The member attribute InstanceList gathers.
@@ -321,5 +349,20 @@ mod tests {
             member_tags(&created, &own, true),
             json!([{"Key": "metering.mine", "Value": "1"}, {"Key": "metering.AutoScalingGroupName", "Value": "child"}])
         );
+    }
+
+    #[test]
+    fn scaled_members_run_as_the_stack_maps_an_instance() {
+        let template = json!({"resources": {"a": {"type": MEMBER_TYPE}}});
+        let mut env = json!({"resource_registry": {"AWS::EC2::Instance": "provider.yaml"}});
+        map_scaled_resource(&template, &mut env);
+        assert_eq!(env["resource_registry"][MEMBER_TYPE], json!("provider.yaml"));
+        let mut env = json!({});
+        map_scaled_resource(&template, &mut env);
+        assert_eq!(env, json!({"resource_registry": {MEMBER_TYPE: INSTANCE_TYPE}}));
+        // Other groups' environments are left as they are.
+        let mut env = json!({"parameters": {}});
+        map_scaled_resource(&json!({"resources": {"0": {"type": "OS::Heat::None"}}}), &mut env);
+        assert_eq!(env, json!({"parameters": {}}));
     }
 }

@@ -283,7 +283,8 @@ pub(crate) async fn group_spec(
     child_id: Option<&str>,
     template: Value,
 ) -> Result<NestedStackSpec, ResourceFailure> {
-    let (files, environment) = documents_for(host, stack_id, child_id).await?;
+    let (files, mut environment) = documents_for(host, stack_id, child_id).await?;
+    super::instance_group::map_scaled_resource(&template, &mut environment);
     Ok(NestedStackSpec { template, files, environment, timeout_mins: None, adopt: None })
 }
 

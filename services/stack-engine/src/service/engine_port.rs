@@ -137,10 +137,16 @@ impl Orchestration {
 
     /// Parses and fully validates a request's stack (template, environment,
     /// parameters, resource types, properties, references) before anything
-    /// is stored.
-    pub(super) fn prepare_definition(&self, input: DefinitionInput) -> Result<PreparedStack, EngineError> {
+    /// is stored. As Heat's `enforce_stack` comes before the stack is
+    /// validated, a type the caller may not use is 403 first.
+    pub(super) fn prepare_definition(
+        &self,
+        caller: &Caller,
+        input: DefinitionInput,
+    ) -> Result<PreparedStack, EngineError> {
         let environment = self.environment_of(&input)?;
         let def = StackDefinition::parse(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
+        self.registry.authorize_types(caller, def.resource_types(&self.registry).iter().map(String::as_str))?;
         self.validate_resources(&def)?;
         Ok(StackModel { def: std::sync::Arc::new(def) })
     }

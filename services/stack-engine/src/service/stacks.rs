@@ -130,8 +130,7 @@ impl Orchestration {
             stack_id: stack_id.clone(),
             tenant: caller.project_id.clone(),
         };
-        let prepared = self.prepare_definition(input)?;
-        self.authorize_types(caller, &prepared)?;
+        let prepared = self.prepare_definition(caller, input)?;
         self.check_service_constraints(caller, &prepared).await?;
         let settings = StackSettings {
             timeout_mins: request.timeout_mins,
@@ -162,8 +161,7 @@ impl Orchestration {
             stack_id: "None".to_string(),
             tenant: caller.project_id.clone(),
         };
-        let prepared = self.prepare_definition(input)?;
-        self.authorize_types(caller, &prepared)?;
+        let prepared = self.prepare_definition(caller, input)?;
         self.check_service_constraints(caller, &prepared).await?;
         let identity = StackIdentity::new(&caller.project_id, &name, "None");
         let record = StackRow {
@@ -394,6 +392,7 @@ impl Orchestration {
     /// (`existing`) reuses the template and merges parameters.
     async fn updated_definition(
         &self,
+        caller: &Caller,
         current: &StackRow,
         request: &Instantiation,
         patch: bool,
@@ -452,7 +451,7 @@ impl Orchestration {
             stack_id: current.id.clone(),
             tenant: current.tenant.clone(),
         };
-        let prepared = self.prepare_definition(input)?;
+        let prepared = self.prepare_definition(caller, input)?;
         let loaded = self.load_definition(current).await?;
         let modified = loaded.immutable_parameters_modified(&prepared);
         if !modified.is_empty() {
@@ -481,8 +480,7 @@ impl Orchestration {
     pub async fn update_stack(&self, caller: &Caller, stack: &StackRef, body: &Value, patch: bool) -> Reply {
         let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
         let current = self.find_stack(caller, stack, false).await?;
-        let prepared = self.updated_definition(&current, &request, patch).await?;
-        self.authorize_types(caller, &prepared)?;
+        let prepared = self.updated_definition(caller, &current, &request, patch).await?;
         self.check_service_constraints(caller, &prepared).await?;
         let settings = Self::update_settings(&current, &request, patch);
         self.engine_update(caller, &current, prepared, settings).await?;
@@ -501,8 +499,7 @@ impl Orchestration {
         let show_nested = query.bool_or("show_nested", false)?;
         let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
         let current = self.find_stack(caller, stack, false).await?;
-        let prepared = self.updated_definition(&current, &request, patch).await?;
-        self.authorize_types(caller, &prepared)?;
+        let prepared = self.updated_definition(caller, &current, &request, patch).await?;
         self.check_service_constraints(caller, &prepared).await?;
         let changes = self.resource_changes(&current, &prepared, show_nested).await?;
         Ok(json!({ "resource_changes": changes }))
