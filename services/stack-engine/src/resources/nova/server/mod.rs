@@ -833,6 +833,29 @@ impl Plugin for Server {
         Some(RequiredService::NOVA)
     }
 
+    /// Heat's `prepare_for_replace`: the old server gives up its ports
+    /// first (its replacement may be given the same port).
+    async fn prepare_for_replace(&self, ctx: &mut ActionContext) -> ActionResult {
+        if ctx.state.physical_id.is_none() {
+            return Ok(());
+        }
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let neutron = Network::connect(&session).await.map_err(neutron::failure)?;
+        ports::detach_for_replace(&compute, &neutron, ctx).await
+    }
+
+    /// Heat's `restore_prev_rsrc`: a rollback gives the old server its
+    /// ports back from the replacement.
+    async fn restore_prev_rsrc(&self, ctx: &mut ActionContext, replacement: Option<&str>) -> ActionResult {
+        if ctx.state.physical_id.is_none() {
+            return Ok(());
+        }
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        ports::reattach_after_rollback(&compute, ctx, replacement).await
+    }
+
     /// The properties, then Heat's `validate` checks, which name the
     /// resource.
     fn validate_properties(&self, resource_name: &str, given: &Value) -> Result<Properties, EngineError> {

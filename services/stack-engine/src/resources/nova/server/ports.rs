@@ -5,6 +5,7 @@
 //! deleted once the server is gone. Their ids are kept in the resource
 //! data as Heat keeps them (`internal_ports`: `[{"id": ...}]`).
 
+use keelson_openstack::compute::Compute;
 use keelson_openstack::network::{self, Network};
 use keelson_openstack::OsError;
 use serde_json::{json, Map, Value};
@@ -175,5 +176,91 @@ pub(super) async fn delete_internal_ports(
         }
     }
     state.data.remove(INTERNAL_PORTS);
+    Ok(())
+}
+
+/// Resource data: the ports a replacement took off the server, as JSON
+/// (`[{"id": ...}]`, Heat's `external_ports` with its internal ones).
+pub(super) const DETACHED_PORTS: &str = "external_ports";
+
+/// Waits until Nova lists (`present`) or no longer lists port `port` on
+/// server `server` (Heat's `check_interface_attach`/`_detach`).
+async fn wait_interface(
+    compute: &Compute<'_>,
+    ctx: &ActionContext,
+    server: &str,
+    port: &str,
+    present: bool,
+) -> Result<(), ResourceFailure> {
+    while compute.interfaces(server).await.map_err(super::failure)?.iter().any(|i| i.port_id == port) != present {
+        ctx.sleep(super::POLL_SECS).await?;
+    }
+    Ok(())
+}
+
+/// Heat's `prepare_ports_for_replace`: the server gives up every port it
+/// has, each detach waited for, so that its replacement can take them (a
+/// port given by `networks` can be on one server only); their ids are
+/// kept for a rollback. A server in ERROR (or gone) only deletes the ports
+/// it made.
+pub(super) async fn detach_for_replace(
+    compute: &Compute<'_>,
+    neutron: &Network<'_>,
+    ctx: &mut ActionContext,
+) -> Result<(), ResourceFailure> {
+    let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+    let status = match compute.server(&id).await {
+        Ok(server) => server.get("status").and_then(Value::as_str).map(str::to_string),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(super::failure(e)),
+    };
+    if status.as_deref().is_none_or(|s| s == "ERROR") {
+        return delete_internal_ports(neutron, &mut ctx.state).await;
+    }
+    let ports: Vec<String> =
+        compute.interfaces(&id).await.map_err(super::failure)?.into_iter().map(|i| i.port_id).collect();
+    let kept: Vec<Value> = ports.iter().map(|p| json!({"id": p})).collect();
+    ctx.state.data.insert(DETACHED_PORTS.into(), Value::Array(kept).to_string());
+    for port in &ports {
+        match compute.detach_interface(&id, port).await {
+            Err(e) if !e.is_not_found() => return Err(super::failure(e)),
+            _ => {}
+        }
+        wait_interface(compute, ctx, &id, port, false).await?;
+    }
+    Ok(())
+}
+
+/// Heat's `restore_ports_after_rollback`: the replacement (when there is
+/// one) gives the ports back and the server takes them again, each waited
+/// for.
+pub(super) async fn reattach_after_rollback(
+    compute: &Compute<'_>,
+    ctx: &mut ActionContext,
+    replacement: Option<&str>,
+) -> Result<(), ResourceFailure> {
+    let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+    let kept: Vec<String> = ctx
+        .state
+        .data
+        .get(DETACHED_PORTS)
+        .and_then(|v| serde_json::from_str::<Vec<Value>>(v).ok())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.get("id").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    for port in &kept {
+        if let Some(new) = replacement {
+            match compute.detach_interface(new, port).await {
+                // Not on the replacement (or the replacement is gone).
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(super::failure(e)),
+                Ok(()) => wait_interface(compute, ctx, new, port, false).await?,
+            }
+        }
+        compute.attach_interface(&id, Some(port), None, None).await.map_err(super::failure)?;
+        wait_interface(compute, ctx, &id, port, true).await?;
+    }
+    ctx.state.data.remove(DETACHED_PORTS);
     Ok(())
 }

@@ -635,3 +635,46 @@ async fn check_suspend_and_resume() {
         Err(ResourceFailure::error("NotFound", "Failed to find server sid"))
     );
 }
+
+/// Heat's `prepare_for_replace`: the old server gives up every port (its
+/// replacement may be given the same one), each detach waited for and the
+/// ports kept; a rollback attaches them to it again.
+#[tokio::test]
+async fn a_replaced_server_gives_up_its_ports_and_a_rollback_gives_them_back() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    nova.answer(&format!("GET {SERVERS}/sid"), 200, json!({"server": {"id": "sid", "status": "ACTIVE"}}));
+    let ifaces = format!("GET {SERVERS}/sid/os-interface");
+    let both = json!({"interfaceAttachments": [iface("port-a", "10.0.0.5"), iface("port-1", "10.0.0.6")]});
+    let one = json!({"interfaceAttachments": [iface("port-1", "10.0.0.6")]});
+    let none = json!({"interfaceAttachments": []});
+    nova.answer_in_turn(&ifaces, vec![(200, both.clone()), (200, one), (200, none.clone())]);
+    for port in ["port-a", "port-1"] {
+        nova.answer(&format!("DELETE {SERVERS}/sid/os-interface/{port}"), 202, Value::Null);
+    }
+    let (mut ctx, _tx) = test_context(props(json!({"image": "i", "flavor": "f", "networks": [{"port": "port-a"}]})));
+    ctx.state.physical_id = Some("sid".into());
+    let compute = super::super::compute(&session).await.unwrap();
+    let neutron = keelson_openstack::network::Network::connect(&session).await.unwrap();
+    ports::detach_for_replace(&compute, &neutron, &mut ctx).await.unwrap();
+    let writes: Vec<String> =
+        nova.calls().into_iter().filter(|(m, _, _)| m != "GET").map(|(m, p, _)| format!("{m} {p}")).collect();
+    assert_eq!(
+        writes,
+        [format!("DELETE {SERVERS}/sid/os-interface/port-a"), format!("DELETE {SERVERS}/sid/os-interface/port-1")]
+    );
+    assert_eq!(ctx.state.data[ports::DETACHED_PORTS], json!([{"id": "port-a"}, {"id": "port-1"}]).to_string());
+
+    // The rollback (the replacement already gone): attached again, waited for.
+    nova.seen.lock().unwrap().clear();
+    let first = json!({"interfaceAttachments": [iface("port-a", "10.0.0.5")]});
+    nova.answer_in_turn(&ifaces, vec![(200, first), (200, both)]);
+    nova.answer(&format!("POST {SERVERS}/sid/os-interface"), 200, json!({"interfaceAttachment": {}}));
+    ports::reattach_after_rollback(&compute, &mut ctx, None).await.unwrap();
+    let attached: Vec<Value> =
+        nova.calls().into_iter().filter(|(m, _, _)| m == "POST").map(|(_, _, body)| body).collect();
+    assert_eq!(
+        attached,
+        [json!({"interfaceAttachment": {"port_id": "port-a"}}), json!({"interfaceAttachment": {"port_id": "port-1"}})]
+    );
+    assert!(!ctx.state.data.contains_key(ports::DETACHED_PORTS));
+}
