@@ -328,7 +328,18 @@ impl StackDefinition {
             let Ok(plugin) = self.plugin_for(registry, &defn.name, &defn.type_name) else { continue };
             let Ok(given) = defn.properties.resolve(&unknown) else { continue };
             let Ok(properties) = plugin.validate_properties(&defn.name, &given) else { continue };
-            let from_resources = |key: &str| defn.properties.key_references_resources(key);
+            // A property a deprecated one was translated to (`network_id`
+            // to `network`) holds what the template wrote under the old key.
+            let written = given.as_object();
+            let from_resources = |key: &str| {
+                defn.properties.key_references_resources(key)
+                    || written.is_some_and(|w| {
+                        !w.contains_key(key)
+                            && w.iter().any(|(old, value)| {
+                                defn.properties.key_references_resources(old) && properties.get(key) == Some(value)
+                            })
+                    })
+            };
             checks.extend(resources::constraints::pending_checks(
                 &defn.name,
                 &plugin.schema().properties,

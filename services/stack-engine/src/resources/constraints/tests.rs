@@ -62,6 +62,23 @@ async fn values_from_other_resources_are_not_checked() {
     assert!(neutron.calls().is_empty());
 }
 
+#[test]
+fn a_deprecated_property_naming_a_resource_is_not_checked_once_translated() {
+    // Heat's TestTranslation: `network_id: {get_resource: net}` becomes
+    // `network`, still a value from another resource.
+    let registry = neutron_registry();
+    let t = json!({"heat_template_version": "2018-08-31", "resources": {
+        "net": {"type": "OS::Neutron::Net"},
+        "sub": {"type": "OS::Neutron::Subnet", "properties": {"network_id": {"get_resource": "net"}, "cidr": "10.0.0.0/24"}}}});
+    let def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+    assert_eq!(def.service_constraint_checks(&registry).unwrap(), Vec::new());
+    // A literal under the old name is checked as the new property.
+    let t = json!({"heat_template_version": "2018-08-31", "resources": {
+        "sub": {"type": "OS::Neutron::Subnet", "properties": {"network_id": "private", "cidr": "10.0.0.0/24"}}}});
+    let def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+    assert_eq!(def.service_constraint_checks(&registry).unwrap().len(), 1);
+}
+
 #[tokio::test]
 async fn a_type_whose_service_is_missing_from_the_catalog_is_refused_as_heat_refuses_it() {
     // The Nova stand-in's catalog has no network service.
