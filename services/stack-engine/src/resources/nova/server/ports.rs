@@ -231,6 +231,25 @@ pub(super) async fn detach_for_replace(
     Ok(())
 }
 
+/// How many times a rollback's attach meets a port still in use before it
+/// fails (one poll apart: the replacement's delete frees it).
+const ATTACH_CONFLICT_RETRIES: u32 = 120;
+
+/// Whether server `id` exists once it has left BUILD (ACTIVE, ERROR or
+/// any other settled status); false when Nova no longer has it.
+async fn settled(compute: &Compute<'_>, ctx: &ActionContext, id: &str) -> Result<bool, ResourceFailure> {
+    loop {
+        match compute.server(id).await {
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(super::failure(e)),
+            Ok(server) if server.get("status").and_then(Value::as_str) == Some("BUILD") => {
+                ctx.sleep(super::POLL_SECS).await?
+            }
+            Ok(_) => return Ok(true),
+        }
+    }
+}
+
 /// Heat's `restore_ports_after_rollback`: the replacement (when there is
 /// one) gives the ports back and the server takes them again, each waited
 /// for.
@@ -249,6 +268,12 @@ pub(super) async fn reattach_after_rollback(
         .iter()
         .filter_map(|p| p.get("id").and_then(Value::as_str).map(str::to_string))
         .collect();
+    // Nova detaches nothing from a server still building: as Heat, the
+    // replacement is waited for until it is ACTIVE (or ERROR, or gone).
+    let replacement = match replacement {
+        Some(new) if settled(compute, ctx, new).await? => Some(new),
+        _ => None,
+    };
     for port in &kept {
         if let Some(new) = replacement {
             match compute.detach_interface(new, port).await {
@@ -258,7 +283,18 @@ pub(super) async fn reattach_after_rollback(
                 Ok(()) => wait_interface(compute, ctx, new, port, false).await?,
             }
         }
-        compute.attach_interface(&id, Some(port), None, None).await.map_err(super::failure)?;
+        let mut conflicts = 0;
+        loop {
+            match compute.attach_interface(&id, Some(port), None, None).await {
+                Ok(_) => break,
+                // A replacement being deleted still holds the port.
+                Err(OsError::Conflict(_)) if conflicts < ATTACH_CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    ctx.sleep(super::POLL_SECS).await?;
+                }
+                Err(e) => return Err(super::failure(e)),
+            }
+        }
         wait_interface(compute, ctx, &id, port, true).await?;
     }
     ctx.state.data.remove(DETACHED_PORTS);

@@ -677,4 +677,26 @@ async fn a_replaced_server_gives_up_its_ports_and_a_rollback_gives_them_back() {
         [json!({"interfaceAttachment": {"port_id": "port-a"}}), json!({"interfaceAttachment": {"port_id": "port-1"}})]
     );
     assert!(!ctx.state.data.contains_key(ports::DETACHED_PORTS));
+
+    // A replacement still building is waited for; one being deleted holds
+    // the port a moment (409), and the attach is asked again.
+    nova.seen.lock().unwrap().clear();
+    ctx.state.data.insert(ports::DETACHED_PORTS.into(), json!([{"id": "port-a"}]).to_string());
+    let building = json!({"server": {"id": "new", "status": "BUILD"}});
+    nova.answer_in_turn(&format!("GET {SERVERS}/new"), vec![(200, building), (404, json!({}))]);
+    nova.answer_in_turn(
+        &format!("POST {SERVERS}/sid/os-interface"),
+        vec![(409, json!({"conflictingRequest": {"message": "Port port-a is still in use."}})), (200, json!({}))],
+    );
+    nova.answer_in_turn(&ifaces, vec![(200, json!({"interfaceAttachments": [iface("port-a", "10.0.0.5")]}))]);
+    ports::reattach_after_rollback(&compute, &mut ctx, Some("new")).await.unwrap();
+    let calls: Vec<String> = nova
+        .calls()
+        .into_iter()
+        .filter(|(_, p, _)| p.starts_with(SERVERS))
+        .map(|(m, p, _)| format!("{m} {p}"))
+        .collect();
+    let attaches = calls.iter().filter(|c| c.starts_with("POST")).count();
+    assert_eq!(attaches, 2, "{calls:?}");
+    assert!(!calls.iter().any(|c| c.starts_with("DELETE")), "{calls:?}");
 }
