@@ -48,6 +48,15 @@ pub const ACTION_RETRY_LIMIT: Opt<i64> =
     Opt::int(O, "action_retry_limit", 5, "retries of a resource action that failed with a retryable error");
 pub const CLIENT_RETRY_LIMIT: Opt<i64> =
     Opt::int(O, "client_retry_limit", 2, "retries of a call to a service that failed to connect");
+/// Heat's clients wait as long as the service takes; a bound is kept, long
+/// enough for Nova's POST /servers under a burst of boots (a call that
+/// times out may still have made what it asked for).
+pub const CLIENT_TIMEOUT: Opt<i64> = Opt::int(
+    O,
+    "client_timeout",
+    300,
+    "seconds a call to another OpenStack service may take, answer included (below 1: the default)",
+);
 /// At least 1.
 pub const MAX_CONCURRENT_CHECKS: Opt<i64> =
     Opt::int(O, "max_concurrent_checks", 64, "check_resource tasks an engine runs at once");
@@ -263,6 +272,7 @@ pub const OPTIONS: &[&dyn Declaration] = &[
     &STALL_TIMEOUT,
     &ACTION_RETRY_LIMIT,
     &CLIENT_RETRY_LIMIT,
+    &CLIENT_TIMEOUT,
     &MAX_CONCURRENT_CHECKS,
     &HEAT_WAITCONDITION_SERVER_URL,
     &HEAT_METADATA_SERVER_URL,

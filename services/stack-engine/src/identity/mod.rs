@@ -59,6 +59,8 @@ pub struct IdentitySettings {
     pub trustee: Option<UserRef>,
     pub trustee_password: String,
     pub client_retry_limit: u32,
+    /// How long a call to a service may take.
+    pub client_timeout: std::time::Duration,
     /// The catalog endpoints the stacks' clients use.
     pub endpoints: EndpointChoice,
 }
@@ -95,6 +97,7 @@ impl IdentitySettings {
             trustee,
             trustee_password: config.get(&TRUSTEE_PASSWORD).unwrap_or_default(),
             client_retry_limit: keelson_runtime::config::clamp_u32(config.get(&CLIENT_RETRY_LIMIT)),
+            client_timeout: crate::options::positive_seconds(config, &crate::options::CLIENT_TIMEOUT),
             endpoints: CLIENT_ENDPOINT_TYPES.iter().fold(
                 EndpointChoice::new(&config.get(&CLIENTS_ENDPOINT_TYPE), text(config.get(&REGION_NAME_FOR_SERVICES))),
                 |choice, (client, opt)| match text(config.get(opt)) {
@@ -169,7 +172,7 @@ fn keystone_error(what: &str, e: OsError) -> EngineError {
 
 impl Identity {
     pub fn new(settings: IdentitySettings) -> Result<Identity, CryptError> {
-        let http = HttpClient::new(keelson_openstack::http::DEFAULT_TIMEOUT, settings.client_retry_limit);
+        let http = HttpClient::new(settings.client_timeout, settings.client_retry_limit);
         let trustee = settings.trustee.clone().map(|user| {
             Session::new(
                 http.clone(),
@@ -520,6 +523,7 @@ mod tests {
     fn the_clients_endpoint_options_make_the_endpoint_choice() {
         let keystone = "[clients_keystone]\nauth_uri = http://keystone:5000\n";
         assert_eq!(settings(keystone).endpoints, EndpointChoice::default());
+        assert_eq!(settings(keystone).client_timeout, std::time::Duration::from_secs(300));
         let chosen = settings(&format!(
             "[DEFAULT]\nregion_name_for_services = RegionTwo\n[clients]\nendpoint_type = internalURL\n\
              [clients_nova]\nendpoint_type = publicURL\n[clients_cinder]\nendpoint_type =\n{keystone}"

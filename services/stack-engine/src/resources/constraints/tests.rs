@@ -328,6 +328,7 @@ async fn a_create_is_refused_before_anything_is_stored() {
         trustee: None,
         trustee_password: String::new(),
         client_retry_limit: 0,
+        client_timeout: keelson_openstack::http::DEFAULT_TIMEOUT,
         endpoints: keelson_openstack::EndpointChoice::default(),
     };
     let settings = EngineSettings { identity: Some(identity), ..EngineSettings::default() };
