@@ -147,4 +147,7 @@ def test_a_scaling_signal_is_notified_as_autoscaling_start_and_end(heat, listene
     assert got.count('orchestration.autoscaling.start') == 1, got
     assert got.count('orchestration.autoscaling.end') == 1, got
     end = next(unwrap(b)['payload'] for b in listener.received if unwrap(b)['event_type'] == 'orchestration.autoscaling.end')
-    assert (end['groupname'], end['capacity'], end['adjustment']) == ('asg', 3, 1)
+    # Heat's groupname is the group's reference (FnGetRefId): for
+    # OS::Heat::AutoScalingGroup, its nested stack's id.
+    group_ref = heat.resources(name, sid)['asg']['physical_resource_id']
+    assert (end['groupname'], end['capacity'], end['adjustment']) == (group_ref, 3, 1)
