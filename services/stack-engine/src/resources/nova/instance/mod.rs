@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use keelson_openstack::compute::{Compute, ServerNetworks, ServerSpec};
 use keelson_openstack::network::{self, Network};
-use keelson_openstack::{OsError, Session};
+use keelson_openstack::Session;
 use serde_json::{json, Map, Value};
 
 use super::super::context::reduce_physical_name;
@@ -357,12 +357,7 @@ impl Instance {
             let project = access.project_id.clone().unwrap_or_default();
             port.insert("security_groups".into(), json!(ports::secgroup_ids(&neutron, &project, groups).await?));
         }
-        let created = neutron.create(network::PORT, port).await.map_err(neutron::failure)?;
-        let id = created
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| neutron::failure(OsError::InvalidResponse("no port id in Neutron's answer".into())))?
-            .to_string();
+        let id = ports::create_port(&neutron, port).await?;
         ctx.state.data.insert(PORT_DATA.into(), id.clone());
         Ok(Some(vec![id]))
     }

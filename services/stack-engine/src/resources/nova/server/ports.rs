@@ -154,14 +154,22 @@ pub(super) async fn create_internal_port(
         }
     }
     port.insert("name".into(), json!(format!("{}-port-{index}", ctx.resource_name)));
-    let created = neutron.create(network::PORT, port).await.map_err(neutron::failure)?;
-    let id = created
-        .get("id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| neutron::failure(OsError::InvalidResponse("no port id in Neutron's answer".into())))?
-        .to_string();
+    let id = create_port(neutron, port).await?;
     record_port(&mut ctx.state, &id);
     Ok(id)
+}
+
+/// Makes the port `body` describes; its id.
+pub(in super::super) async fn create_port(
+    neutron: &Network<'_>,
+    body: Map<String, Value>,
+) -> Result<String, ResourceFailure> {
+    let created = neutron.create(network::PORT, body).await.map_err(neutron::failure)?;
+    created
+        .get("id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| neutron::failure(OsError::InvalidResponse("no port id in Neutron's answer".into())))
 }
 
 /// Heat's `_delete_internal_ports`: a port already gone is done.
