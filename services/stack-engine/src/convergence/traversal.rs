@@ -191,6 +191,14 @@ impl Engine {
                 if by_id.contains_key(&old) {
                     graph.add_edge((r.id, false), (old, false));
                 }
+                // keelson's, not upstream's: a row brought back in place
+                // of its replacement (a rollback) takes back what it gave
+                // up for it (`restore_prev_rsrc`: a server's ports) from
+                // the replacement while that still exists, so the
+                // replacement is cleaned up after. Upstream runs both at
+                // once and wins the race only through its slower cleanup.
+                // No cycle: no update node waits for a cleanup node.
+                graph.add_edge((old, true), (r.id, false));
             }
             graph.add_edge((r.id, true), (r.id, false));
         }
