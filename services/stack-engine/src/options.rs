@@ -57,6 +57,16 @@ pub const CLIENT_TIMEOUT: Opt<i64> = Opt::int(
     300,
     "seconds a call to another OpenStack service may take, answer included (below 1: the default)",
 );
+/// keelson's own (Heat has no bound; its engines' pace is one): a burst of
+/// boots makes Nova and Neutron's agents fall behind (port bindings fail
+/// once an agent misses its heartbeats), so an engine keeps this many
+/// servers building at once, from POST /servers until ACTIVE or ERROR.
+pub const MAX_CONCURRENT_SERVER_BUILDS: Opt<i64> = Opt::int(
+    O,
+    "max_concurrent_server_builds",
+    16,
+    "servers an engine has building at once, from Nova's POST /servers until ACTIVE or ERROR (below 1: no bound)",
+);
 /// At least 1.
 pub const MAX_CONCURRENT_CHECKS: Opt<i64> =
     Opt::int(O, "max_concurrent_checks", 64, "check_resource tasks an engine runs at once");
@@ -274,6 +284,7 @@ pub const OPTIONS: &[&dyn Declaration] = &[
     &CLIENT_RETRY_LIMIT,
     &CLIENT_TIMEOUT,
     &MAX_CONCURRENT_CHECKS,
+    &MAX_CONCURRENT_SERVER_BUILDS,
     &HEAT_WAITCONDITION_SERVER_URL,
     &HEAT_METADATA_SERVER_URL,
     &PUBLIC_ENDPOINT,
@@ -329,4 +340,9 @@ pub fn positive_seconds(config: &Config, opt: &Opt<i64>) -> Duration {
 /// An option's default in seconds (the settings' own defaults).
 pub(crate) fn default_seconds(opt: &Opt<i64>) -> Duration {
     Duration::from_secs(opt.default_value().unsigned_abs())
+}
+
+/// `max_concurrent_server_builds` as a bound: None below 1 (no bound).
+pub(crate) fn server_build_bound(n: i64) -> Option<usize> {
+    (n > 0).then(|| keelson_runtime::config::clamp_usize(n))
 }

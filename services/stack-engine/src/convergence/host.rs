@@ -491,6 +491,15 @@ impl PluginHost for Engine {
         release_check_slot();
     }
 
+    fn server_build_slot(&self) -> BoxFuture<'_, Option<tokio::sync::OwnedSemaphorePermit>> {
+        Box::pin(async move {
+            match &self.server_builds {
+                Some(slots) => slots.clone().acquire_owned().await.ok(),
+                None => None,
+            }
+        })
+    }
+
     fn set_physical_id<'a>(
         &'a self,
         stack_id: &'a str,

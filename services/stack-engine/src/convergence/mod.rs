@@ -60,6 +60,9 @@ pub struct Engine {
     /// Per stack: the cancel signal every running task of it watches.
     cancels: Mutex<HashMap<String, watch::Sender<bool>>>,
     permits: Arc<Semaphore>,
+    /// Servers building at once (`max_concurrent_server_builds`; None: no
+    /// bound).
+    server_builds: Option<Arc<Semaphore>>,
     /// Plugins waiting for a nested stack to settle, by stack id.
     stack_waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
     /// This engine, for plugin calls that need its `Arc` operations.
@@ -107,6 +110,7 @@ impl Engine {
         )
         .await?;
         let permits = Arc::new(Semaphore::new(settings.max_concurrent_checks.max(1)));
+        let server_builds = settings.max_concurrent_server_builds.map(|n| Arc::new(Semaphore::new(n)));
         let identity = match &settings.identity {
             Some(s) => Some(Arc::new(
                 crate::identity::Identity::new(s.clone())
@@ -128,6 +132,7 @@ impl Engine {
             graphs: Mutex::new(HashMap::new()),
             cancels: Mutex::new(HashMap::new()),
             permits,
+            server_builds,
             stack_waiters: Mutex::new(HashMap::new()),
             this: this.clone(),
             signals_key: signals::KeyCell::default(),

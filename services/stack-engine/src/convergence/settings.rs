@@ -28,6 +28,8 @@ pub struct EngineSettings {
     pub client_retry_limit: u32,
     /// Concurrent check_resource tasks per engine.
     pub max_concurrent_checks: usize,
+    /// Ours: servers building at once per engine (None: no bound).
+    pub max_concurrent_server_builds: Option<usize>,
     /// Heat `max_nested_stack_depth`.
     pub max_nested_stack_depth: i64,
     /// Heat `max_resources_per_stack`: resources in a root stack's whole
@@ -66,6 +68,9 @@ impl Default for EngineSettings {
             action_retry_limit: clamp_u32(options::ACTION_RETRY_LIMIT.default_value()),
             client_retry_limit: clamp_u32(options::CLIENT_RETRY_LIMIT.default_value()),
             max_concurrent_checks: clamp_usize(options::MAX_CONCURRENT_CHECKS.default_value()),
+            max_concurrent_server_builds: options::server_build_bound(
+                options::MAX_CONCURRENT_SERVER_BUILDS.default_value(),
+            ),
             max_nested_stack_depth: options::MAX_NESTED_STACK_DEPTH.default_value(),
             max_resources_per_stack: options::MAX_RESOURCES_PER_STACK.default_value(),
             region_name: "RegionOne".to_string(),

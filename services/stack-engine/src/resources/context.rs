@@ -108,6 +108,15 @@ impl ActionContext {
         name
     }
 
+    /// Waits for `work`, or answers [`ResourceFailure::Cancelled`] as soon
+    /// as the engine cancels this action (`work` is dropped then).
+    pub async fn unless_cancelled<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T, ResourceFailure> {
+        tokio::select! {
+            out = work => Ok(out),
+            Err(cancelled) = self.sleep(-1.0) => Err(cancelled),
+        }
+    }
+
     /// Whether the engine has asked this action to stop.
     pub fn is_cancelled(&self) -> bool {
         *self.cancel.borrow()

@@ -220,6 +220,14 @@ pub trait PluginHost: IdentityHost + Send + Sync {
     /// wait on something outside the engine (a signal, an agent).
     fn release_check_slot(&self) {}
 
+    /// Waits for one of the engine's server-build slots, to hold from
+    /// Nova's POST /servers until the server is ACTIVE or failed (None: no
+    /// bound). The caller gives back its check slot first: the wait is
+    /// on Nova, not on the engine.
+    fn server_build_slot(&self) -> BoxFuture<'_, Option<tokio::sync::OwnedSemaphorePermit>> {
+        Box::pin(async { None })
+    }
+
     /// Stores a software config for stack `stack_id`'s tenant; answers
     /// its id. `config` is `{config, inputs, outputs, options}`.
     fn create_software_config<'a>(

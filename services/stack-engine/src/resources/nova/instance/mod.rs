@@ -29,7 +29,7 @@ use super::super::{
 use super::server::{ports, Doc, Server, NAME_LIMIT};
 use super::{
     attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, ok_if_gone, stack_session,
-    str_prop, update_in_stack, NovaActions, STACK_DATA,
+    str_prop, update_in_stack, NovaActions,
 };
 use crate::error::EngineError;
 use crate::resources::RequiredService;
@@ -497,10 +497,7 @@ impl NovaActions for Instance {
             reservation_id: None,
             personality: Map::new(),
         };
-        let id = compute.create_server(&spec).await.map_err(failure)?;
-        ctx.state.physical_id = Some(id.clone());
-        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
-        Server::wait_active(compute, ctx, &id, RES_NAME).await?;
+        let id = Server::boot(&self.host, compute, ctx, &spec, RES_NAME).await?;
         Self::attach_volumes(session, compute, ctx, &id).await
     }
 

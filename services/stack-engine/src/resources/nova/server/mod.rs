@@ -482,6 +482,26 @@ impl Server {
         }
     }
 
+    /// Nova's POST /servers, then [`Self::wait_active`], inside one of the
+    /// engine's server-build slots (waited for without the check slot);
+    /// answers the server's id, already the resource's physical id.
+    pub(super) async fn boot(
+        host: &HostSlot,
+        compute: &Compute<'_>,
+        ctx: &mut ActionContext,
+        spec: &ServerSpec,
+        res_name: &str,
+    ) -> Result<String, ResourceFailure> {
+        let host = host.get();
+        host.release_check_slot();
+        let _building = ctx.unless_cancelled(host.server_build_slot()).await?;
+        let id = compute.create_server(spec).await.map_err(failure)?;
+        ctx.state.physical_id = Some(id.clone());
+        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
+        Self::wait_active(compute, ctx, &id, res_name).await?;
+        Ok(id)
+    }
+
     /// Heat's `_check_active`, until the server is ACTIVE (`res_name`:
     /// the type's name for it in Heat's texts).
     pub(super) async fn wait_active(
@@ -739,10 +759,7 @@ impl NovaActions for Server {
             reservation_id: str_prop(&props, "reservation_id").map(str::to_owned),
             personality: map_prop(&props, "personality").cloned().unwrap_or_default(),
         };
-        let id = compute.create_server(&spec).await.map_err(failure)?;
-        ctx.state.physical_id = Some(id.clone());
-        ctx.state.data.insert(STACK_DATA.into(), ctx.stack_id.clone());
-        Self::wait_active(compute, ctx, &id, "Server").await?;
+        let id = Self::boot(&self.host, compute, ctx, &spec, "Server").await?;
         let tags = text_list("tags");
         if !tags.is_empty() {
             compute.set_server_tags(&id, &tags).await.map_err(failure)?;
