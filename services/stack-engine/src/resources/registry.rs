@@ -149,6 +149,7 @@ impl Registry {
         registry.register(Arc::new(super::SoftwareDeployment::new(host.clone())));
         registry.register(Arc::new(super::SoftwareDeployment::structured(host.clone())));
         registry.register(Arc::new(super::ResourceGroup::software_deployment_group(host.clone())));
+        registry.register(Arc::new(super::ResourceGroup::software_deployments(host.clone())));
         registry.register(Arc::new(super::ResourceGroup::structured_deployment_group(host.clone())));
         registry.register(Arc::new(super::DeployedServer::new(host.clone())));
         let scaling_group = Arc::new(super::AutoScalingGroup::new(host.clone()));
@@ -619,6 +620,36 @@ mod tests {
             e.message(),
             "Unrecognized value \"maybe\" for \"with_description\", acceptable values are: true, false."
         );
+    }
+
+    /// Heat's hidden OS::Heat::SoftwareDeployments: stacks may use it, but
+    /// no listing shows it (not even `support_status=HIDDEN`) and its schema
+    /// and template answer NotSupported.
+    #[test]
+    fn a_hidden_type_is_usable_but_not_shown() {
+        let registry = Registry::builtin();
+        let name = "OS::Heat::SoftwareDeployments";
+        let hidden = registry.get(name).unwrap();
+        let status = &hidden.schema().support_status;
+        assert_eq!(
+            status.to_json(),
+            json!({"status": "HIDDEN", "message": "Please use OS::Heat::SoftwareDeploymentGroup instead.",
+                   "version": "7.0.0", "previous_status": {"status": "DEPRECATED", "message": null,
+                   "version": "2014.2", "previous_status": null}})
+        );
+        assert!(status.is_substituted_by("OS::Heat::SoftwareDeploymentGroup"));
+        for query in [q(&[]), q(&[("support_status", "HIDDEN")]), q(&[("name", "OS::Heat::SoftwareDeployments")])] {
+            let listed = registry.list_view(&admin(), &query, &[]).unwrap();
+            assert!(!listed["resource_types"].as_array().unwrap().contains(&json!(name)), "{listed}");
+        }
+        let refusals = [
+            registry.schema_view(&admin(), name, false).unwrap_err(),
+            registry.template_view(&admin(), name, "hot").unwrap_err(),
+        ];
+        for e in refusals {
+            assert_eq!((e.heat_type(), e.http_status()), ("NotSupported", 400));
+            assert_eq!(e.message(), "OS::Heat::SoftwareDeployments is not supported.");
+        }
     }
 
     #[test]

@@ -87,6 +87,7 @@ enum Members {
 impl ResourceGroup {
     pub const SOFTWARE_DEPLOYMENT_GROUP: &'static str = "OS::Heat::SoftwareDeploymentGroup";
     pub const STRUCTURED_DEPLOYMENT_GROUP: &'static str = "OS::Heat::StructuredDeploymentGroup";
+    pub const SOFTWARE_DEPLOYMENTS: &'static str = "OS::Heat::SoftwareDeployments";
 
     /// OS::Heat::SoftwareDeploymentGroup: the deployment's properties but
     /// `server`, and `servers` (name to server id).
@@ -98,6 +99,22 @@ impl ResourceGroup {
     /// with StructuredDeployment members.
     pub fn structured_deployment_group(host: Arc<HostSlot>) -> Self {
         Self::deployment_group(host, true)
+    }
+
+    /// OS::Heat::SoftwareDeployments (upstream `SoftwareDeployments`):
+    /// SoftwareDeploymentGroup's old name, deprecated since 2014.2 and
+    /// hidden since 7.0.0. Stacks may still use it; an update that changes
+    /// it to its substitute keeps the group and its members.
+    pub fn software_deployments(host: Arc<HostSlot>) -> Self {
+        let mut group = Self::deployment_group(host, false);
+        group.type_name = Self::SOFTWARE_DEPLOYMENTS;
+        group.schema.support_status = SupportStatus {
+            message: Some("Please use OS::Heat::SoftwareDeploymentGroup instead."),
+            previous: Some(Box::new(SupportStatus::deprecated("2014.2"))),
+            substitute: Some(Self::SOFTWARE_DEPLOYMENT_GROUP),
+            ..SupportStatus::hidden("7.0.0")
+        };
+        group
     }
 
     fn deployment_group(host: Arc<HostSlot>, structured: bool) -> Self {

@@ -134,6 +134,10 @@ pub struct SupportStatus {
     pub version: Option<&'static str>,
     pub message: Option<&'static str>,
     pub previous: Option<Box<SupportStatus>>,
+    /// The type that replaces this one (upstream `substitute_class`): an
+    /// update that changes a resource of this type to it keeps the
+    /// resource, updating it in place. Not part of the API view.
+    pub substitute: Option<&'static str>,
 }
 
 /// The statuses `support_status=` may filter on.
@@ -141,13 +145,22 @@ pub const SUPPORT_STATUSES: [&str; 5] = ["UNKNOWN", "SUPPORTED", "DEPRECATED", "
 
 impl SupportStatus {
     pub fn supported(version: &'static str) -> Self {
-        SupportStatus { status: "SUPPORTED", version: Some(version), message: None, previous: None }
+        SupportStatus { status: "SUPPORTED", version: Some(version), message: None, previous: None, substitute: None }
     }
     pub fn hidden(version: &'static str) -> Self {
-        SupportStatus { status: "HIDDEN", version: Some(version), message: None, previous: None }
+        SupportStatus { status: "HIDDEN", version: Some(version), message: None, previous: None, substitute: None }
+    }
+    /// A DEPRECATED status from `version` on: what a hidden type was before.
+    pub fn deprecated(version: &'static str) -> Self {
+        SupportStatus { status: "DEPRECATED", ..Self::supported(version) }
     }
     pub fn is_hidden(&self) -> bool {
         self.status == "HIDDEN"
+    }
+    /// Upstream `is_substituted`: whether `plugin_identity` (the plugin a
+    /// resource's new definition runs as) is this type's named substitute.
+    pub fn is_substituted_by(&self, plugin_identity: &str) -> bool {
+        self.substitute == Some(plugin_identity)
     }
     /// `SupportStatus.to_dict()`.
     pub fn to_json(&self) -> Value {
@@ -162,7 +175,7 @@ impl SupportStatus {
 
 impl Default for SupportStatus {
     fn default() -> Self {
-        SupportStatus { status: "SUPPORTED", version: None, message: None, previous: None }
+        SupportStatus { status: "SUPPORTED", version: None, message: None, previous: None, substitute: None }
     }
 }
 

@@ -28,13 +28,40 @@ pub(super) enum Step {
     Restricted(&'static str),
 }
 
+/// How the plugin of an update node's definition relates to the one its
+/// stored row ran as (upstream compares the classes the old and new
+/// environments map the types to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TypeChange {
+    /// The same plugin (a new row, or a type name mapped to the same one).
+    Same,
+    /// The old plugin names the new one as its substitute (upstream
+    /// `check_is_substituted`): the new plugin takes the resource over
+    /// and updates it in place.
+    Substituted,
+    /// Another plugin: the resource is replaced.
+    Retyped,
+}
+
+impl TypeChange {
+    /// From the plugin the stored row ran as (None: its type no longer
+    /// loads) and the identity of the plugin its new definition runs as.
+    pub(super) fn between(old: Option<(&str, &dyn ResourceType)>, new_identity: &str) -> TypeChange {
+        match old {
+            Some((old_identity, _)) if old_identity == new_identity => TypeChange::Same,
+            Some((_, old)) if old.schema().support_status.is_substituted_by(new_identity) => TypeChange::Substituted,
+            _ => TypeChange::Retyped,
+        }
+    }
+}
+
 /// What the decision is made from.
 pub(super) struct UpdateInputs<'a> {
     pub row: &'a ResourceRow,
     pub stack_action: Action,
     pub plugin: &'a dyn ResourceType,
-    /// The row's stored type runs as another plugin now.
-    pub retyped: bool,
+    /// Whether the row's stored type runs as another plugin now.
+    pub type_change: TypeChange,
     /// A FAILED row is replaced (upstream `needs_replace_failed`, always
     /// for CHECK_FAILED); false: it is updated like an intact one.
     pub replace_failed: bool,
@@ -56,9 +83,9 @@ pub(super) fn decide_update(inputs: &UpdateInputs<'_>) -> Step {
         };
     }
     let restricted = |what: &str| inputs.restricted.contains(what);
-    // A resource whose plugin changes is replaced (upstream compares the
-    // classes the old and new environments map the types to).
-    if inputs.retyped && restricted("replace") {
+    let retyped = inputs.type_change == TypeChange::Retyped;
+    // A resource whose plugin changes is replaced.
+    if retyped && restricted("replace") {
         return Step::Restricted("replace");
     }
     // A failed, half-created, deleted or retyped resource is replaced
@@ -66,11 +93,16 @@ pub(super) fn decide_update(inputs: &UpdateInputs<'_>) -> Step {
     let broken = (row.status == Status::Failed && inputs.replace_failed)
         || row.status == Status::InProgress
         || row.action == Action::Delete
-        || inputs.retyped;
+        || retyped;
     let decision = if broken {
         UpdateDecision::Replace
     } else {
-        inputs.plugin.update_decision(inputs.old_props, inputs.new_props)
+        match inputs.plugin.update_decision(inputs.old_props, inputs.new_props) {
+            // The definition's type changed, so it is not the one stored
+            // (upstream `_needs_update`): the substitute updates it.
+            UpdateDecision::Unchanged if inputs.type_change == TypeChange::Substituted => UpdateDecision::InPlace,
+            decision => decision,
+        }
     };
     match decision {
         UpdateDecision::InPlace if restricted("update") => Step::Restricted("update"),
@@ -110,7 +142,7 @@ mod tests {
         row: ResourceRow,
         stack_action: Action,
         type_name: &'static str,
-        retyped: bool,
+        type_change: TypeChange,
         replace_failed: bool,
         restricted: &'static [&'static str],
         old: Value,
@@ -123,7 +155,7 @@ mod tests {
                 row: row(action, status),
                 stack_action: Action::Update,
                 type_name: "OS::Heat::TestResource",
-                retyped: false,
+                type_change: TypeChange::Same,
                 replace_failed: true,
                 restricted: &[],
                 old: json!({"value": "a"}),
@@ -139,7 +171,7 @@ mod tests {
                 row: &self.row,
                 stack_action: self.stack_action,
                 plugin: plugin.as_ref(),
-                retyped: self.retyped,
+                type_change: self.type_change,
                 replace_failed: self.replace_failed,
                 restricted: &restricted,
                 old_props: &old,
@@ -190,7 +222,7 @@ mod tests {
             assert_eq!(case.decide(), Step::Replace { announce: false }, "{action:?} {status:?}");
         }
         let mut case = Case::new(Action::Create, Status::Complete);
-        case.retyped = true;
+        case.type_change = TypeChange::Retyped;
         assert_eq!(case.decide(), Step::Replace { announce: false });
         // A retyped row is refused by a replace restriction, not by an
         // update one.
@@ -211,5 +243,56 @@ mod tests {
         assert_eq!(case.decide(), Step::InPlace);
         case.new = json!({"value": "a", "update_replace_value": "x"});
         assert_eq!(case.decide(), Step::Replace { announce: true });
+    }
+
+    /// The hidden OS::Heat::SoftwareDeployments names
+    /// OS::Heat::SoftwareDeploymentGroup as its substitute; nothing else
+    /// substitutes it, and the substitution does not go backwards.
+    #[test]
+    fn a_type_change_is_a_substitution_only_to_the_named_substitute() {
+        let old = plugin("OS::Heat::SoftwareDeployments");
+        let group = plugin("OS::Heat::SoftwareDeploymentGroup");
+        fn from<'a>(identity: &'a str, p: &'a Arc<dyn ResourceType>) -> Option<(&'a str, &'a dyn ResourceType)> {
+            Some((identity, p.as_ref()))
+        }
+        let deployments = "OS::Heat::SoftwareDeployments";
+        assert_eq!(TypeChange::between(from(deployments, &old), deployments), TypeChange::Same);
+        assert_eq!(
+            TypeChange::between(from(deployments, &old), "OS::Heat::SoftwareDeploymentGroup"),
+            TypeChange::Substituted
+        );
+        assert_eq!(TypeChange::between(from(deployments, &old), "OS::Heat::ResourceGroup"), TypeChange::Retyped);
+        // A template resource is another plugin whatever its type name.
+        assert_eq!(
+            TypeChange::between(from(deployments, &old), "template:OS::Heat::SoftwareDeploymentGroup"),
+            TypeChange::Retyped
+        );
+        assert_eq!(
+            TypeChange::between(from("OS::Heat::SoftwareDeploymentGroup", &group), deployments),
+            TypeChange::Retyped
+        );
+        assert_eq!(TypeChange::between(None, deployments), TypeChange::Retyped);
+    }
+
+    /// A substituted row is updated in place by its new plugin even when
+    /// its properties did not change, and the environment's `update`
+    /// restriction (not `replace`) applies to it.
+    #[test]
+    fn a_substituted_row_is_updated_in_place() {
+        let mut case = Case::new(Action::Create, Status::Complete);
+        case.type_change = TypeChange::Substituted;
+        assert_eq!(case.decide(), Step::InPlace);
+        case.restricted = &["replace"];
+        assert_eq!(case.decide(), Step::InPlace);
+        case.restricted = &["update"];
+        assert_eq!(case.decide(), Step::Restricted("update"));
+        // The new plugin still replaces on a property it cannot update.
+        case.restricted = &[];
+        case.new = json!({"value": "a", "update_replace_value": "x"});
+        assert_eq!(case.decide(), Step::Replace { announce: true });
+        // A broken row is replaced as ever.
+        let mut failed = Case::new(Action::Create, Status::Failed);
+        failed.type_change = TypeChange::Substituted;
+        assert_eq!(failed.decide(), Step::Replace { announce: false });
     }
 }

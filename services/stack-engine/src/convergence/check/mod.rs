@@ -49,7 +49,7 @@ mod lock;
 mod report;
 
 use act::{update_policy_of, Act, ActionPlan};
-use decide::{decide_update, Step, UpdateInputs};
+use decide::{decide_update, Step, TypeChange, UpdateInputs};
 use lock::EventSpec;
 use report::{LastKind, LastWrite};
 
@@ -236,11 +236,14 @@ impl Engine {
             Ok(inputs) => inputs,
             Err(outcome) => return Ok(outcome),
         };
-        let retyped = row.action != Action::Init
-            && match self.plugin_of_row(stack, &row).await {
-                Some((old_type, _)) => old_type != inputs.type_name,
-                None => true,
-            };
+        let type_change = if row.action == Action::Init {
+            TypeChange::Same
+        } else {
+            let old = self.plugin_of_row(stack, &row).await;
+            TypeChange::between(old.as_ref().map(|(identity, p)| (identity.as_str(), p.as_ref())), &inputs.type_name)
+        };
+        // A substitute takes the resource over: its hooks apply from here.
+        let retyped = type_change == TypeChange::Retyped;
         let restricted = def.restricted_actions(&row.name);
         let old_props = match &row.properties_data {
             Some(Value::Object(p)) => p.clone(),
@@ -265,7 +268,7 @@ impl Engine {
             row: &row,
             stack_action: stack.action,
             plugin: inputs.plugin.as_ref(),
-            retyped,
+            type_change,
             replace_failed,
             restricted: &restricted,
             old_props: &old_props,
