@@ -177,6 +177,43 @@ async fn fetch_failures_fail_the_create_with_heats_reason() {
     }
 }
 
+/// A request's `template_url` is fetched by the same fetcher (heat-api's
+/// `InstantiationData.template`); a failure is a 400 with heat-api's text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_request_may_name_its_template_by_url() {
+    let files: Files = Arc::new(Mutex::new(HashMap::new()));
+    let base = serve(files.clone()).await;
+    let parent = template(&format!("{base}/the.yaml"), "foo").to_string();
+    files.lock().unwrap().extend([("parent.json".to_string(), parent), ("the.yaml".to_string(), NESTED.to_string())]);
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let body = json!({"stack_name": "byurl", "template_url": format!("{base}/parent.json")});
+    let id = h.api.create_stack(&caller, &body).await.unwrap();
+    let stack = StackRef::new("byurl", &id.stack_id);
+    h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
+    assert_eq!(output(&h, &caller, &stack, "output_foo").await, json!("foo"));
+
+    let missing = format!("{base}/missing.yaml");
+    let e = h.api.create_stack(&caller, &json!({"stack_name": "nourl", "template_url": missing})).await.unwrap_err();
+    assert_eq!(
+        (e.heat_type(), e.http_status(), e.message()),
+        ("HTTPBadRequest", 400, format!("Could not retrieve template: Failed to retrieve template from {missing}"))
+    );
+    let e = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "nourl", "template_url": "file:///etc/passwd"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.message(), "Could not retrieve template: Invalid URL scheme file");
+    // A template, even a null one, wins over template_url.
+    let e = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "nourl", "template": null, "template_url": missing}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.message(), "No template specified");
+}
+
 /// Heat 27.0.1's `GET /resource_types/AWS::CloudFormation::Stack`, from
 /// `aws/cfn/stack.py`'s schema: no attributes of its own (only the base
 /// `show`), a default SupportStatus (no version).
