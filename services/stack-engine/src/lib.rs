@@ -31,6 +31,7 @@ pub mod rpc;
 pub mod service;
 pub mod state;
 pub mod store;
+pub mod template_fetch;
 
 pub use error::EngineError;
 
@@ -47,7 +48,7 @@ pub use convergence::EngineSettings;
 pub use service::ServiceSettings;
 
 use options::{
-    ACTION_RETRY_LIMIT, CLIENTS_HEAT_URL, CLIENT_RETRY_LIMIT, DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT,
+    ACTION_RETRY_LIMIT, CLIENTS_HEAT_URL, CLIENT_RETRY_LIMIT, CLIENT_TIMEOUT, DEFAULT_DEPLOYMENT_SIGNAL_TRANSPORT,
     DEFAULT_SOFTWARE_CONFIG_TRANSPORT, ENABLE_STACK_ABANDON, ENABLE_STACK_ADOPT, ENGINE_LIFE_CHECK_TIMEOUT,
     HEAT_METADATA_SERVER_URL, HEAT_WAITCONDITION_SERVER_URL, HIDDEN_STACK_TAGS, INVENTORY_ENDPOINT,
     MAX_CONCURRENT_CHECKS, MAX_CONCURRENT_SERVER_BUILDS, MAX_EVENTS_PER_STACK, MAX_NESTED_STACK_DEPTH,
@@ -73,6 +74,9 @@ pub struct Settings {
     /// What one resolution of template functions may produce, from
     /// `[orchestration] max_json_body_size` and `max_template_size`.
     pub evaluation_limits: keelson_hot::EvaluationLimits,
+    /// How long fetching a template from a URL may take, request and
+    /// answer each (`[orchestration] client_timeout`).
+    pub template_fetch_timeout: std::time::Duration,
 }
 
 /// The engine's settings from `[orchestration]` (Heat's option names) and
@@ -124,7 +128,8 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
     );
     let body_size = clamp_usize(config.get(&MAX_JSON_BODY_SIZE));
     let evaluation_limits = keelson_hot::EvaluationLimits::from_heat_limits(body_size, service.max_template_size);
-    Settings { engine, service, inventory_endpoint, policy, evaluation_limits }
+    let template_fetch_timeout = secs(&CLIENT_TIMEOUT);
+    Settings { engine, service, inventory_endpoint, policy, evaluation_limits, template_fetch_timeout }
 }
 
 /// `[orchestration] public_endpoint` (else `http://` + `[keelson]
@@ -202,6 +207,10 @@ pub async fn serve(
         tracing::warn!(target: "keelson::policy", "{w}");
     }
     registry.set_type_policy(type_policy);
+    registry.set_template_fetcher(template_fetch::TemplateFetcher::new(
+        settings.template_fetch_timeout,
+        settings.service.max_template_size,
+    ));
     if settings.engine.identity.is_some() {
         registry.add_openstack_types();
     }

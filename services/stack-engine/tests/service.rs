@@ -306,8 +306,11 @@ async fn create_errors_carry_heat_types_and_texts() {
         e.message(),
         "Invalid stack name 9lives must contain only alphanumeric or \"_-.\" characters, must start with alpha and must be 255 characters or less."
     );
-    let e =
-        h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
+    let e = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://127.0.0.1:1/t.yaml"}))
+        .await
+        .unwrap_err();
     assert_eq!(e.heat_type(), "HTTPBadRequest");
     assert!(e.message().starts_with("Could not retrieve template"));
 

@@ -312,8 +312,11 @@ async fn create_is_validated_before_anything_is_stored() {
     );
     let e = h.api.create_stack(&caller, &json!({"template": t})).await.unwrap_err();
     assert_eq!(e.message(), "No stack name specified");
-    let e =
-        h.api.create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://x/t.yaml"})).await.unwrap_err();
+    let e = h
+        .api
+        .create_stack(&caller, &json!({"stack_name": "x", "template_url": "http://127.0.0.1:1/t.yaml"}))
+        .await
+        .unwrap_err();
     assert!(e.message().starts_with("Could not retrieve template"), "{}", e.message());
     let e = h.api.create_stack(&caller, &json!({"stack_name": "9lives", "template": t})).await.unwrap_err();
     assert_eq!(e.heat_type(), "StackValidationFailed");

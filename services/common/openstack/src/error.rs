@@ -34,6 +34,9 @@ pub enum OsError {
     /// No endpoint of that service type, interface and region in the catalog.
     #[error("no endpoint for {0} in the service catalog")]
     EndpointNotFound(String),
+    /// The answer's body went past the client's bound.
+    #[error("answer too large: {0}")]
+    AnswerTooLarge(String),
 }
 
 impl OsError {
@@ -69,7 +72,8 @@ impl OsError {
             | OsError::Conflict(m)
             | OsError::Unavailable(m)
             | OsError::InvalidResponse(m)
-            | OsError::EndpointNotFound(m) => m,
+            | OsError::EndpointNotFound(m)
+            | OsError::AnswerTooLarge(m) => m,
             OsError::Unexpected { message, .. } => message,
         }
     }

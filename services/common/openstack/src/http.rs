@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
-use http_body_util::{BodyExt as _, Full, Limited};
+use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use keelson_runtime::context::RequestContext;
 
@@ -83,6 +83,13 @@ impl HttpClient {
         HttpClient { client, timeout, max_body: DEFAULT_MAX_BODY, connect_retries }
     }
 
+    /// The same client with answers bounded at `max_body` bytes: a longer
+    /// one is [`OsError::AnswerTooLarge`].
+    pub fn with_max_body(mut self, max_body: usize) -> Self {
+        self.max_body = max_body;
+        self
+    }
+
     /// Sends one request: `body` as JSON when given, `headers` added.
     pub async fn send(
         &self,
@@ -133,6 +140,9 @@ impl HttpClient {
         let limited = Limited::new(response.into_body(), self.max_body);
         let body = match tokio::time::timeout(self.timeout, limited.collect()).await {
             Err(_) => return Err(OsError::Unavailable(format!("{method} {url}: the answer timed out"))),
+            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err(OsError::AnswerTooLarge(format!("{method} {url}: over {} bytes", self.max_body)))
+            }
             Ok(Err(e)) => return Err(OsError::InvalidResponse(format!("{method} {url}: {e}"))),
             Ok(Ok(collected)) => collected.to_bytes(),
         };
@@ -165,5 +175,19 @@ mod tests {
         );
         let answer = client.send(Method::POST, &url, &[], Some(&body)).await.unwrap();
         assert_eq!(answer.json().unwrap(), serde_json::json!({"types": ["application/json"]}));
+    }
+
+    /// An answer past the bound is its own error, whatever it claims to be.
+    #[tokio::test]
+    async fn a_long_answer_is_refused() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(|| async { "x".repeat(11) });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = HttpClient::default().with_max_body(10);
+        let e = client.send(Method::GET, &url, &[], None).await.unwrap_err();
+        assert!(matches!(e, OsError::AnswerTooLarge(_)), "{e:?}");
+        let answer = HttpClient::default().with_max_body(11).send(Method::GET, &url, &[], None).await.unwrap();
+        assert_eq!(answer.body.len(), 11);
     }
 }

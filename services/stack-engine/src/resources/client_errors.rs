@@ -96,7 +96,7 @@ impl ClientErrors {
                 (class, Some(*status))
             }
             OsError::Unavailable(_) => (self.unavailable, None),
-            OsError::InvalidResponse(_) => (self.invalid_response, None),
+            OsError::InvalidResponse(_) | OsError::AnswerTooLarge(_) => (self.invalid_response, None),
             OsError::EndpointNotFound(_) => ("EndpointNotFound", None),
         };
         let message = match (status, self.message) {

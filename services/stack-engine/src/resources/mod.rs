@@ -23,6 +23,7 @@
 
 mod autoscaling_group;
 mod aws_scaling_policy;
+mod cfn_stack;
 pub mod cinder;
 mod client_errors;
 mod config_formats;
@@ -65,6 +66,7 @@ use serde_json::{Map, Value};
 use crate::error::EngineError;
 
 pub use autoscaling_group::{AutoScalingGroup, GroupFlavor};
+pub use cfn_stack::CfnStack;
 pub use context::{physical_resource_name, short_id, ActionContext, PHYSICAL_NAME_DATA};
 pub use deployed_server::DeployedServer;
 pub use host::{HostSlot, PluginHost};

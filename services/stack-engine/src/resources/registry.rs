@@ -11,6 +11,7 @@ use super::schema::{show_attribute, ConstraintKind, PropertySchema, PropertyType
 use super::{HostSlot, NoneResource, RandomString, ResourceType, TestResource, ValueResource};
 use crate::caller::Caller;
 use crate::error::EngineError;
+use crate::template_fetch::TemplateFetcher;
 
 /// `heat.common.exception.Forbidden(action=...)`'s text.
 fn forbidden_text(action: &str) -> String {
@@ -89,6 +90,9 @@ pub struct Registry {
     types: BTreeMap<&'static str, Arc<dyn ResourceType>>,
     /// The engine the plugins that need one (nested stacks) call.
     host: Arc<HostSlot>,
+    /// Fetches the templates a URL names (AWS::CloudFormation::Stack's,
+    /// a request's `template_url`).
+    template_fetcher: Arc<TemplateFetcher>,
     /// Heat's `resource_types:<type>` rules (its `ResourceEnforcer`).
     /// None only if the embedded defaults were unreadable (the policy
     /// crate's tests rule that out): then every type is refused.
@@ -127,6 +131,7 @@ impl Registry {
         let mut registry = Registry {
             types: BTreeMap::new(),
             host: Arc::new(HostSlot::default()),
+            template_fetcher: Arc::new(TemplateFetcher::default()),
             type_policy: default_type_policy(),
         };
         registry.register(Arc::new(NoneResource::new()));
@@ -135,6 +140,7 @@ impl Registry {
         registry.register(Arc::new(ValueResource::new()));
         registry.register(Arc::new(super::ResourceGroup::new(registry.host.clone())));
         registry.register(Arc::new(super::StackResource::new(registry.host.clone())));
+        registry.register(Arc::new(super::CfnStack::new(registry.host.clone(), registry.template_fetcher.clone())));
         registry.register(Arc::new(super::ResourceChain::new(registry.host.clone())));
         let host = registry.host().clone();
         registry.register(Arc::new(super::WaitConditionHandle::heat(host.clone())));
@@ -166,6 +172,18 @@ impl Registry {
     /// itself when it starts.
     pub fn host(&self) -> &Arc<HostSlot> {
         &self.host
+    }
+
+    /// The fetcher of templates named by URL.
+    pub fn template_fetcher(&self) -> &Arc<TemplateFetcher> {
+        &self.template_fetcher
+    }
+
+    /// Replaces the fetcher (the engine's configured bounds) for every
+    /// type that fetches.
+    pub fn set_template_fetcher(&mut self, fetcher: TemplateFetcher) {
+        self.template_fetcher = Arc::new(fetcher);
+        self.register(Arc::new(super::CfnStack::new(self.host.clone(), self.template_fetcher.clone())));
     }
 
     /// The built-in types plus OS::Placement::ResourceProvider and
@@ -579,7 +597,7 @@ mod tests {
             registry.list_view(&admin(), &[], &[]).unwrap(),
             json!({"resource_types": [
                 "AWS::AutoScaling::AutoScalingGroup", "AWS::AutoScaling::LaunchConfiguration", "AWS::AutoScaling::ScalingPolicy",
-                "AWS::CloudFormation::WaitCondition", "AWS::CloudFormation::WaitConditionHandle",
+                "AWS::CloudFormation::Stack", "AWS::CloudFormation::WaitCondition", "AWS::CloudFormation::WaitConditionHandle",
                 "OS::Heat::AutoScalingGroup", "OS::Heat::CloudConfig", "OS::Heat::DeployedServer", "OS::Heat::InstanceGroup", "OS::Heat::MultipartMime",
                 "OS::Heat::None", "OS::Heat::RandomString", "OS::Heat::Stack", "OS::Heat::ResourceChain", "OS::Heat::ResourceGroup",
                 "OS::Heat::ScalingPolicy", "OS::Heat::SoftwareConfig", "OS::Heat::SoftwareDeployment", "OS::Heat::SoftwareDeploymentGroup",

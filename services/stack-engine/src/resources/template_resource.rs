@@ -26,6 +26,9 @@ use crate::store::Action;
 pub(crate) const OUTPUTS_KEY: &str = "nested_outputs";
 pub(crate) const REFERENCE_KEY: &str = "nested_reference";
 pub(crate) const MEMBERS_KEY: &str = "nested_members";
+/// The child's ARN, kept apart from [`REFERENCE_KEY`], which a child's
+/// `OS::stack_id` output replaces.
+pub(crate) const ARN_KEY: &str = "nested_arn";
 
 /// Names for schemas built from user templates: the schema types hold
 /// `&'static str`, so each distinct name is kept once for the process.
@@ -154,7 +157,12 @@ fn outputs_of(template: &Value) -> Vec<String> {
 /// parameter_defaults, event sinks) for the child, with the registry's
 /// per-resource section of this resource as the child's `resources`, and
 /// without the mapping that led here (no infinite recursion).
-fn child_environment(parent: &Environment, resource_name: &str, type_name: &str, template_name: &str) -> Value {
+pub(crate) fn child_environment(
+    parent: &Environment,
+    resource_name: &str,
+    type_name: &str,
+    template_name: &str,
+) -> Value {
     let mut env = parent.to_value();
     let Value::Object(map) = &mut env else {
         return env;
@@ -302,6 +310,7 @@ pub(crate) async fn create_child(
     // Best effort: the action's last write records it anyway.
     let _ = host.set_physical_id(&ctx.stack_id, &ctx.resource_name, &child.id).await;
     ctx.state.physical_id = Some(child.id.clone());
+    ctx.state.data.insert(ARN_KEY.into(), child.arn.clone());
     ctx.state.data.insert(REFERENCE_KEY.into(), child.arn);
     settle(host, ctx, &child.id).await
 }

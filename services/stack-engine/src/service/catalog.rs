@@ -5,7 +5,7 @@ use chrono::NaiveDateTime;
 use serde_json::{json, Value};
 
 use super::engine_port::DefinitionInput;
-use super::instantiation::{Instantiation, Purpose};
+use super::instantiation::Purpose;
 use super::params::{bad_request, QueryParams};
 use super::records;
 use super::{Caller, Orchestration, Reply};
@@ -20,7 +20,7 @@ impl Orchestration {
             .single("ignore_errors")
             .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
             .unwrap_or_default();
-        let request = Instantiation::parse(body, Purpose::Validate, &self.settings)?;
+        let request = self.read_instantiation(body, Purpose::Validate).await?;
         let template = request.template.clone().ok_or_else(|| bad_request("No template specified"))?;
         let input = DefinitionInput {
             template,

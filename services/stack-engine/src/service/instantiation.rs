@@ -1,12 +1,14 @@
 //! The body of `POST /stacks`, `PUT|PATCH /stacks/{n}/{id}`, the previews
 //! and `POST /validate`, read with heat-api's `InstantiationData` rules and
 //! the engine's `extract_args` (texts from `heat/api/openstack/v1/stacks.py`,
-//! `heat/engine/api.py`).
+//! `heat/engine/api.py`). A `template_url` is fetched first
+//! ([`Orchestration::read_instantiation`]), with the registry's one
+//! [`crate::template_fetch::TemplateFetcher`].
 
 use serde_json::{Map, Value};
 
 use super::params::{bad_request, extract_bool, extract_int, python_str, tags_from_body};
-use super::ServiceSettings;
+use super::{Orchestration, ServiceSettings};
 use crate::error::EngineError;
 
 /// The keys that are not "args" (`InstantiationData.PARAMS`).
@@ -51,8 +53,49 @@ pub enum Purpose {
     Validate,
 }
 
+impl Orchestration {
+    /// The request `body`, its `template_url` fetched when it names one
+    /// instead of a template (heat-api's `InstantiationData.template`).
+    pub(super) async fn read_instantiation(
+        &self,
+        body: &Value,
+        purpose: Purpose,
+    ) -> Result<Instantiation, EngineError> {
+        let fetched = match template_url(body) {
+            Some(url) => Some(
+                self.registry
+                    .template_fetcher()
+                    .fetch(&url)
+                    .await
+                    .map_err(|e| bad_request(format!("Could not retrieve template: {e}")))?,
+            ),
+            None => None,
+        };
+        Instantiation::parse(body, purpose, &self.settings, fetched.as_deref())
+    }
+}
+
+/// The `template_url` of a body that gives neither adopt data nor a
+/// `template` (which win over it, even a null one, as in heat-api).
+fn template_url(body: &Value) -> Option<String> {
+    let data = body.as_object()?;
+    if data.contains_key("adopt_stack_data") || data.contains_key("template") {
+        return None;
+    }
+    data.get("template_url").map(|url| match url {
+        Value::String(s) => s.clone(),
+        other => python_str(other),
+    })
+}
+
 impl Instantiation {
-    pub fn parse(body: &Value, purpose: Purpose, settings: &ServiceSettings) -> Result<Self, EngineError> {
+    /// `fetched`: the text at the body's `template_url`, already fetched.
+    pub fn parse(
+        body: &Value,
+        purpose: Purpose,
+        settings: &ServiceSettings,
+        fetched: Option<&str>,
+    ) -> Result<Self, EngineError> {
         let Some(data) = body.as_object() else {
             return Err(bad_request("The request body must be a JSON object"));
         };
@@ -67,7 +110,7 @@ impl Instantiation {
         if purpose == Purpose::Create && out.stack_name.is_none() {
             return Err(bad_request("No stack name specified"));
         }
-        out.template = read_template(data, purpose, settings)?;
+        out.template = read_template(data, purpose, settings, fetched)?;
         if let Some(adopt) = data.get("adopt_stack_data").map(parse_adopt_data).transpose()? {
             out.adopt_stack_data = Some(Value::Object(adopt));
         }
@@ -139,6 +182,7 @@ fn read_template(
     data: &Map<String, Value>,
     purpose: Purpose,
     settings: &ServiceSettings,
+    fetched: Option<&str>,
 ) -> Result<Option<Value>, EngineError> {
     if let Some(adopt) = data.get("adopt_stack_data") {
         if purpose == Purpose::Create && !settings.enable_stack_adopt {
@@ -160,17 +204,12 @@ fn read_template(
             return Ok(Some(t));
         }
         Some(Value::String(text)) => Some(text.clone()),
-        Some(Value::Null) | None => None,
+        Some(Value::Null) => None,
+        None => fetched.map(str::to_string),
         Some(other) => Some(other.to_string()),
     };
     let text = match text {
         Some(text) => text,
-        None if data.contains_key("template_url") => {
-            return Err(bad_request(format!(
-                "Could not retrieve template: fetching template_url ({}) is not supported by this server; send the template inline",
-                data.get("template_url").map(python_str).unwrap_or_default()
-            )))
-        }
         None if matches!(purpose, Purpose::Update { patch: true }) => return Ok(None),
         None => return Err(bad_request("No template specified")),
     };
@@ -257,19 +296,25 @@ mod tests {
 
     #[test]
     fn create_needs_name_and_template() {
-        let e = Instantiation::parse(&json!({"template": {}}), Purpose::Create, &settings()).unwrap_err();
+        let e = Instantiation::parse(&json!({"template": {}}), Purpose::Create, &settings(), None).unwrap_err();
         assert_eq!((e.heat_type(), e.message().as_str()), ("HTTPBadRequest", "No stack name specified"));
-        let e = Instantiation::parse(&json!({"stack_name": "s"}), Purpose::Create, &settings()).unwrap_err();
+        let e = Instantiation::parse(&json!({"stack_name": "s"}), Purpose::Create, &settings(), None).unwrap_err();
         assert_eq!(e.message(), "No template specified");
-        let ok = Instantiation::parse(&json!({"stack_name": "s", "template": {"a": 1}}), Purpose::Create, &settings())
-            .unwrap();
+        let ok =
+            Instantiation::parse(&json!({"stack_name": "s", "template": {"a": 1}}), Purpose::Create, &settings(), None)
+                .unwrap();
         assert_eq!(ok.template, Some(json!({"a": 1})));
     }
 
     #[test]
     fn patch_may_omit_the_template() {
-        let p = Instantiation::parse(&json!({"parameters": {"v": "x"}}), Purpose::Update { patch: true }, &settings())
-            .unwrap();
+        let p = Instantiation::parse(
+            &json!({"parameters": {"v": "x"}}),
+            Purpose::Update { patch: true },
+            &settings(),
+            None,
+        )
+        .unwrap();
         assert!(p.template.is_none());
         assert_eq!(p.parameters.get("v"), Some(&json!("x")));
     }
@@ -278,13 +323,13 @@ mod tests {
     fn args_are_checked() {
         let body = json!({"stack_name": "s", "template": {}, "timeout_mins": "x"});
         assert_eq!(
-            Instantiation::parse(&body, Purpose::Create, &settings()).unwrap_err().message(),
+            Instantiation::parse(&body, Purpose::Create, &settings(), None).unwrap_err().message(),
             "Only integer is acceptable by 'timeout_mins'."
         );
         let body = json!({"stack_name": "s", "template": {}, "converge": true});
-        assert!(Instantiation::parse(&body, Purpose::Create, &settings()).is_err());
+        assert!(Instantiation::parse(&body, Purpose::Create, &settings(), None).is_err());
         let body = json!({"stack_name": "s", "template": {}, "tags": "a,b", "disable_rollback": false});
-        let p = Instantiation::parse(&body, Purpose::Create, &settings()).unwrap();
+        let p = Instantiation::parse(&body, Purpose::Create, &settings(), None).unwrap();
         assert_eq!(p.tags, Some(Some(vec!["a".to_string(), "b".to_string()])));
         assert_eq!(p.disable_rollback, Some(false));
     }
@@ -292,7 +337,7 @@ mod tests {
     #[test]
     fn adopt_is_gated() {
         let body = json!({"stack_name": "s", "adopt_stack_data": "{\"template\": {}}"});
-        let e = Instantiation::parse(&body, Purpose::Create, &settings()).unwrap_err();
+        let e = Instantiation::parse(&body, Purpose::Create, &settings(), None).unwrap_err();
         assert_eq!((e.heat_type(), e.message().as_str()), ("NotSupported", "Stack Adopt is not supported."));
     }
 
@@ -310,7 +355,7 @@ mod tests {
         let mut s = settings();
         s.max_template_size = 10;
         let body = json!({"stack_name": "s", "template": {"description": "a long description"}});
-        let e = Instantiation::parse(&body, Purpose::Create, &s).unwrap_err();
+        let e = Instantiation::parse(&body, Purpose::Create, &s, None).unwrap_err();
         assert_eq!(e.heat_type(), "RequestLimitExceeded");
     }
 }

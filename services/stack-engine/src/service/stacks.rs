@@ -87,7 +87,7 @@ impl Orchestration {
     /// `POST /stacks`: validates everything, stores the stack and starts
     /// its CREATE traversal; answers the new stack's identity at once.
     pub async fn create_stack(&self, caller: &Caller, body: &Value) -> Result<StackIdentity, EngineError> {
-        let request = Instantiation::parse(body, Purpose::Create, &self.settings)?;
+        let request = self.read_instantiation(body, Purpose::Create).await?;
         let name = request.stack_name.clone().unwrap_or_default();
         if records::stack_by_name(&self.db, &caller.project_id, &name).await?.is_some() {
             return Err(EngineError::stack_exists(&name));
@@ -145,7 +145,7 @@ impl Orchestration {
     /// `POST /stacks/preview`: the stack as it would be created, with the
     /// resources it would have; nothing is stored.
     pub async fn preview_stack(&self, caller: &Caller, body: &Value) -> Reply {
-        let request = Instantiation::parse(body, Purpose::Create, &self.settings)?;
+        let request = self.read_instantiation(body, Purpose::Create).await?;
         let name = request.stack_name.clone().unwrap_or_default();
         let template = request.template.clone().ok_or_else(|| bad_request("No template specified"))?;
         self.check_resource_count(&template)?;
@@ -478,7 +478,7 @@ impl Orchestration {
 
     /// `PUT|PATCH /stacks/{name}/{id}` (202): starts the UPDATE traversal.
     pub async fn update_stack(&self, caller: &Caller, stack: &StackRef, body: &Value, patch: bool) -> Reply {
-        let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
+        let request = self.read_instantiation(body, Purpose::Update { patch }).await?;
         let current = self.find_stack(caller, stack, false).await?;
         let prepared = self.updated_definition(caller, &current, &request, patch).await?;
         self.check_service_constraints(caller, &prepared).await?;
@@ -497,7 +497,7 @@ impl Orchestration {
         query: &QueryParams,
     ) -> Reply {
         let show_nested = query.bool_or("show_nested", false)?;
-        let request = Instantiation::parse(body, Purpose::Update { patch }, &self.settings)?;
+        let request = self.read_instantiation(body, Purpose::Update { patch }).await?;
         let current = self.find_stack(caller, stack, false).await?;
         let prepared = self.updated_definition(caller, &current, &request, patch).await?;
         self.check_service_constraints(caller, &prepared).await?;
