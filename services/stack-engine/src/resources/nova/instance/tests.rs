@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::super::super::context::test_context;
 use super::super::super::{Registry, UpdateDecision};
 use super::super::testing;
+use super::super::STACK_DATA;
 use super::*;
 use crate::caller::test_admin as admin;
 
