@@ -1,7 +1,7 @@
 //! Heat's functional ReplaceDeprecatedResourceTest without Nova: a stack
 //! made with the hidden OS::Heat::SoftwareDeployments, updated to its
 //! substitute OS::Heat::SoftwareDeploymentGroup, keeps the group and its
-//! members (updated in place); a change to a type that is not the
+//! members (updated in place, as the update's preview says); a change to a type that is not the
 //! substitute still replaces. The server is an OS::Heat::DeployedServer,
 //! which the engine runs in-process.
 
@@ -113,6 +113,29 @@ async fn software_deployments_become_a_deployment_group_in_place() {
     let (dep_id, dep_status, member_id) = dep_and_member(&h, &caller, &stack, DEPLOYMENT).await;
     assert_eq!(dep_status, "CREATE_COMPLETE");
     assert!(!dep_id.is_empty() && !member_id.is_empty());
+
+    // The preview tells what the update does: the substitute updates dep.
+    let preview = h
+        .api
+        .preview_update(
+            &caller,
+            &stack,
+            &json!({"template": retyped("OS::Heat::SoftwareDeploymentGroup")}),
+            false,
+            &q(&[]),
+        )
+        .await
+        .expect("preview");
+    let changed = |kind: &str| -> Vec<String> {
+        preview["resource_changes"][kind]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .map(|r| r["resource_name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(changed("updated"), ["dep"], "{preview}");
+    assert!(changed("replaced").is_empty(), "{preview}");
 
     update(&h, &caller, &stack, retyped("OS::Heat::SoftwareDeploymentGroup")).await;
     assert_eq!(resource_types(&h, &caller, &stack).await, types("OS::Heat::SoftwareDeploymentGroup"));

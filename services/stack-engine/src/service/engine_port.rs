@@ -12,7 +12,7 @@ use super::views::{self, ResourcePreview};
 use super::{Caller, Orchestration};
 use crate::definition::LiveContext;
 use crate::error::EngineError;
-use crate::resources::UpdateDecision;
+use crate::resources::{TypeChange, UpdateDecision};
 
 /// What a create, update, preview or validate request defines.
 #[derive(Debug, Clone)]
@@ -550,11 +550,14 @@ impl Orchestration {
                 let new_type = new_def.plugin_identity(&defn.name, &defn.type_name);
                 let plugin = new_def.plugin_for(&self.registry, &defn.name, &defn.type_name).ok();
                 let properties = model::resolved_properties(new_def, &self.registry, &live_values, defn);
+                let old_identity = current_model.def.plugin_identity(&row.name, &row.resource_type);
+                let old_plugin = current_model.def.plugin_for(&self.registry, &row.name, &row.resource_type).ok();
+                let type_change =
+                    TypeChange::between(old_plugin.as_ref().map(|p| (old_identity.as_str(), p.as_ref())), &new_type);
                 let decision = match &plugin {
-                    // Another plugin: replaced (upstream compares classes).
-                    _ if current_model.def.plugin_identity(&row.name, &row.resource_type) != new_type => {
-                        UpdateDecision::Replace
-                    }
+                    // Another plugin: replaced (upstream compares classes);
+                    // its named substitute takes it over in place.
+                    _ if type_change == TypeChange::Retyped => UpdateDecision::Replace,
                     // A failed or never created resource is replaced, as upstream.
                     _ if row.status == Status::Failed || row.action == Action::Init => UpdateDecision::Replace,
                     Some(plugin) => {
@@ -562,7 +565,13 @@ impl Orchestration {
                             Some(Value::Object(p)) => p.clone(),
                             _ => Map::new(),
                         };
-                        plugin.update_decision(&old, &properties)
+                        match plugin.update_decision(&old, &properties) {
+                            // Its type changed: the substitute updates it.
+                            UpdateDecision::Unchanged if type_change == TypeChange::Substituted => {
+                                UpdateDecision::InPlace
+                            }
+                            decision => decision,
+                        }
                     }
                     None => UpdateDecision::Replace,
                 };

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::resources::{Properties, ResourceType, UpdateDecision};
+use crate::resources::{Properties, ResourceType, TypeChange, UpdateDecision};
 use crate::store::{Action, ResourceRow, Status};
 
 /// What an update node decided to do.
@@ -26,33 +26,6 @@ pub(super) enum Step {
     Replace { announce: bool },
     /// The environment restricts this action (`update` or `replace`).
     Restricted(&'static str),
-}
-
-/// How the plugin of an update node's definition relates to the one its
-/// stored row ran as (upstream compares the classes the old and new
-/// environments map the types to).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TypeChange {
-    /// The same plugin (a new row, or a type name mapped to the same one).
-    Same,
-    /// The old plugin names the new one as its substitute (upstream
-    /// `check_is_substituted`): the new plugin takes the resource over
-    /// and updates it in place.
-    Substituted,
-    /// Another plugin: the resource is replaced.
-    Retyped,
-}
-
-impl TypeChange {
-    /// From the plugin the stored row ran as (None: its type no longer
-    /// loads) and the identity of the plugin its new definition runs as.
-    pub(super) fn between(old: Option<(&str, &dyn ResourceType)>, new_identity: &str) -> TypeChange {
-        match old {
-            Some((old_identity, _)) if old_identity == new_identity => TypeChange::Same,
-            Some((_, old)) if old.schema().support_status.is_substituted_by(new_identity) => TypeChange::Substituted,
-            _ => TypeChange::Retyped,
-        }
-    }
 }
 
 /// What the decision is made from.

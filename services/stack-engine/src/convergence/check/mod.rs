@@ -48,8 +48,9 @@ mod decide;
 mod lock;
 mod report;
 
+use crate::resources::TypeChange;
 use act::{update_policy_of, Act, ActionPlan};
-use decide::{decide_update, Step, TypeChange, UpdateInputs};
+use decide::{decide_update, Step, UpdateInputs};
 use lock::EventSpec;
 use report::{LastKind, LastWrite};
 
