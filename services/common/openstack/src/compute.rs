@@ -192,16 +192,21 @@ impl<'a> Compute<'a> {
     /// choice picks it for `nova`) and the microversion to speak with it.
     pub async fn connect(session: &'a Session) -> Result<Compute<'a>, OsError> {
         let endpoint = session.client_endpoint("nova", "compute").await?;
-        let doc = match session.call(Method::GET, &endpoint, None).await {
-            Ok(answer) => answer.json()?,
-            // An endpoint with the project id in its path: its root is
-            // one level up, as novaclient retries.
-            Err(e) if e.is_not_found() => {
-                let root = format!("{}/", endpoint.rsplit_once('/').map_or(endpoint.as_str(), |(head, _)| head));
-                session.call(Method::GET, &root, None).await?.json()?
-            }
-            Err(e) => return Err(e),
-        };
+        let doc = session
+            .version_document(&endpoint, || async {
+                match session.call(Method::GET, &endpoint, None).await {
+                    Ok(answer) => answer.json(),
+                    // An endpoint with the project id in its path: its root
+                    // is one level up, as novaclient retries.
+                    Err(e) if e.is_not_found() => {
+                        let root =
+                            format!("{}/", endpoint.rsplit_once('/').map_or(endpoint.as_str(), |(head, _)| head));
+                        session.call(Method::GET, &root, None).await?.json()
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
         let version = current_version(&doc)?.min(CLIENT_MAX);
         Ok(Compute { session, endpoint, version })
     }

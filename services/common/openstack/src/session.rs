@@ -306,6 +306,10 @@ pub struct Session {
     method: AuthMethod,
     held: tokio::sync::Mutex<Option<Held>>,
     choice: EndpointChoice,
+    /// Version documents by endpoint, asked once per session (as
+    /// keystoneauth's discovery cache): a service client connects for
+    /// every action, and asking the version each time doubles the calls.
+    discovered: std::sync::Mutex<std::collections::HashMap<String, Value>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -335,7 +339,29 @@ impl Session {
             method,
             held: tokio::sync::Mutex::new(None),
             choice: EndpointChoice::default(),
+            discovered: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// The version document of `endpoint`: the one this session already
+    /// read, else what `fetch` reads (kept when it succeeds).
+    pub async fn version_document<F, Fut>(&self, endpoint: &str, fetch: F) -> Result<Value, OsError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Value, OsError>>,
+    {
+        let cached = self.discovered.lock().unwrap_or_else(|p| p.into_inner()).get(endpoint).cloned();
+        if let Some(doc) = cached {
+            return Ok(doc);
+        }
+        let doc = fetch().await?;
+        let mut known = self.discovered.lock().unwrap_or_else(|p| p.into_inner());
+        // Bounded: a session talks to a handful of endpoints.
+        if known.len() >= 64 {
+            known.clear();
+        }
+        known.insert(endpoint.to_string(), doc.clone());
+        Ok(doc)
     }
 
     /// The session's clients pick their endpoints as `choice` says.

@@ -16,7 +16,7 @@ use tokio::sync::{watch, Notify};
 
 use super::operations::{NewDefinition, NewStack};
 use super::Engine;
-use crate::definition::{resource_facts, resource_state, LiveContext, StackDefinition};
+use crate::definition::{resource_facts, resource_state, LiveContext, ResourceFacts, StackDefinition};
 use crate::error::EngineError;
 use crate::resources::host::{
     template_resource_count, NestedMember, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec, PluginHost,
@@ -275,6 +275,11 @@ impl Engine {
     async fn stack_outputs(&self, id: &str) -> Result<Map<String, Value>, EngineError> {
         let stack = self.live_parent(id).await?;
         let def = self.definition(&stack, stack.raw_template_id).await?;
+        // Only what the outputs name is read (a group's members are not
+        // asked for their attributes again to resolve no output).
+        if def.outputs.is_empty() {
+            return Ok(Map::new());
+        }
         let rows = self.live_rows(id).await?;
         let ctx = LiveContext::load(&self.db, &self.registry, &def, rows.iter(), None).await?;
         Ok(ctx.outputs(&def).into_iter().filter_map(|(name, _, value)| value.ok().map(|v| (name, v))).collect())
@@ -292,7 +297,16 @@ impl Engine {
                 continue;
             };
             let state = resource_state(&self.db, &row).await?;
-            let facts = resource_facts(plugin.as_ref(), &row.name, &state).await;
+            // What the member reported when its last action completed (as
+            // Heat reads a resource's cached attributes): asking every
+            // member's service again after a group of servers is built
+            // is a call per attribute per member.
+            let facts = match &row.attr_data {
+                Some(Value::Object(cached)) if row.status == Status::Complete => {
+                    ResourceFacts { reference_id: plugin.reference_id(&state), attributes: cached.clone() }
+                }
+                _ => resource_facts(plugin.as_ref(), &row.name, &state).await,
+            };
             let values = if attributes.is_empty() {
                 facts.attributes
             } else {

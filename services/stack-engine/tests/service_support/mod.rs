@@ -38,12 +38,17 @@ impl Harness {
     }
 
     pub async fn start_with(settings: ServiceSettings) -> Harness {
+        Self::start_with_registry(settings, Registry::builtin()).await
+    }
+
+    /// With the test's own plugins in `registry`.
+    pub async fn start_with_registry(settings: ServiceSettings, registry: Registry) -> Harness {
         let dir = std::env::temp_dir().join(format!("keelson-service-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let url = DatabaseUrl::parse(&format!("sqlite:///{}/orchestration.db", dir.display())).expect("url");
         let db = Db::connect(&url, &PoolSettings::default()).await.expect("connect");
         keelson_stack_engine::store::schema::sync(&db).await.expect("schema");
-        let registry = Arc::new(Registry::builtin());
+        let registry = Arc::new(registry);
         let engine = keelson_stack_engine::start_engine(db.clone(), registry.clone(), EngineSettings::default())
             .await
             .expect("engine");

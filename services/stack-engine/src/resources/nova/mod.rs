@@ -468,6 +468,18 @@ mod tests {
     const TYPES: &[&str] =
         &["OS::Nova::KeyPair", "OS::Nova::Flavor", "OS::Nova::ServerGroup", "OS::Nova::Quota", "OS::Nova::Server"];
 
+    /// A session asks Nova's version document once, not for every action
+    /// (each action connects its own client).
+    #[tokio::test]
+    async fn a_session_asks_novas_version_once() {
+        let (nova, session) = testing::nova_and_neutron("2.96").await;
+        for _ in 0..3 {
+            assert_eq!(compute(&session).await.unwrap().version(), Microversion::new(2, 96));
+        }
+        let asked = nova.seen().iter().filter(|s| s.method == "GET" && s.path == "/compute/v2.1").count();
+        assert_eq!(asked, 1);
+    }
+
     /// Heat's `[clients] endpoint_type`, `[clients_nova] endpoint_type` and
     /// `region_name_for_services` pick the endpoint the clients use.
     #[tokio::test]
