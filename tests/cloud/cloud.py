@@ -188,6 +188,28 @@ def mysql(*statements):
         conn.close()
 
 
+# A cloud's services pool their connections (Nova's API, conductor,
+# scheduler and computes, Neutron's workers, the orchestration engines):
+# together they pass MariaDB's default limit of 151 under a burst of boots,
+# and a service then fails with "Too many connections" (1040). Production
+# clouds run MariaDB with thousands; the cloud raises the machine's limit
+# to this when it is lower (the setting lasts until MariaDB restarts).
+MYSQL_MIN_CONNECTIONS = 1000
+
+
+def ensure_mysql_connections():
+    import pymysql
+    conn = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user='root', password='')
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.max_connections")
+            (limit,) = cur.fetchone()
+            if int(limit) < MYSQL_MIN_CONNECTIONS:
+                cur.execute('SET GLOBAL max_connections = %d' % MYSQL_MIN_CONNECTIONS)
+    finally:
+        conn.close()
+
+
 def rabbitmqctl(*args):
     subprocess.run(['rabbitmqctl', *args], check=True, capture_output=True, timeout=120)
 
@@ -568,6 +590,7 @@ class Cloud:
         if self.network:
             self.network.lock_machine()
         t = time.monotonic()
+        ensure_mysql_connections()
         rabbitmqctl('add_vhost', self.vhost)
         self.vhost_made = True
         rabbitmqctl('set_permissions', '-p', self.vhost, 'guest', '.*', '.*', '.*')
