@@ -19,20 +19,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use http::{HeaderMap, Method, Request, StatusCode};
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use http::{HeaderMap, Method, StatusCode};
+use keelson_openstack::http::Answer;
+use keelson_openstack::{HttpClient, TlsSettings};
 use keelson_runtime::config::Opt;
 use keelson_runtime::Config;
 use serde_json::Value;
 
 use crate::identity::Identity;
 use crate::options::{
-    AUTH_URL, DELAY_AUTH_DECISION, HTTP_CONNECT_TIMEOUT, HTTP_REQUEST_MAX_RETRIES, PASSWORD, PROJECT_DOMAIN_ID,
-    PROJECT_DOMAIN_NAME, PROJECT_ID, PROJECT_NAME, SERVICE_TOKEN_ROLES, SERVICE_TOKEN_ROLES_REQUIRED, SERVICE_TYPE,
-    TOKEN_CACHE_TIME, USERNAME, USER_DOMAIN_ID, USER_DOMAIN_NAME, WWW_AUTHENTICATE_URI,
+    AUTH_URL, CAFILE, CERTFILE, DELAY_AUTH_DECISION, HTTP_CONNECT_TIMEOUT, HTTP_REQUEST_MAX_RETRIES, INSECURE, KEYFILE,
+    PASSWORD, PROJECT_DOMAIN_ID, PROJECT_DOMAIN_NAME, PROJECT_ID, PROJECT_NAME, SERVICE_TOKEN_ROLES,
+    SERVICE_TOKEN_ROLES_REQUIRED, SERVICE_TYPE, TOKEN_CACHE_TIME, USERNAME, USER_DOMAIN_ID, USER_DOMAIN_NAME,
+    WWW_AUTHENTICATE_URI,
 };
 
 /// Why a request could not be authenticated.
@@ -127,6 +127,9 @@ pub struct KeystoneSettings {
     pub service_type: Option<String>,
     pub timeout: Duration,
     pub connect_retries: u32,
+    /// `cafile`, `certfile`, `keyfile`, `insecure`: how Keystone's https is
+    /// verified and what the gateway presents.
+    pub tls: TlsSettings,
 }
 
 /// Keystone's requests wait this long when `http_connect_timeout` is unset
@@ -141,10 +144,9 @@ impl KeystoneSettings {
             .get(&AUTH_URL)
             .or_else(|| www_authenticate_uri.clone())
             .ok_or_else(|| AuthError::Config("[keystone_authtoken] auth_url is not set".into()))?;
-        if !auth_url.starts_with("http://") {
-            // The gateway's HTTP client speaks plain HTTP only.
+        if !(auth_url.starts_with("http://") || auth_url.starts_with("https://")) {
             return Err(AuthError::Config(format!(
-                "[keystone_authtoken] auth_url {auth_url}: only http:// Keystone URLs are supported"
+                "[keystone_authtoken] auth_url {auth_url}: not an http:// or https:// URL"
             )));
         }
         let domain = |id: &Opt<Option<String>>, name: &Opt<String>| match config.get(id) {
@@ -182,7 +184,21 @@ impl KeystoneSettings {
                 .map(|s| Duration::from_secs(s.unsigned_abs()))
                 .unwrap_or(DEFAULT_TIMEOUT),
             connect_retries: config.get(&HTTP_REQUEST_MAX_RETRIES).clamp(0, 10) as u32,
+            tls: TlsSettings {
+                ca_file: config.get(&CAFILE).map(Into::into),
+                cert_file: config.get(&CERTFILE).map(Into::into),
+                key_file: config.get(&KEYFILE).map(Into::into),
+                insecure: config.get(&INSECURE),
+            },
         })
+    }
+
+    /// The client of this Keystone: its timeout, retries and TLS settings
+    /// (the files are read now).
+    pub fn http_client(&self) -> Result<HttpClient, AuthError> {
+        HttpClient::new(self.timeout, self.connect_retries)
+            .with_tls(&self.tls)
+            .map_err(|e| AuthError::Config(format!("[keystone_authtoken] {e}")))
     }
 }
 
@@ -267,7 +283,7 @@ const CACHE_MAX: usize = 10_000;
 /// Validates tokens against one Keystone.
 pub struct TokenValidator {
     settings: KeystoneSettings,
-    client: Client<HttpConnector, Full<Bytes>>,
+    http: HttpClient,
     cache: Mutex<HashMap<String, Cached>>,
     /// The service user's own token and when to renew it.
     service_token: tokio::sync::Mutex<Option<(String, Instant)>>,
@@ -276,15 +292,15 @@ pub struct TokenValidator {
 }
 
 impl TokenValidator {
-    pub fn new(settings: KeystoneSettings) -> Self {
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
-        TokenValidator {
+    /// A validator of `settings`' Keystone; an unusable TLS file refuses it.
+    pub fn new(settings: KeystoneSettings) -> Result<Self, AuthError> {
+        Ok(TokenValidator {
+            http: settings.http_client()?,
             settings,
-            client,
             cache: Mutex::new(HashMap::new()),
             service_token: tokio::sync::Mutex::new(None),
             lax_service_warned: AtomicBool::new(false),
-        }
+        })
     }
 
     /// The `WWW-Authenticate` value of a 401.
@@ -450,19 +466,15 @@ impl TokenValidator {
         let mut refused: Option<String> = None;
         for attempt in 0..2 {
             let service = self.service_token(refused.as_deref()).await?;
-            let req = Request::builder()
-                .method(Method::GET)
-                .uri(&uri)
-                .header("x-auth-token", &service)
-                .header("x-subject-token", token)
+            let headers = [
+                ("x-auth-token", service.as_str()),
+                ("x-subject-token", token),
                 // Access rules are understood (and enforced in
                 // check_access_rules); without this Keystone refuses such
                 // tokens outright.
-                .header("openstack-identity-access-rules", "1")
-                .header("accept", "application/json")
-                .body(Full::new(Bytes::new()))
-                .map_err(|e| AuthError::Unavailable(e.to_string()))?;
-            let (status, body) = self.send(req).await?;
+                ("openstack-identity-access-rules", "1"),
+            ];
+            let Answer { status, body, .. } = self.send(Method::GET, &uri, &headers, None).await?;
             match status {
                 StatusCode::OK => {
                     return parse_token(&body).map_err(|e| {
@@ -505,14 +517,8 @@ impl TokenValidator {
                 "name": s.username, "password": s.password, "domain": s.user_domain.json()}}},
             "scope": {"project": project}
         }});
-        let req = Request::builder()
-            .method(Method::POST)
-            .uri(format!("{}/auth/tokens?nocatalog", s.identity_v3))
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|e| AuthError::Unavailable(e.to_string()))?;
-        let (status, headers, body) = self.send_full(req).await?;
+        let url = format!("{}/auth/tokens?nocatalog", s.identity_v3);
+        let Answer { status, headers, body } = self.send(Method::POST, &url, &[], Some(&body)).await?;
         if status != StatusCode::CREATED {
             tracing::warn!(target: "keelson::auth", "service user {} could not authenticate: {status} {}", s.username, String::from_utf8_lossy(&body));
             return Err(AuthError::Unavailable(format!("service user authentication answered {status}")));
@@ -539,14 +545,9 @@ impl TokenValidator {
                 "name": login.username, "password": login.password, "domain": {"name": login.user_domain}}}},
             "scope": {"project": {"name": login.project, "domain": {"name": login.project_domain}}}
         }});
-        let req = Request::builder()
-            .method(Method::POST)
-            .uri(format!("{}/auth/tokens?nocatalog", self.settings.identity_v3))
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|e| LoginError::Unavailable(AuthError::Unavailable(e.to_string())))?;
-        let (status, headers, body) = self.send_full(req).await.map_err(LoginError::Unavailable)?;
+        let url = format!("{}/auth/tokens?nocatalog", self.settings.identity_v3);
+        let Answer { status, headers, body } =
+            self.send(Method::POST, &url, &[], Some(&body)).await.map_err(LoginError::Unavailable)?;
         if status.is_client_error() {
             return Err(LoginError::Refused);
         }
@@ -563,38 +564,18 @@ impl TokenValidator {
         Ok(IssuedToken { token, expires_at })
     }
 
-    async fn send(&self, req: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), AuthError> {
-        self.send_full(req).await.map(|(s, _, b)| (s, b))
-    }
-
     /// One request to Keystone within the timeout; a connection that cannot
     /// be made is retried `http_request_max_retries` times with
-    /// keystoneauth's backoff (0.5 s, doubling).
-    async fn send_full(&self, req: Request<Full<Bytes>>) -> Result<(StatusCode, HeaderMap, Bytes), AuthError> {
-        let (parts, body) = req.into_parts();
-        let mut delay = Duration::from_millis(500);
-        let mut attempt = 0;
-        let resp = loop {
-            let req = Request::from_parts(parts.clone(), body.clone());
-            match tokio::time::timeout(self.settings.timeout, self.client.request(req)).await {
-                Err(_) => return Err(AuthError::Unavailable(format!("{} timed out", parts.uri))),
-                Ok(Ok(resp)) => break resp,
-                Ok(Err(e)) if e.is_connect() && attempt < self.settings.connect_retries => {
-                    attempt += 1;
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                }
-                Ok(Err(e)) => return Err(AuthError::Unavailable(format!("{}: {e}", parts.uri))),
-            }
-        };
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = tokio::time::timeout(self.settings.timeout, resp.into_body().collect())
-            .await
-            .map_err(|_| AuthError::Unavailable(format!("{} timed out", parts.uri)))?
-            .map_err(|e| AuthError::Unavailable(e.to_string()))?
-            .to_bytes();
-        Ok((status, headers, body))
+    /// keystoneauth's backoff (0.5 s, doubling), a failed TLS handshake is
+    /// not.
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<Answer, AuthError> {
+        self.http.send(method, url, headers, body).await.map_err(|e| AuthError::Unavailable(e.message().to_string()))
     }
 }
 
@@ -843,7 +824,18 @@ mod tests {
         assert!(s.service_token_roles_required);
         assert_eq!(s.service_token_roles, vec!["service"]);
         assert!(!s.delay_auth_decision);
-        assert!(matches!(settings("auth_url = https://k:5000"), Err(AuthError::Config(_))));
+        assert!(matches!(settings("auth_url = ftp://k:5000"), Err(AuthError::Config(_))));
+        // https, with keystonemiddleware's TLS options.
+        let s = settings("auth_url = https://k:5000\ncafile = /etc/keystone-ca.pem\ninsecure = true\n").unwrap();
+        assert_eq!(s.identity_v3, "https://k:5000/v3");
+        let tls =
+            TlsSettings { ca_file: Some("/etc/keystone-ca.pem".into()), insecure: true, ..TlsSettings::default() };
+        assert_eq!(s.tls, tls);
+        // A TLS file that cannot be read refuses the start (insecure needs no CA).
+        assert!(TokenValidator::new(s).is_ok());
+        let s = settings("auth_url = https://k:5000\ncafile = /etc/keystone-ca.pem\n").unwrap();
+        let e = TokenValidator::new(s).err().unwrap();
+        assert!(matches!(&e, AuthError::Config(m) if m.starts_with("[keystone_authtoken] cannot read CA file")), "{e}");
         assert!(matches!(settings("username = x"), Err(AuthError::Config(_))));
     }
 
@@ -890,7 +882,7 @@ mod tests {
     }
 
     fn validator(url: &str, extra: &str) -> TokenValidator {
-        TokenValidator::new(settings(&format!("auth_url = {url}\nusername = placement\n{extra}")).unwrap())
+        TokenValidator::new(settings(&format!("auth_url = {url}\nusername = placement\n{extra}")).unwrap()).unwrap()
     }
 
     fn request(pairs: &[(&'static str, &'static str)]) -> HeaderMap {

@@ -95,6 +95,13 @@ pub const HTTP_CONNECT_TIMEOUT: Opt<Option<i64>> =
     Opt::optional_int(KA, "http_connect_timeout", None, "seconds a request to Keystone may take");
 pub const HTTP_REQUEST_MAX_RETRIES: Opt<i64> =
     Opt::int(KA, "http_request_max_retries", 3, "retries of a request to Keystone that failed to connect");
+// keystonemiddleware's TLS options for its Keystone connection.
+pub const CAFILE: Opt<Option<String>> =
+    Opt::optional_str(KA, "cafile", None, "PEM CA certificates Keystone's https must chain to (default: the system's)");
+pub const CERTFILE: Opt<Option<String>> =
+    Opt::optional_str(KA, "certfile", None, "PEM client certificate presented to Keystone, if it asks for one");
+pub const KEYFILE: Opt<Option<String>> = Opt::optional_str(KA, "keyfile", None, "the client certificate's PEM key");
+pub const INSECURE: Opt<bool> = Opt::bool(KA, "insecure", false, "do not verify Keystone's https certificate");
 // keystoneauth's password plugin options, which keystonemiddleware
 // registers only at run time (auth_type = password).
 pub const AUTH_URL: Opt<Option<String>> =
@@ -135,6 +142,10 @@ pub const OPTIONS: &[&dyn Declaration] = &[
     &SERVICE_TYPE,
     &HTTP_CONNECT_TIMEOUT,
     &HTTP_REQUEST_MAX_RETRIES,
+    &CAFILE,
+    &CERTFILE,
+    &KEYFILE,
+    &INSECURE,
     &AUTH_URL,
     &USERNAME,
     &PASSWORD,

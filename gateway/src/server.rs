@@ -59,7 +59,7 @@ fn redial_window(config: &Config) -> std::time::Duration {
 fn authenticator(config: &Config, strategy: &str) -> Result<Authenticator, GatewayError> {
     Ok(match strategy {
         "noauth2" | "noauth" => Authenticator::NoAuth2,
-        _ => Authenticator::Keystone(Arc::new(TokenValidator::new(KeystoneSettings::from_config(config)?))),
+        _ => Authenticator::Keystone(Arc::new(TokenValidator::new(KeystoneSettings::from_config(config)?)?)),
     })
 }
 
@@ -179,7 +179,7 @@ pub fn cfn_app(config: &Config, engines: Vec<Channel>, metrics: Metrics) -> Resu
         return Ok(None);
     }
     let keystone = KeystoneSettings::from_config(config)?;
-    let http = keelson_openstack::HttpClient::new(keystone.timeout, keystone.connect_retries);
+    let http = keystone.http_client()?;
     let service = keelson_openstack::Session::new(http, &keystone.identity_v3, keystone.service_auth());
     let ec2 = crate::cfn::ec2::Ec2Auth::new(service);
     let max_json_body_size = usize::try_from(config.get(&MAX_JSON_BODY_SIZE))
@@ -227,7 +227,7 @@ pub fn orchestration_app(
     let auth = match strategy.as_str() {
         "noauth" => OrchestrationAuth::NoAuth,
         _ => OrchestrationAuth::keystone(
-            TokenValidator::new(KeystoneSettings::from_config(config)?),
+            TokenValidator::new(KeystoneSettings::from_config(config)?)?,
             crate::orchestration::OrchestrationPolicy::from_config(config)?,
         ),
     };

@@ -202,6 +202,55 @@ pub const REGION_NAME_FOR_SERVICES: Opt<Option<String>> = Opt::optional_str(
     None,
     "the region whose endpoints the clients use (default: the first of each service)",
 );
+/// Heat's TLS options of a client group (`ca_file`, `cert_file`,
+/// `key_file`, `insecure`: keystoneauth's `verify` and `cert`).
+pub struct ClientTlsOptions {
+    pub ca_file: Opt<Option<String>>,
+    pub cert_file: Opt<Option<String>>,
+    pub key_file: Opt<Option<String>>,
+    /// In a `[clients_<client>]` group it counts only where it is set.
+    pub insecure: Opt<bool>,
+}
+
+const fn client_tls_options(group: &'static str, per_client: bool) -> ClientTlsOptions {
+    let (ca, cert, key, insecure) = if per_client {
+        (
+            "this client's CA file (default: [clients]'s)",
+            "this client's PEM certificate (default: [clients]'s)",
+            "this client's PEM private key (default: [clients]'s)",
+            "do not verify this client's servers (unset: [clients]'s)",
+        )
+    } else {
+        (
+            "PEM CA certificates the services' https must chain to (default: the system's)",
+            "PEM client certificate (chain) the clients present (alone: with the key in it)",
+            "the client certificate's PEM private key",
+            "do not verify the services' https certificates",
+        )
+    };
+    ClientTlsOptions {
+        ca_file: Opt::optional_str(group, "ca_file", None, ca),
+        cert_file: Opt::optional_str(group, "cert_file", None, cert),
+        key_file: Opt::optional_str(group, "key_file", None, key),
+        insecure: Opt::bool(group, "insecure", false, insecure),
+    }
+}
+
+pub const CLIENTS_TLS: ClientTlsOptions = client_tls_options("clients", false);
+pub const CLIENTS_KEYSTONE_TLS: ClientTlsOptions = client_tls_options("clients_keystone", true);
+pub const CLIENTS_NOVA_TLS: ClientTlsOptions = client_tls_options("clients_nova", true);
+pub const CLIENTS_NEUTRON_TLS: ClientTlsOptions = client_tls_options("clients_neutron", true);
+pub const CLIENTS_GLANCE_TLS: ClientTlsOptions = client_tls_options("clients_glance", true);
+pub const CLIENTS_CINDER_TLS: ClientTlsOptions = client_tls_options("clients_cinder", true);
+/// The service clients' own TLS options, by Heat's client name (Keystone's
+/// are the sessions' own: [`CLIENTS_KEYSTONE_TLS`]).
+pub const CLIENT_TLS: &[(&str, &ClientTlsOptions)] = &[
+    ("nova", &CLIENTS_NOVA_TLS),
+    ("neutron", &CLIENTS_NEUTRON_TLS),
+    ("glance", &CLIENTS_GLANCE_TLS),
+    ("cinder", &CLIENTS_CINDER_TLS),
+];
+
 /// The per-client options, by Heat's client name.
 pub const CLIENT_ENDPOINT_TYPES: &[(&str, &Opt<Option<String>>)] = &[
     ("nova", &CLIENTS_NOVA_ENDPOINT_TYPE),
@@ -318,6 +367,30 @@ pub const OPTIONS: &[&dyn Declaration] = &[
     &CLIENTS_GLANCE_ENDPOINT_TYPE,
     &CLIENTS_CINDER_ENDPOINT_TYPE,
     &REGION_NAME_FOR_SERVICES,
+    &CLIENTS_TLS.ca_file,
+    &CLIENTS_TLS.cert_file,
+    &CLIENTS_TLS.key_file,
+    &CLIENTS_TLS.insecure,
+    &CLIENTS_KEYSTONE_TLS.ca_file,
+    &CLIENTS_KEYSTONE_TLS.cert_file,
+    &CLIENTS_KEYSTONE_TLS.key_file,
+    &CLIENTS_KEYSTONE_TLS.insecure,
+    &CLIENTS_NOVA_TLS.ca_file,
+    &CLIENTS_NOVA_TLS.cert_file,
+    &CLIENTS_NOVA_TLS.key_file,
+    &CLIENTS_NOVA_TLS.insecure,
+    &CLIENTS_NEUTRON_TLS.ca_file,
+    &CLIENTS_NEUTRON_TLS.cert_file,
+    &CLIENTS_NEUTRON_TLS.key_file,
+    &CLIENTS_NEUTRON_TLS.insecure,
+    &CLIENTS_GLANCE_TLS.ca_file,
+    &CLIENTS_GLANCE_TLS.cert_file,
+    &CLIENTS_GLANCE_TLS.key_file,
+    &CLIENTS_GLANCE_TLS.insecure,
+    &CLIENTS_CINDER_TLS.ca_file,
+    &CLIENTS_CINDER_TLS.cert_file,
+    &CLIENTS_CINDER_TLS.key_file,
+    &CLIENTS_CINDER_TLS.insecure,
     &TRUSTEE_AUTH_TYPE,
     &TRUSTEE_AUTH_URL,
     &TRUSTEE_USERNAME,

@@ -15,6 +15,9 @@ use serde_json::{json, Map, Value};
 use crate::error::OsError;
 use crate::session::Session;
 
+/// Heat's name of this client: its endpoint type and TLS settings go by it.
+pub const CLIENT: &str = "nova";
+
 /// A compute API microversion (`2.64`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Microversion {
@@ -191,17 +194,17 @@ impl<'a> Compute<'a> {
     /// The compute endpoint of the session's catalog (as its endpoint
     /// choice picks it for `nova`) and the microversion to speak with it.
     pub async fn connect(session: &'a Session) -> Result<Compute<'a>, OsError> {
-        let endpoint = session.client_endpoint("nova", "compute").await?;
+        let endpoint = session.client_endpoint(CLIENT, "compute").await?;
         let doc = session
             .version_document(&endpoint, || async {
-                match session.call(Method::GET, &endpoint, None).await {
+                match session.client_call(CLIENT, Method::GET, &endpoint, &[], None).await {
                     Ok(answer) => answer.json(),
                     // An endpoint with the project id in its path: its root
                     // is one level up, as novaclient retries.
                     Err(e) if e.is_not_found() => {
                         let root =
                             format!("{}/", endpoint.rsplit_once('/').map_or(endpoint.as_str(), |(head, _)| head));
-                        session.call(Method::GET, &root, None).await?.json()
+                        session.client_call(CLIENT, Method::GET, &root, &[], None).await?.json()
                     }
                     Err(e) => Err(e),
                 }
@@ -229,7 +232,7 @@ impl<'a> Compute<'a> {
         let url = format!("{}{}", self.endpoint, path);
         let owned = version_headers(self.version);
         let headers: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.session.call_with(method, &url, &headers, body).await?.json()
+        self.session.client_call(CLIENT, method, &url, &headers, body).await?.json()
     }
 
     /// The `POST /os-keypairs` body at this microversion: `type` (default

@@ -1,10 +1,15 @@
-//! The one HTTP transport of keelson's OpenStack clients: plain HTTP/1.1
-//! over hyper's pooled client, every request under a timeout, the answer
+//! The one HTTP transport of keelson's OpenStack clients: HTTP/1.1, plain
+//! or over TLS ([`crate::tls`]), on hyper's pooled client (one pool per TLS
+//! configuration: the client's own, and a client name's where its settings
+//! differ, [`HttpClient::for_client`]), every request under a timeout, the answer
 //! read within the same timeout and refused past a size bound, a refused
-//! connection retried with keystoneauth's back-off, and the current
+//! connection retried with keystoneauth's back-off (a failed TLS
+//! handshake is not: it is keystoneauth's `SSLError`), and the current
 //! request's id and `traceparent` sent along
 //! ([`keelson_runtime::context::RequestContext::inject_http`]).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,6 +19,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use keelson_runtime::context::RequestContext;
 
 use crate::error::OsError;
+use crate::tls::{Connector, TlsSettings, TlsSetupError};
 
 /// How long a request may take, answer included, unless set otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,10 +57,15 @@ impl Answer {
     }
 }
 
-/// The transport, cheap to clone (one connection pool).
+type Pool = Client<Connector, Full<Bytes>>;
+
+/// The transport, cheap to clone (the clones share the pools).
 #[derive(Clone)]
 pub struct HttpClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Pool,
+    /// The pools of clients whose TLS settings are their own, by client
+    /// name (`nova`, `neutron`, ...).
+    by_client: Arc<BTreeMap<String, Pool>>,
     timeout: Duration,
     max_body: usize,
     connect_retries: u32,
@@ -72,15 +83,50 @@ impl Default for HttpClient {
     }
 }
 
+/// One pool whose connections take at most `timeout` to open.
+fn pool(timeout: Duration, tls: Result<Arc<tokio_rustls::rustls::ClientConfig>, TlsSetupError>) -> Pool {
+    let mut tcp = HttpConnector::new();
+    tcp.set_connect_timeout(Some(timeout));
+    tcp.set_nodelay(true);
+    Client::builder(hyper_util::rt::TokioExecutor::new()).build(Connector::new(tcp, tls))
+}
+
 impl HttpClient {
     /// A client whose requests take at most `timeout` each and whose
-    /// refused connections are tried again `connect_retries` times.
+    /// refused connections are tried again `connect_retries` times; https
+    /// servers are verified against the system's CAs.
     pub fn new(timeout: Duration, connect_retries: u32) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(timeout));
-        connector.set_nodelay(true);
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-        HttpClient { client, timeout, max_body: DEFAULT_MAX_BODY, connect_retries }
+        HttpClient {
+            client: pool(timeout, crate::tls::default_config()),
+            by_client: Arc::new(BTreeMap::new()),
+            timeout,
+            max_body: DEFAULT_MAX_BODY,
+            connect_retries,
+        }
+    }
+
+    /// The same client speaking https as `tls` says (a client name's own
+    /// settings, [`HttpClient::with_client_tls`], stay).
+    pub fn with_tls(mut self, tls: &TlsSettings) -> Result<Self, TlsSetupError> {
+        self.client = pool(self.timeout, Ok(tls.client_config()?));
+        Ok(self)
+    }
+
+    /// The same client, with the client named `client` speaking https as
+    /// `tls` says ([`HttpClient::for_client`]).
+    pub fn with_client_tls(mut self, client: &str, tls: &TlsSettings) -> Result<Self, TlsSetupError> {
+        let client_pool = pool(self.timeout, Ok(tls.client_config()?));
+        Arc::make_mut(&mut self.by_client).insert(client.to_string(), client_pool);
+        Ok(self)
+    }
+
+    /// This client as the client named `client` (`nova`, `neutron`, ...)
+    /// uses it: with that client's TLS settings when it has its own.
+    pub fn for_client(&self, client: &str) -> HttpClient {
+        match self.by_client.get(client) {
+            Some(own) => HttpClient { client: own.clone(), ..self.clone() },
+            None => self.clone(),
+        }
     }
 
     /// The same client with answers bounded at `max_body` bytes: a longer
@@ -98,8 +144,8 @@ impl HttpClient {
         headers: &[(&str, &str)],
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, OsError> {
-        if !url.starts_with("http://") {
-            return Err(OsError::Unavailable(format!("{url}: only http:// endpoints are supported")));
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(OsError::Unavailable(format!("{url}: only http:// and https:// endpoints are supported")));
         }
         let mut builder = Request::builder().method(method.clone()).uri(url).header("accept", "application/json");
         for (name, value) in headers {
@@ -124,16 +170,22 @@ impl HttpClient {
         let mut attempt = 0;
         let response = loop {
             let req = Request::from_parts(parts.clone(), body.clone());
-            match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+            let error = match tokio::time::timeout(self.timeout, self.client.request(req)).await {
                 Err(_) => return Err(OsError::Unavailable(format!("{method} {url} timed out"))),
                 Ok(Ok(resp)) => break resp,
-                Ok(Err(e)) if e.is_connect() && attempt < self.connect_retries => {
-                    attempt += 1;
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                }
-                Ok(Err(e)) => return Err(OsError::Unavailable(format!("{method} {url}: {e}"))),
+                Ok(Err(e)) => e,
+            };
+            // keystoneauth's SSLError, not retried: the same handshake
+            // fails again.
+            if let Some(tls) = crate::tls::handshake_failure(&error) {
+                return Err(OsError::Unavailable(format!("SSL exception connecting to {url}: {tls}")));
             }
+            if !(error.is_connect() && attempt < self.connect_retries) {
+                return Err(OsError::Unavailable(format!("{method} {url}: {error}")));
+            }
+            attempt += 1;
+            tokio::time::sleep(delay).await;
+            delay *= 2;
         };
         let status = response.status();
         let headers = response.headers().clone();

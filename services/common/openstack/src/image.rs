@@ -13,6 +13,9 @@ use crate::ec2::quote;
 use crate::error::OsError;
 use crate::session::Session;
 
+/// Heat's name of this client: its endpoint type and TLS settings go by it.
+pub const CLIENT: &str = "glance";
+
 /// The media type Glance expects for `PATCH /v2/images/{id}`.
 const PATCH_MEDIA_TYPE: &str = "application/openstack-images-v2.1-json-patch";
 
@@ -80,7 +83,7 @@ impl<'a> Image<'a> {
     /// The `image` endpoint of the session's catalog (as its endpoint
     /// choice picks it for `glance`).
     pub async fn connect(session: &'a Session) -> Result<Image<'a>, OsError> {
-        let endpoint = session.client_endpoint("glance", "image").await?;
+        let endpoint = session.client_endpoint(CLIENT, "image").await?;
         Ok(Image::at(session, &endpoint))
     }
 
@@ -90,7 +93,7 @@ impl<'a> Image<'a> {
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, OsError> {
-        self.session.call(method, &format!("{}{}", self.root, path), body).await?.json()
+        self.session.client_call(CLIENT, method, &format!("{}{}", self.root, path), &[], body).await?.json()
     }
 
     fn image_path(id: &str) -> String {
@@ -130,7 +133,10 @@ impl<'a> Image<'a> {
         let current = self.get(id).await?;
         let ops = Value::Array(image_patch(&current, set, remove));
         let url = format!("{}{}", self.root, Self::image_path(id));
-        self.session.call_with(Method::PATCH, &url, &[("content-type", PATCH_MEDIA_TYPE)], Some(&ops)).await.map(drop)
+        self.session
+            .client_call(CLIENT, Method::PATCH, &url, &[("content-type", PATCH_MEDIA_TYPE)], Some(&ops))
+            .await
+            .map(drop)
     }
 
     pub async fn delete(&self, id: &str) -> Result<(), OsError> {

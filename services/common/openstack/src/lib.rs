@@ -1,7 +1,10 @@
 //! keelson's client of OpenStack services' REST APIs.
 //!
-//! - [`http`]: the one HTTP transport (timeouts, bounded answers, the
-//!   request id and `traceparent` of the current request on every call);
+//! - [`http`]: the one HTTP transport (http and https, timeouts, bounded
+//!   answers, the request id and `traceparent` of the current request on
+//!   every call);
+//! - [`tls`]: https: a client's [`TlsSettings`] (CA file or the system's
+//!   CAs, client certificate, insecure) and the pool's connector;
 //! - [`session`]: a Keystone v3 [`Session`]: how it authenticates
 //!   ([`AuthMethod`]: password, token or trust-scoped), the token it caches
 //!   and renews before expiry, the service catalog (service type +
@@ -33,9 +36,11 @@ pub mod identity_admin;
 pub mod image;
 pub mod network;
 pub mod session;
+pub mod tls;
 pub mod volume;
 
 pub use error::OsError;
 pub use http::HttpClient;
 pub use identity::Identity;
 pub use session::{AccessInfo, AuthMethod, DomainRef, EndpointChoice, ProjectRef, Scope, Session, UserRef};
+pub use tls::{TlsSettings, TlsSetupError};

@@ -12,6 +12,9 @@ use crate::ec2::quote;
 use crate::error::OsError;
 use crate::session::Session;
 
+/// Heat's name of this client: its endpoint type and TLS settings go by it.
+pub const CLIENT: &str = "neutron";
+
 /// One kind of Neutron resource: the key of one in a body, the key of a
 /// list of them, and the collection's path under `/v2.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +91,7 @@ impl<'a> Network<'a> {
     /// The catalog's `network` endpoint (as the session's endpoint choice
     /// picks it for `neutron`).
     pub async fn connect(session: &'a Session) -> Result<Network<'a>, OsError> {
-        let endpoint = session.client_endpoint("neutron", "network").await?;
+        let endpoint = session.client_endpoint(CLIENT, "network").await?;
         Ok(Network::new(session, &endpoint))
     }
 
@@ -100,7 +103,7 @@ impl<'a> Network<'a> {
 
     async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, OsError> {
         let url = format!("{}/v2.0{}", self.endpoint, path);
-        self.session.call(method, &url, body).await?.json()
+        self.session.client_call(CLIENT, method, &url, &[], body).await?.json()
     }
 
     /// The ids of project `project_id`'s security groups named `name`.

@@ -441,11 +441,36 @@ impl Session {
         headers: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Result<Answer, OsError> {
+        self.call_over(&self.http, method, url, headers, body).await
+    }
+
+    /// [`Session::call_with`] as the client named `client` (`nova`,
+    /// `neutron`, ...) makes it: over that client's TLS settings
+    /// ([`HttpClient::for_client`]). Keystone's own calls use the session's.
+    pub async fn client_call(
+        &self,
+        client: &str,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<Answer, OsError> {
+        self.call_over(&self.http.for_client(client), method, url, headers, body).await
+    }
+
+    async fn call_over(
+        &self,
+        http: &HttpClient,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<Answer, OsError> {
         for attempt in 0..2 {
             let access = self.access().await?;
             let mut all: Vec<(&str, &str)> = vec![("x-auth-token", access.token.as_str())];
             all.extend_from_slice(headers);
-            let answer = self.http.send(method.clone(), url, &all, body).await?;
+            let answer = http.send(method.clone(), url, &all, body).await?;
             if answer.status == http::StatusCode::UNAUTHORIZED
                 && attempt == 0
                 && !matches!(self.method, AuthMethod::Existing { .. })

@@ -15,6 +15,9 @@ use crate::ec2::quote;
 use crate::error::OsError;
 use crate::session::Session;
 
+/// Heat's name of this client: its endpoint type and TLS settings go by it.
+pub const CLIENT: &str = "cinder";
+
 /// The microversion of every call (Heat's cinder client is version "3").
 const API_VERSION: &str = "volume 3.0";
 
@@ -29,8 +32,8 @@ impl<'a> Volume<'a> {
     /// The `volumev3` endpoint of the session's catalog, else its
     /// `block-storage` one (as its endpoint choice picks them for `cinder`).
     pub async fn connect(session: &'a Session) -> Result<Volume<'a>, OsError> {
-        let endpoint = match session.client_endpoint("cinder", "volumev3").await {
-            Err(OsError::EndpointNotFound(_)) => session.client_endpoint("cinder", "block-storage").await?,
+        let endpoint = match session.client_endpoint(CLIENT, "volumev3").await {
+            Err(OsError::EndpointNotFound(_)) => session.client_endpoint(CLIENT, "block-storage").await?,
             other => other?,
         };
         Ok(Volume::at(session, &endpoint))
@@ -42,7 +45,7 @@ impl<'a> Volume<'a> {
 
     async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, OsError> {
         let url = format!("{}{}", self.endpoint, path);
-        self.session.call_with(method, &url, &[("openstack-api-version", API_VERSION)], body).await?.json()
+        self.session.client_call(CLIENT, method, &url, &[("openstack-api-version", API_VERSION)], body).await?.json()
     }
 
     /// The newest microversion the service speaks, from the version
@@ -52,7 +55,7 @@ impl<'a> Volume<'a> {
             Some((head, _)) => format!("{head}/v3/"),
             None => format!("{}/", self.endpoint),
         };
-        let doc = self.session.call(Method::GET, &root, None).await?.json()?;
+        let doc = self.session.client_call(CLIENT, Method::GET, &root, &[], None).await?.json()?;
         let version = doc
             .pointer("/versions/0/version")
             .or_else(|| doc.pointer("/version/version"))

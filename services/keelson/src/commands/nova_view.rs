@@ -4,7 +4,8 @@
 //! environment as the `openstack` client reads them: `OS_AUTH_URL` with
 //! `OS_TOKEN`, or with `OS_USERNAME`, `OS_PASSWORD`, `OS_PROJECT_NAME` and
 //! the domains (`OS_USER_DOMAIN_NAME`, `OS_PROJECT_DOMAIN_NAME`, `Default`
-//! when unset). The user must be an admin: only admins list every
+//! when unset); https as `OS_CACERT`, `OS_CERT`, `OS_KEY` and `OS_INSECURE`
+//! say. The user must be an admin: only admins list every
 //! project's servers, the hypervisors and the migrations.
 
 use std::collections::{BTreeSet, HashMap};
@@ -53,7 +54,15 @@ impl Nova {
             }
             _ => bail!("--nova-endpoint needs OS_TOKEN, or OS_USERNAME, OS_PASSWORD and OS_PROJECT_NAME"),
         };
-        let http = HttpClient::new(Duration::from_secs(60), 2);
+        // openstackclient's TLS variables.
+        let tls = keelson_openstack::TlsSettings {
+            ca_file: env("OS_CACERT").map(Into::into),
+            cert_file: env("OS_CERT").map(Into::into),
+            key_file: env("OS_KEY").map(Into::into),
+            insecure: env("OS_INSECURE")
+                .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")),
+        };
+        let http = HttpClient::new(Duration::from_secs(60), 2).with_tls(&tls)?;
         Ok(Nova { session: Session::new(http, &auth_url, method), endpoint: endpoint.trim_end_matches('/').into() })
     }
 

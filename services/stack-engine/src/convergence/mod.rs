@@ -113,8 +113,7 @@ impl Engine {
         let server_builds = settings.max_concurrent_server_builds.map(|n| Arc::new(Semaphore::new(n)));
         let identity = match &settings.identity {
             Some(s) => Some(Arc::new(
-                crate::identity::Identity::new(s.clone())
-                    .map_err(|e| EngineError::internal(format!("auth_encryption_key: {e}")))?,
+                crate::identity::Identity::new(s.clone()).map_err(|e| EngineError::internal(e.to_string()))?,
             )),
             None => None,
         };

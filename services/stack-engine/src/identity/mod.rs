@@ -22,20 +22,23 @@
 
 pub mod crypt;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use keelson_openstack::identity::{Ec2Credential, Identity as KeystoneApi, Roles};
-use keelson_openstack::{AuthMethod, DomainRef, EndpointChoice, HttpClient, OsError, Scope, Session, UserRef};
+use keelson_openstack::{
+    AuthMethod, DomainRef, EndpointChoice, HttpClient, OsError, Scope, Session, TlsSettings, TlsSetupError, UserRef,
+};
 use keelson_runtime::Config;
 use tokio::sync::OnceCell;
 
 use crate::error::EngineError;
 use crate::options::{
-    AUTH_ENCRYPTION_KEY, CLIENTS_ENDPOINT_TYPE, CLIENTS_KEYSTONE_AUTH_URI, CLIENT_ENDPOINT_TYPES, CLIENT_RETRY_LIMIT,
-    DEFERRED_AUTH_METHOD, HEAT_STACK_USER_ROLE, REGION_NAME_FOR_SERVICES, STACK_DOMAIN_ADMIN,
-    STACK_DOMAIN_ADMIN_PASSWORD, STACK_USER_DOMAIN_ID, STACK_USER_DOMAIN_NAME, TRUSTEE_AUTH_URL, TRUSTEE_PASSWORD,
-    TRUSTEE_USERNAME, TRUSTEE_USER_DOMAIN_ID, TRUSTEE_USER_DOMAIN_NAME, TRUSTEE_USER_ID, TRUSTS_DELEGATED_ROLES,
+    ClientTlsOptions, AUTH_ENCRYPTION_KEY, CLIENTS_ENDPOINT_TYPE, CLIENTS_KEYSTONE_AUTH_URI, CLIENTS_KEYSTONE_TLS,
+    CLIENTS_TLS, CLIENT_ENDPOINT_TYPES, CLIENT_RETRY_LIMIT, CLIENT_TLS, DEFERRED_AUTH_METHOD, HEAT_STACK_USER_ROLE,
+    REGION_NAME_FOR_SERVICES, STACK_DOMAIN_ADMIN, STACK_DOMAIN_ADMIN_PASSWORD, STACK_USER_DOMAIN_ID,
+    STACK_USER_DOMAIN_NAME, TRUSTEE_AUTH_URL, TRUSTEE_PASSWORD, TRUSTEE_USERNAME, TRUSTEE_USER_DOMAIN_ID,
+    TRUSTEE_USER_DOMAIN_NAME, TRUSTEE_USER_ID, TRUSTS_DELEGATED_ROLES,
 };
 pub use crypt::{Crypt, CryptError};
 
@@ -63,6 +66,36 @@ pub struct IdentitySettings {
     pub client_timeout: std::time::Duration,
     /// The catalog endpoints the stacks' clients use.
     pub endpoints: EndpointChoice,
+    /// How the sessions reach Keystone over https: `[clients_keystone]`'s
+    /// TLS options, else `[clients]`'s.
+    pub tls: TlsSettings,
+    /// The service clients (`nova`, ...) whose TLS settings differ from
+    /// Keystone's: `[clients_<client>]`'s, else `[clients]`'s.
+    pub client_tls: BTreeMap<String, TlsSettings>,
+}
+
+/// A client's TLS settings (Heat's `get_ssl_options`): each option of its
+/// `[clients_<client>]` group where set, else `[clients]`'s.
+pub fn client_tls(config: &Config, own: &ClientTlsOptions) -> TlsSettings {
+    let path = |own: &keelson_runtime::config::Opt<Option<String>>, all| {
+        config.get(own).or_else(|| config.get(all)).filter(|p| !p.trim().is_empty()).map(Into::into)
+    };
+    TlsSettings {
+        ca_file: path(&own.ca_file, &CLIENTS_TLS.ca_file),
+        cert_file: path(&own.cert_file, &CLIENTS_TLS.cert_file),
+        key_file: path(&own.key_file, &CLIENTS_TLS.key_file),
+        insecure: config.get(if config.is_set(&own.insecure) { &own.insecure } else { &CLIENTS_TLS.insecure }),
+    }
+}
+
+/// Why the engine's Keystone cannot be used as configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentitySetupError {
+    #[error("auth_encryption_key: {0}")]
+    Crypt(#[from] CryptError),
+    /// `client`'s TLS files (`[clients_<client>]` or `[clients]`).
+    #[error("[clients_{client}] TLS: {error}")]
+    Tls { client: String, error: TlsSetupError },
 }
 
 impl IdentitySettings {
@@ -84,6 +117,7 @@ impl IdentitySettings {
             }),
             (None, None) => None,
         };
+        let keystone_tls = client_tls(config, &CLIENTS_KEYSTONE_TLS);
         Some(IdentitySettings {
             trustee_auth_url: text(config.get(&TRUSTEE_AUTH_URL)).unwrap_or_else(|| auth_uri.clone()),
             auth_uri,
@@ -105,6 +139,12 @@ impl IdentitySettings {
                     None => choice,
                 },
             ),
+            client_tls: CLIENT_TLS
+                .iter()
+                .map(|(client, own)| (client.to_string(), client_tls(config, own)))
+                .filter(|(_, tls)| *tls != keystone_tls)
+                .collect(),
+            tls: keystone_tls,
         })
     }
 }
@@ -171,8 +211,18 @@ fn keystone_error(what: &str, e: OsError) -> EngineError {
 }
 
 impl Identity {
-    pub fn new(settings: IdentitySettings) -> Result<Identity, CryptError> {
-        let http = HttpClient::new(settings.client_timeout, settings.client_retry_limit);
+    /// The engine's Keystone; unusable TLS files or encryption key refuse it.
+    pub fn new(settings: IdentitySettings) -> Result<Identity, IdentitySetupError> {
+        let tls_error = |client: &str| {
+            let client = client.to_string();
+            move |error| IdentitySetupError::Tls { client, error }
+        };
+        let mut http = HttpClient::new(settings.client_timeout, settings.client_retry_limit)
+            .with_tls(&settings.tls)
+            .map_err(tls_error("keystone"))?;
+        for (client, tls) in &settings.client_tls {
+            http = http.with_client_tls(client, tls).map_err(tls_error(client))?;
+        }
         let trustee = settings.trustee.clone().map(|user| {
             Session::new(
                 http.clone(),
@@ -533,5 +583,31 @@ mod tests {
         // An empty per-client value leaves the client on [clients]'.
         assert_eq!(choice.interface("cinder"), "internal");
         assert_eq!(choice.region(), Some("RegionTwo"));
+    }
+
+    /// Heat's `get_ssl_options`: a client's own option wins over
+    /// `[clients]`'s; the service clients keep their own settings only
+    /// where they differ from Keystone's.
+    #[test]
+    fn the_clients_tls_options_per_client() {
+        let keystone = "[clients_keystone]\nauth_uri = https://keystone:5000\n";
+        let plain = settings(keystone);
+        assert_eq!((plain.tls, plain.client_tls), (TlsSettings::default(), BTreeMap::new()));
+        let shared = settings(&format!("[clients]\nca_file = /ca.pem\ninsecure = true\n{keystone}"));
+        let all = TlsSettings { ca_file: Some("/ca.pem".into()), insecure: true, ..TlsSettings::default() };
+        assert_eq!((&shared.tls, shared.client_tls.len()), (&all, 0));
+        let own = settings(&format!(
+            "[clients]\nca_file = /ca.pem\ncert_file = /c.pem\n[clients_nova]\ninsecure = true\n\
+             [clients_neutron]\nca_file = /neutron-ca.pem\n{keystone}"
+        ));
+        let clients = TlsSettings { ca_file: Some("/ca.pem".into()), cert_file: Some("/c.pem".into()), ..all };
+        assert_eq!(own.tls, TlsSettings { insecure: false, ..clients.clone() });
+        assert_eq!(own.client_tls.keys().collect::<Vec<_>>(), ["neutron", "nova"]);
+        assert_eq!(own.client_tls["nova"], clients);
+        let neutron = TlsSettings { ca_file: Some("/neutron-ca.pem".into()), insecure: false, ..clients };
+        assert_eq!(own.client_tls["neutron"], neutron);
+        // A file that cannot be read refuses the engine's Keystone.
+        let e = Identity::new(own).err().unwrap();
+        assert!(matches!(&e, IdentitySetupError::Tls { client, .. } if client == "keystone"), "{e}");
     }
 }

@@ -330,6 +330,8 @@ async fn a_create_is_refused_before_anything_is_stored() {
         client_retry_limit: 0,
         client_timeout: keelson_openstack::http::DEFAULT_TIMEOUT,
         endpoints: keelson_openstack::EndpointChoice::default(),
+        tls: keelson_openstack::TlsSettings::default(),
+        client_tls: Default::default(),
     };
     let settings = EngineSettings { identity: Some(identity), ..EngineSettings::default() };
     let engine = crate::start_engine(db.clone(), registry.clone(), settings).await.unwrap();
