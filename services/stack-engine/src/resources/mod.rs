@@ -340,6 +340,9 @@ pub trait ResourceType: Send + Sync + 'static {
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
+    /// Upstream `handle_snapshot` (stack SNAPSHOT).
+    fn snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
     /// Upstream `prepare_for_replace`, on the old resource before its
     /// replacement is created; a failure fails the update.
     fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;

@@ -150,6 +150,13 @@ pub trait Plugin: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Upstream `handle_snapshot`, in a stack SNAPSHOT: what the type keeps
+    /// of its object goes into the resource's data (a snapshot holds it).
+    /// Most types keep nothing.
+    fn snapshot(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
     /// Whether a FAILED resource is replaced by the next update (upstream
     /// `needs_replace_failed`); by default it is.
     fn needs_replace_failed(
@@ -306,6 +313,10 @@ impl<P: Plugin> ResourceType for P {
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
         Box::pin(Plugin::resume(self, ctx))
+    }
+
+    fn snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::snapshot(self, ctx))
     }
 
     fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
