@@ -157,6 +157,13 @@ pub trait Plugin: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Upstream `handle_restore`: the property values a restore sets on
+    /// the resource's definition, from its snapshot data's
+    /// `resource_data`. Most types set none.
+    fn restore_properties(&self, _resource_data: &Map<String, Value>) -> Map<String, Value> {
+        Map::new()
+    }
+
     /// Whether a FAILED resource is replaced by the next update (upstream
     /// `needs_replace_failed`); by default it is.
     fn needs_replace_failed(
@@ -317,6 +324,10 @@ impl<P: Plugin> ResourceType for P {
 
     fn snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
         Box::pin(Plugin::snapshot(self, ctx))
+    }
+
+    fn restore_properties(&self, resource_data: &Map<String, Value>) -> Map<String, Value> {
+        Plugin::restore_properties(self, resource_data)
     }
 
     fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {

@@ -113,8 +113,10 @@ impl Orchestration {
             Some(Value::Object(p)) => p,
             _ => Map::new(),
         };
+        let mut template = data.get("template").cloned().unwrap_or_else(|| json!({}));
+        self.set_restore_properties(&mut template, data.get("resources"));
         let input = DefinitionInput {
-            template: data.get("template").cloned().unwrap_or_else(|| json!({})),
+            template,
             files: section("files"),
             environment,
             environment_files: Vec::new(),
@@ -133,6 +135,31 @@ impl Orchestration {
         };
         self.engine_restore(caller, &current, prepared, settings).await?;
         Ok(Value::Null)
+    }
+
+    /// Upstream `restore_data`: each resource's type may set properties
+    /// of its definition from its snapshot data (a server's image).
+    fn set_restore_properties(&self, template: &mut Value, snapshot_resources: Option<&Value>) {
+        let Some(key) = ["resources", "Resources"].into_iter().find(|k| template.get(*k).is_some()) else { return };
+        let Some(resources) = template.get_mut(key).and_then(Value::as_object_mut) else { return };
+        for (name, resource) in resources.iter_mut() {
+            let Some(resource) = resource.as_object_mut() else { continue };
+            let type_name = ["type", "Type"].iter().find_map(|k| resource.get(*k)).and_then(Value::as_str);
+            let Some(plugin) = type_name.and_then(|t| self.registry.get(t)) else { continue };
+            let Some(Value::Object(data)) =
+                snapshot_resources.and_then(|r| r.get(name)).and_then(|r| r.get("resource_data"))
+            else {
+                continue;
+            };
+            let restored = plugin.restore_properties(data);
+            if restored.is_empty() {
+                continue;
+            }
+            let key = if resource.contains_key("Properties") { "Properties" } else { "properties" };
+            if let Value::Object(props) = resource.entry(key).or_insert_with(|| json!({})) {
+                props.extend(restored);
+            }
+        }
     }
 
     /// Upstream `snapshot_get_by_stack`: the caller's project's snapshot,
