@@ -272,6 +272,11 @@ impl Engine {
             // which would otherwise hold their resources until they end.
             self.dispatcher.cancel_all(self, &stack.id).await;
             // Upstream deletes a stack's snapshots within its DELETE.
+            for snapshot in store::snapshots::list_all_by_stack(&self.db, &stack.id).await? {
+                if let Err(e) = self.delete_snapshot(&stack, &snapshot).await {
+                    tracing::warn!(error = %e, stack_id, snapshot_id = snapshot.id, "snapshot not deleted");
+                }
+            }
             store::snapshots::delete_by_stack(&self.db, &stack.id).await?;
             if self
                 .converge_stack(&stack, template_id, Action::Delete, &stack.current_traversal, StackChanges::default())
@@ -442,6 +447,48 @@ impl Engine {
             taken.insert(row.name.clone(), resource_abandon_entry(&self.db, &fresh).await?);
         }
         Ok(None)
+    }
+
+    /// Upstream `Snapshot.delete_snapshot`: each resource the snapshot
+    /// holds lets go of what its type keeps outside the row (a server's
+    /// image), given its snapshot data as its data; then the row goes. A
+    /// failure leaves the row DELETE_FAILED with the resource's reason.
+    pub async fn delete_snapshot(
+        &self,
+        stack: &StackRow,
+        snapshot: &store::snapshots::SnapshotRow,
+    ) -> Result<(), EngineError> {
+        let resources = snapshot.data.as_ref().and_then(|d| d.get("resources")).and_then(Value::as_object);
+        for (name, entry) in resources.into_iter().flatten() {
+            let Some(plugin) = entry.get("type").and_then(Value::as_str).and_then(|t| self.registry.get(t)) else {
+                continue;
+            };
+            let data = entry.get("resource_data").and_then(Value::as_object).into_iter().flatten();
+            let mut ctx = crate::resources::ActionContext {
+                stack_id: stack.id.clone(),
+                stack_name: stack.name.clone(),
+                resource_name: name.clone(),
+                resource_id: 0,
+                properties: Map::new(),
+                state: crate::resources::ResourceState {
+                    physical_id: entry.get("resource_id").and_then(Value::as_str).map(str::to_string),
+                    data: data.filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect(),
+                    ..Default::default()
+                },
+                cancel: self.cancel_receiver(&stack.id),
+                adopt: None,
+                update_policy: None,
+                timeout_mins: stack.timeout_mins,
+                action_retry_limit: self.settings.action_retry_limit,
+            };
+            if let Err(f) = plugin.delete_snapshot(&mut ctx).await {
+                let reason = action_failure_reason(name, &f);
+                store::snapshots::set_state(&self.db, &snapshot.id, "DELETE", Status::Failed.as_str(), &reason).await?;
+                return Err(EngineError::internal(reason));
+            }
+        }
+        store::snapshots::delete(&self.db, &snapshot.id).await?;
+        Ok(())
     }
 
     /// Upstream `Stack.update_snapshot`: the snapshot's data becomes the

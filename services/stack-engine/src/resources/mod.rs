@@ -343,6 +343,10 @@ pub trait ResourceType: Send + Sync + 'static {
     /// Upstream `handle_snapshot` (stack SNAPSHOT).
     fn snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
+    /// Upstream `handle_delete_snapshot` (the snapshot's data in
+    /// `ctx.state.data`).
+    fn delete_snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
     /// Upstream `handle_restore`: property values a restore sets.
     fn restore_properties(&self, resource_data: &Map<String, Value>) -> Map<String, Value>;
 

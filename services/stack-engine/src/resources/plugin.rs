@@ -157,6 +157,13 @@ pub trait Plugin: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Upstream `handle_delete_snapshot`: a snapshot is deleted (alone or
+    /// with its stack); `ctx.state.data` is the resource's data the
+    /// snapshot holds. Most types kept nothing to delete.
+    fn delete_snapshot(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
     /// Upstream `handle_restore`: the property values a restore sets on
     /// the resource's definition, from its snapshot data's
     /// `resource_data`. Most types set none.
@@ -324,6 +331,10 @@ impl<P: Plugin> ResourceType for P {
 
     fn snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
         Box::pin(Plugin::snapshot(self, ctx))
+    }
+
+    fn delete_snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::delete_snapshot(self, ctx))
     }
 
     fn restore_properties(&self, resource_data: &Map<String, Value>) -> Map<String, Value> {

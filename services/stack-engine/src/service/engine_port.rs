@@ -357,6 +357,16 @@ impl Orchestration {
             .await
     }
 
+    /// Deletes a snapshot and what its resources keep of it.
+    pub(super) async fn engine_delete_snapshot(
+        &self,
+        _caller: &Caller,
+        current: &StackRow,
+        snapshot: &crate::store::snapshots::SnapshotRow,
+    ) -> Result<(), EngineError> {
+        self.engine.delete_snapshot(current, snapshot).await
+    }
+
     /// Starts the stack's SNAPSHOT walk for the stored snapshot row.
     pub(super) async fn engine_snapshot(
         &self,

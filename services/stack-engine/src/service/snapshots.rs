@@ -82,16 +82,20 @@ impl Orchestration {
     }
 
     /// `DELETE .../snapshots/{id}` (204). A snapshot still being taken
-    /// cannot be deleted. No resource type keeps anything of a snapshot
-    /// outside its row yet, so the row goes at once.
+    /// cannot be deleted. What its resources' types keep outside the row
+    /// (a server's image) goes first; a failure there is no error of the
+    /// request (upstream deletes in the background): the snapshot stays,
+    /// DELETE_FAILED.
     pub async fn delete_snapshot(&self, caller: &Caller, stack: &StackRef, snapshot_id: &str) -> Reply {
         let current = self.find_stack(caller, stack, false).await?;
         let row = self.snapshot_of(caller, &current, snapshot_id).await?;
         if row.action.as_deref().is_none_or(|a| a == CREATE) && row.status.as_deref() == Some(IN_PROGRESS) {
             return Err(EngineError::not_supported("Deleting in-progress snapshot is not supported."));
         }
-        tracing::info!(snapshot_id, action = DELETE, "deleting snapshot of stack {}", current.name);
-        snapshots::delete(&self.db, &row.id).await?;
+        snapshots::set_state(&self.db, &row.id, DELETE, IN_PROGRESS, "Snapshot delete started").await?;
+        if let Err(e) = self.engine_delete_snapshot(caller, &current, &row).await {
+            tracing::warn!(error = %e, snapshot_id, "snapshot delete failed");
+        }
         Ok(Value::Null)
     }
 

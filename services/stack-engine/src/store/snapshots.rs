@@ -72,6 +72,12 @@ pub async fn list_by_stack(db: &Db, stack_id: &str, tenant: &str) -> Result<Vec<
     db.fetch_all(&sql, &[stack_id.into(), tenant.into()]).await?.iter().map(from_row).collect()
 }
 
+/// Every snapshot of `stack_id`, whoever owns it (its stack's delete).
+pub async fn list_all_by_stack(db: &Db, stack_id: &str) -> Result<Vec<SnapshotRow>, DbError> {
+    let sql = format!("SELECT {COLUMNS} FROM snapshot WHERE stack_id = ? ORDER BY created_at, id");
+    db.fetch_all(&sql, &[stack_id.into()]).await?.iter().map(from_row).collect()
+}
+
 /// How many snapshots of `stack_id` `tenant` owns.
 pub async fn count_by_stack(db: &Db, stack_id: &str, tenant: &str) -> Result<i64, DbError> {
     let rows = db
@@ -87,6 +93,13 @@ pub async fn finish(db: &Db, id: &str, data: &Json, action: &str, status: &str, 
     let params: Vec<Value> =
         vec![codec::json(data), action.into(), status.into(), reason.into(), db::now().into(), id.into()];
     Ok(super::write_one(db, "snapshot update", sql, &params).await? > 0)
+}
+
+/// A snapshot's action, status and reason (its data kept).
+pub async fn set_state(db: &Db, id: &str, action: &str, status: &str, reason: &str) -> Result<bool, DbError> {
+    let sql = "UPDATE snapshot SET action = ?, status = ?, status_reason = ?, updated_at = ? WHERE id = ?";
+    let params: Vec<Value> = vec![action.into(), status.into(), reason.into(), db::now().into(), id.into()];
+    Ok(super::write_one(db, "snapshot state", sql, &params).await? > 0)
 }
 
 /// Answers whether the row existed.

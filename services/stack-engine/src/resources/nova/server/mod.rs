@@ -982,6 +982,18 @@ impl Plugin for Server {
         }
     }
 
+    /// Heat's `handle_delete_snapshot`: the snapshot's image goes (already
+    /// gone is fine).
+    async fn delete_snapshot(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(image_id) = ctx.state.data.get(SNAPSHOT_IMAGE_ID).cloned() else { return Ok(()) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let images = glance::image_client(&session).await?;
+        match images.delete(&image_id).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other.map_err(glance::failure),
+        }
+    }
+
     /// Heat's `handle_restore`: the server is rebuilt from its snapshot's
     /// image.
     fn restore_properties(&self, resource_data: &Map<String, Value>) -> Map<String, Value> {

@@ -638,7 +638,8 @@ async fn check_suspend_and_resume() {
 
 /// Heat's `handle_snapshot`: `createImage`, the image's id kept, waited
 /// for until Glance has it active and Nova has finished uploading;
-/// `handle_restore` gives the definition that image.
+/// `handle_restore` gives the definition that image, and
+/// `handle_delete_snapshot` deletes it.
 #[tokio::test]
 async fn a_snapshot_images_the_server_and_a_restore_rebuilds_from_it() {
     let (nova, session) = testing::nova_and_neutron("2.96").await;
@@ -669,6 +670,13 @@ async fn a_snapshot_images_the_server_and_a_restore_rebuilds_from_it() {
 
     nova.answer_in_turn("GET /image/v2/images/snap-img", vec![(200, json!({"id": "snap-img", "status": "error"}))]);
     assert_eq!(Plugin::snapshot(&s, &mut ctx).await, Err(ResourceFailure::error("Error", "error")));
+
+    // handle_delete_snapshot: the image goes; one already gone is fine.
+    nova.answer("DELETE /image/v2/images/snap-img", 204, Value::Null);
+    Plugin::delete_snapshot(&s, &mut ctx).await.unwrap();
+    assert!(nova.calls().iter().any(|(m, p, _)| m == "DELETE" && p == "/image/v2/images/snap-img"));
+    nova.answer("DELETE /image/v2/images/snap-img", 404, json!({"message": "gone"}));
+    Plugin::delete_snapshot(&s, &mut ctx).await.unwrap();
 }
 
 /// Heat's `prepare_for_replace`: the old server gives up every port (its
