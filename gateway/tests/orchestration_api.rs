@@ -62,6 +62,23 @@ impl FakeEngine {
         self.calls.lock().unwrap().push(rec);
     }
 
+    /// Records a `SnapshotRequest` (the snapshot id as `extra`) and
+    /// answers `doc`.
+    fn snapshot_call(
+        &self,
+        method: &'static str,
+        req: &GrpcRequest<pb::SnapshotRequest>,
+        doc: Value,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        let r = req.get_ref().clone();
+        self.record(
+            method,
+            req,
+            Recorded { stack: r.stack, body_json: r.body_json, extra: r.snapshot_id, ..Default::default() },
+        );
+        reply(doc)
+    }
+
     fn last(&self) -> Recorded {
         self.calls.lock().unwrap().last().cloned().unwrap_or_default()
     }
@@ -239,6 +256,45 @@ impl Orchestration for FakeEngine {
 
     async fn export_stack(&self, req: GrpcRequest<pb::GetStackRequest>) -> Result<GrpcResponse<pb::JsonReply>, Status> {
         self.get_stack_call("export_stack", &req, json!({}))
+    }
+
+    async fn stack_snapshot(
+        &self,
+        req: GrpcRequest<pb::SnapshotRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.snapshot_call("stack_snapshot", &req, json!({"id": "snap-1", "status": "IN_PROGRESS"}))
+    }
+
+    async fn list_snapshots(
+        &self,
+        req: GrpcRequest<pb::SnapshotRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.snapshot_call("list_snapshots", &req, json!({"snapshots": []}))
+    }
+
+    async fn show_snapshot(
+        &self,
+        req: GrpcRequest<pb::SnapshotRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        if req.get_ref().snapshot_id == "gone" {
+            self.record("show_snapshot", &req, Recorded::default());
+            return Err(engine_error(404, "NotFound", "Snapshot with id gone not found"));
+        }
+        self.snapshot_call("show_snapshot", &req, json!({"snapshot": {"id": "snap-1"}}))
+    }
+
+    async fn delete_snapshot(
+        &self,
+        req: GrpcRequest<pb::SnapshotRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.snapshot_call("delete_snapshot", &req, Value::Null)
+    }
+
+    async fn restore_snapshot(
+        &self,
+        req: GrpcRequest<pb::SnapshotRequest>,
+    ) -> Result<GrpcResponse<pb::JsonReply>, Status> {
+        self.snapshot_call("restore_snapshot", &req, Value::Null)
     }
 
     async fn stack_action(
@@ -1118,6 +1174,29 @@ async fn every_canonical_route_reaches_its_rpc() {
     // Path parameters arrive decoded.
     let _ = h.call(Method::GET, "/v1/admin/stacks/s1/id-1/resources/my%20res/events/e1", None).await;
     assert_eq!(h.engine.last().extra, "my res/e1");
+}
+
+#[tokio::test]
+async fn snapshot_routes_answer_as_heat_api() {
+    let h = noauth_harness().await;
+    let a = h.call(Method::POST, "/v1/admin/stacks/s1/id-1/snapshots", Some(r#"{"name": "n"}"#)).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let rec = h.engine.last();
+    assert_eq!((rec.method, rec.body_json.as_str()), ("stack_snapshot", r#"{"name":"n"}"#));
+    assert_eq!(rec.stack.map(|s| s.id).as_deref(), Some("id-1"));
+    let a = h.call(Method::GET, "/v1/admin/stacks/s1/id-1/snapshots", None).await;
+    assert_eq!((a.status, h.engine.last().method), (StatusCode::OK, "list_snapshots"));
+    let a = h.call(Method::GET, "/v1/admin/stacks/s1/id-1/snapshots/snap-1", None).await;
+    assert_eq!((a.status, h.engine.last().method), (StatusCode::OK, "show_snapshot"));
+    assert_eq!(h.engine.last().extra, "snap-1");
+    let a = h.call(Method::DELETE, "/v1/admin/stacks/s1/id-1/snapshots/snap-1", None).await;
+    assert_eq!((a.status, h.engine.last().method), (StatusCode::NO_CONTENT, "delete_snapshot"));
+    let a = h.call(Method::POST, "/v1/admin/stacks/s1/id-1/snapshots/snap-1/restore", None).await;
+    assert_eq!((a.status, h.engine.last().method), (StatusCode::ACCEPTED, "restore_snapshot"));
+    assert_eq!(h.engine.last().extra, "snap-1");
+    let a = h.call(Method::GET, "/v1/admin/stacks/s1/id-1/snapshots/gone", None).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(a.text.contains("Snapshot with id gone not found"), "{}", a.text);
 }
 
 /// A Keystone that issues the service token and knows two user tokens:

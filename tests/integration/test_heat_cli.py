@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 
 import pytest
@@ -132,3 +133,53 @@ def test_openstack_validate_and_types(cli):
                        env=cli.env, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "Parameter 'count' is invalid: 9 is out of range (min: 1, max: 5)" in p.stderr, p.stderr
+
+
+def wait_for_stack_status(cli, name, status, timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        shown = cli.run('stack', 'show', name)
+        if shown['stack_status'] == status:
+            return shown
+        assert not shown['stack_status'].endswith('_FAILED'), shown['stack_status_reason']
+        assert time.time() < deadline, 'waiting for %s, stack is %s' % (status, shown['stack_status'])
+        time.sleep(0.3)
+
+
+def test_openstack_stack_snapshot_restore(cli):
+    name = 'snap-%s' % uuid.uuid4().hex[:6]
+    cli.run('stack', 'create', '-t', cli.template(), '--parameter', 'count=2', '--wait', name)
+    secret = cli.run('stack', 'resource', 'show', name, 'secret')['physical_resource_id']
+
+    created = cli.run('stack', 'snapshot', 'create', '--name', 'first', name)
+    assert set(created) == {'ID', 'name', 'action', 'status', 'status_reason', 'data', 'creation_time'}
+    assert (created['name'], created['action'], created['status']) == ('first', 'CREATE', 'IN_PROGRESS')
+    snapshot_id = created['ID']
+    wait_for_stack_status(cli, name, 'SNAPSHOT_COMPLETE')
+
+    listed = cli.run('stack', 'snapshot', 'list', name)
+    assert [(s['id'], s['name'], s['status']) for s in listed] == [(snapshot_id, 'first', 'COMPLETE')]
+    assert set(listed[0]) == {'id', 'name', 'action', 'status', 'status_reason', 'creation_time'}
+    shown = cli.run('stack', 'snapshot', 'show', name, snapshot_id)['snapshot']
+    assert shown['status_reason'] == 'Stack SNAPSHOT completed successfully'
+    assert set(shown['data']['resources']) == {'a', 'b', 'secret'}
+    assert shown['data']['resources']['a']['resource_data']['value'] == 'hello'
+
+    # An update changes the output; the restore brings the snapshot's back.
+    cli.run('stack', 'update', '-t', cli.template(), '--parameter', 'count=4',
+            '--parameter', 'greeting=bye', '--wait', name)
+    assert cli.run('stack', 'output', 'show', name, 'joined')['output_value'] == 'bye-4'
+    cli.run('stack', 'snapshot', 'restore', name, snapshot_id, json_out=False)
+    restored = wait_for_stack_status(cli, name, 'RESTORE_COMPLETE')
+    assert restored['stack_status_reason'] == 'Stack RESTORE completed successfully'
+    assert restored['parameters']['count'] == '2'
+    assert cli.run('stack', 'output', 'show', name, 'joined')['output_value'] == 'hello-2'
+    assert cli.run('stack', 'resource', 'show', name, 'secret')['physical_resource_id'] == secret
+
+    cli.run('stack', 'snapshot', 'delete', '--yes', name, snapshot_id, json_out=False)
+    assert cli.run('stack', 'snapshot', 'list', name) == []
+    p = subprocess.run([OPENSTACK, 'stack', 'snapshot', 'show', name, snapshot_id],
+                       env=cli.env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert 'Snapshot ID <%s> not found for stack <%s>' % (snapshot_id, name) in p.stderr, p.stderr
+    cli.run('stack', 'delete', '--yes', '--wait', name, json_out=False)

@@ -77,6 +77,15 @@ impl Call<'_> {
         pb::GetStackRequest { caller: self.caller(), stack: self.stack(), query: self.query_params() }
     }
 
+    fn snapshot(&self, body_json: String) -> pb::SnapshotRequest {
+        pb::SnapshotRequest {
+            caller: self.caller(),
+            stack: self.stack(),
+            snapshot_id: self.param("snapshot_id"),
+            body_json,
+        }
+    }
+
     fn resource_type(&self) -> pb::ResourceTypeRequest {
         pb::ResourceTypeRequest {
             caller: self.caller(),
@@ -325,6 +334,31 @@ pub async fn abandon_stack(call: Call<'_>) -> Result<Response, Fault> {
 
 pub async fn export_stack(call: Call<'_>) -> Result<Response, Fault> {
     Ok(document(&rpc!(call.engines, export_stack, call.get_stack()).body_json, call.base))
+}
+
+/// `POST .../snapshots` (200): the new snapshot.
+pub async fn stack_snapshot(call: Call<'_>) -> Result<Response, Fault> {
+    let req = call.snapshot(call.required_body()?);
+    Ok(document(&rpc!(call.engines, stack_snapshot, req).body_json, call.base))
+}
+
+pub async fn show_snapshot(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, show_snapshot, call.snapshot(String::new())).body_json, call.base))
+}
+
+pub async fn delete_snapshot(call: Call<'_>) -> Result<Response, Fault> {
+    rpc!(call.engines, delete_snapshot, call.snapshot(String::new()));
+    Ok(no_content())
+}
+
+pub async fn list_snapshots(call: Call<'_>) -> Result<Response, Fault> {
+    Ok(document(&rpc!(call.engines, list_snapshots, call.snapshot(String::new())).body_json, call.base))
+}
+
+/// `POST .../snapshots/{id}/restore` (202).
+pub async fn restore_snapshot(call: Call<'_>) -> Result<Response, Fault> {
+    rpc!(call.engines, restore_snapshot, call.snapshot(String::new()));
+    Ok(fault::accepted())
 }
 
 pub async fn list_outputs(call: Call<'_>) -> Result<Response, Fault> {

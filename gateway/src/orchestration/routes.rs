@@ -44,6 +44,11 @@ pub enum Action {
     DeleteStack,
     AbandonStack,
     ExportStack,
+    StackSnapshot,
+    ShowSnapshot,
+    DeleteSnapshot,
+    ListSnapshots,
+    RestoreSnapshot,
     ListOutputs,
     ShowOutput,
     ListResources,
@@ -144,8 +149,7 @@ macro_rules! op {
     };
 }
 
-/// heat-api v1's routes (`heat/api/openstack/v1/__init__.py`), without
-/// snapshots (not in the engine's contract yet).
+/// heat-api v1's routes (`heat/api/openstack/v1/__init__.py`).
 pub fn heat_v1() -> RouteTable<Endpoint> {
     let mut table = RouteTable::new(AllowStyle::GroupDeclared, CONSTRAINTS);
     // stacks
@@ -176,6 +180,13 @@ pub fn heat_v1() -> RouteTable<Endpoint> {
         op!(DELETE "/{tenant_id}/stacks/{stack_name}/{stack_id}" => DeleteStack, delete_stack),
         op!(DELETE "/{tenant_id}/stacks/{stack_name}/{stack_id}/abandon" => AbandonStack, abandon_stack),
         op!(GET "/{tenant_id}/stacks/{stack_name}/{stack_id}/export" => ExportStack, export_stack),
+        op!(POST "/{tenant_id}/stacks/{stack_name}/{stack_id}/snapshots" => StackSnapshot, stack_snapshot),
+        op!(GET "/{tenant_id}/stacks/{stack_name}/{stack_id}/snapshots/{snapshot_id}" => ShowSnapshot, show_snapshot),
+        op!(DELETE "/{tenant_id}/stacks/{stack_name}/{stack_id}/snapshots/{snapshot_id}"
+            => DeleteSnapshot, delete_snapshot),
+        op!(GET "/{tenant_id}/stacks/{stack_name}/{stack_id}/snapshots" => ListSnapshots, list_snapshots),
+        op!(POST "/{tenant_id}/stacks/{stack_name}/{stack_id}/snapshots/{snapshot_id}/restore"
+            => RestoreSnapshot, restore_snapshot),
         op!(GET "/{tenant_id}/stacks/{stack_name}/{stack_id}/outputs" => ListOutputs, list_outputs),
         op!(GET "/{tenant_id}/stacks/{stack_name}/{stack_id}/outputs/{output_key}" => ShowOutput, show_output),
     ]);
@@ -264,6 +275,22 @@ mod tests {
             (m.action, m.param("stack_name")),
             (Action::Lookup, "arn:openstack:heat::admin:stacks/s/1/resources")
         );
+    }
+
+    #[test]
+    fn snapshot_routes() {
+        let m = find(Method::POST, "/admin/stacks/s/1/snapshots").unwrap();
+        assert_eq!((m.action, m.param("stack_id")), (Action::StackSnapshot, "1"));
+        assert_eq!(find(Method::GET, "/admin/stacks/s/1/snapshots").unwrap().action, Action::ListSnapshots);
+        let m = find(Method::GET, "/admin/stacks/s/1/snapshots/x").unwrap();
+        assert_eq!((m.action, m.param("snapshot_id")), (Action::ShowSnapshot, "x"));
+        assert_eq!(find(Method::DELETE, "/admin/stacks/s/1/snapshots/x").unwrap().action, Action::DeleteSnapshot);
+        let m = find(Method::POST, "/admin/stacks/s/1/snapshots/x/restore").unwrap();
+        assert_eq!((m.action, m.param("snapshot_id")), (Action::RestoreSnapshot, "x"));
+        let m = find(Method::PUT, "/admin/stacks/s/1/snapshots").unwrap();
+        assert_eq!((m.action, m.allow.as_deref()), (Action::Reject, Some("POST,GET")));
+        let m = find(Method::GET, "/admin/stacks/s/1/snapshots/x/restore").unwrap();
+        assert_eq!((m.action, m.allow.as_deref()), (Action::Reject, Some("POST")));
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub enum EngineError {
     EntityNotFound { entity: String, name: String },
     /// `ResourceNotFound`: "The Resource ({resource}) could not be found in Stack {stack}."
     ResourceNotFound { resource: String, stack: String },
+    /// `SnapshotNotFound`: "The Snapshot ({snapshot}) for Stack ({stack}) could not be found."
+    SnapshotNotFound { snapshot: String, stack: String },
     /// `ResourceNotAvailable`: the resource exists but has no physical resource.
     ResourceNotAvailable(String),
     /// Heat's generic `NotFound`.
@@ -128,6 +130,7 @@ impl EngineError {
             EngineError::InvalidTenant(_) => "InvalidTenant",
             EngineError::EntityNotFound { .. } => "EntityNotFound",
             EngineError::ResourceNotFound { .. } => "ResourceNotFound",
+            EngineError::SnapshotNotFound { .. } => "SnapshotNotFound",
             EngineError::ResourceNotAvailable(_) => "ResourceNotAvailable",
             EngineError::NotFound(_) => "NotFound",
             EngineError::HttpNotFound(_) => "HTTPNotFound",
@@ -167,6 +170,7 @@ impl EngineError {
             | EngineError::InvalidTenant(_) => 403,
             EngineError::EntityNotFound { .. }
             | EngineError::ResourceNotFound { .. }
+            | EngineError::SnapshotNotFound { .. }
             | EngineError::ResourceNotAvailable(_)
             | EngineError::NotFound(_)
             | EngineError::HttpNotFound(_) => 404,
@@ -216,6 +220,9 @@ impl EngineError {
             EngineError::EntityNotFound { entity, name } => format!("The {entity} ({name}) could not be found."),
             EngineError::ResourceNotFound { resource, stack } => {
                 format!("The Resource ({resource}) could not be found in Stack {stack}.")
+            }
+            EngineError::SnapshotNotFound { snapshot, stack } => {
+                format!("The Snapshot ({snapshot}) for Stack ({stack}) could not be found.")
             }
             EngineError::StackExists { name } => format!("The Stack ({name}) already exists."),
             EngineError::ActionInProgress { stack, action } => {
@@ -344,6 +351,11 @@ impl EngineError {
                 let (resource, stack) = rest.rsplit_once(") could not be found in Stack ")?;
                 Self::resource_not_found(resource, stack)
             }
+            "SnapshotNotFound" => {
+                let rest = message.strip_prefix("The Snapshot (")?.strip_suffix(") could not be found.")?;
+                let (snapshot, stack) = rest.rsplit_once(") for Stack (")?;
+                EngineError::SnapshotNotFound { snapshot: snapshot.to_string(), stack: stack.to_string() }
+            }
             "StackExists" => {
                 Self::stack_exists(message.strip_prefix("The Stack (")?.strip_suffix(") already exists.")?)
             }
@@ -415,6 +427,7 @@ mod tests {
             EngineError::RequestExpired("e".into()),
             EngineError::entity_not_found("Resource Type", "a (b)"),
             EngineError::resource_not_found("r", "s"),
+            EngineError::SnapshotNotFound { snapshot: "x".into(), stack: "s".into() },
             EngineError::ResourceNotAvailable("r".into()),
             EngineError::NotFound("n".into()),
             EngineError::HttpNotFound("h".into()),

@@ -52,8 +52,8 @@ use options::{
     DEFAULT_SOFTWARE_CONFIG_TRANSPORT, ENABLE_STACK_ABANDON, ENABLE_STACK_ADOPT, ENGINE_LIFE_CHECK_TIMEOUT,
     HEAT_METADATA_SERVER_URL, HEAT_WAITCONDITION_SERVER_URL, HIDDEN_STACK_TAGS, INVENTORY_ENDPOINT,
     MAX_CONCURRENT_CHECKS, MAX_CONCURRENT_SERVER_BUILDS, MAX_EVENTS_PER_STACK, MAX_NESTED_STACK_DEPTH,
-    MAX_RESOURCES_PER_STACK, MAX_STACKS_PER_TENANT, MAX_TEMPLATE_SIZE, ORCHESTRATION_LISTEN, PERIODIC_INTERVAL,
-    PUBLIC_ENDPOINT, SIGNAL_SIGNING_KEY, SIGNAL_URL_LIFETIME, STALL_TIMEOUT,
+    MAX_RESOURCES_PER_STACK, MAX_SNAPSHOTS_PER_STACK, MAX_STACKS_PER_TENANT, MAX_TEMPLATE_SIZE, ORCHESTRATION_LISTEN,
+    PERIODIC_INTERVAL, PUBLIC_ENDPOINT, SIGNAL_SIGNING_KEY, SIGNAL_URL_LIFETIME, STALL_TIMEOUT,
 };
 
 /// The fully qualified names of the gRPC services an engine serves.
@@ -109,6 +109,7 @@ pub fn settings_from_config(config: &Config, worker_endpoint: String) -> Setting
         enable_stack_adopt: config.get(&ENABLE_STACK_ADOPT),
         hidden_stack_tags: config.get(&HIDDEN_STACK_TAGS),
         max_stacks_per_tenant: config.get(&MAX_STACKS_PER_TENANT),
+        max_snapshots_per_stack: config.get(&MAX_SNAPSHOTS_PER_STACK),
         max_resources_per_stack: config.get(&MAX_RESOURCES_PER_STACK),
         max_template_size: clamp_usize(config.get(&MAX_TEMPLATE_SIZE)),
         max_nested_stack_depth: config.get(&MAX_NESTED_STACK_DEPTH),

@@ -22,6 +22,8 @@ pub const MAX_RESOURCES_PER_STACK: Opt<i64> =
     Opt::int(O, "max_resources_per_stack", 1000, "resources in a root stack's whole tree (negative: no limit)");
 pub const MAX_STACKS_PER_TENANT: Opt<i64> =
     Opt::int(O, "max_stacks_per_tenant", 512, "stacks a project may own (-1: no limit; admins: none)");
+pub const MAX_SNAPSHOTS_PER_STACK: Opt<i64> =
+    Opt::int(O, "max_snapshots_per_stack", 32, "snapshots a stack may have (negative: no limit; admins: none)");
 pub const MAX_NESTED_STACK_DEPTH: Opt<i64> = Opt::int(O, "max_nested_stack_depth", 5, "deepest stack nesting");
 pub const MAX_EVENTS_PER_STACK: Opt<i64> =
     Opt::int(O, "max_events_per_stack", 1000, "events kept per stack (older ones are purged)");
@@ -321,6 +323,7 @@ pub const OPTIONS: &[&dyn Declaration] = &[
     &MAX_TEMPLATE_SIZE,
     &MAX_RESOURCES_PER_STACK,
     &MAX_STACKS_PER_TENANT,
+    &MAX_SNAPSHOTS_PER_STACK,
     &MAX_NESTED_STACK_DEPTH,
     &MAX_EVENTS_PER_STACK,
     &ENABLE_STACK_ABANDON,

@@ -30,10 +30,12 @@ pub enum Action {
     Adopt,
     Snapshot,
     Check,
+    /// A stack's update back to one of its snapshots.
+    Restore,
 }
 
 impl Action {
-    pub const ALL: [Action; 10] = [
+    pub const ALL: [Action; 11] = [
         Action::Init,
         Action::Create,
         Action::Delete,
@@ -44,6 +46,7 @@ impl Action {
         Action::Adopt,
         Action::Snapshot,
         Action::Check,
+        Action::Restore,
     ];
 
     /// Heat's name, e.g. `CREATE`.
@@ -59,6 +62,7 @@ impl Action {
             Action::Adopt => "ADOPT",
             Action::Snapshot => "SNAPSHOT",
             Action::Check => "CHECK",
+            Action::Restore => "RESTORE",
         }
     }
 }

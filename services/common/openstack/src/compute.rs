@@ -545,6 +545,21 @@ impl<'a> Compute<'a> {
         self.call(Method::POST, &format!("/servers/{}/action", segment(id)), Some(action)).await.map(drop)
     }
 
+    /// `createImage`: a snapshot image of the server, answered by its id
+    /// (in the body from 2.45, in `Location` before).
+    pub async fn create_image(&self, id: &str, name: &str) -> Result<String, OsError> {
+        let url = format!("{}/servers/{}/action", self.endpoint, segment(id));
+        let owned = version_headers(self.version);
+        let headers: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let body = json!({"createImage": {"name": name}});
+        let answer = self.session.call_with(Method::POST, &url, &headers, Some(&body)).await?;
+        let from_location = || answer.header("location").and_then(|l| l.rsplit('/').next()).map(str::to_string);
+        match answer.json()?.get("image_id").and_then(Value::as_str) {
+            Some(image_id) => Ok(image_id.to_string()),
+            None => from_location().ok_or_else(|| OsError::InvalidResponse("createImage answered no image id".into())),
+        }
+    }
+
     /// `resize` to another flavor (Nova then waits in VERIFY_RESIZE).
     pub async fn resize_server(&self, id: &str, flavor_id: &str) -> Result<(), OsError> {
         self.server_action(id, &json!({"resize": {"flavorRef": flavor_id}})).await

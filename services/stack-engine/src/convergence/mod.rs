@@ -42,6 +42,7 @@ use crate::resources::Registry;
 pub use cluster::{ClusterDispatcher, EngineRegistry, RegistryHandle, TransportError, WorkerTransport};
 pub use dispatch::{CheckResourceMsg, Dispatcher, QueueDispatcher};
 pub use graph::{Node, TraversalGraph};
+pub(crate) use operations::resource_abandon_entry;
 pub use operations::{NewDefinition, NewStack, StackOperation};
 pub use settings::EngineSettings;
 pub use signals::{quote as url_quote, PresignedKind, ResourceArn, SignalSettings};

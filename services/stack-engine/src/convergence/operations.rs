@@ -222,6 +222,16 @@ impl Engine {
     /// Starts an UPDATE traversal to the new definition; a traversal in
     /// progress is superseded (its workers retrigger into this one).
     pub async fn update_stack(self: &Arc<Self>, stack_id: &str, new: NewDefinition) -> Result<(), EngineError> {
+        self.converge_to(stack_id, new, Action::Update).await
+    }
+
+    /// Upstream convergence `stack_restore`: an update to a snapshot's
+    /// definition whose stack action is RESTORE.
+    pub async fn restore_stack(self: &Arc<Self>, stack_id: &str, new: NewDefinition) -> Result<(), EngineError> {
+        self.converge_to(stack_id, new, Action::Restore).await
+    }
+
+    async fn converge_to(self: &Arc<Self>, stack_id: &str, new: NewDefinition, act: Action) -> Result<(), EngineError> {
         let template_id = self.store_template(&new.template, &new.files, &new.environment).await?;
         for _ in 0..3 {
             let stack = self.live_stack(stack_id).await?;
@@ -234,11 +244,11 @@ impl Engine {
                 tags: Some(new.tags.clone()),
                 params: Some(user_params(&new.environment)),
             };
-            if self.converge_stack(&stack, template_id, Action::Update, &stack.current_traversal, changes).await? {
+            if self.converge_stack(&stack, template_id, act, &stack.current_traversal, changes).await? {
                 return Ok(());
             }
         }
-        Err(EngineError::action_in_progress(stack_id, Action::Update))
+        Err(EngineError::action_in_progress(stack_id, act))
     }
 
     /// Stops a traversal in progress (cancelling running actions), then
@@ -261,6 +271,13 @@ impl Engine {
             // stopped traversal too, such as a preempted nested stack's,
             // which would otherwise hold their resources until they end.
             self.dispatcher.cancel_all(self, &stack.id).await;
+            // Upstream deletes a stack's snapshots within its DELETE.
+            for snapshot in store::snapshots::list_all_by_stack(&self.db, &stack.id).await? {
+                if let Err(e) = self.delete_snapshot(&stack, &snapshot).await {
+                    tracing::warn!(error = %e, stack_id, snapshot_id = snapshot.id, "snapshot not deleted");
+                }
+            }
+            store::snapshots::delete_by_stack(&self.db, &stack.id).await?;
             if self
                 .converge_stack(&stack, template_id, Action::Delete, &stack.current_traversal, StackChanges::default())
                 .await?
@@ -320,7 +337,28 @@ impl Engine {
             tracing::info!(stack_id, "stack {} is already {act} COMPLETE", stack.name);
             return Ok(());
         }
-        let traversal = uuid::Uuid::new_v4().to_string();
+        self.start_stack_action(&stack, act, uuid::Uuid::new_v4().to_string()).await
+    }
+
+    /// Upstream convergence `stack_snapshot`: the SNAPSHOT walk over the
+    /// live resources, its traversal the snapshot's id; its end rewrites
+    /// the snapshot row (`Stack.update_snapshot`). The stack must not be
+    /// IN_PROGRESS.
+    pub async fn snapshot_stack(self: &Arc<Self>, stack_id: &str, snapshot_id: &str) -> Result<(), EngineError> {
+        let stack = self.live_stack(stack_id).await?;
+        if stack.status == Status::InProgress {
+            return Err(EngineError::action_in_progress(&stack.name, stack.action));
+        }
+        self.start_stack_action(&stack, Action::Snapshot, snapshot_id.to_string()).await
+    }
+
+    async fn start_stack_action(
+        self: &Arc<Self>,
+        stack: &StackRow,
+        act: Action,
+        traversal: String,
+    ) -> Result<(), EngineError> {
+        let stack_id = stack.id.as_str();
         let started = format!("Stack {act} started");
         let change = store::StackStateChange {
             current_traversal: Some(traversal.clone()),
@@ -329,7 +367,7 @@ impl Engine {
         if !store::stacks::set_state(&self.db, stack_id, &stack.current_traversal, change).await? {
             return Err(EngineError::action_in_progress(&stack.name, stack.action));
         }
-        self.stack_event(&stack, act, Status::InProgress, &started).await;
+        self.stack_event(stack, act, Status::InProgress, &started).await;
         let engine = self.clone();
         let stack_id = stack_id.to_string();
         tokio::spawn(async move {
@@ -343,10 +381,11 @@ impl Engine {
     async fn run_stack_action(&self, stack_id: &str, traversal: &str, act: Action) -> Result<(), EngineError> {
         let rows = store::resources::list(&self.db, stack_id).await?;
         let stack = self.live_stack(stack_id).await?;
-        let (unsupported, failure) = if act == Action::Check {
-            self.check_resources(&stack, &rows).await?
-        } else {
-            (false, self.suspend_or_resume_resources(&stack, &rows, act).await?)
+        let mut snapshots = Map::new();
+        let (unsupported, failure) = match act {
+            Action::Check => self.check_resources(&stack, &rows).await?,
+            Action::Snapshot => (false, self.snapshot_resources(&stack, &rows, &mut snapshots).await?),
+            _ => (false, self.suspend_or_resume_resources(&stack, &rows, act).await?),
         };
         let Some(stack) = store::stacks::get(&self.db, stack_id).await? else {
             return Ok(());
@@ -361,7 +400,119 @@ impl Engine {
         let change = store::StackStateChange::new(act, state, reason.clone());
         if store::stacks::set_state(&self.db, stack_id, traversal, change).await? {
             self.stack_event(&stack, act, state, &reason).await;
+            if act == Action::Snapshot {
+                self.finish_snapshot(traversal, state, &reason, snapshots).await?;
+            }
         }
+        Ok(())
+    }
+
+    /// Upstream `Resource.snapshot` then `resource_snapshot_set`, per live
+    /// resource in dependency order: SNAPSHOT_IN_PROGRESS, the type's
+    /// snapshot, SNAPSHOT_COMPLETE, then the resource's abandon entry is
+    /// its snapshot data (into `taken`). The first failure stops the walk
+    /// and is answered.
+    async fn snapshot_resources(
+        &self,
+        stack: &StackRow,
+        rows: &[store::ResourceRow],
+        taken: &mut Map<String, Value>,
+    ) -> Result<Option<String>, EngineError> {
+        for (row, _) in self.live_in_dependency_order(stack, rows).await? {
+            // Never created: nothing to snapshot.
+            if row.action == Action::Init {
+                continue;
+            }
+            self.write_action_state(row, Action::Snapshot, Status::InProgress, "state changed").await?;
+            let plugin = self.plugin_of_row(stack, row).await.map(|(_, p)| p);
+            let mut ctx = self.action_context(stack, row).await?;
+            let before = ctx.state.data.clone();
+            let result = match &plugin {
+                Some(p) => p.snapshot(&mut ctx).await,
+                None => Ok(()),
+            };
+            // What the type kept (upstream `data_set` writes at once).
+            for (key, value) in &ctx.state.data {
+                if before.get(key) != Some(value) {
+                    store::resources::data_set(&self.db, row.id, key, value, false).await?;
+                }
+            }
+            if let Err(f) = result {
+                let reason = action_failure_reason(&row.name, &f);
+                self.write_action_state(row, Action::Snapshot, Status::Failed, &reason).await?;
+                return Ok(Some(reason));
+            }
+            self.write_action_state(row, Action::Snapshot, Status::Complete, "state changed").await?;
+            let Some(fresh) = store::resources::get(&self.db, row.id).await? else { continue };
+            taken.insert(row.name.clone(), resource_abandon_entry(&self.db, &fresh).await?);
+        }
+        Ok(None)
+    }
+
+    /// Upstream `Snapshot.delete_snapshot`: each resource the snapshot
+    /// holds lets go of what its type keeps outside the row (a server's
+    /// image), given its snapshot data as its data; then the row goes. A
+    /// failure leaves the row DELETE_FAILED with the resource's reason.
+    pub async fn delete_snapshot(
+        &self,
+        stack: &StackRow,
+        snapshot: &store::snapshots::SnapshotRow,
+    ) -> Result<(), EngineError> {
+        let resources = snapshot.data.as_ref().and_then(|d| d.get("resources")).and_then(Value::as_object);
+        for (name, entry) in resources.into_iter().flatten() {
+            let Some(plugin) = entry.get("type").and_then(Value::as_str).and_then(|t| self.registry.get(t)) else {
+                continue;
+            };
+            let data = entry.get("resource_data").and_then(Value::as_object).into_iter().flatten();
+            let mut ctx = crate::resources::ActionContext {
+                stack_id: stack.id.clone(),
+                stack_name: stack.name.clone(),
+                resource_name: name.clone(),
+                resource_id: 0,
+                properties: Map::new(),
+                state: crate::resources::ResourceState {
+                    physical_id: entry.get("resource_id").and_then(Value::as_str).map(str::to_string),
+                    data: data.filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect(),
+                    ..Default::default()
+                },
+                cancel: self.cancel_receiver(&stack.id),
+                adopt: None,
+                update_policy: None,
+                timeout_mins: stack.timeout_mins,
+                action_retry_limit: self.settings.action_retry_limit,
+            };
+            if let Err(f) = plugin.delete_snapshot(&mut ctx).await {
+                let reason = action_failure_reason(name, &f);
+                store::snapshots::set_state(&self.db, &snapshot.id, "DELETE", Status::Failed.as_str(), &reason).await?;
+                return Err(EngineError::internal(reason));
+            }
+        }
+        store::snapshots::delete(&self.db, &snapshot.id).await?;
+        Ok(())
+    }
+
+    /// Upstream `Stack.update_snapshot`: the snapshot's data becomes the
+    /// stack's document as it ends (action SNAPSHOT, the snapshot's
+    /// status) with the resources' snapshot data.
+    async fn finish_snapshot(
+        &self,
+        snapshot_id: &str,
+        state: Status,
+        reason: &str,
+        resources: Map<String, Value>,
+    ) -> Result<(), EngineError> {
+        let Some(row) = store::snapshots::get(&self.db, snapshot_id).await? else {
+            // Deleted with its stack meanwhile.
+            return Ok(());
+        };
+        let mut data = match row.data {
+            Some(Value::Object(d)) => d,
+            _ => Map::new(),
+        };
+        data.insert("action".into(), json!(Action::Snapshot.as_str()));
+        data.insert("status".into(), json!(state.as_str()));
+        data.insert("resources".into(), Value::Object(resources));
+        store::snapshots::finish(&self.db, snapshot_id, &Value::Object(data), "CREATE", state.as_str(), reason).await?;
         Ok(())
     }
 
@@ -661,6 +812,25 @@ impl Engine {
         self.resource_event(row, Action::Check, target, reason, None).await;
         Ok(())
     }
+}
+
+/// Upstream `Resource.prepare_abandon`: what an abandoned stack's document
+/// and a snapshot hold of one resource.
+pub(crate) async fn resource_abandon_entry(
+    db: &keelson_db::Db,
+    row: &store::ResourceRow,
+) -> Result<Value, EngineError> {
+    let data: BTreeMap<String, String> =
+        store::resources::data_get_all(db, row.id).await?.into_iter().map(|(k, entry)| (k, entry.value)).collect();
+    Ok(json!({
+        "name": row.name,
+        "resource_id": row.physical_resource_id,
+        "type": row.resource_type,
+        "action": row.action,
+        "status": row.status,
+        "metadata": row.rsrc_metadata.clone().filter(|m| !m.is_null()).unwrap_or_else(|| json!({})),
+        "resource_data": data,
+    }))
 }
 
 /// Upstream `str(ResourceFailure)`: the state reason of a resource whose

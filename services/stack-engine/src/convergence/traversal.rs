@@ -321,8 +321,8 @@ impl Engine {
         }
         self.stack_settled(stack_id);
         self.stack_event(&stack, stack.action, Status::Failed, reason).await;
-        let rolls_back =
-            !stack.disable_rollback && matches!(stack.action, Action::Create | Action::Update | Action::Adopt);
+        let rolls_back = !stack.disable_rollback
+            && matches!(stack.action, Action::Create | Action::Update | Action::Adopt | Action::Restore);
         if rolls_back {
             // The stack as this traversal saw it: when two failures race,
             // both mark it FAILED, but only one rollback wins the CAS on
@@ -338,7 +338,7 @@ impl Engine {
     /// Converges to the previous template (the empty one after a create).
     pub(super) async fn rollback(self: &Arc<Self>, stack: &StackRow) -> Result<bool, EngineError> {
         let template_id = match (stack.action, stack.prev_raw_template_id) {
-            (Action::Update, Some(prev)) => prev,
+            (Action::Update | Action::Restore, Some(prev)) => prev,
             _ => self.store_template(&empty_template(), &Map::new(), &serde_json::json!({})).await?,
         };
         self.converge_stack(stack, template_id, Action::Rollback, &stack.current_traversal, StackChanges::default())

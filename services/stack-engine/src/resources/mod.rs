@@ -340,6 +340,16 @@ pub trait ResourceType: Send + Sync + 'static {
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
 
+    /// Upstream `handle_snapshot` (stack SNAPSHOT).
+    fn snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Upstream `handle_delete_snapshot` (the snapshot's data in
+    /// `ctx.state.data`).
+    fn delete_snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;
+
+    /// Upstream `handle_restore`: property values a restore sets.
+    fn restore_properties(&self, resource_data: &Map<String, Value>) -> Map<String, Value>;
+
     /// Upstream `prepare_for_replace`, on the old resource before its
     /// replacement is created; a failure fails the update.
     fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, Result<(), ResourceFailure>>;

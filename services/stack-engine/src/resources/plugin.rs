@@ -150,6 +150,27 @@ pub trait Plugin: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Upstream `handle_snapshot`, in a stack SNAPSHOT: what the type keeps
+    /// of its object goes into the resource's data (a snapshot holds it).
+    /// Most types keep nothing.
+    fn snapshot(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    /// Upstream `handle_delete_snapshot`: a snapshot is deleted (alone or
+    /// with its stack); `ctx.state.data` is the resource's data the
+    /// snapshot holds. Most types kept nothing to delete.
+    fn delete_snapshot(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async { Ok(()) }
+    }
+
+    /// Upstream `handle_restore`: the property values a restore sets on
+    /// the resource's definition, from its snapshot data's
+    /// `resource_data`. Most types set none.
+    fn restore_properties(&self, _resource_data: &Map<String, Value>) -> Map<String, Value> {
+        Map::new()
+    }
+
     /// Whether a FAILED resource is replaced by the next update (upstream
     /// `needs_replace_failed`); by default it is.
     fn needs_replace_failed(
@@ -306,6 +327,18 @@ impl<P: Plugin> ResourceType for P {
 
     fn resume<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
         Box::pin(Plugin::resume(self, ctx))
+    }
+
+    fn snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::snapshot(self, ctx))
+    }
+
+    fn delete_snapshot<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {
+        Box::pin(Plugin::delete_snapshot(self, ctx))
+    }
+
+    fn restore_properties(&self, resource_data: &Map<String, Value>) -> Map<String, Value> {
+        Plugin::restore_properties(self, resource_data)
     }
 
     fn prepare_for_replace<'a>(&'a self, ctx: &'a mut ActionContext) -> BoxFuture<'a, ActionResult> {

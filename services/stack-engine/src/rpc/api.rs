@@ -166,6 +166,32 @@ impl OrchestrationRpc for OrchestrationApi {
         reply(self.service.abandon_stack(&caller(r.caller), &stack_ref(r.stack)).await)
     }
 
+    async fn stack_snapshot(&self, request: Request<pb::SnapshotRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        let body = body(&r.body_json)?;
+        reply(self.service.stack_snapshot(&caller(r.caller), &stack_ref(r.stack), &body).await)
+    }
+
+    async fn list_snapshots(&self, request: Request<pb::SnapshotRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        reply(self.service.list_snapshots(&caller(r.caller), &stack_ref(r.stack)).await)
+    }
+
+    async fn show_snapshot(&self, request: Request<pb::SnapshotRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        reply(self.service.show_snapshot(&caller(r.caller), &stack_ref(r.stack), &r.snapshot_id).await)
+    }
+
+    async fn delete_snapshot(&self, request: Request<pb::SnapshotRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        reply(self.service.delete_snapshot(&caller(r.caller), &stack_ref(r.stack), &r.snapshot_id).await)
+    }
+
+    async fn restore_snapshot(&self, request: Request<pb::SnapshotRequest>) -> Result<Response<pb::JsonReply>, Status> {
+        let r = request.into_inner();
+        reply(self.service.restore_snapshot(&caller(r.caller), &stack_ref(r.stack), &r.snapshot_id).await)
+    }
+
     async fn export_stack(&self, request: Request<pb::GetStackRequest>) -> Result<Response<pb::JsonReply>, Status> {
         let r = request.into_inner();
         reply(self.service.export_stack(&caller(r.caller), &stack_ref(r.stack)).await)

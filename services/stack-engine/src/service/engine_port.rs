@@ -332,6 +332,51 @@ impl Orchestration {
             .await
     }
 
+    /// Upstream convergence `stack_restore`: the update to the snapshot's
+    /// definition, its stack action RESTORE.
+    pub(super) async fn engine_restore(
+        &self,
+        _caller: &Caller,
+        current: &StackRow,
+        prepared: PreparedStack,
+        settings: StackSettings,
+    ) -> Result<(), EngineError> {
+        let (template, files, environment) = prepared.documents();
+        self.engine
+            .restore_stack(
+                &current.id,
+                crate::convergence::NewDefinition {
+                    template,
+                    files,
+                    environment,
+                    timeout_mins: settings.timeout_mins,
+                    disable_rollback: settings.disable_rollback,
+                    tags: settings.tags,
+                },
+            )
+            .await
+    }
+
+    /// Deletes a snapshot and what its resources keep of it.
+    pub(super) async fn engine_delete_snapshot(
+        &self,
+        _caller: &Caller,
+        current: &StackRow,
+        snapshot: &crate::store::snapshots::SnapshotRow,
+    ) -> Result<(), EngineError> {
+        self.engine.delete_snapshot(current, snapshot).await
+    }
+
+    /// Starts the stack's SNAPSHOT walk for the stored snapshot row.
+    pub(super) async fn engine_snapshot(
+        &self,
+        _caller: &Caller,
+        current: &StackRow,
+        snapshot_id: &str,
+    ) -> Result<(), EngineError> {
+        self.engine.snapshot_stack(&current.id, snapshot_id).await
+    }
+
     pub(super) async fn engine_delete(&self, _caller: &Caller, current: &StackRow) -> Result<(), EngineError> {
         self.engine.delete_stack(&current.id).await
     }

@@ -17,8 +17,8 @@
 //! scoped), `model` (what the API reads of a stack definition: outputs and
 //! attributes resolved from stored resources, the output attribute check),
 //! `engine_port` (the one place that calls the convergence engine),
-//! `views` (rows → REST documents), `stacks`, `resources`, `events` (the
-//! operations), `catalog` (validate, resource types, template versions,
+//! `views` (rows → REST documents), `stacks`, `resources`, `events`,
+//! `snapshots` (the operations), `catalog` (validate, resource types, template versions,
 //! build info, services).
 
 mod catalog;
@@ -31,6 +31,7 @@ mod model;
 mod params;
 mod records;
 mod resources;
+mod snapshots;
 mod software;
 mod stacks;
 mod views;
@@ -61,6 +62,8 @@ pub struct ServiceSettings {
     pub hidden_stack_tags: Vec<String>,
     /// -1 = unlimited; admins are never limited (as upstream).
     pub max_stacks_per_tenant: i64,
+    /// -1 = unlimited; admins are never limited (as upstream).
+    pub max_snapshots_per_stack: i64,
     /// -1 = unlimited.
     pub max_resources_per_stack: i64,
     /// Bytes of the template's text form.
@@ -79,6 +82,7 @@ impl Default for ServiceSettings {
             enable_stack_adopt: options::ENABLE_STACK_ADOPT.default_value(),
             hidden_stack_tags: options::HIDDEN_STACK_TAGS.default_value(),
             max_stacks_per_tenant: options::MAX_STACKS_PER_TENANT.default_value(),
+            max_snapshots_per_stack: options::MAX_SNAPSHOTS_PER_STACK.default_value(),
             max_resources_per_stack: options::MAX_RESOURCES_PER_STACK.default_value(),
             max_template_size: keelson_runtime::config::clamp_usize(options::MAX_TEMPLATE_SIZE.default_value()),
             max_nested_stack_depth: options::MAX_NESTED_STACK_DEPTH.default_value(),

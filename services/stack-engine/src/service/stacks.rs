@@ -1,6 +1,7 @@
 //! Stack operations: create, preview, list, lookup, show, template,
 //! environment, files, update (PUT/PATCH) and its preview, delete,
-//! abandon/export, actions, outputs (`heat/engine/service.py`).
+//! abandon/export, actions, outputs (`heat/engine/service.py`); snapshots
+//! are `snapshots.rs`.
 
 use std::cmp::Ordering;
 
@@ -207,7 +208,7 @@ impl Orchestration {
 
     /// Heat's `enforce_stack`: every type the stack would instantiate
     /// passes its `resource_types:<type>` rule for the caller.
-    fn authorize_types(
+    pub(super) fn authorize_types(
         &self,
         caller: &Caller,
         prepared: &super::engine_port::PreparedStack,
@@ -525,7 +526,7 @@ impl Orchestration {
     pub async fn export_stack(&self, caller: &Caller, stack: &StackRef) -> Reply {
         self.check_abandon_enabled()?;
         let current = self.find_stack(caller, stack, false).await?;
-        self.abandon_document(&current).await
+        self.abandon_document(&current, true).await
     }
 
     /// `DELETE .../abandon`: the abandon document; the stack is forgotten
@@ -533,7 +534,7 @@ impl Orchestration {
     pub async fn abandon_stack(&self, caller: &Caller, stack: &StackRef) -> Reply {
         self.check_abandon_enabled()?;
         let current = self.find_stack(caller, stack, false).await?;
-        let doc = self.abandon_document(&current).await?;
+        let doc = self.abandon_document(&current, true).await?;
         self.engine_abandon(caller, &current).await?;
         Ok(doc)
     }
@@ -547,36 +548,31 @@ impl Orchestration {
     }
 
     /// Upstream `Stack.prepare_abandon`: a resource that runs a nested
-    /// stack is represented by that stack's own document.
-    fn abandon_document<'a>(&'a self, stack: &'a StackRow) -> futures::future::BoxFuture<'a, Reply> {
-        Box::pin(self.abandon_document_of(stack))
+    /// stack is represented by that stack's own document. Without
+    /// resources (`no_resources`), `resources` is empty (what a snapshot
+    /// starts from).
+    pub(super) fn abandon_document<'a>(
+        &'a self,
+        stack: &'a StackRow,
+        with_resources: bool,
+    ) -> futures::future::BoxFuture<'a, Reply> {
+        Box::pin(self.abandon_document_of(stack, with_resources))
     }
 
-    async fn abandon_document_of(&self, stack: &StackRow) -> Reply {
+    async fn abandon_document_of(&self, stack: &StackRow, with_resources: bool) -> Reply {
         let stored = self.raw_template_of(stack).await?;
-        let rows = records::resources(&self.db, &stack.id).await?;
-        let children = records::child_stacks(&self.db, &stack.id).await?;
-        let live = views::best_rows(&rows);
         let mut resources = Map::new();
-        for (name, row) in &live {
-            let child = row.physical_resource_id.as_deref().and_then(|id| children.iter().find(|c| c.id == id));
-            if let Some(child) = child {
-                resources.insert(name.clone(), self.abandon_document(child).await?);
-                continue;
+        if with_resources {
+            let rows = records::resources(&self.db, &stack.id).await?;
+            let children = records::child_stacks(&self.db, &stack.id).await?;
+            for (name, row) in views::best_rows(&rows) {
+                let child = row.physical_resource_id.as_deref().and_then(|id| children.iter().find(|c| c.id == id));
+                let entry = match child {
+                    Some(child) => self.abandon_document(child, true).await?,
+                    None => crate::convergence::resource_abandon_entry(&self.db, row).await?,
+                };
+                resources.insert(name, entry);
             }
-            let data = records::resource_data(&self.db, row.id).await?;
-            resources.insert(
-                name.clone(),
-                json!({
-                    "name": name,
-                    "resource_id": row.physical_resource_id,
-                    "type": row.resource_type,
-                    "action": row.action,
-                    "status": row.status,
-                    "metadata": views::metadata_of(row),
-                    "resource_data": data,
-                }),
-            );
         }
         let environment = environment_view(stored.environment.clone());
         Ok(json!({
@@ -655,7 +651,7 @@ impl Orchestration {
     }
 }
 
-fn request_limit(message: &str) -> EngineError {
+pub(super) fn request_limit(message: &str) -> EngineError {
     EngineError::RequestLimitExceeded(format!("Request limit exceeded: {message}"))
 }
 

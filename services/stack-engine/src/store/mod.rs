@@ -1,6 +1,6 @@
 //! The convergence data model: the orchestration schema (stack,
 //! raw_template, resource, resource_data, sync_point, event, service,
-//! watchdog_retrigger, user_creds) and
+//! watchdog_retrigger, user_creds, snapshot) and
 //! the conditional writes convergence is built on:
 //!
 //! - the traversal CAS on `stack.current_traversal` ([`stacks::set_state`]),
@@ -22,6 +22,7 @@ pub mod resources;
 pub mod retriggers;
 pub mod schema;
 pub mod services;
+pub mod snapshots;
 pub mod software;
 pub mod stacks;
 

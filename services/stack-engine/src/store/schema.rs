@@ -8,7 +8,7 @@ use keelson_db::ddl::{table_exists, Column, Style, Table, Type};
 use keelson_db::{Db, DbError, Dialect};
 
 /// The schema version [`sync`] records in `orchestration_schema`.
-pub const VERSION: i64 = 4;
+pub const VERSION: i64 = 5;
 
 /// Run again by every engine at start-up, several at once.
 const STYLE: Style = Style { if_not_exists: true, backend_names: false };
@@ -294,6 +294,28 @@ fn tables() -> Vec<Table> {
             primary_key_name: None,
             uniques: &[],
             indexes: &[],
+            foreign_keys: vec![],
+        },
+        // Version 5: stack snapshots (Heat's snapshot table; `data` holds
+        // the stack's abandon document with its resources' snapshot data).
+        Table {
+            name: "snapshot",
+            columns: vec![
+                c("id", Str(36)),
+                n("name", Str(255)),
+                c("stack_id", Str(36)),
+                c("tenant", Str(64)),
+                n("data", Text),
+                n("action", Str(32)),
+                n("status", Str(32)),
+                n("status_reason", Text),
+                n("created_at", DateTimeMicros),
+                n("updated_at", DateTimeMicros),
+            ],
+            primary_key: &["id"],
+            primary_key_name: None,
+            uniques: &[],
+            indexes: &[("ix_snapshot_stack_id", &["stack_id"])],
             foreign_keys: vec![],
         },
     ]

@@ -415,7 +415,8 @@ pub async fn purge_deleted(db: &Db, age_seconds: i64, tenant: Option<&str>) -> R
 }
 
 /// Removes a stack row for good, with its resources and their data, its
-/// events, its sync points and its templates (Heat's `purge_deleted`).
+/// events, its snapshots, its sync points and its templates (Heat's
+/// `purge_deleted`).
 /// Answers whether the stack row existed.
 pub async fn delete_for_purge(db: &Db, id: &str) -> Result<bool, DbError> {
     let mut tx = db.begin().await?;
@@ -439,6 +440,7 @@ pub async fn delete_for_purge(db: &Db, id: &str) -> Result<bool, DbError> {
     .await?;
     tx.execute("DELETE FROM resource WHERE stack_id = ?", &[id.into()]).await?;
     tx.execute("DELETE FROM event WHERE stack_id = ?", &[id.into()]).await?;
+    tx.execute("DELETE FROM snapshot WHERE stack_id = ?", &[id.into()]).await?;
     tx.execute(
         "DELETE FROM sync_point_input WHERE traversal_id IN (SELECT traversal_id FROM sync_point WHERE stack_id = ?)",
         &[id.into()],

@@ -190,3 +190,18 @@ CREATE TABLE IF NOT EXISTS user_creds (
   created_at DATETIME(6),
   PRIMARY KEY (stack_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS snapshot (
+  id VARCHAR(36) NOT NULL,
+  name VARCHAR(255),
+  stack_id VARCHAR(36) NOT NULL,
+  tenant VARCHAR(64) NOT NULL,
+  data LONGTEXT,
+  action VARCHAR(32),
+  status VARCHAR(32),
+  status_reason LONGTEXT,
+  created_at DATETIME(6),
+  updated_at DATETIME(6),
+  PRIMARY KEY (id),
+  INDEX ix_snapshot_stack_id (stack_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -200,3 +200,19 @@ CREATE TABLE IF NOT EXISTS user_creds (
   created_at DATETIME,
   PRIMARY KEY (stack_id)
 );
+
+CREATE TABLE IF NOT EXISTS snapshot (
+  id VARCHAR(36) NOT NULL,
+  name VARCHAR(255),
+  stack_id VARCHAR(36) NOT NULL,
+  tenant VARCHAR(64) NOT NULL,
+  data TEXT,
+  action VARCHAR(32),
+  status VARCHAR(32),
+  status_reason TEXT,
+  created_at DATETIME,
+  updated_at DATETIME,
+  PRIMARY KEY (id)
+);
+
+CREATE INDEX IF NOT EXISTS ix_snapshot_stack_id ON snapshot (stack_id);

@@ -41,8 +41,8 @@ use super::super::context::reduce_physical_name;
 use super::super::deployed_server::{delete_transport_user, publish_collect_config};
 use super::super::schema::ResourceSchema;
 use super::super::{
-    changed_properties, default_update_decision, neutron, validate_properties, ActionContext, ActionResult, HostSlot,
-    Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
+    changed_properties, default_update_decision, glance, neutron, validate_properties, ActionContext, ActionResult,
+    HostSlot, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
 };
 use super::{
     attribute_error, attribute_session, compute, create_in_stack, delete_in_stack, failure, flavor_lookup,
@@ -57,6 +57,12 @@ const DEFAULT_COLLECTORS: &[&str] = &["ec2"];
 
 /// Seconds between two looks at a server Nova is working on.
 pub(super) const POLL_SECS: f64 = 1.0;
+
+/// The resource data key of the image a stack snapshot made of the server.
+const SNAPSHOT_IMAGE_ID: &str = "snapshot_image_id";
+/// Nova's task states while it uploads a server's snapshot image.
+const IMAGE_UPLOAD_TASKS: &[&str] =
+    &["image_uploading", "image_snapshot_pending", "image_snapshot", "image_pending_upload"];
 
 /// Heat's `physical_resource_name_limit` for servers: a host name of 64
 /// characters less `.novalocal`.
@@ -945,6 +951,56 @@ impl Plugin for Server {
 
     async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
         Self::resume_in_stack(&self.host, ctx, "server", "Server").await
+    }
+
+    /// Heat's `handle_snapshot` and `check_snapshot_complete`: a Nova
+    /// image of the server, its id kept as `snapshot_image_id`, waited for
+    /// until Glance has it active and Nova is done uploading it.
+    async fn snapshot(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(id) = ctx.state.physical_id.clone() else { return Ok(()) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let compute = compute(&session).await?;
+        let name = ctx.stable_physical_name();
+        let image_id = compute.create_image(&id, &name).await.map_err(failure)?;
+        ctx.state.data.insert(SNAPSHOT_IMAGE_ID.to_string(), image_id.clone());
+        let images = glance::image_client(&session).await?;
+        loop {
+            let image = images.get(&image_id).await.map_err(glance::failure)?;
+            let image_status = image.get("status").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+            match image_status.as_str() {
+                "active" => {
+                    let server = compute.server(&id).await.map_err(failure)?;
+                    let task = server.get("OS-EXT-STS:task_state").and_then(Value::as_str).unwrap_or_default();
+                    if !IMAGE_UPLOAD_TASKS.contains(&task) {
+                        return Ok(());
+                    }
+                }
+                "error" | "deleted" => return Err(ResourceFailure::error("Error", image_status)),
+                _ => {}
+            }
+            ctx.sleep(POLL_SECS).await?;
+        }
+    }
+
+    /// Heat's `handle_delete_snapshot`: the snapshot's image goes (already
+    /// gone is fine).
+    async fn delete_snapshot(&self, ctx: &mut ActionContext) -> ActionResult {
+        let Some(image_id) = ctx.state.data.get(SNAPSHOT_IMAGE_ID).cloned() else { return Ok(()) };
+        let session = stack_session(&self.host, &ctx.stack_id).await?;
+        let images = glance::image_client(&session).await?;
+        match images.delete(&image_id).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other.map_err(glance::failure),
+        }
+    }
+
+    /// Heat's `handle_restore`: the server is rebuilt from its snapshot's
+    /// image.
+    fn restore_properties(&self, resource_data: &Map<String, Value>) -> Map<String, Value> {
+        resource_data
+            .get(SNAPSHOT_IMAGE_ID)
+            .map(|image| Map::from_iter([("image".to_string(), image.clone())]))
+            .unwrap_or_default()
     }
 
     /// Heat's: a FAILED server is replaced unless Nova still has it in a

@@ -636,6 +636,49 @@ async fn check_suspend_and_resume() {
     );
 }
 
+/// Heat's `handle_snapshot`: `createImage`, the image's id kept, waited
+/// for until Glance has it active and Nova has finished uploading;
+/// `handle_restore` gives the definition that image, and
+/// `handle_delete_snapshot` deletes it.
+#[tokio::test]
+async fn a_snapshot_images_the_server_and_a_restore_rebuilds_from_it() {
+    let (nova, session) = testing::nova_and_neutron("2.96").await;
+    let (s, _host) = bound_server(&session);
+    let (mut ctx, _tx) = test_context(props(json!({"image": "i", "flavor": "f"})));
+    ctx.state.physical_id = Some("sid".into());
+    nova.answer(&format!("POST {SERVERS}/sid/action"), 202, json!({"image_id": "snap-img"}));
+    nova.answer_in_turn(
+        "GET /image/v2/images/snap-img",
+        vec![
+            (200, json!({"id": "snap-img", "status": "queued"})),
+            (200, json!({"id": "snap-img", "status": "active"})),
+        ],
+    );
+    let uploading = json!({"server": {"id": "sid", "status": "ACTIVE", "OS-EXT-STS:task_state": "image_uploading"}});
+    nova.answer_in_turn(&format!("GET {SERVERS}/sid"), vec![(200, uploading), shown("ACTIVE")]);
+    Plugin::snapshot(&s, &mut ctx).await.unwrap();
+    let action = nova.calls().into_iter().find(|(m, p, _)| m == "POST" && p.ends_with("/action")).unwrap();
+    let name = action.2["createImage"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("st-r-"), "{name}");
+    assert_eq!(ctx.state.data["snapshot_image_id"], "snap-img");
+    let polls = nova.calls().into_iter().filter(|(m, p, _)| m == "GET" && p == &format!("{SERVERS}/sid")).count();
+    assert_eq!(polls, 2);
+
+    let data = Map::from_iter([("snapshot_image_id".to_string(), json!("snap-img"))]);
+    assert_eq!(Plugin::restore_properties(&s, &data), Map::from_iter([("image".to_string(), json!("snap-img"))]));
+    assert!(Plugin::restore_properties(&s, &Map::new()).is_empty());
+
+    nova.answer_in_turn("GET /image/v2/images/snap-img", vec![(200, json!({"id": "snap-img", "status": "error"}))]);
+    assert_eq!(Plugin::snapshot(&s, &mut ctx).await, Err(ResourceFailure::error("Error", "error")));
+
+    // handle_delete_snapshot: the image goes; one already gone is fine.
+    nova.answer("DELETE /image/v2/images/snap-img", 204, Value::Null);
+    Plugin::delete_snapshot(&s, &mut ctx).await.unwrap();
+    assert!(nova.calls().iter().any(|(m, p, _)| m == "DELETE" && p == "/image/v2/images/snap-img"));
+    nova.answer("DELETE /image/v2/images/snap-img", 404, json!({"message": "gone"}));
+    Plugin::delete_snapshot(&s, &mut ctx).await.unwrap();
+}
+
 /// Heat's `prepare_for_replace`: the old server gives up every port (its
 /// replacement may be given the same one), each detach waited for and the
 /// ports kept; a rollback attaches them to it again.
