@@ -57,8 +57,8 @@ async fn without_a_bound_every_boot_goes_at_once() {
 }
 
 #[test]
-fn the_option_bounds_builds_and_below_one_is_no_bound() {
-    assert_eq!(EngineSettings::default().max_concurrent_server_builds, Some(16));
+fn no_bound_unless_the_option_sets_one() {
+    assert_eq!(EngineSettings::default().max_concurrent_server_builds, None);
     let read = |value: &str| {
         let mut config = keelson_runtime::Config::default();
         config.set("orchestration", "max_concurrent_server_builds", value);
