@@ -4,7 +4,10 @@
 //! differ, [`HttpClient::for_client`]), every request under a timeout, the answer
 //! read within the same timeout and refused past a size bound, a refused
 //! connection retried with keystoneauth's back-off (a failed TLS
-//! handshake is not: it is keystoneauth's `SSLError`), and the current
+//! handshake is not: it is keystoneauth's `SSLError`), an idempotent
+//! request whose connection closed before any answer sent once more
+//! ([`closed_before_answer`]), idle connections dropped before common
+//! servers drop them ([`POOL_IDLE_TIMEOUT`]), and the current
 //! request's id and `traceparent` sent along
 //! ([`keelson_runtime::context::RequestContext::inject_http`]).
 
@@ -59,6 +62,12 @@ impl Answer {
 
 type Pool = Client<Connector, Full<Bytes>>;
 
+/// How long an idle pooled connection is kept: less than the keep-alive
+/// timeout of the servers OpenStack's APIs run behind (Apache's default
+/// is 5 s, cheroot's 10 s), so that a request is not written on a
+/// connection the server is closing at that instant.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// The transport, cheap to clone (the clones share the pools).
 #[derive(Clone)]
 pub struct HttpClient {
@@ -88,7 +97,10 @@ fn pool(timeout: Duration, tls: Result<Arc<tokio_rustls::rustls::ClientConfig>, 
     let mut tcp = HttpConnector::new();
     tcp.set_connect_timeout(Some(timeout));
     tcp.set_nodelay(true);
-    Client::builder(hyper_util::rt::TokioExecutor::new()).build(Connector::new(tcp, tls))
+    Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .build(Connector::new(tcp, tls))
 }
 
 impl HttpClient {
@@ -168,6 +180,7 @@ impl HttpClient {
         let (parts, body) = request.into_parts();
         let mut delay = Duration::from_millis(500);
         let mut attempt = 0;
+        let mut resent = false;
         let response = loop {
             let req = Request::from_parts(parts.clone(), body.clone());
             let error = match tokio::time::timeout(self.timeout, self.client.request(req)).await {
@@ -180,8 +193,17 @@ impl HttpClient {
             if let Some(tls) = crate::tls::handshake_failure(&error) {
                 return Err(OsError::Unavailable(format!("SSL exception connecting to {url}: {tls}")));
             }
+            // A connection the server closed as the request went out (a
+            // pooled one it had just timed out): no answer came, so an
+            // idempotent request is safe to send once more (RFC 9110
+            // 9.2.2), as urllib3 does not reuse such a connection at all.
+            if !resent && method.is_idempotent() && closed_before_answer(&error) {
+                tracing::debug!(target: "keelson::openstack", %method, url, "connection closed before an answer; sending again");
+                resent = true;
+                continue;
+            }
             if !(error.is_connect() && attempt < self.connect_retries) {
-                return Err(OsError::Unavailable(format!("{method} {url}: {error}")));
+                return Err(OsError::Unavailable(format!("{method} {url}: {}", with_causes(&error))));
             }
             attempt += 1;
             tokio::time::sleep(delay).await;
@@ -200,6 +222,36 @@ impl HttpClient {
         };
         Ok(Answer { status, headers, body })
     }
+}
+
+/// Whether a request failed because its connection closed before any
+/// answer began: hyper's "connection closed before message completed", or
+/// a request the pool cancelled on a connection that was closing.
+fn closed_before_answer(error: &hyper_util::client::legacy::Error) -> bool {
+    let mut cause = std::error::Error::source(error);
+    while let Some(e) = cause {
+        if let Some(hyper) = e.downcast_ref::<hyper::Error>() {
+            return hyper.is_incomplete_message() || hyper.is_canceled();
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// An error with its causes, as "outer: inner: innermost" (hyper's own
+/// text names only the outermost, "client error (SendRequest)").
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let part = e.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = e.source();
+    }
+    text
 }
 
 #[cfg(test)]
@@ -241,5 +293,43 @@ mod tests {
         assert!(matches!(e, OsError::AnswerTooLarge(_)), "{e:?}");
         let answer = HttpClient::default().with_max_body(11).send(Method::GET, &url, &[], None).await.unwrap();
         assert_eq!(answer.body.len(), 11);
+    }
+
+    /// A server that reads one request per connection and closes the first
+    /// connection without answering; later ones get `200 {}`.
+    async fn closes_first_connection() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                if counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    drop(socket);
+                    continue;
+                }
+                let answer = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        (url, seen)
+    }
+
+    /// An idempotent request whose connection closed before any answer is
+    /// sent once more; a POST is not (it may have been acted on).
+    #[tokio::test]
+    async fn an_idempotent_request_is_resent_once_after_a_closed_connection() {
+        let (url, seen) = closes_first_connection().await;
+        let answer = HttpClient::default().send(Method::DELETE, &url, &[], None).await.unwrap();
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+        let (url, seen) = closes_first_connection().await;
+        let e = HttpClient::default().send(Method::POST, &url, &[], Some(&serde_json::json!({}))).await.unwrap_err();
+        assert!(matches!(e, OsError::Unavailable(ref text) if text.contains("connection closed")), "{e:?}");
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
