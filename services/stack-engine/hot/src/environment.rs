@@ -190,57 +190,94 @@ impl Environment {
 }
 
 /// Python's `fnmatch.fnmatchcase`: `*`, `?`, `[seq]` and `[!seq]`, case
-/// sensitive, anchored at both ends.
+/// sensitive, anchored at both ends. Both strings come from a tenant's
+/// template and environment, so matching is one pass over the pattern
+/// keeping the set of name positions reached (time pattern x name, never
+/// the backtracking that makes `*a*a*a...b` exponential).
 pub(crate) fn fnmatch_case(name: &str, pattern: &str) -> bool {
     let name: Vec<char> = name.chars().collect();
     let pattern: Vec<char> = pattern.chars().collect();
-    glob_match(&name, &pattern)
-}
-
-fn glob_match(name: &[char], pattern: &[char]) -> bool {
-    let Some((&first, rest)) = pattern.split_first() else {
-        return name.is_empty();
-    };
-    match first {
-        '*' => (0..=name.len()).any(|skip| glob_match(&name[skip..], rest)),
-        '?' => !name.is_empty() && glob_match(&name[1..], rest),
-        '[' => match char_class(rest) {
-            // An unterminated "[" is a literal, as in Python.
-            None => name.first() == Some(&'[') && glob_match(&name[1..], rest),
-            Some((matches, after)) => name.first().is_some_and(|c| matches(*c)) && glob_match(&name[1..], after),
-        },
-        c => name.first() == Some(&c) && glob_match(&name[1..], rest),
+    // reached[i]: the pattern so far matches name[..i].
+    let mut reached = vec![false; name.len() + 1];
+    reached[0] = true;
+    let mut rest: &[char] = &pattern;
+    while let Some((&first, after)) = rest.split_first() {
+        let step: Box<dyn Fn(char) -> bool> = match first {
+            '*' => {
+                // Every position at or past the first one reached.
+                if let Some(from) = reached.iter().position(|r| *r) {
+                    reached[from..].iter_mut().for_each(|r| *r = true);
+                }
+                rest = after;
+                continue;
+            }
+            '?' => {
+                rest = after;
+                Box::new(|_| true)
+            }
+            '[' => match CharClass::parse(after) {
+                // An unterminated "[" is a literal, as in Python.
+                None => {
+                    rest = after;
+                    Box::new(|c| c == '[')
+                }
+                Some((class, past)) => {
+                    rest = past;
+                    Box::new(move |c| class.contains(c))
+                }
+            },
+            literal => {
+                rest = after;
+                Box::new(move |c| c == literal)
+            }
+        };
+        // One character consumed: position i+1 is reached when i was and
+        // name[i] matches.
+        for i in (0..name.len()).rev() {
+            reached[i + 1] = reached[i] && step(name[i]);
+        }
+        reached[0] = false;
+        if !reached.iter().any(|r| *r) {
+            return false;
+        }
     }
+    reached[name.len()]
 }
 
-/// The class after a "[": a membership test and the pattern after "]".
-fn char_class(pattern: &[char]) -> Option<(impl Fn(char) -> bool, &[char])> {
-    let (negated, body_start) = match pattern.first() {
-        Some('!') => (true, 1),
-        _ => (false, 0),
-    };
-    // A "]" right after "[" or "[!" belongs to the class.
-    let close = pattern.iter().enumerate().skip(body_start + 1).find(|(_, c)| **c == ']').map(|(i, _)| i)?;
-    let body: Vec<char> = pattern[body_start..close].to_vec();
-    let test = move |c: char| {
+/// A "[...]" set: its members and ranges, maybe negated.
+struct CharClass {
+    negated: bool,
+    body: Vec<char>,
+}
+
+impl CharClass {
+    /// The class after a "[" and the pattern after its "]"; None when
+    /// the "[" is not closed.
+    fn parse(pattern: &[char]) -> Option<(CharClass, &[char])> {
+        let (negated, body_start) = match pattern.first() {
+            Some('!') => (true, 1),
+            _ => (false, 0),
+        };
+        // A "]" right after "[" or "[!" belongs to the class.
+        let close = pattern.iter().enumerate().skip(body_start + 1).find(|(_, c)| **c == ']').map(|(i, _)| i)?;
+        Some((CharClass { negated, body: pattern[body_start..close].to_vec() }, &pattern[close + 1..]))
+    }
+
+    fn contains(&self, c: char) -> bool {
+        let body = &self.body;
         let mut i = 0;
         let mut found = false;
         while i < body.len() {
             if i + 2 < body.len() && body[i + 1] == '-' {
-                if body[i] <= c && c <= body[i + 2] {
-                    found = true;
-                }
+                found |= body[i] <= c && c <= body[i + 2];
                 i += 3;
             } else {
-                if body[i] == c {
-                    found = true;
-                }
+                found |= body[i] == c;
                 i += 1;
             }
         }
-        found != negated
-    };
-    Some((test, &pattern[close + 1..]))
+        found != self.negated
+    }
 }
 
 fn lookup_registry(registry: &Map<String, Value>, type_name: &str) -> Option<RegistryTarget> {
@@ -348,6 +385,15 @@ mod tests {
     }
 
     #[test]
+    fn fnmatch_case_is_not_exponential() {
+        // Backtracking would try some 10^17 splits here.
+        let name = "a".repeat(4000);
+        let pattern = format!("{}b", "*a".repeat(40));
+        assert!(!fnmatch_case(&name, &pattern));
+        assert!(fnmatch_case(&format!("{name}b"), &pattern));
+    }
+
+    #[test]
     fn fnmatch_case_semantics() {
         assert!(fnmatch_case("abc", "a*"));
         assert!(fnmatch_case("abc", "*"));
@@ -357,6 +403,11 @@ mod tests {
         assert!(fnmatch_case("a]", "a[]]"));
         assert!(fnmatch_case("a[", "a["));
         assert!(!fnmatch_case("abcd", "a?c"));
+        assert!(fnmatch_case("abcd", "a*?d"));
+        assert!(fnmatch_case("", "*"));
+        assert!(!fnmatch_case("", "?"));
+        assert!(fnmatch_case("a-b", "a[!x]b"));
+        assert!(fnmatch_case("a*b", "a[*]b"));
     }
 
     #[test]
