@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use keelson_db::Db;
 use keelson_hot::{
-    Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, ResolveContext, ResourceDefn, Template,
-    TemplateError,
+    Environment, OutputDefn, ParamValues, PseudoParams, RegistryTarget, Resolution, ResolveContext, ResourceDefn,
+    Template, TemplateError,
 };
 use serde_json::{Map, Value};
 
@@ -24,6 +24,15 @@ use crate::store::{self, ResourceRow, StackRow};
 /// The template every DELETE (and the rollback of a create) converges to.
 pub fn empty_template() -> Value {
     serde_json::json!({"heat_template_version": "2013-05-23"})
+}
+
+/// What a resource runs once the registry's mappings are followed.
+enum Runs {
+    /// A plugin type (registered or not).
+    Type(String),
+    /// A template file, named by the mapping of `mapped_type` (the written
+    /// type when the resource names the file itself).
+    Template { file: String, mapped_type: String },
 }
 
 /// A parsed, immutable stack definition.
@@ -155,41 +164,48 @@ impl StackDefinition {
     }
 
     /// The plugin type a resource runs as (environment type mappings
-    /// applied); a resource running a template file keeps its written type.
+    /// followed); a resource running a template file keeps its written type.
     pub fn effective_type(&self, defn: &ResourceDefn) -> Result<String, EngineError> {
-        Ok(self.plugin_type_of(&defn.name, &defn.type_name))
+        Ok(match self.runs(&defn.name, &defn.type_name)? {
+            Runs::Type(t) => t,
+            Runs::Template { .. } => defn.type_name.clone(),
+        })
     }
 
-    /// The plugin type a resource named `name` written as `written_type`
-    /// runs as under this definition's environment (the written type when
-    /// it is not mapped, or mapped to a template).
-    pub fn plugin_type_of(&self, name: &str, written_type: &str) -> String {
-        match self.environment.resolve_type_for(name, written_type) {
-            Some(RegistryTarget::Type(t)) => t,
-            _ => written_type.to_string(),
-        }
+    /// What resource `name` written as `written_type` runs under this
+    /// definition's environment, its registry mappings followed to the end
+    /// of their chain (upstream resolves a mapped type again, so
+    /// `OS::Heat::ScaledResource -> AWS::EC2::Instance -> provider.yaml`
+    /// runs the provider).
+    fn runs(&self, name: &str, written_type: &str) -> Result<Runs, EngineError> {
+        Ok(match self.environment.resolve_type_for(name, written_type)? {
+            Some(Resolution { target: RegistryTarget::Type(t), .. }) => Runs::Type(t),
+            Some(Resolution { target: RegistryTarget::TemplateFile(file), mapped_type }) => {
+                Runs::Template { file, mapped_type }
+            }
+            None if keelson_hot::is_template_reference(written_type) => {
+                Runs::Template { file: written_type.to_string(), mapped_type: written_type.to_string() }
+            }
+            None => Runs::Type(written_type.to_string()),
+        })
     }
 
-    /// What decides whether a resource keeps its plugin across an update:
-    /// the plugin type, or the template file a template resource runs
-    /// (two type names mapped to one file are one plugin, as upstream
-    /// compares classes).
-    pub fn plugin_identity(&self, name: &str, written_type: &str) -> String {
-        match self.template_file_of(name, written_type) {
-            Some(file) => format!("template:{file}"),
-            None => self.plugin_type_of(name, written_type),
-        }
-    }
-
-    /// The template file resource `name` written as `written_type` runs,
-    /// when it is a template resource.
-    pub fn template_file_of(&self, name: &str, written_type: &str) -> Option<String> {
-        match self.environment.resolve_type_for(name, written_type) {
-            Some(RegistryTarget::TemplateFile(file)) => Some(file),
-            Some(RegistryTarget::Type(_)) => None,
-            None if keelson_hot::is_template_reference(written_type) => Some(written_type.to_string()),
-            None => None,
-        }
+    /// The plugin resource `name` (written as `written_type`) runs as and
+    /// what decides whether it keeps that plugin across an update: the
+    /// plugin type, or the template file a template resource runs (two
+    /// type names mapped to one file are one plugin, as upstream compares
+    /// classes), both at the end of the registry's mapping chain.
+    pub fn plugin_and_identity(
+        &self,
+        registry: &Registry,
+        name: &str,
+        written_type: &str,
+    ) -> Result<(String, Arc<dyn ResourceType>), EngineError> {
+        let identity = match self.runs(name, written_type)? {
+            Runs::Type(t) => t,
+            Runs::Template { file, .. } => format!("template:{file}"),
+        };
+        Ok((identity, self.plugin_for(registry, name, written_type)?))
     }
 
     /// The plugin resource `name` (written as `written_type`) runs as: a
@@ -201,11 +217,13 @@ impl StackDefinition {
         name: &str,
         written_type: &str,
     ) -> Result<Arc<dyn ResourceType>, EngineError> {
-        let Some(file) = self.template_file_of(name, written_type) else {
-            let type_name = self.plugin_type_of(name, written_type);
-            return registry.get(&type_name).ok_or_else(|| {
-                EngineError::BadRequest(format!("The Resource Type ({type_name}) could not be found."))
-            });
+        let (file, mapped_type) = match self.runs(name, written_type)? {
+            Runs::Template { file, mapped_type } => (file, mapped_type),
+            Runs::Type(type_name) => {
+                return registry.get(&type_name).ok_or_else(|| {
+                    EngineError::BadRequest(format!("The Resource Type ({type_name}) could not be found."))
+                });
+            }
         };
         let key = format!("{name}\u{0}{written_type}");
         if let Some(plugin) = self.template_plugins.get(&key) {
@@ -213,6 +231,7 @@ impl StackDefinition {
         }
         let plugin: Arc<dyn ResourceType> = Arc::new(resources::TemplateResource::build(
             written_type,
+            &mapped_type,
             name,
             &file,
             &self.files,
@@ -448,26 +467,30 @@ impl StackDefinition {
 
     /// The type a template resource stands in for (upstream looks the
     /// type up again, ignoring the mapping that led to the template): the
-    /// global mapping when the resource's own section chose the template,
-    /// else the built-in type of that name. None for other resources.
+    /// type mappings' chain when the resource's own section chose the
+    /// template, else the built-in type of that name. None for other
+    /// resources.
     fn facade_of(
         &self,
         registry: &Registry,
         name: &str,
         written_type: &str,
     ) -> Result<Option<Arc<dyn ResourceType>>, EngineError> {
-        let Some(file) = self.template_file_of(name, written_type) else {
+        let Runs::Template { file, .. } = self.runs(name, written_type)? else {
             return Ok(None);
         };
         let next = if self.environment.resolve_type_only_for(name, written_type).is_some() {
-            self.environment.resolve_type(written_type)
+            self.environment.resolve_type_skipping_own_for(name, written_type)?
         } else {
             None
         };
         match next {
-            Some(RegistryTarget::TemplateFile(facade_file)) if facade_file != file => {
+            Some(Resolution { target: RegistryTarget::TemplateFile(facade_file), mapped_type })
+                if facade_file != file =>
+            {
                 let facade = resources::TemplateResource::build(
                     written_type,
+                    &mapped_type,
                     name,
                     &facade_file,
                     &self.files,
@@ -476,8 +499,8 @@ impl StackDefinition {
                 )?;
                 Ok(Some(Arc::new(facade)))
             }
-            Some(RegistryTarget::TemplateFile(_)) => Ok(None),
-            Some(RegistryTarget::Type(t)) => Ok(registry.get(&t)),
+            Some(Resolution { target: RegistryTarget::TemplateFile(_), .. }) => Ok(None),
+            Some(Resolution { target: RegistryTarget::Type(t), .. }) => Ok(registry.get(&t)),
             None => Ok(registry.get(written_type)),
         }
     }

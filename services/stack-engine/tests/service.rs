@@ -330,6 +330,19 @@ async fn create_errors_carry_heat_types_and_texts() {
     assert_eq!(e.http_status(), 400);
     assert_eq!(e.message(), "The Resource Type (OS::No::Such) could not be found.");
 
+    // Registry mappings resolve as chains; a loop is refused, not followed.
+    let mapped = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "My::A"}}});
+    let chain = json!({"resource_registry": {"My::A": "My::B", "My::B": "OS::Heat::None"}});
+    h.api
+        .validate_template(&caller, &json!({"template": mapped, "environment": chain}), &q(&[]))
+        .await
+        .expect("a chain of mappings validates");
+    let looped = json!({"resource_registry": {"My::A": "My::B", "My::B": "My::A"}});
+    let body = json!({"stack_name": "loop", "template": mapped, "environment": looped});
+    let e = h.api.create_stack(&caller, &body).await.unwrap_err();
+    assert_eq!(e.http_status(), 400);
+    assert_eq!(e.message(), "The resource_registry maps the Resource Type (My::A) in a loop: My::A -> My::B -> My::A");
+
     let bad_version = json!({"heat_template_version": "2099-01-01", "resources": {}});
     let e = h.api.validate_template(&caller, &json!({"template": bad_version}), &q(&[])).await.unwrap_err();
     assert_eq!(e.heat_type(), "InvalidTemplateVersion");

@@ -26,7 +26,22 @@ pub struct Environment {
     pub parameter_merge_strategies: Map<String, Value>,
 }
 
-/// Where a resource type is redirected by the registry.
+/// How many types a chain of registry mappings may pass through: a "*"
+/// mapping can make new types forever ("A::*": "A::B::*") without ever
+/// repeating one.
+const MAX_MAPPING_CHAIN: usize = 64;
+
+/// Where a chain of registry mappings ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    /// What the last mapping names: a type mapped no further, or a template.
+    pub target: RegistryTarget,
+    /// The type the last mapping is for (the looked-up type when the chain
+    /// has one step), as upstream's registry entry that chose `target`.
+    pub mapped_type: String,
+}
+
+/// Where a resource type is redirected by one registry mapping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegistryTarget {
     /// Another resource type name.
@@ -140,26 +155,76 @@ impl Environment {
         v
     }
 
-    /// Global registry lookup: exact key first, then the longest matching
-    /// "Prefix::*" wildcard. `None` when the type is not mapped.
-    pub fn resolve_type(&self, type_name: &str) -> Option<RegistryTarget> {
-        lookup_registry(&self.resource_registry, type_name)
+    /// Where resource `resource_name`'s type `type_name` ends once the
+    /// registry's mappings are followed, as upstream's registry looks each
+    /// mapped type up again: every step tries the resource's own
+    /// `resources: {name: {type: target}}` section, then the type mappings
+    /// (exact key, else the longest matching "Prefix::*"). The chain stops
+    /// at a template, or at a type nothing (or only itself) maps further.
+    /// `None` when `type_name` is not mapped; an error when the mappings
+    /// loop (upstream recurses until Python gives up).
+    pub fn resolve_type_for(&self, resource_name: &str, type_name: &str) -> Result<Option<Resolution>, TemplateError> {
+        let first = self.lookup_for(resource_name, type_name);
+        self.follow(resource_name, type_name, first)
     }
 
-    /// Registry lookup for one resource: `resources: {name: {type: target}}`
-    /// first, then the global mappings.
-    pub fn resolve_type_for(&self, resource_name: &str, type_name: &str) -> Option<RegistryTarget> {
-        self.resolve_type_only_for(resource_name, type_name).or_else(|| self.resolve_type(type_name))
+    /// As [`Environment::resolve_type_for`], with the resource's own
+    /// mapping of `type_name` itself left out (upstream's facade lookup,
+    /// which passes over the mapping that chose the template).
+    pub fn resolve_type_skipping_own_for(
+        &self,
+        resource_name: &str,
+        type_name: &str,
+    ) -> Result<Option<Resolution>, TemplateError> {
+        let first = lookup_registry(&self.resource_registry, type_name);
+        self.follow(resource_name, type_name, first)
     }
 
     /// The mapping of `type_name` in resource `resource_name`'s own
-    /// `resources` section only.
+    /// `resources` section only (one step, no chain).
     pub fn resolve_type_only_for(&self, resource_name: &str, type_name: &str) -> Option<RegistryTarget> {
         self.resource_registry
             .get("resources")
             .and_then(|r| r.get(resource_name))
             .and_then(Value::as_object)
             .and_then(|specific| lookup_registry(specific, type_name))
+    }
+
+    /// One step: the resource's own section, then the type mappings.
+    fn lookup_for(&self, resource_name: &str, type_name: &str) -> Option<RegistryTarget> {
+        self.resolve_type_only_for(resource_name, type_name)
+            .or_else(|| lookup_registry(&self.resource_registry, type_name))
+    }
+
+    /// The chain from `type_name`, whose first step is `first`.
+    fn follow(
+        &self,
+        resource_name: &str,
+        type_name: &str,
+        first: Option<RegistryTarget>,
+    ) -> Result<Option<Resolution>, TemplateError> {
+        let mut chain = vec![type_name.to_string()];
+        let mut step = first;
+        let mut end = None;
+        while let Some(target) = step {
+            let mapped_type = chain.last().cloned().unwrap_or_default();
+            let next = match &target {
+                RegistryTarget::TemplateFile(_) => return Ok(Some(Resolution { target, mapped_type })),
+                RegistryTarget::Type(next) => next.clone(),
+            };
+            let looped = chain.contains(&next);
+            chain.push(next.clone());
+            if looped || chain.len() > MAX_MAPPING_CHAIN {
+                let how = if looped { "in a loop" } else { "through too many types" };
+                return Err(env_error(format!(
+                    "The resource_registry maps the Resource Type ({type_name}) {how}: {}",
+                    chain.join(" -> ")
+                )));
+            }
+            step = self.lookup_for(resource_name, &next);
+            end = Some(Resolution { target, mapped_type });
+        }
+        Ok(end)
     }
 
     /// The actions (`update`, `replace`) the environment restricts for
@@ -358,11 +423,76 @@ mod tests {
                 .unwrap();
         a.merge(&b);
         assert_eq!(a.parameters["x"], 2);
-        assert_eq!(a.resolve_type("My::A"), Some(RegistryTarget::TemplateFile("a.yaml".into())));
-        assert_eq!(a.resolve_type("My::B"), Some(RegistryTarget::Type("OS::Heat::None".into())));
-        assert_eq!(a.resolve_type("OS::Nova::Server"), Some(RegistryTarget::Type("AWS::EC2::Server".into())));
-        assert_eq!(a.resolve_type("Other"), None);
+        assert_eq!(target(&a, "My::A"), Some(RegistryTarget::TemplateFile("a.yaml".into())));
+        assert_eq!(target(&a, "My::B"), Some(RegistryTarget::Type("OS::Heat::None".into())));
+        assert_eq!(target(&a, "OS::Nova::Server"), Some(RegistryTarget::Type("AWS::EC2::Server".into())));
+        assert_eq!(target(&a, "Other"), None);
         assert_eq!(a.to_value()["resource_registry"]["resources"], json!({}));
+    }
+
+    /// Where resource "r" of `type_name` ends.
+    fn target(env: &Environment, type_name: &str) -> Option<RegistryTarget> {
+        env.resolve_type_for("r", type_name).unwrap().map(|r| r.target)
+    }
+
+    fn env(registry: Value) -> Environment {
+        Environment::from_value(&json!({ "resource_registry": registry })).unwrap()
+    }
+
+    #[test]
+    fn mappings_resolve_as_chains() {
+        // A scaling group's members: mapped to an instance, which the user
+        // mapped to a provider template.
+        let e = env(json!({"OS::Heat::ScaledResource": "AWS::EC2::Instance", "AWS::EC2::Instance": "provider.yaml"}));
+        let end = e.resolve_type_for("r", "OS::Heat::ScaledResource").unwrap().unwrap();
+        assert_eq!(end.target, RegistryTarget::TemplateFile("provider.yaml".into()));
+        assert_eq!(end.mapped_type, "AWS::EC2::Instance");
+        // Type to type to type, through a "*" mapping.
+        let e = env(json!({"My::A": "My::B", "My::B": "Other::C", "Other::*": "OS::Heat::None"}));
+        let end = e.resolve_type_for("r", "My::A").unwrap().unwrap();
+        assert_eq!(end.target, RegistryTarget::Type("OS::Heat::None".into()));
+        assert_eq!(end.mapped_type, "Other::C");
+        // A type mapped to itself ends the chain there.
+        let e = env(json!({"My::A": "My::B", "My::B": "My::B"}));
+        assert_eq!(target(&e, "My::A"), Some(RegistryTarget::Type("My::B".into())));
+        assert_eq!(target(&e, "My::B"), None);
+        // The resource's own section wins at every step.
+        let e = env(json!({"My::A": "My::B", "My::B": "b.yaml", "resources": {"r": {"My::B": "own.yaml"}}}));
+        assert_eq!(target(&e, "My::A"), Some(RegistryTarget::TemplateFile("own.yaml".into())));
+        assert_eq!(
+            e.resolve_type_for("s", "My::A").unwrap().map(|r| r.target),
+            Some(RegistryTarget::TemplateFile("b.yaml".into()))
+        );
+    }
+
+    #[test]
+    fn facade_lookup_skips_only_the_resources_own_first_mapping() {
+        let e = env(json!({"My::A": "My::B", "resources": {"r": {"My::A": "own.yaml", "My::B": "OS::Heat::None"}}}));
+        assert_eq!(target(&e, "My::A"), Some(RegistryTarget::TemplateFile("own.yaml".into())));
+        let facade = e.resolve_type_skipping_own_for("r", "My::A").unwrap().map(|r| r.target);
+        assert_eq!(facade, Some(RegistryTarget::Type("OS::Heat::None".into())));
+        assert_eq!(e.resolve_type_skipping_own_for("r", "Other").unwrap(), None);
+    }
+
+    #[test]
+    fn looping_mappings_are_refused() {
+        let e = env(json!({"My::A": "My::B", "My::B": "My::A"}));
+        let err = e.resolve_type_for("r", "My::A").unwrap_err();
+        assert_eq!(err.kind, TemplateErrorKind::BadRequest);
+        assert_eq!(
+            err.message,
+            "The resource_registry maps the Resource Type (My::A) in a loop: My::A -> My::B -> My::A"
+        );
+        let e = env(json!({"My::A": "My::B", "resources": {"r": {"My::B": "My::A"}}}));
+        assert!(e.resolve_type_for("r", "My::A").is_err());
+        assert_eq!(
+            e.resolve_type_for("s", "My::A").unwrap().map(|r| r.target),
+            Some(RegistryTarget::Type("My::B".into()))
+        );
+        // A "*" mapping that makes a new type at every step ends too.
+        let e = env(json!({"My::*": "My::More::*"}));
+        let err = e.resolve_type_for("r", "My::A").unwrap_err();
+        assert!(err.message.starts_with("The resource_registry maps the Resource Type (My::A) through too many types"));
     }
 
     #[test]

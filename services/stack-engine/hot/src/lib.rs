@@ -28,7 +28,7 @@ mod versions;
 
 pub use budget::EvaluationLimits;
 pub use document::parse_document;
-pub use environment::{is_template_reference, Environment, RegistryTarget};
+pub use environment::{is_template_reference, Environment, RegistryTarget, Resolution};
 pub use error::{TemplateError, TemplateErrorKind};
 pub use parameters::{Constraint, ConstraintKind, ParamSchema, ParamType, ParamValues, PseudoParams};
 pub use snippet::{ResolveContext, Snippet};

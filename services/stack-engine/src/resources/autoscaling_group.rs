@@ -24,7 +24,9 @@ use keelson_runtime::config::clamp_usize;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
+use super::host::NestedStackSpec;
 use super::host::{HostSlot, NestedMember, PeerResource, PluginHost};
+use super::instance_group::map_members_to_instances;
 use super::resource_group::{check_pauses_fit, member_refs};
 use super::scaling::{self, AdjustmentType};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
@@ -413,7 +415,7 @@ impl AutoScalingGroup {
         scope: &Scope<'_>,
         members: &[(String, Value)],
     ) -> Result<(), ResourceFailure> {
-        let spec = group_spec(host, scope.stack_id, Some(scope.child_id), scaling::group_template(members)).await?;
+        let spec = member_stack_spec(host, scope.stack_id, Some(scope.child_id), members).await?;
         host.update_nested(scope.child_id, spec).await?;
         let outcome = host.wait_nested(scope.child_id, scope.cancel.clone()).await?;
         if !outcome.is_complete() {
@@ -532,7 +534,7 @@ impl AutoScalingGroup {
         host.check_nested_size(&ctx.stack_id, None, u64::try_from(size).unwrap_or(u64::MAX)).await?;
         let definition = self.definition_for(host.as_ref(), ctx).await?;
         let members = scaling::member_definitions(&[], &definition, size, 0, new_member_name);
-        let spec = group_spec(host.as_ref(), &ctx.stack_id, None, scaling::group_template(&members)).await?;
+        let spec = member_stack_spec(host.as_ref(), &ctx.stack_id, None, &members).await?;
         create_child(host.as_ref(), ctx, spec).await?;
         self.finish_action(host.as_ref(), ctx).await;
         Ok(())
@@ -759,6 +761,19 @@ pub(crate) fn validate_sizes(props: &Properties, min: &str, max: &str, desired: 
         }
     }
     Ok(())
+}
+
+/// The group's nested stack running `members`, its environment mapping
+/// the members' type to instances ([`map_members_to_instances`]).
+async fn member_stack_spec(
+    host: &dyn PluginHost,
+    stack_id: &str,
+    child_id: Option<&str>,
+    members: &[(String, Value)],
+) -> Result<NestedStackSpec, ResourceFailure> {
+    let mut spec = group_spec(host, stack_id, child_id, scaling::group_template(members)).await?;
+    map_members_to_instances(&mut spec.environment);
+    Ok(spec)
 }
 
 #[cfg(test)]

@@ -17,26 +17,20 @@ use super::{Properties, ResourceFailure, ResourceState};
 use crate::error::EngineError;
 
 /// The type members are written as, as upstream writes them; the nested
-/// environment maps it to what [`INSTANCE_TYPE`] is for the group's stack
-/// ([`map_scaled_resource`]).
+/// environment maps it to [`INSTANCE_TYPE`] ([`map_members_to_instances`]).
 pub const MEMBER_TYPE: &str = "OS::Heat::ScaledResource";
-/// What a member runs as unless the environment maps it to a provider.
+/// What a member runs as unless the environment maps it further.
 pub const INSTANCE_TYPE: &str = "AWS::EC2::Instance";
 
-/// Upstream's child environment of a scaling group: `OS::Heat::ScaledResource`
-/// mapped to `AWS::EC2::Instance` as the stack's environment resolves it
-/// (a provider template the user mapped it to, else the type). As
-/// upstream, a provider reached this way is no facade of itself: Heat
-/// checks no AWS::EC2::Instance interface on it (the functional tests'
-/// providers offer `PublicIp` alone). A no-op for other groups.
-pub(crate) fn map_scaled_resource(template: &Value, environment: &mut Value) {
-    let scaled = template
-        .get("resources")
-        .and_then(Value::as_object)
-        .is_some_and(|r| r.values().any(|d| d.get("type").and_then(Value::as_str) == Some(MEMBER_TYPE)));
-    if !scaled {
-        return;
-    }
+/// Upstream `InstanceGroup.child_params`, which both autoscaling groups
+/// inherit: the child environment maps [`MEMBER_TYPE`] to
+/// [`INSTANCE_TYPE`], over any mapping of it the parent's has. The
+/// registry resolves that as a chain, so members run the provider
+/// template a user mapped AWS::EC2::Instance to. As upstream, that
+/// provider is no facade of anything: no plugin is named
+/// OS::Heat::ScaledResource, so no interface is checked (the functional
+/// tests' providers offer `PublicIp` alone).
+pub(crate) fn map_members_to_instances(environment: &mut Value) {
     if !environment.is_object() {
         *environment = json!({});
     }
@@ -44,8 +38,7 @@ pub(crate) fn map_scaled_resource(template: &Value, environment: &mut Value) {
     if !registry.is_object() {
         *registry = json!({});
     }
-    let target = registry.get(INSTANCE_TYPE).and_then(Value::as_str).unwrap_or(INSTANCE_TYPE).to_string();
-    registry[MEMBER_TYPE] = Value::String(target);
+    registry[MEMBER_TYPE] = Value::String(INSTANCE_TYPE.to_string());
 }
 
 const INSTANCE_LIST: &str = "InstanceList";
@@ -352,17 +345,18 @@ mod tests {
     }
 
     #[test]
-    fn scaled_members_run_as_the_stack_maps_an_instance() {
-        let template = json!({"resources": {"a": {"type": MEMBER_TYPE}}});
-        let mut env = json!({"resource_registry": {"AWS::EC2::Instance": "provider.yaml"}});
-        map_scaled_resource(&template, &mut env);
-        assert_eq!(env["resource_registry"][MEMBER_TYPE], json!("provider.yaml"));
-        let mut env = json!({});
-        map_scaled_resource(&template, &mut env);
+    fn members_map_to_instances_over_the_parents_mapping() {
+        let mut env = json!({"resource_registry": {"AWS::EC2::Instance": "provider.yaml", MEMBER_TYPE: "x.yaml"}});
+        map_members_to_instances(&mut env);
+        assert_eq!(
+            env["resource_registry"],
+            json!({"AWS::EC2::Instance": "provider.yaml", MEMBER_TYPE: INSTANCE_TYPE})
+        );
+        // The chain then ends at the user's provider for every member.
+        let resolved = keelson_hot::Environment::from_value(&env).unwrap().resolve_type_for("0", MEMBER_TYPE).unwrap();
+        assert_eq!(resolved.map(|r| r.target), Some(keelson_hot::RegistryTarget::TemplateFile("provider.yaml".into())));
+        let mut env = Value::Null;
+        map_members_to_instances(&mut env);
         assert_eq!(env, json!({"resource_registry": {MEMBER_TYPE: INSTANCE_TYPE}}));
-        // Other groups' environments are left as they are.
-        let mut env = json!({"parameters": {}});
-        map_scaled_resource(&json!({"resources": {"0": {"type": "OS::Heat::None"}}}), &mut env);
-        assert_eq!(env, json!({"parameters": {}}));
     }
 }

@@ -71,10 +71,12 @@ pub struct TemplateResource {
 
 impl TemplateResource {
     /// The type `type_name` of resource `resource_name`, running the
-    /// template `template_name` of `files`; `parent_env` is the parent
-    /// stack's environment.
+    /// template `template_name` of `files` that the registry's mapping of
+    /// `mapped_type` names (the last step of its chain; `type_name` itself
+    /// when unmapped); `parent_env` is the parent stack's environment.
     pub fn build(
         type_name: &str,
+        mapped_type: &str,
         resource_name: &str,
         template_name: &str,
         files: &Map<String, Value>,
@@ -114,7 +116,7 @@ impl TemplateResource {
             type_name: intern(type_name),
             template,
             files: files.clone(),
-            child_environment: child_environment(parent_env, resource_name, type_name, template_name),
+            child_environment: child_environment(parent_env, resource_name, mapped_type, template_name),
             schema: ResourceSchema {
                 properties,
                 attributes,
@@ -156,11 +158,12 @@ fn outputs_of(template: &Value) -> Vec<String> {
 /// Upstream `get_child_environment`: the parent's environment (registry,
 /// parameter_defaults, event sinks) for the child, with the registry's
 /// per-resource section of this resource as the child's `resources`, and
-/// without the mapping that led here (no infinite recursion).
+/// without the mapping that led here (no infinite recursion): that of
+/// `mapped_type`, the last step of the registry's chain.
 pub(crate) fn child_environment(
     parent: &Environment,
     resource_name: &str,
-    type_name: &str,
+    mapped_type: &str,
     template_name: &str,
 ) -> Value {
     let mut env = parent.to_value();
@@ -182,8 +185,8 @@ pub(crate) fn child_environment(
             })
             .unwrap_or_default();
         registry.insert("resources".into(), Value::Object(own));
-        if registry.get(type_name).and_then(Value::as_str) == Some(template_name) {
-            registry.remove(type_name);
+        if registry.get(mapped_type).and_then(Value::as_str) == Some(template_name) {
+            registry.remove(mapped_type);
         }
     }
     env
@@ -291,8 +294,7 @@ pub(crate) async fn group_spec(
     child_id: Option<&str>,
     template: Value,
 ) -> Result<NestedStackSpec, ResourceFailure> {
-    let (files, mut environment) = documents_for(host, stack_id, child_id).await?;
-    super::instance_group::map_scaled_resource(&template, &mut environment);
+    let (files, environment) = documents_for(host, stack_id, child_id).await?;
     Ok(NestedStackSpec { template, files, environment, timeout_mins: None, adopt: None })
 }
 
@@ -508,14 +510,29 @@ mod tests {
             json!("heat_template_version: 2015-04-30\nparameters:\n  length:\n    type: number\n  salt:\n    type: string\n    default: x\noutputs:\n  value:\n    value: 1\n"),
         );
         let env = Environment::from_value(&json!({})).unwrap();
-        let t = TemplateResource::build("nested.yaml", "r", "nested.yaml", &files, &env, Arc::new(HostSlot::default()))
-            .unwrap();
+        let t = TemplateResource::build(
+            "nested.yaml",
+            "nested.yaml",
+            "r",
+            "nested.yaml",
+            &files,
+            &env,
+            Arc::new(HostSlot::default()),
+        )
+        .unwrap();
         let length = t.schema().property("length").unwrap();
         assert!(length.required && length.update_allowed);
         assert!(!t.schema().property("salt").unwrap().required);
         assert!(t.schema().has_attribute("value") && t.schema().has_attribute("OS::stack_id"));
-        let missing =
-            TemplateResource::build("gone.yaml", "r", "gone.yaml", &files, &env, Arc::new(HostSlot::default()));
+        let missing = TemplateResource::build(
+            "gone.yaml",
+            "gone.yaml",
+            "r",
+            "gone.yaml",
+            &files,
+            &env,
+            Arc::new(HostSlot::default()),
+        );
         assert!(missing.is_err());
     }
 }

@@ -592,13 +592,17 @@ impl Orchestration {
                     push_change(changes, "added", preview, parent);
                     continue;
                 };
-                let new_type = new_def.plugin_identity(&defn.name, &defn.type_name);
-                let plugin = new_def.plugin_for(&self.registry, &defn.name, &defn.type_name).ok();
+                let new = new_def.plugin_and_identity(&self.registry, &defn.name, &defn.type_name).ok();
                 let properties = model::resolved_properties(new_def, &self.registry, &live_values, defn);
-                let old_identity = current_model.def.plugin_identity(&row.name, &row.resource_type);
-                let old_plugin = current_model.def.plugin_for(&self.registry, &row.name, &row.resource_type).ok();
-                let type_change =
-                    TypeChange::between(old_plugin.as_ref().map(|p| (old_identity.as_str(), p.as_ref())), &new_type);
+                let old = current_model.def.plugin_and_identity(&self.registry, &row.name, &row.resource_type).ok();
+                let type_change = match &new {
+                    Some((new_identity, _)) => {
+                        TypeChange::between(old.as_ref().map(|(i, p)| (i.as_str(), p.as_ref())), new_identity)
+                    }
+                    // No plugin to run: replaced either way.
+                    None => TypeChange::Retyped,
+                };
+                let plugin = new.map(|(_, p)| p);
                 let decision = match &plugin {
                     // Another plugin: replaced (upstream compares classes);
                     // its named substitute takes it over in place.

@@ -323,8 +323,7 @@ impl Engine {
         let graph = self.graph_of(stack).await?;
         let key = graph_key(&graph, row, true);
         let requires: Vec<i64> = graph.predecessors(key).into_iter().filter(|n| n.1).map(|n| n.0).collect();
-        let type_name = def.plugin_identity(&defn.name, &defn.type_name);
-        let plugin = match def.plugin_for(&self.registry, &defn.name, &defn.type_name) {
+        let (type_name, plugin) = match def.plugin_and_identity(&self.registry, &defn.name, &defn.type_name) {
             Ok(p) => p,
             Err(EngineError::BadRequest(message)) => {
                 return Ok(Err(self.fail_before_action(row, Act::Create, &message).await?));
@@ -404,9 +403,7 @@ impl Engine {
         let region = &self.settings.region_name;
         for template_id in row.current_template_id.into_iter().chain([stack.raw_template_id]) {
             if let Ok(def) = self.definitions.get(&self.db, stack, template_id, region).await {
-                let type_name = def.plugin_identity(&row.name, &row.resource_type);
-                let plugin = def.plugin_for(&self.registry, &row.name, &row.resource_type).ok()?;
-                return Some((type_name, plugin));
+                return def.plugin_and_identity(&self.registry, &row.name, &row.resource_type).ok();
             }
         }
         let plugin = self.registry.get(&row.resource_type)?;
