@@ -200,6 +200,32 @@ def test_a_type_whose_service_is_not_in_the_catalog_refuses_the_stack(cloud):
     assert status == 404, (status, doc)
 
 
+def test_a_heat_type_keelson_lacks_is_unavailable_without_its_service(cloud):
+    """Heat's ServiceBasedExposureTest: on a cloud without Manila, a stack
+    with OS::Manila::Share (a type keelson has no plugin for) is refused as
+    Heat refuses it, 400 ResourceTypeUnavailable naming the type, and
+    nothing is stored; its schema is refused the same way and it is not
+    listed."""
+    ks = cloud.keystone
+    project = ks.projects['admin']
+    token = ks.fresh('admin', ADMIN_PASSWORD, project='admin')
+    name = 'no-manila-%s' % uuid.uuid4().hex[:8]
+    template = {'heat_template_version': '2015-10-15', 'resources': {'not_available': {
+        'type': 'OS::Manila::Share', 'properties': {'name': 'not_available', 'share_protocol': 'NFS', 'size': 1}}}}
+    status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
+    assert status == 400, (status, doc)
+    assert doc['error']['type'] == 'ResourceTypeUnavailable', doc
+    assert doc['error']['message'] == (
+        'HEAT-E99001 Service manila is not available for resource type OS::Manila::Share, '
+        'reason: manila sharev2 endpoint is not in service catalog.'), doc
+    status, doc = cloud.call('GET', '/stacks/%s' % name, token, project=project)
+    assert status == 404, (status, doc)
+    status, doc = cloud.call('GET', '/resource_types/OS::Manila::Share', token, project=project)
+    assert status == 400 and doc['error']['type'] == 'ResourceTypeUnavailable', (status, doc)
+    status, doc = cloud.call('GET', '/resource_types', token, project=project)
+    assert status == 200 and not [t for t in doc['resource_types'] if 'Manila' in t], (status, doc)
+
+
 def test_the_types_whose_service_is_not_in_the_catalog_are_not_listed(cloud):
     """Heat's `GET /resource_types` leaves out a type whose service the
     caller's catalog lacks (this Keystone has no compute, network, image or

@@ -55,6 +55,10 @@ pub struct StackDefinition {
     /// What each resource's type adds to the template's dependencies
     /// (upstream `add_dependencies`), found on first use.
     implicit_requires: OnceLock<BTreeMap<String, BTreeSet<String>>>,
+    /// Heat's types keelson does not implement whose service the
+    /// validating caller lacks, with Heat's reason; nested stacks'
+    /// definitions inherit them.
+    unavailable_types: BTreeMap<String, String>,
 }
 
 /// Plugins built for this definition's template resources, by resource
@@ -131,6 +135,7 @@ impl StackDefinition {
             uses_resource_facade: text.contains("\"resource_facade\"") || text.contains("\"Fn::ResourceFacade\""),
             template_plugins: TemplatePlugins::default(),
             implicit_requires: OnceLock::new(),
+            unavailable_types: BTreeMap::new(),
         })
     }
 
@@ -220,9 +225,7 @@ impl StackDefinition {
         let (file, mapped_type) = match self.runs(name, written_type)? {
             Runs::Template { file, mapped_type } => (file, mapped_type),
             Runs::Type(type_name) => {
-                return registry.get(&type_name).ok_or_else(|| {
-                    EngineError::BadRequest(format!("The Resource Type ({type_name}) could not be found."))
-                });
+                return registry.get(&type_name).ok_or_else(|| self.missing_type(written_type, &type_name));
             }
         };
         let key = format!("{name}\u{0}{written_type}");
@@ -240,6 +243,26 @@ impl StackDefinition {
         )?);
         self.template_plugins.insert(key, plugin.clone());
         Ok(plugin)
+    }
+
+    /// Why a resource written as `written_type` has no plugin
+    /// (`type_name`, as the environment maps it): one of Heat's types whose
+    /// service the caller lacks is Heat's ResourceTypeUnavailable (Heat
+    /// checks it first); another of Heat's types is not implemented here;
+    /// any other type is unknown.
+    fn missing_type(&self, written_type: &str, type_name: &str) -> EngineError {
+        match (resources::unimplemented::lookup(type_name), self.unavailable_types.get(type_name)) {
+            (Some(Some(required)), Some(reason)) => resources::constraints::unavailable(written_type, required, reason),
+            (Some(_), _) => resources::unimplemented::not_implemented(type_name),
+            (None, _) => EngineError::BadRequest(format!("The Resource Type ({type_name}) could not be found.")),
+        }
+    }
+
+    /// Records which of Heat's types keelson does not implement (see
+    /// [`resources::unimplemented::needing_service`]) the validating
+    /// caller's catalog cannot serve, with Heat's reason for each.
+    pub fn set_unavailable_types(&mut self, unavailable: BTreeMap<String, String>) {
+        self.unavailable_types = unavailable;
     }
 
     /// The actions the environment restricts for resource `name`.
@@ -424,10 +447,12 @@ impl StackDefinition {
             project_id: param("OS::project_id"),
             region: param("OS::region"),
         };
-        Some(
-            StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo)
-                .map(|d| d.into_nested(true)),
-        )
+        Some(StackDefinition::parse_allow_missing(&spec.template, &spec.files, &spec.environment, &pseudo).map(
+            |mut d| {
+                d.unavailable_types = self.unavailable_types.clone();
+                d.into_nested(true)
+            },
+        ))
     }
 
     /// Every resource type the stack would instantiate, its nested

@@ -329,6 +329,15 @@ async fn create_errors_carry_heat_types_and_texts() {
     let e = h.api.create_stack(&caller, &json!({"stack_name": "u", "template": unknown})).await.unwrap_err();
     assert_eq!(e.http_status(), 400);
     assert_eq!(e.message(), "The Resource Type (OS::No::Such) could not be found.");
+    // One of Heat's types keelson has no plugin for; without Keystone
+    // there is no catalog to say its service is missing.
+    let share = json!({"heat_template_version": "2015-10-15", "resources": {"a": {"type": "OS::Manila::Share",
+        "properties": {"share_protocol": "NFS", "size": 1}}}});
+    let e = h.api.create_stack(&caller, &json!({"stack_name": "m", "template": share})).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("HTTPBadRequest", 400));
+    assert_eq!(e.message(), "The Resource Type (OS::Manila::Share) is not implemented by keelson.");
+    let e = h.api.resource_type_schema(&caller, "OS::Manila::Share", &q(&[])).await.unwrap_err();
+    assert_eq!(e.http_status(), 404);
 
     // Registry mappings resolve as chains; a loop is refused, not followed.
     let mapped = json!({"heat_template_version": "2021-04-16", "resources": {"a": {"type": "My::A"}}});

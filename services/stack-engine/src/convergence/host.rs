@@ -97,13 +97,22 @@ impl Engine {
         let id = uuid::Uuid::new_v4().to_string();
         let name = format!("{}-{}-{}", owner.name, parent.resource_name, short_id(&uuid::Uuid::new_v4()));
         let child = StackRow { id: id.clone(), name: name.clone(), tenant: owner.tenant.clone(), ..Default::default() };
-        let def = StackDefinition::parse(
+        let mut def = StackDefinition::parse(
             &spec.template,
             &spec.files,
             &spec.environment,
             &crate::definition::pseudo_params(&child, &self.settings.region_name),
         )?
         .into_nested(true);
+        let types = def.resource_types(&self.registry);
+        // Heat's types keelson does not implement: their service, asked
+        // first, decides what validation answers (as for a top stack).
+        let pending = crate::resources::unimplemented::needing_service(&self.registry, &types);
+        if !pending.is_empty() {
+            if let Some(session) = self.stack_session(&owner.id).await? {
+                def.set_unavailable_types(crate::resources::constraints::unavailable_reasons(&session, &pending).await);
+            }
+        }
         def.validate(&self.registry)?;
         // Heat validates a nested stack strictly as it creates it, with the
         // stack's stored context: its service constraints through the trust.
@@ -119,7 +128,6 @@ impl Engine {
         // trust (its roles as Keystone gives them now), however long ago
         // the user's own token expired.
         if let Some(caller) = self.stored_caller(&owner).await? {
-            let types = def.resource_types(&self.registry);
             self.registry.authorize_types(&caller, types.iter().map(String::as_str))?;
         }
         let new = NewStack {

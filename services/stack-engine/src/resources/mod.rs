@@ -54,6 +54,7 @@ mod software_deployment;
 mod stack_resource;
 pub(crate) mod template_resource;
 mod test_resource;
+pub mod unimplemented;
 mod value;
 mod wait_condition;
 

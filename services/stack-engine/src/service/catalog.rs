@@ -32,7 +32,7 @@ impl Orchestration {
             stack_id: "None".to_string(),
             tenant: caller.project_id.clone(),
         };
-        match self.validate_definition(input) {
+        match self.validate_definition(caller, input).await {
             Ok(view) => Ok(view),
             // The caller names the error types to ignore (heat-api's `ignore_errors`).
             Err(e) if ignore_errors.iter().any(|name| name == e.heat_type()) => Ok(json!({})),
@@ -53,15 +53,21 @@ impl Orchestration {
     }
 
     /// `GET /resource_types/{type}` (`with_description`): the type's rule,
-    /// its existence, then its service's availability, as upstream.
+    /// its existence, then its service's availability, as upstream. One
+    /// of Heat's types keelson does not implement is unavailable as in
+    /// Heat when its service is missing, else unknown (404).
     pub async fn resource_type_schema(&self, caller: &Caller, type_name: &str, query: &QueryParams) -> Reply {
         let with_description = query.bool_or("with_description", false)?;
-        let view = self.registry.schema_view(caller, type_name, with_description)?;
-        let required = self.registry.get(type_name).and_then(|rt| rt.required_service());
+        let view = self.registry.schema_view(caller, type_name, with_description);
+        let required = match &view {
+            Ok(_) => self.registry.get(type_name).and_then(|rt| rt.required_service()),
+            Err(e) if e.is_not_found() => crate::resources::unimplemented::lookup(type_name).flatten(),
+            Err(_) => None,
+        };
         if let (Some(required), Some(session)) = (required, self.caller_session(caller)) {
             constraints::check_type_shown(&session, type_name, required).await?;
         }
-        Ok(view)
+        view
     }
 
     /// `GET /resource_types/{type}/template` (`template_type=hot|cfn`).

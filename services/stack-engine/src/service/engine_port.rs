@@ -139,16 +139,38 @@ impl Orchestration {
     /// parameters, resource types, properties, references) before anything
     /// is stored. As Heat's `enforce_stack` comes before the stack is
     /// validated, a type the caller may not use is 403 first.
-    pub(super) fn prepare_definition(
+    pub(super) async fn prepare_definition(
         &self,
         caller: &Caller,
         input: DefinitionInput,
     ) -> Result<PreparedStack, EngineError> {
         let environment = self.environment_of(&input)?;
-        let def = StackDefinition::parse(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
-        self.registry.authorize_types(caller, def.resource_types(&self.registry).iter().map(String::as_str))?;
+        let mut def = StackDefinition::parse(&input.template, &input.files, &environment, &self.pseudo_params(&input))?;
+        let types = def.resource_types(&self.registry);
+        self.registry.authorize_types(caller, types.iter().map(String::as_str))?;
+        self.note_unavailable_types(caller, &mut def, &types).await;
         self.validate_resources(&def)?;
         Ok(StackModel { def: std::sync::Arc::new(def) })
+    }
+
+    /// Heat checks the service of a resource's type before anything else
+    /// about it. For Heat's types keelson does not implement, the caller's
+    /// catalog decides what validation answers: Heat's
+    /// ResourceTypeUnavailable when the service is missing, else (or
+    /// without Keystone or a token to ask) that keelson does not implement
+    /// the type.
+    async fn note_unavailable_types(
+        &self,
+        caller: &Caller,
+        def: &mut StackDefinition,
+        types: &std::collections::BTreeSet<String>,
+    ) {
+        let pending = crate::resources::unimplemented::needing_service(&self.registry, types);
+        if pending.is_empty() {
+            return;
+        }
+        let Some(session) = self.caller_session(caller) else { return };
+        def.set_unavailable_types(crate::resources::constraints::unavailable_reasons(&session, &pending).await);
     }
 
     /// Heat's strict validation of a stack about to be created, updated or
@@ -240,19 +262,25 @@ impl Orchestration {
     }
 
     /// `POST /validate`'s answer.
-    pub(super) fn validate_definition(&self, input: DefinitionInput) -> Result<Value, EngineError> {
+    pub(super) async fn validate_definition(
+        &self,
+        caller: &Caller,
+        input: DefinitionInput,
+    ) -> Result<Value, EngineError> {
         let environment = self.environment_of(&input)?;
         let template = keelson_hot::Template::parse(&input.template)?;
         let env = keelson_hot::Environment::from_value(&environment)?;
         let view = template.validate_view(&env, &Map::new())?;
         // Validation needs no parameter values (upstream validates them
         // only when a stack is created).
-        let def = StackDefinition::parse_allow_missing(
+        let mut def = StackDefinition::parse_allow_missing(
             &input.template,
             &input.files,
             &environment,
             &self.pseudo_params(&input),
         )?;
+        let types = def.resource_types(&self.registry);
+        self.note_unavailable_types(caller, &mut def, &types).await;
         self.validate_resources(&def)?;
         Ok(view)
     }

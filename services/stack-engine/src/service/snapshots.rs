@@ -129,7 +129,7 @@ impl Orchestration {
             stack_id: current.id.clone(),
             tenant: current.tenant.clone(),
         };
-        let prepared = self.prepare_definition(caller, input)?;
+        let prepared = self.prepare_definition(caller, input).await?;
         // The stack keeps its own settings (upstream builds the restored
         // stack with the current timeout and rollback).
         let settings = StackSettings {

@@ -131,7 +131,7 @@ impl Orchestration {
             stack_id: stack_id.clone(),
             tenant: caller.project_id.clone(),
         };
-        let prepared = self.prepare_definition(caller, input)?;
+        let prepared = self.prepare_definition(caller, input).await?;
         self.check_service_constraints(caller, &prepared).await?;
         let settings = StackSettings {
             timeout_mins: request.timeout_mins,
@@ -162,7 +162,7 @@ impl Orchestration {
             stack_id: "None".to_string(),
             tenant: caller.project_id.clone(),
         };
-        let prepared = self.prepare_definition(caller, input)?;
+        let prepared = self.prepare_definition(caller, input).await?;
         self.check_service_constraints(caller, &prepared).await?;
         let identity = StackIdentity::new(&caller.project_id, &name, "None");
         let record = StackRow {
@@ -452,7 +452,7 @@ impl Orchestration {
             stack_id: current.id.clone(),
             tenant: current.tenant.clone(),
         };
-        let prepared = self.prepare_definition(caller, input)?;
+        let prepared = self.prepare_definition(caller, input).await?;
         let loaded = self.load_definition(current).await?;
         let modified = loaded.immutable_parameters_modified(&prepared);
         if !modified.is_empty() {

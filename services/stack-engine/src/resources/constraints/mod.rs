@@ -12,6 +12,8 @@
 mod local;
 mod service;
 
+use std::collections::BTreeMap;
+
 use chrono::Utc;
 use keelson_openstack::Session;
 use serde_json::Value;
@@ -21,7 +23,7 @@ use super::schema::{ConstraintKind, NestedSchema, PropertySchema};
 use super::RequiredService;
 use crate::error::EngineError;
 
-pub use service::{Availability, ServiceConstraint, ServiceRefusal};
+pub use service::{unavailable, Availability, ServiceConstraint, ServiceRefusal};
 
 /// Heat's `BaseCustomConstraint.error`: the text of a refused value.
 fn refusal_text(value: &Value, reason: Option<&str>) -> String {
@@ -172,6 +174,21 @@ pub async fn check_stack(
         service::check_available(session, type_name, *service, &mut extensions).await?;
     }
     run_checks(session, checks).await
+}
+
+/// Heat's reason for each of `types` (Heat's types keelson does not
+/// implement) whose service `session` lacks, so that validation refuses
+/// them as Heat does, before their properties (see
+/// `StackDefinition::set_unavailable_types`).
+pub async fn unavailable_reasons(session: &Session, types: &[(String, RequiredService)]) -> BTreeMap<String, String> {
+    let mut extensions = None;
+    let mut reasons = BTreeMap::new();
+    for (type_name, required) in types {
+        if let Some(reason) = service::unavailable_reason(session, *required, &mut extensions).await {
+            reasons.insert(type_name.clone(), reason);
+        }
+    }
+    reasons
 }
 
 /// The types of `types` whose service is not available to `session`, as

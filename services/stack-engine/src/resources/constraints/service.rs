@@ -176,18 +176,30 @@ pub fn unavailable(type_name: &str, required: RequiredService, reason: &str) -> 
     ))
 }
 
-/// A stack's resource of `type_name` needs its service available
-/// ([`availability`]); else `ResourceTypeUnavailable` with Heat's reason
-/// or the failed check's text.
+/// Why a stack's resource may not use `required` ([`availability`]):
+/// Heat's reason, or the failed check's text; None when it may.
+pub async fn unavailable_reason(
+    session: &Session,
+    required: RequiredService,
+    extensions: &mut Option<Vec<String>>,
+) -> Option<String> {
+    match availability(session, required, extensions).await {
+        Ok(Availability::Available) => None,
+        Ok(Availability::Unavailable(reason)) | Err(reason) => Some(reason),
+    }
+}
+
+/// A stack's resource of `type_name` needs its service available; else
+/// `ResourceTypeUnavailable` with [`unavailable_reason`].
 pub async fn check_available(
     session: &Session,
     type_name: &str,
     required: RequiredService,
     extensions: &mut Option<Vec<String>>,
 ) -> Result<(), EngineError> {
-    match availability(session, required, extensions).await {
-        Ok(Availability::Available) => Ok(()),
-        Ok(Availability::Unavailable(reason)) | Err(reason) => Err(unavailable(type_name, required, &reason)),
+    match unavailable_reason(session, required, extensions).await {
+        None => Ok(()),
+        Some(reason) => Err(unavailable(type_name, required, &reason)),
     }
 }
 

@@ -434,3 +434,66 @@ async fn keystone_entities_missing_are_refused_and_other_errors_shown_alone() {
         "Property error: resources.quota.properties.project: /v3/projects?name=gone not found (HTTP 404)"
     );
 }
+
+/// What creating the stack of template `t` answers for Heat's types
+/// keelson does not implement: their services asked first (as the stack
+/// service does when `session` is the caller's), then the validation.
+async fn created(t: Value, registry: &Registry, session: Option<&Session>) -> Result<(), EngineError> {
+    let mut def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+    let pending = crate::resources::unimplemented::needing_service(registry, &def.resource_types(registry));
+    if let Some(session) = session {
+        def.set_unavailable_types(unavailable_reasons(session, &pending).await);
+    }
+    def.validate(registry)
+}
+
+fn one_resource(type_name: &str, properties: Value) -> Value {
+    json!({"heat_template_version": "2015-10-15", "resources": {
+        "r": {"type": type_name, "properties": properties}}})
+}
+
+#[tokio::test]
+async fn a_type_keelson_lacks_is_unavailable_as_in_heat_when_its_service_is_missing() {
+    // A catalog with Neutron only, without fwaas.
+    let (neutron, session) = neutron_standin::neutron().await;
+    neutron.answer("GET /network/v2.0/extensions", 200, json!({"extensions": [{"alias": "router"}]}));
+    let registry = neutron_registry();
+    // Heat's functional test: Manila's share on a cloud without Manila
+    // (its properties are not looked at).
+    let share = one_resource("OS::Manila::Share", json!({"name": "n", "share_protocol": "NFS", "size": 1}));
+    let e = created(share.clone(), &registry, Some(&session)).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("ResourceTypeUnavailable", 400));
+    assert_eq!(
+        e.message(),
+        "HEAT-E99001 Service manila is not available for resource type OS::Manila::Share, reason: manila sharev2 endpoint is not in service catalog."
+    );
+    let e = created(one_resource("OS::Neutron::Firewall", json!({"bogus": 1})), &registry, Some(&session))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message(),
+        "HEAT-E99001 Service neutron is not available for resource type OS::Neutron::Firewall, reason: Required extension fwaas in neutron service is not available."
+    );
+    // In a nested stack too.
+    let group =
+        one_resource("OS::Heat::ResourceGroup", json!({"count": 1, "resource_def": {"type": "OS::Manila::Share"}}));
+    let e = created(group, &registry, Some(&session)).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("ResourceTypeUnavailable", 400));
+    assert_eq!(
+        e.message(),
+        "resources.r<nested_stack>: HEAT-E99001 Service manila is not available for resource type OS::Manila::Share, reason: manila sharev2 endpoint is not in service catalog."
+    );
+    // Its service is there (Neutron), or nobody to ask: not implemented here.
+    let e =
+        created(one_resource("OS::Neutron::MeteringLabel", json!({})), &registry, Some(&session)).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("HTTPBadRequest", 400));
+    assert_eq!(e.message(), "The Resource Type (OS::Neutron::MeteringLabel) is not implemented by keelson.");
+    let e = created(share, &registry, None).await.unwrap_err();
+    assert_eq!(e.message(), "The Resource Type (OS::Manila::Share) is not implemented by keelson.");
+    let e = created(one_resource("OS::Sahara::Cluster", json!({})), &registry, Some(&session)).await.unwrap_err();
+    assert_eq!(e.message(), "The Resource Type (OS::Sahara::Cluster) is not implemented by keelson.");
+    let e = created(one_resource("OS::No::Such", json!({})), &registry, Some(&session)).await.unwrap_err();
+    assert_eq!(e.message(), "The Resource Type (OS::No::Such) could not be found.");
+    // Only the firewall's stack needed Neutron's extensions.
+    assert_eq!(neutron.calls().iter().filter(|(_, p, _)| p == "/network/v2.0/extensions").count(), 1);
+}
