@@ -17,7 +17,6 @@
 //! untouched, so the attributes read the nested stack's live members
 //! rather than what the last action kept.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use keelson_runtime::config::clamp_usize;
@@ -30,12 +29,11 @@ use super::instance_group::map_members_to_instances;
 use super::resource_group::{check_pauses_fit, member_refs};
 use super::scaling::{self, AdjustmentType};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{child_stack_action, create_child, delete_child, group_spec, nested_failure};
+use super::template_resource::{create_child, group_spec, nested_failure};
 use super::{
     short_id, ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision,
 };
 use crate::error::EngineError;
-use crate::store::Action;
 
 /// Which of upstream's group classes a group follows: they differ in
 /// their property names, where the member definition comes from, and
@@ -678,8 +676,8 @@ impl Plugin for AutoScalingGroup {
         }
     }
 
-    fn runs_nested_stack(&self) -> bool {
-        true
+    fn child_stack_host(&self) -> Option<&HostSlot> {
+        Some(&self.host)
     }
 
     fn nested_resource_count(&self, properties: &Properties) -> Option<u64> {
@@ -712,11 +710,6 @@ impl Plugin for AutoScalingGroup {
         self.update_group(ctx, old).await
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let host = self.host.get();
-        delete_child(host.as_ref(), ctx).await
-    }
-
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let host = self.host.get();
         if self.flavor != GroupFlavor::Heat {
@@ -727,18 +720,6 @@ impl Plugin for AutoScalingGroup {
             None => Vec::new(),
         };
         Ok(group_attribute(&member_values(&members), name).unwrap_or(Value::Null))
-    }
-
-    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
-    }
-
-    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
-    }
-
-    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 }
 
@@ -780,7 +761,7 @@ async fn member_stack_spec(
 mod tests {
     use super::*;
     use crate::resources::host::{MetadataMerge, NestedOutcome, NestedParent, NestedStackRef, NestedStackSpec};
-    use crate::store::Status;
+    use crate::store::{Action, Status};
     use chrono::NaiveDate;
     use futures::future::BoxFuture;
     use std::sync::Mutex;

@@ -5,7 +5,6 @@
 //! are `Outputs.<name>`, the child's outputs; its reference is the child's
 //! ARN (the resource's name until the child exists).
 
-use std::future::Future;
 use std::sync::Arc;
 
 use keelson_hot::Environment;
@@ -13,13 +12,9 @@ use serde_json::{Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec, PluginHost};
 use super::schema::{PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{
-    child_environment, child_stack_action, create_child, delete_child, documents_for, stored_members, stored_outputs,
-    update_child, ARN_KEY,
-};
-use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
+use super::template_resource::{child_environment, documents_for, stored_members, stored_outputs, ARN_KEY};
+use super::{ActionContext, Plugin, Properties, ResourceFailure, ResourceState, SpecResult};
 use crate::error::EngineError;
-use crate::store::Action;
 use crate::template_fetch::TemplateFetcher;
 
 /// The prefix of every attribute name (upstream `get_attribute`).
@@ -77,10 +72,24 @@ impl CfnStack {
         }
         Ok(template)
     }
+}
+
+impl Plugin for CfnStack {
+    const TYPE: &'static str = "AWS::CloudFormation::Stack";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    /// A nested stack, so always updated: the template at the same URL
+    /// may have changed.
+    fn child_stack_host(&self) -> Option<&HostSlot> {
+        Some(&self.host)
+    }
 
     /// The child stack of `ctx`: the fetched template, the parent's files
     /// and environment (upstream `get_child_environment`) with `Parameters`.
-    async fn spec(&self, host: &dyn PluginHost, ctx: &ActionContext) -> Result<NestedStackSpec, ResourceFailure> {
+    async fn child_stack_spec(&self, host: &dyn PluginHost, ctx: &ActionContext) -> SpecResult {
         let template = self.child_template(&ctx.properties).await?;
         let url = ctx.properties.get("TemplateURL").and_then(Value::as_str).unwrap_or_default();
         let (files, parent_env) = documents_for(host, &ctx.stack_id, ctx.state.physical_id.as_deref()).await?;
@@ -93,59 +102,13 @@ impl CfnStack {
         if let Value::Object(env) = &mut environment {
             env.insert("parameters".into(), Value::Object(parameters));
         }
-        Ok(NestedStackSpec {
+        Ok(Some(NestedStackSpec {
             template,
             files,
             environment,
             timeout_mins: ctx.properties.get("TimeoutInMinutes").and_then(Value::as_i64),
             adopt: None,
-        })
-    }
-}
-
-impl Plugin for CfnStack {
-    const TYPE: &'static str = "AWS::CloudFormation::Stack";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    /// The child is always updated (upstream `StackResource._needs_update`):
-    /// the template at the same URL may have changed.
-    fn update_decision(&self, _old: &Properties, _new: &Properties) -> UpdateDecision {
-        UpdateDecision::InPlace
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let host = self.host.get();
-        let spec = self.spec(host.as_ref(), ctx).await?;
-        create_child(host.as_ref(), ctx, spec).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
-        let host = self.host.get();
-        let spec = self.spec(host.as_ref(), ctx).await?;
-        update_child(host.as_ref(), ctx, spec).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_child(self.host.get().as_ref(), ctx).await
-    }
-
-    fn runs_nested_stack(&self) -> bool {
-        true
-    }
-
-    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
-    }
-
-    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
-    }
-
-    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
+        }))
     }
 
     /// Upstream overrides `get_attribute`, so a template's get_attr is not

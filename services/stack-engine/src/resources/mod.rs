@@ -73,7 +73,7 @@ pub use deployed_server::DeployedServer;
 pub use host::{HostSlot, PluginHost};
 pub use launch_configuration::LaunchConfiguration;
 pub use none::NoneResource;
-pub use plugin::{ActionResult, Plugin};
+pub use plugin::{ActionResult, Plugin, SpecResult};
 pub use properties::{validate_properties, validate_update_policy, Properties};
 pub use random_string::RandomString;
 pub use registry::Registry;

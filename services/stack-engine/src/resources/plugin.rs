@@ -2,26 +2,40 @@
 //! its attributes and its actions, as plain `async fn`s; every hook has a
 //! default here, so a type overrides only what it does differently.
 //!
+//! The defaults also carry what every nested-stack type (upstream
+//! `StackResource`) shares: a type that names its [`Plugin::child_stack_host`]
+//! runs a nested stack, is always updated in place, and deletes, checks,
+//! suspends and resumes its child with itself; one whose child is a single
+//! template built from its properties ([`Plugin::child_stack_spec`]) also
+//! creates and updates it so.
+//!
 //! One blanket impl turns every `Plugin` into the object-safe
 //! [`ResourceType`] the registry holds: it supplies the type name, boxes
 //! each action's future once and forwards the rest.
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::host::NestedStackSpec;
+use super::host::{HostSlot, NestedStackSpec, PluginHost};
+use super::template_resource::{child_stack_action, create_child, delete_child, update_child};
 use super::{
     default_update_decision, validate_properties, ActionContext, MetadataRefresh, Properties, PropertySchema,
     RequiredService, ResourceFailure, ResourceSchema, ResourceState, ResourceType, SignalTarget, StackMember,
     UpdateDecision,
 };
 use crate::error::EngineError;
+use crate::store::Action;
 
 /// The result of an action.
 pub type ActionResult = Result<(), ResourceFailure>;
+
+/// The child stack a nested-stack type's create or update runs; None
+/// where the type builds its children itself.
+pub type SpecResult = Result<Option<NestedStackSpec>, ResourceFailure>;
 
 /// One resource type. Implementations are stateless: everything a
 /// resource remembers lives in [`ResourceState`]. See [`ResourceType`] for
@@ -48,12 +62,31 @@ pub trait Plugin: Send + Sync + 'static {
         Ok(())
     }
 
+    /// A nested stack is always updated (upstream
+    /// `StackResource._needs_update`): its resources decide for themselves.
     fn update_decision(&self, old: &Properties, new: &Properties) -> UpdateDecision {
+        if self.child_stack_host().is_some() {
+            return UpdateDecision::InPlace;
+        }
         default_update_decision(self.schema(), old, new)
     }
 
-    fn runs_nested_stack(&self) -> bool {
-        false
+    /// The host the child stack lives in, for a type that runs a nested
+    /// stack; None (the default) for every other type.
+    fn child_stack_host(&self) -> Option<&HostSlot> {
+        None
+    }
+
+    /// The child stack a create or update of `ctx` runs, for a nested-stack
+    /// type whose child is one template built from its properties (what
+    /// [`Plugin::nested_stack_spec`] can only preview). None for the rest:
+    /// groups build and roll out their children themselves.
+    fn child_stack_spec(
+        &self,
+        _host: &dyn PluginHost,
+        _ctx: &ActionContext,
+    ) -> impl Future<Output = SpecResult> + Send {
+        async { Ok(None) }
     }
 
     fn nested_stack_spec(
@@ -81,19 +114,40 @@ pub trait Plugin: Send + Sync + 'static {
         false
     }
 
-    fn create(&self, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send;
-
-    /// Updates in place from `old` to `ctx.properties`. By default there
-    /// is nothing to do: the engine keeps the new properties, which is
-    /// all a type whose changes all replace, or that reads its properties
-    /// later (a scaling policy, a value), needs.
-    fn update(&self, _ctx: &mut ActionContext, _old: &Properties) -> impl Future<Output = ActionResult> + Send {
-        async { Ok(()) }
+    /// Creates the resource: the child of [`Plugin::child_stack_spec`];
+    /// every other type writes its own.
+    fn create(&self, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async move {
+            match child_of(self, ctx).await? {
+                Some((host, spec)) => create_child(host.as_ref(), ctx, spec).await,
+                None => Ok(()),
+            }
+        }
     }
 
-    /// By default there is nothing outside the engine to delete.
-    fn delete(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
-        async { Ok(()) }
+    /// Updates in place from `old` to `ctx.properties`: the child of
+    /// [`Plugin::child_stack_spec`]. Otherwise by default there is nothing
+    /// to do: the engine keeps the new properties, which is all a type
+    /// whose changes all replace, or that reads its properties later (a
+    /// scaling policy, a value), needs.
+    fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> impl Future<Output = ActionResult> + Send {
+        async move {
+            match child_of(self, ctx).await? {
+                Some((host, spec)) => update_child(host.as_ref(), ctx, spec).await,
+                None => Ok(()),
+            }
+        }
+    }
+
+    /// Deletes the child stack of a nested-stack type; otherwise by
+    /// default there is nothing outside the engine to delete.
+    fn delete(&self, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        async move {
+            match self.child_stack_host() {
+                Some(slot) => delete_child(slot.get().as_ref(), ctx).await,
+                None => Ok(()),
+            }
+        }
     }
 
     fn attribute(&self, state: &ResourceState, name: &str) -> impl Future<Output = Result<Value, EngineError>> + Send;
@@ -137,17 +191,20 @@ pub trait Plugin: Send + Sync + 'static {
     }
 
     /// None when the type has no check (CHECK then reports the resource
-    /// as "not fully supported").
-    fn check(&self, _ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        None::<std::future::Ready<ActionResult>>
+    /// as "not fully supported"); a nested-stack type checks its child.
+    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
+        let slot = self.child_stack_host()?;
+        Some(async move { child_stack_action(slot.get().as_ref(), ctx, Action::Check).await })
     }
 
-    fn suspend(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
-        async { Ok(()) }
+    /// A nested-stack type suspends its child; by default nothing.
+    fn suspend(&self, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        on_child(self.child_stack_host(), ctx, Action::Suspend)
     }
 
-    fn resume(&self, _ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
-        async { Ok(()) }
+    /// A nested-stack type resumes its child; by default nothing.
+    fn resume(&self, ctx: &mut ActionContext) -> impl Future<Output = ActionResult> + Send {
+        on_child(self.child_stack_host(), ctx, Action::Resume)
     }
 
     /// Upstream `handle_snapshot`, in a stack SNAPSHOT: what the type keeps
@@ -219,6 +276,29 @@ pub trait Plugin: Send + Sync + 'static {
     }
 }
 
+/// The host and the child spec of `plugin`'s create or update, when its
+/// child stack is one template ([`Plugin::child_stack_spec`]).
+async fn child_of<P: Plugin + ?Sized>(
+    plugin: &P,
+    ctx: &ActionContext,
+) -> Result<Option<(Arc<dyn PluginHost>, NestedStackSpec)>, ResourceFailure> {
+    let Some(slot) = plugin.child_stack_host() else {
+        return Ok(None);
+    };
+    let host = slot.get();
+    let spec = plugin.child_stack_spec(host.as_ref(), ctx).await?;
+    Ok(spec.map(|spec| (host, spec)))
+}
+
+/// Suspends or resumes (`action`) the child stack in `slot`, of a
+/// nested-stack type; nothing for the rest.
+async fn on_child(slot: Option<&HostSlot>, ctx: &mut ActionContext, action: Action) -> ActionResult {
+    match slot {
+        Some(slot) => child_stack_action(slot.get().as_ref(), ctx, action).await,
+        None => Ok(()),
+    }
+}
+
 impl<P: Plugin> ResourceType for P {
     fn type_name(&self) -> &'static str {
         Plugin::type_name(self)
@@ -241,7 +321,7 @@ impl<P: Plugin> ResourceType for P {
     }
 
     fn runs_nested_stack(&self) -> bool {
-        Plugin::runs_nested_stack(self)
+        Plugin::child_stack_host(self).is_some()
     }
 
     fn signal_needs_metadata_updates(&self) -> bool {
@@ -368,5 +448,39 @@ impl<P: Plugin> ResourceType for P {
 
     fn required_service(&self) -> Option<RequiredService> {
         Plugin::required_service(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::context::test_context;
+    use super::super::{RandomString, StackResource};
+    use super::*;
+
+    #[tokio::test]
+    async fn a_type_naming_a_child_stack_host_acts_on_its_child() {
+        let nested = StackResource::new(Arc::new(HostSlot::default()));
+        let (mut ctx, _cancel) = test_context(Properties::new());
+        assert!(ResourceType::runs_nested_stack(&nested));
+        assert_eq!(Plugin::update_decision(&nested, &ctx.properties, &ctx.properties), UpdateDecision::InPlace);
+        // No child yet: nothing to delete, nothing to check or suspend.
+        assert_eq!(Plugin::delete(&nested, &mut ctx).await, Ok(()));
+        let check = Plugin::check(&nested, &mut ctx).expect("a nested stack has a check");
+        assert_eq!(check.await, Err(ResourceFailure::error("Error", "Cannot check r, stack not created")));
+        let suspended = Plugin::suspend(&nested, &mut ctx).await;
+        assert_eq!(suspended, Err(ResourceFailure::error("Error", "Cannot suspend r, stack not created")));
+    }
+
+    #[tokio::test]
+    async fn other_types_keep_the_plain_defaults() {
+        let plain = RandomString::new();
+        let (mut ctx, _cancel) = test_context(Properties::new());
+        assert!(!ResourceType::runs_nested_stack(&plain));
+        assert_eq!(Plugin::update_decision(&plain, &ctx.properties, &ctx.properties), UpdateDecision::Unchanged);
+        assert!(Plugin::check(&plain, &mut ctx).is_none());
+        assert_eq!(Plugin::suspend(&plain, &mut ctx).await, Ok(()));
+        assert_eq!(Plugin::delete(&plain, &mut ctx).await, Ok(()));
     }
 }

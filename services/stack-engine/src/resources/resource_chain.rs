@@ -4,18 +4,16 @@
 //! Attributes as a group's (`refs`, `refs_map`, `attributes`,
 //! `resource.<n>[.<attr>]`).
 
-use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::host::{HostSlot, NestedStackSpec};
+use super::host::{HostSlot, PluginHost};
 use super::resource_group::group_attribute;
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{child_stack_action, create_child, delete_child, nested_reference, update_child};
-use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
+use super::template_resource::{group_spec, nested_reference};
+use super::{ActionContext, Plugin, Properties, ResourceState, SpecResult};
 use crate::error::EngineError;
-use crate::store::Action;
 
 pub struct ResourceChain {
     schema: ResourceSchema,
@@ -47,8 +45,20 @@ impl ResourceChain {
             host,
         }
     }
+}
 
-    async fn spec(&self, ctx: &ActionContext) -> Result<NestedStackSpec, ResourceFailure> {
+impl Plugin for ResourceChain {
+    const TYPE: &'static str = "OS::Heat::ResourceChain";
+
+    fn schema(&self) -> &ResourceSchema {
+        &self.schema
+    }
+
+    fn child_stack_host(&self) -> Option<&HostSlot> {
+        Some(&self.host)
+    }
+
+    async fn child_stack_spec(&self, host: &dyn PluginHost, ctx: &ActionContext) -> SpecResult {
         let types = ctx.properties.get("resources").and_then(Value::as_array).cloned().unwrap_or_default();
         let concurrent = ctx.properties.get("concurrent").and_then(Value::as_bool).unwrap_or(false);
         let props = ctx.properties.get("resource_properties").filter(|p| !p.is_null()).cloned();
@@ -64,27 +74,9 @@ impl ResourceChain {
             }
             resources.insert(i.to_string(), Value::Object(defn));
         }
-        let host = self.host.get();
         let template = json!({"heat_template_version": "2015-04-30", "resources": resources});
-        super::template_resource::group_spec(host.as_ref(), &ctx.stack_id, ctx.state.physical_id.as_deref(), template)
-            .await
-    }
-}
-
-impl Plugin for ResourceChain {
-    const TYPE: &'static str = "OS::Heat::ResourceChain";
-
-    fn schema(&self) -> &ResourceSchema {
-        &self.schema
-    }
-
-    /// The nested stack is always updated; its resources decide.
-    fn update_decision(&self, _old: &Properties, _new: &Properties) -> UpdateDecision {
-        UpdateDecision::InPlace
-    }
-
-    fn runs_nested_stack(&self) -> bool {
-        true
+        let spec = group_spec(host, &ctx.stack_id, ctx.state.physical_id.as_deref(), template).await?;
+        Ok(Some(spec))
     }
 
     fn nested_resource_count(&self, properties: &Properties) -> Option<u64> {
@@ -92,34 +84,8 @@ impl Plugin for ResourceChain {
         Some(u64::try_from(types).unwrap_or(u64::MAX))
     }
 
-    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
-    }
-
-    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
-    }
-
-    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
-    }
-
     fn accepts_any_attribute(&self) -> bool {
         true
-    }
-
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let spec = self.spec(ctx).await?;
-        create_child(self.host.get().as_ref(), ctx, spec).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
-        let spec = self.spec(ctx).await?;
-        update_child(self.host.get().as_ref(), ctx, spec).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        delete_child(self.host.get().as_ref(), ctx).await
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {

@@ -11,19 +11,15 @@
 //! resolve without reading the nested stack.
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
 use super::host::{HostSlot, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, Constraint, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{
-    child_stack_action, create_child, delete_child, nested_reference, stored_members, update_child,
-};
+use super::template_resource::{create_child, nested_reference, stored_members, update_child};
 use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
 use crate::error::EngineError;
-use crate::store::Action;
 
 /// resource_data keys.
 const REMOVED_KEY: &str = "removed_rsrc_list";
@@ -539,14 +535,8 @@ impl Plugin for ResourceGroup {
         })
     }
 
-    fn runs_nested_stack(&self) -> bool {
-        true
-    }
-
-    /// The nested stack is always updated (upstream
-    /// `StackResource._needs_update`); its resources decide for themselves.
-    fn update_decision(&self, _old: &Properties, _new: &Properties) -> super::UpdateDecision {
-        super::UpdateDecision::InPlace
+    fn child_stack_host(&self) -> Option<&HostSlot> {
+        Some(&self.host)
     }
 
     /// The members a create would make (upstream validates them only
@@ -614,11 +604,6 @@ impl Plugin for ResourceGroup {
         self.converge(ctx, Some(old), policy, names).await
     }
 
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let host = self.host.get();
-        delete_child(host.as_ref(), ctx).await
-    }
-
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
         let per_member = match (self.members, name) {
             (Members::PerServer(_), "deploy_stdouts") => Some("deploy_stdout"),
@@ -645,18 +630,6 @@ impl Plugin for ResourceGroup {
 
     fn reference_id(&self, state: &ResourceState) -> Value {
         nested_reference(state)
-    }
-
-    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
-    }
-
-    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
-    }
-
-    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 }
 

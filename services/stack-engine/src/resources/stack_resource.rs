@@ -4,17 +4,15 @@
 //! stack, as a template resource's is (`context.region_name` other than
 //! this region is refused: there is no other cloud to reach).
 
-use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::host::{HostSlot, NestedStackSpec};
+use super::host::{HostSlot, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType as T, ResourceSchema, SupportStatus};
-use super::template_resource::{child_stack_action, create_child, delete_child, stored_outputs, update_child};
-use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState};
+use super::template_resource::stored_outputs;
+use super::{ActionContext, Plugin, ResourceFailure, ResourceState, SpecResult};
 use crate::error::EngineError;
-use crate::store::Action;
 
 pub struct StackResource {
     schema: ResourceSchema,
@@ -51,22 +49,6 @@ impl StackResource {
             host,
         }
     }
-
-    async fn spec(&self, ctx: &ActionContext) -> Result<NestedStackSpec, ResourceFailure> {
-        let text = ctx.properties.get("template").and_then(Value::as_str).unwrap_or_default();
-        let template = keelson_hot::parse_document(text).map_err(ResourceFailure::from)?;
-        let parameters = ctx.properties.get("parameters").cloned().unwrap_or(Value::Object(Map::new()));
-        let timeout_mins = ctx.properties.get("timeout").and_then(Value::as_i64);
-        let mut environment = Map::new();
-        environment.insert("parameters".into(), parameters);
-        Ok(NestedStackSpec {
-            template,
-            files: Map::new(),
-            environment: Value::Object(environment),
-            timeout_mins,
-            adopt: None,
-        })
-    }
 }
 
 impl Plugin for StackResource {
@@ -76,43 +58,24 @@ impl Plugin for StackResource {
         &self.schema
     }
 
-    /// The nested stack is always updated (upstream
-    /// `StackResource._needs_update`); its resources decide for themselves.
-    fn update_decision(&self, _old: &Properties, _new: &Properties) -> super::UpdateDecision {
-        super::UpdateDecision::InPlace
+    fn child_stack_host(&self) -> Option<&HostSlot> {
+        Some(&self.host)
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let spec = self.spec(ctx).await?;
-        let host = self.host.get();
-        create_child(host.as_ref(), ctx, spec).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
-        let spec = self.spec(ctx).await?;
-        let host = self.host.get();
-        update_child(host.as_ref(), ctx, spec).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let host = self.host.get();
-        delete_child(host.as_ref(), ctx).await
-    }
-
-    fn runs_nested_stack(&self) -> bool {
-        true
-    }
-
-    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
-    }
-
-    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
-    }
-
-    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
+    async fn child_stack_spec(&self, _host: &dyn PluginHost, ctx: &ActionContext) -> SpecResult {
+        let text = ctx.properties.get("template").and_then(Value::as_str).unwrap_or_default();
+        let template = keelson_hot::parse_document(text).map_err(ResourceFailure::from)?;
+        let parameters = ctx.properties.get("parameters").cloned().unwrap_or(Value::Object(Map::new()));
+        let timeout_mins = ctx.properties.get("timeout").and_then(Value::as_i64);
+        let mut environment = Map::new();
+        environment.insert("parameters".into(), parameters);
+        Ok(Some(NestedStackSpec {
+            template,
+            files: Map::new(),
+            environment: Value::Object(environment),
+            timeout_mins,
+            adopt: None,
+        }))
     }
 
     async fn attribute(&self, state: &ResourceState, name: &str) -> Result<Value, EngineError> {
@@ -127,9 +90,5 @@ impl Plugin for StackResource {
                 .unwrap_or(Value::Null),
             _ => Value::Null,
         })
-    }
-
-    fn reference_id(&self, state: &ResourceState) -> Value {
-        state.physical_id.clone().map(Value::String).unwrap_or(Value::Null)
     }
 }

@@ -10,7 +10,6 @@
 //! every other type.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use keelson_hot::{Environment, ParamType, Template};
@@ -18,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::host::{HostSlot, NestedOutcome, NestedParent, NestedStackSpec, PluginHost};
 use super::schema::{AttributeSchema, PropertySchema, PropertyType, ResourceSchema, SupportStatus};
-use super::{ActionContext, ActionResult, Plugin, Properties, ResourceFailure, ResourceState, UpdateDecision};
+use super::{ActionContext, Plugin, Properties, ResourceFailure, ResourceState, SpecResult};
 use crate::error::EngineError;
 use crate::store::Action;
 
@@ -380,32 +379,14 @@ impl Plugin for TemplateResource {
         &self.schema
     }
 
-    /// Always an update of the child, whatever changed (upstream
-    /// `StackResource._needs_update`): the nested resources decide for
-    /// themselves, and a changed file or environment reaches them.
-    fn update_decision(&self, _old: &Properties, _new: &Properties) -> UpdateDecision {
-        UpdateDecision::InPlace
+    /// A nested stack, so always updated, whatever changed: a changed
+    /// file or environment reaches the child too.
+    fn child_stack_host(&self) -> Option<&HostSlot> {
+        Some(&self.host)
     }
 
-    async fn create(&self, ctx: &mut ActionContext) -> ActionResult {
-        let host = self.host.get();
-        let spec = self.spec(&ctx.properties, None);
-        create_child(host.as_ref(), ctx, spec).await
-    }
-
-    async fn update(&self, ctx: &mut ActionContext, _old: &Properties) -> ActionResult {
-        let host = self.host.get();
-        let spec = self.spec(&ctx.properties, None);
-        update_child(host.as_ref(), ctx, spec).await
-    }
-
-    async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
-        let host = self.host.get();
-        delete_child(host.as_ref(), ctx).await
-    }
-
-    fn runs_nested_stack(&self) -> bool {
-        true
+    async fn child_stack_spec(&self, _host: &dyn PluginHost, ctx: &ActionContext) -> SpecResult {
+        Ok(Some(self.spec(&ctx.properties, None)))
     }
 
     fn metadata_refresh(&self) -> super::MetadataRefresh {
@@ -448,18 +429,6 @@ impl Plugin for TemplateResource {
 
     fn reference_id(&self, state: &ResourceState) -> Value {
         nested_reference(state)
-    }
-
-    fn check(&self, ctx: &mut ActionContext) -> Option<impl Future<Output = ActionResult> + Send> {
-        Some(async move { child_stack_action(self.host.get().as_ref(), ctx, Action::Check).await })
-    }
-
-    async fn suspend(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Suspend).await
-    }
-
-    async fn resume(&self, ctx: &mut ActionContext) -> ActionResult {
-        child_stack_action(self.host.get().as_ref(), ctx, Action::Resume).await
     }
 }
 
