@@ -140,13 +140,14 @@ class Proc:
 
 # Generous: creating the schema on MariaDB takes seconds per statement on
 # a loaded two-core machine. A process that dies is reported at once.
-def wait_http(url, timeout=90, proc=None):
+def wait_http(url, timeout=90, proc=None, context=None):
+    """Until `url` answers (`context`: the ssl.SSLContext of an https URL)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.p.poll() is not None:
             raise RuntimeError('process exited early:\n' + proc.output())
         try:
-            urllib.request.urlopen(url, timeout=2).read()
+            urllib.request.urlopen(url, timeout=2, context=context).read()
             return
         except urllib.error.HTTPError:
             return

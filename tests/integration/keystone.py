@@ -1,9 +1,11 @@
 """A real Keystone for the integration tests: PyPI's `keystone` (installed
 on first use into its own virtualenv by tests/lib/keystone_venv.sh), on
 SQLite with fernet tokens, served by cheroot (tests/lib/keystone_serve.py),
-with the projects, users and roles the tests use."""
+with the projects, users and roles the tests use; over https when given a
+certificate (tests/integration/test_keystone_tls.py)."""
 import json
 import os
+import ssl
 import subprocess
 import tempfile
 import urllib.error
@@ -20,12 +22,15 @@ PASSWORD = 'user-secret'
 
 
 class Keystone:
-    """One Keystone on a free loopback port, with the users the tests use."""
+    """One Keystone on a free loopback port, with the users the tests use.
+    `tls` ({'cert', 'key', 'ca'}: PEM files, the certificate valid for
+    127.0.0.1) serves it over https; the test's own calls trust `ca`."""
 
-    def __init__(self, procs):
+    def __init__(self, procs, tls=None):
         self.dir = tempfile.mkdtemp(prefix='kt-keystone-')
         self.port = free_port()
-        self.url = 'http://127.0.0.1:%d' % self.port
+        self.url = '%s://127.0.0.1:%d' % ('https' if tls else 'http', self.port)
+        self.ssl = ssl.create_default_context(cafile=tls['ca']) if tls else None
         self.tokens = {}
         conf = write_conf(os.path.join(self.dir, 'keystone.conf'), {
             'DEFAULT': {'use_stderr': 'true'},
@@ -42,10 +47,11 @@ class Keystone:
             'cache': {'enabled': 'true', 'backend': 'dogpile.cache.memory'},
         })
         self.proc = Proc([os.path.join(KEYSTONE_VENV, 'bin', 'python'), os.path.join(ROOT, 'tests', 'lib', 'keystone_serve.py'),
-                          conf, str(self.port), ADMIN_PASSWORD], cwd=self.dir)
+                          conf, str(self.port), ADMIN_PASSWORD] + ([tls['cert'], tls['key']] if tls else []),
+                         cwd=self.dir)
         procs.append(self.proc)
         # db_sync, key setup, bootstrap and the application's start.
-        wait_http(self.url + '/v3', timeout=240, proc=self.proc)
+        wait_http(self.url + '/v3', timeout=240, proc=self.proc, context=self.ssl)
         self.admin_token = self.fresh('admin', ADMIN_PASSWORD, project='admin')
         self.roles = {r['name']: r['id'] for r in self.call('GET', '/v3/roles')['roles']}
         for name in ('service', 'member', 'reader', 'admin'):
@@ -78,7 +84,7 @@ class Keystone:
             h['content-type'] = 'application/json'
         req = urllib.request.Request(self.url + path, data=data, headers=h, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=30, context=self.ssl) as r:
                 raw = r.read()
                 return r.status, r.headers, (json.loads(raw) if raw else None)
         except urllib.error.HTTPError as e:
@@ -128,11 +134,12 @@ class Keystone:
         assert status == 204, answer
 
 
-def start_keystone(procs):
-    """A Keystone whose process `procs` stops; skips the calling module only
-    when the keystone package cannot be installed on this machine at all."""
+def start_keystone(procs, tls=None):
+    """A Keystone whose process `procs` stops (over https with `tls`, as
+    Keystone() says); skips the calling module only when the keystone
+    package cannot be installed on this machine at all."""
     setup = subprocess.run([os.path.join(ROOT, 'tests', 'lib', 'keystone_venv.sh')], capture_output=True, text=True,
                            env=dict(os.environ, KEELSON_KEYSTONE_VENV=KEYSTONE_VENV))
     if setup.returncode != 0:
         pytest.skip('PyPI keystone cannot be installed here:\n' + setup.stderr[-2000:])
-    return Keystone(procs)
+    return Keystone(procs, tls)

@@ -77,21 +77,25 @@ def setup_heat_identity(ks, orchestration_url, cfn_url):
 
 
 class Cloud:
-    """Keystone and keelson all-in-one in Keystone mode."""
+    """Keystone and keelson all-in-one in Keystone mode. A given `keystone`
+    is set up for Heat by its first Cloud (the catalog then names that
+    Cloud's endpoints); `extra` sections add to keelson's configuration."""
 
-    def __init__(self, procs, backend):
-        self.keystone = start_keystone(procs)
+    def __init__(self, procs, backend, keystone=None, extra=None):
+        self.keystone = keystone or start_keystone(procs)
         o_port, c_port = free_port(), free_port()
         self.orchestration = 'http://127.0.0.1:%d' % o_port
         self.cfn = 'http://127.0.0.1:%d' % c_port
-        self.domain = setup_heat_identity(self.keystone, self.orchestration, self.cfn)
+        if not hasattr(self.keystone, 'heat_domain'):
+            self.keystone.heat_domain = setup_heat_identity(self.keystone, self.orchestration, self.cfn)
+        self.domain = self.keystone.heat_domain
         ks = self.keystone.url
         authtoken = {'auth_url': ks, 'www_authenticate_uri': ks + '/v3', 'auth_type': 'password',
                      'username': 'placement', 'password': PASSWORD, 'project_name': 'service',
                      'user_domain_name': 'Default', 'project_domain_name': 'Default',
                      # Every token checked with Keystone: a revoked one is refused at once.
                      'token_cache_time': '-1'}
-        self.aio = AllInOne(procs, create_database(backend, 'ident_%s' % uuid.uuid4().hex[:8]), extra={
+        conf = {
             'api': {'auth_strategy': 'keystone'},
             'orchestration': {'auth_strategy': 'keystone'},
             'keystone_authtoken': authtoken,
@@ -102,7 +106,11 @@ class Cloud:
             'DEFAULT': {'stack_user_domain_name': 'heat', 'stack_domain_admin': 'heat_domain_admin',
                         'stack_domain_admin_password': DOMAIN_ADMIN_PASSWORD,
                         'auth_encryption_key': 'a key only this test knows, 32+'},
-        }, env={'RUST_LOG': 'info,keelson::identity=debug,keelson::cfn=debug'})
+        }
+        for group, options in (extra or {}).items():
+            conf.setdefault(group, {}).update(options)
+        self.aio = AllInOne(procs, create_database(backend, 'ident_%s' % uuid.uuid4().hex[:8]), extra=conf,
+                            env={'RUST_LOG': 'info,keelson::identity=debug,keelson::cfn=debug'})
 
     def call(self, method, path, token, body=None, project=None):
         """One Orchestration API call with a Keystone token."""

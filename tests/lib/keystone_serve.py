@@ -5,13 +5,15 @@ Run it with the keystone virtualenv's python (tests/lib/keystone_venv.sh).
 Everything happens in this one process: importing keystone costs several
 seconds, so running `keystone-manage` four times would cost a minute.
 
-  keystone_serve.py CONFIG_FILE PORT ADMIN_PASSWORD
+  keystone_serve.py CONFIG_FILE PORT ADMIN_PASSWORD [CERT_FILE KEY_FILE]
 
 1. `keystone-manage db_sync`, `fernet_setup`, `credential_setup` and
    `bootstrap` (admin user, project and role, RegionOne, the identity
-   service and its endpoints at http://127.0.0.1:PORT/v3), in-process;
+   service and its endpoints at http://127.0.0.1:PORT/v3, or https:// with
+   a certificate), in-process;
 2. the public WSGI application (keystone.server.wsgi) served by cheroot on
-   127.0.0.1:PORT until SIGTERM/SIGINT.
+   127.0.0.1:PORT until SIGTERM/SIGINT; over TLS with CERT_FILE and
+   KEY_FILE (PEM; cheroot's builtin adapter on Python's ssl module).
 """
 import os
 import signal
@@ -40,7 +42,8 @@ def manage(config_file, *args):
 
 def main():
     config_file, port, password = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    url = 'http://127.0.0.1:%d/v3' % port
+    tls = sys.argv[4:6]
+    url = '%s://127.0.0.1:%d/v3' % ('https' if tls else 'http', port)
     user = ['--keystone-user', str(os.getuid()), '--keystone-group', str(os.getgid())]
     manage(config_file, 'db_sync')
     manage(config_file, 'fernet_setup', *user)
@@ -64,6 +67,9 @@ def main():
     del sys.argv[1:]
     app = keystone_wsgi.initialize_public_application()
     server = cheroot_wsgi.Server(('127.0.0.1', port), app, numthreads=4, server_name='keystone')
+    if tls:
+        from cheroot.ssl.builtin import BuiltinSSLAdapter
+        server.ssl_adapter = BuiltinSSLAdapter(*tls)
 
     def _stop(signum, frame):
         # Not server.stop(): called from the serving thread it waits for
