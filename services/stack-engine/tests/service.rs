@@ -379,6 +379,39 @@ async fn validate_answers_heat_shape() {
     assert!(v.get("Environment").is_some());
 }
 
+/// Heat's retired types (Sahara, Senlin, Neutron LBaaS, ...) run as its
+/// hidden placeholders: old stacks validate, create and delete, nothing
+/// is asked of any service, and no listing shows the types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retired_types_run_as_hidden_placeholders() {
+    let h = Harness::start().await;
+    let caller = admin("admin");
+    let t = json!({"heat_template_version": "2015-10-15", "resources": {
+        "cluster": {"type": "OS::Sahara::Cluster", "properties": {"plugin_name": "vanilla", "hadoop_version": "2.7.1"}},
+        "pool": {"type": "OS::Neutron::LBaaS::Pool", "properties": {"lb_algorithm": "ROUND_ROBIN"}},
+        "restarter": {"type": "OS::Heat::HARestarter", "properties": {"InstanceId": {"get_resource": "cluster"}}}},
+        "outputs": {"status": {"value": {"get_attr": ["cluster", "status"]}}}});
+    h.api.validate_template(&caller, &json!({"template": t}), &q(&[])).await.expect("validate");
+    let identity = h.api.create_stack(&caller, &json!({"stack_name": "old", "template": t})).await.expect("create");
+    let stack = StackRef::new("old", &identity.stack_id);
+    let shown = h.wait_for_status(&caller, &stack, "CREATE_COMPLETE").await;
+    assert_eq!(shown["stack"]["outputs"][0]["output_value"], Value::Null);
+    let resources = h.api.list_resources(&caller, &stack, &q(&[])).await.unwrap();
+    let types: BTreeSet<String> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["resource_type"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(types, set(&["OS::Sahara::Cluster", "OS::Neutron::LBaaS::Pool", "OS::Heat::HARestarter"]));
+    let listed = h.api.list_resource_types(&caller, &q(&[])).await.unwrap().to_string();
+    assert!(!listed.contains("Sahara") && !listed.contains("LBaaS") && !listed.contains("HARestarter"), "{listed}");
+    let e = h.api.resource_type_schema(&caller, "OS::Sahara::Cluster", &q(&[])).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("NotSupported", 400));
+    h.api.delete_stack(&caller, &stack).await.expect("delete");
+    h.wait_for_status(&caller, &stack, "DELETE_COMPLETE").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_filters_sort_and_pagination() {
     let h = Harness::start().await;

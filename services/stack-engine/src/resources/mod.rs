@@ -416,6 +416,7 @@ impl RequiredService {
         RequiredService { client: "cinder", service_types: &["volumev3", "block-storage"], extensions: &[] };
     pub const NEUTRON: RequiredService =
         RequiredService { client: "neutron", service_types: &["network"], extensions: &[] };
+    pub const AODH: RequiredService = RequiredService { client: "aodh", service_types: &["alarming"], extensions: &[] };
 
     /// Neutron with `extension` enabled.
     pub const fn neutron_with(extension: &'static [&'static str]) -> RequiredService {

@@ -135,6 +135,9 @@ impl Registry {
             type_policy: default_type_policy(),
         };
         registry.register(Arc::new(NoneResource::new()));
+        for retired in NoneResource::retired() {
+            registry.register(Arc::new(retired));
+        }
         registry.register(Arc::new(TestResource::new()));
         registry.register(Arc::new(RandomString::new()));
         registry.register(Arc::new(ValueResource::new()));
@@ -206,6 +209,7 @@ impl Registry {
         super::neutron::register(self);
         super::glance::register(self);
         super::cinder::register(self);
+        self.register(Arc::new(NoneResource::combination_alarm()));
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));
         self.register(Arc::new(super::keystone::Role::new(host.clone())));

@@ -5,8 +5,8 @@
 //! as it instantiates a resource, before its properties: on a cloud
 //! without it, a stack using the type gets Heat's own
 //! `ResourceTypeUnavailable`; otherwise keelson says it does not implement
-//! the type. None: Heat runs the type without a service (engine-internal
-//! types, and the retired projects' types Heat keeps as hidden no-ops).
+//! the type. None: Heat runs the type without a service. (The retired
+//! types Heat keeps as hidden no-ops keelson registers: `NoneResource::retired`.)
 
 use super::{Registry, RequiredService};
 use crate::error::EngineError;
@@ -27,7 +27,7 @@ const CINDER: Option<RequiredService> = service("cinder", &["volumev3"]);
 const KEYSTONE: Option<RequiredService> = service("keystone", &["identity"]);
 const HEAT: Option<RequiredService> = service("heat", &["orchestration", "cloudformation"]);
 const SWIFT: Option<RequiredService> = service("swift", &["object-store"]);
-const AODH: Option<RequiredService> = service("aodh", &["alarming"]);
+const AODH: Option<RequiredService> = Some(RequiredService::AODH);
 const BARBICAN: Option<RequiredService> = service("barbican", &["key-manager"]);
 const BLAZAR: Option<RequiredService> = service("blazar", &["reservation"]);
 const DESIGNATE: Option<RequiredService> = service("designate", &["dns"]);
@@ -59,7 +59,6 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
     ("AWS::IAM::User", None),
     ("AWS::S3::Bucket", SWIFT),
     ("OS::Aodh::Alarm", AODH),
-    ("OS::Aodh::CombinationAlarm", AODH),
     ("OS::Aodh::CompositeAlarm", AODH),
     ("OS::Aodh::EventAlarm", AODH),
     ("OS::Aodh::GnocchiAggregationByMetricsAlarm", AODH),
@@ -78,21 +77,16 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
     ("OS::Cinder::QoSAssociation", CINDER),
     ("OS::Cinder::QoSSpecs", CINDER),
     ("OS::Cinder::Quota", CINDER),
-    ("OS::Designate::Domain", None),
-    ("OS::Designate::Record", None),
     ("OS::Designate::RecordSet", DESIGNATE),
     ("OS::Designate::Zone", DESIGNATE),
-    ("OS::Glance::Image", None),
     ("OS::Heat::AccessPolicy", None),
     ("OS::Heat::Delay", None),
-    ("OS::Heat::HARestarter", None),
     ("OS::Heat::SoftwareComponent", HEAT),
     ("OS::Heat::StructuredDeployments", None),
     ("OS::Heat::SwiftSignal", SWIFT),
     ("OS::Heat::SwiftSignalHandle", SWIFT),
     ("OS::Ironic::Port", IRONIC),
     ("OS::Keystone::Region", KEYSTONE),
-    ("OS::Magnum::Bay", None),
     ("OS::Magnum::BayModel", MAGNUM),
     ("OS::Magnum::Cluster", MAGNUM),
     ("OS::Magnum::ClusterTemplate", MAGNUM),
@@ -103,8 +97,6 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
     ("OS::Mistral::CronTrigger", MISTRAL),
     ("OS::Mistral::ExternalResource", MISTRAL),
     ("OS::Mistral::Workflow", MISTRAL),
-    ("OS::Monasca::AlarmDefinition", None),
-    ("OS::Monasca::Notification", None),
     ("OS::Neutron::AddressScope", neutron_with(&["address-scope"])),
     ("OS::Neutron::ExtraRoute", neutron_with(&["extraroute"])),
     ("OS::Neutron::ExtraRouteSet", neutron_with(&["extraroute-atomic"])),
@@ -121,25 +113,14 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
         }),
     ),
     ("OS::Neutron::FlowClassifier", NEUTRON),
-    ("OS::Neutron::HealthMonitor", None),
     ("OS::Neutron::IKEPolicy", neutron_with(&["vpnaas"])),
     ("OS::Neutron::IPsecPolicy", neutron_with(&["vpnaas"])),
     ("OS::Neutron::IPsecSiteConnection", neutron_with(&["vpnaas"])),
     ("OS::Neutron::L2Gateway", neutron_with(&["l2-gateway"])),
     ("OS::Neutron::L2GatewayConnection", neutron_with(&["l2-gateway-connection"])),
-    ("OS::Neutron::LBaaS::HealthMonitor", None),
-    ("OS::Neutron::LBaaS::L7Policy", None),
-    ("OS::Neutron::LBaaS::L7Rule", None),
-    ("OS::Neutron::LBaaS::Listener", None),
-    ("OS::Neutron::LBaaS::LoadBalancer", None),
-    ("OS::Neutron::LBaaS::Pool", None),
-    ("OS::Neutron::LBaaS::PoolMember", None),
-    ("OS::Neutron::LoadBalancer", None),
     ("OS::Neutron::MeteringLabel", NEUTRON),
     ("OS::Neutron::MeteringRule", NEUTRON),
     ("OS::Neutron::NetworkGateway", NEUTRON),
-    ("OS::Neutron::Pool", None),
-    ("OS::Neutron::PoolMember", None),
     ("OS::Neutron::PortChain", neutron_with(&["sfc"])),
     ("OS::Neutron::PortPair", NEUTRON),
     ("OS::Neutron::PortPairGroup", neutron_with(&["sfc"])),
@@ -170,22 +151,9 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
     ("OS::Octavia::Pool", OCTAVIA),
     ("OS::Octavia::PoolMember", OCTAVIA),
     ("OS::Octavia::Quota", OCTAVIA),
-    ("OS::Sahara::Cluster", None),
-    ("OS::Sahara::ClusterTemplate", None),
-    ("OS::Sahara::DataSource", None),
-    ("OS::Sahara::ImageRegistry", None),
-    ("OS::Sahara::Job", None),
-    ("OS::Sahara::JobBinary", None),
-    ("OS::Sahara::NodeGroupTemplate", None),
-    ("OS::Senlin::Cluster", None),
-    ("OS::Senlin::Node", None),
-    ("OS::Senlin::Policy", None),
-    ("OS::Senlin::Profile", None),
-    ("OS::Senlin::Receiver", None),
     ("OS::Swift::Container", SWIFT),
     ("OS::Trove::Cluster", TROVE),
     ("OS::Trove::Instance", TROVE),
-    ("OS::Vitrage::Template", None),
     ("OS::Zaqar::MistralTrigger", ZAQAR),
     ("OS::Zaqar::Queue", ZAQAR),
     ("OS::Zaqar::SignedQueueURL", ZAQAR),
@@ -233,7 +201,8 @@ mod tests {
         assert_eq!(of("OS::Octavia::LoadBalancer"), Some(("octavia", vec!["load-balancer"], vec![])));
         assert_eq!(of("OS::Neutron::Firewall"), Some(("neutron", vec!["network"], vec!["fwaas"])));
         assert_eq!(of("OS::Heat::SoftwareComponent"), Some(("heat", vec!["orchestration", "cloudformation"], vec![])));
-        assert_eq!(of("OS::Sahara::Cluster"), None);
+        assert_eq!(of("OS::Heat::Delay"), None);
+        assert_eq!(lookup("OS::Sahara::Cluster"), None);
         assert_eq!(lookup("OS::No::Such"), None);
         assert_eq!(lookup("OS::Nova::Server"), None);
     }

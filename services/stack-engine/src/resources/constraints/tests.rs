@@ -490,10 +490,28 @@ async fn a_type_keelson_lacks_is_unavailable_as_in_heat_when_its_service_is_miss
     assert_eq!(e.message(), "The Resource Type (OS::Neutron::MeteringLabel) is not implemented by keelson.");
     let e = created(share, &registry, None).await.unwrap_err();
     assert_eq!(e.message(), "The Resource Type (OS::Manila::Share) is not implemented by keelson.");
-    let e = created(one_resource("OS::Sahara::Cluster", json!({})), &registry, Some(&session)).await.unwrap_err();
-    assert_eq!(e.message(), "The Resource Type (OS::Sahara::Cluster) is not implemented by keelson.");
+    let e = created(one_resource("OS::Heat::Delay", json!({})), &registry, Some(&session)).await.unwrap_err();
+    assert_eq!(e.message(), "The Resource Type (OS::Heat::Delay) is not implemented by keelson.");
+    // Heat's retired types are its hidden placeholders, with no service.
+    created(one_resource("OS::Sahara::Cluster", json!({"anything": 1})), &registry, Some(&session)).await.unwrap();
     let e = created(one_resource("OS::No::Such", json!({})), &registry, Some(&session)).await.unwrap_err();
     assert_eq!(e.message(), "The Resource Type (OS::No::Such) could not be found.");
     // Only the firewall's stack needed Neutron's extensions.
     assert_eq!(neutron.calls().iter().filter(|(_, p, _)| p == "/network/v2.0/extensions").count(), 1);
+}
+
+#[tokio::test]
+async fn the_retired_combination_alarm_needs_aodh_as_in_heat() {
+    // The Neutron stand-in's catalog has no alarming service.
+    let (_neutron, session) = neutron_standin::neutron().await;
+    let mut registry = neutron_registry();
+    registry.register(std::sync::Arc::new(crate::resources::NoneResource::combination_alarm()));
+    let t = one_resource("OS::Aodh::CombinationAlarm", json!({}));
+    let def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+    let e = validated(&def, &registry, &session).await.unwrap_err();
+    assert_eq!((e.heat_type(), e.http_status()), ("ResourceTypeUnavailable", 400));
+    assert_eq!(
+        e.message(),
+        "HEAT-E99001 Service aodh is not available for resource type OS::Aodh::CombinationAlarm, reason: aodh alarming endpoint is not in service catalog."
+    );
 }
