@@ -943,6 +943,19 @@ async fn actions_signals_and_mark_unhealthy_answer_null() {
     assert_eq!(h.engine.last().method, "mark_unhealthy");
 }
 
+/// heat-api hands `ignore_errors` to the engine as it came; the engine
+/// reads the codes.
+#[tokio::test]
+async fn validate_passes_ignore_errors_to_the_engine() {
+    let h = noauth_harness().await;
+    let body = r#"{"template": {"heat_template_version": "2015-10-15"}}"#;
+    let a = h.call(Method::POST, "/v1/admin/validate?ignore_errors=99001,12345", Some(body)).await;
+    assert_eq!(a.status, StatusCode::OK);
+    let rec = h.engine.last();
+    assert_eq!(rec.method, "validate_template");
+    assert_eq!(rec.query, vec![pb::QueryParam { key: "ignore_errors".into(), values: vec!["99001,12345".into()] }]);
+}
+
 #[tokio::test]
 async fn engine_errors_are_fault_wrapped() {
     let h = noauth_harness().await;

@@ -12,6 +12,45 @@ use keelson_hot::{TemplateError, TemplateErrorKind};
 
 use crate::state::Action;
 
+/// Heat's numbered errors (`exception.ERROR_CODE_MAP`, an exception's
+/// `error_code`): what `POST /validate?ignore_errors=` names, and the
+/// `HEAT-E<code>` that starts the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeatErrorCode {
+    /// 99001, `ResourceTypeUnavailable`.
+    ServiceUnavailable,
+}
+
+impl HeatErrorCode {
+    /// Every code Heat 27.0.1 knows.
+    pub const ALL: [HeatErrorCode; 1] = [HeatErrorCode::ServiceUnavailable];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeatErrorCode::ServiceUnavailable => "99001",
+        }
+    }
+
+    /// The code `code` names, if Heat knows it.
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == code)
+    }
+
+    /// `message` as Heat words a numbered error: `HEAT-E<code> <message>`.
+    pub fn prefixed(self, message: &str) -> String {
+        format!("HEAT-E{} {message}", self.as_str())
+    }
+}
+
+/// `result` with an error whose code is one of `ignorable` passed over
+/// (Heat's `ignorable_errors` in a stack's validation).
+pub fn ignoring(result: Result<(), EngineError>, ignorable: &[HeatErrorCode]) -> Result<(), EngineError> {
+    match result {
+        Err(e) if e.error_code().is_some_and(|code| ignorable.contains(&code)) => Ok(()),
+        other => other,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {}", self.heat_type(), self.message())]
 pub enum EngineError {
@@ -105,6 +144,14 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// Heat's `error_code` of this error (most have none).
+    pub fn error_code(&self) -> Option<HeatErrorCode> {
+        match self {
+            EngineError::ResourceTypeUnavailable(_) => Some(HeatErrorCode::ServiceUnavailable),
+            _ => None,
+        }
+    }
+
     /// Heat's exception class name, e.g. `StackValidationFailed`.
     pub fn heat_type(&self) -> &str {
         match self {
@@ -403,6 +450,20 @@ impl From<TemplateError> for EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_resource_type_unavailable_has_a_heat_error_code() {
+        let unavailable = EngineError::ResourceTypeUnavailable(HeatErrorCode::ServiceUnavailable.prefixed("x"));
+        assert_eq!(unavailable.message(), "HEAT-E99001 x");
+        assert_eq!(unavailable.error_code(), Some(HeatErrorCode::ServiceUnavailable));
+        assert_eq!(EngineError::BadRequest("x".into()).error_code(), None);
+        assert_eq!(HeatErrorCode::parse("99001"), Some(HeatErrorCode::ServiceUnavailable));
+        assert_eq!(HeatErrorCode::parse("ResourceTypeUnavailable"), None);
+        let codes = [HeatErrorCode::ServiceUnavailable];
+        assert_eq!(ignoring(Err(unavailable.clone()), &codes), Ok(()));
+        assert_eq!(ignoring(Err(unavailable.clone()), &[]), Err(unavailable));
+        assert!(ignoring(Err(EngineError::BadRequest("x".into())), &codes).is_err());
+    }
 
     #[test]
     fn every_variant_reads_back_from_its_name_status_and_message() {

@@ -377,6 +377,25 @@ async fn validate_answers_heat_shape() {
         json!({"Type": "Number", "Description": "", "NoEcho": "false", "Label": "n", "Default": 2, "MinValue": 1, "MaxValue": 5})
     );
     assert!(v.get("Environment").is_some());
+
+    // ignore_errors names Heat's error codes; the one Heat has passes,
+    // any other (an error's name too) is refused as Heat refuses it.
+    let body = json!({"template": capture_template()});
+    let ignoring = h.api.validate_template(&caller, &body, &q(&[("ignore_errors", "99001")])).await.unwrap();
+    assert_eq!(ignoring, v);
+    for given in ["12345", "HTTPBadRequest"] {
+        let e = h.api.validate_template(&caller, &body, &q(&[("ignore_errors", given)])).await.unwrap_err();
+        assert_eq!((e.heat_type(), e.http_status()), ("HTTPBadRequest", 400));
+        assert_eq!(e.message(), format!("Invalid codes in ignore_errors : ['{given}']"));
+    }
+    // Not implemented by keelson is no ResourceTypeUnavailable: not ignored.
+    let share = json!({"heat_template_version": "2015-10-15", "resources": {"a": {"type": "OS::Manila::Share"}}});
+    let e = h
+        .api
+        .validate_template(&caller, &json!({"template": share}), &q(&[("ignore_errors", "99001")]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.message(), "The Resource Type (OS::Manila::Share) is not implemented by keelson.");
 }
 
 /// Heat's retired types (Sahara, Senlin, Neutron LBaaS, ...) run as its

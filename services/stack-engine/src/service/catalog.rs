@@ -9,19 +9,16 @@ use super::instantiation::Purpose;
 use super::params::{bad_request, QueryParams};
 use super::records;
 use super::{Caller, Orchestration, Reply};
-use crate::error::EngineError;
+use crate::error::{EngineError, HeatErrorCode};
 use crate::resources::constraints;
 
 impl Orchestration {
     /// `POST /validate` (`show_nested`, `ignore_errors=code,...`).
     pub async fn validate_template(&self, caller: &Caller, body: &Value, query: &QueryParams) -> Reply {
         let _show_nested = query.bool_or("show_nested", false)?;
-        let ignore_errors: Vec<String> = query
-            .single("ignore_errors")
-            .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
-            .unwrap_or_default();
         let request = self.read_instantiation(body, Purpose::Validate).await?;
         let template = request.template.clone().ok_or_else(|| bad_request("No template specified"))?;
+        let ignorable = ignorable_errors(query.single("ignore_errors").as_deref())?;
         let input = DefinitionInput {
             template,
             files: request.files.clone(),
@@ -32,12 +29,7 @@ impl Orchestration {
             stack_id: "None".to_string(),
             tenant: caller.project_id.clone(),
         };
-        match self.validate_definition(caller, input).await {
-            Ok(view) => Ok(view),
-            // The caller names the error types to ignore (heat-api's `ignore_errors`).
-            Err(e) if ignore_errors.iter().any(|name| name == e.heat_type()) => Ok(json!({})),
-            Err(e) => Err(e),
-        }
+        self.validate_definition(caller, input, &ignorable).await
     }
 
     /// `GET /resource_types` (`name`, `support_status`, `version`,
@@ -136,5 +128,51 @@ fn isoformat(t: Option<NaiveDateTime>) -> Value {
     match t {
         Some(t) => Value::String(t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()),
         None => Value::Null,
+    }
+}
+
+/// heat-api's `ignore_errors` (split at every comma, as Heat does): Heat's
+/// error codes whose errors validation passes over. A code Heat does not
+/// know is refused, as Heat's engine refuses it (400, the unknown codes
+/// as a Python list).
+fn ignorable_errors(given: Option<&str>) -> Result<Vec<HeatErrorCode>, EngineError> {
+    let Some(given) = given else { return Ok(Vec::new()) };
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut codes = Vec::new();
+    for code in given.split(',') {
+        match HeatErrorCode::parse(code) {
+            Some(known) => codes.push(known),
+            None if !unknown.contains(&code) => unknown.push(code),
+            None => {}
+        }
+    }
+    if unknown.is_empty() {
+        Ok(codes)
+    } else {
+        Err(bad_request(format!("Invalid codes in ignore_errors : {}", keelson_pyfmt::repr_str_list(&unknown))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignore_errors_are_heats_codes() {
+        assert_eq!(ignorable_errors(None).unwrap(), Vec::new());
+        assert_eq!(ignorable_errors(Some("99001")).unwrap(), vec![HeatErrorCode::ServiceUnavailable]);
+        // Heat's text for codes it does not know, names included.
+        for (given, unknown) in [
+            ("99001,12345", "['12345']"),
+            ("ResourceTypeUnavailable", "['ResourceTypeUnavailable']"),
+            ("1,2,1", "['1', '2']"),
+            // heat-api splits the empty value too.
+            ("", "['']"),
+            ("99001,", "['']"),
+        ] {
+            let e = ignorable_errors(Some(given)).unwrap_err();
+            assert_eq!((e.heat_type(), e.http_status()), ("HTTPBadRequest", 400));
+            assert_eq!(e.message(), format!("Invalid codes in ignore_errors : {unknown}"), "{given}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use super::resources::StackResources;
 use super::views::{self, ResourcePreview};
 use super::{Caller, Orchestration};
 use crate::definition::LiveContext;
-use crate::error::EngineError;
+use crate::error::{EngineError, HeatErrorCode};
 use crate::resources::{TypeChange, UpdateDecision};
 
 /// What a create, update, preview or validate request defines.
@@ -266,6 +266,7 @@ impl Orchestration {
         &self,
         caller: &Caller,
         input: DefinitionInput,
+        ignorable: &[HeatErrorCode],
     ) -> Result<Value, EngineError> {
         let environment = self.environment_of(&input)?;
         let template = keelson_hot::Template::parse(&input.template)?;
@@ -281,7 +282,9 @@ impl Orchestration {
         )?;
         let types = def.resource_types(&self.registry);
         self.note_unavailable_types(caller, &mut def, &types).await;
-        self.validate_resources(&def)?;
+        // Heat passes over the resource whose error the caller ignores;
+        // here the checks of the resources after it go with it.
+        crate::error::ignoring(self.validate_resources(&def), ignorable)?;
         Ok(view)
     }
 

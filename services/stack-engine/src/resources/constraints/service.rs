@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::super::cinder::{self, CinderEntity};
 use super::super::client_errors::KEYSTONEAUTH;
 use super::super::{glance, keystone, neutron, nova, RequiredService, ResourceFailure};
-use crate::error::EngineError;
+use crate::error::{EngineError, HeatErrorCode};
 
 /// A custom constraint a service checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,10 +170,9 @@ pub async fn availability(
 
 /// Heat's 400 `ResourceTypeUnavailable` for `type_name` with `reason`.
 pub fn unavailable(type_name: &str, required: RequiredService, reason: &str) -> EngineError {
-    EngineError::ResourceTypeUnavailable(format!(
-        "HEAT-E99001 Service {} is not available for resource type {type_name}, reason: {reason}",
-        required.client
-    ))
+    let message =
+        format!("Service {} is not available for resource type {type_name}, reason: {reason}", required.client);
+    EngineError::ResourceTypeUnavailable(HeatErrorCode::ServiceUnavailable.prefixed(&message))
 }
 
 /// Why a stack's resource may not use `required` ([`availability`]):

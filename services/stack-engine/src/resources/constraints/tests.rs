@@ -501,6 +501,20 @@ async fn a_type_keelson_lacks_is_unavailable_as_in_heat_when_its_service_is_miss
 }
 
 #[tokio::test]
+async fn validation_passes_over_what_ignore_errors_names_by_code() {
+    let (_neutron, session) = neutron_standin::neutron().await;
+    let registry = neutron_registry();
+    let share = one_resource("OS::Manila::Share", json!({}));
+    let e = created(share, &registry, Some(&session)).await.unwrap_err();
+    assert_eq!(e.error_code(), Some(crate::error::HeatErrorCode::ServiceUnavailable));
+    let ignored = [crate::error::HeatErrorCode::ServiceUnavailable];
+    assert_eq!(crate::error::ignoring(Err(e), &ignored), Ok(()));
+    // Not implemented by keelson: an error with no code, never ignored.
+    let e = created(one_resource("OS::Heat::Delay", json!({})), &registry, Some(&session)).await.unwrap_err();
+    assert!(crate::error::ignoring(Err(e), &ignored).is_err());
+}
+
+#[tokio::test]
 async fn the_retired_combination_alarm_needs_aodh_as_in_heat() {
     // The Neutron stand-in's catalog has no alarming service.
     let (_neutron, session) = neutron_standin::neutron().await;
