@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use keelson_db::Value;
+use keelson_db::{Dialect, Value};
 
 use super::{find_provider, sum_as_bigint, ProviderRow, Store};
 use crate::error::{Error, Result};
@@ -84,22 +84,30 @@ impl Store {
                 filter.push_str(" AND c.user_id = ?");
                 params.push(u.into());
             }
-            let consumers = "FROM allocations a JOIN consumers c ON c.uuid = a.consumer_id \
-                 LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id";
-            let sql = format!(
-                "SELECT ct.name, rc.name, {} {consumers} JOIN resource_classes rc ON rc.id = a.resource_class_id \
-                 WHERE {filter} GROUP BY ct.name, rc.name",
-                sum_as_bigint(dialect, "a.used"),
-            );
-            for r in tx.fetch_all(&sql, &params).await? {
-                rows_by_type.push((r.opt_string(0)?, r.string(1)?, r.opt_i64(2)?.unwrap_or(0)));
-            }
-            // Counts are shown only by consumer type (1.38): the second
-            // pass over the project's allocations is asked only then.
             if q.by_consumer_type {
-                let sql = format!("SELECT ct.name, COUNT(DISTINCT c.id) {consumers} WHERE {filter} GROUP BY ct.name");
+                let (sql, params) = by_type_statement(dialect, &filter, params);
                 for r in tx.fetch_all(&sql, &params).await? {
-                    counts_by_type.push((r.opt_string(0)?, r.i64(1)?));
+                    // (type id, type name, class id, class name, used, consumers);
+                    // the grand total (no type) is not needed: a consumer
+                    // has one type, so "all" adds the per-type figures.
+                    if r.is_null(0) {
+                        continue;
+                    }
+                    let ty = r.opt_string(1)?;
+                    if r.is_null(2) {
+                        counts_by_type.push((ty, r.i64(5)?));
+                    } else if let Some(class) = r.opt_string(3)? {
+                        rows_by_type.push((ty, class, r.opt_i64(4)?.unwrap_or(0)));
+                    }
+                }
+            } else {
+                let sql = format!(
+                    "SELECT rc.name, s.used FROM (SELECT a.resource_class_id AS class_id, {} AS used {USAGE_JOIN} \
+                     WHERE {filter} GROUP BY a.resource_class_id) s JOIN resource_classes rc ON rc.id = s.class_id",
+                    sum_as_bigint(dialect, "a.used"),
+                );
+                for r in tx.fetch_all(&sql, &params).await? {
+                    rows_by_type.push((None, r.string(0)?, r.opt_i64(1)?.unwrap_or(0)));
                 }
             }
         }
@@ -136,6 +144,49 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// A project's consumers and their allocations, walked from the consumers
+/// (`consumers_project_id_uuid_idx` or `consumers_project_id_user_id_uuid_idx`)
+/// to their allocations (`allocations_consumer_id_idx`).
+const USAGE_JOIN: &str = "FROM consumers c JOIN allocations a ON a.consumer_id = c.uuid";
+
+/// One pass over a project's allocations giving both the sums per
+/// (consumer type, class) and the distinct consumers per type: rows of
+/// (type id, type name, class id, class name, used, consumers), where a
+/// row without a class is its type's subtotal and one without a type the
+/// grand total. Grouping is by integer ids and the names are joined to the
+/// few grouped rows after. A consumer without a type groups as type 0
+/// (ids start at 1), so that only a subtotal has a NULL in a grouped column.
+fn by_type_statement(dialect: Dialect, filter: &str, params: Vec<Value>) -> (String, Vec<Value>) {
+    let select = format!(
+        "SELECT COALESCE(c.consumer_type_id, 0) AS type_id, {{class}} AS class_id, {} AS used, \
+         COUNT(DISTINCT c.id) AS consumers {USAGE_JOIN} WHERE {filter}",
+        sum_as_bigint(dialect, "a.used")
+    );
+    let by_class = select.replace("{class}", "a.resource_class_id");
+    let (grouped, params) = match dialect {
+        Dialect::MySql => {
+            (format!("{by_class} GROUP BY COALESCE(c.consumer_type_id, 0), a.resource_class_id WITH ROLLUP"), params)
+        }
+        Dialect::Postgres => {
+            (format!("{by_class} GROUP BY ROLLUP (COALESCE(c.consumer_type_id, 0), a.resource_class_id)"), params)
+        }
+        // SQLite has no ROLLUP: the subtotals come from a second grouping.
+        Dialect::Sqlite => {
+            let by_type = select.replace("{class}", "NULL");
+            let sql = format!(
+                "{by_class} GROUP BY COALESCE(c.consumer_type_id, 0), a.resource_class_id \
+                 UNION ALL {by_type} GROUP BY COALESCE(c.consumer_type_id, 0)"
+            );
+            (sql, params.iter().cloned().chain(params.iter().cloned()).collect())
+        }
+    };
+    let sql = format!(
+        "SELECT s.type_id, ct.name, s.class_id, rc.name, s.used, s.consumers FROM ({grouped}) s \
+         LEFT JOIN consumer_types ct ON ct.id = s.type_id LEFT JOIN resource_classes rc ON rc.id = s.class_id"
+    );
+    (sql, params)
 }
 
 /// The id of the row of `table` whose `external_id` is exactly `value`.
@@ -211,6 +262,10 @@ mod tests {
         let by_type = store.get_usages(&UsageQuery { by_consumer_type: true, ..q.clone() }).await.unwrap();
         let names: Vec<_> = by_type.iter().map(|g| g.consumer_type.clone().unwrap()).collect();
         assert_eq!(names, ["INSTANCE", "MIGRATION", "unknown"]);
+        // c1 holds two classes and still counts once.
+        let counts: Vec<_> = by_type.iter().map(|g| g.consumer_count).collect();
+        assert_eq!(counts, [1, 1, 1]);
+        assert_eq!((by_type[0].usages["VCPU"], by_type[0].usages["DISK_GB"]), (2, 10));
         let all = store
             .get_usages(&UsageQuery { by_consumer_type: true, consumer_type: Some("all".into()), ..q.clone() })
             .await
