@@ -24,6 +24,13 @@ impl Caller {
             &self.path_project_id
         }
     }
+
+    /// The project a lookup of a stack by id is confined to: none for an
+    /// admin, who (Heat's `context_is_admin`, as its `stack_get`) reaches
+    /// any project's stack by id; by name, everyone sees their own.
+    pub(crate) fn id_scope(&self) -> Option<&str> {
+        (!self.is_admin).then_some(self.project_id.as_str())
+    }
 }
 
 /// An admin of project `p` (user `u`): the caller of the engine's tests.

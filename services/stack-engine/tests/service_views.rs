@@ -281,6 +281,18 @@ async fn lookups_and_lists_are_tenant_scoped() {
     assert_eq!(h.api.lookup_stack(&caller, &arn, false).await.unwrap().stack_id, stack.id);
     let e = h.api.lookup_stack(&member("third"), "s", false).await.unwrap_err();
     assert_eq!((e.heat_type(), e.message().as_str()), ("EntityNotFound", "The Stack (s) could not be found."));
+    let e = h.api.lookup_stack(&member("third"), &stack.id, false).await.unwrap_err();
+    assert_eq!(e.heat_type(), "EntityNotFound");
+    let e = h.api.show_stack(&member("third"), &StackRef::new("s", &stack.id), &q(&[])).await.unwrap_err();
+    assert_eq!(e.heat_type(), "EntityNotFound");
+    // An admin reaches another project's stack by id (Heat's stack_get
+    // for `context_is_admin`), not by name; the identity names its owner.
+    let other_admin = admin("third");
+    let found = h.api.lookup_stack(&other_admin, &stack.id, false).await.unwrap();
+    assert_eq!((found.stack_name.as_str(), found.tenant.as_str()), ("s", "admin"));
+    assert!(h.api.lookup_stack(&other_admin, "s", false).await.is_err());
+    let shown = h.api.show_stack(&other_admin, &StackRef::new("s", &stack.id), &q(&[])).await.unwrap();
+    assert_eq!(shown["stack"]["id"], json!(stack.id));
 
     let listed = h.api.list_stacks(&caller, &q(&[]), false).await.unwrap();
     assert_eq!(ids(&listed, "stacks"), vec![stack.id.clone()]);

@@ -12,12 +12,13 @@ use crate::store;
 pub use crate::store::{Action, EventQuery, EventRow, RawTemplateRow, ResourceRow, ServiceRow, StackRow, Status};
 
 /// A stack by id in `tenant` (or whose stack-user project `tenant` is,
-/// as Heat's `_get_stack` allows its stack users), soft-deleted ones
-/// included.
-pub async fn stack_by_id(db: &Db, tenant: &str, id: &str) -> Result<Option<StackRow>, DbError> {
-    Ok(store::stacks::get(db, id)
-        .await?
-        .filter(|s| s.tenant == tenant || s.stack_user_project_id.as_deref() == Some(tenant)))
+/// as Heat's `_get_stack` allows its stack users), in any project when
+/// `tenant` is None (an admin's lookup), soft-deleted ones included.
+pub async fn stack_by_id(db: &Db, tenant: Option<&str>, id: &str) -> Result<Option<StackRow>, DbError> {
+    Ok(store::stacks::get(db, id).await?.filter(|s| match tenant {
+        Some(t) => s.tenant == t || s.stack_user_project_id.as_deref() == Some(t),
+        None => true,
+    }))
 }
 
 /// The live (not soft-deleted) stack called `name` in `tenant`.

@@ -69,7 +69,7 @@ impl Orchestration {
     ) -> Result<StackRow, EngineError> {
         let not_found = || EngineError::stack_not_found(stack.display_name());
         let found = if !stack.id.is_empty() {
-            records::stack_by_id(&self.db, &caller.project_id, &stack.id).await?
+            records::stack_by_id(&self.db, caller.id_scope(), &stack.id).await?
         } else if !stack.name.is_empty() {
             records::stack_by_name(&self.db, &caller.project_id, &stack.name).await?
         } else {
@@ -330,7 +330,7 @@ impl Orchestration {
         }
         let mut found = None;
         if is_uuid_like(name_or_id) {
-            found = records::stack_by_id(&self.db, &caller.project_id, name_or_id).await?;
+            found = records::stack_by_id(&self.db, caller.id_scope(), name_or_id).await?;
         }
         if found.is_none() {
             found = records::stack_by_name(&self.db, &caller.project_id, name_or_id).await?;
