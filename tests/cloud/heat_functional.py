@@ -31,6 +31,7 @@ import argparse
 import csv
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -106,7 +107,14 @@ def run_tests(kind, args, out):
         selection = os.path.join(work, 'selection.txt')
         with open(args.selection) as f, open(selection, 'w') as sel:
             sel.writelines(line for line in f if line.strip() and not line.startswith('#'))
-        env = dict(os.environ, TEMPEST_CONFIG_DIR=etc, TEMPEST_CONFIG='tempest.conf')
+        # PurgeTest runs the operator's tool on the engine's host.
+        bin_dir = os.path.join(work, 'bin')
+        os.makedirs(bin_dir)
+        with open(os.path.join(bin_dir, 'heat-manage'), 'w') as f:
+            f.write('#!/bin/sh\nexec %s "$@"\n' % ' '.join(shlex.quote(a) for a in cloud.orchestration.manage_argv()))
+        os.chmod(os.path.join(bin_dir, 'heat-manage'), 0o755)
+        env = dict(os.environ, TEMPEST_CONFIG_DIR=etc, TEMPEST_CONFIG='tempest.conf',
+                   PATH=bin_dir + os.pathsep + os.environ.get('PATH', ''))
         stestr = [os.path.join(args.itest_venv, 'bin', 'stestr'), '--test-path', 'heat_integrationtests/functional',
                   '--top-dir', '.']
         subprocess.run(stestr + ['init'], cwd=src, env=env, capture_output=True, check=True)

@@ -124,7 +124,8 @@ class Orchestration:
         os.makedirs(os.path.join(self.dir, 'locks'))
         self.db = c.database('heat')
         conf = write_conf(os.path.join(self.dir, 'heat.conf'), self.heat_sections(venv))
-        c.run('heat-manage', [os.path.join(vbin, 'heat-manage'), '--config-file', conf, 'db_sync'])
+        self.manage = [os.path.join(vbin, 'heat-manage'), '--config-file', conf]
+        c.run('heat-manage', self.manage + ['db_sync'])
         for i in range(ENGINES):
             c.spawn('heat-engine-%d' % i, [os.path.join(vbin, 'heat-engine'), '--config-file', conf])
         api = c.spawn('heat-api', [os.path.join(vbin, 'heat-wsgi-api'), '--host', '127.0.0.1', '--port',
@@ -181,6 +182,15 @@ class Orchestration:
                    60, 'keelson engine on port %d' % port, interval=0.2)
         if engine.p.poll() is not None:
             raise RuntimeError('keelson engine exited:\n%s' % engine.tail())
+
+    def manage_argv(self):
+        """The operator's database tool on the engine's configuration, as
+        `heat-manage` is called (PurgeTest runs `heat-manage purge_deleted
+        AGE`): Heat's own, or keelson's `stack-db` (which takes
+        `purge_deleted` as heat-manage spells it)."""
+        if self.kind == 'heat':
+            return self.manage
+        return [self.cloud.keelson_bin, '--config-file', self.cloud.keelson_conf, 'stack-db']
 
     def start(self):
         self.prepare_keystone()
