@@ -169,7 +169,7 @@ async fn show_resolves_parameters_and_outputs_from_live_rows() {
     // A name that does not match the id is not this stack.
     let e = h.api.show_stack(&caller, &StackRef::new("other", &stack.id), &q(&[])).await.unwrap_err();
     assert_eq!(e.message(), "The Stack (other) could not be found.");
-    let e = h.api.show_stack(&admin("elsewhere"), &sref, &q(&[])).await.unwrap_err();
+    let e = h.api.show_stack(&member("elsewhere"), &sref, &q(&[])).await.unwrap_err();
     assert_eq!(e.http_status(), 404);
 }
 
