@@ -30,6 +30,17 @@ def admin_get(ks, path):
     return status, doc
 
 
+def assert_unavailable_and_not_stored(cloud, token, project, name, template, message):
+    """Creating stack `name` from `template` is Heat's 400
+    ResourceTypeUnavailable with `message`, and no stack is stored."""
+    status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
+    assert status == 400, (status, doc)
+    assert doc['error']['type'] == 'ResourceTypeUnavailable', doc
+    assert doc['error']['message'] == message, doc
+    status, doc = cloud.call('GET', '/stacks/%s' % name, token, project=project)
+    assert status == 404, (status, doc)
+
+
 def test_project_user_role_and_assignment_live_and_die_with_the_stack(cloud):
     ks = cloud.keystone
     project = ks.projects['admin']
@@ -190,14 +201,9 @@ def test_a_type_whose_service_is_not_in_the_catalog_refuses_the_stack(cloud):
     token = ks.fresh('admin', ADMIN_PASSWORD, project='admin')
     name = 'no-neutron-%s' % uuid.uuid4().hex[:8]
     template = {'heat_template_version': '2018-08-31', 'resources': {'net': {'type': 'OS::Neutron::Net'}}}
-    status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
-    assert status == 400, (status, doc)
-    assert doc['error']['type'] == 'ResourceTypeUnavailable', doc
-    assert doc['error']['message'] == (
+    assert_unavailable_and_not_stored(cloud, token, project, name, template, (
         'HEAT-E99001 Service neutron is not available for resource type OS::Neutron::Net, '
-        'reason: neutron network endpoint is not in service catalog.'), doc
-    status, doc = cloud.call('GET', '/stacks/%s' % name, token, project=project)
-    assert status == 404, (status, doc)
+        'reason: neutron network endpoint is not in service catalog.'))
 
 
 def test_a_heat_type_keelson_lacks_is_unavailable_without_its_service(cloud):
@@ -212,14 +218,9 @@ def test_a_heat_type_keelson_lacks_is_unavailable_without_its_service(cloud):
     name = 'no-manila-%s' % uuid.uuid4().hex[:8]
     template = {'heat_template_version': '2015-10-15', 'resources': {'not_available': {
         'type': 'OS::Manila::Share', 'properties': {'name': 'not_available', 'share_protocol': 'NFS', 'size': 1}}}}
-    status, doc = cloud.call('POST', '/stacks', token, {'stack_name': name, 'template': template}, project=project)
-    assert status == 400, (status, doc)
-    assert doc['error']['type'] == 'ResourceTypeUnavailable', doc
-    assert doc['error']['message'] == (
+    assert_unavailable_and_not_stored(cloud, token, project, name, template, (
         'HEAT-E99001 Service manila is not available for resource type OS::Manila::Share, '
-        'reason: manila sharev2 endpoint is not in service catalog.'), doc
-    status, doc = cloud.call('GET', '/stacks/%s' % name, token, project=project)
-    assert status == 404, (status, doc)
+        'reason: manila sharev2 endpoint is not in service catalog.'))
     status, doc = cloud.call('GET', '/resource_types/OS::Manila::Share', token, project=project)
     assert status == 400 and doc['error']['type'] == 'ResourceTypeUnavailable', (status, doc)
     status, doc = cloud.call('GET', '/resource_types', token, project=project)
