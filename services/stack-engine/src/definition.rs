@@ -17,7 +17,7 @@ use keelson_hot::{
 };
 use serde_json::{Map, Value};
 
-use crate::error::EngineError;
+use crate::error::{EngineError, HeatErrorCode};
 use crate::resources::{self, Properties, Registry, ResourceState, ResourceType, StackMember};
 use crate::store::{self, ResourceRow, StackRow};
 
@@ -331,25 +331,41 @@ impl StackDefinition {
     /// Full API validation: references, cycles, types, properties (with
     /// get_resource/get_attr unknown).
     pub fn validate(&self, registry: &Registry) -> Result<(), EngineError> {
-        self.validate_at_depth(registry, 0)
+        self.validate_passing_over(registry, &[])
     }
 
-    fn validate_at_depth(&self, registry: &Registry, depth: usize) -> Result<(), EngineError> {
+    /// [`Self::validate`], passing over each resource whose error has one
+    /// of the `ignorable` codes (`POST /validate?ignore_errors=`): as Heat's
+    /// `Stack.validate`, the resources after it are still checked.
+    pub fn validate_passing_over(&self, registry: &Registry, ignorable: &[HeatErrorCode]) -> Result<(), EngineError> {
+        self.validate_at_depth(registry, 0, ignorable)
+    }
+
+    fn validate_at_depth(
+        &self,
+        registry: &Registry,
+        depth: usize,
+        ignorable: &[HeatErrorCode],
+    ) -> Result<(), EngineError> {
         self.template.check_references(&self.params)?;
         self.check_cycles(registry)?;
         let unknown = LiveContext::placeholders(self);
         for defn in &self.resources {
-            let plugin = self.plugin_for(registry, &defn.name, &defn.type_name)?;
-            if let Some(facade) = self.facade_of(registry, &defn.name, &defn.type_name)? {
-                check_against_facade(&defn.type_name, facade.schema(), plugin.schema())?;
-            }
-            let given = defn.properties.resolve(&unknown)?;
-            let properties = plugin.validate_properties(&defn.name, &given)?;
-            // Deeper than this the creation itself refuses (the engine's
-            // max_nested_stack_depth); validation stops descending.
-            if depth < MAX_VALIDATION_DEPTH {
-                self.validate_nested(registry, &defn.name, plugin.as_ref(), &properties, depth)?;
-            }
+            let checked = (|| {
+                let plugin = self.plugin_for(registry, &defn.name, &defn.type_name)?;
+                if let Some(facade) = self.facade_of(registry, &defn.name, &defn.type_name)? {
+                    check_against_facade(&defn.type_name, facade.schema(), plugin.schema())?;
+                }
+                let given = defn.properties.resolve(&unknown)?;
+                let properties = plugin.validate_properties(&defn.name, &given)?;
+                // Deeper than this the creation itself refuses (the engine's
+                // max_nested_stack_depth); validation stops descending.
+                if depth < MAX_VALIDATION_DEPTH {
+                    self.validate_nested(registry, &defn.name, plugin.as_ref(), &properties, depth)?;
+                }
+                Ok(())
+            })();
+            crate::error::ignoring(checked, ignorable)?;
         }
         Ok(())
     }
@@ -423,7 +439,7 @@ impl StackDefinition {
         let Some(nested) = self.nested_definition(name, plugin, properties) else {
             return Ok(());
         };
-        let nested = nested.and_then(|d| d.validate_at_depth(registry, depth + 1));
+        let nested = nested.and_then(|d| d.validate_at_depth(registry, depth + 1, &[]));
         nested.map_err(|e| nested_validation_error(e, &format!("resources.{name}<{}>", plugin.nested_stack_label())))
     }
 

@@ -149,7 +149,7 @@ impl Orchestration {
         let types = def.resource_types(&self.registry);
         self.registry.authorize_types(caller, types.iter().map(String::as_str))?;
         self.note_unavailable_types(caller, &mut def, &types).await;
-        self.validate_resources(&def)?;
+        self.validate_resources(&def, &[])?;
         Ok(StackModel { def: std::sync::Arc::new(def) })
     }
 
@@ -212,7 +212,7 @@ impl Orchestration {
 
     /// Every resource's type exists and its properties pass its schema
     /// (references to other resources are unknown yet: null).
-    fn validate_resources(&self, def: &StackDefinition) -> Result<(), EngineError> {
+    fn validate_resources(&self, def: &StackDefinition, ignorable: &[HeatErrorCode]) -> Result<(), EngineError> {
         // Heat names resources by their Python class in a cycle's message.
         let class_name = |name: &str| -> String {
             let type_name = def.resource(name).map(|r| model::plugin_type(def, r)).unwrap_or_default();
@@ -227,7 +227,7 @@ impl Orchestration {
             self.settings.max_resources_per_stack,
             self.settings.max_nested_stack_depth,
         )?;
-        def.validate(&self.registry)?;
+        def.validate_passing_over(&self.registry, ignorable)?;
         self.validate_update_policies(def)?;
         let checking = AttributeCheck::new(def, &self.registry);
         for output in &def.outputs {
@@ -282,9 +282,7 @@ impl Orchestration {
         )?;
         let types = def.resource_types(&self.registry);
         self.note_unavailable_types(caller, &mut def, &types).await;
-        // Heat passes over the resource whose error the caller ignores;
-        // here the checks of the resources after it go with it.
-        crate::error::ignoring(self.validate_resources(&def), ignorable)?;
+        self.validate_resources(&def, ignorable)?;
         Ok(view)
     }
 

@@ -515,6 +515,30 @@ async fn validation_passes_over_what_ignore_errors_names_by_code() {
 }
 
 #[tokio::test]
+async fn an_ignored_error_passes_over_its_resource_only_as_in_heat() {
+    let (_neutron, session) = neutron_standin::neutron().await;
+    let registry = neutron_registry();
+    let t = json!({"heat_template_version": "2015-10-15", "resources": {
+        "a": {"type": "OS::Manila::Share", "properties": {}},
+        "b": {"type": "OS::Heat::RandomString", "properties": {"length": "many"}}}});
+    let mut def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+    let pending = crate::resources::unimplemented::needing_service(&registry, &def.resource_types(&registry));
+    def.set_unavailable_types(unavailable_reasons(&session, &pending).await);
+    let ignored = [crate::error::HeatErrorCode::ServiceUnavailable];
+    // The share's error is passed over; the string's after it is not.
+    let e = def.validate_passing_over(&registry, &ignored).unwrap_err();
+    assert_eq!(e.heat_type(), "StackValidationFailed");
+    assert!(e.message().contains("resources.b.properties.length"), "{}", e.message());
+    let t = json!({"heat_template_version": "2015-10-15", "resources": {
+        "a": {"type": "OS::Manila::Share", "properties": {}},
+        "b": {"type": "OS::Heat::RandomString", "properties": {"length": 8}}}});
+    let mut def = StackDefinition::parse(&t, &Map::new(), &json!({}), &pseudo()).unwrap();
+    def.set_unavailable_types(unavailable_reasons(&session, &pending).await);
+    def.validate_passing_over(&registry, &ignored).unwrap();
+    assert_eq!(def.validate(&registry).unwrap_err().error_code(), Some(ignored[0]));
+}
+
+#[tokio::test]
 async fn the_retired_combination_alarm_needs_aodh_as_in_heat() {
     // The Neutron stand-in's catalog has no alarming service.
     let (_neutron, session) = neutron_standin::neutron().await;
