@@ -44,12 +44,21 @@ impl OsError {
     pub fn from_status(status: StatusCode, body: &[u8]) -> OsError {
         let message = error_message(body);
         match status.as_u16() {
+            500..=599 => OsError::Unavailable(format!("{status}: {message}")),
+            _ => OsError::of_status(status, message),
+        }
+    }
+
+    /// The error of an answer with `status`, carrying `message` as it is
+    /// (a client that words its errors itself, as swiftclient does).
+    pub fn of_status(status: StatusCode, message: String) -> OsError {
+        match status.as_u16() {
             400 => OsError::BadRequest(message),
             401 => OsError::Unauthorized(message),
             403 => OsError::Forbidden(message),
             404 => OsError::NotFound(message),
             409 => OsError::Conflict(message),
-            500..=599 => OsError::Unavailable(format!("{status}: {message}")),
+            500..=599 => OsError::Unavailable(message),
             other => OsError::Unexpected { status: other, message },
         }
     }

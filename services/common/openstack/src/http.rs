@@ -60,6 +60,17 @@ impl Answer {
     }
 }
 
+/// What a request carries.
+#[derive(Debug, Clone, Copy)]
+pub enum Payload<'a> {
+    Empty,
+    /// A JSON document (`content-type: application/json` unless the
+    /// caller names another).
+    Json(&'a serde_json::Value),
+    /// Bytes as they are (an object's content), with the caller's headers.
+    Bytes(&'a [u8]),
+}
+
 type Pool = Client<Connector, Full<Bytes>>;
 
 /// How long an idle pooled connection is kept: less than the keep-alive
@@ -156,6 +167,21 @@ impl HttpClient {
         headers: &[(&str, &str)],
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, OsError> {
+        let payload = match body {
+            Some(doc) => Payload::Json(doc),
+            None => Payload::Empty,
+        };
+        self.send_payload(method, url, headers, payload).await
+    }
+
+    /// [`HttpClient::send`] with any [`Payload`].
+    pub async fn send_payload(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Payload<'_>,
+    ) -> Result<Answer, OsError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(OsError::Unavailable(format!("{url}: only http:// and https:// endpoints are supported")));
         }
@@ -164,14 +190,15 @@ impl HttpClient {
             builder = builder.header(*name, *value);
         }
         let payload = match body {
-            Some(doc) => {
+            Payload::Json(doc) => {
                 // A caller's own media type (Glance's JSON patch) wins.
                 if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
                     builder = builder.header("content-type", "application/json");
                 }
                 Bytes::from(doc.to_string())
             }
-            None => Bytes::new(),
+            Payload::Bytes(bytes) => Bytes::copy_from_slice(bytes),
+            Payload::Empty => Bytes::new(),
         };
         let mut request = builder.body(Full::new(payload)).map_err(|e| OsError::Unavailable(format!("{url}: {e}")))?;
         RequestContext::inject_http(request.headers_mut());

@@ -23,8 +23,10 @@
 //!   groups, Heat's OS::Neutron::* resources);
 //! - [`image`]: Glance's image API v2 calls of OS::Glance::WebImage;
 //! - [`volume`]: Cinder's block-storage API v3 calls of OS::Cinder::*;
+//! - [`object_store`]: Swift's object storage API v1 calls of
+//!   OS::Swift::Container and the Swift signal types, temp URLs;
 //!
-//! Service clients (compute, image, network, volume) are modules beside
+//! Service clients (compute, image, network, volume, object_store) are modules beside
 //! `identity` over the same [`Session`].
 
 pub mod compute;
@@ -35,6 +37,7 @@ pub mod identity;
 pub mod identity_admin;
 pub mod image;
 pub mod network;
+pub mod object_store;
 pub mod session;
 pub mod tls;
 pub mod volume;

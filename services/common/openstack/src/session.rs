@@ -18,7 +18,7 @@ use http::Method;
 use serde_json::{json, Value};
 
 use crate::error::OsError;
-use crate::http::{Answer, HttpClient};
+use crate::http::{Answer, HttpClient, Payload};
 
 /// Which of a service's catalog endpoints a client picks: keystoneauth's
 /// `interface`, by the client's name (`nova`, `neutron`, ...) with a
@@ -466,21 +466,53 @@ impl Session {
         headers: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Result<Answer, OsError> {
+        let payload = match body {
+            Some(doc) => Payload::Json(doc),
+            None => Payload::Empty,
+        };
+        self.answer_over(http, method, url, headers, payload).await?.success()
+    }
+
+    /// [`Session::client_call`] with any [`Payload`], answering whatever
+    /// status the service gave (after the one retry of a 401 with a
+    /// fresh token): for a client that reads an error answer's headers
+    /// itself (Swift's).
+    pub async fn client_answer(
+        &self,
+        client: &str,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Payload<'_>,
+    ) -> Result<Answer, OsError> {
+        self.answer_over(&self.http.for_client(client), method, url, headers, body).await
+    }
+
+    async fn answer_over(
+        &self,
+        http: &HttpClient,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Payload<'_>,
+    ) -> Result<Answer, OsError> {
+        let mut answer = None;
         for attempt in 0..2 {
             let access = self.access().await?;
             let mut all: Vec<(&str, &str)> = vec![("x-auth-token", access.token.as_str())];
             all.extend_from_slice(headers);
-            let answer = http.send(method.clone(), url, &all, body).await?;
-            if answer.status == http::StatusCode::UNAUTHORIZED
+            let got = http.send_payload(method.clone(), url, &all, body).await?;
+            if got.status == http::StatusCode::UNAUTHORIZED
                 && attempt == 0
                 && !matches!(self.method, AuthMethod::Existing { .. })
             {
                 self.invalidate(&access.token).await;
+                answer = Some(got);
                 continue;
             }
-            return answer.success();
+            return Ok(got);
         }
-        Err(OsError::Unauthorized("the service refused a fresh token".into()))
+        answer.ok_or_else(|| OsError::Unauthorized("the service refused a fresh token".into()))
     }
 
     /// A call to Keystone itself: `path` under the identity v3 root.
