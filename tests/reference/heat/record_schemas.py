@@ -9,6 +9,8 @@ engine's schema tests expect it:
         services/stack-engine/src/resources/nova/testdata/nova_schemas.json
     python tests/reference/heat/record_schemas.py neutron > \
         services/stack-engine/src/resources/neutron/testdata/neutron_schemas.json
+    python tests/reference/heat/record_schemas.py swift > \
+        services/stack-engine/src/resources/swift/testdata/swift_schemas.json
 
 with the Python of the reference Heat's virtualenv (tests/reference/heat/setup
 prints its path). Runs Heat's own EngineService.resource_schema in-process
@@ -59,6 +61,7 @@ FAMILIES = {
     ],
     "glance": ["OS::Glance::WebImage"],
     "cinder": ["OS::Cinder::VolumeType", "OS::Cinder::Volume", "OS::Cinder::VolumeAttachment"],
+    "swift": ["OS::Swift::Container", "OS::Heat::SwiftSignalHandle", "OS::Heat::SwiftSignal"],
 }
 
 

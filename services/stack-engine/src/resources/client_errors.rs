@@ -82,6 +82,21 @@ pub(crate) const GLANCECLIENT: ClientErrors = ClientErrors {
     message: MessageStyle::HttpPrefix,
 };
 
+/// python-swiftclient raises one class for every status; the object-store
+/// client words its text as swiftclient prints it.
+pub(crate) const SWIFTCLIENT: ClientErrors = ClientErrors {
+    bad_request: "ClientException",
+    unauthorized: "ClientException",
+    forbidden: "ClientException",
+    not_found: "ClientException",
+    conflict: "ClientException",
+    special: &[],
+    other_status: "ClientException",
+    unavailable: "ClientException",
+    invalid_response: "ClientException",
+    message: MessageStyle::Plain,
+};
+
 impl ClientErrors {
     /// The failure `e` becomes.
     pub fn failure(&self, e: OsError) -> ResourceFailure {

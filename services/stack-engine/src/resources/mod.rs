@@ -52,6 +52,7 @@ mod schema;
 mod software_config;
 mod software_deployment;
 mod stack_resource;
+pub mod swift;
 pub(crate) mod template_resource;
 mod test_resource;
 pub mod unimplemented;
@@ -416,6 +417,8 @@ impl RequiredService {
         RequiredService { client: "cinder", service_types: &["volumev3", "block-storage"], extensions: &[] };
     pub const NEUTRON: RequiredService =
         RequiredService { client: "neutron", service_types: &["network"], extensions: &[] };
+    pub const SWIFT: RequiredService =
+        RequiredService { client: "swift", service_types: &["object-store"], extensions: &[] };
     pub const AODH: RequiredService = RequiredService { client: "aodh", service_types: &["alarming"], extensions: &[] };
 
     /// Neutron with `extension` enabled.

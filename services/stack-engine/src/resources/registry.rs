@@ -57,6 +57,8 @@ const UPSTREAM_ORDER: &[&str] = &[
     "OS::Heat::StructuredConfig",
     "OS::Heat::StructuredDeployment",
     "OS::Heat::StructuredDeploymentGroup",
+    "OS::Heat::SwiftSignal",
+    "OS::Heat::SwiftSignalHandle",
     "OS::Heat::TestResource",
     "OS::Heat::Value",
     "OS::Heat::WaitCondition",
@@ -209,6 +211,7 @@ impl Registry {
         super::neutron::register(self);
         super::glance::register(self);
         super::cinder::register(self);
+        super::swift::register(self);
         self.register(Arc::new(NoneResource::combination_alarm()));
         let host = self.host.clone();
         self.register(Arc::new(super::keystone::Project::new(host.clone())));

@@ -26,7 +26,7 @@ const NEUTRON: Option<RequiredService> = Some(RequiredService::NEUTRON);
 const CINDER: Option<RequiredService> = service("cinder", &["volumev3"]);
 const KEYSTONE: Option<RequiredService> = service("keystone", &["identity"]);
 const HEAT: Option<RequiredService> = service("heat", &["orchestration", "cloudformation"]);
-const SWIFT: Option<RequiredService> = service("swift", &["object-store"]);
+const SWIFT: Option<RequiredService> = Some(RequiredService::SWIFT);
 const AODH: Option<RequiredService> = Some(RequiredService::AODH);
 const BARBICAN: Option<RequiredService> = service("barbican", &["key-manager"]);
 const BLAZAR: Option<RequiredService> = service("blazar", &["reservation"]);
@@ -83,8 +83,6 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
     ("OS::Heat::Delay", None),
     ("OS::Heat::SoftwareComponent", HEAT),
     ("OS::Heat::StructuredDeployments", None),
-    ("OS::Heat::SwiftSignal", SWIFT),
-    ("OS::Heat::SwiftSignalHandle", SWIFT),
     ("OS::Ironic::Port", IRONIC),
     ("OS::Keystone::Region", KEYSTONE),
     ("OS::Magnum::BayModel", MAGNUM),
@@ -151,7 +149,6 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
     ("OS::Octavia::Pool", OCTAVIA),
     ("OS::Octavia::PoolMember", OCTAVIA),
     ("OS::Octavia::Quota", OCTAVIA),
-    ("OS::Swift::Container", SWIFT),
     ("OS::Trove::Cluster", TROVE),
     ("OS::Trove::Instance", TROVE),
     ("OS::Zaqar::MistralTrigger", ZAQAR),
@@ -197,7 +194,7 @@ mod tests {
         let of = |t: &str| lookup(t).unwrap().map(|s| (s.client, s.service_types.to_vec(), s.extensions.to_vec()));
         assert_eq!(of("OS::Manila::Share"), Some(("manila", vec!["sharev2"], vec![])));
         assert_eq!(of("OS::Trove::Instance"), Some(("trove", vec!["database"], vec![])));
-        assert_eq!(of("OS::Swift::Container"), Some(("swift", vec!["object-store"], vec![])));
+        assert_eq!(of("AWS::S3::Bucket"), Some(("swift", vec!["object-store"], vec![])));
         assert_eq!(of("OS::Octavia::LoadBalancer"), Some(("octavia", vec!["load-balancer"], vec![])));
         assert_eq!(of("OS::Neutron::Firewall"), Some(("neutron", vec!["network"], vec!["fwaas"])));
         assert_eq!(of("OS::Heat::SoftwareComponent"), Some(("heat", vec!["orchestration", "cloudformation"], vec![])));
