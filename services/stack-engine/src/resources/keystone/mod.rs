@@ -350,6 +350,11 @@ mod tests {
         for t in ["Flavor", "KeyPair", "Quota", "Server", "ServerGroup"] {
             expected.push(json!(format!("OS::Nova::{t}")));
         }
+        // The Swift signal types load with OS::Heat's, the container after Nova's.
+        let test_resource = expected.iter().position(|t| t == "OS::Heat::TestResource").unwrap();
+        expected.insert(test_resource, json!("OS::Heat::SwiftSignalHandle"));
+        expected.insert(test_resource, json!("OS::Heat::SwiftSignal"));
+        expected.push(json!("OS::Swift::Container"));
         assert_eq!(names(&registry), Value::Array(expected));
         let member = Caller { project_id: "p".into(), roles: vec!["member".into()], ..Caller::default() };
         let e = registry.authorize_type(&member, "OS::Keystone::Project").unwrap_err();
