@@ -57,7 +57,8 @@ class ObjectStore:
         # one may not.
         if 'member' not in roles:
             c.keystone('POST', '/v3/roles', {'role': {'name': 'member'}})
-        sid = c.keystone('POST', '/v3/services', {'service': {'type': 'object-store', 'name': 'swift'}})['service']['id']
+        service = {'service': {'type': 'object-store', 'name': 'swift'}}
+        sid = c.keystone('POST', '/v3/services', service)['service']['id']
         for interface in ('public', 'internal', 'admin'):
             c.keystone('POST', '/v3/endpoints', {'endpoint': {
                 'service_id': sid, 'interface': interface, 'url': self.url + '/v1/AUTH_$(project_id)s',
