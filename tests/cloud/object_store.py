@@ -138,12 +138,14 @@ class ObjectStore:
 
 def check(log=print, keep_logs=None):
     """Keystone and Swift alone, then the calls Heat and its tests make,
-    with python-swiftclient as the demo project's member: a container with
+    with python-swiftclient as a member of project demo: a container with
     a temporary-URL key, an object read through a GET temporary URL and
     written through a PUT one (no token), the account's key, the listing,
     the deletions. Raises on the first answer that is not upstream's."""
     import urllib.parse
     from cloud import Cloud, http
+    from keystoneauth1 import session
+    from keystoneauth1.identity import v3
     from swiftclient import client as swift_client
     from swiftclient import utils as swift_utils
     cloud = Cloud(computes=0, nodes=1, log=log, neutron='stub', swift=True)
@@ -158,11 +160,12 @@ def check(log=print, keep_logs=None):
             'name': 'swift-checker', 'password': password, 'domain_id': 'default',
             'default_project_id': cloud.projects['demo']}})['user']['id']
         cloud.keystone('PUT', '/v3/projects/%s/users/%s/roles/%s' % (cloud.projects['demo'], uid, roles['member']))
-        conn = swift_client.Connection(authurl=cloud.url['keystone'] + '/v3', user='swift-checker', key=password,
-                                       auth_version='3', os_options={
-                                           'project_name': 'demo', 'user_domain_name': 'Default',
-                                           'project_domain_name': 'Default', 'region_name': REGION,
-                                           'service_type': 'object-store', 'endpoint_type': 'publicURL'})
+        # As Heat's swift client plugin and the tests' object_client build
+        # theirs: a Keystone session, the endpoint from the catalog.
+        auth = v3.Password(auth_url=cloud.url['keystone'] + '/v3', username='swift-checker', password=password,
+                           project_name='demo', user_domain_name='Default', project_domain_name='Default')
+        conn = swift_client.Connection(auth_version='3', session=session.Session(auth=auth), os_options={
+            'endpoint_type': 'publicURL', 'region_name': REGION, 'service_type': 'object-store'})
         conn.get_auth()
         log('storage URL %s' % conn.url)
         expected = '%s/v1/AUTH_%s' % (cloud.object_store.url, cloud.projects['demo'])
