@@ -140,8 +140,8 @@ def check(log=print, keep_logs=None):
     """Keystone and Swift alone, then the calls Heat and its tests make,
     with python-swiftclient as a member of project demo: a container with
     a temporary-URL key, an object read through a GET temporary URL and
-    written through a PUT one (no token), the account's key, the listing,
-    the deletions. Raises on the first answer that is not upstream's."""
+    one written through a PUT one (neither with a token), the account's
+    key, the listing, the deletions. Raises on the first answer that is not upstream's."""
     import urllib.parse
     from cloud import Cloud, http
     from keystoneauth1 import session
