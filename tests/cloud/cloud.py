@@ -4,7 +4,8 @@ its Placement service. Run it with the cloud venv's python (./setup makes
 it; ./run uses this module for the flows).
 
   cloud.py [--placement keelson|python] [--computes 5] [--nodes 10]
-           [--neutron real|stub] [--orchestration heat|keelson]
+           [--neutron real|stub] [--cinder] [--swift]
+           [--orchestration heat|keelson]
 
 starts the cloud, prints its endpoints and admin credentials, and serves
 until Ctrl-C; then stops everything and drops what it made.
@@ -29,6 +30,10 @@ directory):
   userspace datapath; Nova's computes plug ports as libvirt would,
   compute.py); with --neutron stub, neutron_stub.py instead (for a machine
   without Open vSwitch; what it fakes: its docstring);
+- with --cinder, Cinder 29.0.0 on its NFS driver (volumes.py);
+- with --swift, Swift (a proxy and one account, container and object
+  server, Keystone auth and temporary URLs: object_store.py), in the
+  catalog as object-store;
 - with --orchestration, the real Heat 27.0.1 or keelson's stack engine
   (orchestration.py), in the catalog as orchestration.
 
@@ -219,7 +224,7 @@ class Cloud:
     venv, bin, python, here = VENV, BIN, sys.executable, HERE
 
     def __init__(self, placement='keelson', computes=5, nodes=10, keelson_bin=None, log=print, neutron='real',
-                 orchestration=None, cinder=False):
+                 orchestration=None, cinder=False, swift=False):
         assert placement in ('keelson', 'python') and neutron in ('real', 'stub')
         assert orchestration in (None, 'heat', 'keelson')
         assert orchestration != 'keelson' or placement == 'keelson', "keelson's orchestration runs in its gateway"
@@ -236,7 +241,8 @@ class Cloud:
         self.vhost_made = False
         self.ports = {name: free_port() for name in (
             'keystone', 'glance', 'nova', 'neutron', 'placement', 'inventory', 'candidates', 'orchestration',
-            'engine', 'openflow', 'heat-api', 'heat-api-cfn', 'cinder')}
+            'engine', 'openflow', 'heat-api', 'heat-api-cfn', 'cinder', 'swift', 'swift-account',
+            'swift-container', 'swift-object')}
         self.url = {
             'keystone': 'http://127.0.0.1:%d' % self.ports['keystone'],
             'glance': 'http://127.0.0.1:%d' % self.ports['glance'],
@@ -259,6 +265,10 @@ class Cloud:
         if cinder:
             from volumes import Cinder
             self.volumes = Cinder(self)
+        self.object_store = None
+        if swift:
+            from object_store import ObjectStore
+            self.object_store = ObjectStore(self)
         self.orchestration = None
         if orchestration:
             from orchestration import Orchestration
@@ -608,6 +618,8 @@ class Cloud:
         self.upload_image()
         if self.volumes:
             self.volumes.start()
+        if self.object_store:
+            self.object_store.start()
         self.start_nova()
         self.discover()
         if self.network:
@@ -661,13 +673,14 @@ def main():
     ap.add_argument('--nodes', type=int, default=10)
     ap.add_argument('--neutron', choices=('real', 'stub'), default='real')
     ap.add_argument('--cinder', action='store_true', help='Cinder with the NFS driver (volumes.py)')
+    ap.add_argument('--swift', action='store_true', help='Swift as object-store (object_store.py)')
     ap.add_argument('--orchestration', choices=('heat', 'keelson'),
                     help="the real Heat 27.0.1, or keelson's engine behind its gateway (orchestration.py)")
     args = ap.parse_args()
     # SIGTERM as Ctrl-C: an exception, so that the clean-up runs.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     cloud = Cloud(args.placement, args.computes, args.nodes, neutron=args.neutron, orchestration=args.orchestration,
-                  cinder=args.cinder)
+                  cinder=args.cinder, swift=args.swift)
     try:
         cloud.start()
         print('nova %s  keystone %s/v3  placement %s  admin/%s' % (

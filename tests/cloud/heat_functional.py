@@ -10,7 +10,8 @@ point (it prepares the virtualenvs).
 
 Each --orchestration starts a cloud of its own (cloud.py: Keystone,
 Glance, real Neutron, Nova with one compute whose one node runs the
-Open vSwitch agent, so every port binds, Cinder, keelson as Placement) with that
+Open vSwitch agent, so every port binds, Cinder, Swift, keelson as
+Placement) with that
 orchestration service (orchestration.py), runs the tests named in the
 selection file (default heat-functional-selection.txt: stestr regexes,
 one a line) with stestr, prints one line per test
@@ -23,7 +24,9 @@ demo, the cloud's admin, flavors m1.heat_int (1 VCPU, 512 MB, 1 GB) and
 m1.heat_micro (1 VCPU, 128 MB, 1 GB), the cloud's image (4 KiB raw, the
 fake driver boots anything) as image_ref and minimal_image_ref, the
 shared network heat-net with subnet heat-subnet and the external
-network public. No Swift runs: the tests that need it skip themselves.
+network public; the tests' Swift client (object_client) finds Swift as
+object-store in the catalog, as the orchestration services do
+(AwsStackTest's TemplateURLs and SwiftSignalHandle).
 Last line: `heat-functional: <kind> P passed, F failed, S skipped` per
 kind; the exit status is 0 when every run produced results.
 """
@@ -90,7 +93,7 @@ def tempest_conf(cloud, work):
 def run_tests(kind, args, out):
     """One cloud with `kind`, the selection run against it: [(status, test, reason)]."""
     work = tempfile.mkdtemp(prefix='kc-heat-itest-')
-    cloud = Cloud(args.placement, computes=0, nodes=1, log=out, orchestration=kind, cinder=True)
+    cloud = Cloud(args.placement, computes=0, nodes=1, log=out, orchestration=kind, cinder=True, swift=True)
     # One compute: the tests' resizes (flavor updates) stay on its host.
     cloud.nova_options = {'DEFAULT': {'allow_resize_to_same_host': 'true'}}
     results = []

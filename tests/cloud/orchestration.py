@@ -16,7 +16,10 @@ each the package's WSGI script on a loopback port, and two heat-engine
 processes (one engine worker each), on MariaDB (`kc_<run>_heat`) and the
 run's RabbitMQ vhost; the convergence engine, `deferred_auth_method =
 trusts` (the `heat` user is the trustee), the stack user domain, the
-metadata and wait-condition URLs on heat-api-cfn.
+metadata and wait-condition URLs on heat-api-cfn. The services it
+calls (Swift too, when the cloud runs it: object_store.py) come from
+the catalog, public endpoints of the cloud's region ([clients]
+endpoint_type, region_name_for_services); [clients_swift] needs nothing.
 
 keelson: `keelson engine` (one stack engine, MariaDB `kc_<run>_orchestration`)
 behind the gateway the cloud already runs for Placement, whose
