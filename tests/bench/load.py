@@ -166,13 +166,13 @@ def server_pids(name):
     return [int(p) for p in out]
 
 
-def start_mesh(procs, url, workdir):
+def start_mesh(procs, url, workdir, database=None):
     """db sync, inventory, candidates, one gateway; answers the gateway's
-    Placement URL."""
+    Placement URL. `database`: more [placement_database] options."""
     env = {'RUST_LOG': 'warn'}
     inv, cand, p_port, o_port = free_port(), free_port(), free_port(), free_port()
     conf = write_conf(os.path.join(workdir, 'keelson.conf'), {
-        'placement_database': {'connection': url},
+        'placement_database': dict(database or {}, connection=url),
         'api': {'auth_strategy': 'noauth2'},
         'orchestration': {'auth_strategy': 'noauth'},
         'keelson': {'inventory_listen': '127.0.0.1:%d' % inv, 'candidates_listen': '127.0.0.1:%d' % cand,
@@ -243,6 +243,7 @@ def main():
     ap.add_argument('--clients', default='16,64,256')
     ap.add_argument('--all-in-one', action='store_true', help='keelson all-in-one instead of separate processes')
     ap.add_argument('--json')
+    ap.add_argument('--max-pool-size', type=int, help='[placement_database] max_pool_size (default: keelson\'s, 16)')
     ap.add_argument('--workloads', default='read,write', help='read, write or both (comma-separated)')
     ap.add_argument('--breakdown', action='store_true',
                     help='CPU per process and MariaDB counters per request (see above)')
@@ -256,10 +257,11 @@ def main():
     workdir = tempfile.mkdtemp(prefix='kb-load-')
     try:
         url = create_database(args.backend, 'load')
+        database = {'max_pool_size': str(args.max_pool_size)} if args.max_pool_size else {}
         if args.all_in_one:
-            base = AllInOne(procs, url, env={'RUST_LOG': 'warn'}).url
+            base = AllInOne(procs, url, extra={'placement_database': database}, env={'RUST_LOG': 'warn'}).url
         else:
-            base = start_mesh(procs, url, workdir)
+            base = start_mesh(procs, url, workdir, database)
         t = time.monotonic()
         rps = populate(base, args.providers, args.allocations)
         print('fleet: %d providers, %d allocations (%.1fs); %s on %s; %d CPUs; load average %s'
