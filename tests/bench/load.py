@@ -20,9 +20,18 @@ MEMORY_MB and DISK_GB, --allocations existing allocations), then runs wrk
 and prints one table. A benchmark, not a test: nothing is asserted, and
 CI does not run it.
 
+With --breakdown (MariaDB), each row also shows where a request's time
+went: CPU seconds of each keelson process, of mariadbd and of wrk per
+successful request, and the MariaDB server's counters per request
+(statements by kind, pings, commits, redo log fsyncs, row lock waits and
+their time) from SHOW GLOBAL STATUS before and after the row. The
+counters are the server's: anything else using it during the row is
+counted too.
+
 usage: tests/bench/load.py [--backend mysql|postgresql|sqlite]
           [--providers 200] [--allocations 1000] [--seconds 10]
           [--clients 16,64,256] [--all-in-one] [--json out.json]
+          [--workloads read,write] [--breakdown]
 
 Needs wrk (Debian package `wrk`: apt-get install -y wrk), the test
 virtualenv (tests/run sets it up) and a release build of keelson
@@ -38,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
@@ -74,11 +84,21 @@ INVENTORY = {'VCPU': {'total': 1000000, 'max_unit': 64}, 'MEMORY_MB': {'total': 
              'DISK_GB': {'total': 1000000, 'max_unit': 10000}}
 
 
-def wrk(url, seconds, connections, script):
+def wrk(url, seconds, connections, script, watch=None):
+    """One wrk run. `watch`: {name: pid} of processes whose CPU seconds
+    during the run are answered as 'cpu' (wrk's own as 'wrk')."""
     args = ['wrk', '-t1', '-c%d' % connections, '-d%ds' % seconds, '--latency', '--timeout', '10s',
             '-H', 'x-auth-token: admin', '-H', 'openstack-api-version: placement 1.39',
             '-H', 'content-type: application/json', '-s', script, url + '/']
-    out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120).stdout
+    watch = watch or {}
+    before = {name: cpu_seconds(pid) for name, pid in watch.items()}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    wrk_cpu = 0.0
+    while proc.poll() is None:
+        wrk_cpu = max(wrk_cpu, cpu_seconds(proc.pid))
+        time.sleep(0.2)
+    out = proc.communicate(timeout=seconds + 120)[0]
+    cpu = {name: cpu_seconds(pid) - before[name] for name, pid in watch.items()}
 
     def ms(p):
         m = re.search(r'\s%s%%\s+([\d.]+)(us|ms|s)\b' % p, out)
@@ -94,16 +114,65 @@ def wrk(url, seconds, connections, script):
     return {'rps': float(rps.group(1)) if rps else 0.0, 'requests': int(total.group(1)) if total else 0,
             'p50_ms': ms(50), 'p90_ms': ms(90), 'p99_ms': ms(99),
             'non_2xx': int(non2xx.group(1)) if non2xx else 0,
-            'socket_errors': sum(int(x) for x in sock.groups()) if sock else 0, 'raw': out}
+            'socket_errors': sum(int(x) for x in sock.groups()) if sock else 0, 'raw': out,
+            'cpu': dict(cpu, wrk=wrk_cpu)}
 
 
-def start_mesh(procs, url, workdir):
+def print_breakdown(r, status_before, status_after):
+    """A row's cost per successful request: CPU by process, MariaDB's counters."""
+    ok = r['requests'] - r['non_2xx']
+    if ok <= 0:
+        return
+    cpu = '  '.join('%s %.2f ms' % (name, 1000 * sec / ok) for name, sec in r['cpu'].items())
+    print('      CPU per request: %s (wrk: at least; it was sampled)' % cpu)
+    if status_before:
+        delta = {k: status_after[k] - status_before[k] for k in STATUS_COUNTERS}
+        r['mysql_per_request'] = {k: v / ok for k, v in delta.items()}
+        print('      MariaDB per request: ' + '  '.join('%s %.2f' % (k, v / ok) for k, v in delta.items()))
+
+
+# MariaDB counters a --breakdown row reports per request.
+STATUS_COUNTERS = ('Com_stmt_execute', 'Com_select', 'Com_insert', 'Com_update', 'Com_delete', 'Com_begin',
+                   'Com_commit', 'Com_rollback', 'Com_admin_commands', 'Innodb_os_log_fsyncs',
+                   'Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Binlog_group_commits')
+
+
+def mysql_status():
+    """The MariaDB server's STATUS_COUNTERS now."""
+    import pymysql
+    u = urllib.parse.urlparse(conftest.MYSQL.replace('mysql+pymysql', 'mysql'))
+    conn = pymysql.connect(host=u.hostname, port=u.port or 3306, user=u.username or 'root', password=u.password or '')
+    try:
+        with conn.cursor() as cur:
+            cur.execute('SHOW GLOBAL STATUS')
+            values = dict(cur.fetchall())
+    finally:
+        conn.close()
+    return {k: int(values.get(k, 0)) for k in STATUS_COUNTERS}
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process and its threads so far."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def server_pids(name):
+    out = subprocess.run(['pgrep', '-x', name], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def start_mesh(procs, url, workdir, database=None):
     """db sync, inventory, candidates, one gateway; answers the gateway's
-    Placement URL."""
+    Placement URL. `database`: more [placement_database] options."""
     env = {'RUST_LOG': 'warn'}
     inv, cand, p_port, o_port = free_port(), free_port(), free_port(), free_port()
     conf = write_conf(os.path.join(workdir, 'keelson.conf'), {
-        'placement_database': {'connection': url},
+        'placement_database': dict(database or {}, connection=url),
         'api': {'auth_strategy': 'noauth2'},
         'orchestration': {'auth_strategy': 'noauth'},
         'keelson': {'inventory_listen': '127.0.0.1:%d' % inv, 'candidates_listen': '127.0.0.1:%d' % cand,
@@ -174,7 +243,12 @@ def main():
     ap.add_argument('--clients', default='16,64,256')
     ap.add_argument('--all-in-one', action='store_true', help='keelson all-in-one instead of separate processes')
     ap.add_argument('--json')
+    ap.add_argument('--max-pool-size', type=int, help='[placement_database] max_pool_size (default: keelson\'s, 16)')
+    ap.add_argument('--workloads', default='read,write', help='read, write or both (comma-separated)')
+    ap.add_argument('--breakdown', action='store_true',
+                    help='CPU per process and MariaDB counters per request (see above)')
     args = ap.parse_args()
+    workloads = [{'read': 'read mix', 'write': 'write'}[w] for w in args.workloads.split(',')]
     if not shutil.which('wrk'):
         sys.exit('wrk is not installed: apt-get install -y wrk (Debian package wrk)')
     levels = [int(c) for c in args.clients.split(',')]
@@ -183,10 +257,11 @@ def main():
     workdir = tempfile.mkdtemp(prefix='kb-load-')
     try:
         url = create_database(args.backend, 'load')
+        database = {'max_pool_size': str(args.max_pool_size)} if args.max_pool_size else {}
         if args.all_in_one:
-            base = AllInOne(procs, url, env={'RUST_LOG': 'warn'}).url
+            base = AllInOne(procs, url, extra={'placement_database': database}, env={'RUST_LOG': 'warn'}).url
         else:
-            base = start_mesh(procs, url, workdir)
+            base = start_mesh(procs, url, workdir, database)
         t = time.monotonic()
         rps = populate(base, args.providers, args.allocations)
         print('fleet: %d providers, %d allocations (%.1fs); %s on %s; %d CPUs; load average %s'
@@ -197,14 +272,22 @@ def main():
         with open(read_lua, 'w') as f:
             f.write(READ_LUA % {})
         results = []
-        for name in ('read mix', 'write'):
+        watch = {}
+        if args.breakdown:
+            # Named by subcommand: all-in-one, or inventory, candidates, gateway.
+            watch = {'keelson ' + p.p.args[-1]: p.p.pid for p in procs}
+            if args.backend == 'mysql':
+                watch.update({'mariadbd': pid for pid in server_pids('mariadbd')[:1]})
+        for name in workloads:
             for c in levels:
                 script = read_lua
                 if name == 'write':
                     script = os.path.join(workdir, 'put-%d.lua' % c)
                     with open(script, 'w') as f:
                         f.write(PUT_LUA % {'run': c, 'providers': ', '.join('"%s"' % u for u in rps)})
-                r = wrk(base, args.seconds, c, script)
+                status_before = mysql_status() if args.breakdown and args.backend == 'mysql' else None
+                r = wrk(base, args.seconds, c, script, watch)
+                status_after = mysql_status() if status_before else None
                 r.update({'workload': name, 'clients': c})
                 if name == 'write':
                     remove_run(base, c, r['requests'] + c + 16)
@@ -212,6 +295,8 @@ def main():
                 print('  %-9s %4d clients: %8.0f req/s  p50 %8.1f  p90 %8.1f  p99 %8.1f ms  non-2xx %d  socket errors %d'
                       % (name, c, r['rps'], r['p50_ms'], r['p90_ms'], r['p99_ms'], r['non_2xx'], r['socket_errors']),
                       flush=True)
+                if args.breakdown:
+                    print_breakdown(r, status_before, status_after)
         print('\n| workload | clients | req/s | p50 | p90 | p99 | non-2xx / socket errors |')
         print('|---|---:|---:|---:|---:|---:|---:|')
         for r in results:
