@@ -34,8 +34,10 @@ waits for: while the stack is in progress the family reads the handle's
 no token; the signal's `data` output must then be {"1": "hello"}. Before
 the delete an object goes into the container (the delete must purge it);
 after it the container and the handle's (the stack's) container are
-gone. `--only swift`, keelson at 2026-12-07 03:58 UTC: all 12 steps
-passed (create, the no-op update, replace of the container, delete).
+gone. `--only swift` at 2026-12-07 (keelson 03:58 UTC, the real Heat
+27.0.1 04:16 UTC): all 12 steps passed on both sides (create, the no-op
+update, the container's replacement, delete), with the same Swift calls
+for the handle's delete and the container's purge.
 """
 import argparse
 import http.server as http_server
