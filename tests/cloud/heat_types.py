@@ -3,7 +3,7 @@
 the same stacks against keelson and against the real Heat 27.0.1, each
 object checked in its service. ./heat-types is the entry point.
 
-  heat_types.py [--orchestration keelson|heat ...] [--keep-logs DIR]
+  heat_types.py [--orchestration keelson|heat ...] [--only FAMILY ...] [--keep-logs DIR]
 
 Each --orchestration starts a cloud of its own (cloud.py: Keystone,
 Glance, real Neutron, Nova, Cinder; orchestration.py) and runs, per family
@@ -25,6 +25,19 @@ It prints one line per type and step
 then, for each type and step, whether both kinds agree. OS::Glance::
 WebImage imports a small file served over HTTP on loopback (Glance's
 import filter allows 127.0.0.1 and any port for this run).
+
+The `swift` family (the cloud runs Swift: object_store.py) makes an
+OS::Swift::Container (container and account metadata, PurgeOnDelete) and
+an OS::Heat::SwiftSignalHandle with an OS::Heat::SwiftSignal the create
+waits for: while the stack is in progress the family reads the handle's
+`endpoint` from the resource's `attributes` and PUTs a signal to it with
+no token; the signal's `data` output must then be {"1": "hello"}. Before
+the delete an object goes into the container (the delete must purge it);
+after it the container and the handle's (the stack's) container are
+gone. `--only swift` at 2026-12-07 (keelson 03:58 UTC, the real Heat
+27.0.1 04:16 UTC): all 12 steps passed on both sides (create, the no-op
+update, the container's replacement, delete), with the same Swift calls
+for the handle's delete and the container's purge.
 """
 import argparse
 import http.server as http_server
@@ -124,6 +137,16 @@ class Apis:
         status, _, doc = self.stack(who, 'GET', '/%s/%s' % (name, sid))
         expect(status == 200, 'GET stack: %s %s' % (status, doc))
         return {o['output_key']: o.get('output_value') for o in doc['stack'].get('outputs') or []}
+
+    def resource(self, who, name, sid, res):
+        status, _, doc = self.stack(who, 'GET', '/%s/%s/resources/%s' % (name, sid, res))
+        return doc.get('resource') if status == 200 and isinstance(doc, dict) else None
+
+    def swift(self, who, method, path, body=None):
+        """One call to the account of `who`'s project: (status, headers)."""
+        url = '%s/v1/AUTH_%s%s' % (self.c.object_store.url, self.project_id(who), path)
+        status, headers, _ = self.call(who, method, url, body)
+        return status, headers
 
     # Services (checks run as the admin: it sees every project's objects)
     ADMIN = ('admin', 'admin', None)
@@ -785,7 +808,93 @@ class Servers(Family):
         return self.api.get('nova', '/servers/' + pid, who=self.who) is None
 
 
-FAMILIES = (Network, Ports, Compute, Servers, Volume, Image, Admin, Identity)
+SIGNAL = {'status': 'SUCCESS', 'reason': 'ok', 'data': 'hello', 'id': '1'}
+
+
+class Swift(Family):
+    """A container with container and account metadata (no property of
+    OS::Swift::Container is update_allowed: the update step sends the same
+    template, the replace step new container metadata), and a signal
+    handle with a SwiftSignal the create waits for: while the stack is
+    being created this family PUTs SIGNAL to the handle's endpoint (a
+    temporary URL, no token). Before the delete step an object is put into
+    the container, which PurgeOnDelete must remove."""
+    short = 'swift'
+    types = {'bucket': 'OS::Swift::Container', 'handle': 'OS::Heat::SwiftSignalHandle',
+             'signal': 'OS::Heat::SwiftSignal'}
+    updated = ('bucket', 'handle')
+    replaced = ('bucket',)
+    no_physical_id = ('signal',)
+
+    def values(self, step):
+        return {'web': 'index.html' if step != 'replace' else 'home.html', 'account': 'heat-types'}
+
+    def template(self, step):
+        v = self.values(step)
+        return tmpl({
+            'bucket': {'type': 'OS::Swift::Container', 'properties': {
+                'X-Container-Meta': {'Web-Index': v['web']}, 'X-Account-Meta': {'Keelson-Test': v['account']},
+                'PurgeOnDelete': True}},
+            'handle': {'type': 'OS::Heat::SwiftSignalHandle'},
+            'signal': {'type': 'OS::Heat::SwiftSignal', 'properties': {
+                'handle': {'get_resource': 'handle'}, 'count': 1, 'timeout': 120}},
+        }, {'data': {'value': {'get_attr': ['signal', 'data']}},
+            'endpoint': {'value': {'get_attr': ['handle', 'endpoint']}}})
+
+    def signal_handle(self, name, sid, timeout=120):
+        """PUTs SIGNAL to the handle's endpoint as soon as the handle's
+        resource shows it (the stack is still being created)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = self.api.resource(self.who, name, sid, 'handle') or {}
+            endpoint = (r.get('attributes') or {}).get('endpoint')
+            if endpoint:
+                self.endpoint = endpoint
+                status, _, doc = http('PUT', endpoint, SIGNAL)
+                expect(status in (200, 201), 'PUT to the endpoint: %s %s' % (status, doc))
+                return
+            time.sleep(1)
+        raise Failed("the handle's resource showed no endpoint in %ss (last: %s %s, attributes %s)" % (
+            timeout, r.get('resource_status'), r.get('resource_status_reason'), r.get('attributes')))
+
+    during_create = signal_handle
+
+    def purge_needed(self):
+        """An object in the container, so that the delete must purge it."""
+        status, _ = self.api.swift(self.who, 'PUT', '/%s/left-behind.txt' % self.ids['bucket'], b'purge me')
+        expect(status == 201, 'PUT object: %s' % status)
+
+    before_delete = purge_needed
+
+    def check(self, res, pid, step):
+        v, api = self.values(step), self.api
+        if res == 'bucket':
+            status, h = api.swift(self.who, 'HEAD', '/' + pid)
+            expect(status == 204, 'HEAD container %s: %s' % (pid, status))
+            expect(h.get('X-Container-Meta-Web-Index') == v['web'],
+                   'X-Container-Meta-Web-Index %r' % h.get('X-Container-Meta-Web-Index'))
+            status, h = api.swift(self.who, 'HEAD', '')
+            expect(h.get('X-Account-Meta-Keelson-Test') == v['account'],
+                   'X-Account-Meta-Keelson-Test %r' % h.get('X-Account-Meta-Keelson-Test'))
+        elif res == 'handle':
+            status, _ = api.swift(self.who, 'HEAD', '/%s/%s' % (self.sid, pid))
+            expect(status == 200, "HEAD the handle's object %s/%s: %s" % (self.sid, pid, status))
+            shown = getattr(self, 'endpoint', None)
+            out = api.outputs(self.who, self.name, self.sid)
+            expect(out.get('endpoint') == shown, 'endpoint output %r, the resource showed %r' % (
+                out.get('endpoint'), shown))
+        elif res == 'signal':
+            data = api.outputs(self.who, self.name, self.sid).get('data')
+            expect(isinstance(data, str) and json.loads(data) == {'1': 'hello'}, 'data output %r' % (data,))
+
+    def gone(self, res, pid):
+        if res == 'bucket':
+            return self.api.swift(self.who, 'HEAD', '/' + pid)[0] == 404
+        # the handle's object and the signals are in the stack's container
+        return self.api.swift(self.who, 'HEAD', '/' + self.sid)[0] == 404
+
+
+FAMILIES = (Network, Ports, Compute, Servers, Volume, Image, Admin, Identity, Swift)
 
 
 # -- one family's steps ----------------------------------------------------------------------------------------
@@ -846,6 +955,11 @@ def run_family(fam, out, kind, results):
             record(name, 'create', False, 'POST stacks: %s %s' % (status, json.dumps(doc)[:300]))
         return
     fam.sid = doc['stack']['id']
+    if hasattr(fam, 'during_create'):
+        try:
+            fam.during_create(fam.name, fam.sid)
+        except Failed as e:
+            out('%s ERROR %s during create: %s' % (kind, fam.short, e))
     settle('create')
     for step in ('update', 'replace'):
         status, _, doc = api.stack(who, 'PUT', '/%s/%s' % (fam.name, fam.sid), {
@@ -858,6 +972,11 @@ def run_family(fam, out, kind, results):
         settle(step)
     if fam.egress:
         out('%s INFO %s egress rules after each step: %s' % (kind, fam.short, fam.egress))
+    if hasattr(fam, 'before_delete'):
+        try:
+            fam.before_delete()
+        except Exception as e:
+            out('%s ERROR %s before delete: %r' % (kind, fam.short, e))
     status, _, doc = api.stack(who, 'DELETE', '/%s/%s' % (fam.name, fam.sid))
     if status not in (202, 204):
         for name in fam.types:
@@ -896,7 +1015,8 @@ def prepare(cloud):
 def run_kind(kind, args, out):
     files = FileServer()
     placement = 'keelson' if kind == 'keelson' else args.placement
-    cloud = Cloud(placement, computes=0, nodes=1, log=out, orchestration=kind, cinder=True)
+    cloud = Cloud(placement, computes=0, nodes=1, log=out, orchestration=kind, cinder=True,
+                  swift=True)
     # Glance fetches from loopback only when the host is allowed by name.
     cloud.glance_options = {'import_filtering_opts': {'allowed_ports': '[]', 'allowed_hosts': '[127.0.0.1]'}}
     # One compute: the server family's resize stays on its host.
