@@ -43,6 +43,21 @@ const ENDPOINT: &str = "endpoint";
 /// `check_create_complete` once a second).
 const POLL_SECS: f64 = 1.0;
 
+/// The most signal objects a handle's container may hold: whoever has the
+/// temp URL writes them, and every poll reads them all. Twice Heat's
+/// largest `count` (1,000), room for a signal sent again.
+const MAX_SIGNAL_OBJECTS: usize = 2_000;
+
+/// The most bytes those objects may hold together: what heat-api takes as
+/// one signal's body (`max_json_body_size`'s default).
+const MAX_SIGNAL_BYTES: usize = 1 << 20;
+
+/// The failure of a handle whose writer went past one of those bounds
+/// (Heat reads whatever is there).
+fn too_many_signals(what: String) -> ResourceFailure {
+    ResourceFailure::error("RequestLimitExceeded", format!("Request limit exceeded: {what}"))
+}
+
 fn value_error(message: String) -> ResourceFailure {
     ResourceFailure::error("ValueError", message)
 }
@@ -351,10 +366,21 @@ impl SwiftSignal {
             Err(e) if e.is_not_found() => return Ok(Vec::new()),
             Err(e) => return Err(failure(e)),
         };
+        let names: Vec<&String> = names.iter().filter(|n| n.contains(object)).collect();
+        if names.len() > MAX_SIGNAL_OBJECTS {
+            return Err(too_many_signals(format!("{} signal objects, more than {MAX_SIGNAL_OBJECTS}.", names.len())));
+        }
         let mut bodies = Vec::new();
-        for name in names.iter().filter(|n| n.contains(object)) {
+        let mut total = 0;
+        for name in names {
             match store.get_object(container, name).await {
-                Ok(body) => bodies.push(String::from_utf8_lossy(&body).into_owned()),
+                Ok(body) => {
+                    total += body.len();
+                    if total > MAX_SIGNAL_BYTES {
+                        return Err(too_many_signals(format!("signals of more than {MAX_SIGNAL_BYTES} bytes.")));
+                    }
+                    bodies.push(String::from_utf8_lossy(&body).into_owned())
+                }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(failure(e)),
             }
@@ -549,6 +575,33 @@ mod tests {
         Plugin::delete(&handle, &mut hctx).await.unwrap();
         assert!(fake.container("sid").is_none(), "{:?}", fake.container("sid").map(|c| c.objects));
         assert_eq!(handle.attribute(&hctx.state, "endpoint").await.unwrap(), Value::Null);
+    }
+
+    /// Whoever holds the temp URL cannot make the engine read without
+    /// bound: signals past MAX_SIGNAL_BYTES together fail the resource.
+    #[tokio::test]
+    async fn signals_past_the_bound_fail_the_resource() {
+        let (_fake, session) = swift().await;
+        let (slot, _host) = bound(Some(session));
+        let handle = SwiftSignalHandle::new(slot.clone());
+        let (mut hctx, _tx) = test_context(Properties::new());
+        Plugin::create(&handle, &mut hctx).await.unwrap();
+        let endpoint = Plugin::reference_id(&handle, &hctx.state);
+        let big = format!(r#"{{"data": "{}"}}"#, "x".repeat(MAX_SIGNAL_BYTES / 2));
+        assert_eq!(put_to(endpoint.as_str().unwrap(), &big).await, 201);
+        assert_eq!(put_to(endpoint.as_str().unwrap(), &big).await, 201);
+        let signal = SwiftSignal::new(slot);
+        let props =
+            Plugin::validate_properties(&signal, "sig", &json!({"handle": endpoint, "timeout": 10, "count": 3}))
+                .unwrap();
+        let (mut sctx, _tx) = test_context(props);
+        assert_eq!(
+            Plugin::create(&signal, &mut sctx).await,
+            Err(ResourceFailure::error(
+                "RequestLimitExceeded",
+                format!("Request limit exceeded: signals of more than {MAX_SIGNAL_BYTES} bytes.")
+            ))
+        );
     }
 
     /// No signal within `timeout`: Heat's SwiftSignalTimeout text.
