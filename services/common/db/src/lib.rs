@@ -475,9 +475,6 @@ pub struct Db {
     /// with SQLITE_BUSY when a read transaction upgrades.
     sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
     pub url: DatabaseUrl,
-    /// How many times BEGIN is sent before a lost connection is an error
-    /// ([`begin_on`]).
-    begin_attempts: u32,
 }
 
 impl std::fmt::Debug for Db {
@@ -510,7 +507,6 @@ impl Db {
                 let pool = sqlx::pool::PoolOptions::<sqlx::MySql>::new()
                     .max_connections(settings.max_connections)
                     .acquire_timeout(settings.acquire_timeout)
-                    .test_before_acquire(false)
                     .after_connect(move |conn, _meta| {
                         let sql_mode = sql_mode.clone();
                         Box::pin(async move {
@@ -531,17 +527,13 @@ impl Db {
                 let pool = sqlx::pool::PoolOptions::<sqlx::Postgres>::new()
                     .max_connections(settings.max_connections)
                     .acquire_timeout(settings.acquire_timeout)
-                    .test_before_acquire(false)
                     .connect(&url.sqlx_url)
                     .await?;
                 Pool::Postgres(pool)
             }
         };
         let sqlite_writer = matches!(url.dialect, Dialect::Sqlite).then(|| Arc::new(tokio::sync::Mutex::new(())));
-        // Every pooled connection may have died while idle, and then one
-        // more attempt on a new connection.
-        let begin_attempts = settings.max_connections.saturating_add(1);
-        Ok(Db { pool, dialect: url.dialect, sqlite_writer, url: url.clone(), begin_attempts })
+        Ok(Db { pool, dialect: url.dialect, sqlite_writer, url: url.clone() })
     }
 
     /// Opens a transaction that may write.
@@ -556,8 +548,8 @@ impl Db {
             // transaction that reads first and writes later fails at once
             // with SQLITE_BUSY when another process wrote in between.
             Pool::Sqlite(p) => TxInner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
-            Pool::MySql(p) => TxInner::MySql(begin_on(p, "BEGIN", self.begin_attempts).await?),
-            Pool::Postgres(p) => TxInner::Postgres(begin_on(p, "BEGIN", self.begin_attempts).await?),
+            Pool::MySql(p) => TxInner::MySql(p.begin().await?),
+            Pool::Postgres(p) => TxInner::Postgres(p.begin().await?),
         };
         Ok(Tx { inner, dialect: self.dialect, _writer: guard })
     }
@@ -571,10 +563,10 @@ impl Db {
     pub async fn begin_read(&self) -> Result<Tx, DbError> {
         let inner = match &self.pool {
             Pool::Sqlite(p) => TxInner::Sqlite(p.begin().await?),
-            Pool::MySql(p) => TxInner::MySql(begin_on(p, "BEGIN", self.begin_attempts).await?),
-            Pool::Postgres(p) => TxInner::Postgres(
-                begin_on(p, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", self.begin_attempts).await?,
-            ),
+            Pool::MySql(p) => TxInner::MySql(p.begin().await?),
+            Pool::Postgres(p) => {
+                TxInner::Postgres(p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+            }
         };
         Ok(Tx { inner, dialect: self.dialect, _writer: None })
     }
@@ -642,30 +634,6 @@ pub fn placeholders(dialect: Dialect, sql: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
-}
-
-/// Opens a transaction with `begin` on a pooled MySQL or PostgreSQL
-/// connection. Those pools do not ping a connection as they hand it out:
-/// sqlx pings every connection as it comes back to the pool already, and
-/// a second ping on the way out cost every transaction one more round
-/// trip. A connection that died while idle in the pool (server restart)
-/// then fails its BEGIN instead; sqlx discards it, and BEGIN, which
-/// changes nothing, is sent again on another one, up to `attempts` times.
-async fn begin_on<DB: sqlx::Database>(
-    pool: &sqlx::Pool<DB>,
-    begin: &'static str,
-    attempts: u32,
-) -> Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
-    let mut attempt = 1;
-    loop {
-        match pool.begin_with(begin).await {
-            Err(sqlx::Error::Io(e)) if attempt < attempts => {
-                tracing::info!(error = %e, "pooled database connection lost; beginning on another");
-                attempt += 1;
-            }
-            outcome => return outcome,
-        }
-    }
 }
 
 /// The most items one `IN (…)` list binds. Every backend bounds the

@@ -21,8 +21,8 @@ use keelson_db::DbError;
 use keelson_db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 
 use super::consumers::{
-    create_consumer, create_named, delete_consumers_without_allocations, find_consumer, find_named,
-    increment_consumer_generation, update_consumer, ConsumerRow, Named,
+    create_consumer, delete_consumers_without_allocations, ensure_consumer_type, ensure_project, ensure_user,
+    find_consumer, increment_consumer_generation, update_consumer, ConsumerRow,
 };
 use super::inventories::{increment_provider_generation, resource_class_ids, stored_ratio, PROVIDER_CONCURRENT_UPDATE};
 use super::{find_provider, sum_as_bigint, ProviderRow, Store, StoreSettings};
@@ -100,9 +100,6 @@ impl WriteOp<'_> {
     }
 }
 
-/// Columns of one row of the allocations INSERT.
-const INSERT_COLUMNS: usize = 5;
-
 const CONSUMER_CONCURRENT_UPDATE: &str = "Another thread concurrently updated the data. Please retry your update";
 
 /// A provider as a write saw it.
@@ -159,15 +156,10 @@ pub(crate) struct EnsuredConsumer {
     pub wanted_project: (i64, String),
     pub wanted_user: (i64, String),
     pub wanted_type: Option<(i64, String)>,
-    /// Created by this write already at the generation the write moves it
-    /// to: [`write_planned`] leaves its generation alone.
-    pub generation_moved: bool,
 }
 
 /// Finds or creates each consumer, checking generations (upstream's
-/// `ensure_consumer`), in request order. A consumer created here that the
-/// write gives allocations is created at the generation the write moves
-/// it to ([`EnsuredConsumer::generation_moved`]).
+/// `ensure_consumer`), in request order.
 pub(crate) async fn ensure_consumers(
     tx: &mut Tx,
     consumers: &[ConsumerWrite],
@@ -179,19 +171,8 @@ pub(crate) async fn ensure_consumers(
             Some(p) => (p.clone(), c.user_id.clone().unwrap_or_else(|| settings.incomplete_consumer_user_id.clone())),
             None => (settings.incomplete_consumer_project_id.clone(), settings.incomplete_consumer_user_id.clone()),
         };
-        let mut wanted = vec![(Named::Project, project.as_str()), (Named::User, user.as_str())];
-        if let Some(name) = &c.consumer_type {
-            wanted.push((Named::ConsumerType, name.as_str()));
-        }
-        let found = find_named(tx, &wanted).await?;
-        let project_id = match found[0] {
-            Some(id) => id,
-            None => create_named(tx, Named::Project, &project).await?,
-        };
-        let user_id = match found[1] {
-            Some(id) => id,
-            None => create_named(tx, Named::User, &user).await?,
-        };
+        let project_id = ensure_project(tx, &project).await?;
+        let user_id = ensure_user(tx, &user).await?;
         let existing = find_consumer(tx, &c.uuid).await?;
         if let (GenerationCheck::Expect(expected), Some(row)) = (c.generation, &existing) {
             if expected != Some(row.generation) {
@@ -207,22 +188,15 @@ pub(crate) async fn ensure_consumers(
                 "consumer generation conflict - expected null but got {got}"
             ))));
         }
-        let wanted_type = match (&c.consumer_type, found.get(2).copied().flatten()) {
-            (Some(name), Some(id)) => Some((id, name.clone())),
-            (Some(name), None) => Some((create_named(tx, Named::ConsumerType, name).await?, name.clone())),
-            (None, _) => None,
+        let wanted_type = match &c.consumer_type {
+            Some(name) => Some((ensure_consumer_type(tx, name).await?, name.clone())),
+            None => None,
         };
-        let (row, generation_moved) = match existing {
-            Some(row) => (row, false),
+        let row = match existing {
+            Some(row) => row,
             None => {
                 let ty = wanted_type.as_ref().map(|(id, n)| (*id, n.as_str()));
-                // A new consumer holds nothing yet: it takes part in the
-                // write's plan exactly when it asks for some amount.
-                let takes_part = c.allocations.iter().any(|a| !a.resources.is_empty());
-                let generation = i64::from(takes_part);
-                let row =
-                    create_consumer(tx, &c.uuid, (project_id, &project), (user_id, &user), ty, generation).await?;
-                (row, takes_part)
+                create_consumer(tx, &c.uuid, (project_id, &project), (user_id, &user), ty).await?
             }
         };
         out.push(EnsuredConsumer {
@@ -230,7 +204,6 @@ pub(crate) async fn ensure_consumers(
             wanted_project: (project_id, project),
             wanted_user: (user_id, user),
             wanted_type,
-            generation_moved,
         });
     }
     Ok(out)
@@ -327,42 +300,53 @@ struct InventoryUsage {
     used: i64,
 }
 
+/// Usage by (provider id, class id) of the given providers and classes.
+async fn usage_summary(tx: &mut Tx, provider_ids: &[i64], class_ids: &[i64]) -> Result<HashMap<(i64, i64), i64>> {
+    let mut params: Vec<Value> = provider_ids.iter().map(|id| Value::from(*id)).collect();
+    params.extend(class_ids.iter().map(|id| Value::from(*id)));
+    let sql = format!(
+        "SELECT resource_provider_id, resource_class_id, {} FROM allocations \
+         WHERE resource_provider_id IN ({}) AND resource_class_id IN ({}) \
+         GROUP BY resource_provider_id, resource_class_id",
+        sum_as_bigint(tx.dialect, "used"),
+        in_list(provider_ids.len()),
+        in_list(class_ids.len())
+    );
+    let mut out = HashMap::new();
+    for r in tx.fetch_all(&sql, &params).await? {
+        out.insert((r.i64(0)?, r.i64(1)?), r.opt_i64(2)?.unwrap_or(0));
+    }
+    Ok(out)
+}
+
 /// Writes a plan: replaces the allocations of its consumers, checks every
 /// inventory involved, and moves the generations of its consumers on by
 /// one. Consumers left without allocations are deleted. The generations of
 /// the plan's providers ([`plan_providers`]) are the caller's to move.
-/// `known_classes`: class ids the caller read in this transaction already
-/// (the others are looked up here).
 pub(crate) async fn write_planned(
     tx: &mut Tx,
     op: WriteOp<'_>,
     plan: &[Planned],
     consumers: &[EnsuredConsumer],
     providers: &HashMap<String, ProviderState>,
-    known_classes: &HashMap<String, i64>,
 ) -> AttemptResult<()> {
     if plan.is_empty() {
         return Ok(());
     }
-    let mut class_ids: HashMap<String, i64> = known_classes
-        .iter()
-        .filter(|(name, _)| plan.iter().any(|p| p.resource_class == **name))
-        .map(|(name, id)| (name.clone(), *id))
-        .collect();
-    let unknown: Vec<&str> =
-        plan.iter().map(|p| p.resource_class.as_str()).filter(|rc| !class_ids.contains_key(*rc)).collect();
-    if !unknown.is_empty() {
-        class_ids.extend(resource_class_ids(tx, &unknown).await?);
-    }
+    let class_names: Vec<&str> = plan.iter().map(|p| p.resource_class.as_str()).collect();
+    let class_ids = resource_class_ids(tx, &class_names).await?;
     if let Some(unknown) = plan.iter().find(|p| !class_ids.contains_key(&p.resource_class)) {
         return Err(WriteFailure::Fail(op.unknown_class(&unknown.resource_class)));
     }
     let provider_order = plan_providers(plan);
-    // A provider the read did not see appeared or changed since.
-    if provider_order.iter().any(|uuid| !providers.contains_key(*uuid)) {
-        return Err(WriteFailure::ProviderConflict);
+    let mut provider_ids = Vec::with_capacity(provider_order.len());
+    for uuid in &provider_order {
+        // A provider the read did not see appeared or changed since.
+        let state = providers.get(*uuid).ok_or(WriteFailure::ProviderConflict)?;
+        provider_ids.push(state.id);
     }
     let unique_class_ids: Vec<i64> = class_ids.values().copied().collect::<BTreeSet<_>>().into_iter().collect();
+    let previous_usage = usage_summary(tx, &provider_ids, &unique_class_ids).await?;
 
     // A clean slate for every consumer of the plan.
     let consumer_indexes: BTreeSet<usize> = plan.iter().map(|p| p.consumer).collect();
@@ -370,55 +354,33 @@ pub(crate) async fn write_planned(
     let params: Vec<Value> = consumer_uuids.iter().map(Value::from).collect();
     // Deleting by primary key, and only rows that exist: a ranged DELETE
     // on MariaDB gap-locks the consumer index, and concurrent writers of
-    // new consumers then deadlock on their inserts. What the deleted rows
-    // held is what the capacity check adds back to find the usage before
-    // the write (one read instead of a usage query of its own).
+    // new consumers then deadlock on their inserts.
     let mut ids: Vec<Value> = Vec::new();
-    let mut released: HashMap<(i64, i64), i64> = HashMap::new();
     for chunk in params.chunks(IN_LIST_CHUNK) {
-        let sql = format!(
-            "SELECT id, resource_provider_id, resource_class_id, used FROM allocations WHERE consumer_id IN ({})",
-            in_list(chunk.len())
-        );
+        let sql = format!("SELECT id FROM allocations WHERE consumer_id IN ({})", in_list(chunk.len()));
         for r in tx.fetch_all(&sql, chunk).await? {
             ids.push(Value::from(r.i64(0)?));
-            let held = released.entry((r.i64(1)?, r.i64(2)?)).or_insert(0);
-            *held = held.saturating_add(r.i64(3)?);
         }
     }
     for chunk in ids.chunks(IN_LIST_CHUNK) {
         tx.execute(&format!("DELETE FROM allocations WHERE id IN ({})", in_list(chunk.len())), chunk).await?;
     }
 
-    check_capacity(tx, plan, providers, &provider_order, &class_ids, &unique_class_ids, &released).await?;
+    check_capacity(tx, plan, providers, &provider_order, &class_ids, &unique_class_ids, &previous_usage).await?;
 
-    // One multi-row INSERT (per chunk) rather than a statement per row.
     let ts = now();
-    let mut rows: Vec<Value> = Vec::new();
     for p in plan.iter().filter(|p| p.used > 0) {
         let (Some(state), Some(rc_id)) = (providers.get(&p.provider_uuid), class_ids.get(&p.resource_class)) else {
             return Err(WriteFailure::ProviderConflict);
         };
-        rows.extend([
-            state.id.into(),
-            consumers[p.consumer].row.uuid.as_str().into(),
-            (*rc_id).into(),
-            p.used.into(),
-            ts.into(),
-        ]);
-    }
-    for chunk in rows.chunks(INSERT_COLUMNS * (IN_LIST_CHUNK / INSERT_COLUMNS)) {
-        let values = vec!["(?, ?, ?, ?, ?)"; chunk.len() / INSERT_COLUMNS].join(", ");
         tx.execute(
-            &format!(
-                "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES {values}"
-            ),
-            chunk,
+            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES (?, ?, ?, ?, ?)",
+            &[state.id.into(), consumers[p.consumer].row.uuid.as_str().into(), (*rc_id).into(), p.used.into(), ts.into()],
         )
         .await?;
     }
 
-    for i in consumer_indexes.iter().filter(|i| !consumers[**i].generation_moved) {
+    for i in &consumer_indexes {
         let row = &consumers[*i].row;
         if !increment_consumer_generation(tx, row.id, row.generation).await? {
             return Err(WriteFailure::Fail(op.concurrent_update(CONSUMER_CONCURRENT_UPDATE)));
@@ -443,7 +405,7 @@ async fn check_capacity(
     provider_order: &[&str],
     class_ids: &HashMap<String, i64>,
     unique_class_ids: &[i64],
-    released: &HashMap<(i64, i64), i64>,
+    previous_usage: &HashMap<(i64, i64), i64>,
 ) -> AttemptResult<()> {
     let ids: Vec<i64> = provider_order.iter().filter_map(|u| providers.get(*u).map(|s| s.id)).collect();
     let mut params: Vec<Value> = ids.iter().map(|id| Value::from(*id)).collect();
@@ -526,10 +488,9 @@ async fn check_capacity(
         let needed = inv.used.saturating_add(p.used) as f64;
         let needed_all = inv.used.saturating_add(asked_all);
         if capacity < needed || capacity < needed_all as f64 {
-            // Over capacity: allowed only when no worse than before (the
-            // usage now plus what the write's consumers gave up).
-            match released.get(&key).map(|held| inv.used.saturating_add(*held)) {
-                Some(before) if needed_all <= before => {
+            // Over capacity: allowed only when no worse than before.
+            match previous_usage.get(&key) {
+                Some(&before) if needed_all <= before => {
                     tracing::warn!(
                         target: "keelson::inventory",
                         "Over capacity for {rc} on resource provider {rp} but allocation of {} reduces existing overage from {before} to {needed_all}",
@@ -591,8 +552,8 @@ pub(crate) fn plan_providers(plan: &[Planned]) -> Vec<&str> {
 async fn providers_of_write(
     tx: &mut Tx,
     consumers: &[ConsumerWrite],
-) -> Result<(HashMap<String, ProviderState>, BTreeSet<String>, HashMap<String, i64>)> {
-    let (mut named, mut moved, mut classes) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+) -> Result<(HashMap<String, ProviderState>, BTreeSet<String>)> {
+    let (mut named, mut moved) = (BTreeSet::new(), BTreeSet::new());
     for c in consumers {
         if c.allocations.is_empty() {
             for (provider_uuid, _, _) in allocations_of_consumer(tx, &c.uuid).await? {
@@ -601,47 +562,13 @@ async fn providers_of_write(
         } else {
             named.extend(c.allocations.iter().map(|a| a.provider_uuid.clone()));
             moved.extend(c.allocations.iter().filter(|a| !a.resources.is_empty()).map(|a| a.provider_uuid.clone()));
-            classes.extend(c.allocations.iter().flat_map(|a| a.resources.iter().map(|(rc, _)| rc.clone())));
         }
     }
     named.extend(moved.iter().cloned());
-    let (states, class_ids) = providers_and_classes(tx, &named, &classes).await?;
+    let states = provider_states(tx, &named).await?;
     // A provider that does not exist is reported by the plan.
     moved.retain(|uuid| states.contains_key(uuid));
-    Ok((states, moved, class_ids))
-}
-
-/// [`provider_states`] and [`resource_class_ids`] in one statement when
-/// both lists are short (the usual write: one round trip, not two).
-async fn providers_and_classes(
-    tx: &mut Tx,
-    uuids: &BTreeSet<String>,
-    classes: &BTreeSet<String>,
-) -> Result<(HashMap<String, ProviderState>, HashMap<String, i64>)> {
-    if uuids.is_empty() || classes.is_empty() || uuids.len() + classes.len() > IN_LIST_CHUNK {
-        let names: Vec<&str> = classes.iter().map(String::as_str).collect();
-        return Ok((provider_states(tx, uuids).await?, resource_class_ids(tx, &names).await?));
-    }
-    let sql = format!(
-        "SELECT 0, id, uuid, generation FROM resource_providers WHERE uuid IN ({}) \
-         UNION ALL SELECT 1, id, name, 0 FROM resource_classes WHERE name IN ({})",
-        in_list(uuids.len()),
-        in_list(classes.len())
-    );
-    let params: Vec<Value> = uuids.iter().chain(classes.iter()).map(Value::from).collect();
-    let (mut states, mut class_ids) = (HashMap::new(), HashMap::new());
-    for r in tx.fetch_all(&sql, &params).await? {
-        let name = r.string(2)?;
-        // MariaDB compares case-insensitively; uuids and class names are exact.
-        if r.i64(0)? == 0 {
-            if uuids.contains(&name) {
-                states.insert(name, ProviderState { id: r.i64(1)?, generation: r.opt_i64(3)?.unwrap_or(0) });
-            }
-        } else if classes.contains(&name) {
-            class_ids.insert(name, r.i64(1)?);
-        }
-    }
-    Ok((states, class_ids))
+    Ok((states, moved))
 }
 
 /// Moves the generation of each provider on by one, in id order (so that
@@ -806,7 +733,7 @@ impl Store {
             // snapshot would show the old generations again.
             let mut tx = self.db.begin().await?;
             let outcome = async {
-                let (mut providers, moved, class_ids) = providers_of_write(&mut tx, consumers).await?;
+                let (mut providers, moved) = providers_of_write(&mut tx, consumers).await?;
                 between(&mut tx).await?;
                 // Moved first: the row locks taken here keep every other
                 // writer off these providers until this one commits, so
@@ -816,7 +743,7 @@ impl Store {
                 let mut ensured = ensure_consumers(&mut tx, consumers, &self.settings).await?;
                 let plan = plan_allocations(&mut tx, consumers, &providers).await?;
                 update_consumers(&mut tx, &mut ensured).await?;
-                write_planned(&mut tx, op, &plan, &ensured, &providers, &class_ids).await
+                write_planned(&mut tx, op, &plan, &ensured, &providers).await
             }
             .await;
             let failure = match outcome {

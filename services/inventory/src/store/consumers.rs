@@ -50,85 +50,50 @@ pub async fn find_consumer(tx: &mut Tx, uuid: &str) -> Result<Option<ConsumerRow
     }))
 }
 
-/// The name tables a consumer refers to: each row is an id and a unique
-/// external name.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Named {
-    Project,
-    User,
-    ConsumerType,
-}
-
-impl Named {
-    fn table_and_column(self) -> (&'static str, &'static str) {
-        match self {
-            Named::Project => ("projects", "external_id"),
-            Named::User => ("users", "external_id"),
-            Named::ConsumerType => ("consumer_types", "name"),
+/// The id of the row of `table` whose `column` is exactly `value`, created
+/// when missing. A concurrent creator makes the insert fail with a unique
+/// violation, which the caller's transaction retry handles.
+async fn ensure_named(tx: &mut Tx, table: &str, column: &str, value: &str) -> Result<i64> {
+    let rows = tx.fetch_all(&format!("SELECT id, {column} FROM {table} WHERE {column} = ?"), &[value.into()]).await?;
+    // MariaDB matches case-insensitively; external ids are exact.
+    for r in &rows {
+        if r.string(1)? == value {
+            return Ok(r.i64(0)?);
         }
     }
-}
-
-/// The ids of the named rows that exist, in one statement (one round trip
-/// per write instead of one per table), in the order asked; `None` for a
-/// name not stored yet.
-pub async fn find_named(tx: &mut Tx, wanted: &[(Named, &str)]) -> Result<Vec<Option<i64>>> {
-    let mut out = vec![None; wanted.len()];
-    if wanted.is_empty() {
-        return Ok(out);
-    }
-    let selects: Vec<String> = wanted
-        .iter()
-        .enumerate()
-        .map(|(i, (named, _))| {
-            let (table, column) = named.table_and_column();
-            format!("SELECT {i}, id, {column} FROM {table} WHERE {column} = ?")
-        })
-        .collect();
-    let params: Vec<Value> = wanted.iter().map(|(_, value)| Value::from(*value)).collect();
-    for r in tx.fetch_all(&selects.join(" UNION ALL "), &params).await? {
-        let index = usize::try_from(r.i64(0)?).ok().filter(|i| *i < wanted.len());
-        // MariaDB matches case-insensitively; external ids are exact.
-        if let Some(i) = index.filter(|i| r.string(2).is_ok_and(|name| name == wanted[*i].1)) {
-            out[i] = Some(r.i64(1)?);
-        }
-    }
-    Ok(out)
-}
-
-/// Creates a named row; answers its id. A concurrent creator makes the
-/// insert fail with a unique violation, which the caller's transaction
-/// retry handles.
-pub async fn create_named(tx: &mut Tx, named: Named, value: &str) -> Result<i64> {
-    let (table, column) = named.table_and_column();
     let id = tx
         .insert(&format!("INSERT INTO {table} ({column}, created_at) VALUES (?, ?)"), &[value.into(), now().into()])
         .await?;
     Ok(id)
 }
 
-/// Creates a consumer at `generation`: 0, or 1 when the write creating it
-/// also gives it allocations (the generation that write moves it to, set
-/// here rather than by a second statement).
+/// The internal id of a project, created on first use.
+pub async fn ensure_project(tx: &mut Tx, external_id: &str) -> Result<i64> {
+    ensure_named(tx, "projects", "external_id", external_id).await
+}
+
+/// The internal id of a user, created on first use.
+pub async fn ensure_user(tx: &mut Tx, external_id: &str) -> Result<i64> {
+    ensure_named(tx, "users", "external_id", external_id).await
+}
+
+/// The id of a consumer type, created on first use.
+pub async fn ensure_consumer_type(tx: &mut Tx, name: &str) -> Result<i64> {
+    ensure_named(tx, "consumer_types", "name", name).await
+}
+
+/// Creates a consumer at generation 0.
 pub async fn create_consumer(
     tx: &mut Tx,
     uuid: &str,
     project: (i64, &str),
     user: (i64, &str),
     consumer_type: Option<(i64, &str)>,
-    generation: i64,
 ) -> Result<ConsumerRow> {
     let id = tx
         .insert(
-            "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            &[
-                uuid.into(),
-                project.0.into(),
-                user.0.into(),
-                generation.into(),
-                consumer_type.map(|t| t.0).into(),
-                now().into(),
-            ],
+            "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at) VALUES (?, ?, ?, 0, ?, ?)",
+            &[uuid.into(), project.0.into(), user.0.into(), consumer_type.map(|t| t.0).into(), now().into()],
         )
         .await?;
     Ok(ConsumerRow {
@@ -138,7 +103,7 @@ pub async fn create_consumer(
         project: project.1.to_string(),
         user_id: user.0,
         user: user.1.to_string(),
-        generation,
+        generation: 0,
         consumer_type_id: consumer_type.map(|t| t.0),
         consumer_type: consumer_type.map(|t| t.1.to_string()),
     })

@@ -167,7 +167,7 @@ impl Store {
             set_provider_inventories(tx, provider, state, &union).await?;
         }
         // Step 2: the allocations.
-        write_planned(tx, WriteOp::Reshape, &plan, &ensured, &states, &HashMap::new()).await?;
+        write_planned(tx, WriteOp::Reshape, &plan, &ensured, &states).await?;
         increment_generations(tx, &mut states, plan_providers(&plan)).await?;
         // Step 3: exactly the new inventories.
         for (provider, wanted) in &targets {
