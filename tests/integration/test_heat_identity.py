@@ -195,7 +195,7 @@ def test_trust_outlives_the_users_token(cloud):
     status, _, trusts = ks.request('GET', '/v3/OS-TRUST/trusts?trustor_user_id=%s' % member_id, token=watcher)
     assert status == 200, trusts
     (trust,) = trusts['trusts']
-    assert trust['trustee_user_id'] == ks.lookup('users', 'heat') and trust['impersonation'] is True
+    assert trust['trustee_user_id'] == ks.users['heat'] and trust['impersonation'] is True
     assert trust['project_id'] == project
     status, _, roles = ks.request('GET', '/v3/OS-TRUST/trusts/%s/roles' % trust['id'], token=watcher)
     assert status == 200, roles
