@@ -7,6 +7,7 @@
 use keelson_openstack::OsError;
 
 use super::ResourceFailure;
+use crate::error::EngineError;
 
 /// How a client library prints a status error's message.
 #[derive(Clone, Copy)]
@@ -98,8 +99,8 @@ pub(crate) const SWIFTCLIENT: ClientErrors = ClientErrors {
 };
 
 impl ClientErrors {
-    /// The failure `e` becomes.
-    pub fn failure(&self, e: OsError) -> ResourceFailure {
+    /// The exception class and message the library raises for `e`.
+    fn exception(&self, e: OsError) -> (&'static str, String) {
         let (class, status) = match &e {
             OsError::BadRequest(_) => (self.bad_request, Some(400)),
             OsError::Unauthorized(_) => (self.unauthorized, Some(401)),
@@ -119,7 +120,20 @@ impl ClientErrors {
             (Some(code), MessageStyle::StatusSuffix) => format!("{} (HTTP {code})", e.message()),
             (Some(_), MessageStyle::HttpPrefix) => format!("HTTP {}", e.message().replace("\n\n", "\n")),
         };
+        (class, message)
+    }
+
+    /// The failure `e` becomes.
+    pub fn failure(&self, e: OsError) -> ResourceFailure {
+        let (class, message) = self.exception(e);
         ResourceFailure::error(class, message)
+    }
+
+    /// `e` met while resolving an attribute: Heat lets the library's
+    /// exception out of the attribute lookup, which its API answers 500.
+    pub fn attribute_error(&self, e: OsError) -> EngineError {
+        let (class, message) = self.exception(e);
+        EngineError::Remote { heat_type: class.to_string(), http_status: 500, message }
     }
 
     /// Ok for a 404: a delete of something already gone is done.
@@ -175,6 +189,12 @@ mod tests {
         assert_eq!(
             shown(&KEYSTONEAUTH, OsError::Unavailable("refused".into())),
             ResourceFailure::error("ServiceUnavailable", "refused").to_string()
+        );
+        let raised = NEUTRONCLIENT.attribute_error(conflict());
+        assert!(
+            matches!(&raised, EngineError::Remote { heat_type, http_status: 500, message }
+                if heat_type == "Conflict" && message == "in use"),
+            "{raised:?}"
         );
         assert!(NOVACLIENT.done_if_gone(Err(OsError::NotFound("gone".into()))).is_ok());
         assert!(NOVACLIENT.done_if_gone(Err(conflict())).is_err());

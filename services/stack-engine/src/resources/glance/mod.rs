@@ -38,11 +38,7 @@ pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFa
 
 /// A Glance error met while resolving an attribute, as Heat raises it.
 pub(crate) fn attribute_error(e: OsError) -> EngineError {
-    let (heat_type, message) = match failure(e) {
-        ResourceFailure::Error { type_name, message } => (type_name, message),
-        other => ("HTTPException".to_string(), other.to_string()),
-    };
-    EngineError::Remote { heat_type, http_status: 500, message }
+    GLANCECLIENT.attribute_error(e)
 }
 
 /// The image client of the session's catalog.

@@ -76,8 +76,8 @@ pub(crate) fn failure(e: OsError) -> ResourceFailure {
 }
 
 /// A Neutron error met while resolving an attribute.
-fn attribute_error(e: OsError) -> EngineError {
-    failure_as_attribute_error(failure(e))
+pub(crate) fn attribute_error(e: OsError) -> EngineError {
+    NEUTRONCLIENT.attribute_error(e)
 }
 
 /// A failure met while resolving an attribute.

@@ -93,11 +93,7 @@ pub(crate) async fn attribute_session(
 
 /// A Nova error met while resolving an attribute, as Heat raises it.
 pub(crate) fn attribute_error(e: OsError) -> EngineError {
-    let (heat_type, message) = match failure(e) {
-        ResourceFailure::Error { type_name, message } => (type_name, message),
-        other => ("ClientException".to_string(), other.to_string()),
-    };
-    EngineError::Remote { heat_type, http_status: 500, message }
+    NOVACLIENT.attribute_error(e)
 }
 
 /// The compute client at the negotiated microversion.

@@ -43,11 +43,7 @@ pub(crate) fn done_if_gone(result: Result<(), OsError>) -> Result<(), ResourceFa
 
 /// A Swift error met while resolving an attribute, as Heat raises it.
 pub(crate) fn attribute_error(e: OsError) -> EngineError {
-    let (heat_type, message) = match failure(e) {
-        ResourceFailure::Error { type_name, message } => (type_name, message),
-        other => ("ClientException".to_string(), other.to_string()),
-    };
-    EngineError::Remote { heat_type, http_status: 500, message }
+    SWIFTCLIENT.attribute_error(e)
 }
 
 /// The object-store client of the session's catalog.

@@ -6,7 +6,7 @@ use keelson_openstack::network::{self, Network};
 use keelson_openstack::{OsError, Session};
 use serde_json::{json, Map, Value};
 
-use super::super::super::{neutron, ResourceFailure};
+use super::super::super::neutron;
 use super::super::attribute_error;
 use super::{field, Doc, Server};
 use crate::error::EngineError;
@@ -89,7 +89,7 @@ impl Server {
             Err(e) if e.is_not_found() => return Ok(json!("")),
             Err(e) => return Err(attribute_error(e)),
         };
-        let neutron = || async { Network::connect(session).await.map_err(attribute_error_neutron) };
+        let neutron = || async { Network::connect(session).await.map_err(neutron::attribute_error) };
         Ok(match name {
             "show" => Value::Object(server),
             "first_address" => {
@@ -104,12 +104,12 @@ impl Server {
             }
             "addresses" => {
                 let client = neutron().await?;
-                Value::Object(Self::addresses(&client, id).await.map_err(attribute_error_neutron)?)
+                Value::Object(Self::addresses(&client, id).await.map_err(neutron::attribute_error)?)
             }
             "networks" => {
                 let client = neutron().await?;
                 let nets = Self::networks_of(&server);
-                Value::Object(Self::extend_networks(&client, nets).await.map_err(attribute_error_neutron)?)
+                Value::Object(Self::extend_networks(&client, nets).await.map_err(neutron::attribute_error)?)
             }
             "instance_name" => field(&server, "OS-EXT-SRV-ATTR:instance_name").clone(),
             "accessIPv4" | "accessIPv6" => field(&server, name).clone(),
@@ -118,13 +118,4 @@ impl Server {
             _ => Value::Null,
         })
     }
-}
-
-/// A Neutron error met while resolving an attribute.
-fn attribute_error_neutron(e: OsError) -> EngineError {
-    let (heat_type, message) = match neutron::failure(e) {
-        ResourceFailure::Error { type_name, message } => (type_name, message),
-        other => ("NeutronClientException".to_string(), other.to_string()),
-    };
-    EngineError::Remote { heat_type, http_status: 500, message }
 }
