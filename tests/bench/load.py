@@ -134,7 +134,12 @@ def print_breakdown(r, status_before, status_after):
 # MariaDB counters a --breakdown row reports per request.
 STATUS_COUNTERS = ('Com_stmt_execute', 'Com_select', 'Com_insert', 'Com_update', 'Com_delete', 'Com_begin',
                    'Com_commit', 'Com_rollback', 'Com_admin_commands', 'Innodb_os_log_fsyncs',
-                   'Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Binlog_group_commits')
+                   'Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Binlog_group_commits',
+                   # What the statements cost the server: prepares, rows read by
+                   # index and by scan, temporary tables, table opens.
+                   'Com_stmt_prepare', 'Com_stmt_close', 'Handler_read_key', 'Handler_read_next',
+                   'Handler_read_rnd_next', 'Innodb_rows_read', 'Select_scan', 'Created_tmp_tables',
+                   'Opened_tables', 'Table_open_cache_misses')
 
 
 def mysql_status():
