@@ -368,13 +368,16 @@ pub(crate) async fn write_planned(
     // The usage the capacity check counts from: the usage before the
     // write unless the plan's consumers gave some of it up just now (a new
     // consumer, as in every boot, gives up nothing).
-    let usage = if ids.is_empty() {
-        previous_usage.clone()
+    let given_up;
+    let usage_now = if ids.is_empty() {
+        &previous_usage
     } else {
-        usage_summary(tx, &provider_ids, &unique_class_ids).await?
+        given_up = usage_summary(tx, &provider_ids, &unique_class_ids).await?;
+        &given_up
     };
+    let usage = UsageAround { now: usage_now, before: &previous_usage };
 
-    check_capacity(tx, plan, providers, &provider_order, &class_ids, &usage, &previous_usage).await?;
+    check_capacity(tx, plan, providers, &provider_order, &class_ids, &unique_class_ids, usage).await?;
 
     let ts = now();
     for p in plan.iter().filter(|p| p.used > 0) {
@@ -400,6 +403,14 @@ pub(crate) async fn write_planned(
     Ok(())
 }
 
+/// Usage by (provider id, class id) of a write's providers: `before` the
+/// write, and `now`, once its consumers gave up their previous allocations.
+#[derive(Clone, Copy)]
+struct UsageAround<'a> {
+    now: &'a HashMap<(i64, i64), i64>,
+    before: &'a HashMap<(i64, i64), i64>,
+}
+
 /// Placement's capacity check, run after the plan's consumers gave up
 /// their previous allocations. Every provider must have inventory of at
 /// least one class of the write; every amount must respect its
@@ -412,10 +423,10 @@ async fn check_capacity(
     providers: &HashMap<String, ProviderState>,
     provider_order: &[&str],
     class_ids: &HashMap<String, i64>,
-    usage: &HashMap<(i64, i64), i64>,
-    previous_usage: &HashMap<(i64, i64), i64>,
+    unique_class_ids: &[i64],
+    usage: UsageAround<'_>,
 ) -> AttemptResult<()> {
-    let unique_class_ids: BTreeSet<i64> = class_ids.values().copied().collect();
+    let previous_usage = usage.before;
     let ids: Vec<i64> = provider_order.iter().filter_map(|u| providers.get(*u).map(|s| s.id)).collect();
     let mut params: Vec<Value> = ids.iter().map(|id| Value::from(*id)).collect();
     params.extend(unique_class_ids.iter().map(|id| Value::from(*id)));
@@ -444,7 +455,7 @@ async fn check_capacity(
                 max_unit: r.i64(5)?,
                 step_size: r.i64(6)?,
                 allocation_ratio: stored_ratio(tx.dialect, r.f64(7)?),
-                used: usage.get(&key).copied().unwrap_or(0),
+                used: usage.now.get(&key).copied().unwrap_or(0),
             },
         );
     }
