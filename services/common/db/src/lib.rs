@@ -75,14 +75,19 @@ impl DbError {
         }
     }
 
-    /// A deadlock or serialization failure: the transaction may be retried.
+    /// A deadlock or serialization failure (on Galera also a certification
+    /// failure at COMMIT): another transaction's write to the same rows won,
+    /// and this one was rolled back.
+    pub fn is_write_conflict(&self) -> bool {
+        // MySQL deadlock (SQLSTATE 40001), PostgreSQL serialization failure
+        // and deadlock, SQLite busy / locked / busy snapshot / busy recovery.
+        matches!(self.database_code().as_deref(), Some("40001" | "40P01" | "5" | "6" | "517" | "261"))
+    }
+
+    /// A write conflict, or no connection free in time: the whole
+    /// transaction may be run again.
     pub fn is_retryable(&self) -> bool {
-        match self.database_code().as_deref() {
-            // MySQL deadlock / lock wait (SQLSTATE 40001, HY000 for 1205),
-            // PostgreSQL deadlock and serialization failure, SQLite busy/locked.
-            Some("40001") | Some("40P01") | Some("5") | Some("6") | Some("517") | Some("261") => true,
-            _ => matches!(self, DbError::Sqlx(sqlx::Error::PoolTimedOut)),
-        }
+        self.is_write_conflict() || matches!(self, DbError::Sqlx(sqlx::Error::PoolTimedOut))
     }
 }
 

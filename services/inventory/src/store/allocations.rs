@@ -659,6 +659,20 @@ pub struct ProviderAllocationsView {
     pub last_modified: Option<chrono::NaiveDateTime>,
 }
 
+/// What a write answers when its last retry failed with `e`: `conflict`
+/// (409, the client's to retry, as for a generation that kept moving) when
+/// other writers of the same rows kept winning, as many writers of a few
+/// providers through different Galera nodes make them; the database's own
+/// failure (500) otherwise.
+fn gave_up(e: DbError, conflict: Error) -> Error {
+    if e.is_write_conflict() || e.is_unique_violation() {
+        tracing::warn!(target: "keelson::inventory", "Gave up an allocations write after {DB_RETRIES} retries: {e}");
+        conflict
+    } else {
+        Error::Db(e)
+    }
+}
+
 /// A short random pause before retrying a write that lost a race, so that
 /// the writers that collided do not collide again in lockstep.
 pub(crate) async fn backoff(attempt: u32) {
@@ -791,7 +805,7 @@ impl Store {
                 WriteFailure::Retry(e) => {
                     db_retries += 1;
                     if db_retries > DB_RETRIES {
-                        return Err(Error::Db(e));
+                        return Err(gave_up(e, op.concurrent_update(PROVIDER_CONCURRENT_UPDATE)));
                     }
                     tracing::debug!(target: "keelson::inventory", "Retrying allocations write after {e}");
                     backoff(db_retries).await;
@@ -832,15 +846,21 @@ impl Store {
                 Ok(())
             }
             .await;
-            match result {
+            let failure = match result {
                 Ok(()) => match tx.commit().await {
                     Ok(()) => return Ok(()),
-                    Err(e) if e.is_retryable() && attempt <= DB_RETRIES => backoff(attempt).await,
-                    Err(e) => return Err(e.into()),
+                    Err(e) => e,
                 },
-                Err(Error::Db(e)) if e.is_retryable() && attempt <= DB_RETRIES => backoff(attempt).await,
+                Err(Error::Db(e)) => e,
                 Err(e) => return Err(e),
+            };
+            if !failure.is_retryable() {
+                return Err(failure.into());
             }
+            if attempt > DB_RETRIES {
+                return Err(gave_up(failure, Error::concurrent_update(CONSUMER_CONCURRENT_UPDATE)));
+            }
+            backoff(attempt).await;
         }
     }
 }
@@ -1135,6 +1155,66 @@ mod tests {
         assert!(matches!(e, Error::Db(_)), "{e:?}");
         assert_eq!(attempts.load(Ordering::SeqCst), DB_RETRIES + 1);
         assert!(store.get_consumer_allocations(C2).await.unwrap().consumer.is_none());
+    }
+
+    /// MariaDB's answer to a transaction that lost a deadlock or, on
+    /// Galera, certification at COMMIT (1213, SQLSTATE 40001).
+    #[derive(Debug)]
+    struct Deadlock;
+
+    impl std::fmt::Display for Deadlock {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(sqlx::error::DatabaseError::message(self))
+        }
+    }
+
+    impl std::error::Error for Deadlock {}
+
+    impl sqlx::error::DatabaseError for Deadlock {
+        fn message(&self) -> &str {
+            "Deadlock found when trying to get lock; try restarting transaction"
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some("40001".into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    /// Writers that keep winning (many writers of a few providers through
+    /// different Galera nodes) make the write give up with the 409 a
+    /// moving generation gives, which the client retries, not a 500.
+    #[tokio::test]
+    async fn lost_write_conflicts_give_up_as_a_concurrent_update() {
+        let store = store().await;
+        let rp = with_inventory(&store, "rp", vec![InventoryRecord::new("VCPU", 8)]).await;
+        let attempts = Arc::new(AtomicU32::new(0));
+        let n = attempts.clone();
+        let mut deadlocks = hook(move |_| {
+            n.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Err(Error::Db(DbError::Sqlx(sqlx::Error::Database(Box::new(Deadlock))))) })
+        });
+        let e = store
+            .set_allocations_between(WriteOp::Consumer(C1), &[write(C1, &rp, &[("VCPU", 1)])], &mut deadlocks)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::Conflict(CONCURRENT_UPDATE, ref d)
+            if d == "Inventory and/or allocations changed while attempting to allocate: Another thread concurrently updated the resource provider data. Please retry your update"),
+            "{e:?}"
+        );
+        assert_eq!(attempts.load(Ordering::SeqCst), DB_RETRIES + 1);
+        assert!(store.get_consumer_allocations(C1).await.unwrap().consumer.is_none());
     }
 
     #[tokio::test]
