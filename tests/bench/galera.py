@@ -44,7 +44,7 @@ A benchmark that asserts; not in CI. usage:
   tests/bench/galera.py [--writers 16,64] [--seconds 20] [--providers 10]
                         [--vcpus 62] [--no-single] [--stacks]
                         [--shapes fanin,fanout,chain] [--stack-size 100]
-                        [--json out.json]
+                        [--forensics] [--json out.json]
 Needs galera-4, mariadb-server and rsync (Debian packages), the test
 virtualenv and a release build of keelson (KEELSON_BIN).
 """
@@ -54,6 +54,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -79,8 +80,9 @@ VERSION = '1.39'
 class Galera:
     """A 3-node Galera cluster on loopback, in a temporary directory."""
 
-    def __init__(self, size=3, sync_wait=0):
+    def __init__(self, size=3, sync_wait=0, binlog=False):
         self.sync_wait = sync_wait
+        self.binlog = binlog
         self.dir = tempfile.mkdtemp(prefix='kb-galera-')
         self.nodes = []
         for i in range(size):
@@ -108,7 +110,26 @@ class Galera:
                                       'gcache.size=128M"' % (n['gcomm'], n['ist']),
             'wsrep_sst_method': 'rsync', 'wsrep_sst_receive_address': '127.0.0.1:%d' % n['sst'],
             'wsrep_slave_threads': 2, 'wsrep_sync_wait': self.sync_wait,
+            'server_id': self.nodes.index(n) + 1,
+            # --forensics: every node's binary log holds every transaction it
+            # committed, its own and those it applied, in commit order.
+            **({'log_bin': os.path.join(home, 'binlog'), 'log_slave_updates': 'ON'} if self.binlog else {}),
         }})
+
+    def binlog_transactions(self, n, needles):
+        """The transactions of node n's binary log whose decoded rows
+        mention any of `needles`: (server id of the origin, text)."""
+        home = os.path.dirname(n['datadir'])
+        logs = sorted(f for f in os.listdir(home) if re.fullmatch(r'binlog\.\d+', f))
+        out = subprocess.run(['mariadb-binlog', '-v', '--base64-output=DECODE-ROWS']
+                             + [os.path.join(home, f) for f in logs], capture_output=True, text=True).stdout
+        found = []
+        for trx in re.split(r'\n(?=#\d{6} +\d+:\d\d:\d\d server id \d+ .*GTID)', out):
+            if any(x in trx for x in needles):
+                head = trx.split('\n', 1)[0]
+                rows = [line for line in trx.split('\n') if line.startswith('###')]
+                found.append(head + '\n' + '\n'.join(rows))
+        return found
 
     def start(self):
         first = self.nodes[0]
@@ -250,6 +271,8 @@ class Ledger:
         self.latencies = []
         self.statuses = {}
         self.errors = []
+        # consumer -> [(start s, ms, method, gateway index, status)]
+        self.history = {}
 
 
 def writer(bases, rps, deadline, ledger, index):
@@ -286,6 +309,8 @@ def writer(bases, rps, deadline, ledger, index):
         elapsed = time.monotonic() - t
         with ledger.lock:
             ledger.latencies.append(elapsed)
+            ledger.history.setdefault(consumer, []).append(
+                (round(t % 1000, 3), round(elapsed * 1000, 1), method, bases.index(base), status))
             key = '%s %s' % (method, status)
             ledger.statuses[key] = ledger.statuses.get(key, 0) + 1
             if status == 204:
@@ -401,7 +426,7 @@ DUPLICATES = ("SELECT consumer_id, resource_provider_id, resource_class_id, COUN
               "HAVING COUNT(*) > 1")
 
 
-def bench(label, bases, args, rps, db_url):
+def bench(label, bases, args, rps, db_url, cluster=None):
     rows, failures = [], []
     for w in args.writers:
         ledger, row = run_level(bases, rps, w, args.seconds)
@@ -420,9 +445,15 @@ def bench(label, bases, args, rps, db_url):
         if problems:
             # Allocations the listing's inner joins hide: no consumer, or a
             # consumer whose project or user row is missing.
-            for r in conftest.query(db_url, ORPHANS)[:10]:
+            orphans = conftest.query(db_url, ORPHANS)
+            for r in orphans[:10]:
                 print('    orphan allocation (id, consumer, used, consumer row, project, project row, user, user row): '
                       '%s' % (r,))
+                print('      requests of its consumer (start, ms, method, gateway, status): %s'
+                      % ledger.history.get(r[1]))
+            if cluster is not None and cluster.binlog and orphans:
+                for trx in cluster.binlog_transactions(cluster.nodes[0], [r[1] for r in orphans[:10]]):
+                    print('      ' + trx.replace('\n', '\n      '))
             for r in conftest.query(db_url, DUPLICATES)[:10]:
                 print('    allocation rows of one consumer, provider and class: %s' % (r,))
             print('    projects: %s' % conftest.query(db_url, 'SELECT id, external_id FROM projects'))
@@ -486,6 +517,9 @@ def main():
                     help='also the stack engine: 3 engines, one per node (and 3 on the single node)')
     ap.add_argument('--shapes', default='fanin,fanout,chain')
     ap.add_argument('--stack-size', type=int, default=100)
+    ap.add_argument('--forensics', action='store_true',
+                    help="binary logs on the Galera nodes; a failed invariant prints every request and every "
+                         "committed transaction that touched an orphaned allocation's consumer")
     ap.add_argument('--json')
     args = ap.parse_args()
     args.writers = [int(w) for w in args.writers.split(',')]
@@ -496,7 +530,7 @@ def main():
 
     procs, rows, stack_rows, failures = [], [], [], []
     workdir = tempfile.mkdtemp(prefix='kb-galera-run-')
-    cluster = Galera(sync_wait=args.sync_wait)
+    cluster = Galera(sync_wait=args.sync_wait, binlog=args.forensics)
     env = {'RUST_LOG': os.environ.get('RUST_LOG', 'warn')}
     try:
         if not args.no_single:
@@ -540,7 +574,7 @@ def main():
             bases.append(AllInOne(procs, url0.replace(cluster.url(0), cluster.url(i)), env=env).url)
         rps = create_fleet(bases[0], args.providers, args.vcpus)
         print('galera: %d providers of %d VCPU; 3 all-in-one, one per node' % (args.providers, args.vcpus), flush=True)
-        r, f = bench('galera', bases, args, rps, url0)
+        r, f = bench('galera', bases, args, rps, url0, cluster)
         rows += r
         failures += f
         after_writers = cluster.conflicts()
