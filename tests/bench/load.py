@@ -13,9 +13,16 @@ MEMORY_MB and DISK_GB, --allocations existing allocations), then runs wrk
   read mix   GET /resource_providers and GET /allocation_candidates
              (VCPU:1, MEMORY_MB:512, DISK_GB:10; no limit: one candidate
              per provider), alternately on every connection
-  write      PUT /allocations/{new consumer} on a random provider (the
-             run's allocations are deleted after each level, so every
-             level starts from the same --allocations)
+  write      PUT /allocations/{new consumer}, the providers in turn
+  move       POST /allocations as Nova writes a move: each consumer the
+             write run wrote takes the next provider's resources at its
+             generation, a new migration consumer the source's
+  delete     DELETE /allocations/{consumer}: the move run's migrations,
+             then the write run's consumers
+  (move and delete need write; at each level they run in this order, the
+  write run for three times --seconds when delete follows, and the level's
+  consumers are deleted after it, so every level starts from the same
+  --allocations)
 
 and prints one table. A benchmark, not a test: nothing is asserted, and
 CI does not run it.
@@ -31,7 +38,7 @@ counted too.
 usage: tests/bench/load.py [--backend mysql|postgresql|sqlite]
           [--providers 200] [--allocations 1000] [--seconds 10]
           [--clients 16,64,256] [--all-in-one] [--json out.json]
-          [--workloads read,write] [--breakdown]
+          [--workloads read,write,move,delete] [--breakdown]
 
 Needs wrk (Debian package `wrk`: apt-get install -y wrk), the test
 virtualenv (tests/run sets it up) and a release build of keelson
@@ -68,15 +75,72 @@ end
 PUT_LUA = r'''
 -- New consumers numbered per run, so that the run's allocations can be
 -- removed afterwards and every concurrency level starts from the same fleet.
-math.randomseed(os.time() + %(run)d)
+-- Consumer n goes to provider n (mod the fleet): the move and delete runs
+-- that follow know where each consumer is without asking.
 local providers = {%(providers)s}
-local n = 0
+%(counter)s
 request = function()
   n = n + 1
-  local rp = providers[math.random(1, #providers)]
+  local rp = providers[(n %% #providers) + 1]
   local body = '{"allocations": {"' .. rp .. '": {"resources": {"VCPU": 1, "MEMORY_MB": 64}}}, ' ..
     '"project_id": "load-project", "user_id": "load-user", "consumer_generation": null, "consumer_type": "INSTANCE"}'
   return wrk.format("PUT", "/allocations/" .. string.format("%%08x-0000-4000-8000-%%012x", %(run)d, n), nil, body)
+end
+'''
+
+# Nova's move as it writes it (a cold migration's or resize's claim on the
+# destination): one POST /allocations that gives the instance the
+# destination's resources (its generation, 1 after the PUT run) and a new
+# migration consumer the source's. Consumer n of the PUT run moves to the
+# next provider. After the last consumer written it starts again from the
+# first, whose generation is then 2: such a second move is refused (409,
+# counted as non-2xx); the PUT run writes more than a move run moves.
+MOVE_LUA = r'''
+local providers = {%(providers)s}
+local written = %(written)d
+%(counter)s
+request = function()
+  n = n %% written + 1
+  local source = providers[(n %% #providers) + 1]
+  local dest = providers[((n + 1) %% #providers) + 1]
+  local instance = string.format("%%08x-0000-4000-8000-%%012x", %(run)d, n)
+  local migration = string.format("%%08x-0000-4000-9000-%%012x", %(run)d, n)
+  local body = '{"' .. instance .. '": {"allocations": {"' .. dest .. '": {"resources": {"VCPU": 1, "MEMORY_MB": 64}}}, ' ..
+    '"project_id": "load-project", "user_id": "load-user", "consumer_generation": 1, "consumer_type": "INSTANCE"}, ' ..
+    '"' .. migration .. '": {"allocations": {"' .. source .. '": {"resources": {"VCPU": 1, "MEMORY_MB": 64}}}, ' ..
+    '"project_id": "load-project", "user_id": "load-user", "consumer_generation": null, "consumer_type": "MIGRATION"}}'
+  return wrk.format("POST", "/allocations", nil, body)
+end
+'''
+
+# DELETE /allocations/{consumer}: the move run's migrations (a confirmed
+# move), then the PUT run's instances (deleted servers), in order. Past the
+# last one it asks for the last again (404, counted as non-2xx).
+DELETE_LUA = r'''
+local written, moved = %(written)d, %(moved)d
+%(counter)s
+request = function()
+  n = n + 1
+  local kind, k = "4000-9000", n
+  if n > moved then kind, k = "4000-8000", math.min(n - moved, written) end
+  return wrk.format("DELETE", "/allocations/" .. string.format("%%08x-0000-%%s-%%012x", %(run)d, kind, k))
+end
+'''
+
+# wrk calls request() once before it sends anything, to check the script
+# (script_verify_request): each write script starts counting at -1 so
+# that the number that call takes, 0, is the one never sent.
+WASTED_FIRST = 'local n = -1'
+
+# Appended to every write script: the first refusal's status and body, so
+# that a run whose requests fail says why.
+FIRST_REFUSAL_LUA = r'''
+local told = false
+response = function(status, headers, body)
+  if status >= 300 and not told then
+    told = true
+    io.write("first non-2xx: " .. status .. " (near request " .. n .. ") " .. string.sub(body, 1, 300) .. "\n")
+  end
 end
 '''
 
@@ -227,13 +291,14 @@ def populate(base, providers, allocations):
 
 
 def remove_run(base, run, count):
-    """Deletes the allocations of one write run's consumers (bounded: the
-    numbers wrk can have used)."""
-    def delete(n):
-        return http('DELETE', base + '/allocations/%08x-0000-4000-8000-%012x' % (run, n))[0]
+    """Deletes the allocations of one level's consumers, instances and
+    migrations (bounded: the numbers wrk can have used)."""
+    def delete(consumer):
+        return http('DELETE', base + '/allocations/' + consumer)[0]
 
+    consumers = ['%08x-0000-4000-%s-%012x' % (run, kind, n) for kind in ('8000', '9000') for n in range(1, count + 1)]
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        statuses = list(pool.map(delete, range(1, count + 1)))
+        statuses = list(pool.map(delete, consumers))
     bad = [s for s in statuses if s not in (204, 404)]
     if bad:
         print('  warning: %d deletes answered %s' % (len(bad), sorted(set(bad))))
@@ -249,11 +314,18 @@ def main():
     ap.add_argument('--all-in-one', action='store_true', help='keelson all-in-one instead of separate processes')
     ap.add_argument('--json')
     ap.add_argument('--max-pool-size', type=int, help='[placement_database] max_pool_size (default: keelson\'s, 16)')
-    ap.add_argument('--workloads', default='read,write', help='read, write or both (comma-separated)')
+    ap.add_argument('--workloads', default='read,write',
+                    help='read, write, move, delete (comma-separated; move and delete need write)')
     ap.add_argument('--breakdown', action='store_true',
                     help='CPU per process and MariaDB counters per request (see above)')
     args = ap.parse_args()
-    workloads = [{'read': 'read mix', 'write': 'write'}[w] for w in args.workloads.split(',')]
+    workloads = [{'read': 'read mix', 'write': 'write', 'move': 'move', 'delete': 'delete'}[w]
+                 for w in args.workloads.split(',')]
+    if ('move' in workloads or 'delete' in workloads) and 'write' not in workloads:
+        sys.exit('move and delete act on the consumers of the write run: add write to --workloads')
+    # In this order at each level: the move and delete runs use what the
+    # write run wrote.
+    workloads.sort(key=['read mix', 'write', 'move', 'delete'].index)
     if not shutil.which('wrk'):
         sys.exit('wrk is not installed: apt-get install -y wrk (Debian package wrk)')
     levels = [int(c) for c in args.clients.split(',')]
@@ -283,30 +355,48 @@ def main():
             watch = {'keelson ' + p.p.args[-1]: p.p.pid for p in procs}
             if args.backend == 'mysql':
                 watch.update({'mariadbd': pid for pid in server_pids('mariadbd')[:1]})
-        for name in workloads:
-            for c in levels:
+        for c in levels:
+            written = moved = 0
+            for name in workloads:
                 script = read_lua
-                if name == 'write':
-                    script = os.path.join(workdir, 'put-%d.lua' % c)
+                if name != 'read mix':
+                    script = os.path.join(workdir, '%s-%d.lua' % (name, c))
+                    lua = {'write': PUT_LUA, 'move': MOVE_LUA, 'delete': DELETE_LUA}[name]
                     with open(script, 'w') as f:
-                        f.write(PUT_LUA % {'run': c, 'providers': ', '.join('"%s"' % u for u in rps)})
+                        f.write(lua % {'run': c, 'providers': ', '.join('"%s"' % u for u in rps),
+                                       'written': max(written, 1), 'moved': moved, 'counter': WASTED_FIRST}
+                            + FIRST_REFUSAL_LUA)
                 status_before = mysql_status() if args.breakdown and args.backend == 'mysql' else None
-                r = wrk(base, args.seconds, c, script, watch)
+                # The delete run must not run out of consumers: the write
+                # run before it writes for three times as long (a DELETE
+                # costs less than a PUT).
+                seconds = args.seconds * 3 if name == 'write' and 'delete' in workloads else args.seconds
+                r = wrk(base, seconds, c, script, watch)
                 status_after = mysql_status() if status_before else None
                 r.update({'workload': name, 'clients': c})
                 if name == 'write':
-                    remove_run(base, c, r['requests'] + c + 16)
+                    # The last `c` numbered may not have been answered.
+                    written = max(r['requests'] - c, 0)
+                    issued = r['requests'] + c + 16
+                elif name == 'move':
+                    moved = min(max(r['requests'] - c, 0), written)
                 results.append(r)
                 print('  %-9s %4d clients: %8.0f req/s  p50 %8.1f  p90 %8.1f  p99 %8.1f ms  non-2xx %d  socket errors %d'
                       % (name, c, r['rps'], r['p50_ms'], r['p90_ms'], r['p99_ms'], r['non_2xx'], r['socket_errors']),
                       flush=True)
+                refusal = re.search(r'first non-2xx: (.*)', r['raw'])
+                if refusal:
+                    print('      first non-2xx: ' + refusal.group(1))
                 if args.breakdown:
                     print_breakdown(r, status_before, status_after)
+            if 'write' in workloads:
+                remove_run(base, c, issued)
         print('\n| workload | clients | req/s | p50 | p90 | p99 | non-2xx / socket errors |')
         print('|---|---:|---:|---:|---:|---:|---:|')
         for r in results:
-            what = ('`GET /resource_providers` + `GET /allocation_candidates`' if r['workload'] == 'read mix'
-                    else '`PUT /allocations/{consumer}`')
+            what = {'read mix': '`GET /resource_providers` + `GET /allocation_candidates`',
+                    'write': '`PUT /allocations/{consumer}`', 'move': '`POST /allocations` (a move: 2 consumers)',
+                    'delete': '`DELETE /allocations/{consumer}`'}[r['workload']]
             print('| %s | %d | %.0f | %.1f ms | %.1f ms | %.1f ms | %d / %d |'
                   % (what, r['clients'], r['rps'], r['p50_ms'], r['p90_ms'], r['p99_ms'], r['non_2xx'], r['socket_errors']))
         print('load average after: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
