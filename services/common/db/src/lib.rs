@@ -53,6 +53,10 @@ pub enum DbError {
     Decode { column: usize, reason: String },
     #[error("database schema: {0}")]
     Schema(String),
+    /// The server no longer holds the transaction this connection began
+    /// (see [`Db::begin`]): it was rolled back under the connection.
+    #[error("the transaction was rolled back by the server (a Galera brute-force abort whose error was not reported)")]
+    TransactionLost,
 }
 
 impl DbError {
@@ -80,8 +84,11 @@ impl DbError {
     /// and this one was rolled back.
     pub fn is_write_conflict(&self) -> bool {
         // MySQL deadlock (SQLSTATE 40001), PostgreSQL serialization failure
-        // and deadlock, SQLite busy / locked / busy snapshot / busy recovery.
-        matches!(self.database_code().as_deref(), Some("40001" | "40P01" | "5" | "6" | "517" | "261"))
+        // and deadlock, SQLite busy / locked / busy snapshot / busy recovery;
+        // MySQL's refusal of a write outside a read-write transaction (25006)
+        // where keelson writes only inside one: its transaction is gone.
+        matches!(self, DbError::TransactionLost)
+            || matches!(self.database_code().as_deref(), Some("40001" | "40P01" | "5" | "6" | "517" | "261" | "25006"))
     }
 
     /// A write conflict, or no connection free in time: the whole
@@ -553,10 +560,11 @@ impl Db {
             // transaction that reads first and writes later fails at once
             // with SQLITE_BUSY when another process wrote in between.
             Pool::Sqlite(p) => TxInner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
-            Pool::MySql(p) => TxInner::MySql(p.begin().await?),
+            // See MYSQL_BEGIN_WRITE.
+            Pool::MySql(p) => TxInner::MySql(p.begin_with(MYSQL_BEGIN_WRITE).await?),
             Pool::Postgres(p) => TxInner::Postgres(p.begin().await?),
         };
-        Ok(Tx { inner, dialect: self.dialect, _writer: guard })
+        Ok(Tx { inner, dialect: self.dialect, writes: true, _writer: guard })
     }
 
     /// Opens a transaction that only reads, on one consistent snapshot:
@@ -573,7 +581,7 @@ impl Db {
                 TxInner::Postgres(p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
             }
         };
-        Ok(Tx { inner, dialect: self.dialect, _writer: None })
+        Ok(Tx { inner, dialect: self.dialect, writes: false, _writer: None })
     }
 
     /// Runs a statement outside any transaction (DDL, session settings).
@@ -581,7 +589,13 @@ impl Db {
         use sqlx::Executor as _;
         Ok(match &self.pool {
             Pool::Sqlite(p) => p.execute(sql).await?.rows_affected(),
-            Pool::MySql(p) => p.execute(sql).await?.rows_affected(),
+            Pool::MySql(p) => {
+                // The connection may come from a write transaction, which
+                // left its session read-only (MYSQL_BEGIN_WRITE).
+                let mut conn = p.acquire().await?;
+                conn.execute(MYSQL_SESSION_READ_WRITE).await?;
+                conn.execute(sql).await?.rows_affected()
+            }
             Pool::Postgres(p) => p.execute(sql).await?.rows_affected(),
         })
     }
@@ -613,8 +627,28 @@ enum TxInner {
 pub struct Tx {
     inner: TxInner,
     pub dialect: Dialect,
+    /// Opened by [`Db::begin`]: on MySQL, COMMIT first checks that the
+    /// server still holds the transaction.
+    writes: bool,
     _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
+
+/// How a MySQL write transaction begins: the session's default access mode
+/// read-only, and this transaction read-write. On Galera a transaction can
+/// be rolled back under its connection by a conflicting write of another
+/// node (a brute-force abort), and the server reports that to the next
+/// statement; but a command that gets no answer can swallow the report
+/// (seen in tests/bench/galera.py: an allocation INSERT committed alone, as
+/// its own autocommitted statement, after the consumer row inserted before
+/// it in the same transaction was rolled back). With this default a write
+/// after such a rollback runs outside any read-write transaction and is
+/// refused (1792, SQLSTATE 25006, a write conflict to retry) instead of
+/// committing alone; [`Tx::commit`] checks `@@in_transaction` for the same
+/// reason. Statements that must write outside a transaction (DDL) go through
+/// [`Db::execute_raw`] and [`Tx::execute_raw`], which make the session
+/// read-write first.
+const MYSQL_BEGIN_WRITE: &str = "SET SESSION TRANSACTION READ ONLY; START TRANSACTION READ WRITE";
+const MYSQL_SESSION_READ_WRITE: &str = "SET SESSION TRANSACTION READ WRITE";
 
 /// Rewrites `?` placeholders to `$1, $2, …` for PostgreSQL.
 pub fn placeholders(dialect: Dialect, sql: &str) -> std::borrow::Cow<'_, str> {
@@ -782,7 +816,15 @@ impl Tx {
         use sqlx::Executor as _;
         Ok(match &mut self.inner {
             TxInner::Sqlite(tx) => (&mut **tx).execute(sql).await?.rows_affected(),
-            TxInner::MySql(tx) => (&mut **tx).execute(sql).await?.rows_affected(),
+            TxInner::MySql(tx) => {
+                // DDL commits the transaction and runs on its own, in the
+                // session's default access mode (MYSQL_BEGIN_WRITE); what
+                // follows is no longer one transaction, so COMMIT has none
+                // to check.
+                self.writes = false;
+                (&mut **tx).execute(MYSQL_SESSION_READ_WRITE).await?;
+                (&mut **tx).execute(sql).await?.rows_affected()
+            }
             TxInner::Postgres(tx) => (&mut **tx).execute(sql).await?.rows_affected(),
         })
     }
@@ -797,7 +839,15 @@ impl Tx {
         drop(self);
     }
 
-    pub async fn commit(self) -> Result<(), DbError> {
+    pub async fn commit(mut self) -> Result<(), DbError> {
+        if self.writes && self.dialect == Dialect::MySql {
+            // See MYSQL_BEGIN_WRITE: a transaction rolled back under the
+            // connection must not be reported as committed.
+            let open = self.fetch_all("SELECT @@in_transaction", &[]).await?;
+            if open.first().map(|r| r.i64(0)).transpose()? != Some(1) {
+                return Err(DbError::TransactionLost);
+            }
+        }
         match self.inner {
             TxInner::Sqlite(tx) => tx.commit().await?,
             TxInner::MySql(tx) => tx.commit().await?,
