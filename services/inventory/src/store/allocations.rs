@@ -21,8 +21,8 @@ use keelson_db::DbError;
 use keelson_db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 
 use super::consumers::{
-    create_consumer, delete_consumers_without_allocations, ensure_consumer_type, ensure_project, ensure_user,
-    find_consumer, increment_consumer_generation, update_consumer, ConsumerRow,
+    create_consumer, delete_consumers, ensure_consumer_type, ensure_project, ensure_user, find_consumer,
+    increment_consumer_generation, update_consumer, ConsumerRow,
 };
 use super::inventories::{increment_provider_generation, resource_class_ids, stored_ratio, PROVIDER_CONCURRENT_UPDATE};
 use super::{find_provider, sum_as_bigint, ProviderRow, Store, StoreSettings};
@@ -397,9 +397,10 @@ pub(crate) async fn write_planned(
             return Err(WriteFailure::Fail(op.concurrent_update(CONSUMER_CONCURRENT_UPDATE)));
         }
     }
+    // Their generations just moved, and the plan removed all they held.
     let holding: BTreeSet<usize> = plan.iter().filter(|p| p.used > 0).map(|p| p.consumer).collect();
-    let emptied: Vec<String> = consumer_indexes.difference(&holding).map(|i| consumers[*i].row.uuid.clone()).collect();
-    delete_consumers_without_allocations(tx, &emptied).await?;
+    let emptied: Vec<i64> = consumer_indexes.difference(&holding).map(|i| consumers[*i].row.id).collect();
+    delete_consumers(tx, &emptied).await?;
     Ok(())
 }
 
@@ -824,9 +825,21 @@ impl Store {
             attempt += 1;
             let mut tx = self.db.begin().await?;
             let result = async {
-                let ids = tx
-                    .fetch_all(
-                        "SELECT a.id FROM allocations a \
+                // The consumer's row first: every allocation write of the
+                // consumer moves its generation, so holding the row keeps
+                // them off until this transaction ends (on Galera, one
+                // through another node conflicts with this one). Locked
+                // before anything is read, the allocations read next (on
+                // MariaDB the snapshot starts there) are all it holds. The
+                // generation moved here goes with the row.
+                let locked = tx
+                    .execute("UPDATE consumers SET generation = generation + 1 WHERE uuid = ?", &[consumer_uuid.into()])
+                    .await?;
+                let rows = if locked == 0 {
+                    Vec::new()
+                } else {
+                    tx.fetch_all(
+                        "SELECT a.id, c.id FROM allocations a \
                          JOIN resource_providers rp ON rp.id = a.resource_provider_id \
                          JOIN consumers c ON c.uuid = a.consumer_id \
                          JOIN projects p ON p.id = c.project_id \
@@ -834,15 +847,17 @@ impl Store {
                          WHERE a.consumer_id = ?",
                         &[consumer_uuid.into()],
                     )
-                    .await?;
-                if ids.is_empty() {
+                    .await?
+                };
+                let Some(first) = rows.first() else {
                     return Err(Error::NotFound(format!("No allocations for consumer '{consumer_uuid}'")));
-                }
+                };
+                let consumer_id = first.i64(1)?;
                 let params: Vec<Value> =
-                    ids.iter().map(|r| r.i64(0).map(Value::from)).collect::<std::result::Result<_, _>>()?;
+                    rows.iter().map(|r| r.i64(0).map(Value::from)).collect::<std::result::Result<_, _>>()?;
                 tx.execute(&format!("DELETE FROM allocations WHERE id IN ({})", in_list(params.len())), &params)
                     .await?;
-                delete_consumers_without_allocations(&mut tx, &[consumer_uuid.to_string()]).await?;
+                delete_consumers(&mut tx, &[consumer_id]).await?;
                 Ok(())
             }
             .await;
