@@ -15,8 +15,9 @@ MEMORY_MB and DISK_GB, --allocations existing allocations), then runs wrk
              per provider), alternately on every connection
   write      PUT /allocations/{new consumer}, the providers in turn
   move       POST /allocations as Nova writes a move: each consumer the
-             write run wrote takes the next provider's resources at its
-             generation, a new migration consumer the source's
+             write run wrote takes resources of the provider half the
+             fleet away at its generation, a new migration consumer the
+             source's
   delete     DELETE /allocations/{consumer}: the move run's migrations,
              then the write run's consumers
   (move and delete need write; at each level they run in this order, the
@@ -92,7 +93,9 @@ end
 # destination): one POST /allocations that gives the instance the
 # destination's resources (its generation, 1 after the PUT run) and a new
 # migration consumer the source's. Consumer n of the PUT run moves to the
-# next provider. After the last consumer written it starts again from the
+# provider half the fleet away, so that the moves in flight at once (fewer
+# than half the fleet) touch different providers, as Nova's moves to hosts
+# its scheduler picked mostly do. After the last consumer written it starts again from the
 # first, whose generation is then 2: such a second move is refused (409,
 # counted as non-2xx); the PUT run writes more than a move run moves.
 MOVE_LUA = r'''
@@ -102,7 +105,7 @@ local written = %(written)d
 request = function()
   n = n %% written + 1
   local source = providers[(n %% #providers) + 1]
-  local dest = providers[((n + 1) %% #providers) + 1]
+  local dest = providers[((n + math.floor(#providers / 2)) %% #providers) + 1]
   local instance = string.format("%%08x-0000-4000-8000-%%012x", %(run)d, n)
   local migration = string.format("%%08x-0000-4000-9000-%%012x", %(run)d, n)
   local body = '{"' .. instance .. '": {"allocations": {"' .. dest .. '": {"resources": {"VCPU": 1, "MEMORY_MB": 64}}}, ' ..
