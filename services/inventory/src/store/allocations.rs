@@ -355,11 +355,22 @@ pub(crate) async fn write_planned(
     // Deleting by primary key, and only rows that exist: a ranged DELETE
     // on MariaDB gap-locks the consumer index, and concurrent writers of
     // new consumers then deadlock on their inserts.
+    // Each row is read with what it holds, so that the usage after giving
+    // it up is the usage before minus these (no second read of the sums).
     let mut ids: Vec<Value> = Vec::new();
+    let mut after_giving_up: Option<HashMap<(i64, i64), i64>> = None;
     for chunk in params.chunks(IN_LIST_CHUNK) {
-        let sql = format!("SELECT id FROM allocations WHERE consumer_id IN ({})", in_list(chunk.len()));
+        let sql = format!(
+            "SELECT id, resource_provider_id, resource_class_id, used FROM allocations WHERE consumer_id IN ({})",
+            in_list(chunk.len())
+        );
         for r in tx.fetch_all(&sql, chunk).await? {
             ids.push(Value::from(r.i64(0)?));
+            let usage = after_giving_up.get_or_insert_with(|| previous_usage.clone());
+            // Rows on providers or classes outside the write are not checked.
+            if let Some(used) = usage.get_mut(&(r.i64(1)?, r.i64(2)?)) {
+                *used -= r.i64(3)?;
+            }
         }
     }
     for chunk in ids.chunks(IN_LIST_CHUNK) {
@@ -367,14 +378,11 @@ pub(crate) async fn write_planned(
     }
     // The usage the capacity check counts from: the usage before the
     // write unless the plan's consumers gave some of it up just now (a new
-    // consumer, as in every boot, gives up nothing).
-    let given_up;
-    let usage_now = if ids.is_empty() {
-        &previous_usage
-    } else {
-        given_up = usage_summary(tx, &provider_ids, &unique_class_ids).await?;
-        &given_up
-    };
+    // consumer, as in every boot, gives up nothing). Both are true to the
+    // end of the transaction: every other writer of these providers waits
+    // on their generations moved above, and every other writer of these
+    // consumers fails the compare-and-swap of their generations below.
+    let usage_now = after_giving_up.as_ref().unwrap_or(&previous_usage);
     let usage = UsageAround { now: usage_now, before: &previous_usage };
 
     check_capacity(tx, plan, providers, &provider_order, &class_ids, &unique_class_ids, usage).await?;
