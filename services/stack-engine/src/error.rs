@@ -136,6 +136,12 @@ pub enum EngineError {
     /// What the client cannot fix (database down, a bug); the message is
     /// logged, not shown.
     Internal(String),
+    /// The database rolled the engine's transaction back for a
+    /// conflicting write (a deadlock; on Galera a certification failure or
+    /// brute-force abort) more times than the step retried it: an
+    /// `InternalError` to a caller, which the convergence step runs again
+    /// rather than leaving the traversal to the watchdog.
+    WriteConflict(String),
 
     /// An error of a type the engine does not produce itself, carried as
     /// it came (a resource plugin's Python exception name, a peer's error
@@ -187,7 +193,7 @@ impl EngineError {
             EngineError::KeyError(_) => "KeyError",
             EngineError::AuthorizationFailure(_) => "AuthorizationFailure",
             EngineError::InvalidEncryptionKey(_) => "InvalidEncryptionKey",
-            EngineError::Internal(_) => "InternalError",
+            EngineError::Internal(_) | EngineError::WriteConflict(_) => "InternalError",
             EngineError::Remote { heat_type, .. } => heat_type,
         }
     }
@@ -227,7 +233,8 @@ impl EngineError {
             EngineError::KeyError(_)
             | EngineError::AuthorizationFailure(_)
             | EngineError::InvalidEncryptionKey(_)
-            | EngineError::Internal(_) => 500,
+            | EngineError::Internal(_)
+            | EngineError::WriteConflict(_) => 500,
             EngineError::Remote { http_status, .. } => *http_status,
         }
     }
@@ -262,6 +269,7 @@ impl EngineError {
             | EngineError::ConcurrentTransaction(m)
             | EngineError::KeyError(m)
             | EngineError::Internal(m)
+            | EngineError::WriteConflict(m)
             | EngineError::Remote { message: m, .. } => m.clone(),
             EngineError::Template(e) => e.message.clone(),
             EngineError::EntityNotFound { entity, name } => format!("The {entity} ({name}) could not be found."),
@@ -428,7 +436,11 @@ impl EngineError {
 
 impl From<keelson_db::DbError> for EngineError {
     fn from(e: keelson_db::DbError) -> Self {
-        EngineError::internal(format!("database: {e}"))
+        if e.is_write_conflict() {
+            EngineError::WriteConflict(format!("database: {e}"))
+        } else {
+            EngineError::internal(format!("database: {e}"))
+        }
     }
 }
 
@@ -450,6 +462,15 @@ impl From<TemplateError> for EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_write_is_a_write_conflict_that_callers_see_as_an_internal_error() {
+        let lost = EngineError::from(keelson_db::DbError::TransactionLost);
+        assert!(matches!(lost, EngineError::WriteConflict(_)), "{lost:?}");
+        assert_eq!((lost.heat_type(), lost.http_status()), ("InternalError", 500));
+        let other = EngineError::from(keelson_db::DbError::Schema("no table".into()));
+        assert!(matches!(other, EngineError::Internal(_)), "{other:?}");
+    }
 
     #[test]
     fn only_resource_type_unavailable_has_a_heat_error_code() {

@@ -127,9 +127,10 @@ where
     }
 }
 
-/// 1-2 ms, doubling per attempt up to 64-128 ms; the jitter comes from the
+/// The pause before running a transaction again: 1-2 ms, doubling per
+/// attempt up to 64-128 ms; the jitter comes from the
 /// clock's sub-microsecond digits (no random generator needed for this).
-fn retry_pause(attempt: u32) -> Duration {
+pub fn retry_pause(attempt: u32) -> Duration {
     let base_ms = 1u64 << attempt.saturating_sub(1).min(6);
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);

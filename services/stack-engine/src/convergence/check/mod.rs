@@ -58,6 +58,9 @@ use report::{LastKind, LastWrite};
 /// its read and its first write (or after stealing a dead engine's lock).
 const LOCK_ATTEMPTS: usize = 3;
 
+/// How many times a check that ended on a write conflict runs again.
+const CONFLICT_RERUNS: u32 = 5;
+
 /// How a node's work ended.
 enum Outcome {
     /// Done: report to successors with this data; the node's last write
@@ -104,13 +107,28 @@ impl Engine {
     /// The worker entry point: never fails; errors are logged (the
     /// watchdog re-triggers a traversal that stopped on them).
     pub async fn check_resource(self: &Arc<Self>, msg: CheckResourceMsg) {
-        if let Err(e) = self.check_resource_inner(&msg).await {
-            tracing::warn!(error = %e, stack_id = msg.stack_id, resource_id = msg.resource_id, "check_resource failed");
+        let mut conflicts = 0;
+        loop {
+            let Err(e) = self.check_resource_inner(&msg).await else { return };
             // A lock left behind by this engine would look alive forever;
-            // freeing it lets the watchdog re-trigger the stack.
+            // freeing it lets the check run again, here or from the
+            // watchdog's re-trigger.
             let _ =
                 store::resources::release_lock(&self.db, msg.resource_id, &self.engine_id, ResourceChange::default())
                     .await;
+            // Writes that lost to other engines' (on Galera, through other
+            // nodes) are not an engine going down: the check runs again
+            // (its writes are conditional, so a second run is safe) before
+            // the watchdog, which counts each stop as a dead engine and
+            // fails the stack at the third, would have to.
+            if matches!(e, EngineError::WriteConflict(_)) && conflicts < CONFLICT_RERUNS {
+                conflicts += 1;
+                tracing::debug!(error = %e, stack_id = msg.stack_id, resource_id = msg.resource_id, conflicts, "check_resource runs again after a write conflict");
+                tokio::time::sleep(keelson_db::retry_pause(conflicts)).await;
+                continue;
+            }
+            tracing::warn!(error = %e, stack_id = msg.stack_id, resource_id = msg.resource_id, "check_resource failed");
+            return;
         }
     }
 
