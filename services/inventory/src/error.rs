@@ -58,6 +58,15 @@ impl Error {
     }
 }
 
+impl keelson_db::TransactionError for Error {
+    fn database_error(&self) -> Option<&DbError> {
+        match self {
+            Error::Db(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> Self {
         e.to_api().to_status()

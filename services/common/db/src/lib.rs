@@ -101,6 +101,19 @@ impl DbError {
 /// How many times [`retrying`] runs a transaction in all.
 pub const TRANSACTION_ATTEMPTS: u32 = 8;
 
+/// An error a transaction can end with, which may be the database's: what
+/// [`retrying`] looks into to decide whether to run it again. A service's
+/// own error enum implements it for its database variant.
+pub trait TransactionError: std::fmt::Display {
+    fn database_error(&self) -> Option<&DbError>;
+}
+
+impl TransactionError for DbError {
+    fn database_error(&self) -> Option<&DbError> {
+        Some(self)
+    }
+}
+
 /// Runs `transaction` again while it fails with a retryable error
 /// (deadlock, serialization failure, SQLite busy), at most
 /// [`TRANSACTION_ATTEMPTS`] times, sleeping a few jittered milliseconds
@@ -109,15 +122,26 @@ pub const TRANSACTION_ATTEMPTS: u32 = 8;
 /// `transaction` must be one whole transaction (or one autocommitted
 /// statement): a retryable failure then means the database rolled all of
 /// it back, so running it again cannot apply anything twice.
-pub async fn retrying<T, F, Fut>(what: &'static str, mut transaction: F) -> Result<T, DbError>
+pub async fn retrying<T, F, Fut>(what: &'static str, transaction: F) -> Result<T, DbError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, DbError>>,
 {
+    retrying_transaction(what, transaction).await
+}
+
+/// [`retrying`] for a transaction that ends with a service's own error,
+/// which may carry the database's.
+pub async fn retrying_transaction<T, E, F, Fut>(what: &'static str, mut transaction: F) -> Result<T, E>
+where
+    E: TransactionError,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
     let mut attempt = 1;
     loop {
         match transaction().await {
-            Err(e) if e.is_retryable() && attempt < TRANSACTION_ATTEMPTS => {
+            Err(e) if e.database_error().is_some_and(DbError::is_retryable) && attempt < TRANSACTION_ATTEMPTS => {
                 tracing::debug!(error = %e, what, attempt, "transaction retried");
                 tokio::time::sleep(retry_pause(attempt)).await;
                 attempt += 1;

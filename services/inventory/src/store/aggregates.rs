@@ -4,7 +4,7 @@
 
 use keelson_db::{in_list, now, Tx, Value};
 
-use super::{bump_generation, get_provider, Store};
+use super::{bump_generation, get_provider, write_retrying, Store};
 use crate::error::{Error, Result};
 
 /// A provider's aggregates and generation after a read or a write.
@@ -60,7 +60,8 @@ impl Store {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match self.try_set_provider_aggregates(uuid, generation, aggregates).await {
+            let write = || self.try_set_provider_aggregates(uuid, generation, aggregates);
+            match write_retrying("provider aggregates write", write).await {
                 Err(Error::Db(e)) if e.is_unique_violation() && attempts <= 10 => continue,
                 Err(Error::Db(e)) if e.is_unique_violation() => {
                     return Err(Error::conflict(format!("Update conflict: {e}")));

@@ -1180,40 +1180,6 @@ mod tests {
         assert!(store.get_consumer_allocations(C2).await.unwrap().consumer.is_none());
     }
 
-    /// MariaDB's answer to a transaction that lost a deadlock or, on
-    /// Galera, certification at COMMIT (1213, SQLSTATE 40001).
-    #[derive(Debug)]
-    struct Deadlock;
-
-    impl std::fmt::Display for Deadlock {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(sqlx::error::DatabaseError::message(self))
-        }
-    }
-
-    impl std::error::Error for Deadlock {}
-
-    impl sqlx::error::DatabaseError for Deadlock {
-        fn message(&self) -> &str {
-            "Deadlock found when trying to get lock; try restarting transaction"
-        }
-        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
-            Some("40001".into())
-        }
-        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-            self
-        }
-        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
-            self
-        }
-        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
-            self
-        }
-        fn kind(&self) -> sqlx::error::ErrorKind {
-            sqlx::error::ErrorKind::Other
-        }
-    }
-
     /// Writers that keep winning (many writers of a few providers through
     /// different Galera nodes) make the write give up with the 409 a
     /// moving generation gives, which the client retries, not a 500.
@@ -1225,7 +1191,7 @@ mod tests {
         let n = attempts.clone();
         let mut deadlocks = hook(move |_| {
             n.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async { Err(Error::Db(DbError::Sqlx(sqlx::Error::Database(Box::new(Deadlock))))) })
+            Box::pin(async { Err(Error::Db(crate::store::tests::deadlock())) })
         });
         let e = store
             .set_allocations_between(WriteOp::Consumer(C1), &[write(C1, &rp, &[("VCPU", 1)])], &mut deadlocks)

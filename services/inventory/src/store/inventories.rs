@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use keelson_db::DbError;
 use keelson_db::{in_list, now, Dialect, Row, Tx, Value};
 
-use super::{find_provider, ProviderRow, Store};
+use super::{find_provider, write_retrying, ProviderRow, Store};
 use crate::error::{Error, Result, CONCURRENT_UPDATE, INVENTORY_INUSE};
 
 /// Placement's largest inventory value (a signed 32-bit column upstream).
@@ -420,6 +420,16 @@ impl Store {
         inv: InventoryRecord,
         allow_reserved_equal_total: bool,
     ) -> Result<(i64, InventoryRecord)> {
+        let write = || self.try_create_inventory(uuid, inv.clone(), allow_reserved_equal_total);
+        write_retrying("inventory create", write).await
+    }
+
+    async fn try_create_inventory(
+        &self,
+        uuid: &str,
+        inv: InventoryRecord,
+        allow_reserved_equal_total: bool,
+    ) -> Result<(i64, InventoryRecord)> {
         let mut tx = self.db.begin().await?;
         let provider = existing_provider(&mut tx, uuid).await?;
         let unable = |detail: String| {
@@ -460,6 +470,17 @@ impl Store {
     /// PUT /resource_providers/{uuid}/inventories/{class}: changes one
     /// existing record, guarded by the caller's provider generation.
     pub async fn update_inventory(
+        &self,
+        uuid: &str,
+        generation: i64,
+        inv: InventoryRecord,
+        allow_reserved_equal_total: bool,
+    ) -> Result<(i64, InventoryRecord)> {
+        let write = || self.try_update_inventory(uuid, generation, inv.clone(), allow_reserved_equal_total);
+        write_retrying("inventory update", write).await
+    }
+
+    async fn try_update_inventory(
         &self,
         uuid: &str,
         generation: i64,
@@ -510,6 +531,17 @@ impl Store {
         list: Vec<InventoryRecord>,
         allow_reserved_equal_total: bool,
     ) -> Result<(i64, Vec<InventoryRecord>)> {
+        let write = || self.try_set_inventories(uuid, generation, list.clone(), allow_reserved_equal_total);
+        write_retrying("inventories write", write).await
+    }
+
+    async fn try_set_inventories(
+        &self,
+        uuid: &str,
+        generation: i64,
+        list: Vec<InventoryRecord>,
+        allow_reserved_equal_total: bool,
+    ) -> Result<(i64, Vec<InventoryRecord>)> {
         let mut tx = self.db.begin().await?;
         let provider = existing_provider(&mut tx, uuid).await?;
         if provider.generation != generation {
@@ -545,6 +577,10 @@ impl Store {
 
     /// DELETE /resource_providers/{uuid}/inventories/{class}.
     pub async fn delete_inventory(&self, uuid: &str, resource_class: &str) -> Result<()> {
+        write_retrying("inventory delete", || self.try_delete_inventory(uuid, resource_class)).await
+    }
+
+    async fn try_delete_inventory(&self, uuid: &str, resource_class: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
         let provider = existing_provider(&mut tx, uuid).await?;
         let not_found = |detail: String| {
@@ -581,6 +617,10 @@ impl Store {
     /// DELETE /resource_providers/{uuid}/inventories (from 1.5): removes
     /// every record; the generation moves on even when there were none.
     pub async fn delete_inventories(&self, uuid: &str, generation: Option<i64>) -> Result<()> {
+        write_retrying("inventories delete", || self.try_delete_inventories(uuid, generation)).await
+    }
+
+    async fn try_delete_inventories(&self, uuid: &str, generation: Option<i64>) -> Result<()> {
         let mut tx = self.db.begin().await?;
         let provider = existing_provider(&mut tx, uuid).await?;
         let stale = || {

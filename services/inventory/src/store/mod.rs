@@ -62,6 +62,30 @@ impl Store {
     }
 }
 
+/// The update-conflict answer of a write that lost every attempt to other
+/// writers.
+const WRITE_CONFLICT: &str =
+    "Update conflict: Another thread concurrently updated the resource provider data. Please retry your update";
+
+/// Runs `transaction` (one whole write transaction, begun and committed
+/// inside) again while the database refuses it as a write conflict
+/// (deadlock, serialization failure, Galera certification, SQLite busy) or
+/// has no connection free; a write that lost every attempt to other
+/// writers answers 409 `placement.concurrent_update`, not 500.
+pub(crate) async fn write_retrying<T, F, Fut>(what: &'static str, transaction: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    keelson_db::retrying_transaction(what, transaction).await.map_err(|e| match e {
+        Error::Db(db) if db.is_write_conflict() => {
+            tracing::warn!(target: "keelson::inventory", "Gave up a {what} after {} attempts: {db}", keelson_db::TRANSACTION_ATTEMPTS);
+            Error::concurrent_update(WRITE_CONFLICT)
+        }
+        other => other,
+    })
+}
+
 /// A resource provider row.
 #[derive(Debug, Clone)]
 pub struct ProviderRow {
@@ -149,5 +173,90 @@ pub fn sum_as_bigint(dialect: keelson_db::Dialect, expr: &str) -> String {
     match dialect {
         keelson_db::Dialect::Postgres => format!("CAST(SUM({expr}) AS BIGINT)"),
         _ => format!("SUM({expr})"),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use keelson_db::DbError;
+
+    /// MariaDB's answer to a transaction that lost a deadlock or, on
+    /// Galera, certification at COMMIT (1213, SQLSTATE 40001).
+    #[derive(Debug)]
+    struct Deadlock;
+
+    impl std::fmt::Display for Deadlock {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(sqlx::error::DatabaseError::message(self))
+        }
+    }
+
+    impl std::error::Error for Deadlock {}
+
+    impl sqlx::error::DatabaseError for Deadlock {
+        fn message(&self) -> &str {
+            "Deadlock found when trying to get lock; try restarting transaction"
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some("40001".into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    /// A deadlock as sqlx reports MariaDB's.
+    pub(crate) fn deadlock() -> DbError {
+        DbError::Sqlx(sqlx::Error::Database(Box::new(Deadlock)))
+    }
+
+    /// Every write transaction outside the allocation writes (their own
+    /// loop) runs again after a deadlock, and one that loses every attempt
+    /// is the 409 a client retries, never a 500; other failures are not
+    /// retried.
+    #[tokio::test]
+    async fn writes_run_again_after_deadlocks_and_give_up_as_a_concurrent_update() {
+        let mut runs = 0;
+        let outcome = write_retrying("test write", || {
+            runs += 1;
+            let run = runs;
+            async move {
+                if run < 3 {
+                    Err(Error::Db(deadlock()))
+                } else {
+                    Ok(run)
+                }
+            }
+        })
+        .await;
+        assert_eq!(outcome.unwrap(), 3);
+
+        let mut runs = 0;
+        let outcome: Result<()> = write_retrying("test write", || {
+            runs += 1;
+            async { Err(Error::Db(deadlock())) }
+        })
+        .await;
+        assert!(matches!(outcome, Err(Error::Conflict(crate::error::CONCURRENT_UPDATE, ref d)) if d == WRITE_CONFLICT));
+        assert_eq!(runs, keelson_db::TRANSACTION_ATTEMPTS);
+
+        let mut runs = 0;
+        let outcome: Result<()> = write_retrying("test write", || {
+            runs += 1;
+            async { Err(Error::NotFound("gone".into())) }
+        })
+        .await;
+        assert!(matches!(outcome, Err(Error::NotFound(_))));
+        assert_eq!(runs, 1);
     }
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use keelson_db::{in_list, now, Row, Tx, Value};
 
-use super::{ProviderRow, Store};
+use super::{write_retrying, ProviderRow, Store};
 use crate::error::{Error, Result, DUPLICATE_NAME, PROVIDER_CANNOT_DELETE_PARENT, PROVIDER_IN_USE};
 
 /// A provider with the uuids of its parent and root.
@@ -132,6 +132,15 @@ impl Store {
         name: &str,
         parent_uuid: Option<&str>,
     ) -> Result<Provider> {
+        write_retrying("provider create", || self.try_create_resource_provider(uuid, name, parent_uuid)).await
+    }
+
+    async fn try_create_resource_provider(
+        &self,
+        uuid: Option<&str>,
+        name: &str,
+        parent_uuid: Option<&str>,
+    ) -> Result<Provider> {
         let uuid = match uuid {
             Some(u) if !u.is_empty() => u.to_string(),
             _ => uuid::Uuid::new_v4().to_string(),
@@ -249,6 +258,17 @@ impl Store {
         parent_uuid: Option<Option<&str>>,
         allow_reparent: bool,
     ) -> Result<Provider> {
+        let write = || self.try_update_resource_provider(uuid, name, parent_uuid, allow_reparent);
+        write_retrying("provider update", write).await
+    }
+
+    async fn try_update_resource_provider(
+        &self,
+        uuid: &str,
+        name: &str,
+        parent_uuid: Option<Option<&str>>,
+        allow_reparent: bool,
+    ) -> Result<Provider> {
         let mut tx = self.db.begin().await?;
         let me = load_provider(&mut tx, uuid).await?.ok_or_else(|| not_found(uuid))?;
         let action_error = |reason: &str| {
@@ -359,6 +379,10 @@ impl Store {
     /// Deletes a provider with its inventories and its trait and aggregate
     /// links; refused while it has children or allocations.
     pub async fn delete_resource_provider(&self, uuid: &str) -> Result<()> {
+        write_retrying("provider delete", || self.try_delete_resource_provider(uuid)).await
+    }
+
+    async fn try_delete_resource_provider(&self, uuid: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
         let me = super::find_provider(&mut tx, uuid)
             .await?

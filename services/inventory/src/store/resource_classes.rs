@@ -4,7 +4,7 @@
 use keelson_db::{now, Tx};
 use keelson_placement_schema::seed::MIN_CUSTOM_RESOURCE_CLASS_ID;
 
-use super::Store;
+use super::{write_retrying, Store};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -71,6 +71,10 @@ impl Store {
 
     /// Creates a custom class. `Ok(None)` when a class of that name exists.
     async fn insert_class(&self, name: &str) -> Result<Option<ResourceClassRow>> {
+        write_retrying("resource class create", || self.try_insert_class(name)).await
+    }
+
+    async fn try_insert_class(&self, name: &str) -> Result<Option<ResourceClassRow>> {
         // Two creators may pick the same next id; the loser retries with
         // a fresh one (upstream retries up to 100 times too).
         for _ in 0..100 {
@@ -124,6 +128,10 @@ impl Store {
 
     /// PUT /resource_classes/{name} before 1.7: renames a custom class.
     pub async fn rename_resource_class(&self, name: &str, new_name: &str) -> Result<ResourceClassRow> {
+        write_retrying("resource class rename", || self.try_rename_resource_class(name, new_name)).await
+    }
+
+    async fn try_rename_resource_class(&self, name: &str, new_name: &str) -> Result<ResourceClassRow> {
         let mut tx = self.db.begin().await?;
         let rc = find(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
         if rc.id < MIN_CUSTOM_RESOURCE_CLASS_ID {
@@ -151,6 +159,10 @@ impl Store {
     }
 
     pub async fn delete_resource_class(&self, name: &str) -> Result<()> {
+        write_retrying("resource class delete", || self.try_delete_resource_class(name)).await
+    }
+
+    async fn try_delete_resource_class(&self, name: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
         let rc = find(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
         if rc.id < MIN_CUSTOM_RESOURCE_CLASS_ID {

@@ -3,7 +3,7 @@
 
 use keelson_db::{in_list, now, Row, Tx, Value};
 
-use super::{bump_generation, get_provider, ProviderRow, Store};
+use super::{bump_generation, get_provider, write_retrying, ProviderRow, Store};
 use crate::error::{Error, Result};
 
 /// Custom traits carry this prefix; the others are standard.
@@ -164,6 +164,10 @@ impl Store {
 
     /// Creates a trait unless it exists: (trait, created).
     pub async fn ensure_trait(&self, name: &str) -> Result<(TraitRow, bool)> {
+        write_retrying("trait create", || self.try_ensure_trait(name)).await
+    }
+
+    async fn try_ensure_trait(&self, name: &str) -> Result<(TraitRow, bool)> {
         let mut tx = self.db.begin().await?;
         if let Some(t) = find_trait(&mut tx, name).await? {
             return Ok((t, false));
@@ -185,6 +189,10 @@ impl Store {
 
     /// Deletes a custom trait no provider has.
     pub async fn delete_trait(&self, name: &str) -> Result<()> {
+        write_retrying("trait delete", || self.try_delete_trait(name)).await
+    }
+
+    async fn try_delete_trait(&self, name: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
         let t = find_trait(&mut tx, name).await?.ok_or_else(|| trait_not_found(name))?;
         if !name.starts_with(CUSTOM_PREFIX) {
@@ -212,6 +220,10 @@ impl Store {
     /// Replaces a provider's traits if its generation is still `generation`.
     /// The generation moves only when the set changes.
     pub async fn set_provider_traits(&self, uuid: &str, generation: i64, names: &[String]) -> Result<ProviderTraits> {
+        write_retrying("provider traits write", || self.try_set_provider_traits(uuid, generation, names)).await
+    }
+
+    async fn try_set_provider_traits(&self, uuid: &str, generation: i64, names: &[String]) -> Result<ProviderTraits> {
         let mut tx = self.db.begin().await?;
         let rp = get_provider(&mut tx, uuid).await?;
         if rp.generation != generation {
@@ -238,6 +250,10 @@ impl Store {
 
     /// Removes every trait of a provider (no generation given by the caller).
     pub async fn delete_provider_traits(&self, uuid: &str) -> Result<()> {
+        write_retrying("provider traits delete", || self.try_delete_provider_traits(uuid)).await
+    }
+
+    async fn try_delete_provider_traits(&self, uuid: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
         let rp = get_provider(&mut tx, uuid).await?;
         if replace_provider_traits(&mut tx, &rp, &[]).await? {
