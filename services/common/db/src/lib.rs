@@ -707,6 +707,13 @@ pub fn placeholders(dialect: Dialect, sql: &str) -> std::borrow::Cow<'_, str> {
 /// statement's other parameters.
 pub const IN_LIST_CHUNK: usize = 10_000;
 
+/// `(?, ?), (?, ?)` for a multi-row `VALUES` of `rows` rows of `columns`
+/// values each (at least one row).
+pub fn values_rows(rows: usize, columns: usize) -> String {
+    let row = format!("({})", in_list(columns));
+    vec![row.as_str(); rows.max(1)].join(", ")
+}
+
 /// `?, ?, ?` for an `IN (…)` list of `n` items (never empty: `n` ≥ 1).
 pub fn in_list(n: usize) -> String {
     vec!["?"; n.max(1)].join(", ")
@@ -813,6 +820,20 @@ impl Tx {
             TxInner::MySql(tx) => bind_all!(sqlx::query(&sql), params).execute(&mut **tx).await?.rows_affected(),
             TxInner::Postgres(tx) => bind_all!(sqlx::query(&sql), params).execute(&mut **tx).await?.rows_affected(),
         })
+    }
+
+    /// Inserts rows of `columns` values each (`values`, row after row) with
+    /// as few statements as the backends' parameter bounds allow:
+    /// `insert_head` is the statement up to `VALUES` (`INSERT INTO t (a, b)`).
+    /// Rows are inserted in the order given. Answers the rows inserted.
+    pub async fn insert_rows(&mut self, insert_head: &str, columns: usize, values: &[Value]) -> Result<u64, DbError> {
+        let columns = columns.max(1);
+        let mut inserted = 0;
+        for chunk in values.chunks((IN_LIST_CHUNK / columns).max(1) * columns) {
+            let sql = format!("{insert_head} VALUES {}", values_rows(chunk.len() / columns, columns));
+            inserted += self.execute(&sql, chunk).await?;
+        }
+        Ok(inserted)
     }
 
     /// Runs an INSERT into a table whose key column is `id`; answers the new id.
@@ -1111,6 +1132,22 @@ mod tests {
         .await;
         assert!(outcome.is_err());
         assert_eq!(runs, TRANSACTION_ATTEMPTS);
+    }
+
+    #[tokio::test]
+    async fn rows_are_inserted_in_chunks_in_order() {
+        assert_eq!(values_rows(2, 3), "(?, ?, ?), (?, ?, ?)");
+        let db = Db::connect(&DatabaseUrl::parse("sqlite://").unwrap(), &PoolSettings::default()).await.unwrap();
+        db.execute_raw("CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, a INTEGER, b TEXT)").await.unwrap();
+        let mut tx = db.begin().await.unwrap();
+        // More rows than one statement may bind.
+        let n = IN_LIST_CHUNK + 7;
+        let values: Vec<Value> = (0..n).flat_map(|i| [Value::Int(i as i64), Value::Text(format!("r{i}"))]).collect();
+        assert_eq!(tx.insert_rows("INSERT INTO t (a, b)", 2, &values).await.unwrap(), n as u64);
+        let rows = tx.fetch_all("SELECT a, b FROM t ORDER BY id", &[]).await.unwrap();
+        assert_eq!(rows.len(), n);
+        assert!(rows.iter().enumerate().all(|(i, r)| r.i64(0).unwrap() == i as i64));
+        tx.commit().await.unwrap();
     }
 
     #[tokio::test]

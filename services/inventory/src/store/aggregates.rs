@@ -2,7 +2,9 @@
 //! `placement_aggregates` on first use and never validated against
 //! anything else (Nova's host aggregates, for instance).
 
-use keelson_db::{in_list, now, Tx, Value};
+use std::collections::{HashMap, HashSet};
+
+use keelson_db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 
 use super::{bump_generation, get_provider, write_retrying, Store};
 use crate::error::{Error, Result};
@@ -27,14 +29,32 @@ async fn provider_aggregates(tx: &mut Tx, provider_id: i64) -> Result<Vec<(i64, 
     rows.iter().map(|r| Ok((r.i64(0)?, r.string(1)?))).collect()
 }
 
-/// The id of an aggregate, created when unknown.
-async fn ensure_aggregate(tx: &mut Tx, uuid: &str) -> Result<i64> {
-    if let Some(r) = tx.fetch_optional("SELECT id FROM placement_aggregates WHERE uuid = ?", &[uuid.into()]).await? {
-        return Ok(r.i64(0)?);
+/// The ids of aggregates by uuid, those unknown created (in the order
+/// given). A concurrent creator of the same aggregate makes the insert a
+/// unique violation, which the caller answers with a fresh transaction.
+async fn ensure_aggregates(tx: &mut Tx, uuids: &[&String]) -> Result<HashMap<String, i64>> {
+    let mut ids = aggregate_ids(tx, uuids).await?;
+    let missing: Vec<&String> = uuids.iter().copied().filter(|u| !ids.contains_key(*u)).collect();
+    if !missing.is_empty() {
+        let ts = now();
+        let rows: Vec<Value> = missing.iter().flat_map(|u| [Value::from(u.as_str()), ts.into()]).collect();
+        tx.insert_rows("INSERT INTO placement_aggregates (uuid, created_at)", 2, &rows).await?;
+        ids.extend(aggregate_ids(tx, &missing).await?);
     }
-    Ok(tx
-        .insert("INSERT INTO placement_aggregates (uuid, created_at) VALUES (?, ?)", &[uuid.into(), now().into()])
-        .await?)
+    Ok(ids)
+}
+
+/// The ids of the known aggregates among `uuids`.
+async fn aggregate_ids(tx: &mut Tx, uuids: &[&String]) -> Result<HashMap<String, i64>> {
+    let mut ids = HashMap::with_capacity(uuids.len());
+    for chunk in uuids.chunks(IN_LIST_CHUNK) {
+        let params: Vec<Value> = chunk.iter().map(|u| Value::from(u.as_str())).collect();
+        let sql = format!("SELECT id, uuid FROM placement_aggregates WHERE uuid IN ({})", in_list(chunk.len()));
+        for r in tx.fetch_all(&sql, &params).await? {
+            ids.insert(r.string(1)?, r.i64(0)?);
+        }
+    }
+    Ok(ids)
 }
 
 impl Store {
@@ -85,7 +105,8 @@ impl Store {
             ));
         }
         let existing = provider_aggregates(&mut tx, rp.id).await?;
-        let to_remove: Vec<i64> = existing.iter().filter(|(_, u)| !aggregates.contains(u)).map(|(id, _)| *id).collect();
+        let requested: HashSet<&String> = aggregates.iter().collect();
+        let to_remove: Vec<i64> = existing.iter().filter(|(_, u)| !requested.contains(u)).map(|(id, _)| *id).collect();
         if !to_remove.is_empty() {
             let mut params: Vec<Value> = vec![rp.id.into()];
             params.extend(to_remove.iter().map(|id| Value::Int(*id)));
@@ -98,17 +119,23 @@ impl Store {
             )
             .await?;
         }
-        let ts = now();
-        let mut added: Vec<&String> = Vec::new();
-        for agg in aggregates {
-            if existing.iter().any(|(_, u)| u == agg) || added.contains(&agg) {
-                continue;
+        // New links in request order, once each.
+        let mut seen: HashSet<&String> = existing.iter().map(|(_, u)| u).collect();
+        let added: Vec<&String> = aggregates.iter().filter(|agg| seen.insert(*agg)).collect();
+        if !added.is_empty() {
+            let ids = ensure_aggregates(&mut tx, &added).await?;
+            let ts = now();
+            let mut rows: Vec<Value> = Vec::with_capacity(3 * added.len());
+            for agg in &added {
+                let id = *ids
+                    .get(*agg)
+                    .ok_or_else(|| Error::conflict(format!("Update conflict: aggregate {agg} vanished")))?;
+                rows.extend([rp.id.into(), Value::Int(id), ts.into()]);
             }
-            added.push(agg);
-            let agg_id = ensure_aggregate(&mut tx, agg).await?;
-            tx.execute(
-                "INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id, created_at) VALUES (?, ?, ?)",
-                &[rp.id.into(), agg_id.into(), ts.into()],
+            tx.insert_rows(
+                "INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id, created_at)",
+                3,
+                &rows,
             )
             .await?;
         }

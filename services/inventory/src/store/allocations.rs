@@ -387,14 +387,26 @@ pub(crate) async fn write_planned(
 
     check_capacity(tx, plan, providers, &provider_order, &class_ids, &unique_class_ids, usage).await?;
 
+    // One statement for all the rows (a boot's VCPU, MEMORY_MB and DISK_GB).
     let ts = now();
+    let mut rows: Vec<Value> = Vec::with_capacity(5 * plan.len());
     for p in plan.iter().filter(|p| p.used > 0) {
         let (Some(state), Some(rc_id)) = (providers.get(&p.provider_uuid), class_ids.get(&p.resource_class)) else {
             return Err(WriteFailure::ProviderConflict);
         };
-        tx.execute(
-            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES (?, ?, ?, ?, ?)",
-            &[state.id.into(), consumers[p.consumer].row.uuid.as_str().into(), (*rc_id).into(), p.used.into(), ts.into()],
+        rows.extend([
+            state.id.into(),
+            consumers[p.consumer].row.uuid.as_str().into(),
+            (*rc_id).into(),
+            p.used.into(),
+            ts.into(),
+        ]);
+    }
+    if !rows.is_empty() {
+        tx.insert_rows(
+            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at)",
+            5,
+            &rows,
         )
         .await?;
     }

@@ -97,13 +97,9 @@ async fn replace_provider_traits(tx: &mut Tx, provider: &ProviderRow, wanted: &[
         .await?;
     }
     let ts = now();
-    for id in to_add {
-        tx.execute(
-            "INSERT INTO resource_provider_traits (trait_id, resource_provider_id, created_at) VALUES (?, ?, ?)",
-            &[id.into(), provider.id.into(), ts.into()],
-        )
+    let rows: Vec<Value> = to_add.iter().flat_map(|id| [Value::Int(*id), provider.id.into(), ts.into()]).collect();
+    tx.insert_rows("INSERT INTO resource_provider_traits (trait_id, resource_provider_id, created_at)", 3, &rows)
         .await?;
-    }
     Ok(true)
 }
 
