@@ -38,8 +38,22 @@ gone. `--only swift` at 2026-12-07 (keelson 03:58 UTC, the real Heat
 27.0.1 04:16 UTC): all 12 steps passed on both sides (create, the no-op
 update, the container's replacement, delete), with the same Swift calls
 for the handle's delete and the container's purge.
+
+The `ec2` family (AWS::EC2::Instance on SubnetId) and the `ec2attach`
+family (AWS::EC2::Instance on NetworkInterfaces, OS::Cinder::
+VolumeAttachment, OS::Neutron::FloatingIPAssociation): see their classes.
+`--only ec2 --only ec2attach` at 2026-12-07 14:18-14:30 UTC: keelson all
+16 steps; the real Heat 27.0.1 14, failing `ec2`'s replace and delete
+(its delete removes the port it made on SubnetId before the server, which
+Neutron's default policy refuses a project member while the port is bound:
+`Forbidden: rule:delete_port is disallowed by policy`). Both sides gave
+the same attributes (PrivateIp = PublicIp = PrivateDnsName = PublicDnsName
+= the fixed address, AvailabilityZone `nova`) and Nova named the attached
+volume /dev/sdb on both (the template asks /dev/vdb).
 """
 import argparse
+import base64
+import email
 import http.server as http_server
 import json
 import os
@@ -808,6 +822,222 @@ class Servers(Family):
         return self.api.get('nova', '/servers/' + pid, who=self.who) is None
 
 
+class Ec2(Family):
+    """AWS::EC2::Instance with SubnetId (Heat makes the port on it), Tags
+    (the server's metadata) and UserData, on a network of the stack's: the
+    update resizes it (InstanceType: Heat resizes and confirms) and changes
+    its Tags in place; the replace step changes UserData (not
+    update_allowed): a new server. The attributes (PrivateIp, PublicIp,
+    PrivateDnsName, PublicDnsName: Heat's first address of the last
+    network by name; AvailabilityZone: Nova's zone) are read through
+    outputs.
+
+    The real Heat 27.0.1 fails the replace and delete steps: its delete
+    removes the port it made before the server, and Neutron's default
+    policy (2025.1 on) refuses a project member the delete of a port bound
+    to a server (`Forbidden: rule:delete_port is disallowed by policy`),
+    so the old server stays and the stack ends UPDATE_FAILED/DELETE_FAILED.
+    keelson deletes the server first, then the port (Nova has unbound it)."""
+    short = 'ec2'
+    types = {'vm': 'AWS::EC2::Instance'}
+    updated = ('vm',)
+    replaced = ('vm',)
+    ATTRS = ('PrivateIp', 'PublicIp', 'PrivateDnsName', 'PublicDnsName', 'AvailabilityZone')
+    cidr = '10.80.1.0/24'
+
+    def values(self, step):
+        return {
+            'flavor': SERVER_FLAVORS[0][0] if step == 'create' else SERVER_FLAVORS[1][0],
+            'tags': {'step': 'create'} if step == 'create' else {'step': 'update', 'kept': 'yes'},
+            'user_data': 'echo first' if step != 'replace' else 'echo second',
+        }
+
+    @staticmethod
+    def tags(m):
+        return [{'Key': k, 'Value': m[k]} for k in sorted(m)]
+
+    def network(self):
+        return {
+            'net': {'type': 'OS::Neutron::Net', 'properties': {'name': self.name + '-net'}},
+            'subnet': {'type': 'OS::Neutron::Subnet', 'properties': {
+                'network': {'get_resource': 'net'}, 'cidr': self.cidr, 'enable_dhcp': False}},
+        }
+
+    def outputs(self, servers):
+        return {'%s_%s' % (res, a): {'value': {'get_attr': [res, a]}} for res in servers for a in self.ATTRS}
+
+    def template(self, step):
+        v = self.values(step)
+        resources = self.network()
+        resources['vm'] = {'type': 'AWS::EC2::Instance', 'properties': {
+            'ImageId': 'cloud-test', 'InstanceType': v['flavor'], 'SubnetId': {'get_resource': 'subnet'},
+            'Tags': self.tags(v['tags']), 'UserData': v['user_data']}}
+        return tmpl(resources, self.outputs(['vm']))
+
+    def server(self, pid):
+        # As the admin: user_data and the zone are shown to admins.
+        o = (self.api.get('nova', '/servers/' + pid) or {}).get('server')
+        expect(o, 'server %s missing' % pid)
+        return o
+
+    def image_id(self):
+        if not hasattr(self, '_image'):
+            self._image = self.api.get('glance', '/images?name=cloud-test')['images'][0]['id']
+        return self._image
+
+    def check_attributes(self, res, o):
+        """The attribute outputs against the server: Heat's first address of
+        the last network (by name) that has one, and Nova's zone."""
+        out = self.api.outputs(self.who, self.name, self.sid)
+        got = {a: out.get('%s_%s' % (res, a)) for a in self.ATTRS}
+        self.attrs.setdefault(res, []).append(got)
+        first = None
+        for net in sorted(o['addresses'], reverse=True):
+            if o['addresses'][net]:
+                first = o['addresses'][net][0]['addr']
+                break
+        for a in self.ATTRS[:4]:
+            expect(got[a] == first, '%s output %r, want %r' % (a, got[a], first))
+        zone = o.get('OS-EXT-AZ:availability_zone')
+        expect(got['AvailabilityZone'] == zone, 'AvailabilityZone output %r, want %r' % (got['AvailabilityZone'],
+                                                                                          zone))
+
+    def check_server(self, res, pid, flavor, metadata, user_data=None):
+        """The server in Nova: active, flavor, metadata, image, project, one
+        address on the stack's network, the user data's part; returns its
+        ports."""
+        api = self.api
+        o = self.server(pid)
+        expect(o['status'] == 'ACTIVE', 'status %r' % o['status'])
+        expect(o['flavor'].get('original_name') == flavor, 'flavor %r, want %s' % (o['flavor'], flavor))
+        expect(o['metadata'] == metadata, 'metadata %r, want %r' % (o['metadata'], metadata))
+        expect((o.get('image') or {}).get('id') == self.image_id(), 'image %r' % o.get('image'))
+        expect(o['tenant_id'] == api.project_id(self.who), 'project %s' % o['tenant_id'])
+        ips = [a['addr'] for a in o['addresses'].get(self.name + '-net', [])
+               if a.get('OS-EXT-IPS:type') != 'floating']
+        prefix = self.cidr.rsplit('.', 1)[0] + '.'
+        expect(len(ips) == 1 and ips[0].startswith(prefix), 'addresses %r' % o['addresses'])
+        if user_data is not None and o.get('OS-EXT-SRV-ATTR:user_data') is not None:
+            data = base64.b64decode(o['OS-EXT-SRV-ATTR:user_data'])
+            texts = [part.get_payload(decode=True) for part in email.message_from_bytes(data).walk()
+                     if not part.is_multipart()]
+            expect(user_data.encode() in texts, 'no part of the user data is %r' % user_data)
+        self.check_attributes(res, o)
+        return api.get('neutron', '/ports?device_id=' + pid)['ports']
+
+    def check(self, res, pid, step):
+        v = self.values(step)
+        ports = self.check_server(res, pid, v['flavor'], v['tags'], v['user_data'])
+        subnets = [ip['subnet_id'] for p in ports for ip in p['fixed_ips']]
+        expect(subnets == [self.extra_ids['subnet']], 'port subnets %r' % subnets)
+        self.vm_ports.setdefault(pid, [p['id'] for p in ports])
+
+    def gone(self, res, pid):
+        if self.api.get('nova', '/servers/' + pid) is not None:
+            return False
+        # the port Heat made for SubnetId goes with the instance
+        return all(self.api.get('neutron', '/ports/' + p) is None for p in self.vm_ports.get(pid, []))
+
+
+class Ec2Attach(Ec2):
+    """Two AWS::EC2::Instance on ports of the stack's (NetworkInterfaces), a
+    volume attached to one, a floating IP associated with its port:
+
+      vm      NetworkInterfaces (`port`), Tags; the update resizes it and
+              changes its Tags in place;
+      vm_b    NetworkInterfaces (`port_b`): where the replace step moves the
+              attachment and the association;
+      attach  OS::Cinder::VolumeAttachment of `vol` to `vm` at /dev/vdb (the
+              fake driver names it /dev/sdb); every property is
+              update_allowed: the replace step's new instance_uuid (vm_b)
+              detaches and attaches again in place, the physical id staying
+              the volume's (Nova names the attachment after it);
+      assoc   OS::Neutron::FloatingIPAssociation of `fip` with `port`; the
+              replace step moves it to `port_b` (update_allowed: the same
+              physical id, Heat's resource row id).
+
+    Nothing here is replaced: `replace` is the step that moves the
+    attachment and the association."""
+    short = 'ec2attach'
+    types = {'vm': 'AWS::EC2::Instance (NetworkInterfaces)', 'attach': 'OS::Cinder::VolumeAttachment',
+             'assoc': 'OS::Neutron::FloatingIPAssociation'}
+    updated = ('vm', 'attach', 'assoc')
+    replaced = ()
+    cidr = '10.81.1.0/24'
+
+    def values(self, step):
+        v = super().values(step)
+        v['target'] = 'vm_b' if step == 'replace' else 'vm'
+        v['port'] = 'port_b' if step == 'replace' else 'port'
+        return v
+
+    def template(self, step):
+        v = self.values(step)
+        resources = self.network()
+        resources.update({
+            'router': {'type': 'OS::Neutron::Router', 'properties': {
+                'external_gateway_info': {'network': 'public'}}},
+            'iface': {'type': 'OS::Neutron::RouterInterface', 'properties': {
+                'router': {'get_resource': 'router'}, 'subnet': {'get_resource': 'subnet'}}},
+            'vol': {'type': 'OS::Cinder::Volume', 'properties': {'size': 1, 'name': self.name + '-vol'}},
+            'attach': {'type': 'OS::Cinder::VolumeAttachment', 'properties': {
+                'instance_uuid': {'get_resource': v['target']}, 'volume_id': {'get_resource': 'vol'},
+                'mountpoint': '/dev/vdb'}},
+            # The router interface comes first, as in the port family.
+            'fip': {'type': 'OS::Neutron::FloatingIP', 'depends_on': ['iface'], 'properties': {
+                'floating_network': 'public'}},
+            'assoc': {'type': 'OS::Neutron::FloatingIPAssociation', 'properties': {
+                'floatingip_id': {'get_resource': 'fip'}, 'port_id': {'get_resource': v['port']}}},
+        })
+        for vm, port, tags, flavor in (('vm', 'port', v['tags'], v['flavor']),
+                                       ('vm_b', 'port_b', {'role': 'spare'}, SERVER_FLAVORS[0][0])):
+            resources[port] = {'type': 'OS::Neutron::Port', 'properties': {
+                'network': {'get_resource': 'net'}, 'fixed_ips': [{'subnet': {'get_resource': 'subnet'}}]}}
+            resources[vm] = {'type': 'AWS::EC2::Instance', 'properties': {
+                'ImageId': 'cloud-test', 'InstanceType': flavor, 'Tags': self.tags(tags),
+                'NetworkInterfaces': [{'NetworkInterfaceId': {'get_resource': port}, 'DeviceIndex': '0'}]}}
+        return tmpl(resources, self.outputs(['vm']))
+
+    def check(self, res, pid, step):
+        v, api = self.values(step), self.api
+        if res == 'vm':
+            ports = self.check_server(res, pid, v['flavor'], v['tags'])
+            expect([p['id'] for p in ports] == [self.extra_ids['port']], 'ports %r' % [p['id'] for p in ports])
+        elif res == 'attach':
+            vol, server = self.extra_ids['vol'], self.extra_ids[v['target']]
+            expect(pid == vol, "physical id %s, want the volume's id %s" % (pid, vol))
+            o = (api.get('cinder', '/volumes/' + vol, who=self.who) or {}).get('volume')
+            expect(o, 'volume %s missing' % vol)
+            expect(o['status'] == 'in-use', 'volume status %r' % o['status'])
+            servers = [a['server_id'] for a in o['attachments']]
+            expect(servers == [server], 'volume attached to %r, want %r' % (servers, [server]))
+            nova = api.get('nova', '/servers/%s/os-volume_attachments' % server)['volumeAttachments']
+            got = [(a['volumeId'], a['device']) for a in nova]
+            expect(got == [(vol, o['attachments'][0].get('device'))], 'nova attachments %r, cinder %r' % (
+                got, o['attachments']))
+            if step == 'replace':
+                left = api.get('nova', '/servers/%s/os-volume_attachments' % self.extra_ids['vm'])
+                expect(not left['volumeAttachments'], 'still on the first server: %r' % left)
+            self.devices.append(got[0][1])
+        elif res == 'assoc':
+            fip = (api.get('neutron', '/floatingips/' + self.extra_ids['fip']) or {}).get('floatingip')
+            expect(fip, 'floating ip %s missing' % self.extra_ids['fip'])
+            want = self.extra_ids[v['port']]
+            expect(fip['port_id'] == want, 'floating ip on port %s, want %s' % (fip['port_id'], want))
+            expect(fip['floating_network_id'] == self.run_ctx['public'], 'network %s' % fip['floating_network_id'])
+            self.assoc_fip = self.extra_ids['fip']
+
+    def gone(self, res, pid):
+        api = self.api
+        if res == 'vm':
+            return api.get('nova', '/servers/' + pid) is None
+        if res == 'attach':
+            o = (api.get('cinder', '/volumes/' + pid, who=self.who) or {}).get('volume')
+            return o is None or not o['attachments']
+        fip = (api.get('neutron', '/floatingips/' + self.assoc_fip) or {}).get('floatingip')
+        return fip is None or fip['port_id'] is None
+
+
 SIGNAL = {'status': 'SUCCESS', 'reason': 'ok', 'data': 'hello', 'id': '1'}
 
 
@@ -894,13 +1124,13 @@ class Swift(Family):
         return self.api.swift(self.who, 'HEAD', '/' + self.sid)[0] == 404
 
 
-FAMILIES = (Network, Ports, Compute, Servers, Volume, Image, Admin, Identity, Swift)
+FAMILIES = (Network, Ports, Compute, Servers, Volume, Image, Admin, Identity, Swift, Ec2, Ec2Attach)
 
 
 # -- one family's steps ----------------------------------------------------------------------------------------
 def run_family(fam, out, kind, results):
     api, who = fam.api, fam.who
-    fam.ids, fam.egress = {}, {}
+    fam.ids, fam.egress, fam.attrs, fam.vm_ports, fam.devices = {}, {}, {}, {}, []
     made = {}  # res -> [physical ids ever]
 
     def record(res, step, ok, why=''):
@@ -972,6 +1202,10 @@ def run_family(fam, out, kind, results):
         settle(step)
     if fam.egress:
         out('%s INFO %s egress rules after each step: %s' % (kind, fam.short, fam.egress))
+    if fam.attrs:
+        out('%s INFO %s attribute outputs after each step: %s' % (kind, fam.short, fam.attrs))
+    if fam.devices:
+        out('%s INFO %s attachment devices after each step: %s' % (kind, fam.short, fam.devices))
     if hasattr(fam, 'before_delete'):
         try:
             fam.before_delete()

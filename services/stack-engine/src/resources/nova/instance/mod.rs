@@ -8,8 +8,9 @@
 //! ACTIVE, then attaches `Volumes` and waits until Cinder shows them
 //! in-use. Update in place: `Tags` (the metadata), `InstanceType` (resize
 //! then confirm), `NetworkInterfaces` and `SubnetId` (interfaces detached
-//! and attached); anything else replaces. Delete removes the port made
-//! for `SubnetId`, then waits until Nova no longer has the server. The
+//! and attached); anything else replaces. Delete waits until Nova no
+//! longer has the server, then removes the port made for `SubnetId`
+//! (Heat the other way round, which Neutron's policy refuses). The
 //! Nova calls, waits and texts are OS::Nova::Server's (`server/`).
 
 use std::sync::Arc;
@@ -563,14 +564,19 @@ impl Plugin for Instance {
         update_in_stack(self, ctx, old).await
     }
 
-    /// Heat's `handle_delete`: the port made for `SubnetId` first, then
-    /// the server.
+    /// The server (until Nova has it no more), then the port made for
+    /// `SubnetId`. Heat 27.0.1 deletes the port first, which Neutron's
+    /// default policy since 2025.1 refuses a project member while the port
+    /// is bound to a server (`not rule:compute_device`): its delete fails
+    /// with `Forbidden: rule:delete_port is disallowed by policy`. Once the
+    /// server is gone Nova has unbound the port.
     async fn delete(&self, ctx: &mut ActionContext) -> ActionResult {
+        delete_in_stack(self, ctx).await?;
         if ctx.state.data.contains_key(PORT_DATA) {
             let session = stack_session(&self.host, &ctx.stack_id).await?;
             Self::delete_subnet_port(&session, ctx).await?;
         }
-        delete_in_stack(self, ctx).await
+        Ok(())
     }
 
     /// Heat's `handle_check`: the server is ACTIVE.

@@ -198,7 +198,8 @@ async fn boots_on_a_port_of_the_subnet_then_attaches_volumes() {
     assert_eq!(attach, &json!({"volumeAttachment": {"volumeId": "vol-1", "device": "/dev/vdc"}}));
     assert_eq!(calls.iter().filter(|(_, p, _)| p == "/volume/v3/p1/volumes/vol-1").count(), 2);
 
-    // Delete: the port first, then the server until Nova has it no more.
+    // Delete: the server until Nova has it no more, then the port (Neutron
+    // refuses a member the delete of a port bound to a server).
     nova.answer("DELETE /network/v2.0/ports/port-9", 204, Value::Null);
     nova.answer(&format!("DELETE {SERVERS}/sid"), 204, Value::Null);
     nova.sequences.lock().unwrap().clear();
@@ -207,7 +208,7 @@ async fn boots_on_a_port_of_the_subnet_then_attaches_volumes() {
     Plugin::delete(&i, &mut ctx).await.unwrap();
     let deletes: Vec<String> =
         nova.calls()[before..].iter().filter(|(m, _, _)| m == "DELETE").map(|c| c.1.clone()).collect();
-    assert_eq!(deletes, ["/network/v2.0/ports/port-9".to_string(), format!("{SERVERS}/sid")]);
+    assert_eq!(deletes, [format!("{SERVERS}/sid"), "/network/v2.0/ports/port-9".to_string()]);
     assert!(!ctx.state.data.contains_key(PORT_DATA));
 }
 
