@@ -38,6 +38,12 @@ impl JsonText {
     /// written in pieces escapes the same as written whole.
     pub fn escaped(&mut self, s: &str) {
         let bytes = s.as_bytes();
+        // Names and uuids almost never need escaping: one pass without
+        // branches (the compiler vectorizes it), then one copy.
+        if !bytes.iter().fold(false, |any, &b| any | (b < 0x20) | (b == b'"') | (b == b'\\')) {
+            self.0.extend_from_slice(bytes);
+            return;
+        }
         let mut start = 0;
         for (i, &b) in bytes.iter().enumerate() {
             let escape: &[u8] = match b {
@@ -83,6 +89,17 @@ impl JsonText {
             self.0.push(b'-');
         }
         self.0.extend_from_slice(&digits[at..]);
+    }
+
+    /// Where the text ends now: what is written from here on can be
+    /// [`JsonText::repeat`]ed.
+    pub fn mark(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Appends again the text written from mark `from` to mark `to`.
+    pub fn repeat(&mut self, from: usize, to: usize) {
+        self.0.extend_from_within(from..to);
     }
 
     pub fn into_bytes(self) -> Vec<u8> {

@@ -70,15 +70,17 @@ impl ProviderView {
         out.raw(",\"generation\":");
         out.int(i64::from(rp.generation));
         out.raw(",\"links\":[{\"rel\":\"self\",\"href\":\"");
+        // Every link starts with the provider's own: written once, copied.
+        let own = out.mark();
         out.raw(&self.href_start);
         out.escaped(&rp.uuid);
+        let own = (own, out.mark());
         out.byte(b'"');
         for rel in &self.rels {
             out.raw("},{\"rel\":\"");
             out.raw(rel);
             out.raw("\",\"href\":\"");
-            out.raw(&self.href_start);
-            out.escaped(&rp.uuid);
+            out.repeat(own.0, own.1);
             out.byte(b'/');
             out.raw(rel);
             out.byte(b'"');
