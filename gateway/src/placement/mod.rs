@@ -9,6 +9,7 @@
 pub mod app;
 pub mod error;
 pub mod handlers;
+pub mod json_text;
 pub mod listener;
 pub mod microversion;
 pub mod params;

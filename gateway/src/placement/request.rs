@@ -8,6 +8,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use keelson_runtime::ApiError;
 use serde_json::{Map, Value};
 
+use super::json_text::JsonText;
 use super::microversion::Microversion;
 use super::{error, State};
 use crate::identity::Identity;
@@ -217,6 +218,13 @@ fn percent_decode(s: &str) -> String {
 /// A JSON response.
 pub fn json(status: StatusCode, body: &Value) -> Response {
     let mut resp = (status, body.to_string()).into_response();
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// A JSON response written as [`JsonText`].
+pub fn json_text_response(status: StatusCode, body: JsonText) -> Response {
+    let mut resp = (status, body.into_bytes()).into_response();
     resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }

@@ -7,14 +7,14 @@
 //! parsed the same way, answered with why the candidates are what they are
 //! (admin-only by the `keelson:placement:explain` rule).
 
-use axum::response::IntoResponse as _;
 use http::StatusCode;
 use keelson_proto::candidates::v2 as pb;
 use keelson_runtime::ApiError;
 
 use crate::placement::handlers::Route;
+use crate::placement::json_text::{self, JsonText};
 use crate::placement::params::{is_uuid_like, member_of_params, required_params, required_value, resources_param};
-use crate::placement::request::{bad_request, cache_headers, json, not_found, HandlerResult, Req};
+use crate::placement::request::{bad_request, cache_headers, json, json_text_response, not_found, HandlerResult, Req};
 use crate::placement::PlacementError;
 use crate::route;
 
@@ -230,65 +230,7 @@ fn parsed_request(req: &Req, rule: &str) -> Result<pb::GetAllocationCandidatesRe
 async fn list(req: Req) -> HandlerResult {
     let request = parsed_request(&req, "placement:allocation_candidates:list")?;
     let answer = req.state.clients.candidates.clone().get_allocation_candidates(request).await?.into_inner();
-    let mut out = (StatusCode::OK, view(&req, &answer)?).into_response();
-    out.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    Ok(cache_headers(&req, out, None))
-}
-
-/// Appends `s` as a JSON string.
-fn push_str(out: &mut String, s: &str) {
-    out.push('"');
-    // Names and uuids never need escaping: copy them whole.
-    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-        out.push_str(s);
-        out.push('"');
-        return;
-    }
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// The JSON text being written, as bytes: everything written is either
-/// ASCII punctuation, digits or whole strings, so it stays UTF-8 without a
-/// check per piece (checking each integer's digits was a tenth of the
-/// rendering), and the response body takes the bytes as they are.
-struct Out(Vec<u8>);
-
-impl Out {
-    fn push(&mut self, b: u8) {
-        self.0.push(b);
-    }
-
-    fn push_str(&mut self, s: &str) {
-        self.0.extend_from_slice(s.as_bytes());
-    }
-}
-
-/// Appends an integer without `write!`'s formatting machinery, which is
-/// several times slower for the ~100,000 integers of a large answer.
-fn push_int(out: &mut Out, n: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.0.extend_from_slice(&digits[at..]);
+    Ok(cache_headers(&req, json_text_response(StatusCode::OK, view(&req, &answer)?), None))
 }
 
 /// The service's answer did not hold together (a column ran short or an
@@ -320,14 +262,7 @@ impl<'a, T: Copy> Column<'a, T> {
 /// A table's names as JSON strings (quotes included), rendered once each:
 /// a large answer names the same providers and classes thousands of times.
 fn quoted(table: &[String]) -> Vec<String> {
-    table
-        .iter()
-        .map(|s| {
-            let mut q = String::with_capacity(s.len() + 2);
-            push_str(&mut q, s);
-            q
-        })
-        .collect()
+    table.iter().map(|s| json_text::quoted(s)).collect()
 }
 
 /// The entry at `index` of a quoted table.
@@ -339,7 +274,7 @@ fn entry<'a>(table: &'a [String], index: u32, what: &str) -> Result<&'a str, Pla
 /// JSON text from the answer's tables and columns: answers for big fleets
 /// run to megabytes, and building a `serde_json::Value` tree (or per-request
 /// messages) first would double the work.
-fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u8>, PlacementError> {
+fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<JsonText, PlacementError> {
     let uuids = quoted(&answer.provider_uuids);
     let classes = quoted(&answer.resource_classes);
     let suffixes = quoted(&answer.group_suffixes);
@@ -351,7 +286,7 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u
     let (old_list_form, mappings, traits, tree) =
         (!req.at_least(1, 12), req.at_least(1, 34), req.at_least(1, 17), req.at_least(1, 29));
 
-    let mut out = Out(Vec::with_capacity(
+    let mut out = JsonText::with_capacity(
         24 * (ar.providers.len()
             + ar.classes.len()
             + ar.mapping_providers.len()
@@ -359,7 +294,7 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u
             + ps.resource_classes.len())
             + 48 * (ar.providers.len() + ar.mapping_providers.len() + 3 * ps.providers.len())
             + 64,
-    ));
+    );
     let mut providers = Column::new(&ar.providers, "providers");
     let mut class_counts = Column::new(&ar.class_counts, "class counts");
     let mut class_ids = Column::new(&ar.classes, "classes");
@@ -367,84 +302,84 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u
     let mut mapping_counts = Column::new(&ar.mapping_counts, "mapping counts");
     let mut mapping_providers = Column::new(&ar.mapping_providers, "mapping providers");
     // `{"CLASS":amount,...}` of the next allocation.
-    let mut push_resources = |out: &mut Out| -> Result<(), PlacementError> {
-        out.push(b'{');
+    let mut push_resources = |out: &mut JsonText| -> Result<(), PlacementError> {
+        out.byte(b'{');
         for j in 0..class_counts.next()? {
             if j > 0 {
-                out.push(b',');
+                out.byte(b',');
             }
-            out.push_str(entry(&classes, class_ids.next()?, "class")?);
-            out.push(b':');
-            push_int(out, amounts.next()?);
+            out.raw(entry(&classes, class_ids.next()?, "class")?);
+            out.byte(b':');
+            out.int(amounts.next()?);
         }
-        out.push(b'}');
+        out.byte(b'}');
         Ok(())
     };
-    out.push_str("{\"allocation_requests\":[");
+    out.raw("{\"allocation_requests\":[");
     for (i, count) in ar.allocation_counts.iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.byte(b',');
         }
         if old_list_form {
-            out.push_str("{\"allocations\":[");
+            out.raw("{\"allocations\":[");
             for j in 0..*count {
                 if j > 0 {
-                    out.push(b',');
+                    out.byte(b',');
                 }
-                out.push_str("{\"resource_provider\":{\"uuid\":");
-                out.push_str(entry(&uuids, providers.next()?, "provider")?);
-                out.push_str("},\"resources\":");
+                out.raw("{\"resource_provider\":{\"uuid\":");
+                out.raw(entry(&uuids, providers.next()?, "provider")?);
+                out.raw("},\"resources\":");
                 push_resources(&mut out)?;
-                out.push(b'}');
+                out.byte(b'}');
             }
-            out.push_str("]}");
+            out.raw("]}");
         } else {
-            out.push_str("{\"allocations\":{");
+            out.raw("{\"allocations\":{");
             for j in 0..*count {
                 if j > 0 {
-                    out.push(b',');
+                    out.byte(b',');
                 }
-                out.push_str(entry(&uuids, providers.next()?, "provider")?);
-                out.push_str(":{\"resources\":");
+                out.raw(entry(&uuids, providers.next()?, "provider")?);
+                out.raw(":{\"resources\":");
                 push_resources(&mut out)?;
-                out.push(b'}');
+                out.byte(b'}');
             }
-            out.push(b'}');
+            out.byte(b'}');
         }
         // Every request maps every suffix, shown or not: keep the columns
         // aligned.
         if mappings {
-            out.push_str(",\"mappings\":{");
+            out.raw(",\"mappings\":{");
         }
         for (j, suffix) in suffixes.iter().enumerate() {
             if mappings {
                 if j > 0 {
-                    out.push(b',');
+                    out.byte(b',');
                 }
-                out.push_str(suffix);
-                out.push_str(":[");
+                out.raw(suffix);
+                out.raw(":[");
             }
             for k in 0..mapping_counts.next()? {
                 let p = entry(&uuids, mapping_providers.next()?, "mapped provider")?;
                 if mappings {
                     if k > 0 {
-                        out.push(b',');
+                        out.byte(b',');
                     }
-                    out.push_str(p);
+                    out.raw(p);
                 }
             }
             if mappings {
-                out.push(b']');
+                out.byte(b']');
             }
         }
         if mappings {
-            out.push(b'}');
+            out.byte(b'}');
         }
         if !old_list_form {
-            out.push(b'}');
+            out.byte(b'}');
         }
     }
-    out.push_str("],\"provider_summaries\":{");
+    out.raw("],\"provider_summaries\":{");
     let mut parents = Column::new(&ps.parents, "parents");
     let mut roots = Column::new(&ps.roots, "roots");
     let mut resource_counts = Column::new(&ps.resource_counts, "resource counts");
@@ -455,52 +390,52 @@ fn view(req: &Req, answer: &pb::GetAllocationCandidatesResponse) -> Result<Vec<u
     let mut trait_ids = Column::new(&ps.traits, "traits");
     for (i, provider) in ps.providers.iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.byte(b',');
         }
-        out.push_str(entry(&uuids, *provider, "summary provider")?);
-        out.push_str(":{\"resources\":{");
+        out.raw(entry(&uuids, *provider, "summary provider")?);
+        out.raw(":{\"resources\":{");
         for j in 0..resource_counts.next()? {
             if j > 0 {
-                out.push(b',');
+                out.byte(b',');
             }
-            out.push_str(entry(&classes, resource_classes.next()?, "summary class")?);
-            out.push_str(":{\"capacity\":");
-            push_int(&mut out, capacities.next()?);
-            out.push_str(",\"used\":");
-            push_int(&mut out, used.next()?);
-            out.push(b'}');
+            out.raw(entry(&classes, resource_classes.next()?, "summary class")?);
+            out.raw(":{\"capacity\":");
+            out.int(capacities.next()?);
+            out.raw(",\"used\":");
+            out.int(used.next()?);
+            out.byte(b'}');
         }
-        out.push(b'}');
+        out.byte(b'}');
         let trait_count = trait_counts.next()?;
         if traits {
-            out.push_str(",\"traits\":[");
+            out.raw(",\"traits\":[");
         }
         for j in 0..trait_count {
             let t = entry(&trait_names, trait_ids.next()?, "trait")?;
             if traits {
                 if j > 0 {
-                    out.push(b',');
+                    out.byte(b',');
                 }
-                out.push_str(t);
+                out.raw(t);
             }
         }
         if traits {
-            out.push(b']');
+            out.byte(b']');
         }
         let (parent, root) = (parents.next()?, roots.next()?);
         if tree {
-            out.push_str(",\"parent_provider_uuid\":");
+            out.raw(",\"parent_provider_uuid\":");
             match parent.checked_sub(1) {
-                Some(p) => out.push_str(entry(&uuids, p, "parent")?),
-                None => out.push_str("null"),
+                Some(p) => out.raw(entry(&uuids, p, "parent")?),
+                None => out.raw("null"),
             }
-            out.push_str(",\"root_provider_uuid\":");
-            out.push_str(entry(&uuids, root, "root")?);
+            out.raw(",\"root_provider_uuid\":");
+            out.raw(entry(&uuids, root, "root")?);
         }
-        out.push(b'}');
+        out.byte(b'}');
     }
-    out.push_str("}}");
-    Ok(out.0)
+    out.raw("}}");
+    Ok(out)
 }
 
 async fn explain(req: Req) -> HandlerResult {
@@ -600,24 +535,6 @@ fn explanation_view(answer: &pb::ExplainResponse) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn integers() {
-        for n in [0, 7, -7, 10, 1_048_576, i64::MAX, i64::MIN] {
-            let mut out = Out(Vec::new());
-            push_int(&mut out, n);
-            assert_eq!(out.0, n.to_string().into_bytes());
-        }
-    }
-
-    #[test]
-    fn json_strings() {
-        let mut out = String::new();
-        push_str(&mut out, "a\"b\\c\n");
-        assert_eq!(out, r#""a\"b\\c\u000a""#);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v, "a\"b\\c\n");
-    }
 
     #[test]
     fn explanation_json() {

@@ -2,11 +2,14 @@
 
 use http::StatusCode;
 use keelson_proto::placement::v1 as pb;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use crate::placement::handlers::Route;
+use crate::placement::json_text::JsonText;
 use crate::placement::params::{member_of_params, normalize_uuid, required_params, resources_param};
-use crate::placement::request::{bad_request, cache_headers, empty, json, newest, to_naive, HandlerResult, Req};
+use crate::placement::request::{
+    bad_request, cache_headers, empty, json_text_response, newest, to_naive, HandlerResult, Req,
+};
 use crate::route;
 
 pub fn routes() -> Vec<Route> {
@@ -24,36 +27,85 @@ pub fn provider_url(uuid: &str) -> String {
     format!("/resource_providers/{uuid}")
 }
 
-fn links(req: &Req, uuid: &str) -> Vec<Value> {
-    let url = req.link(&provider_url(uuid));
-    let mut rels = vec!["inventories", "usages"];
-    if req.at_least(1, 1) {
-        rels.push("aggregates");
+/// How the request's microversion shows a provider, written straight to
+/// JSON text: a list of a few hundred providers, each with its links, was
+/// mostly allocations when built as a `serde_json::Value` tree first.
+struct ProviderView {
+    /// The escaped start of every link: `{prefix}/resource_providers/`.
+    href_start: String,
+    /// The link relations after `self`.
+    rels: Vec<&'static str>,
+    /// Parent and root (from 1.14).
+    tree: bool,
+}
+
+impl ProviderView {
+    fn new(req: &Req) -> Self {
+        let mut href_start = JsonText::with_capacity(64);
+        href_start.escaped(&req.link(&provider_url("")));
+        let mut rels = vec!["inventories", "usages"];
+        if req.at_least(1, 1) {
+            rels.push("aggregates");
+        }
+        if req.at_least(1, 6) {
+            rels.push("traits");
+        }
+        if req.at_least(1, 11) {
+            rels.push("allocations");
+        }
+        let href_start = String::from_utf8(href_start.into_bytes()).unwrap_or_default();
+        ProviderView { href_start, rels, tree: req.at_least(1, 14) }
     }
-    if req.at_least(1, 6) {
-        rels.push("traits");
+
+    /// About how many bytes a provider takes.
+    fn size_hint(&self) -> usize {
+        160 + (self.rels.len() + 1) * (self.href_start.len() + 72)
     }
-    if req.at_least(1, 11) {
-        rels.push("allocations");
+
+    fn write(&self, out: &mut JsonText, rp: &pb::ResourceProvider) {
+        out.raw("{\"uuid\":");
+        out.string(&rp.uuid);
+        out.raw(",\"name\":");
+        out.string(&rp.name);
+        out.raw(",\"generation\":");
+        out.int(i64::from(rp.generation));
+        out.raw(",\"links\":[{\"rel\":\"self\",\"href\":\"");
+        // Every link starts with the provider's own: written once, copied.
+        let own = out.mark();
+        out.raw(&self.href_start);
+        out.escaped(&rp.uuid);
+        let own = (own, out.mark());
+        out.byte(b'"');
+        for rel in &self.rels {
+            out.raw("},{\"rel\":\"");
+            out.raw(rel);
+            out.raw("\",\"href\":\"");
+            out.repeat(own.0, own.1);
+            out.byte(b'/');
+            out.raw(rel);
+            out.byte(b'"');
+        }
+        out.raw("}]");
+        if self.tree {
+            out.raw(",\"parent_provider_uuid\":");
+            if rp.parent_provider_uuid.is_empty() {
+                out.raw("null");
+            } else {
+                out.string(&rp.parent_provider_uuid);
+            }
+            out.raw(",\"root_provider_uuid\":");
+            out.string(&rp.root_provider_uuid);
+        }
+        out.byte(b'}');
     }
-    let mut out = vec![json!({"rel": "self", "href": url})];
-    out.extend(rels.into_iter().map(|rel| json!({"rel": rel, "href": format!("{url}/{rel}")})));
-    out
 }
 
 /// A provider as the request's microversion shows it.
-fn view(req: &Req, rp: &pb::ResourceProvider) -> Value {
-    let mut out = Map::new();
-    out.insert("uuid".into(), json!(rp.uuid));
-    out.insert("name".into(), json!(rp.name));
-    out.insert("generation".into(), json!(rp.generation));
-    out.insert("links".into(), Value::Array(links(req, &rp.uuid)));
-    if req.at_least(1, 14) {
-        let parent = if rp.parent_provider_uuid.is_empty() { Value::Null } else { json!(rp.parent_provider_uuid) };
-        out.insert("parent_provider_uuid".into(), parent);
-        out.insert("root_provider_uuid".into(), json!(rp.root_provider_uuid));
-    }
-    Value::Object(out)
+fn view(req: &Req, rp: &pb::ResourceProvider) -> JsonText {
+    let view = ProviderView::new(req);
+    let mut out = JsonText::with_capacity(view.size_hint());
+    view.write(&mut out, rp);
+    out
 }
 
 async fn create(req: Req) -> HandlerResult {
@@ -83,7 +135,7 @@ async fn create(req: Req) -> HandlerResult {
         .await?
         .into_inner();
     let mut resp = if req.at_least(1, 20) {
-        let out = json(StatusCode::OK, &view(&req, &rp));
+        let out = json_text_response(StatusCode::OK, view(&req, &rp));
         cache_headers(&req, out, to_naive(&rp.last_modified))
     } else {
         empty(StatusCode::CREATED)
@@ -103,7 +155,7 @@ async fn show(req: Req) -> HandlerResult {
         .get_resource_provider(pb::GetResourceProviderRequest { uuid })
         .await?
         .into_inner();
-    let out = json(StatusCode::OK, &view(&req, &rp));
+    let out = json_text_response(StatusCode::OK, view(&req, &rp));
     Ok(cache_headers(&req, out, to_naive(&rp.last_modified)))
 }
 
@@ -142,7 +194,7 @@ async fn update(req: Req) -> HandlerResult {
         })
         .await?
         .into_inner();
-    let out = json(StatusCode::OK, &view(&req, &rp));
+    let out = json_text_response(StatusCode::OK, view(&req, &rp));
     Ok(cache_headers(&req, out, to_naive(&rp.last_modified)))
 }
 
@@ -180,8 +232,16 @@ async fn list(req: Req) -> HandlerResult {
         filter.resources = resources_param(&resources)?.into_iter().collect();
     }
     let resp = req.state.clients.providers.clone().list_resource_providers(filter).await?.into_inner();
-    let items: Vec<Value> = resp.resource_providers.iter().map(|rp| view(&req, rp)).collect();
+    let view = ProviderView::new(&req);
+    let mut out = JsonText::with_capacity(32 + resp.resource_providers.len() * view.size_hint());
+    out.raw("{\"resource_providers\":[");
+    for (i, rp) in resp.resource_providers.iter().enumerate() {
+        if i > 0 {
+            out.byte(b',');
+        }
+        view.write(&mut out, rp);
+    }
+    out.raw("]}");
     let last = newest(resp.resource_providers.iter().map(|rp| &rp.last_modified));
-    let out = json(StatusCode::OK, &json!({ "resource_providers": items }));
-    Ok(cache_headers(&req, out, last))
+    Ok(cache_headers(&req, json_text_response(StatusCode::OK, out), last))
 }

@@ -458,9 +458,62 @@ impl RowRef<'_> {
     }
 
     pub fn opt_string(&self, i: usize) -> Result<Option<String>, DbError> {
-        self.one(i)?.opt_string(0).map_err(|e| at_column(e, i))
+        match self.value(i)? {
+            Value::Text(t) => Ok(Some(t)),
+            Value::Null(_) => Ok(None),
+            other => Row(vec![other]).opt_string(0).map_err(|e| at_column(e, i)),
+        }
+    }
+
+    /// A timestamp column; SQLite stores them as text.
+    pub fn opt_time(&self, i: usize) -> Result<Option<NaiveDateTime>, DbError> {
+        self.one(i)?.opt_time(0).map_err(|e| at_column(e, i))
+    }
+
+    /// The whole row as [`Value`]s.
+    pub fn to_row(&self) -> Result<Row, DbError> {
+        let len = match self.row {
+            RawRow::Sqlite(r) => r.len(),
+            RawRow::MySql(r) => r.len(),
+            RawRow::Postgres(r) => r.len(),
+        };
+        (0..len).map(|i| self.value(i)).collect::<Result<_, _>>().map(Row)
     }
 }
+
+/// What a store reads of a row, whether collected ([`Row`]) or read as it
+/// arrives ([`RowRef`]): one decoding of a table's columns serves both.
+pub trait Cells {
+    fn i64(&self, i: usize) -> Result<i64, DbError>;
+    fn opt_i64(&self, i: usize) -> Result<Option<i64>, DbError>;
+    fn string(&self, i: usize) -> Result<String, DbError>;
+    fn opt_string(&self, i: usize) -> Result<Option<String>, DbError>;
+    fn opt_time(&self, i: usize) -> Result<Option<NaiveDateTime>, DbError>;
+}
+
+macro_rules! cells {
+    ($ty:ty) => {
+        impl Cells for $ty {
+            fn i64(&self, i: usize) -> Result<i64, DbError> {
+                <$ty>::i64(self, i)
+            }
+            fn opt_i64(&self, i: usize) -> Result<Option<i64>, DbError> {
+                <$ty>::opt_i64(self, i)
+            }
+            fn string(&self, i: usize) -> Result<String, DbError> {
+                <$ty>::string(self, i)
+            }
+            fn opt_string(&self, i: usize) -> Result<Option<String>, DbError> {
+                <$ty>::opt_string(self, i)
+            }
+            fn opt_time(&self, i: usize) -> Result<Option<NaiveDateTime>, DbError> {
+                <$ty>::opt_time(self, i)
+            }
+        }
+    };
+}
+cells!(Row);
+cells!(RowRef<'_>);
 
 /// A decoding error of a one-value row, placed at the real column.
 fn at_column(e: DbError, column: usize) -> DbError {
@@ -518,6 +571,47 @@ impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db").field("url", &self.url.display).finish()
     }
+}
+
+macro_rules! bind_all {
+    ($query:expr, $params:expr) => {{
+        let mut q = $query;
+        for p in $params {
+            q = match p {
+                Value::Null(Kind::Int) => q.bind(None::<i64>),
+                Value::Null(Kind::Float) => q.bind(None::<f64>),
+                Value::Null(Kind::Text) => q.bind(None::<String>),
+                Value::Null(Kind::Time) => q.bind(None::<NaiveDateTime>),
+                // Always 64-bit: PostgreSQL fixes a prepared statement's
+                // parameter types at its first execution, so a statement
+                // must bind the same type every time (int4 columns compare
+                // and assign from int8 without losing index use).
+                Value::Int(v) => q.bind(*v),
+                Value::Float(v) => q.bind(*v),
+                Value::Text(v) => q.bind(v.clone()),
+                Value::Time(v) => q.bind(*v),
+            };
+        }
+        q
+    }};
+}
+
+/// Streams the rows of a statement run on `$exec` to `$f`, each as a
+/// [`RowRef`] (`$raw` its variant); column kinds are the result set's,
+/// decided at its first row (SQLite's values carry their own types).
+macro_rules! each_row {
+    ($sql:expr, $params:expr, $exec:expr, $raw:path, $kind:expr, $f:expr) => {{
+        use tokio_stream::StreamExt as _;
+        let mut kinds: Vec<ColumnKind> = Vec::new();
+        let mut rows = bind_all!(sqlx::query($sql), $params).fetch($exec);
+        while let Some(row) = rows.next().await {
+            let row = row.map_err(DbError::from)?;
+            if kinds.is_empty() {
+                kinds = column_kinds(std::slice::from_ref(&row), $kind);
+            }
+            $f(&RowRef { row: $raw(&row), kinds: &kinds })?;
+        }
+    }};
 }
 
 impl Db {
@@ -625,12 +719,34 @@ impl Db {
         })
     }
 
-    /// A read in its own short transaction.
+    /// A read of one statement, outside any transaction: a statement reads
+    /// one consistent snapshot by itself, and a transaction around it
+    /// would cost two more round trips (BEGIN, COMMIT).
     pub async fn fetch_all(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
-        let mut tx = self.begin_read().await?;
-        let rows = tx.fetch_all(sql, params).await?;
-        tx.commit().await?;
+        let mut rows = Vec::new();
+        self.for_each_row(sql, params, |r| -> Result<(), DbError> {
+            rows.push(r.to_row()?);
+            Ok(())
+        })
+        .await?;
         Ok(rows)
+    }
+
+    /// [`Tx::for_each_row`] for a read of one statement, outside any
+    /// transaction (see [`Db::fetch_all`]).
+    pub async fn for_each_row<E: From<DbError>>(
+        &self,
+        sql: &str,
+        params: &[Value],
+        mut f: impl FnMut(&RowRef<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let sql = placeholders(self.dialect, sql);
+        match &self.pool {
+            Pool::Sqlite(p) => each_row!(&sql, params, p, RawRow::Sqlite, sqlite_kind, f),
+            Pool::MySql(p) => each_row!(&sql, params, p, RawRow::MySql, mysql_kind, f),
+            Pool::Postgres(p) => each_row!(&sql, params, p, RawRow::Postgres, postgres_kind, f),
+        }
+        Ok(())
     }
 
     pub async fn close(&self) {
@@ -719,29 +835,6 @@ pub fn in_list(n: usize) -> String {
     vec!["?"; n.max(1)].join(", ")
 }
 
-macro_rules! bind_all {
-    ($query:expr, $params:expr) => {{
-        let mut q = $query;
-        for p in $params {
-            q = match p {
-                Value::Null(Kind::Int) => q.bind(None::<i64>),
-                Value::Null(Kind::Float) => q.bind(None::<f64>),
-                Value::Null(Kind::Text) => q.bind(None::<String>),
-                Value::Null(Kind::Time) => q.bind(None::<NaiveDateTime>),
-                // Always 64-bit: PostgreSQL fixes a prepared statement's
-                // parameter types at its first execution, so a statement
-                // must bind the same type every time (int4 columns compare
-                // and assign from int8 without losing index use).
-                Value::Int(v) => q.bind(*v),
-                Value::Float(v) => q.bind(*v),
-                Value::Text(v) => q.bind(v.clone()),
-                Value::Time(v) => q.bind(*v),
-            };
-        }
-        q
-    }};
-}
-
 impl Tx {
     pub async fn fetch_all(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
         let sql = placeholders(self.dialect, sql);
@@ -772,38 +865,11 @@ impl Tx {
         params: &[Value],
         mut f: impl FnMut(&RowRef<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
-        use tokio_stream::StreamExt as _;
         let sql = placeholders(self.dialect, sql);
-        // Column kinds are the result set's, decided at its first row.
-        let mut kinds: Vec<ColumnKind> = Vec::new();
         match &mut self.inner {
-            TxInner::Sqlite(tx) => {
-                let mut rows = bind_all!(sqlx::query(&sql), params).fetch(&mut **tx);
-                while let Some(row) = rows.next().await {
-                    let row = row.map_err(DbError::from)?;
-                    f(&RowRef { row: RawRow::Sqlite(&row), kinds: &kinds })?;
-                }
-            }
-            TxInner::MySql(tx) => {
-                let mut rows = bind_all!(sqlx::query(&sql), params).fetch(&mut **tx);
-                while let Some(row) = rows.next().await {
-                    let row = row.map_err(DbError::from)?;
-                    if kinds.is_empty() {
-                        kinds = column_kinds(std::slice::from_ref(&row), mysql_kind);
-                    }
-                    f(&RowRef { row: RawRow::MySql(&row), kinds: &kinds })?;
-                }
-            }
-            TxInner::Postgres(tx) => {
-                let mut rows = bind_all!(sqlx::query(&sql), params).fetch(&mut **tx);
-                while let Some(row) = rows.next().await {
-                    let row = row.map_err(DbError::from)?;
-                    if kinds.is_empty() {
-                        kinds = column_kinds(std::slice::from_ref(&row), postgres_kind);
-                    }
-                    f(&RowRef { row: RawRow::Postgres(&row), kinds: &kinds })?;
-                }
-            }
+            TxInner::Sqlite(tx) => each_row!(&sql, params, &mut **tx, RawRow::Sqlite, sqlite_kind, f),
+            TxInner::MySql(tx) => each_row!(&sql, params, &mut **tx, RawRow::MySql, mysql_kind, f),
+            TxInner::Postgres(tx) => each_row!(&sql, params, &mut **tx, RawRow::Postgres, postgres_kind, f),
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ pub mod traits;
 pub mod usages;
 
 use keelson_db::Db;
-use keelson_db::{now, Row, Tx};
+use keelson_db::{now, Cells, Tx};
 use keelson_runtime::config::clamp_u32;
 use keelson_runtime::Config;
 
@@ -104,7 +104,7 @@ impl ProviderRow {
     pub const COLUMNS: &'static str =
         "rp.id, rp.uuid, rp.name, rp.generation, rp.parent_provider_id, rp.root_provider_id, rp.created_at, rp.updated_at";
 
-    pub fn from_row(r: &Row) -> Result<Self> {
+    pub fn from_row(r: &impl Cells) -> Result<Self> {
         Ok(ProviderRow {
             id: r.i64(0)?,
             uuid: r.string(1)?,

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use keelson_db::{in_list, now, Row, Tx, Value};
+use keelson_db::{in_list, now, Cells, RowRef, Tx, Value};
 
 use super::{write_retrying, ProviderRow, Store};
 use crate::error::{Error, Result, DUPLICATE_NAME, PROVIDER_CANNOT_DELETE_PARENT, PROVIDER_IN_USE};
@@ -28,7 +28,7 @@ const SELECT_PROVIDERS: &str =
      LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id \
      LEFT JOIN resource_providers root ON root.id = rp.root_provider_id";
 
-fn provider_from_row(r: &Row) -> Result<Provider> {
+fn provider_from_row(r: &impl Cells) -> Result<Provider> {
     let row = ProviderRow::from_row(r)?;
     let parent_uuid = r.opt_string(8)?;
     // A provider written before roots were recorded is its own root.
@@ -240,11 +240,29 @@ impl Store {
 
     /// The providers matching every filter, in id order. A few statements
     /// whatever the number of providers: name lookups for traits, aggregates
-    /// and classes, then one query.
+    /// and classes, then one query; without lookups (no such filter), the
+    /// query alone, outside any transaction.
     pub async fn list_resource_providers(&self, filter: &ProviderFilter) -> Result<Vec<Provider>> {
-        let mut tx = self.db.begin_read().await?;
-        let found = list_in(&mut tx, filter).await?;
-        tx.commit().await?;
+        let mut found = Vec::new();
+        let keep = |r: &RowRef<'_>| -> Result<()> {
+            let p = provider_from_row(r)?;
+            // Exact name match where the collation folds case.
+            if filter.name.as_deref().is_none_or(|n| n.is_empty() || p.row.name.as_deref() == Some(n)) {
+                found.push(p);
+            }
+            Ok(())
+        };
+        if needs_lookups(filter) {
+            let mut tx = self.db.begin_read().await?;
+            if let Some(cond) = looked_up_conditions(&mut tx, filter).await? {
+                tx.for_each_row(&list_sql(&cond), &cond.params, keep).await?;
+            }
+            // Everything is read: no need to wait for the transaction's end.
+            tx.end_read();
+        } else {
+            let cond = plain_conditions(filter);
+            self.db.for_each_row(&list_sql(&cond), &cond.params, keep).await?;
+        }
         Ok(found)
     }
 
@@ -492,9 +510,18 @@ async fn class_ids(tx: &mut Tx, names: &[&String]) -> Result<HashMap<String, i64
     Ok(ids)
 }
 
-/// The list query: name lookups first (so unknown names fail or empty the
-/// answer early), then a single SELECT with one sub-select per filter.
-async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> {
+/// Whether the filter names traits, aggregates or resource classes, which
+/// are looked up (and may be refused) before the list query.
+fn needs_lookups(filter: &ProviderFilter) -> bool {
+    !filter.required_traits.is_empty()
+        || !filter.forbidden_traits.is_empty()
+        || !filter.member_of.is_empty()
+        || !filter.forbidden_aggregates.is_empty()
+        || !filter.resources.is_empty()
+}
+
+/// The list query's conditions on the provider's own columns.
+fn plain_conditions(filter: &ProviderFilter) -> Conditions {
     let mut cond = Conditions::default();
     if let Some(name) = filter.name.as_deref().filter(|n| !n.is_empty()) {
         cond.push("rp.name = ?".into(), [name.into()]);
@@ -509,6 +536,14 @@ async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> 
             [in_tree.into()],
         );
     }
+    cond
+}
+
+/// Every condition of the list query, name lookups first (so unknown names
+/// fail or empty the answer early: `None`, nothing can match), with one
+/// sub-select per filter.
+async fn looked_up_conditions(tx: &mut Tx, filter: &ProviderFilter) -> Result<Option<Conditions>> {
+    let mut cond = plain_conditions(filter);
     let mut trait_names: Vec<String> = filter.required_traits.iter().flatten().cloned().collect();
     trait_names.extend(filter.forbidden_traits.iter().cloned());
     if !trait_names.is_empty() {
@@ -544,7 +579,7 @@ async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> 
             let group: Vec<i64> = any_of.iter().filter_map(|u| ids.get(u).copied()).collect();
             if group.is_empty() {
                 // Only unknown aggregates: nothing can be a member.
-                return Ok(Vec::new());
+                return Ok(None);
             }
             let (list, params) = Conditions::ids_clause(&group);
             cond.push(
@@ -571,7 +606,7 @@ async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> 
         // max_unit is an INTEGER column: a larger amount fits nowhere (and
         // would bind wider than the statement's other executions).
         if filter.resources.values().any(|a| i32::try_from(*a).is_err()) {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         for (name, amount) in &filter.resources {
             let rc = Value::Int(ids.get(name).copied().unwrap_or(-1));
@@ -589,23 +624,18 @@ async fn list_in(tx: &mut Tx, filter: &ProviderFilter) -> Result<Vec<Provider>> 
             );
         }
     }
+    Ok(Some(cond))
+}
+
+/// The list query with its conditions.
+fn list_sql(cond: &Conditions) -> String {
     let mut sql = SELECT_PROVIDERS.to_string();
     if !cond.clauses.is_empty() {
         sql.push_str(" WHERE ");
         sql.push_str(&cond.clauses.join(" AND "));
     }
     sql.push_str(" ORDER BY rp.id");
-    let rows = tx.fetch_all(&sql, &cond.params).await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let p = provider_from_row(r)?;
-        // Exact name match where the collation folds case.
-        if filter.name.as_deref().is_some_and(|n| !n.is_empty() && p.row.name.as_deref() != Some(n)) {
-            continue;
-        }
-        out.push(p);
-    }
-    Ok(out)
+    sql
 }
 
 /// Answers 409 `placement.duplicate_name` when the uuid or the name is
