@@ -532,6 +532,10 @@ end
         for p in procs:
             p.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+        if args.backend in ('mysql', 'postgresql'):
+            server = conftest.MYSQL if args.backend == 'mysql' else conftest.POSTGRES
+            subprocess.run([sys.executable, os.path.join(HERE, '..', 'lib', 'drop_dbs.py'),
+                            'kt_%s_bench_routes' % conftest.RUN_ID, server])
 
 
 def fmt(v):

@@ -611,13 +611,17 @@ async fn looked_up_conditions(tx: &mut Tx, filter: &ProviderFilter) -> Result<Op
         for (name, amount) in &filter.resources {
             let rc = Value::Int(ids.get(name).copied().unwrap_or(-1));
             let amount = Value::Int(*amount);
+            // The usage of each provider holding the class, summed from
+            // `allocations_resource_provider_class_used_idx` (a range of
+            // the provider's rows of the class): MariaDB evaluated a
+            // grouped derived table of the class's whole usage for every
+            // provider (0.9 s at 240 providers and 20,000 consumers).
             cond.push(
                 "rp.id IN (SELECT inv.resource_provider_id FROM inventories inv \
-                 LEFT JOIN (SELECT a.resource_provider_id, SUM(a.used) AS used FROM allocations a \
-                 WHERE a.resource_class_id = ? GROUP BY a.resource_provider_id) u \
-                 ON u.resource_provider_id = inv.resource_provider_id \
                  WHERE inv.resource_class_id = ? \
-                 AND COALESCE(u.used, 0) + ? <= (inv.total - inv.reserved) * inv.allocation_ratio \
+                 AND COALESCE((SELECT SUM(a.used) FROM allocations a \
+                 WHERE a.resource_provider_id = inv.resource_provider_id AND a.resource_class_id = ?), 0) + ? \
+                 <= (inv.total - inv.reserved) * inv.allocation_ratio \
                  AND inv.min_unit <= ? AND inv.max_unit >= ? AND ? % inv.step_size = 0)"
                     .into(),
                 [rc.clone(), rc, amount.clone(), amount.clone(), amount.clone(), amount],
