@@ -466,8 +466,8 @@ end
         ]
         deletes = [('DELETE /allocations/{consumer}', 'allocations', 3000),
                    ('DELETE /resource_providers/{uuid}', 'providers', 1500),
-                   ('DELETE /traits/{name}', 'traits', 2000),
-                   ('DELETE /resource_classes/{name}', 'classes', 2000)]
+                   ('DELETE /traits/{name}', 'traits', 3000),
+                   ('DELETE /resource_classes/{name}', 'classes', 3000)]
         cases = [c for c in cases if not only or only.search(c[0])]
         deletes = [d for d in deletes if not only or only.search(d[0])]
         # The objects to delete are made when the first delete case
