@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use keelson_db::{in_list, now, Tx, Value, IN_LIST_CHUNK};
 
-use super::{bump_generation, get_provider, write_retrying, Store};
+use super::{bump_generation, get_provider, write_retrying, Store, WRITE_CONFLICT};
 use crate::error::{Error, Result};
 
 /// A provider's aggregates and generation after a read or a write.
@@ -141,9 +141,9 @@ impl Store {
         }
         let generation = match generation {
             Some(g) => bump_generation(&mut tx, &rp, g).await.map_err(|e| match e {
-                Error::Conflict(code, _) if code == crate::error::CONCURRENT_UPDATE => Error::concurrent_update(
-                    "Update conflict: Another thread concurrently updated the resource provider data. Please retry your update",
-                ),
+                Error::Conflict(code, _) if code == crate::error::CONCURRENT_UPDATE => {
+                    Error::concurrent_update(WRITE_CONFLICT)
+                }
                 other => other,
             })?,
             None => rp.generation,

@@ -62,9 +62,9 @@ impl Store {
     }
 }
 
-/// The update-conflict answer of a write that lost every attempt to other
-/// writers.
-const WRITE_CONFLICT: &str =
+/// Upstream's update-conflict text for a provider write that lost to
+/// another writer (its generation, or every attempt to write conflicts).
+pub(crate) const WRITE_CONFLICT: &str =
     "Update conflict: Another thread concurrently updated the resource provider data. Please retry your update";
 
 /// Runs `transaction` (one whole write transaction, begun and committed
