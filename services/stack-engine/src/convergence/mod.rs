@@ -10,11 +10,13 @@
 //! [`Dispatcher`] trait and the test queue), `cluster` (the production
 //! dispatch policy over a [`WorkerTransport`]), `events`
 //! (event rows with upstream texts), `traversal` (converge_stack,
-//! mark_complete/failed, rollback, purge, stop_traversal), `check`
+//! mark_complete/failed, rollback, purge, stop_traversal), `cancel` (the
+//! per-stack cancel signal of running actions), `check`
 //! (check_resource, propagate, retrigger, lock stealing), `operations`
 //! (the public API the service layer calls), `watchdog` (heartbeat and
 //! re-triggering of stalled or orphaned traversals).
 
+mod cancel;
 mod check;
 mod cluster;
 mod credentials;
@@ -58,8 +60,8 @@ pub struct Engine {
     dispatcher: Arc<dyn Dispatcher>,
     definitions: DefinitionCache,
     graphs: Mutex<HashMap<String, Arc<TraversalGraph>>>,
-    /// Per stack: the cancel signal every running task of it watches.
-    cancels: Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// Per stack: the cancel signal every running action of it watches.
+    cancels: cancel::Cancellations,
     permits: Arc<Semaphore>,
     /// Servers building at once (`max_concurrent_server_builds`; None: no
     /// bound).
@@ -130,7 +132,7 @@ impl Engine {
             dispatcher,
             definitions: DefinitionCache::default(),
             graphs: Mutex::new(HashMap::new()),
-            cancels: Mutex::new(HashMap::new()),
+            cancels: cancel::Cancellations::default(),
             permits,
             server_builds,
             stack_waiters: Mutex::new(HashMap::new()),
@@ -200,17 +202,10 @@ impl Engine {
 
     /// Signals every running action of the stack on this engine to stop.
     pub fn cancel_check_resource(&self, stack_id: &str) {
-        if let Ok(mut map) = self.cancels.lock() {
-            if let Some(sender) = map.remove(stack_id) {
-                let _ = sender.send(true);
-            }
-        }
+        self.cancels.cancel(stack_id);
     }
 
     fn cancel_receiver(&self, stack_id: &str) -> watch::Receiver<bool> {
-        match self.cancels.lock() {
-            Ok(mut map) => map.entry(stack_id.to_string()).or_insert_with(|| watch::channel(false).0).subscribe(),
-            Err(_) => watch::channel(false).1,
-        }
+        self.cancels.receiver(stack_id)
     }
 }

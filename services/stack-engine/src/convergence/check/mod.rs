@@ -133,6 +133,10 @@ impl Engine {
     }
 
     async fn check_resource_inner(self: &Arc<Self>, msg: &CheckResourceMsg) -> Result<(), EngineError> {
+        self.cancels.scope_check(&msg.stack_id, self.check_attempts(msg)).await
+    }
+
+    async fn check_attempts(self: &Arc<Self>, msg: &CheckResourceMsg) -> Result<(), EngineError> {
         for _ in 0..LOCK_ATTEMPTS {
             // The stack, the row and the row's data, in one statement (the
             // row is not read for a stale traversal).
