@@ -1,9 +1,9 @@
 //! Cancellation of a stack's running actions on one engine.
 //!
 //! Invariant: whoever cancels a stack's actions has first stopped the
-//! traversal they belong to in the database (`stop_traversal`, abandon),
-//! and a check subscribes to its stack's cancel signal *before* it reads
-//! the stack. So a cancel sent before the subscription is seen by the read
+//! traversal they belong to in the database (`stop_traversal`, a settled
+//! stack's `retire_traversal`, abandon), and a check subscribes to its
+//! stack's cancel signal *before* it reads the stack. So a cancel sent before the subscription is seen by the read
 //! (the traversal is no longer current and the check stops), and one sent
 //! after it reaches the subscription. A check that subscribed only when its
 //! action began could miss a cancel sent between its read and its action,

@@ -260,8 +260,13 @@ impl Engine {
             if stack.action == Action::Delete && stack.status == Status::Complete {
                 return Err(EngineError::stack_not_found(stack_id));
             }
-            if stack.status == Status::InProgress && !stack.current_traversal.is_empty() {
-                match self.stop_traversal(&stack).await? {
+            if !stack.current_traversal.is_empty() {
+                let stopped = if stack.status == Status::InProgress {
+                    self.stop_traversal(&stack).await?
+                } else {
+                    self.retire_traversal(&stack).await?
+                };
+                match stopped {
                     Some(t) => stack.current_traversal = t,
                     None => continue,
                 }

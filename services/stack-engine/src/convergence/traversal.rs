@@ -379,6 +379,24 @@ impl Engine {
         Ok(Some(traversal))
     }
 
+    /// A settled stack's traversal handed to a new id, its state and
+    /// times as they were: the old traversal's checks stop at their next
+    /// read. A failed create's other actions may still be running in it;
+    /// a delete retires it before cancelling them (see `cancel`). Answers
+    /// the new traversal id (None: lost the race).
+    pub(super) async fn retire_traversal(&self, stack: &StackRow) -> Result<Option<String>, EngineError> {
+        let traversal = uuid::Uuid::new_v4().to_string();
+        let change = StackStateChange {
+            current_traversal: Some(traversal.clone()),
+            updated_at: stack.updated_at,
+            ..StackStateChange::new(stack.action, stack.status, stack.status_reason.clone())
+        };
+        if !store::stacks::set_state(&self.db, &stack.id, &stack.current_traversal, change).await? {
+            return Ok(None);
+        }
+        Ok(Some(traversal))
+    }
+
     pub(super) async fn store_template(
         &self,
         template: &serde_json::Value,
