@@ -213,21 +213,22 @@ async fn classes_in_use(tx: &mut Tx, provider_id: i64, class_ids: &[i64]) -> Res
 }
 
 /// Replaces a provider's inventory records with `new` (adds, updates and
-/// deletes as needed) without touching its generation. Dropping a class
-/// that allocations use is refused; shrinking one below its usage is
-/// allowed (upstream only logs it).
+/// deletes as needed) without touching its generation, and answers the
+/// records it replaced. Dropping a class that allocations use is refused;
+/// shrinking one below its usage is allowed (upstream only logs it).
 pub async fn replace_inventories(
     tx: &mut Tx,
     provider: &ProviderRow,
     new: &[InventoryRecord],
-) -> std::result::Result<(), ReplaceFailure> {
+) -> std::result::Result<Vec<InventoryRecord>, ReplaceFailure> {
     let names: Vec<&str> = new.iter().map(|i| i.resource_class.as_str()).collect();
     let ids = resource_class_ids(tx, &names).await?;
     // The first unknown class in request order is the one reported.
     if let Some(unknown) = new.iter().find(|i| !ids.contains_key(&i.resource_class)) {
         return Err(ReplaceFailure::UnknownClass(unknown.resource_class.clone()));
     }
-    let existing: BTreeSet<i64> = provider_inventories(tx, provider.id).await?.into_iter().map(|(id, _)| id).collect();
+    let before = provider_inventories(tx, provider.id).await?;
+    let existing: BTreeSet<i64> = before.iter().map(|(id, _)| *id).collect();
     let wanted: BTreeSet<i64> = new.iter().filter_map(|i| ids.get(&i.resource_class).copied()).collect();
 
     let to_delete: Vec<i64> = existing.difference(&wanted).copied().collect();
@@ -244,6 +245,12 @@ pub async fn replace_inventories(
         tx.execute(&sql, &params).await?;
     }
     let ts = now();
+    let updated: Vec<(i64, &InventoryRecord)> = new
+        .iter()
+        .filter_map(|inv| ids.get(&inv.resource_class).map(|&id| (id, inv)))
+        .filter(|(id, _)| existing.contains(id))
+        .collect();
+    warn_over_capacity(tx, provider, &updated).await?;
     for inv in new {
         let Some(&rc_id) = ids.get(&inv.resource_class) else { continue };
         if existing.contains(&rc_id) {
@@ -253,6 +260,40 @@ pub async fn replace_inventories(
             })?;
         } else {
             insert_record(tx, provider.id, rc_id, inv, ts).await?;
+        }
+    }
+    Ok(before.into_iter().map(|(_, inv)| inv).collect())
+}
+
+/// Logs the records about to be updated below what allocations already
+/// use (upstream lets such an update through with a warning): one
+/// statement for all of them.
+async fn warn_over_capacity(
+    tx: &mut Tx,
+    provider: &ProviderRow,
+    updated: &[(i64, &InventoryRecord)],
+) -> std::result::Result<(), DbError> {
+    if updated.is_empty() {
+        return Ok(());
+    }
+    let mut params: Vec<Value> = vec![provider.id.into()];
+    params.extend(updated.iter().map(|(id, _)| Value::from(*id)));
+    let sql = format!(
+        "SELECT resource_class_id, {} FROM allocations WHERE resource_provider_id = ? AND resource_class_id IN ({}) \
+         GROUP BY resource_class_id",
+        super::sum_as_bigint(tx.dialect, "used"),
+        in_list(updated.len())
+    );
+    for row in tx.fetch_all(&sql, &params).await? {
+        let (rc_id, used) = (row.i64(0)?, row.opt_i64(1)?);
+        let Some((_, inv)) = updated.iter().find(|(id, _)| *id == rc_id) else { continue };
+        if used.is_some_and(|used| used > inv.capacity()) {
+            tracing::warn!(
+                target: "keelson::inventory",
+                "Resource provider {} is now over-capacity for {}",
+                provider.uuid,
+                inv.resource_class
+            );
         }
     }
     Ok(())
@@ -301,8 +342,8 @@ impl From<Error> for UpdateFailure {
     }
 }
 
-/// Updates one record in place; an update that leaves allocations beyond
-/// the new capacity goes through with a warning, as upstream's does.
+/// Updates one record in place (see [`warn_over_capacity`] for one that
+/// leaves allocations beyond the new capacity).
 async fn update_record(
     tx: &mut Tx,
     provider: &ProviderRow,
@@ -310,28 +351,6 @@ async fn update_record(
     inv: &InventoryRecord,
     ts: chrono::NaiveDateTime,
 ) -> std::result::Result<(), UpdateFailure> {
-    let usage = tx
-        .fetch_optional(
-            &format!(
-                "SELECT {} FROM allocations WHERE resource_provider_id = ? AND resource_class_id = ?",
-                super::sum_as_bigint(tx.dialect, "used")
-            ),
-            &[provider.id.into(), rc_id.into()],
-        )
-        .await?
-        .map(|r| r.opt_i64(0))
-        .transpose()?
-        .flatten();
-    if let Some(used) = usage {
-        if used > inv.capacity() {
-            tracing::warn!(
-                target: "keelson::inventory",
-                "Resource provider {} is now over-capacity for {}",
-                provider.uuid,
-                inv.resource_class
-            );
-        }
-    }
     let changed = tx
         .execute(
             "UPDATE inventories SET total = ?, reserved = ?, min_unit = ?, max_unit = ?, step_size = ?, \
@@ -508,6 +527,7 @@ impl Store {
             return Err(missing());
         }
         let ts = now();
+        warn_over_capacity(&mut tx, &provider, &[(rc_id, &inv)]).await?;
         match update_record(&mut tx, &provider, rc_id, &inv, ts).await {
             Ok(()) => {}
             Err(UpdateFailure::Missing) => return Err(missing()),
@@ -552,9 +572,7 @@ impl Store {
                 Error::BadRequest(format!("Unable to update inventory for resource provider {uuid}: {d}"))
             })?;
         }
-        let before: Vec<InventoryRecord> =
-            provider_inventories(&mut tx, provider.id).await?.into_iter().map(|(_, i)| i).collect();
-        replace_inventories(&mut tx, &provider, &list).await.map_err(|f| match f {
+        let before = replace_inventories(&mut tx, &provider, &list).await.map_err(|f| match f {
             ReplaceFailure::UnknownClass(name) => Error::BadRequest(format!(
                 "Unknown resource class in inventory for resource provider {uuid}: {}",
                 no_such_class(&name)
