@@ -68,27 +68,8 @@ pub struct ProviderFilter {
 /// Looks up the ids of named traits: (found by name, unknown names in the
 /// order given).
 pub async fn trait_ids(tx: &mut Tx, names: &[String]) -> Result<(HashMap<String, i64>, Vec<String>)> {
-    let mut ids = HashMap::new();
-    if names.is_empty() {
-        return Ok((ids, Vec::new()));
-    }
-    let unique: Vec<&String> = names.iter().collect::<HashSet<_>>().into_iter().collect();
-    let sql = format!("SELECT id, name FROM traits WHERE name IN ({})", in_list(unique.len()));
-    let params: Vec<Value> = unique.iter().map(|n| Value::from(n.as_str())).collect();
-    for r in tx.fetch_all(&sql, &params).await? {
-        let name = r.string(1)?;
-        // MariaDB compares names case-insensitively; keep exact matches only.
-        if unique.iter().any(|n| **n == name) {
-            ids.insert(name, r.i64(0)?);
-        }
-    }
-    let mut missing: Vec<String> = Vec::new();
-    for n in names {
-        if !ids.contains_key(n) && !missing.contains(n) {
-            missing.push(n.clone());
-        }
-    }
-    Ok((ids, missing))
+    let (traits, missing) = super::traits::named_traits(tx, names).await?;
+    Ok((traits.into_iter().map(|(name, t)| (name, t.id)).collect(), missing))
 }
 
 /// Finds the internal ids of aggregates by uuid; unknown uuids are left out.
@@ -406,25 +387,25 @@ impl Store {
             .await?
             .ok_or_else(|| Error::NotFound(format!("No resource provider with uuid {uuid} found for delete")))?;
         let id = Value::Int(me.id);
-        let children = tx
+        // Both refusals in one round trip.
+        let blockers = tx
             .fetch_optional(
-                "SELECT COUNT(*) FROM resource_providers WHERE parent_provider_id = ?",
-                std::slice::from_ref(&id),
+                "SELECT CASE WHEN EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id = ?) THEN 1 ELSE 0 END, \
+                 CASE WHEN EXISTS (SELECT 1 FROM allocations WHERE resource_provider_id = ?) THEN 1 ELSE 0 END",
+                &[id.clone(), id.clone()],
             )
             .await?;
-        if children.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
+        let (has_children, has_allocations) = match blockers {
+            Some(r) => (r.i64(0)? != 0, r.i64(1)? != 0),
+            None => (false, false),
+        };
+        if has_children {
             return Err(Error::Conflict(
                 PROVIDER_CANNOT_DELETE_PARENT,
                 format!("Unable to delete parent resource provider {uuid}: It has child resource providers."),
             ));
         }
-        let allocations = tx
-            .fetch_optional(
-                "SELECT COUNT(*) FROM allocations WHERE resource_provider_id = ?",
-                std::slice::from_ref(&id),
-            )
-            .await?;
-        if allocations.map(|r| r.i64(0)).transpose()?.unwrap_or(0) > 0 {
+        if has_allocations {
             return Err(Error::Conflict(
                 PROVIDER_IN_USE,
                 format!("Unable to delete resource provider {uuid}: Resource provider has allocations."),

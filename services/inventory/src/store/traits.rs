@@ -1,6 +1,8 @@
 //! Traits (the os-traits standard set, seeded, and custom `CUSTOM_*`
 //! ones) and the traits of each provider.
 
+use std::collections::{HashMap, HashSet};
+
 use keelson_db::{in_list, now, Row, Tx, Value};
 
 use super::{bump_generation, get_provider, write_retrying, ProviderRow, Store};
@@ -61,6 +63,32 @@ async fn find_trait(tx: &mut Tx, name: &str) -> Result<Option<TraitRow>> {
         }
     }
     Ok(None)
+}
+
+/// The traits of `names` by name (exact names only), and the names no
+/// trait has, once each in request order.
+pub async fn named_traits(tx: &mut Tx, names: &[String]) -> Result<(HashMap<String, TraitRow>, Vec<String>)> {
+    let mut found = HashMap::new();
+    if names.is_empty() {
+        return Ok((found, Vec::new()));
+    }
+    let unique: Vec<&String> = names.iter().collect::<HashSet<_>>().into_iter().collect();
+    let sql = format!("SELECT {} FROM traits t WHERE t.name IN ({})", TraitRow::COLUMNS, in_list(unique.len()));
+    let params: Vec<Value> = unique.iter().map(|n| Value::from(n.as_str())).collect();
+    for r in tx.fetch_all(&sql, &params).await? {
+        let t = TraitRow::from_row(&r)?;
+        // MariaDB compares names case-insensitively; keep exact matches only.
+        if unique.iter().any(|n| **n == t.name) {
+            found.insert(t.name.clone(), t);
+        }
+    }
+    let mut missing: Vec<String> = Vec::new();
+    for n in names {
+        if !found.contains_key(n) && !missing.contains(n) {
+            missing.push(n.clone());
+        }
+    }
+    Ok((found, missing))
 }
 
 /// The traits a provider has, by name.
@@ -227,19 +255,20 @@ impl Store {
                 "Resource provider's generation already changed. Please update the generation and try again.",
             ));
         }
-        let (ids, missing) = super::providers::trait_ids(&mut tx, names).await?;
+        let (named, missing) = named_traits(&mut tx, names).await?;
         if !missing.is_empty() {
             return Err(Error::BadRequest(format!("No such trait {}", missing.join(", "))));
         }
-        let wanted: Vec<i64> = names.iter().filter_map(|n| ids.get(n).copied()).collect();
+        let wanted: Vec<i64> = names.iter().filter_map(|n| named.get(n).map(|t| t.id)).collect();
         let new_generation = if replace_provider_traits(&mut tx, &rp, &wanted).await? {
             bump_generation(&mut tx, &rp, generation).await.map_err(concurrent_provider_update)?
         } else {
             generation
         };
-        let mut traits = provider_traits(&mut tx, rp.id).await?;
         tx.commit().await?;
-        // Upstream answers with its by-name lookup of the requested traits.
+        // The provider's traits are now the ones named (no second read);
+        // upstream answers with its by-name lookup of them.
+        let mut traits: Vec<TraitRow> = named.into_values().collect();
         traits.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(ProviderTraits { traits, generation: new_generation })
     }
