@@ -148,7 +148,8 @@ impl Store {
                     .ok_or_else(|| action_error("parent provider UUID does not exist."))?,
             );
         }
-        check_duplicates(&mut tx, &uuid, name).await?;
+        // A taken uuid or name is found by the insert's unique violation
+        // (one round trip less than asking first) and named below.
         let ts = now();
         let parent_id = parent.as_ref().map(|p| p.row.id);
         let root_id = parent.as_ref().map(|p| p.row.root_id.unwrap_or(p.row.id));
@@ -174,7 +175,9 @@ impl Store {
         };
         let id = match inserted {
             Ok(id) => id,
-            // A concurrent creator won the race between the check and the insert.
+            // Which of the two is taken is read outside the failed
+            // transaction; one that is gone again by then was a concurrent
+            // creator's, now deleted, and is answered as a name conflict.
             Err(e) if e.is_unique_violation() => {
                 drop(tx);
                 let mut tx = self.db.begin_read().await?;
