@@ -2,7 +2,7 @@
 //! order; custom classes (`CUSTOM_*`) are numbered from 10000.
 
 use keelson_db::{now, Tx};
-use keelson_placement_schema::seed::MIN_CUSTOM_RESOURCE_CLASS_ID;
+use keelson_placement_standard::MIN_CUSTOM_RESOURCE_CLASS_ID;
 
 use super::{write_retrying, Store};
 use crate::error::{Error, Result};
