@@ -1,11 +1,15 @@
 //! `/resource_classes` (from 1.2).
 
 use http::StatusCode;
+use keelson_placement_standard::is_standard_resource_class;
 use keelson_proto::placement::v1 as pb;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::placement::handlers::Route;
-use crate::placement::request::{cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, Req};
+use crate::placement::json_text::JsonText;
+use crate::placement::request::{
+    cache_headers, empty, json_text_response, newest, not_found, to_naive, HandlerResult, Req,
+};
 use crate::route;
 
 pub fn routes() -> Vec<Route> {
@@ -27,11 +31,19 @@ fn require_1_2(req: &Req) -> Result<(), crate::placement::PlacementError> {
     }
 }
 
-fn view(req: &Req, name: &str) -> Value {
-    json!({
-        "name": name,
-        "links": [{"rel": "self", "href": req.link(&format!("/resource_classes/{name}"))}],
-    })
+/// A class as the API shows it, written straight to JSON text.
+fn write_class(out: &mut JsonText, req: &Req, name: &str) {
+    out.raw("{\"name\":");
+    out.string(name);
+    out.raw(",\"links\":[{\"rel\":\"self\",\"href\":");
+    out.string(&req.link(&format!("/resource_classes/{name}")));
+    out.raw("}]}");
+}
+
+fn view(req: &Req, name: &str) -> JsonText {
+    let mut out = JsonText::with_capacity(96 + 2 * name.len());
+    write_class(&mut out, req, name);
+    out
 }
 
 async fn list(req: Req) -> HandlerResult {
@@ -39,10 +51,17 @@ async fn list(req: Req) -> HandlerResult {
     req.authorize("placement:resource_classes:list", &[])?;
     let resp =
         req.state.clients.classes.clone().list_resource_classes(pb::ListResourceClassesRequest {}).await?.into_inner();
-    let items: Vec<Value> = resp.resource_classes.iter().map(|rc| view(&req, &rc.name)).collect();
+    let mut out = JsonText::with_capacity(32 + resp.resource_classes.len() * 128);
+    out.raw("{\"resource_classes\":[");
+    for (i, rc) in resp.resource_classes.iter().enumerate() {
+        if i > 0 {
+            out.byte(b',');
+        }
+        write_class(&mut out, &req, &rc.name);
+    }
+    out.raw("]}");
     let last = newest(resp.resource_classes.iter().map(|rc| &rc.last_modified));
-    let out = json(StatusCode::OK, &json!({ "resource_classes": items }));
-    Ok(cache_headers(&req, out, last))
+    Ok(cache_headers(&req, json_text_response(StatusCode::OK, out), last))
 }
 
 async fn create(req: Req) -> HandlerResult {
@@ -65,10 +84,18 @@ async fn create(req: Req) -> HandlerResult {
 async fn show(req: Req) -> HandlerResult {
     require_1_2(&req)?;
     req.authorize("placement:resource_classes:show", &[])?;
-    let name = req.param("name").to_string();
+    let name = req.param("name");
+    // A standard class exists in every Placement database (seeded at
+    // start-up, never renamed or deleted) and reports no modification time,
+    // so its answer needs no round trip to the inventory service. Only the
+    // exact name: the database's collation may match other spellings.
+    if is_standard_resource_class(name) {
+        return Ok(cache_headers(&req, json_text_response(StatusCode::OK, view(&req, name)), None));
+    }
+    let name = name.to_string();
     let rc =
         req.state.clients.classes.clone().get_resource_class(pb::GetResourceClassRequest { name }).await?.into_inner();
-    let out = json(StatusCode::OK, &view(&req, &rc.name));
+    let out = json_text_response(StatusCode::OK, view(&req, &rc.name));
     Ok(cache_headers(&req, out, to_naive(&rc.last_modified)))
 }
 
@@ -105,7 +132,7 @@ async fn update(req: Req) -> HandlerResult {
         .rename_resource_class(pb::RenameResourceClassRequest { name, new_name })
         .await?
         .into_inner();
-    Ok(json(StatusCode::OK, &view(&req, &rc.name)))
+    Ok(json_text_response(StatusCode::OK, view(&req, &rc.name)))
 }
 
 async fn delete(req: Req) -> HandlerResult {
