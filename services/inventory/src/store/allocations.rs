@@ -25,7 +25,7 @@ use super::consumers::{
     increment_consumer_generation, update_consumer, ConsumerRow,
 };
 use super::inventories::{increment_provider_generation, resource_class_ids, stored_ratio, PROVIDER_CONCURRENT_UPDATE};
-use super::{find_provider, sum_as_bigint, ProviderRow, Store, StoreSettings};
+use super::{sum_as_bigint, Store, StoreSettings};
 use crate::error::{Error, Result};
 
 /// Retries of a write that hit a deadlock, a serialization failure or a
@@ -655,7 +655,9 @@ pub struct Holding {
 
 /// Adds one allocation row to its group.
 fn hold(groups: &mut Vec<Holding>, uuid: String, generation: i64, rc: String, used: i64) {
-    match groups.iter_mut().find(|h| h.uuid == uuid) {
+    // From the end: rows come in allocation order, so a group's rows are
+    // usually together and the row's group is the last one.
+    match groups.iter_mut().rev().find(|h| h.uuid == uuid) {
         Some(h) => h.resources.push((rc, used)),
         None => groups.push(Holding { uuid, generation, resources: vec![(rc, used)] }),
     }
@@ -674,7 +676,7 @@ pub struct ConsumerAllocationsView {
 /// What a provider's inventory is allocated to.
 #[derive(Debug, Clone)]
 pub struct ProviderAllocationsView {
-    pub provider: ProviderRow,
+    pub provider_generation: i64,
     /// By consumer.
     pub consumers: Vec<Holding>,
     pub last_modified: Option<chrono::NaiveDateTime>,
@@ -738,34 +740,44 @@ impl Store {
         Ok(ConsumerAllocationsView { consumer, allocations, last_modified })
     }
 
-    /// GET /resource_providers/{uuid}/allocations.
+    /// GET /resource_providers/{uuid}/allocations, as one statement outside
+    /// any transaction (one snapshot, one round trip): the provider's
+    /// generation comes on every allocation row, or on a row of its own
+    /// when it holds none, so no row at all means no such provider.
     pub async fn get_provider_allocations(&self, uuid: &str) -> Result<ProviderAllocationsView> {
-        let mut tx = self.db.begin_read().await?;
-        let provider = find_provider(&mut tx, uuid).await?.ok_or_else(|| {
+        // Inner joins inside the outer one: allocations of a consumer
+        // without a record (written before consumers existed) are not
+        // shown, as upstream.
+        let sql = "SELECT rp.generation, c.uuid, c.generation, rc.name, a.used, a.created_at, a.updated_at \
+                   FROM resource_providers rp \
+                   LEFT JOIN (allocations a \
+                     JOIN consumers c ON c.uuid = a.consumer_id \
+                     JOIN projects p ON p.id = c.project_id \
+                     JOIN users u ON u.id = c.user_id \
+                     JOIN resource_classes rc ON rc.id = a.resource_class_id) \
+                   ON a.resource_provider_id = rp.id \
+                   WHERE rp.uuid = ? ORDER BY a.id";
+        let mut provider_generation = None;
+        let mut consumers = Vec::new();
+        let mut last_modified = None;
+        self.db
+            .for_each_row(sql, &[uuid.into()], |r| -> Result<()> {
+                provider_generation = Some(r.opt_i64(0)?.unwrap_or(0));
+                // NULL only on the row of a provider without allocations.
+                if let Some(consumer) = r.opt_string(1)? {
+                    let (generation, rc, used) = (r.i64(2)?, r.string(3)?, r.i64(4)?);
+                    last_modified = last_modified.max(r.opt_time(6)?.or(r.opt_time(5)?));
+                    hold(&mut consumers, consumer, generation, rc, used);
+                }
+                Ok(())
+            })
+            .await?;
+        let provider_generation = provider_generation.ok_or_else(|| {
             Error::NotFound(format!(
                 "Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
             ))
         })?;
-        let rows = tx
-            .fetch_all(
-                "SELECT c.uuid, c.generation, rc.name, a.used, a.created_at, a.updated_at FROM allocations a \
-                 JOIN consumers c ON c.uuid = a.consumer_id \
-                 JOIN projects p ON p.id = c.project_id \
-                 JOIN users u ON u.id = c.user_id \
-                 JOIN resource_classes rc ON rc.id = a.resource_class_id \
-                 WHERE a.resource_provider_id = ? ORDER BY a.id",
-                &[provider.id.into()],
-            )
-            .await?;
-        tx.commit().await?;
-        let mut consumers = Vec::new();
-        let mut last_modified = None;
-        for r in &rows {
-            let (c, generation, rc, used) = (r.string(0)?, r.i64(1)?, r.string(2)?, r.i64(3)?);
-            last_modified = last_modified.max(r.opt_time(5)?.or(r.opt_time(4)?));
-            hold(&mut consumers, c, generation, rc, used);
-        }
-        Ok(ProviderAllocationsView { provider, consumers, last_modified })
+        Ok(ProviderAllocationsView { provider_generation, consumers, last_modified })
     }
 
     /// PUT /allocations/{consumer} and POST /allocations: replaces the
