@@ -740,22 +740,23 @@ impl Store {
         Ok(ConsumerAllocationsView { consumer, allocations, last_modified })
     }
 
-    /// GET /resource_providers/{uuid}/allocations, as one statement outside
-    /// any transaction (one snapshot, one round trip): the provider's
-    /// generation comes on every allocation row, or on a row of its own
-    /// when it holds none, so no row at all means no such provider.
+    /// GET /resource_providers/{uuid}/allocations, outside any transaction:
+    /// one statement (one snapshot, one round trip) reads the provider's
+    /// generation with each of its allocations; only when it comes back
+    /// empty does a second tell a provider without allocations from no
+    /// provider. (An outer join of the provider to the allocations answers
+    /// both at once, but MariaDB sorts it through a temporary table, which
+    /// cost more than the second statement saves.)
     pub async fn get_provider_allocations(&self, uuid: &str) -> Result<ProviderAllocationsView> {
-        // Inner joins inside the outer one: allocations of a consumer
-        // without a record (written before consumers existed) are not
-        // shown, as upstream.
+        // Inner joins: allocations of a consumer without a record (written
+        // before consumers existed) are not shown, as upstream.
         let sql = "SELECT rp.generation, c.uuid, c.generation, rc.name, a.used, a.created_at, a.updated_at \
                    FROM resource_providers rp \
-                   LEFT JOIN (allocations a \
-                     JOIN consumers c ON c.uuid = a.consumer_id \
-                     JOIN projects p ON p.id = c.project_id \
-                     JOIN users u ON u.id = c.user_id \
-                     JOIN resource_classes rc ON rc.id = a.resource_class_id) \
-                   ON a.resource_provider_id = rp.id \
+                   JOIN allocations a ON a.resource_provider_id = rp.id \
+                   JOIN consumers c ON c.uuid = a.consumer_id \
+                   JOIN projects p ON p.id = c.project_id \
+                   JOIN users u ON u.id = c.user_id \
+                   JOIN resource_classes rc ON rc.id = a.resource_class_id \
                    WHERE rp.uuid = ? ORDER BY a.id";
         let mut provider_generation = None;
         let mut consumers = Vec::new();
@@ -763,20 +764,29 @@ impl Store {
         self.db
             .for_each_row(sql, &[uuid.into()], |r| -> Result<()> {
                 provider_generation = Some(r.opt_i64(0)?.unwrap_or(0));
-                // NULL only on the row of a provider without allocations.
-                if let Some(consumer) = r.opt_string(1)? {
-                    let (generation, rc, used) = (r.i64(2)?, r.string(3)?, r.i64(4)?);
-                    last_modified = last_modified.max(r.opt_time(6)?.or(r.opt_time(5)?));
-                    hold(&mut consumers, consumer, generation, rc, used);
-                }
+                let (consumer, generation, rc, used) = (r.string(1)?, r.i64(2)?, r.string(3)?, r.i64(4)?);
+                last_modified = last_modified.max(r.opt_time(6)?.or(r.opt_time(5)?));
+                hold(&mut consumers, consumer, generation, rc, used);
                 Ok(())
             })
             .await?;
-        let provider_generation = provider_generation.ok_or_else(|| {
-            Error::NotFound(format!(
-                "Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
-            ))
-        })?;
+        let provider_generation = match provider_generation {
+            Some(generation) => generation,
+            None => {
+                let provider = self
+                    .db
+                    .fetch_all("SELECT generation FROM resource_providers WHERE uuid = ?", &[uuid.into()])
+                    .await?;
+                match provider.first() {
+                    Some(r) => r.opt_i64(0)?.unwrap_or(0),
+                    None => {
+                        return Err(Error::NotFound(format!(
+                            "Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
+                        )))
+                    }
+                }
+            }
+        };
         Ok(ProviderAllocationsView { provider_generation, consumers, last_modified })
     }
 
