@@ -1,7 +1,9 @@
 //! `/resource_classes` (from 1.2).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use http::StatusCode;
-use keelson_placement_standard::is_standard_resource_class;
+use keelson_placement_standard::standard_resource_class_id;
 use keelson_proto::placement::v1 as pb;
 use serde_json::json;
 
@@ -85,18 +87,47 @@ async fn show(req: Req) -> HandlerResult {
     require_1_2(&req)?;
     req.authorize("placement:resource_classes:show", &[])?;
     let name = req.param("name");
-    // A standard class exists in every Placement database (seeded at
-    // start-up, never renamed or deleted) and reports no modification time,
-    // so its answer needs no round trip to the inventory service. Only the
-    // exact name: the database's collation may match other spellings.
-    if is_standard_resource_class(name) {
+    if req.state.standard_classes_seen.contains(name) {
         return Ok(cache_headers(&req, json_text_response(StatusCode::OK, view(&req, name)), None));
     }
-    let name = name.to_string();
-    let rc =
-        req.state.clients.classes.clone().get_resource_class(pb::GetResourceClassRequest { name }).await?.into_inner();
+    let rc = req
+        .state
+        .clients
+        .classes
+        .clone()
+        .get_resource_class(pb::GetResourceClassRequest { name: name.to_string() })
+        .await?
+        .into_inner();
+    req.state.standard_classes_seen.insert(&rc.name);
     let out = json_text_response(StatusCode::OK, view(&req, &rc.name));
     Ok(cache_headers(&req, out, to_naive(&rc.last_modified)))
+}
+
+/// The standard resource classes the inventory service has shown to
+/// exist, a bit per standard id. From then on a standard class is answered
+/// here: it is never renamed or deleted and reports no modification time,
+/// so its answer is derived. Until then the database may not hold it yet
+/// (a controller seeds the standard classes shortly after start-up), so the
+/// first ask goes to the service. Only the exact name: the database's
+/// collation may match other spellings.
+#[derive(Default)]
+pub struct StandardClassesSeen(AtomicU64);
+
+impl StandardClassesSeen {
+    fn bit(name: &str) -> Option<u64> {
+        let id = standard_resource_class_id(name)?;
+        1u64.checked_shl(u32::try_from(id).ok()?)
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        Self::bit(name).is_some_and(|bit| self.0.load(Ordering::Relaxed) & bit != 0)
+    }
+
+    fn insert(&self, name: &str) {
+        if let Some(bit) = Self::bit(name) {
+            self.0.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
 }
 
 async fn update(req: Req) -> HandlerResult {
@@ -141,4 +172,21 @@ async fn delete(req: Req) -> HandlerResult {
     let name = req.param("name").to_string();
     req.state.clients.classes.clone().delete_resource_class(pb::DeleteResourceClassRequest { name }).await?;
     Ok(empty(StatusCode::NO_CONTENT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_classes_seen_one_by_one_and_exactly() {
+        let seen = StandardClassesSeen::default();
+        assert!(!seen.contains("VCPU"));
+        seen.insert("VCPU");
+        seen.insert("CUSTOM_FOO");
+        assert!(seen.contains("VCPU"));
+        assert!(!seen.contains("MEMORY_MB"));
+        assert!(!seen.contains("vcpu"));
+        assert!(!seen.contains("CUSTOM_FOO"));
+    }
 }

@@ -3,7 +3,7 @@
 //!
 //! A leaf crate of its own, below keelson-db: the schema seeds them into the
 //! database, and the gateway, which links no SQL driver, answers a standard
-//! class from them without asking the database.
+//! class from them once the database has shown it.
 
 use serde::Deserialize;
 
@@ -37,9 +37,9 @@ pub fn standard_resource_classes() -> &'static [(i64, String)] {
     })
 }
 
-/// Whether `name` is exactly a standard class's name.
-pub fn is_standard_resource_class(name: &str) -> bool {
-    standard_resource_classes().iter().any(|(_, n)| n == name)
+/// The id of the standard class named exactly `name`.
+pub fn standard_resource_class_id(name: &str) -> Option<i64> {
+    standard_resource_classes().iter().find(|(_, n)| n == name).map(|(id, _)| *id)
 }
 
 /// The standard trait names.
@@ -65,10 +65,10 @@ mod tests {
 
     #[test]
     fn standard_names_match_exactly() {
-        assert!(is_standard_resource_class("VCPU"));
-        assert!(is_standard_resource_class("MEMORY_MB"));
-        assert!(!is_standard_resource_class("vcpu"));
-        assert!(!is_standard_resource_class("VCPU "));
-        assert!(!is_standard_resource_class("CUSTOM_VCPU"));
+        assert_eq!(standard_resource_class_id("VCPU"), Some(0));
+        assert_eq!(standard_resource_class_id("MEMORY_MB"), Some(1));
+        assert_eq!(standard_resource_class_id("vcpu"), None);
+        assert_eq!(standard_resource_class_id("VCPU "), None);
+        assert_eq!(standard_resource_class_id("CUSTOM_VCPU"), None);
     }
 }
