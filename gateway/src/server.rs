@@ -94,6 +94,7 @@ pub fn placement_app(
     let state = Arc::new(PlacementState {
         clients: Clients::new(RedialRefused::new(inventory, window), RedialRefused::new(candidates, window)),
         policy: placement::policy::Policy::from_config(config)?,
+        standard_classes_seen: Default::default(),
     });
     let auth = authenticator(config, &config.get(&AUTH_STRATEGY))?;
     let console = console.map(|sources| {

@@ -89,6 +89,7 @@ impl Clients {
 pub struct PlacementState {
     pub clients: Clients,
     pub policy: policy::Policy,
+    pub standard_classes_seen: handlers::resource_classes::StandardClassesSeen,
 }
 
 pub type State = Arc<PlacementState>;

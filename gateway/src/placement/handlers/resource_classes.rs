@@ -1,11 +1,17 @@
 //! `/resource_classes` (from 1.2).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use http::StatusCode;
+use keelson_placement_standard::standard_resource_class_id;
 use keelson_proto::placement::v1 as pb;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::placement::handlers::Route;
-use crate::placement::request::{cache_headers, empty, json, newest, not_found, to_naive, HandlerResult, Req};
+use crate::placement::json_text::JsonText;
+use crate::placement::request::{
+    cache_headers, empty, json_text_response, newest, not_found, to_naive, HandlerResult, Req,
+};
 use crate::route;
 
 pub fn routes() -> Vec<Route> {
@@ -27,11 +33,19 @@ fn require_1_2(req: &Req) -> Result<(), crate::placement::PlacementError> {
     }
 }
 
-fn view(req: &Req, name: &str) -> Value {
-    json!({
-        "name": name,
-        "links": [{"rel": "self", "href": req.link(&format!("/resource_classes/{name}"))}],
-    })
+/// A class as the API shows it, written straight to JSON text.
+fn write_class(out: &mut JsonText, req: &Req, name: &str) {
+    out.raw("{\"name\":");
+    out.string(name);
+    out.raw(",\"links\":[{\"rel\":\"self\",\"href\":");
+    out.string(&req.link(&format!("/resource_classes/{name}")));
+    out.raw("}]}");
+}
+
+fn view(req: &Req, name: &str) -> JsonText {
+    let mut out = JsonText::with_capacity(96 + 2 * name.len());
+    write_class(&mut out, req, name);
+    out
 }
 
 async fn list(req: Req) -> HandlerResult {
@@ -39,10 +53,17 @@ async fn list(req: Req) -> HandlerResult {
     req.authorize("placement:resource_classes:list", &[])?;
     let resp =
         req.state.clients.classes.clone().list_resource_classes(pb::ListResourceClassesRequest {}).await?.into_inner();
-    let items: Vec<Value> = resp.resource_classes.iter().map(|rc| view(&req, &rc.name)).collect();
+    let mut out = JsonText::with_capacity(32 + resp.resource_classes.len() * 128);
+    out.raw("{\"resource_classes\":[");
+    for (i, rc) in resp.resource_classes.iter().enumerate() {
+        if i > 0 {
+            out.byte(b',');
+        }
+        write_class(&mut out, &req, &rc.name);
+    }
+    out.raw("]}");
     let last = newest(resp.resource_classes.iter().map(|rc| &rc.last_modified));
-    let out = json(StatusCode::OK, &json!({ "resource_classes": items }));
-    Ok(cache_headers(&req, out, last))
+    Ok(cache_headers(&req, json_text_response(StatusCode::OK, out), last))
 }
 
 async fn create(req: Req) -> HandlerResult {
@@ -65,11 +86,48 @@ async fn create(req: Req) -> HandlerResult {
 async fn show(req: Req) -> HandlerResult {
     require_1_2(&req)?;
     req.authorize("placement:resource_classes:show", &[])?;
-    let name = req.param("name").to_string();
-    let rc =
-        req.state.clients.classes.clone().get_resource_class(pb::GetResourceClassRequest { name }).await?.into_inner();
-    let out = json(StatusCode::OK, &view(&req, &rc.name));
+    let name = req.param("name");
+    if req.state.standard_classes_seen.contains(name) {
+        return Ok(cache_headers(&req, json_text_response(StatusCode::OK, view(&req, name)), None));
+    }
+    let rc = req
+        .state
+        .clients
+        .classes
+        .clone()
+        .get_resource_class(pb::GetResourceClassRequest { name: name.to_string() })
+        .await?
+        .into_inner();
+    req.state.standard_classes_seen.insert(&rc.name);
+    let out = json_text_response(StatusCode::OK, view(&req, &rc.name));
     Ok(cache_headers(&req, out, to_naive(&rc.last_modified)))
+}
+
+/// The standard resource classes the inventory service has shown to
+/// exist, a bit per standard id. From then on a standard class is answered
+/// here: it is never renamed or deleted and reports no modification time,
+/// so its answer is derived. Until then the database may not hold it yet
+/// (a controller seeds the standard classes shortly after start-up), so the
+/// first ask goes to the service. Only the exact name: the database's
+/// collation may match other spellings.
+#[derive(Default)]
+pub struct StandardClassesSeen(AtomicU64);
+
+impl StandardClassesSeen {
+    fn bit(name: &str) -> Option<u64> {
+        let id = standard_resource_class_id(name)?;
+        1u64.checked_shl(u32::try_from(id).ok()?)
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        Self::bit(name).is_some_and(|bit| self.0.load(Ordering::Relaxed) & bit != 0)
+    }
+
+    fn insert(&self, name: &str) {
+        if let Some(bit) = Self::bit(name) {
+            self.0.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
 }
 
 async fn update(req: Req) -> HandlerResult {
@@ -105,7 +163,7 @@ async fn update(req: Req) -> HandlerResult {
         .rename_resource_class(pb::RenameResourceClassRequest { name, new_name })
         .await?
         .into_inner();
-    Ok(json(StatusCode::OK, &view(&req, &rc.name)))
+    Ok(json_text_response(StatusCode::OK, view(&req, &rc.name)))
 }
 
 async fn delete(req: Req) -> HandlerResult {
@@ -114,4 +172,21 @@ async fn delete(req: Req) -> HandlerResult {
     let name = req.param("name").to_string();
     req.state.clients.classes.clone().delete_resource_class(pb::DeleteResourceClassRequest { name }).await?;
     Ok(empty(StatusCode::NO_CONTENT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_classes_seen_one_by_one_and_exactly() {
+        let seen = StandardClassesSeen::default();
+        assert!(!seen.contains("VCPU"));
+        seen.insert("VCPU");
+        seen.insert("CUSTOM_FOO");
+        assert!(seen.contains("VCPU"));
+        assert!(!seen.contains("MEMORY_MB"));
+        assert!(!seen.contains("vcpu"));
+        assert!(!seen.contains("CUSTOM_FOO"));
+    }
 }

@@ -1,53 +1,12 @@
-//! The standard resource classes (os-resource-classes) and traits
-//! (os-traits) that every Placement database holds.
+//! Seeding the standard resource classes and traits
+//! (`keelson_placement_standard`) that every Placement database holds.
 //!
 //! Inserted at start-up, insert-only and idempotent: rows that exist are
 //! left alone, so keelson and the Python service can share a database and
 //! several instances can start at once.
 
-use serde::Deserialize;
-
 use keelson_db::{now, Db, DbError, Dialect};
-
-/// Standard classes keep their position in os-resource-classes as id;
-/// custom classes are numbered from here.
-pub const MIN_CUSTOM_RESOURCE_CLASS_ID: i64 = 10000;
-
-#[derive(Deserialize)]
-struct ClassesFile {
-    resource_classes: Vec<StandardClass>,
-}
-
-#[derive(Deserialize)]
-struct StandardClass {
-    id: i64,
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct TraitsFile {
-    traits: Vec<String>,
-}
-
-/// The standard resource classes as (id, name).
-pub fn standard_resource_classes() -> &'static [(i64, String)] {
-    static CLASSES: std::sync::OnceLock<Vec<(i64, String)>> = std::sync::OnceLock::new();
-    CLASSES.get_or_init(|| {
-        serde_json::from_str::<ClassesFile>(include_str!("../data/standard-resource-classes.json"))
-            .map(|f| f.resource_classes.into_iter().map(|c| (c.id, c.name)).collect())
-            .unwrap_or_default()
-    })
-}
-
-/// The standard trait names.
-pub fn standard_traits() -> &'static [String] {
-    static TRAITS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    TRAITS.get_or_init(|| {
-        serde_json::from_str::<TraitsFile>(include_str!("../data/standard-traits.json"))
-            .map(|f| f.traits)
-            .unwrap_or_default()
-    })
-}
+use keelson_placement_standard::{standard_resource_classes, standard_traits};
 
 /// How many rows a seeding pass inserted.
 #[derive(Debug, Default, PartialEq)]
@@ -117,13 +76,6 @@ mod tests {
     use super::*;
     use crate::schema;
     use keelson_db::{DatabaseUrl, PoolSettings};
-
-    #[test]
-    fn data_files_parse() {
-        assert_eq!(standard_resource_classes().len(), 21);
-        assert_eq!(standard_resource_classes()[0], (0, "VCPU".to_string()));
-        assert_eq!(standard_traits().len(), 377);
-    }
 
     #[tokio::test]
     async fn seeding_is_idempotent() {

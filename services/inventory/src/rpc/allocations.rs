@@ -79,7 +79,7 @@ impl pb::allocations_server::Allocations for AllocationsRpc {
     ) -> Result<Response<pb::ProviderAllocations>, Status> {
         let view = self.store.get_provider_allocations(&req.get_ref().uuid).await?;
         Ok(Response::new(pb::ProviderAllocations {
-            resource_provider_generation: generation(view.provider.generation),
+            resource_provider_generation: generation(view.provider_generation),
             allocations: view
                 .consumers
                 .into_iter()

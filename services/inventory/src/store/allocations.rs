@@ -25,7 +25,7 @@ use super::consumers::{
     increment_consumer_generation, update_consumer, ConsumerRow,
 };
 use super::inventories::{increment_provider_generation, resource_class_ids, stored_ratio, PROVIDER_CONCURRENT_UPDATE};
-use super::{find_provider, sum_as_bigint, ProviderRow, Store, StoreSettings};
+use super::{sum_as_bigint, Store, StoreSettings};
 use crate::error::{Error, Result};
 
 /// Retries of a write that hit a deadlock, a serialization failure or a
@@ -655,7 +655,9 @@ pub struct Holding {
 
 /// Adds one allocation row to its group.
 fn hold(groups: &mut Vec<Holding>, uuid: String, generation: i64, rc: String, used: i64) {
-    match groups.iter_mut().find(|h| h.uuid == uuid) {
+    // From the end: rows come in allocation order, so a group's rows are
+    // usually together and the row's group is the last one.
+    match groups.iter_mut().rev().find(|h| h.uuid == uuid) {
         Some(h) => h.resources.push((rc, used)),
         None => groups.push(Holding { uuid, generation, resources: vec![(rc, used)] }),
     }
@@ -674,7 +676,7 @@ pub struct ConsumerAllocationsView {
 /// What a provider's inventory is allocated to.
 #[derive(Debug, Clone)]
 pub struct ProviderAllocationsView {
-    pub provider: ProviderRow,
+    pub provider_generation: i64,
     /// By consumer.
     pub consumers: Vec<Holding>,
     pub last_modified: Option<chrono::NaiveDateTime>,
@@ -738,34 +740,54 @@ impl Store {
         Ok(ConsumerAllocationsView { consumer, allocations, last_modified })
     }
 
-    /// GET /resource_providers/{uuid}/allocations.
+    /// GET /resource_providers/{uuid}/allocations, outside any transaction:
+    /// one statement (one snapshot, one round trip) reads the provider's
+    /// generation with each of its allocations; only when it comes back
+    /// empty does a second tell a provider without allocations from no
+    /// provider. (An outer join of the provider to the allocations answers
+    /// both at once, but MariaDB sorts it through a temporary table, which
+    /// cost more than the second statement saves.)
     pub async fn get_provider_allocations(&self, uuid: &str) -> Result<ProviderAllocationsView> {
-        let mut tx = self.db.begin_read().await?;
-        let provider = find_provider(&mut tx, uuid).await?.ok_or_else(|| {
-            Error::NotFound(format!(
-                "Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
-            ))
-        })?;
-        let rows = tx
-            .fetch_all(
-                "SELECT c.uuid, c.generation, rc.name, a.used, a.created_at, a.updated_at FROM allocations a \
-                 JOIN consumers c ON c.uuid = a.consumer_id \
-                 JOIN projects p ON p.id = c.project_id \
-                 JOIN users u ON u.id = c.user_id \
-                 JOIN resource_classes rc ON rc.id = a.resource_class_id \
-                 WHERE a.resource_provider_id = ? ORDER BY a.id",
-                &[provider.id.into()],
-            )
-            .await?;
-        tx.commit().await?;
+        // Inner joins: allocations of a consumer without a record (written
+        // before consumers existed) are not shown, as upstream.
+        let sql = "SELECT rp.generation, c.uuid, c.generation, rc.name, a.used, a.created_at, a.updated_at \
+                   FROM resource_providers rp \
+                   JOIN allocations a ON a.resource_provider_id = rp.id \
+                   JOIN consumers c ON c.uuid = a.consumer_id \
+                   JOIN projects p ON p.id = c.project_id \
+                   JOIN users u ON u.id = c.user_id \
+                   JOIN resource_classes rc ON rc.id = a.resource_class_id \
+                   WHERE rp.uuid = ? ORDER BY a.id";
+        let mut provider_generation = None;
         let mut consumers = Vec::new();
         let mut last_modified = None;
-        for r in &rows {
-            let (c, generation, rc, used) = (r.string(0)?, r.i64(1)?, r.string(2)?, r.i64(3)?);
-            last_modified = last_modified.max(r.opt_time(5)?.or(r.opt_time(4)?));
-            hold(&mut consumers, c, generation, rc, used);
-        }
-        Ok(ProviderAllocationsView { provider, consumers, last_modified })
+        self.db
+            .for_each_row(sql, &[uuid.into()], |r| -> Result<()> {
+                provider_generation = Some(r.opt_i64(0)?.unwrap_or(0));
+                let (consumer, generation, rc, used) = (r.string(1)?, r.i64(2)?, r.string(3)?, r.i64(4)?);
+                last_modified = last_modified.max(r.opt_time(6)?.or(r.opt_time(5)?));
+                hold(&mut consumers, consumer, generation, rc, used);
+                Ok(())
+            })
+            .await?;
+        let provider_generation = match provider_generation {
+            Some(generation) => generation,
+            None => {
+                let provider = self
+                    .db
+                    .fetch_all("SELECT generation FROM resource_providers WHERE uuid = ?", &[uuid.into()])
+                    .await?;
+                match provider.first() {
+                    Some(r) => r.opt_i64(0)?.unwrap_or(0),
+                    None => {
+                        return Err(Error::NotFound(format!(
+                            "Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
+                        )))
+                    }
+                }
+            }
+        };
+        Ok(ProviderAllocationsView { provider_generation, consumers, last_modified })
     }
 
     /// PUT /allocations/{consumer} and POST /allocations: replaces the

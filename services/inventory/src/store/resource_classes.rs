@@ -1,8 +1,8 @@
 //! Resource classes: ids 0-20 are os-resource-classes' standard classes in
 //! order; custom classes (`CUSTOM_*`) are numbered from 10000.
 
-use keelson_db::{now, Tx};
-use keelson_placement_schema::seed::MIN_CUSTOM_RESOURCE_CLASS_ID;
+use keelson_db::{now, Cells, Tx};
+use keelson_placement_standard::MIN_CUSTOM_RESOURCE_CLASS_ID;
 
 use super::{write_retrying, Store};
 use crate::error::{Error, Result};
@@ -31,42 +31,52 @@ fn not_found(name: &str) -> Error {
     Error::NotFound(format!("No such resource class {name}."))
 }
 
-async fn find(tx: &mut Tx, name: &str) -> Result<Option<ResourceClassRow>> {
-    let row = tx
-        .fetch_optional("SELECT id, name, created_at, updated_at FROM resource_classes WHERE name = ?", &[name.into()])
-        .await?;
-    row.map(|r| {
+impl ResourceClassRow {
+    /// Columns in the order [`ResourceClassRow::from_row`] reads them.
+    const COLUMNS: &'static str = "id, name, created_at, updated_at";
+
+    fn from_row(r: &impl Cells) -> Result<Self> {
         Ok(ResourceClassRow {
             id: r.i64(0)?,
             name: r.string(1)?,
             created_at: r.opt_time(2)?,
             updated_at: r.opt_time(3)?,
         })
-    })
-    .transpose()
+    }
+}
+
+/// The statement reading a class by its (unique) name.
+fn find_by_name() -> String {
+    format!("SELECT {} FROM resource_classes WHERE name = ?", ResourceClassRow::COLUMNS)
+}
+
+async fn find(tx: &mut Tx, name: &str) -> Result<Option<ResourceClassRow>> {
+    tx.fetch_optional(&find_by_name(), &[name.into()]).await?.map(|r| ResourceClassRow::from_row(&r)).transpose()
 }
 
 impl Store {
     pub async fn list_resource_classes(&self) -> Result<Vec<ResourceClassRow>> {
-        let rows =
-            self.db.fetch_all("SELECT id, name, created_at, updated_at FROM resource_classes ORDER BY id", &[]).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ResourceClassRow {
-                    id: r.i64(0)?,
-                    name: r.string(1)?,
-                    created_at: r.opt_time(2)?,
-                    updated_at: r.opt_time(3)?,
-                })
+        let sql = format!("SELECT {} FROM resource_classes ORDER BY id", ResourceClassRow::COLUMNS);
+        let mut classes = Vec::new();
+        self.db
+            .for_each_row(&sql, &[], |r| -> Result<()> {
+                classes.push(ResourceClassRow::from_row(r)?);
+                Ok(())
             })
-            .collect()
+            .await?;
+        Ok(classes)
     }
 
+    /// One statement, outside any transaction.
     pub async fn get_resource_class(&self, name: &str) -> Result<ResourceClassRow> {
-        let mut tx = self.db.begin_read().await?;
-        let rc = find(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
-        tx.commit().await?;
-        Ok(rc)
+        let mut found = None;
+        self.db
+            .for_each_row(&find_by_name(), &[name.into()], |r| -> Result<()> {
+                found = Some(ResourceClassRow::from_row(r)?);
+                Ok(())
+            })
+            .await?;
+        found.ok_or_else(|| not_found(name))
     }
 
     /// Creates a custom class. `Ok(None)` when a class of that name exists.
