@@ -151,15 +151,17 @@ where
     }
 }
 
-/// The pause before running a transaction again: 1-2 ms, doubling per
-/// attempt up to 64-128 ms; the jitter comes from the
+/// The pause before running a transaction again after it lost a race:
+/// anywhere from 0 to 2 ms at the first retry, the ceiling doubling per
+/// attempt up to 128 ms ("full jitter": the writers that collided spread
+/// out instead of colliding again in lockstep). The jitter comes from the
 /// clock's sub-microsecond digits (no random generator needed for this).
+/// The one backoff of every database retry in the mesh.
 pub fn retry_pause(attempt: u32) -> Duration {
-    let base_ms = 1u64 << attempt.saturating_sub(1).min(6);
+    let ceiling_us = 1000u64 << attempt.clamp(1, 7);
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let jitter_ms = u64::from(nanos % 1000) * base_ms / 1000;
-    Duration::from_millis(base_ms + jitter_ms)
+    Duration::from_micros(u64::from(nanos) % ceiling_us)
 }
 
 /// A dynamically typed SQL value, as bound or as read.
@@ -1162,6 +1164,14 @@ mod tests {
             "a = $1 AND b IN ($2, $3) AND c = '?'"
         );
         assert_eq!(placeholders(Dialect::MySql, "a = ?"), "a = ?");
+    }
+
+    #[test]
+    fn retry_pauses_stay_under_a_doubling_ceiling() {
+        for attempt in 0..20u32 {
+            let ceiling = Duration::from_millis(1 << attempt.clamp(1, 7));
+            assert!(retry_pause(attempt) < ceiling, "attempt {attempt}");
+        }
     }
 
     #[tokio::test]

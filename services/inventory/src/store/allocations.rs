@@ -696,13 +696,9 @@ fn gave_up(e: DbError, conflict: Error) -> Error {
     }
 }
 
-/// A short random pause before retrying a write that lost a race, so that
-/// the writers that collided do not collide again in lockstep.
+/// The pause before retrying a write that lost a race.
 pub(crate) async fn backoff(attempt: u32) {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let ceiling_ms = 1u64 << attempt.min(7);
-    tokio::time::sleep(std::time::Duration::from_micros(u64::from(nanos) % (ceiling_ms * 1000))).await;
+    tokio::time::sleep(keelson_db::retry_pause(attempt)).await;
 }
 
 /// A hook run in each attempt's transaction between reading the provider
