@@ -40,6 +40,7 @@ of inventories and traits (what they run is what the PUTs run).
 usage: tests/bench/placement.py [--backend mysql|postgresql|sqlite]
           [--providers 200] [--consumers 10000] [--connections 16]
           [--seconds 5] [--routes REGEX] [--json out.json]
+          [--keep-database]
 
 Needs wrk (Debian package `wrk`), the test virtualenv (tests/run sets it
 up) and a release build of keelson (KEELSON_BIN, else
@@ -336,6 +337,8 @@ def main():
     ap.add_argument('--seconds', type=int, default=5)
     ap.add_argument('--routes', help='only the routes whose name matches this regular expression')
     ap.add_argument('--json')
+    ap.add_argument('--keep-database', action='store_true',
+                    help='leave the fleet\'s database behind (to read query plans on it)')
     args = ap.parse_args()
     if not shutil.which('wrk'):
         sys.exit('wrk is not installed (apt-get install wrk)')
@@ -532,7 +535,9 @@ end
         for p in procs:
             p.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-        if args.backend in ('mysql', 'postgresql'):
+        if args.keep_database:
+            print('database kept: kt_%s_bench_routes' % conftest.RUN_ID)
+        elif args.backend in ('mysql', 'postgresql'):
             server = conftest.MYSQL if args.backend == 'mysql' else conftest.POSTGRES
             subprocess.run([sys.executable, os.path.join(HERE, '..', 'lib', 'drop_dbs.py'),
                             'kt_%s_bench_routes' % conftest.RUN_ID, server])
