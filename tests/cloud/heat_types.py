@@ -825,9 +825,11 @@ class Servers(Family):
 class Ec2(Family):
     """AWS::EC2::Instance with SubnetId (Heat makes the port on it), Tags
     (the server's metadata) and UserData, on a network of the stack's: the
-    update resizes it (InstanceType: Heat resizes and confirms) and changes
-    its Tags in place; the replace step changes UserData (not
-    update_allowed): a new server. The attributes (PrivateIp, PublicIp,
+    update resizes it (InstanceType: Heat resizes and confirms), changes
+    its Tags and moves it to a second subnet of the network (SubnetId:
+    the interface detached, the old port deleted, a port made on the new
+    subnet and attached), all in place; the replace step changes UserData
+    (not update_allowed): a new server. The attributes (PrivateIp, PublicIp,
     PrivateDnsName, PublicDnsName: Heat's first address of the last
     network by name; AvailabilityZone: Nova's zone) are read through
     outputs.
@@ -837,16 +839,20 @@ class Ec2(Family):
     policy (2025.1 on) refuses a project member the delete of a port bound
     to a server (`Forbidden: rule:delete_port is disallowed by policy`),
     so the old server stays and the stack ends UPDATE_FAILED/DELETE_FAILED.
-    keelson deletes the server first, then the port (Nova has unbound it)."""
+    keelson deletes the server first, then the port (Nova has unbound it).
+    Heat's SubnetId update also deletes the old port before it detaches
+    it; keelson detaches it and waits until Nova no longer lists it."""
     short = 'ec2'
     types = {'vm': 'AWS::EC2::Instance'}
     updated = ('vm',)
     replaced = ('vm',)
     ATTRS = ('PrivateIp', 'PublicIp', 'PrivateDnsName', 'PublicDnsName', 'AvailabilityZone')
     cidr = '10.80.1.0/24'
+    cidr_b = '10.80.2.0/24'
 
     def values(self, step):
         return {
+            'subnet': 'subnet' if step == 'create' else 'subnet_b',
             'flavor': SERVER_FLAVORS[0][0] if step == 'create' else SERVER_FLAVORS[1][0],
             'tags': {'step': 'create'} if step == 'create' else {'step': 'update', 'kept': 'yes'},
             'user_data': 'echo first' if step != 'replace' else 'echo second',
@@ -869,8 +875,10 @@ class Ec2(Family):
     def template(self, step):
         v = self.values(step)
         resources = self.network()
+        resources['subnet_b'] = {'type': 'OS::Neutron::Subnet', 'properties': {
+            'network': {'get_resource': 'net'}, 'cidr': self.cidr_b, 'enable_dhcp': False}}
         resources['vm'] = {'type': 'AWS::EC2::Instance', 'properties': {
-            'ImageId': 'cloud-test', 'InstanceType': v['flavor'], 'SubnetId': {'get_resource': 'subnet'},
+            'ImageId': 'cloud-test', 'InstanceType': v['flavor'], 'SubnetId': {'get_resource': v['subnet']},
             'Tags': self.tags(v['tags']), 'UserData': v['user_data']}}
         return tmpl(resources, self.outputs(['vm']))
 
@@ -902,7 +910,7 @@ class Ec2(Family):
         expect(got['AvailabilityZone'] == zone, 'AvailabilityZone output %r, want %r' % (got['AvailabilityZone'],
                                                                                           zone))
 
-    def check_server(self, res, pid, flavor, metadata, user_data=None):
+    def check_server(self, res, pid, flavor, metadata, user_data=None, cidr=None):
         """The server in Nova: active, flavor, metadata, image, project, one
         address on the stack's network, the user data's part; returns its
         ports."""
@@ -915,7 +923,7 @@ class Ec2(Family):
         expect(o['tenant_id'] == api.project_id(self.who), 'project %s' % o['tenant_id'])
         ips = [a['addr'] for a in o['addresses'].get(self.name + '-net', [])
                if a.get('OS-EXT-IPS:type') != 'floating']
-        prefix = self.cidr.rsplit('.', 1)[0] + '.'
+        prefix = (cidr or self.cidr).rsplit('.', 1)[0] + '.'
         expect(len(ips) == 1 and ips[0].startswith(prefix), 'addresses %r' % o['addresses'])
         if user_data is not None and o.get('OS-EXT-SRV-ATTR:user_data') is not None:
             data = base64.b64decode(o['OS-EXT-SRV-ATTR:user_data'])
@@ -927,10 +935,15 @@ class Ec2(Family):
 
     def check(self, res, pid, step):
         v = self.values(step)
-        ports = self.check_server(res, pid, v['flavor'], v['tags'], v['user_data'])
+        cidr = self.cidr if v['subnet'] == 'subnet' else self.cidr_b
+        ports = self.check_server(res, pid, v['flavor'], v['tags'], v['user_data'], cidr)
         subnets = [ip['subnet_id'] for p in ports for ip in p['fixed_ips']]
-        expect(subnets == [self.extra_ids['subnet']], 'port subnets %r' % subnets)
-        self.vm_ports.setdefault(pid, [p['id'] for p in ports])
+        expect(subnets == [self.extra_ids[v['subnet']]], 'port subnets %r' % subnets)
+        known = self.vm_ports.setdefault(pid, [])
+        # a port the instance had before (on the old subnet) is gone
+        left = [p for p in known if p not in [q['id'] for q in ports] and self.api.get('neutron', '/ports/' + p)]
+        expect(not left, 'the old ports %r are still there' % left)
+        known.extend(p['id'] for p in ports if p['id'] not in known)
 
     def gone(self, res, pid):
         if self.api.get('nova', '/servers/' + pid) is not None:

@@ -413,13 +413,16 @@ impl Instance {
         // Heat's: the new subnet, else the one the instance had.
         let subnet = str_prop(&props, "SubnetId").or_else(|| str_prop(old, "SubnetId")).map(str::to_owned);
         let groups = security_groups(old);
-        let attached = compute.interfaces(id).await.map_err(failure)?;
+        // Every interface comes off first, each detach waited for: Heat
+        // 27.0.1 deletes the old subnet port while it is still bound, which
+        // Neutron's policy refuses a project member since 2025.1.
+        for interface in compute.interfaces(id).await.map_err(failure)? {
+            // Heat's `interface_detach`: an interface already gone is done.
+            ok_if_gone(compute.detach_interface(id, &interface.port_id).await)?;
+            ports::wait_interface(compute, ctx, id, &interface.port_id, false).await?;
+        }
         Self::delete_subnet_port(session, ctx).await?;
         let nics = Self::nics(session, ctx, &after, &groups, subnet.as_deref()).await?;
-        // Heat's `interface_detach`: an interface already gone is done.
-        for interface in attached {
-            ok_if_gone(compute.detach_interface(id, &interface.port_id).await)?;
-        }
         match nics.filter(|n| !n.is_empty()) {
             None => {
                 compute.attach_interface(id, None, None, None).await.map_err(failure)?;

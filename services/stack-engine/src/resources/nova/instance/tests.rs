@@ -380,15 +380,18 @@ async fn check_and_suspend_speak_of_the_instance() {
 }
 
 /// A new SubnetId (no NetworkInterfaces): every interface detached (one
-/// already gone is done), the old port deleted, a port made on the new
+/// already gone is done) and waited for until Nova no longer lists it,
+/// then the old port deleted (unbound by then), a port made on the new
 /// subnet and attached.
 #[tokio::test]
 async fn a_subnet_update_moves_the_instance_to_a_new_port() {
     let (nova, session) = testing::nova_and_neutron("2.96").await;
-    nova.answer(
+    let bound =
+        json!({"interfaceAttachments": [{"port_id": "port-9", "net_id": "net-1", "mac_addr": "m", "fixed_ips": []}]});
+    // Listed to be detached, still listed at the first wait, then gone.
+    nova.answer_in_turn(
         &format!("GET {SERVERS}/sid/os-interface"),
-        200,
-        json!({"interfaceAttachments": [{"port_id": "port-9", "net_id": "net-1", "mac_addr": "m", "fixed_ips": []}]}),
+        vec![(200, bound.clone()), (200, bound), (200, json!({"interfaceAttachments": []}))],
     );
     nova.answer("DELETE /network/v2.0/ports/port-9", 204, Value::Null);
     nova.answer("GET /network/v2.0/subnets/sub-2", 200, json!({"subnet": {"id": "sub-2", "network_id": "net-2"}}));
@@ -411,11 +414,13 @@ async fn a_subnet_update_moves_the_instance_to_a_new_port() {
     assert_eq!(
         writes,
         [
+            ("DELETE".to_string(), format!("{SERVERS}/sid/os-interface/port-9")),
             ("DELETE".to_string(), "/network/v2.0/ports/port-9".to_string()),
             ("POST".to_string(), "/network/v2.0/ports".to_string()),
-            ("DELETE".to_string(), format!("{SERVERS}/sid/os-interface/port-9")),
             ("POST".to_string(), format!("{SERVERS}/sid/os-interface")),
         ]
     );
     assert_eq!(ctx.state.data.get(PORT_DATA).map(String::as_str), Some("port-10"));
+    let lists = nova.calls().iter().filter(|(m, p, _)| m == "GET" && p.ends_with("/sid/os-interface")).count();
+    assert_eq!(lists, 3, "the detach is waited for until Nova no longer lists the port");
 }

@@ -193,7 +193,7 @@ pub(super) const DETACHED_PORTS: &str = "external_ports";
 
 /// Waits until Nova lists (`present`) or no longer lists port `port` on
 /// server `server` (Heat's `check_interface_attach`/`_detach`).
-async fn wait_interface(
+pub(in super::super) async fn wait_interface(
     compute: &Compute<'_>,
     ctx: &ActionContext,
     server: &str,
