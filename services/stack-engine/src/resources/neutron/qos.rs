@@ -1,6 +1,6 @@
 //! OS::Neutron::QoSPolicy and its rules (OS::Neutron::QoSBandwidthLimitRule,
-//! OS::Neutron::QoSMinimumBandwidthRule): one rule type, told apart by a
-//! [`RuleFlavor`].
+//! QoSDscpMarkingRule, QoSMinimumBandwidthRule, QoSMinimumPacketRateRule):
+//! one rule type, told apart by a [`RuleFlavor`].
 //!
 //! A policy's physical id is the policy's id; Neutron shows it at once,
 //! so nothing is waited for, and a delete is done when Neutron accepts it
@@ -13,7 +13,10 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use keelson_openstack::network::{Kind, Network, BANDWIDTH_LIMIT_RULE, MINIMUM_BANDWIDTH_RULE, QOS_POLICY};
+use keelson_openstack::network::{
+    Kind, Network, BANDWIDTH_LIMIT_RULE, DSCP_MARKING_RULE, MINIMUM_BANDWIDTH_RULE, MINIMUM_PACKET_RATE_RULE,
+    QOS_POLICY,
+};
 use keelson_openstack::OsError;
 use serde_json::{json, Value};
 
@@ -145,10 +148,15 @@ fn rule_base_properties() -> [PropertySchema; 2] {
 }
 
 fn direction() -> PropertySchema {
+    directions(&["egress", "ingress"])
+}
+
+/// A `direction` allowing `allowed` (the packet rate rule also allows `any`).
+fn directions(allowed: &[&'static str]) -> PropertySchema {
     PropertySchema::new("direction", T::String, "Traffic direction from the point of view of the port.")
         .default_value("egress")
         .update_allowed()
-        .constraint(Constraint::allowed_values(["egress", "ingress"]))
+        .constraint(Constraint::allowed_values(allowed.iter().copied()))
 }
 
 fn kbps(name: &'static str, description: &'static str) -> PropertySchema {
@@ -178,6 +186,36 @@ impl RuleFlavor for BandwidthLimit {
     }
 }
 
+/// The DSCP marks Heat allows: 0 to 56 except 2-6, 42, 44 and 50-54
+/// (the class selector, assured and expedited forwarding code points).
+const DSCP_MARKS: [i64; 21] = [0, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 46, 48, 56];
+
+pub struct DscpMarking;
+
+impl RuleFlavor for DscpMarking {
+    const TYPE: &'static str = "OS::Neutron::QoSDscpMarkingRule";
+    const KIND: Kind = DSCP_MARKING_RULE;
+    const EXTENSIONS: &'static [&'static str] = &["qos"];
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![PropertySchema::new(
+            "dscp_mark",
+            T::Integer,
+            "DSCP mark between 0 and 56, except 2-6, 42, 44, and 50-54.",
+        )
+        .required()
+        .update_allowed()
+        .constraint(Constraint::allowed_values(DSCP_MARKS))];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("7.0.0"),
+            description: "A resource for Neutron QoS DSCP marking rule.\n\nThis rule can be associated with QoS policy, and then the policy\ncan be used by neutron port and network, to provide DSCP marking\nQoS capabilities.\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
 pub struct MinimumBandwidth;
 
 impl RuleFlavor for MinimumBandwidth {
@@ -197,6 +235,31 @@ impl RuleFlavor for MinimumBandwidth {
     }
 }
 
+pub struct MinimumPacketRate;
+
+impl RuleFlavor for MinimumPacketRate {
+    const TYPE: &'static str = "OS::Neutron::QoSMinimumPacketRateRule";
+    const KIND: Kind = MINIMUM_PACKET_RATE_RULE;
+    const EXTENSIONS: &'static [&'static str] = &["qos-pps-minimum"];
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![
+            PropertySchema::new("min_kpps", T::Integer, "Min packet rate in kpps.")
+                .required()
+                .update_allowed()
+                .constraint(Constraint::range(Some(0), None)),
+            directions(&["any", "egress", "ingress"]),
+        ];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("19.0.0"),
+            description: "A resource for guaranteeing packet rate.\n\nThis rule can be associated with a QoS policy, and then the policy\ncan be used by a neutron port to provide guaranteed packet rate QoS\ncapabilities.\n\nDepending on drivers the guarantee may be enforced on two levels.\nFirst when a server is placed (scheduled) on physical infrastructure\nand/or second in the data plane of the physical hypervisor. For details\nplease see Neutron documentation:\n\nhttps://docs.openstack.org/neutron/latest/admin/config-qos-min-pps.html\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
 /// One rule of a QoS policy.
 pub struct QosRule<R: RuleFlavor> {
     host: Arc<HostSlot>,
@@ -206,6 +269,8 @@ pub struct QosRule<R: RuleFlavor> {
 
 pub type QosBandwidthLimitRule = QosRule<BandwidthLimit>;
 pub type QosMinimumBandwidthRule = QosRule<MinimumBandwidth>;
+pub type QosDscpMarkingRule = QosRule<DscpMarking>;
+pub type QosMinimumPacketRateRule = QosRule<MinimumPacketRate>;
 
 /// The id of the rule's policy; None when Neutron has no such policy
 /// (Heat's ignore-not-found covers the lookup too).
