@@ -593,4 +593,148 @@ mod tests {
         ctx.state.physical_id = Some("r2".into());
         assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(true));
     }
+
+    fn dscp_rule() -> QosDscpMarkingRule {
+        QosRule::new(Arc::new(HostSlot::default()))
+    }
+
+    fn pps_rule() -> QosMinimumPacketRateRule {
+        QosRule::new(Arc::new(HostSlot::default()))
+    }
+
+    #[tokio::test]
+    async fn a_dscp_marking_rule_is_made_updated_and_deleted_under_its_policy() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/dscp_marking_rules"),
+            201,
+            json!({"dscp_marking_rule": {"id": "d1", "dscp_mark": 26}}),
+        );
+        neutron.answer(&format!("PUT {POLICIES}/q1/dscp_marking_rules/d1"), 200, json!({}));
+        neutron.answer(&format!("DELETE {POLICIES}/q1/dscp_marking_rules/d1"), 204, Value::Null);
+        let network = network(&session).await.unwrap();
+        let rule = |v: Value| Plugin::validate_properties(&dscp_rule(), "r", &v).unwrap();
+        let old = rule(json!({"policy": "gold", "dscp_mark": 26}));
+        let (mut ctx, _tx) = test_context(old.clone());
+        dscp_rule().create_with(&network, &mut ctx).await.unwrap();
+        assert_eq!(
+            neutron.calls()[1],
+            (
+                "POST".into(),
+                format!("{POLICIES}/q1/dscp_marking_rules"),
+                json!({"dscp_marking_rule": {"dscp_mark": 26}})
+            )
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("d1"));
+
+        // A new mark is put in place; a new policy replaces the rule.
+        let new = rule(json!({"policy": "gold", "dscp_mark": 46}));
+        assert_eq!(Plugin::update_decision(&dscp_rule(), &old, &new), UpdateDecision::InPlace);
+        ctx.properties = new;
+        dscp_rule().update_with(&network, &mut ctx, &old).await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            last,
+            (
+                "PUT".into(),
+                format!("{POLICIES}/q1/dscp_marking_rules/d1"),
+                json!({"dscp_marking_rule": {"dscp_mark": 46}})
+            )
+        );
+        let moved = rule(json!({"policy": "silver", "dscp_mark": 26}));
+        assert_eq!(Plugin::update_decision(&dscp_rule(), &old, &moved), UpdateDecision::Replace);
+
+        // Deleted under the policy; a rule Neutron no longer has (404) is deleted too.
+        dscp_rule().delete_with(&network, &mut ctx, "d1").await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/dscp_marking_rules/d1")
+        );
+        dscp_rule().delete_with(&network, &mut ctx, "gone").await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/dscp_marking_rules/gone")
+        );
+    }
+
+    #[test]
+    fn a_dscp_mark_is_one_heat_lists() {
+        let invalid = |v: Value| Plugin::validate_properties(&dscp_rule(), "r", &v).unwrap_err().message();
+        for mark in [0, 8, 46, 56] {
+            Plugin::validate_properties(&dscp_rule(), "r", &json!({"policy": "gold", "dscp_mark": mark})).unwrap();
+        }
+        // Heat converts an integer property before checking it.
+        Plugin::validate_properties(&dscp_rule(), "r", &json!({"policy": "gold", "dscp_mark": "10"})).unwrap();
+        for mark in [2, 6, 42, 44, 50, 54, 57, -8] {
+            let e = invalid(json!({"policy": "gold", "dscp_mark": mark}));
+            assert!(e.contains("dscp_mark") && e.contains("is not an allowed value"), "{mark}: {e}");
+        }
+        assert!(invalid(json!({"policy": "gold"})).contains("dscp_mark"));
+        assert_eq!(Plugin::required_service(&dscp_rule()), Some(RequiredService::neutron_with(&["qos"])));
+    }
+
+    #[tokio::test]
+    async fn a_minimum_packet_rate_rule_is_made_updated_and_deleted_under_its_policy() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/minimum_packet_rate_rules"),
+            201,
+            json!({"minimum_packet_rate_rule": {"id": "p1", "min_kpps": 1000, "direction": "egress"}}),
+        );
+        neutron.answer(&format!("PUT {POLICIES}/q1/minimum_packet_rate_rules/p1"), 200, json!({}));
+        neutron.answer(&format!("DELETE {POLICIES}/q1/minimum_packet_rate_rules/p1"), 204, Value::Null);
+        let network = network(&session).await.unwrap();
+        let rule = |v: Value| Plugin::validate_properties(&pps_rule(), "r", &v).unwrap();
+        let old = rule(json!({"policy": "gold", "min_kpps": 1000}));
+        let (mut ctx, _tx) = test_context(old.clone());
+        pps_rule().create_with(&network, &mut ctx).await.unwrap();
+        // The default direction is sent.
+        assert_eq!(
+            neutron.calls()[1].2,
+            json!({"minimum_packet_rate_rule": {"min_kpps": 1000, "direction": "egress"}})
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("p1"));
+
+        let new = rule(json!({"policy": "gold", "min_kpps": 2000, "direction": "any"}));
+        assert_eq!(Plugin::update_decision(&pps_rule(), &old, &new), UpdateDecision::InPlace);
+        ctx.properties = new;
+        pps_rule().update_with(&network, &mut ctx, &old).await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            last,
+            (
+                "PUT".into(),
+                format!("{POLICIES}/q1/minimum_packet_rate_rules/p1"),
+                json!({"minimum_packet_rate_rule": {"min_kpps": 2000, "direction": "any"}})
+            )
+        );
+        let moved = rule(json!({"policy": "silver", "min_kpps": 1000}));
+        assert_eq!(Plugin::update_decision(&pps_rule(), &old, &moved), UpdateDecision::Replace);
+
+        pps_rule().delete_with(&network, &mut ctx, "p1").await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/minimum_packet_rate_rules/p1")
+        );
+        // 404: already gone, so deleted.
+        pps_rule().delete_with(&network, &mut ctx, "gone").await.unwrap();
+    }
+
+    #[test]
+    fn minimum_packet_rate_values_are_checked() {
+        let invalid = |v: Value| Plugin::validate_properties(&pps_rule(), "r", &v).unwrap_err().message();
+        for direction in ["any", "egress", "ingress"] {
+            let v = json!({"policy": "gold", "min_kpps": 0, "direction": direction});
+            Plugin::validate_properties(&pps_rule(), "r", &v).unwrap();
+        }
+        assert!(invalid(json!({"policy": "gold", "min_kpps": -1})).contains("min_kpps"));
+        assert!(invalid(json!({"policy": "gold", "min_kpps": 1, "direction": "both"})).contains("direction"));
+        assert!(invalid(json!({"policy": "gold"})).contains("min_kpps"));
+        assert_eq!(Plugin::required_service(&pps_rule()), Some(RequiredService::neutron_with(&["qos-pps-minimum"])));
+    }
 }
