@@ -56,6 +56,8 @@ FAMILIES = {
         "OS::Neutron::QoSPolicy",
         "OS::Neutron::QoSMinimumBandwidthRule",
         "OS::Neutron::QoSBandwidthLimitRule",
+        "OS::Neutron::QoSDscpMarkingRule",
+        "OS::Neutron::QoSMinimumPacketRateRule",
         "OS::Neutron::FloatingIP",
         "OS::Neutron::FloatingIPAssociation",
     ],

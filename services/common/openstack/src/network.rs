@@ -46,6 +46,13 @@ pub const BANDWIDTH_LIMIT_RULE: Kind =
     Kind { key: "bandwidth_limit_rule", collection: "bandwidth_limit_rules", path: "/bandwidth_limit_rules" };
 pub const MINIMUM_BANDWIDTH_RULE: Kind =
     Kind { key: "minimum_bandwidth_rule", collection: "minimum_bandwidth_rules", path: "/minimum_bandwidth_rules" };
+pub const DSCP_MARKING_RULE: Kind =
+    Kind { key: "dscp_marking_rule", collection: "dscp_marking_rules", path: "/dscp_marking_rules" };
+pub const MINIMUM_PACKET_RATE_RULE: Kind = Kind {
+    key: "minimum_packet_rate_rule",
+    collection: "minimum_packet_rate_rules",
+    path: "/minimum_packet_rate_rules",
+};
 
 /// What a name-or-id lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -123,8 +123,6 @@ pub const UNIMPLEMENTED: &[(&str, Option<RequiredService>)] = &[
     ("OS::Neutron::PortPair", NEUTRON),
     ("OS::Neutron::PortPairGroup", neutron_with(&["sfc"])),
     ("OS::Neutron::ProviderNet", neutron_with(&["provider"])),
-    ("OS::Neutron::QoSDscpMarkingRule", neutron_with(&["qos"])),
-    ("OS::Neutron::QoSMinimumPacketRateRule", neutron_with(&["qos-pps-minimum"])),
     ("OS::Neutron::Quota", neutron_with(&["quotas"])),
     ("OS::Neutron::RBACPolicy", neutron_with(&["rbac-policies"])),
     ("OS::Neutron::RouterGateway", NEUTRON),

@@ -339,7 +339,8 @@ mod tests {
         }
         for t in ["FloatingIP", "FloatingIPAssociation", "Net", "Port", "QoSPolicy", "QoSBandwidthLimitRule"]
             .iter()
-            .chain(&["QoSMinimumBandwidthRule", "Router", "RouterInterface", "SecurityGroup"])
+            .chain(&["QoSDscpMarkingRule", "QoSMinimumBandwidthRule", "QoSMinimumPacketRateRule"])
+            .chain(&["Router", "RouterInterface", "SecurityGroup"])
             .chain(&["SecurityGroupRule", "Subnet"])
         {
             expected.push(json!(format!("OS::Neutron::{t}")));

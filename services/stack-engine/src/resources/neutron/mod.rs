@@ -34,7 +34,9 @@ use serde_json::{Map, Value};
 pub use floating_ip::{FloatingIp, FloatingIpAssociation};
 pub use net::Net;
 pub use port::Port;
-pub use qos::{QosBandwidthLimitRule, QosMinimumBandwidthRule, QosPolicy};
+pub use qos::{
+    QosBandwidthLimitRule, QosDscpMarkingRule, QosMinimumBandwidthRule, QosMinimumPacketRateRule, QosPolicy,
+};
 pub use router::{Router, RouterInterface};
 pub use security_group::{SecurityGroup, SecurityGroupRule};
 pub use subnet::Subnet;
@@ -66,7 +68,9 @@ pub fn register(registry: &mut Registry) {
     registry.register(Arc::new(SecurityGroupRule::new(host.clone())));
     registry.register(Arc::new(QosPolicy::new(host.clone())));
     registry.register(Arc::new(QosBandwidthLimitRule::new(host.clone())));
+    registry.register(Arc::new(QosDscpMarkingRule::new(host.clone())));
     registry.register(Arc::new(QosMinimumBandwidthRule::new(host.clone())));
+    registry.register(Arc::new(QosMinimumPacketRateRule::new(host.clone())));
 }
 
 /// The failure a Neutron error becomes: neutronclient's exception class
@@ -583,6 +587,8 @@ mod tests {
         "OS::Neutron::QoSPolicy",
         "OS::Neutron::QoSMinimumBandwidthRule",
         "OS::Neutron::QoSBandwidthLimitRule",
+        "OS::Neutron::QoSDscpMarkingRule",
+        "OS::Neutron::QoSMinimumPacketRateRule",
         "OS::Neutron::FloatingIP",
         "OS::Neutron::FloatingIPAssociation",
     ];

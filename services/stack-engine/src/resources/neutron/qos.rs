@@ -1,6 +1,6 @@
 //! OS::Neutron::QoSPolicy and its rules (OS::Neutron::QoSBandwidthLimitRule,
-//! OS::Neutron::QoSMinimumBandwidthRule): one rule type, told apart by a
-//! [`RuleFlavor`].
+//! QoSDscpMarkingRule, QoSMinimumBandwidthRule, QoSMinimumPacketRateRule):
+//! one rule type, told apart by a [`RuleFlavor`].
 //!
 //! A policy's physical id is the policy's id; Neutron shows it at once,
 //! so nothing is waited for, and a delete is done when Neutron accepts it
@@ -13,7 +13,10 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use keelson_openstack::network::{Kind, Network, BANDWIDTH_LIMIT_RULE, MINIMUM_BANDWIDTH_RULE, QOS_POLICY};
+use keelson_openstack::network::{
+    Kind, Network, BANDWIDTH_LIMIT_RULE, DSCP_MARKING_RULE, MINIMUM_BANDWIDTH_RULE, MINIMUM_PACKET_RATE_RULE,
+    QOS_POLICY,
+};
 use keelson_openstack::OsError;
 use serde_json::{json, Value};
 
@@ -145,10 +148,15 @@ fn rule_base_properties() -> [PropertySchema; 2] {
 }
 
 fn direction() -> PropertySchema {
+    directions(&["egress", "ingress"])
+}
+
+/// A `direction` allowing `allowed` (the packet rate rule also allows `any`).
+fn directions(allowed: &[&'static str]) -> PropertySchema {
     PropertySchema::new("direction", T::String, "Traffic direction from the point of view of the port.")
         .default_value("egress")
         .update_allowed()
-        .constraint(Constraint::allowed_values(["egress", "ingress"]))
+        .constraint(Constraint::allowed_values(allowed.iter().copied()))
 }
 
 fn kbps(name: &'static str, description: &'static str) -> PropertySchema {
@@ -178,6 +186,36 @@ impl RuleFlavor for BandwidthLimit {
     }
 }
 
+/// The DSCP marks Heat allows: 0 to 56 except 2-6, 42, 44 and 50-54
+/// (the class selector, assured and expedited forwarding code points).
+const DSCP_MARKS: [i64; 21] = [0, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 46, 48, 56];
+
+pub struct DscpMarking;
+
+impl RuleFlavor for DscpMarking {
+    const TYPE: &'static str = "OS::Neutron::QoSDscpMarkingRule";
+    const KIND: Kind = DSCP_MARKING_RULE;
+    const EXTENSIONS: &'static [&'static str] = &["qos"];
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![PropertySchema::new(
+            "dscp_mark",
+            T::Integer,
+            "DSCP mark between 0 and 56, except 2-6, 42, 44, and 50-54.",
+        )
+        .required()
+        .update_allowed()
+        .constraint(Constraint::allowed_values(DSCP_MARKS))];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("7.0.0"),
+            description: "A resource for Neutron QoS DSCP marking rule.\n\nThis rule can be associated with QoS policy, and then the policy\ncan be used by neutron port and network, to provide DSCP marking\nQoS capabilities.\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
 pub struct MinimumBandwidth;
 
 impl RuleFlavor for MinimumBandwidth {
@@ -197,6 +235,31 @@ impl RuleFlavor for MinimumBandwidth {
     }
 }
 
+pub struct MinimumPacketRate;
+
+impl RuleFlavor for MinimumPacketRate {
+    const TYPE: &'static str = "OS::Neutron::QoSMinimumPacketRateRule";
+    const KIND: Kind = MINIMUM_PACKET_RATE_RULE;
+    const EXTENSIONS: &'static [&'static str] = &["qos-pps-minimum"];
+
+    fn schema() -> ResourceSchema {
+        let mut properties = vec![
+            PropertySchema::new("min_kpps", T::Integer, "Min packet rate in kpps.")
+                .required()
+                .update_allowed()
+                .constraint(Constraint::range(Some(0), None)),
+            directions(&["any", "egress", "ingress"]),
+        ];
+        properties.extend(rule_base_properties());
+        ResourceSchema {
+            properties,
+            attributes: Vec::new(),
+            support_status: SupportStatus::supported("19.0.0"),
+            description: "A resource for guaranteeing packet rate.\n\nThis rule can be associated with a QoS policy, and then the policy\ncan be used by a neutron port to provide guaranteed packet rate QoS\ncapabilities.\n\nDepending on drivers the guarantee may be enforced on two levels.\nFirst when a server is placed (scheduled) on physical infrastructure\nand/or second in the data plane of the physical hypervisor. For details\nplease see Neutron documentation:\n\nhttps://docs.openstack.org/neutron/latest/admin/config-qos-min-pps.html\n\nThe default policy usage of this resource is limited to\nadministrators only.",
+        }
+    }
+}
+
 /// One rule of a QoS policy.
 pub struct QosRule<R: RuleFlavor> {
     host: Arc<HostSlot>,
@@ -206,6 +269,8 @@ pub struct QosRule<R: RuleFlavor> {
 
 pub type QosBandwidthLimitRule = QosRule<BandwidthLimit>;
 pub type QosMinimumBandwidthRule = QosRule<MinimumBandwidth>;
+pub type QosDscpMarkingRule = QosRule<DscpMarking>;
+pub type QosMinimumPacketRateRule = QosRule<MinimumPacketRate>;
 
 /// The id of the rule's policy; None when Neutron has no such policy
 /// (Heat's ignore-not-found covers the lookup too).
@@ -527,5 +592,149 @@ mod tests {
         assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(false));
         ctx.state.physical_id = Some("r2".into());
         assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(true));
+    }
+
+    fn dscp_rule() -> QosDscpMarkingRule {
+        QosRule::new(Arc::new(HostSlot::default()))
+    }
+
+    fn pps_rule() -> QosMinimumPacketRateRule {
+        QosRule::new(Arc::new(HostSlot::default()))
+    }
+
+    #[tokio::test]
+    async fn a_dscp_marking_rule_is_made_updated_and_deleted_under_its_policy() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/dscp_marking_rules"),
+            201,
+            json!({"dscp_marking_rule": {"id": "d1", "dscp_mark": 26}}),
+        );
+        neutron.answer(&format!("PUT {POLICIES}/q1/dscp_marking_rules/d1"), 200, json!({}));
+        neutron.answer(&format!("DELETE {POLICIES}/q1/dscp_marking_rules/d1"), 204, Value::Null);
+        let network = network(&session).await.unwrap();
+        let rule = |v: Value| Plugin::validate_properties(&dscp_rule(), "r", &v).unwrap();
+        let old = rule(json!({"policy": "gold", "dscp_mark": 26}));
+        let (mut ctx, _tx) = test_context(old.clone());
+        dscp_rule().create_with(&network, &mut ctx).await.unwrap();
+        assert_eq!(
+            neutron.calls()[1],
+            (
+                "POST".into(),
+                format!("{POLICIES}/q1/dscp_marking_rules"),
+                json!({"dscp_marking_rule": {"dscp_mark": 26}})
+            )
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("d1"));
+
+        // A new mark is put in place; a new policy replaces the rule.
+        let new = rule(json!({"policy": "gold", "dscp_mark": 46}));
+        assert_eq!(Plugin::update_decision(&dscp_rule(), &old, &new), UpdateDecision::InPlace);
+        ctx.properties = new;
+        dscp_rule().update_with(&network, &mut ctx, &old).await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            last,
+            (
+                "PUT".into(),
+                format!("{POLICIES}/q1/dscp_marking_rules/d1"),
+                json!({"dscp_marking_rule": {"dscp_mark": 46}})
+            )
+        );
+        let moved = rule(json!({"policy": "silver", "dscp_mark": 26}));
+        assert_eq!(Plugin::update_decision(&dscp_rule(), &old, &moved), UpdateDecision::Replace);
+
+        // Deleted under the policy; a rule Neutron no longer has (404) is deleted too.
+        dscp_rule().delete_with(&network, &mut ctx, "d1").await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/dscp_marking_rules/d1")
+        );
+        dscp_rule().delete_with(&network, &mut ctx, "gone").await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/dscp_marking_rules/gone")
+        );
+    }
+
+    #[test]
+    fn a_dscp_mark_is_one_heat_lists() {
+        let invalid = |v: Value| Plugin::validate_properties(&dscp_rule(), "r", &v).unwrap_err().message();
+        for mark in [0, 8, 46, 56] {
+            Plugin::validate_properties(&dscp_rule(), "r", &json!({"policy": "gold", "dscp_mark": mark})).unwrap();
+        }
+        // Heat converts an integer property before checking it.
+        Plugin::validate_properties(&dscp_rule(), "r", &json!({"policy": "gold", "dscp_mark": "10"})).unwrap();
+        for mark in [2, 6, 42, 44, 50, 54, 57, -8] {
+            let e = invalid(json!({"policy": "gold", "dscp_mark": mark}));
+            assert!(e.contains("dscp_mark") && e.contains("is not an allowed value"), "{mark}: {e}");
+        }
+        assert!(invalid(json!({"policy": "gold"})).contains("dscp_mark"));
+        assert_eq!(Plugin::required_service(&dscp_rule()), Some(RequiredService::neutron_with(&["qos"])));
+    }
+
+    #[tokio::test]
+    async fn a_minimum_packet_rate_rule_is_made_updated_and_deleted_under_its_policy() {
+        let (neutron, session) = testing::neutron().await;
+        neutron.answer(GOLD, 200, json!({"policies": [{"id": "q1"}]}));
+        neutron.answer(
+            &format!("POST {POLICIES}/q1/minimum_packet_rate_rules"),
+            201,
+            json!({"minimum_packet_rate_rule": {"id": "p1", "min_kpps": 1000, "direction": "egress"}}),
+        );
+        neutron.answer(&format!("PUT {POLICIES}/q1/minimum_packet_rate_rules/p1"), 200, json!({}));
+        neutron.answer(&format!("DELETE {POLICIES}/q1/minimum_packet_rate_rules/p1"), 204, Value::Null);
+        let network = network(&session).await.unwrap();
+        let rule = |v: Value| Plugin::validate_properties(&pps_rule(), "r", &v).unwrap();
+        let old = rule(json!({"policy": "gold", "min_kpps": 1000}));
+        let (mut ctx, _tx) = test_context(old.clone());
+        pps_rule().create_with(&network, &mut ctx).await.unwrap();
+        // The default direction is sent.
+        assert_eq!(
+            neutron.calls()[1].2,
+            json!({"minimum_packet_rate_rule": {"min_kpps": 1000, "direction": "egress"}})
+        );
+        assert_eq!(ctx.state.physical_id.as_deref(), Some("p1"));
+
+        let new = rule(json!({"policy": "gold", "min_kpps": 2000, "direction": "any"}));
+        assert_eq!(Plugin::update_decision(&pps_rule(), &old, &new), UpdateDecision::InPlace);
+        ctx.properties = new;
+        pps_rule().update_with(&network, &mut ctx, &old).await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            last,
+            (
+                "PUT".into(),
+                format!("{POLICIES}/q1/minimum_packet_rate_rules/p1"),
+                json!({"minimum_packet_rate_rule": {"min_kpps": 2000, "direction": "any"}})
+            )
+        );
+        let moved = rule(json!({"policy": "silver", "min_kpps": 1000}));
+        assert_eq!(Plugin::update_decision(&pps_rule(), &old, &moved), UpdateDecision::Replace);
+
+        pps_rule().delete_with(&network, &mut ctx, "p1").await.unwrap();
+        let last = neutron.calls().last().cloned().unwrap();
+        assert_eq!(
+            (last.0.as_str(), last.1.as_str()),
+            ("DELETE", "/network/v2.0/qos/policies/q1/minimum_packet_rate_rules/p1")
+        );
+        // 404: already gone, so deleted.
+        pps_rule().delete_with(&network, &mut ctx, "gone").await.unwrap();
+    }
+
+    #[test]
+    fn minimum_packet_rate_values_are_checked() {
+        let invalid = |v: Value| Plugin::validate_properties(&pps_rule(), "r", &v).unwrap_err().message();
+        for direction in ["any", "egress", "ingress"] {
+            let v = json!({"policy": "gold", "min_kpps": 0, "direction": direction});
+            Plugin::validate_properties(&pps_rule(), "r", &v).unwrap();
+        }
+        assert!(invalid(json!({"policy": "gold", "min_kpps": -1})).contains("min_kpps"));
+        assert!(invalid(json!({"policy": "gold", "min_kpps": 1, "direction": "both"})).contains("direction"));
+        assert!(invalid(json!({"policy": "gold"})).contains("min_kpps"));
+        assert_eq!(Plugin::required_service(&pps_rule()), Some(RequiredService::neutron_with(&["qos-pps-minimum"])));
     }
 }
