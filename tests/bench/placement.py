@@ -468,7 +468,7 @@ end
                 'return wrk.format("PUT", "/resource_classes/CUSTOM_NEW_SIDE_" .. id .. "_" .. n)')),
         ]
         deletes = [('DELETE /allocations/{consumer}', 'allocations', 3000),
-                   ('DELETE /resource_providers/{uuid}', 'providers', 1500),
+                   ('DELETE /resource_providers/{uuid}', 'providers', 3000),
                    ('DELETE /traits/{name}', 'traits', 3000),
                    ('DELETE /resource_classes/{name}', 'classes', 3000)]
         cases = [c for c in cases if not only or only.search(c[0])]

@@ -239,11 +239,12 @@ struct Basics {
     all_class_names: Option<FxHashMap<ClassId, String>>,
 }
 
-/// Resolves the request's names (MariaDB compares names without case, so
-/// only exact matches count) and reads whether trees exist, the sharing
-/// providers and, when the summaries show every class, every class: one
-/// statement whose first column says what each row is, since each round
-/// trip to the database costs more than these small reads.
+/// Resolves the request's names and `in_tree` providers (MariaDB compares
+/// them without case, so only exact matches count) and reads whether trees
+/// exist, the sharing providers and, when the summaries show every class,
+/// every class: one statement whose first column says what each row is,
+/// since each round trip to the database costs more than these small
+/// reads.
 async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
     let mut cat = Catalog::default();
     let mut basics = Basics::default();
@@ -266,6 +267,7 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
     const AGGREGATE: i64 = 2;
     const SHARING: i64 = 3;
     const HAS_TREES: i64 = 4;
+    const IN_TREE: i64 = 5;
     let mut sql = format!("SELECT {TRAIT}, id, name FROM traits WHERE name IN ({})", in_list(traits.len()));
     let mut params = texts(traits.iter().copied());
     if req.all_classes_in_summaries {
@@ -293,6 +295,14 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
         " UNION ALL SELECT {HAS_TREES}, CASE WHEN EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id IS NOT NULL) \
          THEN 1 ELSE 0 END, NULL"
     ));
+    let trees: BTreeSet<&str> = req.groups.iter().filter_map(|g| g.in_tree.as_deref()).collect();
+    if !trees.is_empty() {
+        sql.push_str(&format!(
+            " UNION ALL SELECT {IN_TREE}, COALESCE(root_provider_id, id), uuid FROM resource_providers WHERE uuid IN ({})",
+            in_list(trees.len())
+        ));
+        params.extend(texts(trees.iter().copied()));
+    }
     let mut all_classes: FxHashMap<ClassId, String> = FxHashMap::default();
     tx.for_each_row(&sql, &params, |r| -> Result<()> {
         match r.i64(0)? {
@@ -320,6 +330,12 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
                     basics.sharing.insert(r.i64(1)?);
                 }
             }
+            IN_TREE => {
+                let uuid = r.string(2)?;
+                if trees.contains(uuid.as_str()) {
+                    cat.in_tree_roots.insert(uuid, r.i64(1)?);
+                }
+            }
             _ => basics.has_trees = r.i64(1)? != 0,
         }
         Ok(())
@@ -327,21 +343,6 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
     .await?;
     if req.all_classes_in_summaries {
         basics.all_class_names = Some(all_classes);
-    }
-
-    let trees: BTreeSet<&str> = req.groups.iter().filter_map(|g| g.in_tree.as_deref()).collect();
-    if !trees.is_empty() {
-        let sql = format!(
-            "SELECT id, uuid, root_provider_id FROM resource_providers WHERE uuid IN ({})",
-            in_list(trees.len())
-        );
-        for r in tx.fetch_all(&sql, &texts(trees.iter().copied())).await? {
-            let uuid = r.string(1)?;
-            if trees.contains(uuid.as_str()) {
-                let id = r.i64(0)?;
-                cat.in_tree_roots.insert(uuid, r.opt_i64(2)?.unwrap_or(id));
-            }
-        }
     }
     Ok((cat, basics))
 }
