@@ -342,20 +342,8 @@ impl Store {
             out.root_uuid = root_uuid;
             out.parent_uuid = new_parent_uuid;
         }
-        if me.row.name.as_deref() != Some(name) {
-            let clash = tx
-                .fetch_all(
-                    "SELECT id, name FROM resource_providers WHERE name = ? AND id <> ?",
-                    &[name.into(), me.row.id.into()],
-                )
-                .await?;
-            if !clash.is_empty() {
-                return Err(Error::Conflict(
-                    DUPLICATE_NAME,
-                    format!("Conflicting resource provider {name} already exists."),
-                ));
-            }
-        }
+        // A name another provider has is the unique index's violation (no
+        // read first: the index compares names as the read would).
         match tx
             .execute(
                 "UPDATE resource_providers SET name = ?, updated_at = ? WHERE id = ?",
