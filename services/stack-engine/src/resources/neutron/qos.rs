@@ -534,10 +534,9 @@ mod tests {
         );
         ctx.properties.insert("policy".into(), json!("silver"));
         min_rule().delete_with(&network, &mut ctx, "r1").await.unwrap();
-        let last = neutron.calls().last().cloned().unwrap();
         assert_eq!(
-            (last.0.as_str(), last.1.as_str()),
-            ("DELETE", "/network/v2.0/qos/policies/q1/minimum_bandwidth_rules/r1")
+            last_request(&neutron),
+            ("DELETE".to_string(), "/network/v2.0/qos/policies/q1/minimum_bandwidth_rules/r1".to_string())
         );
     }
 
@@ -594,6 +593,12 @@ mod tests {
         assert_eq!(Plugin::needs_replace_failed(&plugin, &mut ctx).await, Ok(true));
     }
 
+    /// The method and path of the last request the stand-in saw.
+    fn last_request(neutron: &testing::Neutron) -> (String, String) {
+        let (method, path, _) = neutron.calls().last().cloned().unwrap();
+        (method, path)
+    }
+
     fn dscp_rule() -> QosDscpMarkingRule {
         QosRule::new(Arc::new(HostSlot::default()))
     }
@@ -647,16 +652,14 @@ mod tests {
 
         // Deleted under the policy; a rule Neutron no longer has (404) is deleted too.
         dscp_rule().delete_with(&network, &mut ctx, "d1").await.unwrap();
-        let last = neutron.calls().last().cloned().unwrap();
         assert_eq!(
-            (last.0.as_str(), last.1.as_str()),
-            ("DELETE", "/network/v2.0/qos/policies/q1/dscp_marking_rules/d1")
+            last_request(&neutron),
+            ("DELETE".to_string(), "/network/v2.0/qos/policies/q1/dscp_marking_rules/d1".to_string())
         );
         dscp_rule().delete_with(&network, &mut ctx, "gone").await.unwrap();
-        let last = neutron.calls().last().cloned().unwrap();
         assert_eq!(
-            (last.0.as_str(), last.1.as_str()),
-            ("DELETE", "/network/v2.0/qos/policies/q1/dscp_marking_rules/gone")
+            last_request(&neutron),
+            ("DELETE".to_string(), "/network/v2.0/qos/policies/q1/dscp_marking_rules/gone".to_string())
         );
     }
 
@@ -716,10 +719,9 @@ mod tests {
         assert_eq!(Plugin::update_decision(&pps_rule(), &old, &moved), UpdateDecision::Replace);
 
         pps_rule().delete_with(&network, &mut ctx, "p1").await.unwrap();
-        let last = neutron.calls().last().cloned().unwrap();
         assert_eq!(
-            (last.0.as_str(), last.1.as_str()),
-            ("DELETE", "/network/v2.0/qos/policies/q1/minimum_packet_rate_rules/p1")
+            last_request(&neutron),
+            ("DELETE".to_string(), "/network/v2.0/qos/policies/q1/minimum_packet_rate_rules/p1".to_string())
         );
         // 404: already gone, so deleted.
         pps_rule().delete_with(&network, &mut ctx, "gone").await.unwrap();
