@@ -24,6 +24,7 @@ time, after one warm-up), the candidates answered, and keelson's peak RSS
 usage: tests/bench/scale.py [--backend mysql|postgresql|sqlite]
           [--keelson-bin PATH] [--sizes 1000,10000,50000,100000]
           [--fleets flat,trees] [--requests 30] [--phases] [--json out.json]
+          [--keep-database]
 """
 import argparse
 import json
@@ -133,7 +134,9 @@ def run(fleet, size, args):
     finally:
         for proc in procs:
             proc.stop()
-        if url is not None:
+        if url is not None and args.keep_database:
+            print('kept %s' % url, flush=True)
+        elif url is not None:
             bench.drop_database(url)
 
 
@@ -146,6 +149,8 @@ def main():
     ap.add_argument('--requests', type=int, default=30)
     ap.add_argument('--phases', action='store_true', help="print the medians of keelson's per-request phases")
     ap.add_argument('--json')
+    ap.add_argument('--keep-database', action='store_true',
+                    help="leave each fleet's database behind (to read query plans on it)")
     args = ap.parse_args()
     if not args.keelson_bin:
         sys.exit('--keelson-bin or $KEELSON_BIN is required')
