@@ -136,6 +136,36 @@ impl Fleet {
     pub fn in_aggregate(&self, provider: ProviderId, a: AggregateId) -> bool {
         self.aggregates.get(&provider).is_some_and(|aggs| aggs.contains(&a))
     }
+
+    /// Adds what `other`, read from more trees of the same snapshot, holds
+    /// (a provider read twice reads the same both times). The tables read
+    /// whole for each part (the sharing providers, their anchors, the
+    /// request's aggregates, the class names) are taken from `other`.
+    pub fn absorb(&mut self, other: Fleet) {
+        self.inventories.extend(other.inventories);
+        for (class, providers) in other.providers_by_class {
+            let list = self.providers_by_class.entry(class).or_default();
+            list.extend(providers);
+            list.sort_unstable();
+            list.dedup();
+        }
+        self.root_of.extend(other.root_of);
+        self.traits.extend(other.traits);
+        self.aggregates = other.aggregates;
+        self.sharing = other.sharing;
+        self.sharing_anchors = other.sharing_anchors;
+        self.class_names = other.class_names;
+        self.roots = match (self.roots.take(), other.roots) {
+            (Some(mut mine), Some(more)) => {
+                mine.extend(more);
+                mine.sort_unstable();
+                mine.dedup();
+                Some(mine)
+            }
+            (mine, more) => mine.or(more),
+        };
+        self.all_providers = other.all_providers.or(self.all_providers.take());
+    }
 }
 
 /// A provider of a tree in play: what the answer names and same_subtree

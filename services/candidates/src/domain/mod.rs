@@ -19,6 +19,7 @@ pub mod merge;
 pub mod request;
 pub mod scope;
 pub mod search;
+pub mod window;
 
 use std::collections::BTreeSet;
 

@@ -20,8 +20,8 @@ use keelson_db::{in_list, Dialect, RowRef, Tx, Value};
 use crate::domain::explain::{self, Explained};
 use crate::domain::fleet::{Catalog, ClassId, Fleet, Inventory, ProviderId, TraitId, TreeProvider, Trees};
 use crate::domain::request::Request;
-use crate::domain::scope;
 use crate::domain::{self, Outcome, Settings, Summary};
+use crate::domain::{scope, window};
 use crate::error::{Error, Result};
 
 /// The trait marking providers that share their inventory with the trees
@@ -32,8 +32,11 @@ pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
 /// memory, rather than binding a huge `IN (…)` list.
 const MAX_IN_LIST: usize = 500;
 
-/// Ids bound per statement where a read goes by id lists in chunks.
-const IN_CHUNK: usize = 1000;
+/// Ids bound per statement where a read goes by id lists in chunks. Below
+/// 1,000: MariaDB turns an `IN` list of that many constants
+/// (`in_predicate_conversion_threshold`) into a join with a table of
+/// values, which read 1,000 providers' usage four times slower than 999.
+const IN_CHUNK: usize = 999;
 
 /// Above this many trees a narrowed read costs more than reading every
 /// inventory of the requested classes (each tree is an index range of its
@@ -47,11 +50,21 @@ pub struct Store {
     pub settings: Settings,
     /// Shared by the clones of one store (the service's handlers).
     trait_cache: Arc<TraitCache>,
+    /// How many windowed reads answered short of the whole fleet (what a
+    /// test of windows checks happened).
+    #[cfg(test)]
+    pub(crate) windows: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Store {
     pub fn new(db: Db, settings: Settings) -> Self {
-        Store { db, settings, trait_cache: Arc::default() }
+        Store {
+            db,
+            settings,
+            trait_cache: Arc::default(),
+            #[cfg(test)]
+            windows: Arc::default(),
+        }
     }
 
     /// How many providers' trait sets the store keeps.
@@ -71,38 +84,95 @@ impl Store {
         req.validate()?;
         let mut phases = Phases::start();
         let mut tx = self.db.begin_read().await?;
-        let (catalog, basics) = load_catalog(&mut tx, req).await?;
+        // Whether the answer may be a window's, known from the request
+        // before the catalog (which then reads the ids' bounds) and again
+        // with what the catalog says of the fleet.
+        let windowable = reach == Reach::Narrowed
+            && window::cap(req, &self.settings.stopping_at_limit(req, false), false, false).is_some();
+        let (catalog, basics) = load_catalog(&mut tx, req, windowable).await?;
         phases.mark("catalog");
-        let fleet = load_fleet(&mut tx, req, &catalog, basics, reach).await?;
-        phases.mark("fleet");
-        let settings = self.settings.stopping_at_limit(req, fleet.has_trees);
-        let request = req.clone();
+        let has_trees = basics.has_trees;
+        let settings = self.settings.stopping_at_limit(req, has_trees);
+        // A `required` trait narrows the trees after one read of its rows;
+        // on a fleet of at most MAX_NARROWED ids that is one cheap pass,
+        // where windows would take two when the trait leaves fewer trees
+        // than the cut.
+        let narrows_by_traits = req.groups.iter().any(|g| !g.required.is_empty())
+            && basics.ids.is_some_and(|(first, last)| last.saturating_sub(first) < MAX_NARROWED as i64);
+        let cap = window::cap(req, &settings, has_trees, !basics.sharing.is_empty())
+            .filter(|_| windowable && !narrows_by_traits && basics.sharing.len() <= MAX_IN_LIST);
 
-        // The search and the product are CPU work, possibly long on wide
-        // trees: keep them off the async workers. Without same_subtree they
-        // need no trees: the candidates are generated and cut to `limit`
-        // first, then only the kept candidates' trees are read, and only
-        // the summarised providers' traits (a large fleet's providers
-        // carry dozens of traits each: most of a request's rows were
-        // traits of providers no summary shows).
-        let has_trees = fleet.has_trees;
-        let (finished, fleet, trees) = if req.same_subtrees.is_empty() {
-            let (finished, fleet, generating) = tokio::task::spawn_blocking(move || {
-                let started = std::time::Instant::now();
-                let finished = domain::generate(&request, &settings, &catalog, &fleet, &Trees::default()).map(|c| {
-                    c.map(|c| domain::finish_observed(&request, &settings, has_trees, c, |p| fleet.root(p), &mut ()))
-                });
-                (finished, fleet, started.elapsed())
-            })
-            .await
-            .map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
-            phases.note("algorithm", generating);
-            phases.mark("wait_algorithm");
-            let Some(finished) = finished? else { return Ok(Outcome::default()) };
+        if req.same_subtrees.is_empty() {
+            // The search and the product are CPU work, possibly long on
+            // wide trees: keep them off the async workers. Without
+            // same_subtree they need no trees: the candidates are generated
+            // and cut to `limit` first, then only the kept candidates'
+            // trees are read, and only the summarised providers' traits (a
+            // large fleet's providers carry dozens of traits each: most of
+            // a request's rows were traits of providers no summary shows).
+            // With a cut, the fleet is read a window of roots at a time,
+            // each window the next ids, until the windows hold the cut
+            // ([`window`]).
+            let catalog = Arc::new(catalog);
+            let request = Arc::new(req.clone());
+            let mut span = cap.map_or(0, |cap| window::first_span(cap, has_trees));
+            let mut next = cap
+                .zip(basics.ids)
+                .and_then(|(_, (first, last))| window::upto(first, span, last))
+                .map(|upto| Window { after: None, upto: Some(upto), also: Vec::new() });
+            let mut read: Option<Fleet> = None;
+            let (candidates, fleet) = loop {
+                let bounds = next.as_ref().map(|w| (w.after, w.upto));
+                let (part, windowed) = load_fleet(&mut tx, req, &catalog, basics.clone(), reach, next.take()).await?;
+                let fleet = match read.take() {
+                    Some(mut fleet) if windowed => {
+                        fleet.absorb(part);
+                        fleet
+                    }
+                    _ => part,
+                };
+                phases.mark("fleet");
+                let (catalog, request, settings) = (catalog.clone(), request.clone(), settings.clone());
+                let (generated, fleet, generating) = tokio::task::spawn_blocking(move || {
+                    let started = std::time::Instant::now();
+                    let generated = domain::generate(&request, &settings, &catalog, &fleet, &Trees::default());
+                    (generated, fleet, started.elapsed())
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("candidate generation failed: {e}")))?;
+                phases.note("algorithm", generating);
+                phases.mark("wait_algorithm");
+                let mut candidates = generated?.unwrap_or_default();
+                let (Some((_, Some(last))), Some(cap), Some((first, end)), true) = (bounds, cap, basics.ids, windowed)
+                else {
+                    // The whole fleet, or its last part added.
+                    break (candidates, fleet);
+                };
+                // A sharing provider's own tree may lie past the window:
+                // only the window's anchors are the whole fleet's.
+                candidates.retain(|c| c.anchor <= last);
+                if candidates.len() >= cap {
+                    #[cfg(test)]
+                    self.windows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    break (candidates, fleet);
+                }
+                span = window::next_span(span, candidates.len(), cap);
+                next = Some(Window { after: Some(last), upto: window::upto(first, span, end), also: Vec::new() });
+                read = Some(fleet);
+            };
+            if candidates.is_empty() {
+                return Ok(Outcome::default());
+            }
+            let finished = domain::finish_observed(req, &settings, has_trees, candidates, |p| fleet.root(p), &mut ());
             let trees = load_trees(&mut tx, &finished.kept_roots).await?;
             phases.mark("trees");
-            (finished, fleet, trees)
-        } else {
+            return self.outcome(req, tx, phases, finished, fleet, trees).await;
+        }
+
+        let (fleet, _) = load_fleet(&mut tx, req, &catalog, basics, reach, None).await?;
+        phases.mark("fleet");
+        let request = req.clone();
+        let (finished, fleet, trees) = {
             let roots: Vec<ProviderId> = roots_in_play(&fleet).into_iter().collect();
             let trees = Arc::new(load_trees(&mut tx, &roots).await?);
             phases.mark("trees");
@@ -123,6 +193,20 @@ impl Store {
             let trees = Arc::try_unwrap(trees).unwrap_or_else(|shared| (*shared).clone());
             (finished, fleet, trees)
         };
+        self.outcome(req, tx, phases, finished, fleet, trees).await
+    }
+
+    /// The answer from the kept candidates and their trees: the summaries
+    /// (with the summarised providers' traits read now).
+    async fn outcome(
+        &self,
+        req: &Request,
+        mut tx: Tx,
+        mut phases: Phases,
+        finished: domain::Finished,
+        fleet: Fleet,
+        trees: Trees,
+    ) -> Result<Outcome> {
         let answer = finished.with_trees(&trees);
         if answer.candidates.is_empty() {
             return Ok(Outcome::default());
@@ -157,8 +241,8 @@ impl Store {
     pub async fn explain(&self, req: &Request) -> Result<Explained> {
         req.validate()?;
         let mut tx = self.db.begin_read().await?;
-        let (catalog, basics) = load_catalog(&mut tx, req).await?;
-        let fleet = load_fleet(&mut tx, req, &catalog, basics, Reach::Whole).await?;
+        let (catalog, basics) = load_catalog(&mut tx, req, false).await?;
+        let (fleet, _) = load_fleet(&mut tx, req, &catalog, basics, Reach::Whole, None).await?;
         let roots: Vec<ProviderId> = roots_in_play(&fleet).into_iter().collect();
         let trees = load_trees(&mut tx, &roots).await?;
         tx.end_read();
@@ -229,7 +313,7 @@ fn texts<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<Value> {
 }
 
 /// What the first read learns besides the catalog.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Basics {
     /// Whether any provider has a parent.
     has_trees: bool,
@@ -237,6 +321,9 @@ struct Basics {
     sharing: FxHashSet<ProviderId>,
     /// Every class, when the summaries show them all.
     all_class_names: Option<FxHashMap<ClassId, String>>,
+    /// The least and the greatest provider id, when asked for (the
+    /// bounds of a windowed read).
+    ids: Option<(ProviderId, ProviderId)>,
 }
 
 /// Resolves the request's names and `in_tree` providers (MariaDB compares
@@ -245,7 +332,7 @@ struct Basics {
 /// every class: one statement whose first column says what each row is,
 /// since each round trip to the database costs more than these small
 /// reads.
-async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
+async fn load_catalog(tx: &mut Tx, req: &Request, bounds: bool) -> Result<(Catalog, Basics)> {
     let mut cat = Catalog::default();
     let mut basics = Basics::default();
     let classes: BTreeSet<&str> = req.requested_classes();
@@ -268,6 +355,8 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
     const SHARING: i64 = 3;
     const HAS_TREES: i64 = 4;
     const IN_TREE: i64 = 5;
+    const FIRST_ID: i64 = 6;
+    const LAST_ID: i64 = 7;
     let mut sql = format!("SELECT {TRAIT}, id, name FROM traits WHERE name IN ({})", in_list(traits.len()));
     let mut params = texts(traits.iter().copied());
     if req.all_classes_in_summaries {
@@ -303,6 +392,14 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
         ));
         params.extend(texts(trees.iter().copied()));
     }
+    if bounds {
+        // Both ends of the primary key: an index dive each.
+        sql.push_str(&format!(
+            " UNION ALL SELECT {FIRST_ID}, MIN(id), NULL FROM resource_providers \
+             UNION ALL SELECT {LAST_ID}, MAX(id), NULL FROM resource_providers"
+        ));
+    }
+    let (mut first_id, mut last_id) = (None, None);
     let mut all_classes: FxHashMap<ClassId, String> = FxHashMap::default();
     tx.for_each_row(&sql, &params, |r| -> Result<()> {
         match r.i64(0)? {
@@ -336,11 +433,14 @@ async fn load_catalog(tx: &mut Tx, req: &Request) -> Result<(Catalog, Basics)> {
                     cat.in_tree_roots.insert(uuid, r.i64(1)?);
                 }
             }
+            FIRST_ID => first_id = r.opt_i64(1)?,
+            LAST_ID => last_id = r.opt_i64(1)?,
             _ => basics.has_trees = r.i64(1)? != 0,
         }
         Ok(())
     })
     .await?;
+    basics.ids = first_id.zip(last_id);
     if req.all_classes_in_summaries {
         basics.all_class_names = Some(all_classes);
     }
@@ -373,8 +473,19 @@ pub(crate) enum Reach {
 /// or every class when the summaries show them all, so that the summaries
 /// need no second read). First the small filter tables, then, when the
 /// request's filters leave only some trees ([`scope::anchors`]), the
-/// inventories and usage of those trees alone.
-async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, reach: Reach) -> Result<Fleet> {
+/// inventories and usage of those trees alone. With a window, only the
+/// trees whose root is in it are read, and in a first window the sharing
+/// providers' ([`Window`]), unless `member_of` or `in_tree` narrow the
+/// trees to a few first (reading those whole costs less than windows):
+/// whether the window applied is returned with the fleet.
+async fn load_fleet(
+    tx: &mut Tx,
+    req: &Request,
+    cat: &Catalog,
+    basics: Basics,
+    reach: Reach,
+    window: Option<Window>,
+) -> Result<(Fleet, bool)> {
     let mut fleet = Fleet { has_trees: basics.has_trees, sharing: basics.sharing, ..Fleet::default() };
     let narrowing = reach == Reach::Narrowed && scope::can_narrow(req);
     // The roots of the providers the filter tables name (with trees, and
@@ -414,13 +525,22 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
     // OWNER_NOVA) is a row per provider.
     let mut sharing: Vec<ProviderId> = Vec::new();
     let mut before_traits: Option<Vec<ProviderId>> = None;
-    if narrowing {
+    let sharing_first = narrowing || window.is_some();
+    let mut window = window;
+    if sharing_first {
         sharing = fleet.sharing.iter().copied().collect();
         sharing.sort_unstable();
         let known = if fleet.has_trees { FxHashMap::default() } else { identity(&sharing) };
         let (anchors, sharing_roots) = load_sharing_anchors(tx, &sharing, &known, fleet.has_trees).await?;
         fleet.sharing_anchors = anchors;
         filter_roots.extend(sharing_roots.iter().map(|(p, r)| (*p, *r)));
+        if let Some(Window { after: None, upto: Some(upto), also }) = &mut window {
+            also.extend(sharing_roots.values().copied().filter(|r| r > upto));
+            also.sort_unstable();
+            also.dedup();
+        }
+    }
+    if narrowing {
         let tables = scope::FilterTables { fleet: &fleet, root_of: &filter_roots };
         if let Some(scope) = scope::anchors(req, cat, &tables, scope::Tables::WithoutTraits) {
             let mut roots: Vec<ProviderId> = scope.into_iter().collect();
@@ -429,6 +549,7 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
             roots.dedup();
             if roots.len() <= MAX_NARROWED {
                 before_traits = Some(roots);
+                window = None;
             }
         }
     }
@@ -445,15 +566,18 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
         };
         for chunk in chunks {
             let mut params = ids(trait_ids.iter().copied());
-            let trees = match chunk {
+            let col = if fleet.has_trees { "rp.root_provider_id" } else { "rpt.resource_provider_id" };
+            let mut trees = match chunk {
                 None => String::new(),
                 Some(roots) => {
                     params.extend(ids(roots.iter().copied()));
-                    let col = if fleet.has_trees { "rp.root_provider_id" } else { "rpt.resource_provider_id" };
                     format!(" AND {col} IN ({})", in_list(roots.len()))
                 }
             };
-            let join = fleet.has_trees && (with_roots || chunk.is_some());
+            if let Some(w) = &window {
+                trees.push_str(&w.clause(col, &mut params));
+            }
+            let join = fleet.has_trees && (with_roots || chunk.is_some() || window.is_some());
             let sql = if join {
                 format!(
                     "SELECT rpt.resource_provider_id, rpt.trait_id, rp.root_provider_id FROM resource_provider_traits rpt \
@@ -481,18 +605,22 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
     if !req.root_required.is_empty() || !req.root_forbidden.is_empty() {
         const ROOTS: &str = "SELECT id FROM resource_providers WHERE parent_provider_id IS NULL";
         let mut roots: Vec<ProviderId> = Vec::new();
-        match &before_traits {
-            None => {
-                let rows = tx.fetch_all(ROOTS, &[]).await?;
-                roots = rows.iter().map(|r| r.i64(0)).collect::<std::result::Result<_, _>>()?;
+        let chunks: Vec<Option<&[ProviderId]>> = match &before_traits {
+            None => vec![None],
+            Some(trees) => trees.chunks(IN_CHUNK).map(Some).collect(),
+        };
+        for chunk in chunks {
+            let mut sql = ROOTS.to_string();
+            let mut params = Vec::new();
+            if let Some(chunk) = chunk {
+                sql.push_str(&format!(" AND id IN ({})", in_list(chunk.len())));
+                params.extend(ids(chunk.iter().copied()));
             }
-            Some(trees) => {
-                for chunk in trees.chunks(IN_CHUNK) {
-                    let sql = format!("{ROOTS} AND id IN ({})", in_list(chunk.len()));
-                    for r in tx.fetch_all(&sql, &ids(chunk.iter().copied())).await? {
-                        roots.push(r.i64(0)?);
-                    }
-                }
+            if let Some(w) = &window {
+                sql.push_str(&w.clause("id", &mut params));
+            }
+            for r in tx.fetch_all(&sql, &params).await? {
+                roots.push(r.i64(0)?);
             }
         }
         fleet.roots = Some(roots);
@@ -520,7 +648,7 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
         None => cat.classes.iter().map(|(n, id)| (*id, n.clone())).collect(),
     };
     if all_classes || !requested.is_empty() {
-        load_inventories(tx, &mut fleet, &requested, all_classes, trees.as_deref()).await?;
+        load_inventories(tx, &mut fleet, &requested, all_classes, trees.as_deref(), window.as_ref()).await?;
     }
 
     let resourceless = req.groups.iter().any(|g| g.resources.is_empty());
@@ -537,7 +665,7 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
         fleet.all_providers = Some(all);
     }
 
-    if !narrowing {
+    if !sharing_first {
         // Anchors only matter for sharing providers that can serve
         // something.
         let mut sharing: Vec<ProviderId> =
@@ -546,7 +674,64 @@ async fn load_fleet(tx: &mut Tx, req: &Request, cat: &Catalog, basics: Basics, r
         let (anchors, _) = load_sharing_anchors(tx, &sharing, &fleet.root_of, fleet.has_trees).await?;
         fleet.sharing_anchors = anchors;
     }
-    Ok(fleet)
+    Ok((fleet, window.is_some()))
+}
+
+/// The trees a windowed read covers: those whose root id is past `after`
+/// and at most `upto` (unbounded where None), and the trees of the roots
+/// `also` (the first window's sharing providers past it, which may serve
+/// any tree).
+struct Window {
+    after: Option<ProviderId>,
+    upto: Option<ProviderId>,
+    also: Vec<ProviderId>,
+}
+
+impl Window {
+    /// The condition on the root column `col` (appended to a WHERE), with
+    /// its parameters pushed to `params`: one index range, and the sharing
+    /// providers' roots as points of the same index.
+    fn clause(&self, col: &str, params: &mut Vec<Value>) -> String {
+        let mut range = Vec::new();
+        if let Some(after) = self.after {
+            range.push(format!("{col} > ?"));
+            params.push(Value::Int(after));
+        }
+        if let Some(upto) = self.upto {
+            range.push(format!("{col} <= ?"));
+            params.push(Value::Int(upto));
+        }
+        let range = if range.is_empty() { "1 = 1".to_string() } else { range.join(" AND ") };
+        if self.also.is_empty() {
+            return format!(" AND {range}");
+        }
+        params.extend(ids(self.also.iter().copied()));
+        format!(" AND ({range} OR {col} IN ({}))", in_list(self.also.len()))
+    }
+}
+
+/// Conditions on `col` (each appended to a WHERE, with its parameters) that
+/// together select the ascending `ids`, and possibly other rows, which the
+/// caller skips: the longest run from the first id that holds at least
+/// half of the ids it spans as one range (one index range scan, where a
+/// list is a descent per id), the rest in lists of at most [`IN_CHUNK`]
+/// (a sharing provider's tree far from the others, say).
+fn id_filters(col: &str, ids_sorted: &[ProviderId]) -> Vec<(String, Vec<Value>)> {
+    let Some(first) = ids_sorted.first().copied() else { return Vec::new() };
+    let spans = |k: usize| usize::try_from(ids_sorted[k].saturating_sub(first)).unwrap_or(usize::MAX);
+    let dense = (1..ids_sorted.len()).rev().find(|k| spans(*k) / 2 <= *k);
+    let mut filters = Vec::new();
+    let rest = match dense {
+        Some(k) => {
+            filters.push((format!(" AND {col} BETWEEN ? AND ?"), ids([first, ids_sorted[k]])));
+            &ids_sorted[k + 1..]
+        }
+        None => ids_sorted,
+    };
+    for chunk in rest.chunks(IN_CHUNK) {
+        filters.push((format!(" AND {col} IN ({})", in_list(chunk.len())), ids(chunk.iter().copied())));
+    }
+    filters
 }
 
 /// Each provider as its own root.
@@ -562,6 +747,7 @@ async fn load_inventories(
     requested: &BTreeSet<ClassId>,
     all_classes: bool,
     trees: Option<&[ProviderId]>,
+    window: Option<&Window>,
 ) -> Result<()> {
     let (class_filter, class_params) = if all_classes {
         ("1 = 1".to_string(), Vec::new())
@@ -581,9 +767,10 @@ async fn load_inventories(
         // inventories through the unique index (two index descents per
         // row, twice the time of the whole read); inventories in table
         // order, each provider by its primary key, is the plan that fits.
-        // Narrowed to some trees, the providers come first: their roots'
-        // index, then each provider's inventories by the unique index.
-        let (root, from, tree_filter) = match (fleet.has_trees, chunk) {
+        // Narrowed to some trees or to a window, the providers come first:
+        // their roots' index, then each provider's inventories by the
+        // unique index.
+        let (root, from, mut tree_filter) = match (fleet.has_trees, chunk) {
             (false, None) => ("i.resource_provider_id", "inventories i".to_string(), String::new()),
             (false, Some(roots)) => {
                 params.extend(ids(roots.iter().copied()));
@@ -593,7 +780,7 @@ async fn load_inventories(
                     format!(" AND i.resource_provider_id IN ({})", in_list(roots.len())),
                 )
             }
-            (true, None) => {
+            (true, None) if window.is_none() => {
                 let join = if mysql { "STRAIGHT_JOIN" } else { "JOIN" };
                 (
                     "rp.root_provider_id",
@@ -601,16 +788,23 @@ async fn load_inventories(
                     String::new(),
                 )
             }
-            (true, Some(roots)) => {
-                params.extend(ids(roots.iter().copied()));
+            (true, roots) => {
                 let join = if mysql { "STRAIGHT_JOIN" } else { "JOIN" };
+                let mut filter = String::new();
+                if let Some(roots) = roots {
+                    params.extend(ids(roots.iter().copied()));
+                    filter = format!(" AND rp.root_provider_id IN ({})", in_list(roots.len()));
+                }
                 (
                     "rp.root_provider_id",
                     format!("resource_providers rp {join} inventories i ON i.resource_provider_id = rp.id"),
-                    format!(" AND rp.root_provider_id IN ({})", in_list(roots.len())),
+                    filter,
                 )
             }
         };
+        if let Some(w) = window {
+            tree_filter.push_str(&w.clause(root, &mut params));
+        }
         let sql = format!(
             "SELECT i.resource_provider_id, {root}, i.resource_class_id, \
                     i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio \
@@ -636,10 +830,11 @@ async fn load_inventories(
     // integer (the sum of integers is one), read like any other.
     let sum = if mysql { "CAST(SUM(used) AS SIGNED)" } else { "SUM(used)" };
     let class_filter = class_filter.replace("i.resource_class_id", "resource_class_id");
-    // Narrowed: the usage of the providers just found (their index range
-    // each), else of every provider.
+    // Narrowed or windowed: the usage of the providers just found (their
+    // index range each), else of every provider.
+    let some_trees = trees.is_some() || window.is_some();
     let mut providers: Vec<ProviderId> = Vec::new();
-    if trees.is_some() {
+    if some_trees {
         providers = fleet.inventories.keys().map(|(p, _)| *p).collect();
         providers.sort_unstable();
         providers.dedup();
@@ -647,19 +842,11 @@ async fn load_inventories(
             return Ok(());
         }
     }
-    let chunks: Vec<Option<&[ProviderId]>> = match trees {
-        None => vec![None],
-        Some(_) => providers.chunks(IN_CHUNK).map(Some).collect(),
-    };
-    for chunk in chunks {
+    let filters =
+        if some_trees { id_filters("resource_provider_id", &providers) } else { vec![(String::new(), vec![])] };
+    for (provider_filter, provider_params) in filters {
         let mut params = class_params.clone();
-        let provider_filter = match chunk {
-            None => String::new(),
-            Some(some) => {
-                params.extend(ids(some.iter().copied()));
-                format!(" AND resource_provider_id IN ({})", in_list(some.len()))
-            }
-        };
+        params.extend(provider_params);
         let sql = format!(
             "SELECT resource_provider_id, resource_class_id, {sum} FROM allocations \
              WHERE {class_filter}{provider_filter} GROUP BY resource_provider_id, resource_class_id"
@@ -764,9 +951,8 @@ async fn load_trees(tx: &mut Tx, roots: &[ProviderId]) -> Result<Trees> {
     if roots.len() > MAX_NARROWED {
         tx.for_each_row(COLUMNS, &[], &mut keep).await?;
     } else {
-        for chunk in roots.chunks(IN_CHUNK) {
-            let sql = format!("{COLUMNS} WHERE root_provider_id IN ({})", in_list(chunk.len()));
-            tx.for_each_row(&sql, &ids(chunk.iter().copied()), &mut keep).await?;
+        for (filter, params) in id_filters("root_provider_id", roots) {
+            tx.for_each_row(&format!("{COLUMNS} WHERE 1 = 1{filter}"), &params, &mut keep).await?;
         }
     }
     Ok(trees)
@@ -827,4 +1013,29 @@ fn summaries(
         });
     }
     (summaries, trait_names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(filters: &[(String, Vec<Value>)]) -> Vec<(String, usize)> {
+        filters.iter().map(|(sql, params)| (sql.clone(), params.len())).collect()
+    }
+
+    #[test]
+    fn dense_ids_are_one_range_and_stragglers_a_list() {
+        assert!(id_filters("c", &[]).is_empty());
+        assert_eq!(shown(&id_filters("c", &[7])), [(" AND c IN (?)".to_string(), 1)]);
+        let window: Vec<i64> = (1..=1250).filter(|i| i % 3 != 0).collect();
+        assert_eq!(shown(&id_filters("c", &window)), [(" AND c BETWEEN ? AND ?".to_string(), 2)]);
+        let with_sharing: Vec<i64> = (1..=100).chain([90_000, 90_001]).collect();
+        assert_eq!(
+            shown(&id_filters("c", &with_sharing)),
+            [(" AND c BETWEEN ? AND ?".to_string(), 2), (" AND c IN (?, ?)".to_string(), 2)]
+        );
+        let sparse: Vec<i64> = (0..1200).map(|i| i * 10).collect();
+        let lists = shown(&id_filters("c", &sparse));
+        assert_eq!(lists.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [999, 201]);
+    }
 }

@@ -5,6 +5,7 @@ mod explain;
 mod property;
 mod scenarios;
 mod trait_cache;
+mod window;
 
 use std::collections::HashMap;
 
