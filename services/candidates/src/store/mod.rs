@@ -560,24 +560,11 @@ async fn load_fleet(
     }
     trait_ids.extend(req.root_required.iter().chain(&req.root_forbidden).filter_map(|t| cat.traits.get(t)));
     if !trait_ids.is_empty() {
-        let chunks: Vec<Option<&[ProviderId]>> = match &before_traits {
-            None => vec![None],
-            Some(roots) => roots.chunks(IN_CHUNK).map(Some).collect(),
-        };
-        for chunk in chunks {
+        let col = if fleet.has_trees { "rp.root_provider_id" } else { "rpt.resource_provider_id" };
+        let join = fleet.has_trees && (with_roots || before_traits.is_some() || window.is_some());
+        for (trees, tree_params) in tree_filters(col, before_traits.as_deref(), window.as_ref()) {
             let mut params = ids(trait_ids.iter().copied());
-            let col = if fleet.has_trees { "rp.root_provider_id" } else { "rpt.resource_provider_id" };
-            let mut trees = match chunk {
-                None => String::new(),
-                Some(roots) => {
-                    params.extend(ids(roots.iter().copied()));
-                    format!(" AND {col} IN ({})", in_list(roots.len()))
-                }
-            };
-            if let Some(w) = &window {
-                trees.push_str(&w.clause(col, &mut params));
-            }
-            let join = fleet.has_trees && (with_roots || chunk.is_some() || window.is_some());
+            params.extend(tree_params);
             let sql = if join {
                 format!(
                     "SELECT rpt.resource_provider_id, rpt.trait_id, rp.root_provider_id FROM resource_provider_traits rpt \
@@ -605,21 +592,8 @@ async fn load_fleet(
     if !req.root_required.is_empty() || !req.root_forbidden.is_empty() {
         const ROOTS: &str = "SELECT id FROM resource_providers WHERE parent_provider_id IS NULL";
         let mut roots: Vec<ProviderId> = Vec::new();
-        let chunks: Vec<Option<&[ProviderId]>> = match &before_traits {
-            None => vec![None],
-            Some(trees) => trees.chunks(IN_CHUNK).map(Some).collect(),
-        };
-        for chunk in chunks {
-            let mut sql = ROOTS.to_string();
-            let mut params = Vec::new();
-            if let Some(chunk) = chunk {
-                sql.push_str(&format!(" AND id IN ({})", in_list(chunk.len())));
-                params.extend(ids(chunk.iter().copied()));
-            }
-            if let Some(w) = &window {
-                sql.push_str(&w.clause("id", &mut params));
-            }
-            for r in tx.fetch_all(&sql, &params).await? {
+        for (filter, params) in tree_filters("id", before_traits.as_deref(), window.as_ref()) {
+            for r in tx.fetch_all(&format!("{ROOTS}{filter}"), &params).await? {
                 roots.push(r.i64(0)?);
             }
         }
@@ -710,6 +684,30 @@ impl Window {
     }
 }
 
+/// Conditions on the root column `col` (each appended to a WHERE, with its
+/// parameters), one statement each: the `scope`'s roots in lists of at most
+/// [`IN_CHUNK`] (or no condition without a scope), each also held to the
+/// `window`.
+fn tree_filters(col: &str, scope: Option<&[ProviderId]>, window: Option<&Window>) -> Vec<(String, Vec<Value>)> {
+    let chunks: Vec<Option<&[ProviderId]>> = match scope {
+        None => vec![None],
+        Some(roots) => roots.chunks(IN_CHUNK).map(Some).collect(),
+    };
+    chunks
+        .into_iter()
+        .map(|chunk| {
+            let (mut filter, mut params) = match chunk {
+                None => (String::new(), Vec::new()),
+                Some(roots) => (format!(" AND {col} IN ({})", in_list(roots.len())), ids(roots.iter().copied())),
+            };
+            if let Some(w) = window {
+                filter.push_str(&w.clause(col, &mut params));
+            }
+            (filter, params)
+        })
+        .collect()
+}
+
 /// Conditions on `col` (each appended to a WHERE, with its parameters) that
 /// together select the ascending `ids`, and possibly other rows, which the
 /// caller skips: the longest run from the first id that holds at least
@@ -755,56 +753,29 @@ async fn load_inventories(
         (format!("i.resource_class_id IN ({})", in_list(requested.len())), ids(requested.iter().copied()))
     };
     let mysql = tx.dialect == Dialect::MySql;
-    let chunks: Vec<Option<&[ProviderId]>> = match trees {
-        None => vec![None],
-        Some(roots) => roots.chunks(IN_CHUNK).map(Some).collect(),
+    // Without trees every provider is its own root: no join at all (on
+    // MariaDB the join was half of this read's time). With trees, MariaDB
+    // would otherwise walk the providers and find each one's inventories
+    // through the unique index (two index descents per row, twice the time
+    // of the whole read); inventories in table order, each provider by its
+    // primary key, is the plan that fits. Narrowed to some trees or to a
+    // window, the providers come first: their roots' index, then each
+    // provider's inventories by the unique index.
+    let join = if mysql { "STRAIGHT_JOIN" } else { "JOIN" };
+    let (root, from) = match (fleet.has_trees, trees.is_some() || window.is_some()) {
+        (false, _) => ("i.resource_provider_id", "inventories i".to_string()),
+        (true, false) => (
+            "rp.root_provider_id",
+            format!("inventories i {join} resource_providers rp ON rp.id = i.resource_provider_id"),
+        ),
+        (true, true) => (
+            "rp.root_provider_id",
+            format!("resource_providers rp {join} inventories i ON i.resource_provider_id = rp.id"),
+        ),
     };
-    for chunk in chunks {
+    for (tree_filter, tree_params) in tree_filters(root, trees, window) {
         let mut params = class_params.clone();
-        // Without trees every provider is its own root: no join at all
-        // (on MariaDB the join was half of this read's time). With trees,
-        // MariaDB would otherwise walk the providers and find each one's
-        // inventories through the unique index (two index descents per
-        // row, twice the time of the whole read); inventories in table
-        // order, each provider by its primary key, is the plan that fits.
-        // Narrowed to some trees or to a window, the providers come first:
-        // their roots' index, then each provider's inventories by the
-        // unique index.
-        let (root, from, mut tree_filter) = match (fleet.has_trees, chunk) {
-            (false, None) => ("i.resource_provider_id", "inventories i".to_string(), String::new()),
-            (false, Some(roots)) => {
-                params.extend(ids(roots.iter().copied()));
-                (
-                    "i.resource_provider_id",
-                    "inventories i".to_string(),
-                    format!(" AND i.resource_provider_id IN ({})", in_list(roots.len())),
-                )
-            }
-            (true, None) if window.is_none() => {
-                let join = if mysql { "STRAIGHT_JOIN" } else { "JOIN" };
-                (
-                    "rp.root_provider_id",
-                    format!("inventories i {join} resource_providers rp ON rp.id = i.resource_provider_id"),
-                    String::new(),
-                )
-            }
-            (true, roots) => {
-                let join = if mysql { "STRAIGHT_JOIN" } else { "JOIN" };
-                let mut filter = String::new();
-                if let Some(roots) = roots {
-                    params.extend(ids(roots.iter().copied()));
-                    filter = format!(" AND rp.root_provider_id IN ({})", in_list(roots.len()));
-                }
-                (
-                    "rp.root_provider_id",
-                    format!("resource_providers rp {join} inventories i ON i.resource_provider_id = rp.id"),
-                    filter,
-                )
-            }
-        };
-        if let Some(w) = window {
-            tree_filter.push_str(&w.clause(root, &mut params));
-        }
+        params.extend(tree_params);
         let sql = format!(
             "SELECT i.resource_provider_id, {root}, i.resource_class_id, \
                     i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio \
